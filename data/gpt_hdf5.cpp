@@ -1,0 +1,133 @@
+// Implementation of data/gpt_hdf5.h with the HDF5 C API.
+#include "data/gpt_hdf5.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace zoo::data {
+
+const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
+  using O = GptHdf5Options;
+  static const config::Schema<O> s = [] {
+    config::Schema<O> sc("train_input/eval_input (GptHDF5DataProcessor, GptHDF5MapDataProcessor)",
+                         "modelzoo HDF5 LM samples (*.h5, dataset 'data', int32 (n, 3, msl)).");
+    add_loader_fields(sc)
+        .field("max_sequence_length", &O::max_sequence_length,
+               "Expected msl of the files (null: taken from the files).",
+               config::if_set(config::positive<int64_t>()))
+        .field("shuffle_buffer", &O::shuffle_buffer, "Shuffle buffer size (iterable processor).",
+               config::if_set(config::positive<int64_t>()))
+        .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).");
+    return sc;
+  }();
+  return s;
+}
+
+Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as messages below, not stderr dumps
+  for (const auto& path : paths) {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) throw std::runtime_error(path + ": not a readable HDF5 file");
+    hid_t d = H5Dopen2(f, "data", H5P_DEFAULT);
+    if (d < 0) {
+      H5Fclose(f);
+      throw std::runtime_error(path + ": no dataset 'data'");
+    }
+    File file{path, f, d, total_, 0};
+    files_.push_back(file);  // closed by the destructor from here on
+    hid_t space = H5Dget_space(d);
+    int rank = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[3] = {0, 0, 0};
+    if (rank == 3) H5Sget_simple_extent_dims(space, dims, nullptr);
+    H5Sclose(space);
+    hid_t type = H5Dget_type(d);
+    bool integer = H5Tget_class(type) == H5T_INTEGER;
+    H5Tclose(type);
+    if (rank != 3 || dims[1] < 3)
+      throw std::runtime_error(path + ": dataset 'data' has rank " + std::to_string(rank) +
+                               ", expected (n, 3, msl) samples (the corpus format is not supported yet)");
+    if (!integer) throw std::runtime_error(path + ": dataset 'data' is not an integer dataset (expected int32)");
+    if (msl_ == 0) msl_ = static_cast<int64_t>(dims[2]);
+    if (static_cast<int64_t>(dims[2]) != msl_)
+      throw std::runtime_error(path + ": sequence length " + std::to_string(dims[2]) + " differs from " +
+                               std::to_string(msl_) + " in " + files_.front().path);
+    files_.back().count = static_cast<int64_t>(dims[0]);
+    total_ += static_cast<int64_t>(dims[0]);
+  }
+}
+
+Hdf5SampleSource::~Hdf5SampleSource() {
+  for (auto& f : files_) {
+    H5Dclose(f.dataset_id);
+    H5Fclose(f.file_id);
+  }
+}
+
+std::string Hdf5SampleSource::describe() const {
+  return files_.empty() ? "HDF5 data" : files_.front().path + (files_.size() > 1 ? " and others" : "");
+}
+
+void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const {
+  const File* file = nullptr;
+  for (const auto& f : files_)
+    if (i >= f.first && i < f.first + f.count) file = &f;
+  if (!file) throw std::out_of_range("HDF5 sample index " + std::to_string(i) + " out of range");
+  std::vector<int32_t> row(3 * msl_);
+  hsize_t start[3] = {static_cast<hsize_t>(i - file->first), 0, 0};
+  hsize_t count[3] = {1, 3, static_cast<hsize_t>(msl_)};
+  hid_t space = H5Dget_space(file->dataset_id);
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  hsize_t mem_dims[1] = {static_cast<hsize_t>(3 * msl_)};
+  hid_t mem = H5Screate_simple(1, mem_dims, nullptr);
+  herr_t status = H5Dread(file->dataset_id, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, row.data());
+  H5Sclose(mem);
+  H5Sclose(space);
+  if (status < 0) throw std::runtime_error(file->path + ": cannot read sample " + std::to_string(i - file->first));
+  std::copy(row.begin(), row.begin() + msl_, input_ids);
+  std::copy(row.begin() + msl_, row.begin() + 2 * msl_, mask);
+  std::copy(row.begin() + 2 * msl_, row.end(), labels);
+}
+
+namespace {
+std::unique_ptr<DataLoader> open_hdf5(const GptHdf5Options& o, const YAML::Node& section,
+                                      const config::Context& ctx) {
+  if (o.data_dir.items.empty()) ctx.fail(section, "data_dir", "required: directory (or list) of *.h5 files");
+  std::vector<std::string> files;
+  for (const auto& dir : o.data_dir.items)
+    for (const auto& f : list_files(require_directory(dir, section, ctx), ".h5")) files.push_back(f);
+  std::sort(files.begin(), files.end());
+  if (files.empty()) ctx.fail(section["data_dir"], "data_dir", "no *.h5 files in the given director(y/ies)");
+  std::shared_ptr<Hdf5SampleSource> source;
+  try {
+    source = std::make_shared<Hdf5SampleSource>(files);
+  } catch (const std::exception& e) {
+    ctx.fail(section["data_dir"], "data_dir", e.what());
+  }
+  if (o.max_sequence_length && *o.max_sequence_length != source->sequence_length())
+    ctx.fail(section["max_sequence_length"], "max_sequence_length",
+             "is " + std::to_string(*o.max_sequence_length) + " but the files hold sequences of " +
+                 std::to_string(source->sequence_length()) + " (" + source->describe() + ")");
+  if (source->num_samples() < o.batch_size)
+    ctx.fail(section["data_dir"], "data_dir",
+             std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
+                 std::to_string(o.batch_size));
+  return std::make_unique<MapStyleLoader>(source, o.batch_size, o.shuffle, o.shuffle_seed);
+}
+}  // namespace
+
+DataProcessor gpt_hdf5_processor() {
+  return make_data_processor<GptHdf5Options>(
+      "GptHDF5DataProcessor",
+      "modelzoo HDF5 LM samples. zoo reads them like the map-style processor (epoch-seeded "
+      "permutation when shuffling, not modelzoo's buffered shuffle).",
+      open_hdf5);
+}
+
+DataProcessor gpt_hdf5_map_processor() {
+  return make_data_processor<GptHdf5Options>(
+      "GptHDF5MapDataProcessor", "modelzoo HDF5 LM samples, map-style (sample format).", open_hdf5);
+}
+
+}  // namespace zoo::data

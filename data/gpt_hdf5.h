@@ -1,0 +1,46 @@
+// modelzoo's HDF5 LM data: GptHDF5DataProcessor and GptHDF5MapDataProcessor
+// over `*.h5` files holding dataset "data", int32 (n, 3, msl) rows
+// input_ids / attention_mask (loss mask) / labels.
+// Defines: GptHdf5Options, Hdf5SampleSource, gpt_hdf5_processor, gpt_hdf5_map_processor.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "data/registry.h"
+
+namespace zoo::data {
+
+struct GptHdf5Options : LoaderOptions {
+  std::optional<int64_t> max_sequence_length;  // checked against the files' msl when set
+  std::optional<int64_t> shuffle_buffer;
+  bool use_worker_cache = false;
+  static const config::Schema<GptHdf5Options>& schema();
+};
+
+// All files' samples back to back, in sorted file order.
+class Hdf5SampleSource : public SampleSource {
+ public:
+  explicit Hdf5SampleSource(const std::vector<std::string>& files);  // throws std::runtime_error naming the file
+  ~Hdf5SampleSource() override;
+  int64_t num_samples() const override { return total_; }
+  int64_t sequence_length() const override { return msl_; }
+  void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
+  std::string describe() const override;
+
+ private:
+  struct File {
+    std::string path;
+    int64_t file_id, dataset_id, first, count;
+  };
+  std::vector<File> files_;
+  int64_t total_ = 0;
+  int64_t msl_ = 0;
+};
+
+DataProcessor gpt_hdf5_processor();
+DataProcessor gpt_hdf5_map_processor();
+
+}  // namespace zoo::data

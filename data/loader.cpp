@@ -1,0 +1,44 @@
+// Implementation of MapStyleLoader (data/loader.h).
+#include "data/loader.h"
+
+#include <stdexcept>
+
+namespace zoo::data {
+
+MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, int64_t batch_size, bool shuffle,
+                               int64_t seed)
+    : source_(std::move(source)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+  if (source_->num_samples() < batch_size_)
+    throw std::invalid_argument(source_->describe() + ": " + std::to_string(source_->num_samples()) +
+                                " sample(s), fewer than batch_size " + std::to_string(batch_size_));
+}
+
+int64_t MapStyleLoader::batches_per_epoch() const { return source_->num_samples() / batch_size_; }
+
+int64_t MapStyleLoader::sample_at(int64_t position) {
+  const int64_t n = source_->num_samples();
+  const int64_t epoch = position / n, offset = position % n;
+  if (!shuffle_) return offset;
+  if (epoch != perm_epoch_) {
+    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed_ + epoch));
+    perm_ = torch::randperm(n, gen, torch::kLong);
+    perm_epoch_ = epoch;
+  }
+  return perm_.data_ptr<int64_t>()[offset];
+}
+
+Features MapStyleLoader::next() {
+  const int64_t B = batch_size_, T = source_->sequence_length();
+  torch::Tensor ids = torch::empty({B, T}, torch::kInt), mask = torch::empty({B, T}, torch::kInt),
+                labels = torch::empty({B, T}, torch::kInt);
+  for (int64_t b = 0; b < B; ++b) {
+    source_->read(sample_at(streamed_ + b), ids.data_ptr<int32_t>() + b * T, mask.data_ptr<int32_t>() + b * T,
+                  labels.data_ptr<int32_t>() + b * T);
+  }
+  streamed_ += B;
+  return {{"input_ids", ids.to(torch::kLong)},
+          {"attention_mask", mask.to(torch::kLong)},
+          {"labels", labels.to(torch::kLong)}};
+}
+
+}  // namespace zoo::data

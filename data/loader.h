@@ -1,0 +1,106 @@
+// What the runner consumes from a data processor: an endless, resumable stream
+// of batches. Defines: SampleSource, LoaderOptions (+ add_loader_fields),
+// DataLoader, MapStyleLoader.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "runner/config/schema.h"
+
+namespace zoo::data {
+
+using models::Features;
+
+// Random access to fixed-length LM samples.
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual int64_t num_samples() const = 0;
+  virtual int64_t sequence_length() const = 0;
+  // Writes sample i's input_ids / attention_mask (loss mask) / labels, each T int32.
+  virtual void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const = 0;
+  virtual std::string describe() const = 0;  // for messages, e.g. the data_dir
+};
+
+// Keys every loader-backed processor shares (modelzoo's names and defaults).
+struct LoaderOptions {
+  std::string data_processor;
+  config::PathList data_dir;
+  int64_t batch_size = 0;
+  bool shuffle = false;
+  int64_t shuffle_seed = 0;
+  bool drop_last = true;
+  int64_t num_workers = 0;
+  int64_t prefetch_factor = 10;
+  bool persistent_workers = true;
+};
+
+template <class T>
+config::Schema<T>& add_loader_fields(config::Schema<T>& s) {
+  using L = LoaderOptions;
+  return s
+      .field("data_processor", static_cast<std::string T::*>(&L::data_processor), "Data processor name.")
+      .field("data_dir", static_cast<config::PathList T::*>(&L::data_dir),
+             "Directory (or list of directories) holding the data files.")
+      .field("batch_size", static_cast<int64_t T::*>(&L::batch_size), "Samples per batch.",
+             config::positive<int64_t>())
+      .field("shuffle", static_cast<bool T::*>(&L::shuffle), "Shuffle samples each epoch.")
+      .field("shuffle_seed", static_cast<int64_t T::*>(&L::shuffle_seed),
+             "Seed of the shuffle; epoch e uses seed + e.")
+      .field("drop_last", static_cast<bool T::*>(&L::drop_last),
+             "Only full batches; the remainder of an epoch is carried into the next.")
+      .field("num_workers", static_cast<int64_t T::*>(&L::num_workers),
+             "Background reader threads (zoo reads in-process; accepted for modelzoo configs).",
+             config::non_negative<int64_t>())
+      .field("prefetch_factor", static_cast<int64_t T::*>(&L::prefetch_factor),
+             "Batches prefetched per worker (accepted for modelzoo configs).", config::non_negative<int64_t>())
+      .field("persistent_workers", static_cast<bool T::*>(&L::persistent_workers),
+             "Keep workers between epochs (accepted for modelzoo configs).")
+      .validate([](const T& o, const auto& fail) {
+        if (o.batch_size <= 0) fail("batch_size", "required: a positive number of samples per batch");
+      });
+}
+
+class DataLoader {
+ public:
+  virtual ~DataLoader() = default;
+  // The next batch of int64 (B, T) input_ids / attention_mask / labels;
+  // wraps into the next epoch when the data runs out.
+  virtual Features next() = 0;
+  virtual int64_t batches_per_epoch() const = 0;
+  virtual int64_t batch_size() const = 0;
+  // Resume position: samples yielded since the start of the stream.
+  virtual int64_t samples_streamed() const = 0;
+  virtual void seek(int64_t samples_streamed) = 0;
+};
+
+// Batches from a SampleSource. The stream is epoch 0, 1, ... back to back, each
+// a permutation of all samples (randperm seeded with shuffle_seed + epoch when
+// shuffling), so full batches carry an epoch's remainder into the next and any
+// position is restored exactly from samples_streamed alone.
+class MapStyleLoader : public DataLoader {
+ public:
+  MapStyleLoader(std::shared_ptr<SampleSource> source, int64_t batch_size, bool shuffle, int64_t seed);
+  Features next() override;
+  int64_t batches_per_epoch() const override;
+  int64_t batch_size() const override { return batch_size_; }
+  int64_t samples_streamed() const override { return streamed_; }
+  void seek(int64_t samples_streamed) override { streamed_ = samples_streamed; }
+
+ private:
+  int64_t sample_at(int64_t stream_position);
+  std::shared_ptr<SampleSource> source_;
+  int64_t batch_size_;
+  bool shuffle_;
+  int64_t seed_;
+  int64_t streamed_ = 0;
+  int64_t perm_epoch_ = -1;
+  torch::Tensor perm_;
+};
+
+}  // namespace zoo::data

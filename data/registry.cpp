@@ -1,0 +1,57 @@
+// The list of built-in data processors. Adding one: expose a
+// `DataProcessor <name>_processor()` and add one line below.
+#include "data/registry.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data/byte_text.h"
+#include "data/gpt_hdf5.h"
+
+namespace zoo::data {
+
+std::vector<const DataProcessor*> data_processors() {
+  static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
+                                                 gpt_hdf5_map_processor()};
+  std::vector<const DataProcessor*> out;
+  for (const auto& p : all) out.push_back(&p);
+  return out;
+}
+
+const DataProcessor& find_data_processor(const YAML::Node& section, const config::Context& ctx) {
+  if (!section.IsDefined() || section.IsNull() || !section.IsMap())
+    ctx.fail(section, "", "expected a mapping with a data_processor key");
+  YAML::Node name = section["data_processor"];
+  if (!name || !name.IsScalar()) ctx.fail(section, "data_processor", "required: the data processor name");
+  std::vector<std::string> names;
+  for (const DataProcessor* p : data_processors()) {
+    if (p->name == name.Scalar()) return *p;
+    names.push_back(p->name);
+  }
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  ctx.fail(name, "data_processor",
+           "unknown data processor '" + name.Scalar() + "'" + config::did_you_mean(name.Scalar(), names) +
+               " (known: " + known + ")");
+}
+
+std::string require_directory(const std::string& dir, const YAML::Node& section, const config::Context& ctx) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    ctx.fail(section["data_dir"] ? section["data_dir"] : section, "data_dir",
+             "directory '" + dir + "' does not exist (relative paths are taken from the current directory)");
+  return dir;
+}
+
+std::vector<std::string> list_files(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string p = e.path().string();
+    if (e.is_regular_file() && p.size() >= suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0)
+      out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace zoo::data

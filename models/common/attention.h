@@ -1,0 +1,40 @@
+// Multi-head causal self-attention with modelzoo's projection names
+// (proj_{q,k,v,output}_dense_layer) so checkpoints map one-to-one.
+// Defines: AttentionOptions, MultiheadAttention.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "models/common/initializers.h"
+#include "models/common/layers.h"
+
+namespace zoo::models {
+
+struct AttentionOptions {
+  int64_t hidden_size = 0;
+  int64_t num_heads = 1;
+  bool use_projection_bias = true;   // q/k/v projections
+  bool use_output_bias = true;       // output projection (modelzoo: use_ffn_bias_in_attention)
+  double dropout = 0.0;              // on attention probabilities
+  bool scale_by_sqrt_head_dim = true;  // "scaled_dot_product" (true) or "dot_product" (false)
+  bool softmax_fp32 = true;          // softmax in float32 under reduced precision
+  InitializerSpec initializer;       // q/k/v
+  InitializerSpec output_initializer;  // output projection
+};
+
+class MultiheadAttentionImpl : public torch::nn::Module {
+ public:
+  MultiheadAttentionImpl(const AttentionOptions& options, const torch::TensorOptions& param_options);
+  // x: (B, T, C) -> (B, T, C), causal.
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset_parameters();
+
+  Dense proj_q_dense_layer{nullptr}, proj_k_dense_layer{nullptr}, proj_v_dense_layer{nullptr},
+      proj_output_dense_layer{nullptr};
+
+ private:
+  AttentionOptions options_;
+};
+TORCH_MODULE(MultiheadAttention);
+
+}  // namespace zoo::models

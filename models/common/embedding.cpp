@@ -1,0 +1,55 @@
+// Implementation of models/common/embedding.h.
+#include "models/common/embedding.h"
+
+#include <cmath>
+
+namespace zoo::models {
+
+const std::vector<std::string> kPositionEmbeddingTypes = {"learned", "fixed"};
+
+torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
+  torch::Tensor pos = torch::arange(positions, torch::kFloat).unsqueeze(1);           // (P, 1)
+  torch::Tensor i = torch::arange(0, dim, 2, torch::kFloat);                          // (C/2)
+  torch::Tensor freq = torch::exp(i * (-std::log(10000.0) / double(dim)));            // (C/2)
+  torch::Tensor table = torch::zeros({positions, dim});
+  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
+                   torch::sin(pos * freq));
+  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
+                   torch::cos(pos * freq).narrow(1, 0, dim / 2));
+  return table;
+}
+
+EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::TensorOptions& p)
+    : options_(o) {
+  word_embeddings = register_module("word_embeddings", EmbeddingTable(o.vocab_size, o.hidden_size, p));
+  if (o.position_embedding_type == "learned") {
+    position_embeddings = register_module(
+        "position_embeddings", EmbeddingTable(o.max_position_embeddings, o.hidden_size, p));
+  } else if (o.position_embedding_type == "fixed") {
+    torch::Tensor table = p.device().is_meta() ? torch::empty({o.max_position_embeddings, o.hidden_size}, p)
+                                               : sinusoidal_table(o.max_position_embeddings, o.hidden_size).to(p);
+    fixed_positions = register_buffer("fixed_positions", table);
+  }
+}
+
+void EmbeddingLayerImpl::reset_parameters() {
+  word_embeddings->reset_parameters(options_.initializer);
+  if (position_embeddings) position_embeddings->reset_parameters(options_.initializer);
+}
+
+torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids) {
+  const int64_t T = input_ids.size(1);
+  TORCH_CHECK(T <= options_.max_position_embeddings, "sequence length ", T,
+              " exceeds max_position_embeddings ", options_.max_position_embeddings);
+  torch::Tensor h = word_embeddings(input_ids);  // (B, T, C)
+  if (position_embeddings) {
+    torch::Tensor positions = torch::arange(T, input_ids.options().dtype(torch::kLong));
+    h = h + position_embeddings(positions);  // broadcast (T, C)
+  } else if (fixed_positions.defined()) {
+    h = h + fixed_positions.narrow(0, 0, T).to(h.scalar_type());
+  }
+  if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
+  return h;
+}
+
+}  // namespace zoo::models

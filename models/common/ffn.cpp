@@ -1,0 +1,44 @@
+// Implementation of models/common/ffn.h.
+#include "models/common/ffn.h"
+
+#include <stdexcept>
+
+namespace zoo::models {
+
+const std::vector<std::string> kActivationNames = {"gelu", "gelu_new", "gelu_fast", "relu",
+                                                   "silu", "swish", "tanh", "sigmoid", "linear"};
+
+torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
+  if (name == "gelu") return torch::gelu(x);  // exact erf form, as torch.nn.GELU()
+  if (name == "gelu_new" || name == "gelu_fast") return torch::gelu(x, "tanh");
+  if (name == "relu") return torch::relu(x);
+  if (name == "silu" || name == "swish") return torch::silu(x);
+  if (name == "tanh") return torch::tanh(x);
+  if (name == "sigmoid") return torch::sigmoid(x);
+  if (name == "linear") return x;
+  throw std::invalid_argument("unknown nonlinearity '" + name + "'");
+}
+
+FFNLayerImpl::FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& p) {
+  linear_layer = register_module("linear_layer", Dense(in, out, bias, p));
+}
+
+FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& p)
+    : options_(o) {
+  ffn = register_module("ffn", torch::nn::ModuleList());
+  ffn->push_back(FFNLayer(o.input_size, o.filter_size, o.use_bias, p));
+  ffn->push_back(FFNLayer(o.filter_size, o.input_size, o.use_bias, p));
+}
+
+void FeedForwardImpl::reset_parameters() {
+  ffn[0]->as<FFNLayerImpl>()->linear_layer->reset_parameters(options_.initializer);
+  ffn[1]->as<FFNLayerImpl>()->linear_layer->reset_parameters(options_.output_initializer);
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  torch::Tensor h = activation(options_.nonlinearity, ffn[0]->as<FFNLayerImpl>()->linear_layer(x));
+  if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
+  return ffn[1]->as<FFNLayerImpl>()->linear_layer(h);
+}
+
+}  // namespace zoo::models

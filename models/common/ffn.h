@@ -1,0 +1,49 @@
+// Position-wise feed-forward network with modelzoo's layout
+// (ffn.{i}.linear_layer), and the named activations the configs use.
+// Defines: kActivationNames, activation, FeedForwardOptions, FeedForward.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "models/common/initializers.h"
+#include "models/common/layers.h"
+
+namespace zoo::models {
+
+extern const std::vector<std::string> kActivationNames;
+// Applies the named activation ("gelu", "relu", "gelu_new", "silu", ...).
+torch::Tensor activation(const std::string& name, const torch::Tensor& x);
+
+class FFNLayerImpl : public torch::nn::Module {
+ public:
+  FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& p);
+  Dense linear_layer{nullptr};
+};
+TORCH_MODULE(FFNLayer);
+
+struct FeedForwardOptions {
+  int64_t input_size = 0;
+  int64_t filter_size = 0;            // hidden units
+  std::string nonlinearity = "gelu";  // after the first layer
+  bool use_bias = true;
+  double dropout = 0.0;               // after the activation, as modelzoo's FeedForwardNetwork
+  InitializerSpec initializer;        // first layer
+  InitializerSpec output_initializer; // last layer
+};
+
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  FeedForwardImpl(const FeedForwardOptions& options, const torch::TensorOptions& param_options);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  void reset_parameters();
+  torch::nn::ModuleList ffn;  // [0]: C -> filter_size, [1]: filter_size -> C
+
+ private:
+  FeedForwardOptions options_;
+};
+TORCH_MODULE(FeedForward);
+
+}  // namespace zoo::models

@@ -1,0 +1,71 @@
+// Implementation of models/common/layers.h.
+#include "models/common/layers.h"
+
+#include "models/model.h"
+
+namespace zoo::models {
+
+DenseImpl::DenseImpl(int64_t in_features, int64_t out_features, bool use_bias,
+                     const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({out_features, in_features}, options));
+  if (use_bias) bias = register_parameter("bias", torch::zeros({out_features}, options));
+}
+
+void DenseImpl::reset_parameters(const InitializerSpec& weight_init) {
+  apply_initializer(weight_init, weight);
+  if (bias.defined() && !bias.is_meta()) apply_initializer(InitializerSpec{"zeros"}, bias);
+}
+
+torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+
+EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim,
+                                       const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({num_embeddings, dim}, options));
+}
+
+torch::Tensor EmbeddingTableImpl::forward(const torch::Tensor& ids) {
+  return torch::embedding(weight, ids);
+}
+
+LayerNormImpl::LayerNormImpl(int64_t dim, double eps_, const torch::TensorOptions& options) : eps(eps_) {
+  weight = register_parameter("weight", torch::ones({dim}, options));
+  bias = register_parameter("bias", torch::zeros({dim}, options));
+}
+
+void LayerNormImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  if (weight.device().is_meta()) return;
+  weight.fill_(1.0);
+  bias.zero_();
+}
+
+torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
+  return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+}
+
+OutputHeadImpl::OutputHeadImpl(int64_t hidden, int64_t vocab, bool own_weight, bool use_bias,
+                               const torch::TensorOptions& options) {
+  if (own_weight) weight = register_parameter("weight", torch::empty({vocab, hidden}, options));
+  if (use_bias) bias = register_parameter("bias", torch::zeros({vocab}, options));
+}
+
+void OutputHeadImpl::reset_parameters(const InitializerSpec& weight_init) {
+  if (weight.defined()) apply_initializer(weight_init, weight);
+  if (bias.defined() && !bias.is_meta()) apply_initializer(InitializerSpec{"zeros"}, bias);
+}
+
+torch::Tensor OutputHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& tied_weight) {
+  return torch::linear(h, weight.defined() ? weight : tied_weight, bias);
+}
+
+std::set<std::string> norm_parameter_names(const torch::nn::Module& model) {
+  std::set<std::string> out;
+  for (const auto& m : model.named_modules()) {
+    if (!dynamic_cast<const LayerNormImpl*>(m.value().get())) continue;
+    for (const auto& p : m.value()->named_parameters(/*recurse=*/false))
+      out.insert(m.key().empty() ? p.key() : m.key() + "." + p.key());
+  }
+  return out;
+}
+
+}  // namespace zoo::models

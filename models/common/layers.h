@@ -1,0 +1,57 @@
+// Basic parameter-holding layers built on explicit tensors, so a model can be
+// constructed on any device, including torch::kMeta to count parameters of a
+// 13B model without allocating it. Parameter names match torch.nn's
+// (weight, bias) so state dicts line up with PyTorch and modelzoo.
+// Defines: Dense (Linear), EmbeddingTable, LayerNorm, OutputHead.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "models/common/initializers.h"
+
+namespace zoo::models {
+
+class DenseImpl : public torch::nn::Module {
+ public:
+  DenseImpl(int64_t in_features, int64_t out_features, bool bias, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
+  void reset_parameters(const InitializerSpec& weight_init);  // bias = 0
+  torch::Tensor weight;  // (out, in), as torch.nn.Linear
+  torch::Tensor bias;    // (out) or undefined
+};
+TORCH_MODULE(Dense);
+
+class EmbeddingTableImpl : public torch::nn::Module {
+ public:
+  EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& ids);  // (B, T) int64 -> (B, T, dim)
+  void reset_parameters(const InitializerSpec& init) { apply_initializer(init, weight); }
+  torch::Tensor weight;  // (num_embeddings, dim)
+};
+TORCH_MODULE(EmbeddingTable);
+
+class LayerNormImpl : public torch::nn::Module {
+ public:
+  LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset_parameters();  // weight = 1, bias = 0
+  torch::Tensor weight;
+  torch::Tensor bias;
+  double eps;
+};
+TORCH_MODULE(LayerNorm);
+
+// The LM output projection (modelzoo's lm_head). With tied embeddings it owns
+// no weight and multiplies by the word-embedding table passed to forward().
+class OutputHeadImpl : public torch::nn::Module {
+ public:
+  OutputHeadImpl(int64_t hidden, int64_t vocab, bool own_weight, bool bias, const torch::TensorOptions& options);
+  // h: (B, T, C) -> logits (B, T, V); tied_weight used when there is no own weight.
+  torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& tied_weight);
+  void reset_parameters(const InitializerSpec& weight_init);
+  torch::Tensor weight;  // (V, C) or undefined when tied
+  torch::Tensor bias;    // (V) or undefined
+};
+TORCH_MODULE(OutputHead);
+
+}  // namespace zoo::models

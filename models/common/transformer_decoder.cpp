@@ -1,0 +1,48 @@
+// Implementation of models/common/transformer_decoder.h.
+#include "models/common/transformer_decoder.h"
+
+namespace zoo::models {
+
+TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o,
+                                                         const torch::TensorOptions& p)
+    : dropout_(o.dropout) {
+  const int64_t C = o.attention.hidden_size;
+  norm1 = register_module("norm1", LayerNorm(C, o.layer_norm_epsilon, p));
+  self_attn = register_module("self_attn", MultiheadAttention(o.attention, p));
+  norm3 = register_module("norm3", LayerNorm(C, o.layer_norm_epsilon, p));
+  ffn = register_module("ffn", FeedForward(o.ffn, p));
+}
+
+void TransformerDecoderLayerImpl::reset_parameters() {
+  norm1->reset_parameters();
+  self_attn->reset_parameters();
+  norm3->reset_parameters();
+  ffn->reset_parameters();
+}
+
+torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x) {
+  const bool drop = dropout_ > 0 && is_training();
+  torch::Tensor a = self_attn(norm1(x));
+  torch::Tensor h = x + (drop ? torch::dropout(a, dropout_, true) : a);
+  torch::Tensor f = ffn(norm3(h));
+  return h + (drop ? torch::dropout(f, dropout_, true) : f);
+}
+
+TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& o,
+                                               const torch::TensorOptions& p) {
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerDecoderLayer(o, p));
+  norm = register_module("norm", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p));
+}
+
+void TransformerDecoderImpl::reset_parameters() {
+  for (auto& layer : *layers) layer->as<TransformerDecoderLayerImpl>()->reset_parameters();
+  norm->reset_parameters();
+}
+
+torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x) {
+  for (auto& layer : *layers) x = layer->as<TransformerDecoderLayerImpl>()->forward(x);
+  return norm(x);
+}
+
+}  // namespace zoo::models

@@ -1,0 +1,146 @@
+// Implementation of models/gpt2/gpt2.h.
+#include "models/gpt2/gpt2.h"
+
+#include <cmath>
+
+#include "models/common/ffn.h"
+
+namespace zoo::models {
+
+const config::Schema<Gpt2Options>& Gpt2Options::schema() {
+  using O = Gpt2Options;
+  using config::positive;
+  auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
+  static const config::Schema<O> s =
+      config::Schema<O>("model (gpt2)", "GPT-2 / GPT-3 decoder-only transformer.")
+          .field("vocab_size", &O::vocab_size, "Vocabulary size.", positive<int64_t>())
+          .field("hidden_size", &O::hidden_size, "Model width C.", positive<int64_t>())
+          .field("num_hidden_layers", &O::num_hidden_layers, "Number of decoder layers.", positive<int64_t>())
+          .field("num_heads", &O::num_heads, "Attention heads; must divide hidden_size.", positive<int64_t>())
+          .field("filter_size", &O::filter_size, "FFN hidden units.", positive<int64_t>())
+          .field("max_position_embeddings", &O::max_position_embeddings, "Longest sequence supported.",
+                 positive<int64_t>())
+          .field("position_embedding_type", &O::position_embedding_type, "Position embeddings.",
+                 config::one_of(kPositionEmbeddingTypes))
+          .field("share_embedding_weights", &O::share_embedding_weights,
+                 "Tie the output projection to the word embeddings.")
+          .field("dropout_rate", &O::dropout_rate, "Dropout on residual branches and in the FFN.", dropout)
+          .field("embedding_dropout_rate", &O::embedding_dropout_rate,
+                 "Dropout after the embeddings (null: dropout_rate).", config::if_set(dropout))
+          .field("attention_dropout_rate", &O::attention_dropout_rate,
+                 "Dropout on attention probabilities (null: dropout_rate).", config::if_set(dropout))
+          .field("layer_norm_epsilon", &O::layer_norm_epsilon, "LayerNorm epsilon.", positive<double>())
+          .field("nonlinearity", &O::nonlinearity, "FFN activation.", config::one_of(kActivationNames))
+          .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention,
+                 "Bias on the q/k/v projections.")
+          .field("use_ffn_bias_in_attention", &O::use_ffn_bias_in_attention,
+                 "Bias on the attention output projection.")
+          .field("use_ffn_bias", &O::use_ffn_bias, "Bias in the FFN layers.")
+          .field("use_bias_in_output", &O::use_bias_in_output, "Bias on the LM head.")
+          .field("attention_type", &O::attention_type,
+                 "scaled_dot_product divides scores by sqrt(head dim); dot_product does not.",
+                 config::one_of({"scaled_dot_product", "dot_product"}))
+          .field("attention_softmax_fp32", &O::attention_softmax_fp32,
+                 "Compute the attention softmax in float32 under reduced precision.")
+          .field("initializer_range", &O::initializer_range,
+                 "Std of the default truncated-normal initializers.", positive<double>())
+          .field("embedding_initializer", &O::embedding_initializer,
+                 "Embedding initializer (null: the `initializer`).")
+          .field("initializer", &O::initializer,
+                 "Weight initializer (null: truncated_normal std=initializer_range, +-2 std).")
+          .field("output_layer_initializer", &O::output_layer_initializer,
+                 "Initializer of the attention output and last FFN layer (null: truncated_normal "
+                 "std=initializer_range/sqrt(2*num_hidden_layers)).")
+          .field("loss_scaling", &O::loss_scaling,
+                 "num_tokens: loss = sum / number of unmasked tokens; batch_size: sum / B * loss_weight.",
+                 config::one_of({"num_tokens", "batch_size"}))
+          .field("loss_weight", &O::loss_weight, "Loss multiplier for loss_scaling: batch_size.")
+          .validate([](const O& o, const auto& fail) {
+            if (o.hidden_size % o.num_heads != 0)
+              fail("num_heads", "num_heads (" + std::to_string(o.num_heads) + ") must divide hidden_size (" +
+                                    std::to_string(o.hidden_size) + ")");
+            if (o.position_embedding_type == "fixed" && o.hidden_size % 2 != 0)
+              fail("hidden_size", "fixed position embeddings need an even hidden_size");
+          });
+  return s;
+}
+
+namespace {
+InitializerSpec weight_init(const Gpt2Options& o) {
+  return o.initializer ? *o.initializer : truncated_normal_spec(o.initializer_range);
+}
+InitializerSpec output_init(const Gpt2Options& o) {
+  return o.output_layer_initializer
+             ? *o.output_layer_initializer
+             : truncated_normal_spec(o.initializer_range / std::sqrt(2.0 * o.num_hidden_layers));
+}
+
+DecoderLayerOptions decoder_options(const Gpt2Options& o) {
+  DecoderLayerOptions d;
+  d.attention.hidden_size = o.hidden_size;
+  d.attention.num_heads = o.num_heads;
+  d.attention.use_projection_bias = o.use_projection_bias_in_attention;
+  d.attention.use_output_bias = o.use_ffn_bias_in_attention;
+  d.attention.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);
+  d.attention.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
+  d.attention.softmax_fp32 = o.attention_softmax_fp32;
+  d.attention.initializer = weight_init(o);
+  d.attention.output_initializer = output_init(o);
+  d.ffn.input_size = o.hidden_size;
+  d.ffn.filter_size = o.filter_size;
+  d.ffn.nonlinearity = o.nonlinearity;
+  d.ffn.use_bias = o.use_ffn_bias;
+  d.ffn.dropout = o.dropout_rate;
+  d.ffn.initializer = weight_init(o);
+  d.ffn.output_initializer = output_init(o);
+  d.layer_norm_epsilon = o.layer_norm_epsilon;
+  d.dropout = o.dropout_rate;
+  return d;
+}
+}  // namespace
+
+Gpt2Model::Gpt2Model(const Gpt2Options& o, const torch::TensorOptions& p) : options_(o) {
+  EmbeddingOptions e;
+  e.vocab_size = o.vocab_size;
+  e.hidden_size = o.hidden_size;
+  e.max_position_embeddings = o.max_position_embeddings;
+  e.position_embedding_type = o.position_embedding_type;
+  e.dropout = o.embedding_dropout_rate.value_or(o.dropout_rate);
+  e.initializer = o.embedding_initializer ? *o.embedding_initializer : weight_init(o);
+  embedding_layer = register_module("embedding_layer", EmbeddingLayer(e, p));
+  transformer_decoder =
+      register_module("transformer_decoder", TransformerDecoder(o.num_hidden_layers, decoder_options(o), p));
+  lm_head = register_module(
+      "lm_head", OutputHead(o.hidden_size, o.vocab_size, !o.share_embedding_weights, o.use_bias_in_output, p));
+}
+
+void Gpt2Model::reset_parameters() {
+  embedding_layer->reset_parameters();
+  transformer_decoder->reset_parameters();
+  lm_head->reset_parameters(weight_init(options_));
+}
+
+torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
+  torch::Tensor h = transformer_decoder(embedding_layer(input_ids));  // (B, T, C)
+  return lm_head(h, embedding_layer->word_embeddings->weight);        // (B, T, V)
+}
+
+ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
+  torch::Tensor out = logits(batch.at("input_ids"));
+  LossScaling scaling{options_.loss_scaling, options_.loss_weight};
+  return lm_loss(out, batch.at("labels"), batch.at("attention_mask"), scaling, with_metrics);
+}
+
+// Kaplan et al. (2020): forward ~ 2 * (matmul parameters) + 2 * layers * context * width.
+double Gpt2Model::forward_flops_per_token() const {
+  const double C = options_.hidden_size, F = options_.filter_size, L = options_.num_hidden_layers;
+  const double matmul_params = L * (4 * C * C + 2 * C * F) + C * options_.vocab_size;
+  return 2 * matmul_params + 2 * L * options_.max_position_embeddings * C;
+}
+
+ModelFamily gpt2_family() {
+  return make_model_family<Gpt2Options, Gpt2Model>(
+      "gpt2", {"gpt3"}, "GPT-2 / GPT-3 / Cerebras-GPT decoder-only transformer (pre-LayerNorm).");
+}
+
+}  // namespace zoo::models

@@ -1,0 +1,70 @@
+// GPT-2 / GPT-3 (Cerebras-GPT) decoder-only language model built from the
+// modelzoo `model` section. Defines: Gpt2Options, Gpt2Model, gpt2_family.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+
+#include "models/common/embedding.h"
+#include "models/common/initializers.h"
+#include "models/common/layers.h"
+#include "models/common/lm_loss.h"
+#include "models/common/transformer_decoder.h"
+#include "models/model.h"
+#include "models/registry.h"
+
+namespace zoo::models {
+
+// Every key of the gpt2/gpt3 `model` section; defaults are modelzoo's.
+struct Gpt2Options {
+  int64_t vocab_size = 50257;
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_heads = 12;
+  int64_t filter_size = 3072;
+  int64_t max_position_embeddings = 1024;
+  std::string position_embedding_type = "learned";
+  bool share_embedding_weights = true;
+  double dropout_rate = 0.1;
+  std::optional<double> embedding_dropout_rate;  // default: dropout_rate
+  std::optional<double> attention_dropout_rate;  // default: dropout_rate
+  double layer_norm_epsilon = 1e-5;
+  std::string nonlinearity = "gelu";
+  bool use_projection_bias_in_attention = true;
+  bool use_ffn_bias_in_attention = true;
+  bool use_ffn_bias = true;
+  bool use_bias_in_output = false;
+  std::string attention_type = "scaled_dot_product";
+  bool attention_softmax_fp32 = true;
+  double initializer_range = 0.02;
+  std::optional<InitializerSpec> embedding_initializer;
+  std::optional<InitializerSpec> initializer;
+  std::optional<InitializerSpec> output_layer_initializer;
+  std::string loss_scaling = "num_tokens";
+  double loss_weight = 1.0;
+
+  static const config::Schema<Gpt2Options>& schema();
+};
+
+class Gpt2Model : public Model {
+ public:
+  Gpt2Model(const Gpt2Options& options, const torch::TensorOptions& param_options);
+  ModelOutput forward(const Features& batch, bool with_metrics) override;
+  torch::Tensor logits(const torch::Tensor& input_ids);  // (B, T) -> (B, T, V)
+  double forward_flops_per_token() const override;
+  void reset_parameters() override;
+  const Gpt2Options& options() const { return options_; }
+
+  EmbeddingLayer embedding_layer{nullptr};
+  TransformerDecoder transformer_decoder{nullptr};
+  OutputHead lm_head{nullptr};
+
+ private:
+  Gpt2Options options_;
+};
+
+ModelFamily gpt2_family();
+
+}  // namespace zoo::models

@@ -1,0 +1,44 @@
+// The contract between the runner and every model family. The runner sees
+// only this: a torch::nn::Module that turns a batch of named features into a
+// loss and metric terms. Defines: Features, MetricTerm, ModelOutput, Model,
+// norm_parameter_names.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace zoo::models {
+
+// A batch as the data processors yield it, e.g. input_ids / attention_mask / labels (B, T).
+using Features = std::map<std::string, torch::Tensor>;
+
+// One eval metric as a ratio of sums, accumulated by the runner over batches.
+struct MetricTerm {
+  enum class Reduce { mean, exp_mean };  // sum/count, or exp(sum/count) for perplexity
+  torch::Tensor sum;
+  torch::Tensor count;
+  Reduce reduce = Reduce::mean;
+};
+
+struct ModelOutput {
+  torch::Tensor loss;                          // scalar, what backward() runs on
+  std::map<std::string, MetricTerm> metrics;   // filled when computing metrics
+};
+
+class Model : public torch::nn::Module {
+ public:
+  // with_metrics: also fill ModelOutput::metrics (eval).
+  virtual ModelOutput forward(const Features& batch, bool with_metrics) = 0;
+  // Forward-pass FLOPs per token at the model's full sequence length.
+  virtual double forward_flops_per_token() const = 0;
+  // Initializes every parameter as the config says (no-op on meta tensors).
+  virtual void reset_parameters() = 0;
+};
+
+// Names of parameters that belong to normalization layers (no weight decay).
+std::set<std::string> norm_parameter_names(const torch::nn::Module& model);
+
+}  // namespace zoo::models

@@ -1,0 +1,57 @@
+// Model families register here by name; the runner builds models only through
+// this registry and never includes a family's header.
+// Defines: ModelFamily, make_model_family, find_model, model_names.
+#pragma once
+
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "runner/config/schema.h"
+
+namespace zoo::models {
+
+struct ModelFamily {
+  std::string name;
+  std::vector<std::string> aliases;
+  std::string doc;
+  // Validates a `model` section; returns every option resolved (defaults filled).
+  std::function<YAML::Node(const YAML::Node&, const config::Context&)> validate;
+  // Builds the model with parameters created with `param_options` (use the meta
+  // device to inspect a model without allocating it) and initialized.
+  std::function<std::shared_ptr<Model>(const YAML::Node&, const config::Context&,
+                                       const torch::TensorOptions& param_options)>
+      build;
+  std::vector<config::FieldInfo> fields;
+};
+
+// Options must have `static const config::Schema<Options>& schema()`;
+// ModelT must be constructible from (Options, torch::TensorOptions).
+template <class Options, class ModelT>
+ModelFamily make_model_family(std::string name, std::vector<std::string> aliases, std::string doc) {
+  ModelFamily f;
+  f.name = std::move(name);
+  f.aliases = std::move(aliases);
+  f.doc = std::move(doc);
+  f.validate = [](const YAML::Node& section, const config::Context& ctx) {
+    return Options::schema().to_yaml(Options::schema().parse(section, ctx));
+  };
+  f.build = [](const YAML::Node& section, const config::Context& ctx, const torch::TensorOptions& p) {
+    auto model = std::make_shared<ModelT>(Options::schema().parse(section, ctx), p);
+    model->reset_parameters();
+    return std::static_pointer_cast<Model>(model);
+  };
+  f.fields = Options::schema().describe();
+  return f;
+}
+
+// Throws std::invalid_argument naming the known families.
+const ModelFamily& find_model(const std::string& name);
+std::vector<const ModelFamily*> model_families();
+
+}  // namespace zoo::models

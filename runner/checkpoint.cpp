@@ -1,0 +1,137 @@
+// Implementation of runner/checkpoint.h.
+#include "runner/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+namespace zoo::ckpt {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kCheckpointStates = {"model", "optimizer", "dataloader",
+                                                    "grad_scaler", "lr_scheduler", "global_step"};
+
+std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
+  std::vector<CheckpointFile> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  static const std::regex pattern(R"(checkpoint_(\d+)(?:_(\d{8}_\d{6}))?\.mdl)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && std::regex_match(name, m, pattern))
+      out.push_back({e.path().string(), std::stoll(m[1].str()), m[2].str()});
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+    return a.step != b.step ? a.step < b.step : a.timestamp < b.timestamp;
+  });
+  return out;
+}
+
+std::string new_checkpoint_path(const std::string& dir, int64_t step) {
+  fs::path plain = fs::path(dir) / ("checkpoint_" + std::to_string(step) + ".mdl");
+  if (!fs::exists(plain)) return plain.string();
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", std::localtime(&now));
+  return (fs::path(dir) / ("checkpoint_" + std::to_string(step) + "_" + stamp + ".mdl")).string();
+}
+
+void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict) {
+  std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error(path + ": cannot create checkpoint file");
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n <= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(path + ": write failed (disk full?); the previous checkpoints are untouched");
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": could not flush checkpoint to disk");
+  }
+  fs::rename(tmp, path);
+}
+
+c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open checkpoint");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": not a readable zoo checkpoint (truncated or corrupt?)");
+  }
+  if (!value.isGenericDict()) throw std::runtime_error(path + ": checkpoint does not hold a dictionary");
+  return value.toGenericDict();
+}
+
+c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {
+  c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& p : model.named_parameters()) out.insert("model." + p.key(), p.value().detach().cpu());
+  for (const auto& b : model.named_buffers()) out.insert("model." + b.key(), b.value().detach().cpu());
+  return out;
+}
+
+std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
+                                               bool strict, const std::string& source) {
+  bool all_prefixed = state.size() > 0;
+  for (const auto& kv : state)
+    if (kv.key().toStringRef().rfind("model.", 0) != 0) all_prefixed = false;
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& kv : state) {
+    std::string k = kv.key().toStringRef();
+    saved[all_prefixed ? k.substr(6) : k] = kv.value().toTensor();
+  }
+  std::map<std::string, torch::Tensor> targets;
+  for (const auto& p : model.named_parameters()) targets[p.key()] = p.value();
+  for (const auto& b : model.named_buffers()) targets[b.key()] = b.value();
+
+  std::vector<std::string> missing, unexpected;
+  for (const auto& [k, t] : targets)
+    if (!saved.count(k)) missing.push_back(k);
+  for (const auto& [k, t] : saved)
+    if (!targets.count(k)) unexpected.push_back(k);
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 20; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > 20) s += ", ... (" + std::to_string(v.size()) + " in all)";
+    return s;
+  };
+  std::vector<std::string> report;
+  if (!missing.empty()) report.push_back("missing model keys: " + join(missing));
+  if (!unexpected.empty()) report.push_back("unexpected model keys: " + join(unexpected));
+  if (strict && !report.empty()) {
+    std::string msg = source + ": checkpoint does not match the model (";
+    for (size_t i = 0; i < report.size(); ++i) msg += (i ? "; " : "") + report[i];
+    throw std::runtime_error(msg + "); use --disable_strict_checkpoint_loading to load what matches");
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [k, t] : targets) {
+    auto it = saved.find(k);
+    if (it == saved.end()) continue;
+    if (it->second.sizes() != t.sizes())
+      throw std::runtime_error(source + ": model key " + k + " has shape " + c10::str(it->second.sizes()) +
+                               " in the checkpoint but " + c10::str(t.sizes()) + " in the model");
+    t.copy_(it->second);
+  }
+  return report;
+}
+
+}  // namespace zoo::ckpt

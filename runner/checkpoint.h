@@ -1,0 +1,45 @@
+// Checkpoint files: naming (checkpoint_<step>[_<YYYYmmdd_HHMMSS>].mdl),
+// discovery, atomic writes and reads of LibTorch pickles that Python's
+// torch.load opens, and model state-dict conversion.
+// Defines: CheckpointFile, list_checkpoints, new_checkpoint_path,
+// save_checkpoint_file, load_checkpoint_file, model_state_dict,
+// load_model_state_dict, kCheckpointStates.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zoo::ckpt {
+
+// What load_checkpoint_states may name (modelzoo's set).
+extern const std::vector<std::string> kCheckpointStates;
+
+struct CheckpointFile {
+  std::string path;
+  int64_t step = 0;
+  std::string timestamp;  // "" for the plain name, which sorts first
+};
+
+// checkpoint_*.mdl files in `dir`, ascending by (step, timestamp).
+std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
+// model_dir/checkpoint_<step>.mdl, or with a _<timestamp> suffix if that exists.
+std::string new_checkpoint_path(const std::string& dir, int64_t step);
+
+// Writes to a temporary file, fsyncs and renames, so a crash never leaves a
+// partial checkpoint under the final name.
+void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict);
+// Throws std::runtime_error naming the file when it is missing or unreadable.
+c10::impl::GenericDict load_checkpoint_file(const std::string& path);
+
+// Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them.
+c10::impl::GenericDict model_state_dict(const torch::nn::Module& model);
+// Copies tensors into the model. Keys may carry the "model." prefix or not.
+// strict: missing or unexpected keys are an error listing them; otherwise they
+// are returned as warnings. Shape mismatches are always an error.
+std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
+                                               bool strict, const std::string& source);
+
+}  // namespace zoo::ckpt

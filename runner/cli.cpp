@@ -1,0 +1,112 @@
+// Implementation of runner/cli.h with cxxopts.
+#include "runner/cli.h"
+
+#include <cxxopts.hpp>
+
+#include "runner/runconfig.h"
+
+namespace zoo {
+
+namespace {
+
+// The doc of a runconfig key, so a flag and its YAML key never disagree.
+std::string doc_of(const std::string& key) {
+  for (const auto& f : RunConfig::schema().describe())
+    if (f.key == key) return f.doc + " [runconfig." + key + "]";
+  return key;
+}
+
+// Flags that override runconfig keys of the same name.
+const std::vector<std::string> kIntFlags = {"max_steps", "num_steps", "num_epochs", "eval_steps"};
+const std::vector<std::string> kStringFlags = {"checkpoint_path", "load_checkpoint_states", "logging"};
+const std::vector<std::string> kBoolFlags = {"disable_strict_checkpoint_loading", "validate_only"};
+
+cxxopts::Options run_options() {
+  cxxopts::Options o("zoo", "Train and evaluate modelzoo-style YAML models with LibTorch.");
+  o.custom_help("{CPU|GPU} --params P.yaml --mode {train,eval,train_and_eval,eval_all} [options]\n"
+                "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
+                "  zoo --help-config             every params YAML key with type, default and doc");
+  o.positional_help("");
+  o.set_width(110);
+  o.add_options()
+      ("device", "CPU or GPU (as modelzoo's run.py subcommand).", cxxopts::value<std::string>())
+      ("p,params", "Params YAML file (sections train_input, eval_input, model, optimizer, runconfig).",
+       cxxopts::value<std::string>())
+      ("m,mode", doc_of("mode"), cxxopts::value<std::string>())
+      ("o,model_dir", doc_of("model_dir") + " Only overrides the YAML when given.", cxxopts::value<std::string>());
+  for (const auto& k : kStringFlags) o.add_options()(k, doc_of(k), cxxopts::value<std::string>());
+  for (const auto& k : kIntFlags) o.add_options()(k, doc_of(k), cxxopts::value<int64_t>());
+  for (const auto& k : kBoolFlags) o.add_options()(k, doc_of(k));
+  o.add_options()("h,help", "Print this help.")("help-config", "Print every params YAML key.");
+  o.parse_positional({"device"});
+  return o;
+}
+
+std::vector<const char*> argv_of(const std::string& prog, const std::vector<std::string>& args) {
+  std::vector<const char*> v{prog.c_str()};
+  for (const auto& a : args) v.push_back(a.c_str());
+  return v;
+}
+
+CliCommand parse_corpus(const std::vector<std::string>& args) {
+  cxxopts::Options o("zoo corpus", "Write zoo's built-in deterministic text corpus (train/ and eval/).");
+  o.add_options()("output_dir", "Directory to write train/corpus.txt and eval/corpus.txt into.",
+                  cxxopts::value<std::string>())(
+      "train_bytes", "Approximate size of the training text.", cxxopts::value<int64_t>()->default_value("2000000"))(
+      "eval_bytes", "Approximate size of the eval text.", cxxopts::value<int64_t>()->default_value("200000"));
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  const std::string prog = "zoo corpus";
+  auto argv = argv_of(prog, rest);
+  auto r = o.parse(static_cast<int>(argv.size()), argv.data());
+  if (!r.unmatched().empty()) throw CliError("unexpected argument '" + r.unmatched().front() + "'");
+  CliCommand c;
+  c.kind = CliCommand::Kind::corpus;
+  if (!r.count("output_dir")) throw CliError("zoo corpus: --output_dir is required");
+  c.output_dir = r["output_dir"].as<std::string>();
+  c.train_bytes = r["train_bytes"].as<int64_t>();
+  c.eval_bytes = r["eval_bytes"].as<int64_t>();
+  if (c.train_bytes <= 0 || c.eval_bytes <= 0) throw CliError("zoo corpus: sizes must be positive");
+  return c;
+}
+
+}  // namespace
+
+std::string usage() { return run_options().help(); }
+
+CliCommand parse_cli(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "corpus") return parse_corpus(args);
+  cxxopts::Options o = run_options();
+  const std::string prog = "zoo";
+  auto argv = argv_of(prog, args);
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw CliError(std::string(e.what()) + " (see zoo --help)");
+  }
+  CliCommand c;
+  if (r.count("help")) return c.kind = CliCommand::Kind::help, c;
+  if (r.count("help-config")) return c.kind = CliCommand::Kind::help_config, c;
+  if (!r.unmatched().empty()) throw CliError("unexpected argument '" + r.unmatched().front() + "' (see zoo --help)");
+  if (!r.count("device")) throw CliError("missing device: zoo {CPU|GPU} --params P.yaml --mode M (see zoo --help)");
+  std::string device = r["device"].as<std::string>();
+  if (device != "CPU" && device != "GPU")
+    throw CliError("device must be CPU or GPU, got '" + device + "'" +
+                   (device == "CSX" ? " (CSX needs Cerebras hardware)" : ""));
+  if (!r.count("params")) throw CliError("--params is required (see zoo --help)");
+  if (!r.count("mode")) throw CliError("--mode is required: train, eval, train_and_eval or eval_all");
+  c.params_file = r["params"].as<std::string>();
+  YAML::Node& ov = c.runconfig_overrides;
+  ov["target_device"] = device;
+  ov["mode"] = r["mode"].as<std::string>();
+  if (r.count("model_dir")) ov["model_dir"] = r["model_dir"].as<std::string>();
+  for (const auto& k : kStringFlags)
+    if (r.count(k)) ov[k] = r[k].as<std::string>();
+  for (const auto& k : kIntFlags)
+    if (r.count(k)) ov[k] = r[k].as<int64_t>();
+  for (const auto& k : kBoolFlags)
+    if (r.count(k)) ov[k] = true;
+  return c;
+}
+
+}  // namespace zoo

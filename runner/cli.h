@@ -1,0 +1,35 @@
+// The command line, mirroring modelzoo's `python run.py {CPU|GPU} --params P
+// --mode M ...`, plus zoo's own subcommands. Help text for flags that set a
+// runconfig key comes from that key's schema doc.
+// Defines: CliError, CliCommand, parse_cli, usage.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zoo {
+
+class CliError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CliCommand {
+  enum class Kind { run, help, help_config, corpus };
+  Kind kind = Kind::run;
+  std::string params_file;
+  YAML::Node runconfig_overrides{YAML::NodeType::Map};  // device, mode and every flag given
+  // corpus subcommand
+  std::string output_dir;
+  int64_t train_bytes = 0;
+  int64_t eval_bytes = 0;
+};
+
+// args excludes the program name. Throws CliError with a one-line reason.
+CliCommand parse_cli(const std::vector<std::string>& args);
+std::string usage();
+
+}  // namespace zoo

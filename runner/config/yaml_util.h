@@ -1,0 +1,22 @@
+// Reading and writing params YAML files with errors that name the file and line.
+// Defines: load_yaml_file, load_yaml_string, write_yaml_file, format_field_table.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "runner/config/schema.h"
+
+namespace zoo::config {
+
+// Throws ConfigError "FILE:LINE:COL: YAML syntax error: ..." or "FILE: cannot read ...".
+YAML::Node load_yaml_file(const std::string& path);
+YAML::Node load_yaml_string(const std::string& text, const std::string& name);
+// Writes atomically (temp file + rename).
+void write_yaml_file(const std::string& path, const YAML::Node& node);
+// A fixed-width "key  type  default  doc" table for --help-config and docs.
+std::string format_field_table(const std::string& title, const std::vector<FieldInfo>& fields);
+
+}  // namespace zoo::config

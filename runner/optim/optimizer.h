@@ -1,0 +1,54 @@
+// Optimizers with modelzoo's update rules and torch.optim-shaped state dicts,
+// so checkpoints open in Python. Defines: ParamGroup, Optimizer, make_optimizer,
+// split_weight_decay_groups.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runner/optimizer_config.h"
+
+namespace zoo::optim {
+
+struct ParamGroup {
+  std::vector<torch::Tensor> params;
+  std::vector<std::string> names;
+  double weight_decay = 0.0;
+  double lr = 0.0;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;  // uses each group's lr
+  void zero_grad();
+  void set_lr(double lr);
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  std::vector<torch::Tensor> parameters() const;
+  // {"state": {index: {name: tensor}}, "param_groups": [{lr, weight_decay, ..., params: [index]}]}
+  c10::impl::GenericDict state_dict() const;
+  // Throws std::runtime_error when the saved groups do not match these parameters.
+  void load_state_dict(const c10::impl::GenericDict& dict);
+
+ protected:
+  Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> hyper);
+  torch::Tensor& state(size_t flat_index, const std::string& key) { return state_[flat_index][key]; }
+  std::vector<ParamGroup> groups_;
+  std::vector<std::map<std::string, torch::Tensor>> state_;  // per parameter, in group order
+  std::map<std::string, double> hyper_;                      // echoed into param_groups
+};
+
+// Two groups as modelzoo builds them: with weight_decay, and without it for
+// biases ("bias" in the name) and the parameters listed in `no_decay`.
+std::vector<ParamGroup> split_weight_decay_groups(
+    const std::vector<std::pair<std::string, torch::Tensor>>& named_params, const std::set<std::string>& no_decay,
+    double weight_decay);
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::vector<ParamGroup> groups);
+
+}  // namespace zoo::optim

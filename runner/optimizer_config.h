@@ -1,0 +1,41 @@
+// The `optimizer` section: optimizer type and hyper-parameters, the learning
+// rate (scalar or schedule list), gradient clipping, accumulation and the
+// loss-scaling keys modelzoo keeps in this section.
+// Defines: OptimizerConfig.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/config/schema.h"
+
+namespace zoo {
+
+struct OptimizerConfig {
+  std::string optimizer_type = "AdamW";
+  YAML::Node learning_rate = YAML::Node(0.001);  // float, a scheduler mapping, or a list of them
+  std::vector<double> betas = {0.9, 0.999};
+  double eps = 1e-6;
+  double weight_decay = 0.0;
+  bool correct_bias = true;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  std::optional<double> max_gradient_norm;
+  std::optional<double> max_gradient_value;
+  int64_t grad_accum_steps = 1;
+  std::string loss_scaling_factor = "1.0";
+  std::optional<double> initial_loss_scale;
+  int64_t steps_per_increase = 2000;
+  std::optional<double> min_loss_scale;
+  std::optional<double> max_loss_scale;
+  bool log_summaries = false;
+
+  static const config::Schema<OptimizerConfig>& schema();
+};
+
+}  // namespace zoo

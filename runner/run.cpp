@@ -1,0 +1,179 @@
+// Implementation of runner/run.h: mode dispatch and run bookkeeping
+// (model_dir layout, params_<mode>.yaml, run log).
+#include "runner/run.h"
+
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "data/corpus.h"
+#include "models/registry.h"
+#include "runner/checkpoint.h"
+#include "runner/cli.h"
+#include "runner/config/yaml_util.h"
+#include "runner/log.h"
+#include "runner/trainer.h"
+
+namespace zoo {
+
+namespace fs = std::filesystem;
+
+ModelSummary summarize_model(const Params& params) {
+  const models::ModelFamily& family = models::find_model(params.model_name);
+  auto model = family.build(params.model, params.context("model"), torch::TensorOptions().device(torch::kMeta));
+  ModelSummary s;
+  for (const auto& p : model->parameters()) s.parameters += p.numel();
+  s.forward_flops_per_token = model->forward_flops_per_token();
+  return s;
+}
+
+namespace {
+
+std::string timestamp() {
+  char buf[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y%m%d_%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+torch::Device pick_device(const std::string& target) {
+  if (target == "GPU") {
+    if (!torch::cuda::is_available())
+      throw std::runtime_error("GPU requested but no CUDA device is available to this LibTorch build");
+    return torch::Device(torch::kCUDA, 0);
+  }
+  return torch::Device(torch::kCPU);
+}
+
+int validate_only(const Params& params) {
+  ModelSummary s = summarize_model(params);
+  std::cout << "Params OK: " << params.file << "\n"
+            << "Model: " << params.model_name << " (built on the meta device; no weights allocated)\n"
+            << strf("Parameters: %ld (%.2fM)\n", static_cast<long>(s.parameters), s.parameters / 1e6)
+            << strf("FLOPs per token: forward %.4g, training (3x forward) %.4g\n", s.forward_flops_per_token,
+                    3 * s.forward_flops_per_token);
+  return 0;
+}
+
+// Writes params_<mode>.yaml and opens the run log under model_dir.
+void prepare_run_dir(const Params& params) {
+  const RunConfig& rc = params.runconfig;
+  fs::create_directories(rc.model_dir);
+  fs::path summary = rc.summary_dir ? fs::path(*rc.summary_dir) : fs::path(rc.model_dir) / rc.mode;
+  fs::create_directories(summary);
+  config::write_yaml_file((summary / ("params_" + rc.mode + ".yaml")).string(), params.resolved());
+  fs::path logs = fs::path(rc.model_dir) / "zoo_logs";
+  fs::create_directories(logs);
+  fs::path log_file = logs / ("run_" + rc.mode + "_" + timestamp() + ".log");
+  log::add_file_sink(log_file.string());
+  log::info("zoo " + std::string(ZOO_VERSION) + ", LibTorch " + TORCH_VERSION + ", params " + params.file +
+            ", mode " + rc.mode + ", model_dir " + rc.model_dir);
+}
+
+std::string label_of(const std::optional<std::string>& path) { return path ? *path : "initialized model"; }
+
+void train_mode(const Params& params, torch::Device device) {
+  Trainer t(params, device, /*for_training=*/true);
+  t.restore(/*training=*/true);
+  int64_t steps = t.planned_steps(params.runconfig.num_steps);
+  if (params.runconfig.save_initial_checkpoint) t.save_checkpoint();
+  log::info(strf("Training %ld step(s) from global_step %ld.", static_cast<long>(steps),
+                 static_cast<long>(t.global_step())));
+  t.train(steps);
+}
+
+void eval_mode(const Params& params, torch::Device device) {
+  Trainer t(params, device, /*for_training=*/false);
+  auto path = t.restore(/*training=*/false);
+  t.evaluate(label_of(path));
+}
+
+// In process (modelzoo re-launches itself per segment; the result is the same:
+// each segment continues from the state the previous one left).
+void train_and_eval_mode(const Params& params, torch::Device device) {
+  const RunConfig& rc = params.runconfig;
+  Trainer t(params, device, /*for_training=*/true);
+  t.restore(/*training=*/true);
+  if (params.runconfig.save_initial_checkpoint) t.save_checkpoint();
+  if (rc.num_epochs) {
+    for (int64_t e = 0; e < *rc.num_epochs; ++e) {
+      t.train(t.steps_per_epoch());
+      t.evaluate("epoch " + std::to_string(e + 1) + " (global_step " + std::to_string(t.global_step()) + ")");
+    }
+    return;
+  }
+  if (!rc.eval_frequency)
+    throw std::runtime_error("runconfig.eval_frequency is required for train_and_eval with num_steps or max_steps");
+  int64_t remaining = t.planned_steps(rc.num_steps);
+  while (remaining > 0) {
+    int64_t segment = std::min(remaining, *rc.eval_frequency);
+    t.train(segment);
+    remaining -= segment;
+    auto all = ckpt::list_checkpoints(rc.model_dir);
+    t.evaluate(!all.empty() && all.back().step == t.global_step() ? all.back().path
+                                                                  : "global_step " + std::to_string(t.global_step()));
+  }
+}
+
+void eval_all_mode(const Params& params, torch::Device device) {
+  const RunConfig& rc = params.runconfig;
+  if (rc.checkpoint_path) throw std::runtime_error("--checkpoint_path cannot be used with --mode eval_all");
+  auto all = ckpt::list_checkpoints(rc.model_dir);
+  if (all.empty()) throw std::runtime_error("eval_all: no checkpoint_<step>.mdl files in " + rc.model_dir);
+  Trainer t(params, device, /*for_training=*/false);
+  for (const auto& c : all) {
+    t.load_checkpoint(c.path, /*training=*/false);
+    t.evaluate(c.path);
+  }
+}
+
+int run_command(const CliCommand& cmd) {
+  switch (cmd.kind) {
+    case CliCommand::Kind::help:
+      std::cout << usage();
+      return 0;
+    case CliCommand::Kind::help_config:
+      std::cout << describe_all_schemas();
+      return 0;
+    case CliCommand::Kind::corpus:
+      if (data::write_corpus(cmd.output_dir, cmd.train_bytes, cmd.eval_bytes))
+        std::cout << "Wrote " << cmd.output_dir << "/train/corpus.txt and " << cmd.output_dir << "/eval/corpus.txt\n";
+      else
+        std::cout << "Corpus already present in " << cmd.output_dir << "\n";
+      return 0;
+    case CliCommand::Kind::run:
+      break;
+  }
+  Params params = load_params(cmd.params_file, cmd.runconfig_overrides);
+  const RunConfig& rc = params.runconfig;
+  if (rc.logging) log::set_level(log::parse_level(*rc.logging));
+  for (const auto& w : params.warnings) log::warn(w);
+  if (rc.validate_only) return validate_only(params);
+
+  torch::Device device = pick_device(rc.target_device);
+  if (params.precision.mixed_precision)
+    log::warn("model.mixed_precision: zoo does not apply reduced precision yet; training in float32");
+  prepare_run_dir(params);
+  if (rc.mode == "train") train_mode(params, device);
+  else if (rc.mode == "eval") eval_mode(params, device);
+  else if (rc.mode == "train_and_eval") train_and_eval_mode(params, device);
+  else eval_all_mode(params, device);
+  return 0;
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args) {
+  try {
+    return run_command(parse_cli(args));
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    // LibTorch errors carry a C++ backtrace after the first line; keep the reason.
+    if (auto nl = msg.find("\nException raised from"); nl != std::string::npos) msg.resize(nl);
+    log::remove_file_sink();
+    std::cerr << "zoo: error: " << msg << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace zoo

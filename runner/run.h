@@ -1,0 +1,24 @@
+// zoo's entry point, mirroring modelzoo's run(): parse the command line, load
+// and validate params, then drive train / eval / train_and_eval / eval_all.
+// Defines: run, ModelSummary, summarize_model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runner/params.h"
+
+namespace zoo {
+
+// Returns the process exit code: 0 on success, 1 with a one-line reason on
+// stderr otherwise. args excludes the program name.
+int run(const std::vector<std::string>& args);
+
+struct ModelSummary {
+  int64_t parameters = 0;
+  double forward_flops_per_token = 0;
+};
+// Builds the model on the meta device: sizes without allocating weights.
+ModelSummary summarize_model(const Params& params);
+
+}  // namespace zoo

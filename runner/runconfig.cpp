@@ -1,0 +1,75 @@
+// Schema of runner/runconfig.h.
+#include "runner/runconfig.h"
+
+namespace zoo {
+
+const config::Schema<RunConfig>& RunConfig::schema() {
+  using R = RunConfig;
+  using config::if_set;
+  using config::positive;
+  static const config::Schema<R> s =
+      config::Schema<R>("runconfig", "How the run is driven.")
+          .field("target_device", &R::target_device, "CPU or GPU (set by the first CLI argument).",
+                 config::one_of({"CPU", "GPU", "CSX"}))
+          .field("mode", &R::mode, "train, eval, train_and_eval or eval_all (set by --mode).",
+                 config::one_of({"train", "eval", "train_and_eval", "eval_all"}))
+          .field("model_dir", &R::model_dir, "Directory for checkpoints, logs and params.")
+          .field("checkpoint_path", &R::checkpoint_path,
+                 "Checkpoint to load (default: the newest in model_dir when autoload_last_checkpoint).")
+          .field("load_checkpoint_states", &R::load_checkpoint_states,
+                 "Comma-separated subset of model,optimizer,dataloader,grad_scaler,lr_scheduler,global_step "
+                 "to restore (default: all).")
+          .field("disable_strict_checkpoint_loading", &R::disable_strict_checkpoint_loading,
+                 "Allow missing/unexpected model keys when loading (they are reported).")
+          .field("autoload_last_checkpoint", &R::autoload_last_checkpoint,
+                 "Resume from the newest checkpoint_<step>.mdl in model_dir.")
+          .field("save_initial_checkpoint", &R::save_initial_checkpoint,
+                 "Save checkpoint_<step>.mdl before the first training step.")
+          .field("checkpoint_steps", &R::checkpoint_steps,
+                 "Save every N steps of this run and at its last step (null or 0: never).",
+                 if_set(config::non_negative<int64_t>()))
+          .field("max_checkpoints", &R::max_checkpoints, "Keep only the newest N checkpoints (null: all).",
+                 if_set(positive<int64_t>()))
+          .field("max_steps", &R::max_steps, "Upper bound on global_step.", if_set(positive<int64_t>()))
+          .field("num_steps", &R::num_steps, "Training steps in this run.", if_set(positive<int64_t>()))
+          .field("num_epochs", &R::num_epochs, "Training epochs in this run.", if_set(positive<int64_t>()))
+          .field("steps_per_epoch", &R::steps_per_epoch, "Steps per epoch (default: batches in the data).",
+                 if_set(positive<int64_t>()))
+          .field("eval_steps", &R::eval_steps, "Eval batches (null: one full pass over eval data).",
+                 if_set(positive<int64_t>()))
+          .field("eval_frequency", &R::eval_frequency, "train_and_eval: evaluate every N training steps.",
+                 if_set(positive<int64_t>()))
+          .field("log_steps", &R::log_steps, "Log training progress every N global steps.", positive<int64_t>())
+          .field("seed", &R::seed, "Seed for initialization, dropout and data order.")
+          .field("logging", &R::logging, "Log level: DEBUG, INFO, WARNING, ERROR (null: INFO).")
+          .field("summary_dir", &R::summary_dir, "Where params_<mode>.yaml goes (null: model_dir/<mode>).")
+          .field("validate_only", &R::validate_only,
+                 "Validate params and build the model, print its size, then exit without running.")
+          .field("check_loss_values", &R::check_loss_values, "Stop with an error when the loss is NaN or inf.")
+          .field("enable_distributed", &R::enable_distributed,
+                 "Multi-process data parallel training (not supported yet: must be false).")
+          .hardware_only({"num_csx", "mount_dirs", "python_paths", "autogen_policy", "compile_dir",
+                          "compile_only", "credentials_path", "debug_args_path", "retrace_every_iteration",
+                          "job_labels", "job_time_sec", "mgmt_address", "mgmt_namespace", "num_act_servers",
+                          "num_wgt_servers", "num_workers_per_csx", "transfer_processes", "precision_opt_level",
+                          "compile_crd_memory_gi", "execute_crd_memory_gi", "wrk_memory_gi", "act_memory_gi",
+                          "cmd_memory_gi", "wgt_memory_gi", "use_cs_grad_accum", "use_cstorch_optimizer_step",
+                          "skip_train_recv_activations", "disable_version_check", "drop_data",
+                          "enable_act_frequency", "lazy_initialization", "experimental", "variant",
+                          "wsc_log_level", "main_process_id", "log_initialization", "dump_activations",
+                          "log_input_summaries"},
+                         "applies to Cerebras CSX systems only")
+          .hardware_only({"dist_addr", "dist_backend", "init_method", "sync_batchnorm"},
+                         "multi-process settings; zoo runs a single process")
+          .hardware_only({"save_losses", "show_debug_metrics", "keep_checkpoint_max"},
+                         "legacy modelzoo key with no effect")
+          .validate([](const R& r, const auto& fail) {
+            if (r.num_steps && r.num_epochs)
+              fail("num_epochs", "num_steps and num_epochs are mutually exclusive; set only one");
+            if (r.enable_distributed)
+              fail("enable_distributed", "distributed training is not supported yet; set it to false");
+          });
+  return s;
+}
+
+}  // namespace zoo

@@ -1,0 +1,43 @@
+// The `runconfig` section: how a run is driven (modes, steps, checkpoints,
+// logging). Keys and types follow modelzoo R2.1's runconfig schema; keys that
+// only mean something on Cerebras hardware are accepted with a warning.
+// Defines: RunConfig.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runner/config/schema.h"
+
+namespace zoo {
+
+struct RunConfig {
+  std::string target_device = "CPU";
+  std::string mode = "train";
+  std::string model_dir = "./model_dir";
+  std::optional<std::string> checkpoint_path;
+  std::optional<std::string> load_checkpoint_states;
+  bool disable_strict_checkpoint_loading = false;
+  bool autoload_last_checkpoint = true;
+  bool save_initial_checkpoint = false;
+  std::optional<int64_t> checkpoint_steps;
+  std::optional<int64_t> max_checkpoints;
+  std::optional<int64_t> max_steps;
+  std::optional<int64_t> num_steps;
+  std::optional<int64_t> num_epochs;
+  std::optional<int64_t> steps_per_epoch;
+  std::optional<int64_t> eval_steps;
+  std::optional<int64_t> eval_frequency;
+  int64_t log_steps = 1;
+  std::optional<int64_t> seed;
+  std::optional<std::string> logging;
+  std::optional<std::string> summary_dir;
+  bool validate_only = false;
+  bool check_loss_values = true;
+  bool enable_distributed = false;
+
+  static const config::Schema<RunConfig>& schema();
+};
+
+}  // namespace zoo

@@ -1,0 +1,315 @@
+// Implementation of runner/trainer.h.
+#include "runner/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/registry.h"
+#include "models/registry.h"
+#include "runner/checkpoint.h"
+#include "runner/log.h"
+
+namespace zoo {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::unique_ptr<data::DataLoader> open_loader(const Params& p, const char* section) {
+  const YAML::Node& node = std::string(section) == "train_input" ? p.train_input : p.eval_input;
+  config::Context ctx = p.context(section);
+  if (!node) ctx.fail(YAML::Node(), "", "required for --mode " + p.runconfig.mode + " but missing from the params");
+  return data::find_data_processor(node, ctx).build(node, ctx);
+}
+
+models::Features to_device(models::Features batch, const torch::Device& device) {
+  if (device.is_cpu()) return batch;
+  for (auto& [k, v] : batch) v = v.to(device, /*non_blocking=*/true);
+  return batch;
+}
+
+std::string device_name(const torch::Device& d) { return d.is_cuda() ? "gpu" : "cpu"; }
+
+}  // namespace
+
+Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
+    : params_(params), device_(device) {
+  if (params_.runconfig.seed) torch::manual_seed(static_cast<uint64_t>(*params_.runconfig.seed));
+  if (for_training) {
+    if (!params_.has_optimizer)
+      params_.context("optimizer").fail(YAML::Node(), "", "required for training but missing from the params");
+    train_loader_ = open_loader(params_, "train_input");
+  }
+  const models::ModelFamily& family = models::find_model(params_.model_name);
+  model_ = family.build(params_.model, params_.context("model"), torch::TensorOptions().device(device_));
+  if (for_training) {
+    auto groups = optim::split_weight_decay_groups(model_->named_parameters().pairs(),
+                                                   models::norm_parameter_names(*model_),
+                                                   params_.optimizer.weight_decay);
+    optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
+    schedule_ = optim::make_lr_schedule(params_.optimizer.learning_rate, params_.context("optimizer"));
+  }
+}
+
+std::optional<std::string> Trainer::restore(bool training) {
+  const RunConfig& rc = params_.runconfig;
+  std::optional<std::string> path = rc.checkpoint_path;
+  if (!path && rc.autoload_last_checkpoint) {
+    auto all = ckpt::list_checkpoints(rc.model_dir);
+    if (!all.empty()) path = all.back().path;
+  }
+  if (!path) {
+    log::info("No checkpoint to load; starting from the initialized model (global_step 0).");
+    return std::nullopt;
+  }
+  load_checkpoint(*path, training);
+  return path;
+}
+
+void Trainer::load_checkpoint(const std::string& path, bool training) {
+  const RunConfig& rc = params_.runconfig;
+  c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
+  std::set<std::string> states(ckpt::kCheckpointStates.begin(), ckpt::kCheckpointStates.end());
+  if (training && rc.load_checkpoint_states) {
+    states.clear();
+    std::stringstream ss(*rc.load_checkpoint_states);
+    std::string item, allowed;
+    for (const auto& s : ckpt::kCheckpointStates) allowed += (allowed.empty() ? "" : ", ") + s;
+    while (std::getline(ss, item, ',')) {
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (std::find(ckpt::kCheckpointStates.begin(), ckpt::kCheckpointStates.end(), item) ==
+          ckpt::kCheckpointStates.end())
+        throw std::runtime_error("runconfig.load_checkpoint_states: unknown state '" + item + "' (allowed: " +
+                                 allowed + ")");
+      states.insert(item);
+    }
+  }
+  auto want = [&](const char* key) { return states.count(key) && dict.contains(key); };
+  log::info("Loading checkpoint " + path);
+  if (want("model")) {
+    bool strict = training ? !rc.disable_strict_checkpoint_loading : true;
+    for (const auto& w : ckpt::load_model_state_dict(*model_, dict.at("model").toGenericDict(), strict, path))
+      log::warn(path + ": " + w);
+  } else {
+    log::warn(path + ": model weights not loaded (" +
+              std::string(states.count("model") ? "absent from the checkpoint" : "not in load_checkpoint_states") +
+              ")");
+  }
+  global_step_ = want("global_step") ? dict.at("global_step").toInt() : 0;
+  if (!training) return;
+  if (want("optimizer")) {
+    try {
+      optimizer_->load_state_dict(dict.at("optimizer").toGenericDict());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": cannot restore the optimizer state (" + e.what() +
+                               "); to start the optimizer afresh, set load_checkpoint_states to the states to keep, "
+                               "e.g. model,global_step");
+    }
+  }
+  scheduler_step_ = want("lr_scheduler") ? dict.at("lr_scheduler").toGenericDict().at("last_epoch").toInt() : 0;
+  if (want("dataloader"))
+    train_loader_->seek(dict.at("dataloader").toGenericDict().at("samples_streamed").toInt());
+  if (want("global_step") && dict.contains("rng_state")) {
+    torch::Tensor state = dict.at("rng_state").toGenericDict().at("torch_cpu").toTensor();
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(state);
+  }
+  resumed_from_ = path;
+  for (const auto& s : ckpt::kCheckpointStates)
+    if (states.count(s) && !dict.contains(s) && s != "grad_scaler")
+      log::info(path + ": no '" + s + "' state in the checkpoint; starting it fresh");
+}
+
+int64_t Trainer::steps_per_epoch() const {
+  const int64_t batches = params_.runconfig.steps_per_epoch.value_or(train_loader_->batches_per_epoch());
+  return std::max<int64_t>(batches / params_.optimizer.grad_accum_steps, 1);
+}
+
+int64_t Trainer::planned_steps(std::optional<int64_t> num_steps) const {
+  const RunConfig& rc = params_.runconfig;
+  std::optional<int64_t> total;
+  auto take = [&](int64_t v) { total = total ? std::min(*total, v) : v; };
+  if (rc.num_epochs) take(*rc.num_epochs * steps_per_epoch());
+  if (num_steps) take(*num_steps);
+  if (rc.max_steps) {
+    if (*rc.max_steps <= global_step_)
+      throw std::runtime_error("runconfig.max_steps (" + std::to_string(*rc.max_steps) +
+                               ") is already reached: the loaded checkpoint is at global_step " +
+                               std::to_string(global_step_) + "; raise max_steps or use --num_steps");
+    take(*rc.max_steps - global_step_);
+  }
+  if (!total)
+    throw std::runtime_error("runconfig: set one of num_steps, num_epochs or max_steps (in the params or on the "
+                             "command line) to say how long to train");
+  return *total;
+}
+
+void Trainer::check_loss(double loss) const {
+  if (params_.runconfig.check_loss_values && !std::isfinite(loss))
+    throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(global_step_ + 1) +
+                             " (check_loss_values); lower the learning rate or check the data");
+}
+
+void Trainer::train(int64_t steps) {
+  const RunConfig& rc = params_.runconfig;
+  const OptimizerConfig& oc = params_.optimizer;
+  const int64_t accum = oc.grad_accum_steps;
+  const int64_t samples_per_step = train_loader_->batch_size() * accum;
+  std::vector<torch::Tensor> parameters = optimizer_->parameters();
+  model_->train();
+  auto start = Clock::now(), last_log = start;
+  int64_t samples = 0, samples_at_last_log = 0;
+  for (int64_t i = 1; i <= steps; ++i) {
+    optimizer_->set_lr(schedule_->at(scheduler_step_));  // step k uses lr(k - 1)
+    double loss = 0;
+    for (int64_t micro = 0; micro < accum; ++micro) {
+      models::ModelOutput out = model_->forward(to_device(train_loader_->next(), device_), false);
+      (accum > 1 ? out.loss / double(accum) : out.loss).backward();
+      loss += out.loss.item<double>() / double(accum);
+    }
+    check_loss(loss);
+    if (oc.max_gradient_norm) torch::nn::utils::clip_grad_norm_(parameters, *oc.max_gradient_norm);
+    if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
+    optimizer_->step();
+    optimizer_->zero_grad();
+    ++scheduler_step_;
+    ++global_step_;
+    samples += samples_per_step;
+
+    if (global_step_ % rc.log_steps == 0 || i == steps) {
+      auto now = Clock::now();
+      double interval = std::chrono::duration<double>(now - last_log).count();
+      double elapsed = std::chrono::duration<double>(now - start).count();
+      log::info(strf("| Train Device=%s, Step=%ld, Loss=%.5f, Rate=%.2f samples/sec, GlobalRate=%.2f samples/sec",
+                     device_name(device_).c_str(), static_cast<long>(global_step_), loss,
+                     (samples - samples_at_last_log) / std::max(interval, 1e-9), samples / std::max(elapsed, 1e-9)));
+      log::debug(strf("lr=%.6g", optimizer_->param_groups().front().lr));
+      last_log = now;
+      samples_at_last_log = samples;
+    }
+    if (rc.checkpoint_steps && *rc.checkpoint_steps > 0 && (i % *rc.checkpoint_steps == 0 || i == steps))
+      save_checkpoint();
+  }
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  log::info("Training completed successfully!");
+  log::info(strf("Processed %ld sample(s) in %.2f seconds.", static_cast<long>(samples), elapsed));
+}
+
+EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
+  const RunConfig& rc = params_.runconfig;
+  std::unique_ptr<data::DataLoader> loader = open_loader(params_, "eval_input");
+  const int64_t steps = rc.eval_steps.value_or(loader->batches_per_epoch());
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  double loss_sum = 0;
+  std::map<std::string, std::pair<double, double>> sums;
+  std::map<std::string, models::MetricTerm::Reduce> reduce;
+  auto start = Clock::now(), last_log = start;
+  int64_t samples = 0, samples_at_last_log = 0;
+  for (int64_t i = 1; i <= steps; ++i) {
+    models::ModelOutput out = model_->forward(to_device(loader->next(), device_), true);
+    double loss = out.loss.item<double>();
+    check_loss(loss);
+    loss_sum += loss;
+    for (const auto& [name, term] : out.metrics) {
+      sums[name].first += term.sum.item<double>();
+      sums[name].second += term.count.item<double>();
+      reduce[name] = term.reduce;
+    }
+    samples += loader->batch_size();
+    if (i % rc.log_steps == 0 || i == steps) {
+      auto now = Clock::now();
+      double interval = std::chrono::duration<double>(now - last_log).count();
+      double elapsed = std::chrono::duration<double>(now - start).count();
+      log::info(strf("| Eval Device=%s, Step=%ld, Loss=%.5f, Rate=%.2f samples/sec, GlobalRate=%.2f samples/sec",
+                     device_name(device_).c_str(), static_cast<long>(i), loss,
+                     (samples - samples_at_last_log) / std::max(interval, 1e-9), samples / std::max(elapsed, 1e-9)));
+      last_log = now;
+      samples_at_last_log = samples;
+    }
+  }
+  EvalResult r;
+  r.global_step = global_step_;
+  r.loss = loss_sum / double(steps);
+  r.samples = samples;
+  for (const auto& [name, s] : sums) {
+    double mean = s.second > 0 ? s.first / s.second : 0.0;
+    r.metrics["eval/" + name] = reduce[name] == models::MetricTerm::Reduce::exp_mean ? std::exp(mean) : mean;
+  }
+  for (const auto& [name, v] : r.metrics) log::info(strf("Metric: %s = %.6g", name.c_str(), v));
+  log::info(strf("Avg Eval Loss: %.6g", r.loss));
+
+  // One row per evaluation, so checkpoints can be compared without TensorBoard.
+  fs::path dir = fs::path(rc.model_dir) / "eval";
+  fs::create_directories(dir);
+  fs::path csv = dir / "results.csv";
+  bool fresh = !fs::exists(csv);
+  std::ofstream out(csv, std::ios::app);
+  if (fresh) {
+    out << "checkpoint,global_step,loss";
+    for (const auto& [name, v] : r.metrics) out << "," << name;
+    out << "\n";
+  }
+  out << checkpoint_label << "," << r.global_step << "," << strf("%.6g", r.loss);
+  for (const auto& [name, v] : r.metrics) out << "," << strf("%.6g", v);
+  out << "\n";
+  log::info("Evaluation completed successfully!");
+  return r;
+}
+
+std::string Trainer::save_checkpoint() {
+  const RunConfig& rc = params_.runconfig;
+  fs::create_directories(rc.model_dir);
+  using Dict = c10::impl::GenericDict;
+  Dict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", ckpt::model_state_dict(*model_));
+  d.insert("optimizer", optimizer_->state_dict());
+  Dict sched(c10::StringType::get(), c10::AnyType::get());
+  sched.insert("last_epoch", scheduler_step_);
+  sched.insert("_step_count", scheduler_step_ + 1);
+  d.insert("lr_scheduler", sched);
+  d.insert("grad_scaler", Dict(c10::StringType::get(), c10::AnyType::get()));
+  Dict loader(c10::StringType::get(), c10::AnyType::get());
+  loader.insert("samples_streamed", train_loader_->samples_streamed());
+  d.insert("dataloader", loader);
+  d.insert("global_step", global_step_);
+  Dict rng(c10::StringType::get(), c10::AnyType::get());
+  rng.insert("torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  d.insert("rng_state", rng);
+  Dict meta(c10::StringType::get(), c10::AnyType::get());
+  meta.insert("version", std::string("zoo ") + ZOO_VERSION);
+  meta.insert("model_name", params_.model_name);
+  YAML::Emitter e;
+  e << params_.resolved();
+  meta.insert("params", std::string(e.c_str()));
+  c10::impl::GenericList metadata(c10::AnyType::get());
+  metadata.push_back(meta);
+  d.insert("__metadata__", metadata);
+
+  std::string path = ckpt::new_checkpoint_path(rc.model_dir, global_step_);
+  ckpt::save_checkpoint_file(path, d);
+  log::info("Saved checkpoint " + path);
+  prune_checkpoints();
+  return path;
+}
+
+void Trainer::prune_checkpoints() {
+  const auto& max = params_.runconfig.max_checkpoints;
+  if (!max) return;
+  auto all = ckpt::list_checkpoints(params_.runconfig.model_dir);
+  int64_t excess = static_cast<int64_t>(all.size()) - *max;
+  for (const auto& c : all) {
+    if (excess <= 0) break;
+    if (c.path == resumed_from_) continue;  // never delete what this run stands on
+    fs::remove(c.path);
+    log::info("Removed old checkpoint " + c.path + " (max_checkpoints " + std::to_string(*max) + ")");
+    --excess;
+  }
+}
+
+}  // namespace zoo

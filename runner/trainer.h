@@ -1,0 +1,71 @@
+// The training and evaluation loops over a model, optimizer, LR schedule and
+// data loaders built from frozen Params, plus the state they checkpoint.
+// Knows nothing model-specific. Defines: EvalResult, Trainer.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/loader.h"
+#include "models/model.h"
+#include "runner/optim/lr_schedule.h"
+#include "runner/optim/optimizer.h"
+#include "runner/params.h"
+
+namespace zoo {
+
+struct EvalResult {
+  int64_t global_step = 0;
+  double loss = 0;
+  std::map<std::string, double> metrics;  // "eval/<name>"
+  int64_t samples = 0;
+};
+
+class Trainer {
+ public:
+  // Seeds (runconfig.seed), builds the model on `device` and, for training,
+  // the optimizer, schedule and train loader.
+  Trainer(const Params& params, torch::Device device, bool for_training);
+
+  // Loads the checkpoint runconfig selects: checkpoint_path, else the newest
+  // in model_dir when autoload_last_checkpoint. `training` applies
+  // load_checkpoint_states and strictness; eval always loads strictly.
+  // Returns the path loaded, if any.
+  std::optional<std::string> restore(bool training);
+  void load_checkpoint(const std::string& path, bool training);
+
+  // Steps this run will train (modelzoo's min(num_epochs*spe, num_steps,
+  // max_steps - global_step)); throws std::runtime_error when none is given
+  // or max_steps is already reached.
+  int64_t planned_steps(std::optional<int64_t> num_steps) const;
+  // (steps_per_epoch or batches in the train data) / grad_accum_steps, at least 1.
+  int64_t steps_per_epoch() const;
+  // Trains `steps` optimizer steps; checkpoints per checkpoint_steps.
+  void train(int64_t steps);
+  // Runs eval_steps batches (a full pass when unset) and prints the metrics.
+  EvalResult evaluate(const std::string& checkpoint_label);
+
+  std::string save_checkpoint();
+  int64_t global_step() const { return global_step_; }
+  models::Model& model() { return *model_; }
+
+ private:
+  void check_loss(double loss) const;
+  void prune_checkpoints();
+
+  Params params_;
+  torch::Device device_;
+  std::shared_ptr<models::Model> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRSchedule> schedule_;
+  std::unique_ptr<data::DataLoader> train_loader_;
+  int64_t global_step_ = 0;
+  int64_t scheduler_step_ = 0;  // modelzoo's lr_scheduler.last_epoch
+  std::string resumed_from_;
+};
+
+}  // namespace zoo

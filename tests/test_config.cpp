@@ -1,0 +1,196 @@
+// Params validation: every kind of bad input gives an error naming the file,
+// line, key path and what was expected; defaults and warnings as documented.
+#include <gtest/gtest.h>
+
+#include "runner/config/yaml_util.h"
+#include "runner/optim/lr_schedule.h"
+#include "runner/params.h"
+#include "test_util.h"
+
+using namespace zoo;
+using zoo::testing::TempDir;
+
+namespace {
+
+// The tiny params with `line` spliced into `section` (replacing nothing).
+std::string with_line(const std::string& section, const std::string& line) {
+  std::string y = zoo::testing::tiny_params_yaml("/nonexistent", "/tmp/unused");
+  size_t at = y.find(section + ":\n");
+  EXPECT_NE(at, std::string::npos);
+  at += section.size() + 2;
+  return y.insert(at, "  " + line + "\n");
+}
+
+// Parses and returns the ConfigError message ("" when none was thrown).
+std::string error_of(const std::string& yaml) {
+  try {
+    params_from_node(config::load_yaml_string(yaml, "p.yaml"), "p.yaml", YAML::Node());
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Line number of the first line containing `needle`, 1-based, as text.
+std::string line_of(const std::string& yaml, const std::string& needle) {
+  size_t at = yaml.find(needle);
+  return std::to_string(std::count(yaml.begin(), yaml.begin() + at, '\n') + 1);
+}
+
+}  // namespace
+
+TEST(Config, YamlSyntaxErrorNamesFileAndLine) {
+  TempDir dir;
+  std::string path = zoo::testing::write_file(dir / "bad.yaml", "model:\n  hidden_size: [1, 2\nrunconfig: {}\n");
+  try {
+    load_params(path, YAML::Node());
+    FAIL() << "expected a ConfigError";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("YAML syntax error"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, MissingFileIsAClearError) {
+  try {
+    load_params("/nonexistent/params.yaml", YAML::Node());
+    FAIL();
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/params.yaml: cannot read"), std::string::npos);
+  }
+}
+
+TEST(Config, UnknownKeyNamesLineAndSuggests) {
+  std::string y = with_line("model", "hidden_sise: 64");
+  std::string err = error_of(y);
+  EXPECT_NE(err.find("p.yaml:" + line_of(y, "hidden_sise") + ":"), std::string::npos) << err;
+  EXPECT_NE(err.find("model.hidden_sise: unknown key"), std::string::npos) << err;
+  EXPECT_NE(err.find("did you mean 'hidden_size'"), std::string::npos) << err;
+}
+
+TEST(Config, UnknownKeysAreErrorsInEverySection) {
+  EXPECT_NE(error_of(with_line("runconfig", "max_stepz: 3")).find("runconfig.max_stepz: unknown key"), std::string::npos);
+  EXPECT_NE(error_of(with_line("optimizer", "lerning_rate: 3")).find("optimizer.lerning_rate: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_line("train_input", "bach_size: 3")).find("train_input.bach_size: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of(zoo::testing::tiny_params_yaml("/x", "/y") + "trainer: {}\n").find("trainer: unknown section"),
+            std::string::npos);
+}
+
+TEST(Config, WrongTypeNamesExpectedType) {
+  std::string y = zoo::testing::tiny_params_yaml("/x", "/y");
+  y.replace(y.find("num_heads: 2"), 12, "num_heads: two");
+  std::string err = error_of(y);
+  EXPECT_NE(err.find("p.yaml:" + line_of(y, "num_heads") + ":"), std::string::npos) << err;
+  EXPECT_NE(err.find("model.num_heads: expected an integer, got 'two'"), std::string::npos) << err;
+
+  EXPECT_NE(error_of(with_line("train_input", "shuffle_seed: [1]")).find("expected an integer, got a list"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_line("runconfig", "save_initial_checkpoint: maybe")).find("expected true or false"),
+            std::string::npos);
+}
+
+TEST(Config, OutOfRangeValues) {
+  EXPECT_NE(error_of(with_line("runconfig", "max_steps: -5")).find("runconfig.max_steps: expected a value > 0, got '-5'"),
+            std::string::npos);
+  std::string y = zoo::testing::tiny_params_yaml("/x", "/y");
+  y.replace(y.find("dropout_rate: 0.0"), 17, "dropout_rate: 1.5");
+  EXPECT_NE(error_of(y).find("model.dropout_rate: expected a value in [0, 1), got '1.5'"), std::string::npos)
+      << error_of(y);
+  y = zoo::testing::tiny_params_yaml("/x", "/y");
+  y.replace(y.find("num_heads: 2"), 12, "num_heads: 3");
+  EXPECT_NE(error_of(y).find("model.num_heads: num_heads (3) must divide hidden_size (32)"), std::string::npos)
+      << error_of(y);
+  EXPECT_NE(error_of(with_line("model", "nonlinearity: gelu2")).find("model.nonlinearity: expected one of gelu"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_line("optimizer", "max_gradient_value: 1.0")).find("set only one of max_gradient_norm"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_line("runconfig", "num_epochs: 2") + "  num_steps: 3\n").find("mutually exclusive"),
+            std::string::npos);
+}
+
+TEST(Config, CerebrasHardwareKeysWarnInsteadOfFailing) {
+  std::string y = with_line("runconfig", "num_csx: 4");
+  Params p = params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node());
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("runconfig.num_csx: ignored (applies to Cerebras CSX systems only)"), std::string::npos);
+  EXPECT_NE(p.warnings[0].find("p.yaml:" + line_of(y, "num_csx")), std::string::npos) << p.warnings[0];
+}
+
+TEST(Config, LegacyOptimizerKeyNamesItsReplacement) {
+  std::string err = error_of(with_line("optimizer", "weight_decay_rate: 0.1"));
+  EXPECT_NE(err.find("optimizer.weight_decay_rate: this key was renamed; use 'weight_decay' instead"),
+            std::string::npos)
+      << err;
+}
+
+TEST(Config, UnknownDataProcessorListsKnownOnes) {
+  std::string y = zoo::testing::tiny_params_yaml("/x", "/y");
+  y.replace(y.find("ByteTextDataProcessor"), 21, "ByteTextDataProcesor");
+  std::string err = error_of(y);
+  EXPECT_NE(err.find("train_input.data_processor: unknown data processor 'ByteTextDataProcesor'"), std::string::npos);
+  EXPECT_NE(err.find("GptHDF5MapDataProcessor"), std::string::npos) << err;
+}
+
+TEST(Config, DefaultsComeFromTheDeclarations) {
+  Params p = zoo::testing::tiny_params("/x", "/y");
+  YAML::Node r = p.resolved();
+  EXPECT_EQ(r["model"]["layer_norm_epsilon"].as<double>(), 1e-5);
+  EXPECT_EQ(r["model"]["attention_type"].as<std::string>(), "scaled_dot_product");
+  EXPECT_EQ(r["model"]["name"].as<std::string>(), "gpt2");
+  EXPECT_EQ(r["runconfig"]["autoload_last_checkpoint"].as<bool>(), true);
+  EXPECT_EQ(r["runconfig"]["seed"].as<int>(), 7);
+  EXPECT_EQ(r["train_input"]["drop_last"].as<bool>(), true);
+  EXPECT_EQ(p.optimizer.eps, 1e-6);  // modelzoo's AdamW default
+  // The help text lists every declared key with its default.
+  std::string help = describe_all_schemas();
+  for (const char* key : {"load_checkpoint_states", "max_gradient_norm", "share_embedding_weights", "shuffle_seed"})
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+}
+
+TEST(Config, LearningRateScheduleListMatchesReferenceFormulas) {
+  YAML::Node lr = config::load_yaml_string(
+      "- {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.1, total_iters: 10}\n"
+      "- {scheduler: CosineDecay, initial_learning_rate: 0.1, end_learning_rate: 0.01, total_iters: 20}\n"
+      "- {scheduler: ConstantLR, learning_rate: 0.005}\n",
+      "lr.yaml");
+  config::Context ctx{"lr.yaml", "optimizer", nullptr};
+  auto s = optim::make_lr_schedule(lr, ctx);
+  EXPECT_DOUBLE_EQ(s->at(0), 0.0);
+  EXPECT_DOUBLE_EQ(s->at(5), 0.05);
+  EXPECT_DOUBLE_EQ(s->at(10), 0.1);  // second scheduler's step 0
+  EXPECT_NEAR(s->at(20), 0.01 + 0.09 * 0.5 * (1 + std::cos(M_PI * 10 / 20)), 1e-15);
+  EXPECT_DOUBLE_EQ(s->at(30), 0.005);
+  EXPECT_DOUBLE_EQ(s->at(1000), 0.005);
+  // Pre-2.1 spellings are accepted.
+  auto old = optim::make_lr_schedule(
+      config::load_yaml_string("{scheduler: Linear, base_lr: 1.0, end_learning_rate: 0.0, steps: 4}", "lr.yaml"), ctx);
+  EXPECT_DOUBLE_EQ(old->at(1), 0.75);
+}
+
+TEST(Config, BadScheduleIsAClearError) {
+  config::Context ctx{"lr.yaml", "optimizer", nullptr};
+  auto expect_error = [&](const std::string& yaml, const std::string& expected) {
+    try {
+      optim::make_lr_schedule(config::load_yaml_string(yaml, "lr.yaml"), ctx);
+      ADD_FAILURE() << "no error for " << yaml;
+    } catch (const config::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  expect_error("- {scheduler: Constant, learning_rate: 0.1}\n- {scheduler: Constant, learning_rate: 0.2}\n",
+               "optimizer.learning_rate.0.total_iters: required for every scheduler but the last");
+  expect_error("{scheduler: Warmup, initial_learning_rate: 1}", "unsupported scheduler 'Warmup'");
+  expect_error("{scheduler: Linear, end_learning_rate: 0.1, total_iters: 3}",
+               "initial_learning_rate: required by the Linear scheduler");
+}
+
+TEST(Config, RealModelzooGptConfigsValidate) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  for (const char* name : {"transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml", "transformers_pytorch_gpt3_params_gpt3_111m.yaml",
+                           "transformers_pytorch_gpt2_params_gpt2_small.yaml"}) {
+    std::string path = zoo::testing::shared_dir() + "/modelzoo_configs/" + name;
+    EXPECT_NO_THROW(load_params(path, YAML::Node())) << path;
+  }
+}

@@ -1,0 +1,160 @@
+// Data: the built-in corpus, the byte-level text processor, the resumable
+// map-style loader, HDF5 samples as modelzoo writes them, and bad-data errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "data/byte_text.h"
+#include "data/corpus.h"
+#include "data/gpt_hdf5.h"
+#include "data/registry.h"
+#include "test_util.h"
+
+using namespace zoo;
+using namespace zoo::data;
+using zoo::testing::TempDir;
+
+namespace {
+std::unique_ptr<DataLoader> open(const std::string& yaml) {
+  YAML::Node n = YAML::Load(yaml);
+  config::Context ctx{"in.yaml", "train_input", nullptr};
+  return find_data_processor(n, ctx).build(n, ctx);
+}
+std::string error_of(const std::string& yaml) {
+  try {
+    open(yaml);
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Data, CorpusIsDeterministicAndStructured) {
+  std::string a = generate_corpus(1, 5000), b = generate_corpus(1, 5000), c = generate_corpus(2, 5000);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_GE(a.size(), 5000u);
+  EXPECT_NE(a.find(" walks to "), std::string::npos);
+  EXPECT_NE(a.find(" counts:"), std::string::npos);
+  TempDir dir;
+  EXPECT_TRUE(write_corpus(dir.path(), 3000, 1000));
+  EXPECT_FALSE(write_corpus(dir.path(), 3000, 1000));  // never overwrites
+  EXPECT_EQ(zoo::testing::read_file(dir / "train/corpus.txt"), generate_corpus(1, 3000));
+}
+
+TEST(Data, ByteTextSamplesAreShiftedWindows) {
+  TempDir dir;
+  zoo::testing::write_file(dir / "a.txt", "abcdefghij");
+  zoo::testing::write_file(dir / "b.txt", "klmnop");
+  ByteTextSource s({dir / "a.txt", dir / "b.txt"}, 4, "test");
+  EXPECT_EQ(s.num_samples(), 3);  // 16 bytes -> (16 - 1) / 4
+  int32_t ids[4], mask[4], labels[4];
+  s.read(1, ids, mask, labels);
+  EXPECT_EQ(std::string(ids, ids + 4), "efgh");
+  EXPECT_EQ(std::string(labels, labels + 4), "fghi");
+  EXPECT_EQ(mask[0] + mask[1] + mask[2] + mask[3], 4);
+}
+
+TEST(Data, ShuffledLoaderIsAPermutationPerEpochAndResumesExactly) {
+  TempDir dir;
+  write_corpus(dir.path(), 4000, 100);
+  std::string yaml = "{data_processor: ByteTextDataProcessor, data_dir: " + (dir / "train") +
+                     ", batch_size: 4, max_sequence_length: 16, shuffle: true, shuffle_seed: 5}";
+  auto loader = open(yaml);
+  const int64_t per_epoch = loader->batches_per_epoch();
+  ASSERT_GT(per_epoch, 10);
+  // One shuffled epoch holds the same samples as an unshuffled one, in another order.
+  auto plain = open("{data_processor: ByteTextDataProcessor, data_dir: " + (dir / "train") +
+                    ", batch_size: 4, max_sequence_length: 16}");
+  auto rows = [](const Features& b, std::vector<std::string>& out) {
+    for (int64_t r = 0; r < b.at("input_ids").size(0); ++r) {
+      torch::Tensor row = b.at("input_ids")[r].to(torch::kChar).contiguous();
+      EXPECT_TRUE(torch::equal(b.at("input_ids")[r].narrow(0, 1, 15), b.at("labels")[r].narrow(0, 0, 15)));
+      out.emplace_back(reinterpret_cast<const char*>(row.data_ptr()), 16);
+    }
+  };
+  std::vector<std::string> shuffled, ordered;
+  std::vector<torch::Tensor> first_run;
+  for (int64_t i = 0; i < per_epoch; ++i) {
+    Features b = loader->next();
+    first_run.push_back(b.at("input_ids"));
+    rows(b, shuffled);
+    rows(plain->next(), ordered);
+  }
+  EXPECT_NE(shuffled, ordered);
+  // (4000 bytes / 16 = 249 samples; the 1 left over in each epoch differs.)
+  std::sort(shuffled.begin(), shuffled.end());
+  std::sort(ordered.begin(), ordered.end());
+  std::vector<std::string> common;
+  std::set_intersection(shuffled.begin(), shuffled.end(), ordered.begin(), ordered.end(), std::back_inserter(common));
+  EXPECT_GE(common.size() + 4, ordered.size());
+  // A new loader seeked to batch 7 yields the same batches as the first from there on.
+  auto resumed = open(yaml);
+  resumed->seek(7 * 4);
+  for (int64_t i = 7; i < per_epoch; ++i) EXPECT_TRUE(torch::equal(resumed->next().at("input_ids"), first_run[i]));
+  // The next epoch has a different order.
+  EXPECT_FALSE(torch::equal(loader->next().at("input_ids"), first_run[0]));
+}
+
+TEST(Data, BadDataErrorsNameKeyAndPlace) {
+  TempDir dir;
+  EXPECT_NE(error_of("{data_processor: ByteTextDataProcessor, data_dir: /no/such/dir, batch_size: 2}")
+                .find("train_input.data_dir: directory '/no/such/dir' does not exist"),
+            std::string::npos);
+  std::filesystem::create_directories(dir / "empty");
+  EXPECT_NE(error_of("{data_processor: ByteTextDataProcessor, data_dir: " + (dir / "empty") + ", batch_size: 2}")
+                .find("no *.txt files in " + (dir / "empty")),
+            std::string::npos);
+  zoo::testing::write_file(dir / "small/a.txt", "tiny");
+  EXPECT_NE(error_of("{data_processor: ByteTextDataProcessor, data_dir: " + (dir / "small") + ", batch_size: 2}")
+                .find("fewer than batch_size 2"),
+            std::string::npos);
+  EXPECT_NE(error_of("{data_processor: ByteTextDataProcessor, data_dir: " + (dir / "small") + "}")
+                .find("train_input.batch_size: required"),
+            std::string::npos);
+  EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + (dir / "small") + ", batch_size: 2}")
+                .find("no *.h5 files"),
+            std::string::npos);
+}
+
+// HDF5 files written with h5py exactly as modelzoo's preprocessing writes them.
+TEST(Data, ReadsModelzooHdf5Samples) {
+  if (zoo::testing::run_command("/usr/bin/python3 -c 'import h5py, numpy'").exit_code != 0)
+    GTEST_SKIP() << "/usr/bin/python3 with python3-h5py and python3-numpy is not installed";
+  TempDir dir;
+  std::string script = zoo::testing::write_file(dir / "w.py", R"PY(
+import sys, h5py, numpy as np
+out = sys.argv[1]
+for f, n in enumerate([5, 3]):
+    x = np.zeros((n, 3, 8), dtype=np.int32)
+    for i in range(n):
+        toks = np.arange(9) + 100 * f + 10 * i
+        x[i, 0], x[i, 1], x[i, 2] = toks[:-1], 1, toks[1:]
+    x[0, 1, 6:] = 0  # padding positions are not counted in the loss
+    with h5py.File(f"{out}/examples_{f}.h5", "w") as h:
+        h.attrs["n_examples"] = n
+        h.create_dataset("data", data=x, dtype="i4", chunks=(1, 3, 8), compression="gzip")
+with h5py.File(f"{out}/bad_rank.h5x", "w") as h:
+    h.create_dataset("data", data=np.zeros(10, dtype=np.int32))
+)PY");
+  ASSERT_EQ(zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
+  auto loader = open("{data_processor: GptHDF5MapDataProcessor, data_dir: " + dir.path() + ", batch_size: 4}");
+  EXPECT_EQ(loader->batches_per_epoch(), 2);
+  Features b = loader->next();
+  EXPECT_EQ(b.at("input_ids")[0][0].item<int64_t>(), 0);
+  EXPECT_EQ(b.at("labels")[3][7].item<int64_t>(), 30 + 8);
+  EXPECT_EQ(b.at("attention_mask")[0].sum().item<int64_t>(), 6);
+  b = loader->next();
+  EXPECT_EQ(b.at("input_ids")[1][0].item<int64_t>(), 100);  // 6th sample: first of the second file
+  EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() +
+                     ", batch_size: 2, max_sequence_length: 16}")
+                .find("train_input.max_sequence_length: is 16 but the files hold sequences of 8"),
+            std::string::npos);
+  std::filesystem::create_directories(dir / "bad");
+  std::filesystem::rename(dir / "bad_rank.h5x", dir / "bad/x.h5");
+  EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + (dir / "bad") + ", batch_size: 2}")
+                .find((dir / "bad/x.h5") + ": dataset 'data' has rank 1"),
+            std::string::npos);
+}

@@ -1,0 +1,183 @@
+// The GPT-2/3 model: shapes, causality, parameter counts of the Cerebras-GPT
+// family (on the meta device), initializers, and logits against an
+// independent PyTorch forward pass.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/common/initializers.h"
+#include "models/gpt2/gpt2.h"
+#include "models/registry.h"
+#include "runner/checkpoint.h"
+#include "runner/config/yaml_util.h"
+#include "runner/run.h"
+#include "test_util.h"
+
+using namespace zoo;
+using namespace zoo::models;
+
+namespace {
+
+Gpt2Options tiny_options() {
+  Gpt2Options o;
+  o.vocab_size = 50;
+  o.hidden_size = 16;
+  o.num_hidden_layers = 2;
+  o.num_heads = 4;
+  o.filter_size = 24;
+  o.max_position_embeddings = 12;
+  o.dropout_rate = 0.0;
+  return o;
+}
+
+int64_t count(const torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+// Closed-form GPT-2 parameter count, independent of the module code.
+int64_t expected_params(int64_t V, int64_t C, int64_t L, int64_t F, int64_t P, bool tied) {
+  int64_t per_layer = 4 * C * C + 4 * C   // q, k, v, output projections + biases
+                      + 2 * C * F + F + C  // FFN
+                      + 4 * C;             // two LayerNorms
+  return V * C + P * C + L * per_layer + 2 * C + (tied ? 0 : V * C);
+}
+
+}  // namespace
+
+TEST(Model, LogitsShapeAndLossIsFiniteNearUniform) {
+  torch::manual_seed(0);
+  Gpt2Model m(tiny_options(), torch::TensorOptions());
+  m.reset_parameters();
+  torch::Tensor ids = torch::randint(0, 50, {3, 12}, torch::kLong);
+  EXPECT_EQ(m.logits(ids).sizes(), (std::vector<int64_t>{3, 12, 50}));
+  ModelOutput out = m.forward({{"input_ids", ids}, {"labels", ids}, {"attention_mask", torch::ones_like(ids)}}, true);
+  EXPECT_EQ(out.loss.dim(), 0);
+  EXPECT_NEAR(out.loss.item<double>(), std::log(50.0), 0.5);  // small init: close to uniform
+  EXPECT_EQ(out.metrics.count("lm_perplexity"), 1u);
+  EXPECT_EQ(out.metrics.at("accuracy").count.item<double>(), 36.0);
+}
+
+TEST(Model, AttentionIsCausal) {
+  torch::manual_seed(0);
+  Gpt2Model m(tiny_options(), torch::TensorOptions());
+  m.reset_parameters();
+  m.eval();
+  torch::Tensor a = torch::randint(0, 50, {1, 10}, torch::kLong);
+  torch::Tensor b = a.clone();
+  b[0][7] = (a[0][7].item<int64_t>() + 1) % 50;
+  torch::Tensor la = m.logits(a), lb = m.logits(b);
+  EXPECT_TRUE(torch::allclose(la.narrow(1, 0, 7), lb.narrow(1, 0, 7)));
+  EXPECT_FALSE(torch::allclose(la.narrow(1, 7, 3), lb.narrow(1, 7, 3)));
+}
+
+TEST(Model, ParameterCountsMatchTheArchitecture) {
+  Gpt2Options o = tiny_options();
+  EXPECT_EQ(count(Gpt2Model(o, torch::TensorOptions())), expected_params(50, 16, 2, 24, 12, true));
+  o.share_embedding_weights = false;
+  EXPECT_EQ(count(Gpt2Model(o, torch::TensorOptions())), expected_params(50, 16, 2, 24, 12, false));
+  o.position_embedding_type = "fixed";  // sinusoidal: not trained
+  EXPECT_EQ(count(Gpt2Model(o, torch::TensorOptions())), expected_params(50, 16, 2, 24, 12, false) - 12 * 16);
+  o.use_ffn_bias = false;
+  EXPECT_EQ(count(Gpt2Model(o, torch::TensorOptions())),
+            expected_params(50, 16, 2, 24, 12, false) - 12 * 16 - 2 * (24 + 16));
+}
+
+// Every Cerebras-GPT config in configs/ sizes as its architecture says, on the
+// meta device (the 13B model is never allocated), and near its name.
+TEST(Model, CerebrasGptFamilySizes) {
+  struct Member { const char* file; double nominal; int64_t L, C, F; };
+  const Member family[] = {{"111m", 111e6, 10, 768, 3072},   {"256m", 256e6, 14, 1088, 4352},
+                           {"590m", 590e6, 18, 1536, 6144},  {"1p3b", 1.3e9, 24, 2048, 8192},
+                           {"2p7b", 2.7e9, 32, 2560, 10240}, {"6p7b", 6.7e9, 32, 4096, 16384},
+                           {"13b", 13e9, 40, 5120, 20480}};
+  for (const auto& m : family) {
+    std::string path = zoo::testing::source_dir() + "/configs/cerebras_gpt/cerebras_gpt_" + m.file + ".yaml";
+    Params p = load_params(path, YAML::Node());
+    ModelSummary s = summarize_model(p);
+    EXPECT_EQ(s.parameters, expected_params(50257, m.C, m.L, m.F, 2048, true)) << m.file;
+    // The names are rounded: 1.3B is 1.316B, 2.7B is 2.652B, 13B is 12.85B.
+    EXPECT_LT(std::fabs(s.parameters / m.nominal - 1.0), 0.02) << m.file << ": " << s.parameters;
+    EXPECT_GT(s.forward_flops_per_token, 2.0 * s.parameters * 0.9) << m.file;
+  }
+}
+
+TEST(Model, TruncatedNormalStaysInBoundsWithTheRightSpread) {
+  torch::manual_seed(0);
+  InitializerSpec spec = truncated_normal_spec(0.02);
+  torch::Tensor w = torch::empty({200, 200});
+  apply_initializer(spec, w);
+  EXPECT_GE(w.min().item<double>(), -0.04);
+  EXPECT_LE(w.max().item<double>(), 0.04);
+  // A normal truncated at +-2 std has std ~0.88 of the untruncated one.
+  EXPECT_NEAR(w.std().item<double>(), 0.02 * 0.8796, 0.0005);
+  EXPECT_NEAR(w.mean().item<double>(), 0.0, 0.0005);
+  spec.name = "xavier_uniform";
+  apply_initializer(spec, w);
+  EXPECT_NEAR(w.abs().max().item<double>(), std::sqrt(6.0 / 400), 1e-3);
+}
+
+TEST(Model, RegistryKnowsGpt2AndAliases) {
+  EXPECT_EQ(find_model("gpt3").name, "gpt2");
+  try {
+    find_model("gpt5");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("known: gpt2, gpt3"), std::string::npos);
+  }
+}
+
+// Logits equal a forward pass written directly with torch ops in Python from
+// the same weights (llm.c's test-against-PyTorch pattern).
+TEST(Model, LogitsMatchAnIndependentPyTorchForward) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  for (const char* attention : {"scaled_dot_product", "dot_product"}) {
+    torch::manual_seed(3);
+    Gpt2Options o = tiny_options();
+    o.attention_type = attention;
+    o.share_embedding_weights = std::string(attention) == "dot_product";
+    o.use_bias_in_output = !o.share_embedding_weights;
+    o.nonlinearity = "gelu";
+    Gpt2Model m(o, torch::TensorOptions());
+    m.reset_parameters();
+    m.eval();
+    torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("state", ckpt::model_state_dict(m));
+    d.insert("ids", ids);
+    d.insert("logits", m.logits(ids).detach());
+    ckpt::save_checkpoint_file(dir / "case.pt", d);
+    std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
+import math, sys, torch
+import torch.nn.functional as F
+d = torch.load(sys.argv[1])
+s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
+ids, expected = d["ids"], d["logits"].double()
+H, scaled, L = 4, sys.argv[2] == "scaled_dot_product", 2
+x = s["embedding_layer.word_embeddings.weight"][ids] + s["embedding_layer.position_embeddings.weight"][: ids.shape[1]]
+B, T, C = x.shape
+for i in range(L):
+    p = f"transformer_decoder.layers.{i}."
+    h = F.layer_norm(x, (C,), s[p + "norm1.weight"], s[p + "norm1.bias"], 1e-5)
+    q, k, v = (F.linear(h, s[p + f"self_attn.proj_{n}_dense_layer.weight"], s[p + f"self_attn.proj_{n}_dense_layer.bias"])
+               .view(B, T, H, C // H).transpose(1, 2) for n in "qkv")
+    att = q @ k.transpose(-1, -2) / (math.sqrt(C // H) if scaled else 1.0)
+    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+    y = (att @ v).transpose(1, 2).reshape(B, T, C)
+    x = x + F.linear(y, s[p + "self_attn.proj_output_dense_layer.weight"], s[p + "self_attn.proj_output_dense_layer.bias"])
+    h = F.layer_norm(x, (C,), s[p + "norm3.weight"], s[p + "norm3.bias"], 1e-5)
+    h = F.gelu(F.linear(h, s[p + "ffn.ffn.0.linear_layer.weight"], s[p + "ffn.ffn.0.linear_layer.bias"]))
+    x = x + F.linear(h, s[p + "ffn.ffn.1.linear_layer.weight"], s[p + "ffn.ffn.1.linear_layer.bias"])
+x = F.layer_norm(x, (C,), s["transformer_decoder.norm.weight"], s["transformer_decoder.norm.bias"], 1e-5)
+w = s.get("lm_head.weight", s["embedding_layer.word_embeddings.weight"])
+logits = F.linear(x, w, s.get("lm_head.bias"))
+err = (logits - expected).abs().max().item()
+print("max abs diff", err)
+sys.exit(0 if err < 1e-5 else 1)
+)PY");
+    auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " " + attention);
+    EXPECT_EQ(r.exit_code, 0) << attention << ": " << r.output;
+  }
+}

@@ -1,0 +1,210 @@
+// Training end to end on the tiny model: loss falls, checkpoints are written
+// and autoloaded, resume is bit-exact, load_checkpoint_states and strictness,
+// step bookkeeping, and checkpoints that Python's torch.load opens.
+#include <gtest/gtest.h>
+
+#include "runner/checkpoint.h"
+#include "runner/trainer.h"
+#include "test_util.h"
+
+using namespace zoo;
+using zoo::testing::TempDir;
+
+namespace {
+
+struct Fixture {
+  TempDir dir;
+  Fixture() { zoo::testing::write_small_corpus(dir / "data"); }
+  Params params(const std::string& extra = "") { return zoo::testing::tiny_params(dir / "data", dir / "m", extra); }
+};
+
+std::vector<torch::Tensor> weights(Trainer& t) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : t.model().parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(Training, ShortRunLowersEvalLoss) {
+  Fixture f;
+  Trainer t(f.params("  eval_steps: 4\n"), torch::kCPU, true);
+  double before = t.evaluate("init").loss;
+  t.train(80);
+  double after = t.evaluate("trained").loss;
+  EXPECT_NEAR(before, std::log(256.0), 0.3);
+  EXPECT_LT(after, before - 1.5) << "before " << before << " after " << after;
+  EXPECT_EQ(t.global_step(), 80);
+}
+
+TEST(Training, CheckpointsAreSavedAndAutoloaded) {
+  Fixture f;
+  std::vector<torch::Tensor> trained;
+  {
+    Trainer t(f.params("  checkpoint_steps: 4\n"), torch::kCPU, true);
+    t.train(10);
+    trained = weights(t);
+  }
+  auto files = ckpt::list_checkpoints(f.dir / "m");
+  ASSERT_EQ(files.size(), 3u);  // steps 4, 8 and the final 10
+  EXPECT_EQ(files[0].step, 4);
+  EXPECT_EQ(files[2].step, 10);
+  Trainer resumed(f.params(), torch::kCPU, true);
+  EXPECT_FALSE(all_equal(weights(resumed), trained));
+  EXPECT_EQ(resumed.restore(true).value(), f.dir / "m/checkpoint_10.mdl");
+  EXPECT_EQ(resumed.global_step(), 10);
+  EXPECT_TRUE(all_equal(weights(resumed), trained));
+}
+
+// Stop and resume gives the same weights, bit for bit, as one uninterrupted run.
+TEST(Training, ResumeIsBitExact) {
+  Fixture f;
+  std::vector<torch::Tensor> straight;
+  {
+    Trainer t(f.params(), torch::kCPU, true);
+    t.train(12);
+    straight = weights(t);
+  }
+  {
+    Trainer first(f.params("  checkpoint_steps: 100\n"), torch::kCPU, true);
+    first.train(5);  // checkpoints at its last step
+  }
+  Trainer second(f.params(), torch::kCPU, true);
+  second.restore(true);
+  ASSERT_EQ(second.global_step(), 5);
+  second.train(7);
+  EXPECT_TRUE(all_equal(weights(second), straight));
+}
+
+TEST(Training, LoadCheckpointStatesSelectsWhatIsRestored) {
+  Fixture f;
+  {
+    Trainer t(f.params("  checkpoint_steps: 3\n"), torch::kCPU, true);
+    t.train(3);
+  }
+  Trainer only_model(f.params("  load_checkpoint_states: model\n"), torch::kCPU, true);
+  only_model.restore(true);
+  EXPECT_EQ(only_model.global_step(), 0);  // fine-tuning starts counting afresh
+  Trainer bad(f.params("  load_checkpoint_states: model,optimiser\n"), torch::kCPU, true);
+  try {
+    bad.restore(true);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown state 'optimiser' (allowed: model, optimizer"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Training, StrictLoadingReportsMismatchedKeys) {
+  Fixture f;
+  {
+    Trainer t(f.params("  checkpoint_steps: 2\n"), torch::kCPU, true);
+    t.train(2);
+  }
+  // Untied output layer: the checkpoint lacks lm_head.weight.
+  std::string yaml = zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "m");
+  yaml.insert(yaml.find("  dropout_rate"), "  share_embedding_weights: false\n");
+  auto load = [&](const std::string& extra) {
+    Params p = params_from_node(config::load_yaml_string(yaml + extra, "p.yaml"), "p.yaml", YAML::Node());
+    Trainer t(p, torch::kCPU, true);
+    t.restore(true);
+    return t.global_step();
+  };
+  try {
+    load("");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing model keys: lm_head.weight"), std::string::npos) << e.what();
+  }
+  // Non-strict: what matches is loaded; the optimizer state (for other
+  // parameters) cannot be, and says how to skip it.
+  try {
+    load("  disable_strict_checkpoint_loading: true\n");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("load_checkpoint_states"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(load("  disable_strict_checkpoint_loading: true\n  load_checkpoint_states: model,global_step\n"), 2);
+}
+
+TEST(Training, StepPlanFollowsModelzooRules) {
+  Fixture f;
+  Trainer t(f.params("  max_steps: 10\n"), torch::kCPU, true);
+  EXPECT_EQ(t.planned_steps(std::nullopt), 10);
+  EXPECT_EQ(t.planned_steps(4), 4);
+  t.train(10);
+  EXPECT_THROW(t.planned_steps(4), std::runtime_error);  // max_steps reached
+  Trainer epochs(f.params("  num_epochs: 2\n"), torch::kCPU, true);
+  EXPECT_EQ(epochs.planned_steps(std::nullopt), 2 * epochs.steps_per_epoch());
+  Trainer none(f.params(), torch::kCPU, true);
+  EXPECT_THROW(none.planned_steps(std::nullopt), std::runtime_error);
+}
+
+TEST(Training, MaxCheckpointsKeepsTheNewest) {
+  Fixture f;
+  Trainer t(f.params("  checkpoint_steps: 1\n  max_checkpoints: 2\n"), torch::kCPU, true);
+  t.train(5);
+  auto files = ckpt::list_checkpoints(f.dir / "m");
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].step, 4);
+  EXPECT_EQ(files[1].step, 5);
+  // Saving again at the same step never overwrites: a timestamped name is used.
+  std::string again = t.save_checkpoint();
+  EXPECT_NE(again, f.dir / "m/checkpoint_5.mdl");
+  EXPECT_EQ(ckpt::list_checkpoints(f.dir / "m").back().path, again);
+}
+
+TEST(Training, CorruptCheckpointIsAClearError) {
+  Fixture f;
+  zoo::testing::write_file(f.dir / "m/checkpoint_3.mdl", "not a checkpoint");
+  Trainer t(f.params(), torch::kCPU, true);
+  try {
+    t.restore(true);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(f.dir / "m/checkpoint_3.mdl"), std::string::npos);
+  }
+}
+
+TEST(Training, PythonTorchLoadOpensCheckpoints) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  Fixture f;
+  Trainer t(f.params("  checkpoint_steps: 3\n"), torch::kCPU, true);
+  t.train(3);
+  auto r = zoo::testing::run_command(
+      "/usr/bin/python3 -c \"import torch; d = torch.load('" + (f.dir / "m/checkpoint_3.mdl") +
+      "'); assert d['global_step'] == 3; assert d['model']['model.embedding_layer.word_embeddings.weight'].shape == "
+      "(256, 32); assert len(d['optimizer']['param_groups']) == 2; assert d['__metadata__'][0]['model_name'] == "
+      "'gpt2'; print('ok')\"");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// The zoo binary end to end: train_and_eval, then a rerun resumes.
+TEST(Training, BinaryTrainsEvaluatesAndResumes) {
+  Fixture f;
+  std::string params = zoo::testing::write_file(
+      f.dir / "p.yaml", zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "m",
+                                                        "  num_steps: 6\n  eval_frequency: 3\n  checkpoint_steps: 3\n"
+                                                        "  eval_steps: 2\n  log_steps: 3\n"));
+  std::string cmd = zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval";
+  auto r = zoo::testing::run_command(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| Train Device=cpu, Step=3, Loss="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Avg Eval Loss:"), std::string::npos);
+  EXPECT_NE(r.output.find("Training completed successfully!"), std::string::npos);
+  r = zoo::testing::run_command(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Loading checkpoint " + (f.dir / "m/checkpoint_6.mdl")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Step=12,"), std::string::npos) << r.output;
+  r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode eval_all");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string csv = zoo::testing::read_file(f.dir / "m/eval/results.csv");
+  EXPECT_NE(csv.find((f.dir / "m/checkpoint_12.mdl") + ",12,"), std::string::npos) << csv;
+}

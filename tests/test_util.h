@@ -1,0 +1,116 @@
+// Helpers shared by zoo's tests: temporary directories, files, running the zoo
+// binary, and the tiny params every training test uses.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/corpus.h"
+#include "runner/config/yaml_util.h"
+#include "runner/params.h"
+
+namespace zoo::testing {
+
+// A fresh directory under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "zoo_test_XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+inline std::string write_file(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text;
+  return path;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r{-1, ""};
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::string zoo_binary() { return ZOO_BINARY; }
+inline std::string source_dir() { return ZOO_SOURCE_DIR; }
+// ../shared beside the checkout, present in CI but not in a user's clone.
+inline std::string shared_dir() { return source_dir() + "/../shared"; }
+inline bool have_shared() { return std::filesystem::is_directory(shared_dir() + "/modelzoo_configs"); }
+inline bool have_python_torch() { return run_command("/usr/bin/python3 -c 'import torch'").exit_code == 0; }
+
+// Params YAML for a tiny byte-level GPT on the built-in corpus in `data_dir`.
+inline std::string tiny_params_yaml(const std::string& data_dir, const std::string& model_dir,
+                                    const std::string& extra_runconfig = "") {
+  return "train_input:\n"
+         "  data_processor: ByteTextDataProcessor\n"
+         "  data_dir: " + data_dir + "/train\n"
+         "  max_sequence_length: 32\n"
+         "  batch_size: 8\n"
+         "  shuffle: true\n"
+         "  shuffle_seed: 3\n"
+         "eval_input:\n"
+         "  data_processor: ByteTextDataProcessor\n"
+         "  data_dir: " + data_dir + "/eval\n"
+         "  max_sequence_length: 32\n"
+         "  batch_size: 8\n"
+         "model:\n"
+         "  vocab_size: 256\n"
+         "  hidden_size: 32\n"
+         "  num_hidden_layers: 2\n"
+         "  num_heads: 2\n"
+         "  filter_size: 64\n"
+         "  max_position_embeddings: 32\n"
+         "  dropout_rate: 0.0\n"
+         "optimizer:\n"
+         "  optimizer_type: AdamW\n"
+         "  betas: [0.9, 0.95]\n"
+         "  weight_decay: 0.01\n"
+         "  max_gradient_norm: 1.0\n"
+         "  learning_rate:\n"
+         "    - {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.01, total_iters: 10}\n"
+         "    - {scheduler: CosineDecay, initial_learning_rate: 0.01, end_learning_rate: 0.001, total_iters: 200}\n"
+         "runconfig:\n"
+         "  model_dir: " + model_dir + "\n"
+         "  seed: 7\n"
+         "  log_steps: 1000\n" + extra_runconfig;
+}
+
+// Writes the built-in corpus (small) into dir/train and dir/eval.
+inline void write_small_corpus(const std::string& dir) { data::write_corpus(dir, 60000, 8000); }
+
+inline Params tiny_params(const std::string& data_dir, const std::string& model_dir,
+                          const std::string& extra_runconfig = "", YAML::Node overrides = YAML::Node()) {
+  return params_from_node(config::load_yaml_string(tiny_params_yaml(data_dir, model_dir, extra_runconfig), "tiny.yaml"),
+                          "tiny.yaml", overrides);
+}
+
+}  // namespace zoo::testing

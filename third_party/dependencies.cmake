@@ -1,0 +1,39 @@
+# How zoo finds its external dependencies. Nothing is vendored: every package
+# comes from the system (Debian 12 names in third_party/README.md) or, for
+# LibTorch 2.x + CUDA, from CMAKE_PREFIX_PATH. Each is wrapped in a small
+# INTERFACE target (zoo_torch, zoo_yaml, zoo_cxxopts, zoo_hdf5) so the rest of
+# the build does not care how it was found.
+
+# --- LibTorch (>= 1.13). Debian: libtorch-dev. Official 2.x + CUDA: put its
+# share/cmake on CMAKE_PREFIX_PATH (see third_party/README.md).
+find_package(Torch 1.13 REQUIRED)
+add_library(zoo_torch INTERFACE)
+target_link_libraries(zoo_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(zoo_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+# TORCH_CXX_FLAGS carries -D_GLIBCXX_USE_CXX11_ABI=0|1; every zoo target must agree.
+separate_arguments(_zoo_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+add_compile_options(${_zoo_torch_flags})
+message(STATUS "zoo: LibTorch ${Torch_VERSION} (${TORCH_LIBRARIES})")
+
+# --- yaml-cpp (>= 0.7). Debian: libyaml-cpp-dev.
+find_package(yaml-cpp 0.7 REQUIRED)
+add_library(zoo_yaml INTERFACE)
+if(TARGET yaml-cpp::yaml-cpp)
+  target_link_libraries(zoo_yaml INTERFACE yaml-cpp::yaml-cpp)
+else()
+  target_link_libraries(zoo_yaml INTERFACE yaml-cpp)
+endif()
+
+# --- cxxopts (>= 2.2, header-only). Debian: libcxxopts-dev.
+find_package(cxxopts REQUIRED)
+add_library(zoo_cxxopts INTERFACE)
+target_link_libraries(zoo_cxxopts INTERFACE cxxopts::cxxopts)
+
+# --- spdlog (>= 1.10). Debian: libspdlog-dev. Linked only by zoo_log.
+find_package(spdlog 1.10 REQUIRED)
+
+# --- HDF5 C library (>= 1.10). Debian: libhdf5-dev.
+find_package(HDF5 1.10 REQUIRED COMPONENTS C)
+add_library(zoo_hdf5 INTERFACE)
+target_include_directories(zoo_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+target_link_libraries(zoo_hdf5 INTERFACE ${HDF5_C_LIBRARIES} ${HDF5_LIBRARIES})
