@@ -34,10 +34,33 @@ models::Features to_device(models::Features batch, const torch::Device& device) 
 
 std::string device_name(const torch::Device& d) { return d.is_cuda() ? "gpu" : "cpu"; }
 
+// Samples counted since the start and since the last progress line; prints
+// modelzoo's "| Train Device=..., Step=..., Loss=..., Rate=..., GlobalRate=..." lines.
+class ProgressLine {
+ public:
+  ProgressLine(std::string phase, std::string device) : phase_(std::move(phase)), device_(std::move(device)) {}
+  void add_samples(int64_t n) { samples_ += n; }
+  int64_t samples() const { return samples_; }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  void print(int64_t step, double loss) {
+    auto now = Clock::now();
+    double interval = std::chrono::duration<double>(now - last_).count();
+    log::info(strf("| %s Device=%s, Step=%ld, Loss=%.5f, Rate=%.2f samples/sec, GlobalRate=%.2f samples/sec",
+                   phase_.c_str(), device_.c_str(), static_cast<long>(step), loss,
+                   (samples_ - samples_at_last_) / std::max(interval, 1e-9), samples_ / std::max(elapsed(), 1e-9)));
+    last_ = now;
+    samples_at_last_ = samples_;
+  }
+
+ private:
+  std::string phase_, device_;
+  Clock::time_point start_ = Clock::now(), last_ = start_;
+  int64_t samples_ = 0, samples_at_last_ = 0;
+};
+
 }  // namespace
 
-Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
-    : params_(params), device_(device) {
+Trainer::Trainer(const Params& params, torch::Device device, bool for_training) : params_(params), device_(device) {
   if (params_.runconfig.seed) torch::manual_seed(static_cast<uint64_t>(*params_.runconfig.seed));
   if (for_training) {
     if (!params_.has_optimizer)
@@ -47,9 +70,8 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
   const models::ModelFamily& family = models::find_model(params_.model_name);
   model_ = family.build(params_.model, params_.context("model"), torch::TensorOptions().device(device_));
   if (for_training) {
-    auto groups = optim::split_weight_decay_groups(model_->named_parameters().pairs(),
-                                                   models::norm_parameter_names(*model_),
-                                                   params_.optimizer.weight_decay);
+    auto groups = optim::split_weight_decay_groups(
+        model_->named_parameters().pairs(), models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
     optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
     schedule_ = optim::make_lr_schedule(params_.optimizer.learning_rate, params_.context("optimizer"));
   }
@@ -84,8 +106,8 @@ void Trainer::load_checkpoint(const std::string& path, bool training) {
       item.erase(item.find_last_not_of(" \t") + 1);
       if (std::find(ckpt::kCheckpointStates.begin(), ckpt::kCheckpointStates.end(), item) ==
           ckpt::kCheckpointStates.end())
-        throw std::runtime_error("runconfig.load_checkpoint_states: unknown state '" + item + "' (allowed: " +
-                                 allowed + ")");
+        throw std::runtime_error("runconfig.load_checkpoint_states: unknown state '" + item + "' (allowed: " + allowed +
+                                 ")");
       states.insert(item);
     }
   }
@@ -112,8 +134,7 @@ void Trainer::load_checkpoint(const std::string& path, bool training) {
     }
   }
   scheduler_step_ = want("lr_scheduler") ? dict.at("lr_scheduler").toGenericDict().at("last_epoch").toInt() : 0;
-  if (want("dataloader"))
-    train_loader_->seek(dict.at("dataloader").toGenericDict().at("samples_streamed").toInt());
+  if (want("dataloader")) train_loader_->seek(dict.at("dataloader").toGenericDict().at("samples_streamed").toInt());
   if (want("global_step") && dict.contains("rng_state")) {
     torch::Tensor state = dict.at("rng_state").toGenericDict().at("torch_cpu").toTensor();
     at::Generator gen = at::detail::getDefaultCPUGenerator();
@@ -144,8 +165,9 @@ int64_t Trainer::planned_steps(std::optional<int64_t> num_steps) const {
     take(*rc.max_steps - global_step_);
   }
   if (!total)
-    throw std::runtime_error("runconfig: set one of num_steps, num_epochs or max_steps (in the params or on the "
-                             "command line) to say how long to train");
+    throw std::runtime_error(
+        "runconfig: set one of num_steps, num_epochs or max_steps (in the params or on the "
+        "command line) to say how long to train");
   return *total;
 }
 
@@ -162,8 +184,7 @@ void Trainer::train(int64_t steps) {
   const int64_t samples_per_step = train_loader_->batch_size() * accum;
   std::vector<torch::Tensor> parameters = optimizer_->parameters();
   model_->train();
-  auto start = Clock::now(), last_log = start;
-  int64_t samples = 0, samples_at_last_log = 0;
+  ProgressLine progress("Train", device_name(device_));
   for (int64_t i = 1; i <= steps; ++i) {
     optimizer_->set_lr(schedule_->at(scheduler_step_));  // step k uses lr(k - 1)
     double loss = 0;
@@ -179,25 +200,17 @@ void Trainer::train(int64_t steps) {
     optimizer_->zero_grad();
     ++scheduler_step_;
     ++global_step_;
-    samples += samples_per_step;
-
+    progress.add_samples(samples_per_step);
     if (global_step_ % rc.log_steps == 0 || i == steps) {
-      auto now = Clock::now();
-      double interval = std::chrono::duration<double>(now - last_log).count();
-      double elapsed = std::chrono::duration<double>(now - start).count();
-      log::info(strf("| Train Device=%s, Step=%ld, Loss=%.5f, Rate=%.2f samples/sec, GlobalRate=%.2f samples/sec",
-                     device_name(device_).c_str(), static_cast<long>(global_step_), loss,
-                     (samples - samples_at_last_log) / std::max(interval, 1e-9), samples / std::max(elapsed, 1e-9)));
+      progress.print(global_step_, loss);
       log::debug(strf("lr=%.6g", optimizer_->param_groups().front().lr));
-      last_log = now;
-      samples_at_last_log = samples;
     }
     if (rc.checkpoint_steps && *rc.checkpoint_steps > 0 && (i % *rc.checkpoint_steps == 0 || i == steps))
       save_checkpoint();
   }
-  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   log::info("Training completed successfully!");
-  log::info(strf("Processed %ld sample(s) in %.2f seconds.", static_cast<long>(samples), elapsed));
+  log::info(
+      strf("Processed %ld sample(s) in %.2f seconds.", static_cast<long>(progress.samples()), progress.elapsed()));
 }
 
 EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
@@ -209,8 +222,7 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   double loss_sum = 0;
   std::map<std::string, std::pair<double, double>> sums;
   std::map<std::string, models::MetricTerm::Reduce> reduce;
-  auto start = Clock::now(), last_log = start;
-  int64_t samples = 0, samples_at_last_log = 0;
+  ProgressLine progress("Eval", device_name(device_));
   for (int64_t i = 1; i <= steps; ++i) {
     models::ModelOutput out = model_->forward(to_device(loader->next(), device_), true);
     double loss = out.loss.item<double>();
@@ -221,22 +233,13 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
       sums[name].second += term.count.item<double>();
       reduce[name] = term.reduce;
     }
-    samples += loader->batch_size();
-    if (i % rc.log_steps == 0 || i == steps) {
-      auto now = Clock::now();
-      double interval = std::chrono::duration<double>(now - last_log).count();
-      double elapsed = std::chrono::duration<double>(now - start).count();
-      log::info(strf("| Eval Device=%s, Step=%ld, Loss=%.5f, Rate=%.2f samples/sec, GlobalRate=%.2f samples/sec",
-                     device_name(device_).c_str(), static_cast<long>(i), loss,
-                     (samples - samples_at_last_log) / std::max(interval, 1e-9), samples / std::max(elapsed, 1e-9)));
-      last_log = now;
-      samples_at_last_log = samples;
-    }
+    progress.add_samples(loader->batch_size());
+    if (i % rc.log_steps == 0 || i == steps) progress.print(i, loss);
   }
   EvalResult r;
   r.global_step = global_step_;
   r.loss = loss_sum / double(steps);
-  r.samples = samples;
+  r.samples = progress.samples();
   for (const auto& [name, s] : sums) {
     double mean = s.second > 0 ? s.first / s.second : 0.0;
     r.metrics["eval/" + name] = reduce[name] == models::MetricTerm::Reduce::exp_mean ? std::exp(mean) : mean;

@@ -1,4 +1,4 @@
-// Implementation of models/common/attention.h. On LibTorch >= 2 the fused
+// Implementation of models/common/attention.h. On LibTorch >= 2.1 the fused
 // scaled_dot_product_attention kernel is used when its semantics match;
 // the explicit path below is the reference and the LibTorch 1.13 path.
 #include "models/common/attention.h"
@@ -35,7 +35,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x) {
   const double p_drop = is_training() ? options_.dropout : 0.0;
 
   torch::Tensor y;
-#if TORCH_VERSION_MAJOR >= 2
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
   y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true, scale);
 #else
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, T)

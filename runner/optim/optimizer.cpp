@@ -16,6 +16,17 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, doubl
   state_.resize(n);
 }
 
+void Optimizer::for_each_param_with_grad(const std::function<void(ParamGroup&, torch::Tensor&, size_t)>& fn) {
+  torch::NoGradGuard no_grad;
+  size_t index = 0;
+  for (auto& g : groups_) {
+    for (auto& p : g.params) {
+      const size_t i = index++;
+      if (p.grad().defined()) fn(g, p, i);
+    }
+  }
+}
+
 void Optimizer::zero_grad() {
   for (auto& g : groups_)
     for (auto& p : g.params)
@@ -103,40 +114,38 @@ class AdamBase : public Optimizer {
  public:
   AdamBase(std::vector<ParamGroup> groups, const OptimizerConfig& c, bool decoupled)
       : Optimizer(std::move(groups), {{"eps", c.eps}, {"correct_bias", c.correct_bias ? 1.0 : 0.0}}),
-        beta1_(c.betas[0]), beta2_(c.betas[1]), eps_(c.eps), correct_bias_(c.correct_bias), decoupled_(decoupled) {}
+        beta1_(c.betas[0]),
+        beta2_(c.betas[1]),
+        eps_(c.eps),
+        correct_bias_(c.correct_bias),
+        decoupled_(decoupled) {}
 
   void step() override {
-    torch::NoGradGuard no_grad;
-    size_t index = 0;
-    for (auto& g : groups_) {
-      for (auto& p : g.params) {
-        const size_t i = index++;
-        if (!p.grad().defined()) continue;
-        torch::Tensor grad = p.grad();
-        if (!decoupled_ && g.weight_decay > 0) grad = grad + g.weight_decay * p;
-        torch::Tensor& m = state(i, "exp_avg");
-        torch::Tensor& v = state(i, "exp_avg_sq");
-        torch::Tensor& b1p = state(i, "beta1_power");
-        torch::Tensor& b2p = state(i, "beta2_power");
-        if (!m.defined()) {
-          m = torch::zeros_like(p);
-          v = torch::zeros_like(p);
-          b1p = torch::full({}, beta1_, torch::dtype(torch::kDouble));
-          b2p = torch::full({}, beta2_, torch::dtype(torch::kDouble));
-        }
-        m.mul_(beta1_).add_(grad, 1 - beta1_);
-        v.mul_(beta2_).addcmul_(grad, grad, 1 - beta2_);
-        torch::Tensor update = m / (v.sqrt() + eps_);
-        if (correct_bias_) {
-          const double b1 = b1p.item<double>(), b2 = b2p.item<double>();
-          update.mul_(std::sqrt(1 - b2) / (1 - b1));
-          b1p.mul_(beta1_);
-          b2p.mul_(beta2_);
-        }
-        if (decoupled_ && g.weight_decay > 0) update.add_(p, g.weight_decay);
-        p.add_(update, -g.lr);
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      torch::Tensor grad = p.grad();
+      if (!decoupled_ && g.weight_decay > 0) grad = grad + g.weight_decay * p;
+      torch::Tensor& m = state(i, "exp_avg");
+      torch::Tensor& v = state(i, "exp_avg_sq");
+      torch::Tensor& b1p = state(i, "beta1_power");
+      torch::Tensor& b2p = state(i, "beta2_power");
+      if (!m.defined()) {
+        m = torch::zeros_like(p);
+        v = torch::zeros_like(p);
+        b1p = torch::full({}, beta1_, torch::dtype(torch::kDouble));
+        b2p = torch::full({}, beta2_, torch::dtype(torch::kDouble));
       }
-    }
+      m.mul_(beta1_).add_(grad, 1 - beta1_);
+      v.mul_(beta2_).addcmul_(grad, grad, 1 - beta2_);
+      torch::Tensor update = m / (v.sqrt() + eps_);
+      if (correct_bias_) {
+        const double b1 = b1p.item<double>(), b2 = b2p.item<double>();
+        update.mul_(std::sqrt(1 - b2) / (1 - b1));
+        b1p.mul_(beta1_);
+        b2p.mul_(beta2_);
+      }
+      if (decoupled_ && g.weight_decay > 0) update.add_(p, g.weight_decay);
+      p.add_(update, -g.lr);
+    });
   }
 
  private:
@@ -148,26 +157,24 @@ class Sgd : public Optimizer {
  public:
   Sgd(std::vector<ParamGroup> groups, const OptimizerConfig& c)
       : Optimizer(std::move(groups), {{"momentum", c.momentum}, {"dampening", c.dampening}}),
-        momentum_(c.momentum), dampening_(c.dampening), nesterov_(c.nesterov) {}
+        momentum_(c.momentum),
+        dampening_(c.dampening),
+        nesterov_(c.nesterov) {}
 
   void step() override {
-    torch::NoGradGuard no_grad;
-    size_t index = 0;
-    for (auto& g : groups_) {
-      for (auto& p : g.params) {
-        const size_t i = index++;
-        if (!p.grad().defined()) continue;
-        torch::Tensor d = p.grad();
-        if (g.weight_decay > 0) d = d + g.weight_decay * p;
-        if (momentum_ > 0) {
-          torch::Tensor& buf = state(i, "momentum_buffer");
-          if (!buf.defined()) buf = d.clone();
-          else buf.mul_(momentum_).add_(d, 1 - dampening_);
-          d = nesterov_ ? d + momentum_ * buf : buf;
-        }
-        p.add_(d, -g.lr);
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      torch::Tensor d = p.grad();
+      if (g.weight_decay > 0) d = d + g.weight_decay * p;
+      if (momentum_ > 0) {
+        torch::Tensor& buf = state(i, "momentum_buffer");
+        if (!buf.defined())
+          buf = d.clone();
+        else
+          buf.mul_(momentum_).add_(d, 1 - dampening_);
+        d = nesterov_ ? d + momentum_ * buf : buf;
       }
-    }
+      p.add_(d, -g.lr);
+    });
   }
 
  private:

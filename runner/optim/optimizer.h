@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -38,6 +39,8 @@ class Optimizer {
  protected:
   Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> hyper);
   torch::Tensor& state(size_t flat_index, const std::string& key) { return state_[flat_index][key]; }
+  // Calls fn(group, param, flat index) for every parameter that has a gradient.
+  void for_each_param_with_grad(const std::function<void(ParamGroup&, torch::Tensor&, size_t)>& fn);
   std::vector<ParamGroup> groups_;
   std::vector<std::map<std::string, torch::Tensor>> state_;  // per parameter, in group order
   std::map<std::string, double> hyper_;                      // echoed into param_groups

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages zoo needs (only those missing), then configures
+# and builds zoo into build/ (or $ZOO_BUILD_DIR). Idempotent: a second run
+# installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build
+  libtorch-dev libopenblas0-pthread  # without OpenBLAS, Debian's libtorch uses reference BLAS (~46x slower)
+  libyaml-cpp-dev libcxxopts-dev libspdlog-dev libhdf5-dev nlohmann-json3-dev libgtest-dev
+  python3-torch python3-h5py python3-numpy  # test oracles (/usr/bin/python3)
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "zoo setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build_dir="${ZOO_BUILD_DIR:-build}"
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+fi
+cmake --build "$build_dir"

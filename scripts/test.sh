@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# README command 2 (and .ci/run): set up, build, run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir "${ZOO_BUILD_DIR:-build}" --output-on-failure -j 2
