@@ -1,6 +1,8 @@
 // Schema of runner/optimizer_config.h.
 #include "runner/optimizer_config.h"
 
+#include "runner/optim/names.h"
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -12,19 +14,35 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
   using config::positive;
   static const config::Schema<O> s =
       config::Schema<O>("optimizer", "Optimizer, learning rate, clipping and loss scaling.")
-          .field("optimizer_type", &O::optimizer_type, "AdamW, Adam or SGD (case-insensitive).")
+          .field("optimizer_type", &O::optimizer_type,
+                 "SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, Lion, NAdam, RAdam, RMSprop or Rprop "
+                 "(case-insensitive).")
           .field("learning_rate", &O::learning_rate,
-                 "A float, one scheduler mapping ({scheduler: Linear, ...}) or a list run one after another.")
-          .field("betas", &O::betas, "Adam/AdamW (beta1, beta2).")
-          .field("eps", &O::eps, "Adam/AdamW epsilon, added to sqrt(v) before bias correction.",
-                 config::positive<double>())
+                 "A float, one scheduler mapping ({scheduler: Linear, ...}) or a list run one after another "
+                 "(null: the optimizer's default lr).")
+          .field("betas", &O::betas, "Adam-family (beta1, beta2) (null: the optimizer's default).")
+          .field("eps", &O::eps, "Epsilon (null: the optimizer's default; Adam/AdamW add it to sqrt(v) before "
+                 "bias correction).", if_set(config::positive<double>()))
           .field("weight_decay", &O::weight_decay,
                  "Decoupled (AdamW) or L2 (Adam, SGD) weight decay; never applied to biases or norm layers.",
                  config::non_negative<double>())
-          .field("correct_bias", &O::correct_bias, "AdamW bias correction.")
-          .field("momentum", &O::momentum, "SGD momentum.", config::non_negative<double>())
+          .field("correct_bias", &O::correct_bias, "Adam/AdamW bias correction.")
+          .field("amsgrad", &O::amsgrad, "Adam/AdamW AMSGrad variant (not supported: must be false).")
+          .field("momentum", &O::momentum, "SGD / RMSprop momentum.", config::non_negative<double>())
           .field("dampening", &O::dampening, "SGD dampening.")
           .field("nesterov", &O::nesterov, "SGD Nesterov momentum.")
+          .field("rho", &O::rho, "Adadelta running-average coefficient.", config::in_range(0, 1, false))
+          .field("lr_decay", &O::lr_decay, "Adagrad learning-rate decay.", config::non_negative<double>())
+          .field("initial_accumulator_value", &O::initial_accumulator_value, "Adagrad initial sum of squares.",
+                 config::non_negative<double>())
+          .field("lambd", &O::lambd, "ASGD decay term.", config::non_negative<double>())
+          .field("alpha", &O::alpha, "ASGD eta exponent (default 0.75) / RMSprop smoothing (default 0.99).",
+                 if_set(config::non_negative<double>()))
+          .field("t0", &O::t0, "ASGD step at which averaging starts.", config::non_negative<double>())
+          .field("momentum_decay", &O::momentum_decay, "NAdam momentum decay.", config::non_negative<double>())
+          .field("centered", &O::centered, "RMSprop: normalize by the estimated gradient variance.")
+          .field("etas", &O::etas, "Rprop (decrease, increase) factors.")
+          .field("step_sizes", &O::step_sizes, "Rprop (minimum, maximum) step sizes.")
           .field("max_gradient_norm", &O::max_gradient_norm, "Clip the global gradient L2 norm to this.",
                  if_set(positive<double>()))
           .field("max_gradient_value", &O::max_gradient_value, "Clip each gradient value to +-this.",
@@ -54,11 +72,20 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
           .validate([](const O& o, const auto& fail) {
             std::string t = o.optimizer_type;
             std::transform(t.begin(), t.end(), t.begin(), ::tolower);
-            if (t != "adamw" && t != "adam" && t != "sgd")
-              fail("optimizer_type", "unsupported optimizer '" + o.optimizer_type +
-                                         "' (supported so far: AdamW, Adam, SGD)");
-            if (o.betas.size() != 2 || o.betas[0] < 0 || o.betas[0] >= 1 || o.betas[1] < 0 || o.betas[1] >= 1)
+            const auto& known = optim::optimizer_names();
+            if (std::find(known.begin(), known.end(), t) == known.end())
+              fail("optimizer_type", "unsupported optimizer '" + o.optimizer_type + "'" +
+                                         config::did_you_mean(t, known) +
+                                         " (supported: SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, "
+                                         "Lion, NAdam, RAdam, RMSprop, Rprop)");
+            if (o.betas && (o.betas->size() != 2 || (*o.betas)[0] < 0 || (*o.betas)[0] >= 1 ||
+                            (*o.betas)[1] < 0 || (*o.betas)[1] >= 1))
               fail("betas", "expected two values in [0, 1)");
+            if (o.amsgrad) fail("amsgrad", "AMSGrad is not supported; set it to false");
+            if (o.etas.size() != 2 || o.etas[0] >= 1 || o.etas[1] <= 1)
+              fail("etas", "expected (decrease < 1, increase > 1)");
+            if (o.step_sizes.size() != 2 || o.step_sizes[0] > o.step_sizes[1])
+              fail("step_sizes", "expected (minimum, maximum)");
             if (o.max_gradient_norm && o.max_gradient_value)
               fail("max_gradient_value", "set only one of max_gradient_norm and max_gradient_value");
             const std::string& f = o.loss_scaling_factor;

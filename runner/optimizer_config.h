@@ -17,14 +17,26 @@ namespace zoo {
 
 struct OptimizerConfig {
   std::string optimizer_type = "AdamW";
-  YAML::Node learning_rate = YAML::Node(0.001);  // float, a scheduler mapping, or a list of them
-  std::vector<double> betas = {0.9, 0.999};
-  double eps = 1e-6;
+  YAML::Node learning_rate;  // float, a scheduler mapping, or a list of them; null: the optimizer's default
+  // Hyper-parameters; null means the chosen optimizer's own default.
+  std::optional<std::vector<double>> betas;
+  std::optional<double> eps;
   double weight_decay = 0.0;
   bool correct_bias = true;
+  bool amsgrad = false;
   double momentum = 0.0;
   double dampening = 0.0;
   bool nesterov = false;
+  double rho = 0.9;
+  double lr_decay = 0.0;
+  double initial_accumulator_value = 0.0;
+  double lambd = 1e-4;
+  std::optional<double> alpha;
+  double t0 = 1e6;
+  double momentum_decay = 4e-3;
+  bool centered = false;
+  std::vector<double> etas = {0.5, 1.2};
+  std::vector<double> step_sizes = {1e-6, 50.0};
   std::optional<double> max_gradient_norm;
   std::optional<double> max_gradient_value;
   int64_t grad_accum_steps = 1;

@@ -73,7 +73,9 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training) 
     auto groups = optim::split_weight_decay_groups(
         model_->named_parameters().pairs(), models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
     optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
-    schedule_ = optim::make_lr_schedule(params_.optimizer.learning_rate, params_.context("optimizer"));
+    YAML::Node lr = params_.optimizer.learning_rate;
+    if (!lr.IsDefined() || lr.IsNull()) lr = YAML::Node(optim::default_lr(params_.optimizer));
+    schedule_ = optim::make_lr_schedule(lr, params_.context("optimizer"));
   }
 }
 

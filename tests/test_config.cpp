@@ -142,7 +142,7 @@ TEST(Config, DefaultsComeFromTheDeclarations) {
   EXPECT_EQ(r["runconfig"]["autoload_last_checkpoint"].as<bool>(), true);
   EXPECT_EQ(r["runconfig"]["seed"].as<int>(), 7);
   EXPECT_EQ(r["train_input"]["drop_last"].as<bool>(), true);
-  EXPECT_EQ(p.optimizer.eps, 1e-6);  // modelzoo's AdamW default
+  EXPECT_FALSE(p.optimizer.eps.has_value());  // null: the optimizer's own default
   // The help text lists every declared key with its default.
   std::string help = describe_all_schemas();
   for (const char* key : {"load_checkpoint_states", "max_gradient_norm", "share_embedding_weights", "shuffle_seed"})

@@ -1,13 +1,19 @@
-// Implementation of runner/optim/optimizer.h: AdamW and Adam with modelzoo's
-// AdamBase math (eps added to sqrt(v) before bias correction; state
-// beta1_power/beta2_power), and torch-style SGD.
+// Implementation of runner/optim/optimizer.h: the shared Optimizer machinery
+// and the factory. The update rules live in adaptive.cpp and classic.cpp.
 #include "runner/optim/optimizer.h"
+
+#include "runner/optim/algorithms.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace zoo::optim {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+  return s;
+}
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> hyper)
     : groups_(std::move(groups)), hyper_(std::move(hyper)) {
@@ -108,88 +114,33 @@ std::vector<ParamGroup> split_weight_decay_groups(
   return out;
 }
 
-namespace {
-
-class AdamBase : public Optimizer {
- public:
-  AdamBase(std::vector<ParamGroup> groups, const OptimizerConfig& c, bool decoupled)
-      : Optimizer(std::move(groups), {{"eps", c.eps}, {"correct_bias", c.correct_bias ? 1.0 : 0.0}}),
-        beta1_(c.betas[0]),
-        beta2_(c.betas[1]),
-        eps_(c.eps),
-        correct_bias_(c.correct_bias),
-        decoupled_(decoupled) {}
-
-  void step() override {
-    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      torch::Tensor grad = p.grad();
-      if (!decoupled_ && g.weight_decay > 0) grad = grad + g.weight_decay * p;
-      torch::Tensor& m = state(i, "exp_avg");
-      torch::Tensor& v = state(i, "exp_avg_sq");
-      torch::Tensor& b1p = state(i, "beta1_power");
-      torch::Tensor& b2p = state(i, "beta2_power");
-      if (!m.defined()) {
-        m = torch::zeros_like(p);
-        v = torch::zeros_like(p);
-        b1p = torch::full({}, beta1_, torch::dtype(torch::kDouble));
-        b2p = torch::full({}, beta2_, torch::dtype(torch::kDouble));
-      }
-      m.mul_(beta1_).add_(grad, 1 - beta1_);
-      v.mul_(beta2_).addcmul_(grad, grad, 1 - beta2_);
-      torch::Tensor update = m / (v.sqrt() + eps_);
-      if (correct_bias_) {
-        const double b1 = b1p.item<double>(), b2 = b2p.item<double>();
-        update.mul_(std::sqrt(1 - b2) / (1 - b1));
-        b1p.mul_(beta1_);
-        b2p.mul_(beta2_);
-      }
-      if (decoupled_ && g.weight_decay > 0) update.add_(p, g.weight_decay);
-      p.add_(update, -g.lr);
-    });
-  }
-
- private:
-  double beta1_, beta2_, eps_;
-  bool correct_bias_, decoupled_;
-};
-
-class Sgd : public Optimizer {
- public:
-  Sgd(std::vector<ParamGroup> groups, const OptimizerConfig& c)
-      : Optimizer(std::move(groups), {{"momentum", c.momentum}, {"dampening", c.dampening}}),
-        momentum_(c.momentum),
-        dampening_(c.dampening),
-        nesterov_(c.nesterov) {}
-
-  void step() override {
-    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      torch::Tensor d = p.grad();
-      if (g.weight_decay > 0) d = d + g.weight_decay * p;
-      if (momentum_ > 0) {
-        torch::Tensor& buf = state(i, "momentum_buffer");
-        if (!buf.defined())
-          buf = d.clone();
-        else
-          buf.mul_(momentum_).add_(d, 1 - dampening_);
-        d = nesterov_ ? d + momentum_ * buf : buf;
-      }
-      p.add_(d, -g.lr);
-    });
-  }
-
- private:
-  double momentum_, dampening_;
-  bool nesterov_;
-};
-
-}  // namespace
+double default_lr(const OptimizerConfig& c) {
+  const std::string t = lower(c.optimizer_type);
+  static const std::map<std::string, double> defaults = {
+      {"adam", 1e-3},    {"adamw", 1e-3}, {"adamax", 2e-3}, {"adadelta", 1.0}, {"adagrad", 1e-2},
+      {"asgd", 1e-2},    {"lamb", 1e-3},  {"lion", 1e-4},   {"nadam", 2e-3},   {"radam", 1e-3},
+      {"rmsprop", 1e-2}, {"rprop", 1e-2}};
+  auto it = defaults.find(t);
+  if (it == defaults.end())
+    throw std::invalid_argument("optimizer.learning_rate is required for " + c.optimizer_type);
+  return it->second;
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<ParamGroup> groups) {
-  std::string t = c.optimizer_type;
-  std::transform(t.begin(), t.end(), t.begin(), ::tolower);
-  if (t == "adamw") return std::make_unique<AdamBase>(std::move(groups), c, /*decoupled=*/true);
-  if (t == "adam") return std::make_unique<AdamBase>(std::move(groups), c, /*decoupled=*/false);
-  if (t == "sgd") return std::make_unique<Sgd>(std::move(groups), c);
+  const std::string t = lower(c.optimizer_type);
+  if (t == "adamw") return make_cerebras_adam(std::move(groups), c, /*decoupled_weight_decay=*/true);
+  if (t == "adam") return make_cerebras_adam(std::move(groups), c, /*decoupled_weight_decay=*/false);
+  if (t == "adamax") return make_adamax(std::move(groups), c);
+  if (t == "nadam") return make_nadam(std::move(groups), c);
+  if (t == "radam") return make_radam(std::move(groups), c);
+  if (t == "lamb") return make_lamb(std::move(groups), c);
+  if (t == "lion") return make_lion(std::move(groups), c);
+  if (t == "sgd") return make_sgd(std::move(groups), c);
+  if (t == "asgd") return make_asgd(std::move(groups), c);
+  if (t == "adadelta") return make_adadelta(std::move(groups), c);
+  if (t == "adagrad") return make_adagrad(std::move(groups), c);
+  if (t == "rmsprop") return make_rmsprop(std::move(groups), c);
+  if (t == "rprop") return make_rprop(std::move(groups), c);
   throw std::invalid_argument("unsupported optimizer_type '" + c.optimizer_type + "'");
 }
 

@@ -1,6 +1,6 @@
 // Optimizers with modelzoo's update rules and torch.optim-shaped state dicts,
 // so checkpoints open in Python. Defines: ParamGroup, Optimizer, make_optimizer,
-// split_weight_decay_groups.
+// default_lr, split_weight_decay_groups.
 #pragma once
 
 #include <torch/torch.h>
@@ -38,6 +38,12 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> hyper);
+  // The state tensor `key` of parameter i, created by `init` on first use.
+  torch::Tensor& state_or(size_t i, const std::string& key, const std::function<torch::Tensor()>& init) {
+    torch::Tensor& t = state_[i][key];
+    if (!t.defined()) t = init();
+    return t;
+  }
   torch::Tensor& state(size_t flat_index, const std::string& key) { return state_[flat_index][key]; }
   // Calls fn(group, param, flat index) for every parameter that has a gradient.
   void for_each_param_with_grad(const std::function<void(ParamGroup&, torch::Tensor&, size_t)>& fn);
@@ -53,5 +59,8 @@ std::vector<ParamGroup> split_weight_decay_groups(
     double weight_decay);
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::vector<ParamGroup> groups);
+// The lr the optimizer class uses when `learning_rate` is not given (torch's
+// defaults); throws std::invalid_argument for SGD, which has none.
+double default_lr(const OptimizerConfig& config);
 
 }  // namespace zoo::optim

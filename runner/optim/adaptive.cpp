@@ -1,0 +1,216 @@
+// Adam-family update rules. Adam/AdamW follow modelzoo's AdamBase (eps added
+// to sqrt(v) before bias correction, state beta1_power/beta2_power); Adamax,
+// NAdam and RAdam follow torch.optim (1.13); Lamb follows the cybertronai
+// implementation modelzoo adapted (no bias correction, weight norm clamped to
+// [0, 10]); Lion follows Chen et al. (2023) with decoupled weight decay.
+#include <cmath>
+
+#include "runner/optim/algorithms.h"
+
+namespace zoo::optim {
+namespace {
+
+using Init = std::function<torch::Tensor()>;
+
+struct Betas {
+  double b1, b2;
+};
+Betas betas_or(const OptimizerConfig& c, double b1, double b2) {
+  return c.betas ? Betas{(*c.betas)[0], (*c.betas)[1]} : Betas{b1, b2};
+}
+torch::Tensor scalar(double v) { return torch::full({}, v, torch::dtype(torch::kDouble)); }
+// Increments and returns the "step" state (a double scalar, as torch keeps it).
+double next_step(torch::Tensor& step) {
+  step.add_(1.0);
+  return step.item<double>();
+}
+
+class CerebrasAdam : public Optimizer {
+ public:
+  CerebrasAdam(std::vector<ParamGroup> g, const OptimizerConfig& c, bool decoupled)
+      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-6)}, {"correct_bias", c.correct_bias ? 1.0 : 0.0}}),
+        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps.value_or(1e-6)), correct_bias_(c.correct_bias),
+        decoupled_(decoupled) {}
+
+  void step() override {
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      torch::Tensor grad = p.grad();
+      if (!decoupled_ && g.weight_decay > 0) grad = grad + g.weight_decay * p;  // Adam: L2
+      Init zeros = [&] { return torch::zeros_like(p); };
+      torch::Tensor& m = state_or(i, "exp_avg", zeros);
+      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+      torch::Tensor& b1p = state_or(i, "beta1_power", [&] { return scalar(b_.b1); });
+      torch::Tensor& b2p = state_or(i, "beta2_power", [&] { return scalar(b_.b2); });
+      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
+      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      torch::Tensor update = m / (v.sqrt() + eps_);
+      if (correct_bias_) {
+        update.mul_(std::sqrt(1 - b2p.item<double>()) / (1 - b1p.item<double>()));
+        b1p.mul_(b_.b1);
+        b2p.mul_(b_.b2);
+      }
+      if (decoupled_ && g.weight_decay > 0) update.add_(p, g.weight_decay);  // AdamW
+      p.add_(update, -g.lr);
+    });
+  }
+
+ private:
+  Betas b_;
+  double eps_;
+  bool correct_bias_, decoupled_;
+};
+
+class Adamax : public Optimizer {
+ public:
+  Adamax(std::vector<ParamGroup> g, const OptimizerConfig& c)
+      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
+        eps_(c.eps.value_or(1e-8)) {}
+  void step() override {
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      Init zeros = [&] { return torch::zeros_like(p); };
+      torch::Tensor grad = g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
+      double t = next_step(state_or(i, "step", [] { return scalar(0); }));
+      torch::Tensor& m = state_or(i, "exp_avg", zeros);
+      torch::Tensor& u = state_or(i, "exp_inf", zeros);
+      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
+      u.copy_(torch::maximum(u * b_.b2, grad.abs() + eps_));  // infinity-norm running max
+      p.addcdiv_(m, u, -g.lr / (1 - std::pow(b_.b1, t)));
+    });
+  }
+
+ private:
+  Betas b_;
+  double eps_;
+};
+
+class NAdam : public Optimizer {
+ public:
+  NAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
+      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-8)}, {"momentum_decay", c.momentum_decay}}),
+        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps.value_or(1e-8)), psi_(c.momentum_decay) {}
+  void step() override {
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      Init zeros = [&] { return torch::zeros_like(p); };
+      torch::Tensor grad = g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
+      double t = next_step(state_or(i, "step", [] { return scalar(0); }));
+      torch::Tensor& mu_product = state_or(i, "mu_product", [] { return scalar(1); });
+      torch::Tensor& m = state_or(i, "exp_avg", zeros);
+      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+      // Momentum schedule mu_t = beta1 (1 - 0.5 * 0.96^(t psi)) (Dozat 2016).
+      double mu = b_.b1 * (1 - 0.5 * std::pow(0.96, t * psi_));
+      double mu_next = b_.b1 * (1 - 0.5 * std::pow(0.96, (t + 1) * psi_));
+      mu_product.mul_(mu);
+      double prod = mu_product.item<double>(), prod_next = prod * mu_next;
+      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
+      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      torch::Tensor denom = (v / (1 - std::pow(b_.b2, t))).sqrt() + eps_;
+      p.addcdiv_(grad, denom, -g.lr * (1 - mu) / (1 - prod));
+      p.addcdiv_(m, denom, -g.lr * mu_next / (1 - prod_next));
+    });
+  }
+
+ private:
+  Betas b_;
+  double eps_, psi_;
+};
+
+class RAdam : public Optimizer {
+ public:
+  RAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
+      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
+        eps_(c.eps.value_or(1e-8)) {}
+  void step() override {
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      Init zeros = [&] { return torch::zeros_like(p); };
+      torch::Tensor grad = g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
+      double t = next_step(state_or(i, "step", [] { return scalar(0); }));
+      torch::Tensor& m = state_or(i, "exp_avg", zeros);
+      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
+      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      const double bc1 = 1 - std::pow(b_.b1, t), bc2 = 1 - std::pow(b_.b2, t);
+      torch::Tensor m_hat = m / bc1;
+      // Length of the approximated simple moving average; rectify once it exceeds 5.
+      const double rho_inf = 2 / (1 - b_.b2) - 1;
+      const double rho_t = rho_inf - 2 * t * std::pow(b_.b2, t) / bc2;
+      if (rho_t > 5) {
+        double rect = std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+        torch::Tensor adaptive = std::sqrt(bc2) / (v.sqrt() + eps_);
+        p.sub_(m_hat * g.lr * adaptive * rect);
+      } else {
+        p.sub_(m_hat * g.lr);
+      }
+    });
+  }
+
+ private:
+  Betas b_;
+  double eps_;
+};
+
+class Lamb : public Optimizer {
+ public:
+  Lamb(std::vector<ParamGroup> g, const OptimizerConfig& c)
+      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-6)}}), b_(betas_or(c, 0.9, 0.999)),
+        eps_(c.eps.value_or(1e-6)) {}
+  void step() override {
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      Init zeros = [&] { return torch::zeros_like(p); };
+      torch::Tensor grad = p.grad();
+      torch::Tensor& m = state_or(i, "exp_avg", zeros);
+      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
+      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      torch::Tensor adam_step = m / (v.sqrt() + eps_);
+      if (g.weight_decay != 0) adam_step.add_(p, g.weight_decay);
+      // Layer-wise trust ratio ||w|| / ||adam step||, 1 when either norm is 0.
+      double weight_norm = std::min(p.norm().item<double>(), 10.0);
+      double adam_norm = adam_step.norm().item<double>();
+      double trust = (weight_norm == 0 || adam_norm == 0) ? 1.0 : weight_norm / adam_norm;
+      p.add_(adam_step, -g.lr * trust);
+    });
+  }
+
+ private:
+  Betas b_;
+  double eps_;
+};
+
+class Lion : public Optimizer {
+ public:
+  Lion(std::vector<ParamGroup> g, const OptimizerConfig& c) : Optimizer(std::move(g), {}), b_(betas_or(c, 0.9, 0.99)) {}
+  void step() override {
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      torch::Tensor& m = state_or(i, "exp_avg", [&] { return torch::zeros_like(p); });
+      if (g.weight_decay != 0) p.mul_(1 - g.lr * g.weight_decay);
+      p.add_(torch::sign(m * b_.b1 + p.grad() * (1 - b_.b1)), -g.lr);
+      m.mul_(b_.b2).add_(p.grad(), 1 - b_.b2);
+    });
+  }
+
+ private:
+  Betas b_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_cerebras_adam(std::vector<ParamGroup> g, const OptimizerConfig& c, bool decoupled) {
+  return std::make_unique<CerebrasAdam>(std::move(g), c, decoupled);
+}
+std::unique_ptr<Optimizer> make_adamax(std::vector<ParamGroup> g, const OptimizerConfig& c) {
+  return std::make_unique<Adamax>(std::move(g), c);
+}
+std::unique_ptr<Optimizer> make_nadam(std::vector<ParamGroup> g, const OptimizerConfig& c) {
+  return std::make_unique<NAdam>(std::move(g), c);
+}
+std::unique_ptr<Optimizer> make_radam(std::vector<ParamGroup> g, const OptimizerConfig& c) {
+  return std::make_unique<RAdam>(std::move(g), c);
+}
+std::unique_ptr<Optimizer> make_lamb(std::vector<ParamGroup> g, const OptimizerConfig& c) {
+  return std::make_unique<Lamb>(std::move(g), c);
+}
+std::unique_ptr<Optimizer> make_lion(std::vector<ParamGroup> g, const OptimizerConfig& c) {
+  return std::make_unique<Lion>(std::move(g), c);
+}
+
+}  // namespace zoo::optim
