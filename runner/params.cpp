@@ -4,6 +4,7 @@
 #include "data/registry.h"
 #include "models/registry.h"
 #include "runner/config/yaml_util.h"
+#include "runner/optim/lr_schedule.h"
 
 namespace zoo {
 
@@ -115,6 +116,7 @@ std::string describe_all_schemas() {
   std::string s;
   s += config::format_field_table("runconfig:", RunConfig::schema().describe()) + "\n";
   s += config::format_field_table("optimizer:", OptimizerConfig::schema().describe()) + "\n";
+  s += config::format_field_table("optimizer.learning_rate (each scheduler mapping):", optim::scheduler_fields()) + "\n";
   s += config::format_field_table("model (all families): " + PrecisionConfig::schema().doc(),
                                   PrecisionConfig::schema().describe()) + "\n";
   for (const models::ModelFamily* f : models::model_families()) {

@@ -5,9 +5,12 @@
 // state dicts restore an optimizer exactly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "runner/config/yaml_util.h"
+#include "runner/optim/lr_schedule.h"
 #include "runner/optim/optimizer.h"
 #include "test_util.h"
 
@@ -249,4 +252,105 @@ TEST(Optim, UnknownOptimizerAndLegacyKeysAreClearErrors) {
             std::string::npos);
   EXPECT_NE(error_of("{optimizer_type: Rprop, etas: [1.5, 1.2]}").find("optimizer.etas: expected (decrease < 1"),
             std::string::npos);
+}
+
+namespace {
+
+struct ScheduleCase {
+  std::string yaml;    // zoo's learning_rate
+  std::string oracle;  // torch.optim.lr_scheduler on `opt` (an SGD with lr=0.1, momentum 0.9)
+};
+
+const std::vector<ScheduleCase>& schedule_cases() {
+  static const std::vector<ScheduleCase> c = {
+      {"{scheduler: Step, initial_learning_rate: 0.1, step_size: 7, gamma: 0.5}", "StepLR(opt, step_size=7, gamma=0.5)"},
+      {"{scheduler: MultiStepLR, initial_learning_rate: 0.1, milestones: [5, 12, 30], gamma: 0.3}",
+       "MultiStepLR(opt, milestones=[5, 12, 30], gamma=0.3)"},
+      {"{scheduler: CosineAnnealing, initial_learning_rate: 0.1, T_max: 25, eta_min: 0.01}",
+       "CosineAnnealingLR(opt, T_max=25, eta_min=0.01)"},
+      {"{scheduler: CosineAnnealingWarmRestarts, initial_learning_rate: 0.1, t_0: 13, eta_min: 0.001}",
+       "CosineAnnealingWarmRestarts(opt, T_0=13, eta_min=0.001)"},
+      {"{scheduler: Multiplicative, initial_learning_rate: 0.1, coefficient: 0.95}",
+       "MultiplicativeLR(opt, lr_lambda=lambda e: 0.95)"},
+      {"{scheduler: Cyclic, base_lr: 0.01, max_lr: 0.1, step_size_up: 7, step_size_down: 5}",
+       "CyclicLR(opt, base_lr=0.01, max_lr=0.1, step_size_up=7, step_size_down=5, cycle_momentum=False)"},
+      {"{scheduler: CyclicLR, base_lr: 0.01, max_lr: 0.1, step_size_up: 6, mode: triangular2}",
+       "CyclicLR(opt, base_lr=0.01, max_lr=0.1, step_size_up=6, mode='triangular2', cycle_momentum=False)"},
+      {"{scheduler: Cyclic, base_lr: 0.01, max_lr: 0.1, step_size_up: 4, mode: exp_range, gamma: 0.97}",
+       "CyclicLR(opt, base_lr=0.01, max_lr=0.1, step_size_up=4, mode='exp_range', gamma=0.97, cycle_momentum=False)"},
+      {"{scheduler: OneCycle, initial_learning_rate: 0.004, max_lr: 0.1, total_steps: 60, final_div_factor: 100}",
+       "OneCycleLR(opt, max_lr=0.1, total_steps=60, div_factor=25.0, final_div_factor=100, cycle_momentum=False)"},
+      {"{scheduler: OneCycleLR, initial_learning_rate: 0.004, max_lr: 0.1, total_steps: 60, pct_start: 0.25, "
+       "three_phase: true, anneal_strategy: linear}",
+       "OneCycleLR(opt, max_lr=0.1, total_steps=60, div_factor=25.0, pct_start=0.25, three_phase=True, "
+       "anneal_strategy='linear', cycle_momentum=False)"},
+  };
+  return c;
+}
+
+const char* kScheduleOracle = R"PY(
+import sys, torch
+from torch.optim.lr_scheduler import *
+for line in open(sys.argv[1]):
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1, momentum=0.9)
+    sched = eval(line)
+    lrs = []
+    for t in range(60):
+        lrs.append(opt.param_groups[0]["lr"])  # the LR optimizer step t + 1 uses
+        opt.step()
+        sched.step()
+    print(" ".join(repr(x) for x in lrs))
+)PY";
+
+std::unique_ptr<optim::LRSchedule> schedule(const std::string& yaml) {
+  return optim::make_lr_schedule(config::load_yaml_string(yaml, "lr.yaml"), config::Context{"lr.yaml", "optimizer"});
+}
+
+}  // namespace
+
+TEST(Optim, SchedulersMatchTorchLrSchedulerOver60Steps) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  std::string list;
+  for (const auto& c : schedule_cases()) list += c.oracle + "\n";
+  zoo::testing::write_file(dir / "cases.txt", list);
+  std::string script = zoo::testing::write_file(dir / "oracle.py", kScheduleOracle);
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "cases.txt") + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  for (const auto& c : schedule_cases()) {
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line)) << c.yaml;
+    std::istringstream values(line);
+    auto s = schedule(c.yaml);
+    double expected;
+    int t = 0;
+    for (; values >> expected; ++t)
+      ASSERT_NEAR(s->at(t), expected, 1e-6 * std::max(1.0, std::fabs(expected))) << c.yaml << " at step " << t;
+    EXPECT_EQ(t, 60) << c.yaml;
+  }
+}
+
+// Schedulers torch does not have (or defines differently), against the reference formulas.
+TEST(Optim, ModelzooOnlySchedulersFollowTheReferenceFormulas) {
+  auto s = schedule("{scheduler: Polynomial, initial_learning_rate: 0.1, end_learning_rate: 0.01, total_iters: 10, power: 2}");
+  EXPECT_DOUBLE_EQ(s->at(4), 0.09 * 0.6 * 0.6 + 0.01);
+  EXPECT_DOUBLE_EQ(s->at(10), 0.01);
+  s = schedule("{scheduler: Exponential, initial_learning_rate: 0.1, total_iters: 4, decay_rate: 0.5}");
+  EXPECT_DOUBLE_EQ(s->at(6), 0.1 * std::pow(0.5, 1.5));
+  s = schedule("{scheduler: Exponential, initial_learning_rate: 0.1, total_iters: 4, decay_rate: 0.5, staircase: true}");
+  EXPECT_DOUBLE_EQ(s->at(6), 0.05);
+  s = schedule("{scheduler: InverseSquareRootDecay, initial_learning_rate: 2.0, scale: 0.5, warmup_steps: 4}");
+  EXPECT_DOUBLE_EQ(s->at(1), 0.5);
+  EXPECT_DOUBLE_EQ(s->at(16), 0.25);
+  s = schedule("{scheduler: PiecewiseConstant, values: [0.3, 0.2, 0.1], boundaries: [3, 8]}");
+  EXPECT_EQ((std::vector<double>{s->at(2), s->at(3), s->at(7), s->at(8)}), (std::vector<double>{0.3, 0.2, 0.2, 0.1}));
+  s = schedule("{scheduler: CosineDecay, initial_learning_rate: 0.1, end_learning_rate: 0.0, total_iters: 10}");
+  EXPECT_NEAR(s->at(5), 0.05, 1e-15);
+  EXPECT_DOUBLE_EQ(s->at(50), 0.0);
+  s = schedule("{scheduler: InverseExponentialTimeDecay, initial_learning_rate: 0.1, step_exponent: 1, total_iters: 5, "
+               "decay_rate: 0.5}");
+  EXPECT_DOUBLE_EQ(s->at(10), 0.1 / 2.0);
+  EXPECT_THROW(schedule("{scheduler: CosineAnnealingWarmRestarts, initial_learning_rate: 0.1, T_0: 5, T_mult: 2}"),
+               config::ConfigError);
 }

@@ -22,25 +22,74 @@ struct SchedulerSpec {
   bool staircase = false;
   double scale = 1.0;
   int64_t warmup_steps = 1;
+  double step_exponent = 1.0;
+  double gamma = 0.1;
+  std::optional<int64_t> step_size;
+  std::vector<int64_t> milestones;
+  std::vector<double> learning_rates;
+  std::optional<int64_t> T_max;
+  std::optional<int64_t> T_0;
+  int64_t T_mult = 1;
+  double eta_min = 0.0;
+  std::optional<double> coefficient;
+  std::optional<double> max_lr;
+  int64_t step_size_up = 2000;
+  std::optional<int64_t> step_size_down;
+  std::string mode = "triangular";
+  std::string scale_mode = "cycle";
+  int64_t total_steps = 1000;
+  double pct_start = 0.3;
+  double final_div_factor = 1e4;
+  bool three_phase = false;
+  std::string anneal_strategy = "cos";
   std::optional<std::string> main_scheduler;
+
   static const config::Schema<SchedulerSpec>& schema() {
     using S = SchedulerSpec;
+    using config::if_set;
+    using config::positive;
     static const config::Schema<S> s =
         config::Schema<S>("learning_rate scheduler", "One learning-rate scheduler.")
-            .field("scheduler", &S::scheduler, "Constant, Linear, Polynomial, CosineDecay, Exponential or "
-                                               "InverseSquareRootDecay (an LR suffix is allowed).")
-            .field("initial_learning_rate", &S::initial_learning_rate, "LR at the scheduler's step 0.")
+            .field("scheduler", &S::scheduler,
+                   "Constant, Linear, Polynomial, Exponential, InverseExponentialTimeDecay, InverseSquareRootDecay, "
+                   "CosineDecay, PiecewiseConstant, MultiStep, Step, CosineAnnealing, CosineAnnealingWarmRestarts, "
+                   "Multiplicative, Lambda, Cyclic or OneCycle (case-insensitive, an LR suffix is allowed).")
+            .field("initial_learning_rate", &S::initial_learning_rate,
+                   "LR at the scheduler's step 0 (Cyclic: the lower bound, old name base_lr).")
             .field("end_learning_rate", &S::end_learning_rate, "LR at and after total_iters.")
             .field("learning_rate", &S::learning_rate, "Constant: the LR.")
-            .field("total_iters", &S::total_iters, "Steps this scheduler runs for.",
-                   config::if_set(config::positive<int64_t>()))
+            .field("total_iters", &S::total_iters, "Steps this scheduler runs for.", if_set(positive<int64_t>()))
             .field("power", &S::power, "Polynomial: exponent.")
             .field("cycle", &S::cycle, "Polynomial/Linear: restart the decay after total_iters.")
-            .field("decay_rate", &S::decay_rate, "Exponential: factor per total_iters steps.")
-            .field("staircase", &S::staircase, "Exponential: floor the exponent.")
+            .field("decay_rate", &S::decay_rate, "Exponential / InverseExponentialTimeDecay: decay rate.")
+            .field("staircase", &S::staircase, "Exponential / InverseExponentialTimeDecay: floor the exponent.")
             .field("scale", &S::scale, "InverseSquareRootDecay: scale.")
-            .field("warmup_steps", &S::warmup_steps, "InverseSquareRootDecay: warmup steps.",
-                   config::positive<int64_t>())
+            .field("warmup_steps", &S::warmup_steps, "InverseSquareRootDecay: warmup steps.", positive<int64_t>())
+            .field("step_exponent", &S::step_exponent, "InverseExponentialTimeDecay: exponent of the step.")
+            .field("gamma", &S::gamma, "Step / MultiStep: decay factor; Cyclic exp_range: base of the decay.")
+            .field("step_size", &S::step_size, "Step: steps between decays.", if_set(positive<int64_t>()))
+            .field("milestones", &S::milestones, "MultiStep / PiecewiseConstant: steps where the LR changes.")
+            .field("learning_rates", &S::learning_rates, "PiecewiseConstant: one more LR than milestones.")
+            .field("T_max", &S::T_max, "CosineAnnealing: half period.", if_set(positive<int64_t>()))
+            .field("T_0", &S::T_0, "CosineAnnealingWarmRestarts: period.", if_set(positive<int64_t>()))
+            .field("T_mult", &S::T_mult, "CosineAnnealingWarmRestarts: period growth (only 1).")
+            .field("eta_min", &S::eta_min, "CosineAnnealing*: minimum LR.")
+            .field("coefficient", &S::coefficient, "Multiplicative: factor applied every step.")
+            .field("max_lr", &S::max_lr, "Cyclic / OneCycle: peak LR.")
+            .field("step_size_up", &S::step_size_up, "Cyclic: steps from base to peak.", positive<int64_t>())
+            .field("step_size_down", &S::step_size_down, "Cyclic: steps from peak to base (null: step_size_up).",
+                   if_set(positive<int64_t>()))
+            .field("mode", &S::mode, "Cyclic: triangular, triangular2 or exp_range.",
+                   config::one_of({"triangular", "triangular2", "exp_range"}))
+            .field("scale_mode", &S::scale_mode,
+                   "Cyclic: cycle or iterations (as torch, the mode decides: exp_range scales by iteration).",
+                   config::one_of({"cycle", "iterations"}))
+            .field("total_steps", &S::total_steps, "OneCycle: length of the cycle.", positive<int64_t>())
+            .field("pct_start", &S::pct_start, "OneCycle: fraction of the cycle spent rising.",
+                   config::in_range(0, 1, true))
+            .field("final_div_factor", &S::final_div_factor, "OneCycle: final LR = initial / this.", positive<double>())
+            .field("three_phase", &S::three_phase, "OneCycle: rise, fall back to initial, then anneal.")
+            .field("anneal_strategy", &S::anneal_strategy, "OneCycle: cos or linear.", config::one_of({"cos", "linear"}))
             .field("main_scheduler", &S::main_scheduler, "\"chained\" (not supported yet).");
     return s;
   }
@@ -49,7 +98,9 @@ struct SchedulerSpec {
 // Pre-2.1 spellings mapped to today's, as modelzoo's config converter does.
 YAML::Node modernize(const YAML::Node& in) {
   static const std::vector<std::pair<std::string, std::string>> renames = {
-      {"steps", "total_iters"}, {"decay_steps", "total_iters"}, {"base_lr", "initial_learning_rate"}};
+      {"steps", "total_iters"}, {"decay_steps", "total_iters"}, {"base_lr", "initial_learning_rate"},
+      {"values", "learning_rates"}, {"boundaries", "milestones"}, {"t_max", "T_max"},
+      {"t_0", "T_0"}, {"t_mult", "T_mult"}};
   YAML::Node out(YAML::NodeType::Map);
   for (const auto& kv : in) {
     std::string k = kv.first.as<std::string>();
@@ -84,9 +135,51 @@ class Sequential : public LRSchedule {
   std::vector<int64_t> milestones_;
 };
 
+// Number of milestones <= t (Python's bisect_right).
+int64_t passed(const std::vector<int64_t>& milestones, int64_t t) {
+  return std::upper_bound(milestones.begin(), milestones.end(), t) - milestones.begin();
+}
+
+// torch.optim.lr_scheduler.CyclicLR.
+std::function<double(int64_t)> cyclic(double base, double peak, int64_t up, int64_t down, std::string mode,
+                                      double gamma) {
+  const double total = double(up + down), ratio = up / total;
+  return [=](int64_t t) {
+    const double cycle = std::floor(1 + t / total), x = 1 + t / total - cycle;
+    const double factor = x <= ratio ? x / ratio : (x - 1) / (ratio - 1);
+    const double height = (peak - base) * factor;
+    if (mode == "triangular") return base + height;
+    if (mode == "triangular2") return base + height / std::pow(2.0, cycle - 1);
+    return base + height * std::pow(gamma, double(t));  // exp_range scales by iteration
+  };
+}
+
+// torch.optim.lr_scheduler.OneCycleLR with div_factor = max_lr / initial.
+std::function<double(int64_t)> one_cycle(const SchedulerSpec& s, double initial, double peak) {
+  const double low = initial / s.final_div_factor, T = double(s.total_steps), rise = s.pct_start * T;
+  struct Phase { double end_step, from, to; };
+  std::vector<Phase> phases = s.three_phase
+      ? std::vector<Phase>{{rise - 1, initial, peak}, {2 * rise - 2, peak, initial}, {T - 1, initial, low}}
+      : std::vector<Phase>{{rise - 1, initial, peak}, {T - 1, peak, low}};
+  const bool cosine = s.anneal_strategy == "cos";
+  return [=](int64_t t) {
+    double start = 0;
+    for (size_t i = 0; i < phases.size(); ++i) {
+      const Phase& p = phases[i];
+      if (t <= p.end_step || i + 1 == phases.size()) {
+        double pct = (t - start) / (p.end_step - start);
+        return cosine ? p.to + (p.from - p.to) / 2.0 * (std::cos(M_PI * pct) + 1) : (p.to - p.from) * pct + p.from;
+      }
+      start = p.end_step;
+    }
+    return low;
+  };
+}
+
 std::unique_ptr<LRSchedule> make_one(const YAML::Node& node, const config::Context& ctx, SchedulerSpec* out_spec) {
   if (!node.IsMap()) ctx.fail(node, "", "expected a number or a scheduler mapping, got " + config::describe_node(node));
-  SchedulerSpec s = SchedulerSpec::schema().parse(modernize(node), ctx);
+  const YAML::Node spec_node = modernize(node);
+  SchedulerSpec s = SchedulerSpec::schema().parse(spec_node, ctx);
   if (out_spec) *out_spec = s;
   std::string name = s.scheduler;
   std::transform(name.begin(), name.end(), name.begin(), ::tolower);
@@ -96,48 +189,88 @@ std::unique_ptr<LRSchedule> make_one(const YAML::Node& node, const config::Conte
     if (!v) ctx.fail(node, key, "required by the " + s.scheduler + " scheduler");
     return *v;
   };
+  auto fn = [](std::function<double(int64_t)> f) { return std::make_unique<Fn>(std::move(f)); };
   if (name == "constant") {
     double lr = s.learning_rate ? *s.learning_rate : need(s.initial_learning_rate, "learning_rate");
-    return std::make_unique<Fn>([lr](int64_t) { return lr; });
+    return fn([lr](int64_t) { return lr; });
   }
+  const double init = name == "inversesquarerootdecay" ? s.initial_learning_rate.value_or(1.0)
+                      : name == "piecewiseconstant" ? 0.0
+                                                     : need(s.initial_learning_rate, "initial_learning_rate");
   if (name == "linear" || name == "polynomial") {
-    double init = need(s.initial_learning_rate, "initial_learning_rate");
     double end = need(s.end_learning_rate, "end_learning_rate");
     double T = double(need(s.total_iters, "total_iters"));
     double power = name == "linear" ? 1.0 : s.power;
     bool cycle = s.cycle;
-    return std::make_unique<Fn>([=](int64_t t) {
+    return fn([=](int64_t t) {
       double span = cycle ? T * std::max(1.0, std::ceil(t / T)) : T;
       if (!cycle && t >= T) return end;
       return (init - end) * std::pow(1.0 - t / span, power) + end;
     });
   }
   if (name == "cosinedecay") {
-    double init = need(s.initial_learning_rate, "initial_learning_rate");
     double end = need(s.end_learning_rate, "end_learning_rate");
     double T = double(need(s.total_iters, "total_iters"));
-    return std::make_unique<Fn>([=](int64_t t) {
-      return end + (init - end) * 0.5 * (1.0 + std::cos(M_PI * std::min<double>(t, T) / T));
-    });
+    return fn([=](int64_t t) { return end + (init - end) * 0.5 * (1.0 + std::cos(M_PI * std::min<double>(t, T) / T)); });
   }
-  if (name == "exponential") {
-    double init = need(s.initial_learning_rate, "initial_learning_rate");
+  if (name == "exponential" || name == "inverseexponentialtimedecay") {
     double rate = need(s.decay_rate, "decay_rate");
     double T = double(need(s.total_iters, "total_iters"));
-    bool stair = s.staircase;
-    return std::make_unique<Fn>([=](int64_t t) { return init * std::pow(rate, stair ? std::floor(t / T) : t / T); });
+    bool stair = s.staircase, inverse = name != "exponential";
+    double k = s.step_exponent;
+    return fn([=](int64_t t) {
+      if (!inverse) return init * std::pow(rate, stair ? std::floor(t / T) : t / T);
+      double x = std::pow(double(t), k) / T;  // lr = init / (1 + rate * t^k / T)
+      return init / (1.0 + rate * (stair ? std::floor(x) : x));
+    });
   }
   if (name == "inversesquarerootdecay") {
-    double init = s.initial_learning_rate.value_or(1.0), scale = s.scale;
-    double warmup = double(s.warmup_steps);
-    return std::make_unique<Fn>([=](int64_t t) { return init * scale / std::sqrt(std::max<double>(t, warmup)); });
+    double scale = s.scale, warmup = double(s.warmup_steps);
+    return fn([=](int64_t t) { return init * scale / std::sqrt(std::max<double>(t, warmup)); });
   }
+  if (name == "piecewiseconstant") {
+    if (s.learning_rates.size() != s.milestones.size() + 1)
+      ctx.fail(node, "learning_rates", "expected one more learning rate than milestones");
+    auto lrs = s.learning_rates;
+    auto ms = s.milestones;
+    return fn([=](int64_t t) { return lrs[passed(ms, t)]; });
+  }
+  if (name == "multistep") {
+    auto ms = s.milestones;
+    double gamma = s.gamma;
+    return fn([=](int64_t t) { return init * std::pow(gamma, double(passed(ms, t))); });
+  }
+  if (name == "step") {
+    int64_t size = need(s.step_size, "step_size");
+    double gamma = s.gamma;
+    return fn([=](int64_t t) { return init * std::pow(gamma, double(t / size)); });
+  }
+  if (name == "cosineannealing" || name == "cosineannealingwarmrestarts") {
+    bool restarts = name != "cosineannealing";
+    if (restarts && s.T_mult != 1) ctx.fail(node["T_mult"], "T_mult", "only T_mult: 1 is supported (as modelzoo)");
+    double T = double(restarts ? need(s.T_0, "T_0") : need(s.T_max, "T_max")), low = s.eta_min;
+    return fn([=](int64_t t) {
+      double x = restarts ? std::fmod(double(t), T) : double(t);
+      return low + (init - low) * (1 + std::cos(M_PI * x / T)) / 2;
+    });
+  }
+  if (name == "multiplicative") {
+    double c = need(s.coefficient, "coefficient");
+    return fn([=](int64_t t) { return init * std::pow(c, double(t)); });
+  }
+  if (name == "lambda") return fn([=](int64_t) { return init; });  // modelzoo's LambdaLR: a factor of 1
+  if (name == "cyclic") {
+    double peak = need(s.max_lr, "max_lr");
+    return fn(cyclic(init, peak, s.step_size_up, s.step_size_down.value_or(s.step_size_up), s.mode, s.gamma));
+  }
+  if (name == "onecycle") return fn(one_cycle(s, init, need(s.max_lr, "max_lr")));
   ctx.fail(node["scheduler"] ? node["scheduler"] : node, "scheduler",
-           "unsupported scheduler '" + s.scheduler +
-               "' (supported so far: Constant, Linear, Polynomial, CosineDecay, Exponential, InverseSquareRootDecay)");
+           "unsupported scheduler '" + s.scheduler + "' (see `zoo --help-config` for the list)");
 }
 
 }  // namespace
+
+std::vector<config::FieldInfo> scheduler_fields() { return SchedulerSpec::schema().describe(); }
 
 std::unique_ptr<LRSchedule> make_lr_schedule(const YAML::Node& lr, const config::Context& ctx_in) {
   config::Context ctx = ctx_in.child("learning_rate");
