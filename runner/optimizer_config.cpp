@@ -50,7 +50,7 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
           .field("grad_accum_steps", &O::grad_accum_steps,
                  "Micro-batches per optimizer step (the loss is divided by this).", positive<int64_t>())
           .field("loss_scaling_factor", &O::loss_scaling_factor,
-                 "Static loss scale (a number) or \"dynamic\"; only used with float16 training.")
+                 "Static loss scale (a number) or \"dynamic\" (not used with bfloat16, which needs none).")
           .field("initial_loss_scale", &O::initial_loss_scale, "Dynamic loss scaling: initial scale.",
                  if_set(positive<double>()))
           .field("steps_per_increase", &O::steps_per_increase, "Dynamic loss scaling: steps between doublings.",

@@ -151,8 +151,6 @@ int run_command(const CliCommand& cmd) {
   if (rc.validate_only) return validate_only(params);
 
   torch::Device device = pick_device(rc.target_device);
-  if (params.precision.mixed_precision)
-    log::warn("model.mixed_precision: zoo does not apply reduced precision yet; training in float32");
   prepare_run_dir(params);
   if (rc.mode == "train") train_mode(params, device);
   else if (rc.mode == "eval") eval_mode(params, device);

@@ -9,6 +9,7 @@
 
 #include "data/registry.h"
 #include "models/registry.h"
+#include "runner/amp/autocast.h"
 #include "runner/checkpoint.h"
 #include "runner/log.h"
 
@@ -33,6 +34,40 @@ models::Features to_device(models::Features batch, const torch::Device& device) 
 }
 
 std::string device_name(const torch::Device& d) { return d.is_cuda() ? "gpu" : "cpu"; }
+
+// model.mixed_precision / fp16_type as an autocast dtype for `device`.
+std::optional<torch::ScalarType> autocast_dtype(const PrecisionConfig& p, const torch::Device& device) {
+  if (!p.mixed_precision) return std::nullopt;
+  std::string type = p.fp16_type;
+  if (type == "cbfloat16") {
+    log::warn("model.fp16_type: cbfloat16 is a Cerebras-only format; using bfloat16");
+    type = "bfloat16";
+  }
+  if (type == "float16" && device.is_cpu()) {
+    log::warn("model.fp16_type: float16 autocast needs a GPU; using bfloat16 on CPU");
+    type = "bfloat16";
+  }
+  return type == "float16" ? torch::kHalf : torch::kBFloat16;
+}
+
+// A GradScaler when the optimizer section asks for loss scaling; bfloat16
+// has float32's range and needs none (modelzoo forces the factor to 1.0).
+std::unique_ptr<amp::GradScaler> make_grad_scaler(const OptimizerConfig& o, std::optional<torch::ScalarType> dtype) {
+  const bool dynamic = o.loss_scaling_factor == "dynamic";
+  const double factor = dynamic ? 0.0 : std::stod(o.loss_scaling_factor);
+  if (!dynamic && factor == 1.0) return nullptr;
+  if (dtype == torch::kBFloat16) {
+    log::info("optimizer.loss_scaling_factor: not used with bfloat16 (no loss scaling needed)");
+    return nullptr;
+  }
+  amp::GradScalerOptions s;
+  s.dynamic = dynamic;
+  s.initial_scale = dynamic ? o.initial_loss_scale.value_or(s.initial_scale) : factor;
+  s.steps_per_increase = o.steps_per_increase;
+  s.min_scale = o.min_loss_scale.value_or(dynamic ? s.min_scale : factor);
+  s.max_scale = o.max_loss_scale.value_or(dynamic ? s.max_scale : factor);
+  return std::make_unique<amp::GradScaler>(s);
+}
 
 // Samples counted since the start and since the last progress line; prints
 // modelzoo's "| Train Device=..., Step=..., Loss=..., Rate=..., GlobalRate=..." lines.
@@ -77,6 +112,8 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training) 
     if (!lr.IsDefined() || lr.IsNull()) lr = YAML::Node(optim::default_lr(params_.optimizer));
     schedule_ = optim::make_lr_schedule(lr, params_.context("optimizer"));
   }
+  autocast_dtype_ = autocast_dtype(params_.precision, device_);
+  if (for_training) scaler_ = make_grad_scaler(params_.optimizer, autocast_dtype_);
 }
 
 std::optional<std::string> Trainer::restore(bool training) {
@@ -136,6 +173,8 @@ void Trainer::load_checkpoint(const std::string& path, bool training) {
     }
   }
   scheduler_step_ = want("lr_scheduler") ? dict.at("lr_scheduler").toGenericDict().at("last_epoch").toInt() : 0;
+  if (want("grad_scaler") && scaler_ && dict.at("grad_scaler").toGenericDict().size() > 0)
+    scaler_->load_state_dict(dict.at("grad_scaler").toGenericDict());
   if (want("dataloader")) train_loader_->seek(dict.at("dataloader").toGenericDict().at("samples_streamed").toInt());
   if (want("global_step") && dict.contains("rng_state")) {
     torch::Tensor state = dict.at("rng_state").toGenericDict().at("torch_cpu").toTensor();
@@ -191,16 +230,33 @@ void Trainer::train(int64_t steps) {
     optimizer_->set_lr(schedule_->at(scheduler_step_));  // step k uses lr(k - 1)
     double loss = 0;
     for (int64_t micro = 0; micro < accum; ++micro) {
-      models::ModelOutput out = model_->forward(to_device(train_loader_->next(), device_), false);
-      (accum > 1 ? out.loss / double(accum) : out.loss).backward();
+      models::ModelOutput out;
+      {
+        amp::AutocastGuard autocast(device_, autocast_dtype_);
+        out = model_->forward(to_device(train_loader_->next(), device_), false);
+      }
+      torch::Tensor micro_loss = accum > 1 ? out.loss / double(accum) : out.loss;
+      (scaler_ ? scaler_->scale(micro_loss) : micro_loss).backward();
       loss += out.loss.item<double>() / double(accum);
     }
     check_loss(loss);
-    if (oc.max_gradient_norm) torch::nn::utils::clip_grad_norm_(parameters, *oc.max_gradient_norm);
-    if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
-    optimizer_->step();
+    // Order as modelzoo: unscale, clip, step; a step with non-finite gradients
+    // is skipped and does not advance the LR schedule.
+    const bool finite = !scaler_ || scaler_->unscale(parameters);
+    if (finite) {
+      if (oc.max_gradient_norm) torch::nn::utils::clip_grad_norm_(parameters, *oc.max_gradient_norm);
+      if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
+      optimizer_->step();
+      ++scheduler_step_;
+    }
     optimizer_->zero_grad();
-    ++scheduler_step_;
+    if (scaler_) {
+      const double before = scaler_->current_scale();
+      scaler_->update(finite);
+      if (!finite)
+        log::warn(strf("Step %ld: non-finite gradients; update skipped, loss scale %g -> %g",
+                       static_cast<long>(global_step_ + 1), before, scaler_->current_scale()));
+    }
     ++global_step_;
     progress.add_samples(samples_per_step);
     if (global_step_ % rc.log_steps == 0 || i == steps) {
@@ -226,7 +282,11 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   std::map<std::string, models::MetricTerm::Reduce> reduce;
   ProgressLine progress("Eval", device_name(device_));
   for (int64_t i = 1; i <= steps; ++i) {
-    models::ModelOutput out = model_->forward(to_device(loader->next(), device_), true);
+    models::ModelOutput out;
+    {
+      amp::AutocastGuard autocast(device_, autocast_dtype_);
+      out = model_->forward(to_device(loader->next(), device_), true);
+    }
     double loss = out.loss.item<double>();
     check_loss(loss);
     loss_sum += loss;
@@ -278,7 +338,7 @@ std::string Trainer::save_checkpoint() {
   sched.insert("last_epoch", scheduler_step_);
   sched.insert("_step_count", scheduler_step_ + 1);
   d.insert("lr_scheduler", sched);
-  d.insert("grad_scaler", Dict(c10::StringType::get(), c10::AnyType::get()));
+  d.insert("grad_scaler", scaler_ ? scaler_->state_dict() : Dict(c10::StringType::get(), c10::AnyType::get()));
   Dict loader(c10::StringType::get(), c10::AnyType::get());
   loader.insert("samples_streamed", train_loader_->samples_streamed());
   d.insert("dataloader", loader);

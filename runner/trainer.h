@@ -11,6 +11,7 @@
 #include <string>
 
 #include "data/loader.h"
+#include "runner/amp/grad_scaler.h"
 #include "models/model.h"
 #include "runner/optim/lr_schedule.h"
 #include "runner/optim/optimizer.h"
@@ -51,6 +52,8 @@ class Trainer {
 
   std::string save_checkpoint();
   int64_t global_step() const { return global_step_; }
+  const amp::GradScaler* grad_scaler() const { return scaler_.get(); }
+  double current_lr() const { return schedule_->at(scheduler_step_); }
   models::Model& model() { return *model_; }
 
  private:
@@ -63,6 +66,8 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<data::DataLoader> train_loader_;
+  std::optional<torch::ScalarType> autocast_dtype_;  // mixed precision, when enabled
+  std::unique_ptr<amp::GradScaler> scaler_;          // loss scaling, when enabled
   int64_t global_step_ = 0;
   int64_t scheduler_step_ = 0;  // modelzoo's lr_scheduler.last_epoch
   std::string resumed_from_;
