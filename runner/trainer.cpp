@@ -77,14 +77,18 @@ class ProgressLine {
   void add_samples(int64_t n) { samples_ += n; }
   int64_t samples() const { return samples_; }
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-  void print(int64_t step, double loss) {
+  struct Rates {
+    double local, global;  // samples/sec since the last line, and since the start
+  };
+  Rates print(int64_t step, double loss) {
     auto now = Clock::now();
     double interval = std::chrono::duration<double>(now - last_).count();
+    Rates r{(samples_ - samples_at_last_) / std::max(interval, 1e-9), samples_ / std::max(elapsed(), 1e-9)};
     log::info(strf("| %s Device=%s, Step=%ld, Loss=%.5f, Rate=%.2f samples/sec, GlobalRate=%.2f samples/sec",
-                   phase_.c_str(), device_.c_str(), static_cast<long>(step), loss,
-                   (samples_ - samples_at_last_) / std::max(interval, 1e-9), samples_ / std::max(elapsed(), 1e-9)));
+                   phase_.c_str(), device_.c_str(), static_cast<long>(step), loss, r.local, r.global));
     last_ = now;
     samples_at_last_ = samples_;
+    return r;
   }
 
  private:
@@ -243,6 +247,9 @@ void Trainer::train(int64_t steps) {
     // Order as modelzoo: unscale, clip, step; a step with non-finite gradients
     // is skipped and does not advance the LR schedule.
     const bool finite = !scaler_ || scaler_->unscale(parameters);
+    const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
+    if (log_step && oc.log_summaries) write_norm_summaries(parameters);
+    const double lr = optimizer_->param_groups().front().lr;
     if (finite) {
       if (oc.max_gradient_norm) torch::nn::utils::clip_grad_norm_(parameters, *oc.max_gradient_norm);
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
@@ -259,9 +266,18 @@ void Trainer::train(int64_t steps) {
     }
     ++global_step_;
     progress.add_samples(samples_per_step);
-    if (global_step_ % rc.log_steps == 0 || i == steps) {
-      progress.print(global_step_, loss);
-      log::debug(strf("lr=%.6g", optimizer_->param_groups().front().lr));
+    if (log_step) {
+      ProgressLine::Rates r = progress.print(global_step_, loss);
+      tensorboard::EventWriter& tb = events(train_events_, "train");
+      tb.add_scalar("loss", loss, global_step_);
+      for (size_t g = 0; g < optimizer_->param_groups().size(); ++g)
+        tb.add_scalar("lr/" + std::to_string(g), lr, global_step_);
+      tb.add_scalar("local_samples_per_sec", r.local, global_step_);
+      tb.add_scalar("avg_samples_per_sec", r.global, global_step_);
+      tb.add_scalar("avg_steps_per_sec", r.global / double(samples_per_step), global_step_);
+      if (scaler_ && oc.log_summaries) tb.add_scalar("loss_scale", scaler_->current_scale(), global_step_);
+      tb.flush();
+      log::debug(strf("lr=%.6g", lr));
     }
     if (rc.checkpoint_steps && *rc.checkpoint_steps > 0 && (i % *rc.checkpoint_steps == 0 || i == steps))
       save_checkpoint();
@@ -308,6 +324,11 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   }
   for (const auto& [name, v] : r.metrics) log::info(strf("Metric: %s = %.6g", name.c_str(), v));
   log::info(strf("Avg Eval Loss: %.6g", r.loss));
+  tensorboard::EventWriter& tb = events(eval_events_, "eval");
+  for (const auto& [name, v] : r.metrics) tb.add_scalar(name, v, r.global_step);
+  tb.add_scalar("loss", r.loss, r.global_step);
+  tb.add_scalar("avg_samples_per_sec", r.samples / std::max(progress.elapsed(), 1e-9), r.global_step);
+  tb.flush();
 
   // One row per evaluation, so checkpoints can be compared without TensorBoard.
   fs::path dir = fs::path(rc.model_dir) / "eval";
@@ -325,6 +346,33 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   out << "\n";
   log::info("Evaluation completed successfully!");
   return r;
+}
+
+tensorboard::EventWriter& Trainer::events(std::unique_ptr<tensorboard::EventWriter>& writer,
+                                          const std::string& mode) {
+  if (!writer) {
+    const RunConfig& rc = params_.runconfig;
+    fs::path dir = rc.summary_dir ? fs::path(*rc.summary_dir) / mode : fs::path(rc.model_dir) / mode;
+    writer = std::make_unique<tensorboard::EventWriter>(dir.string());
+  }
+  return *writer;
+}
+
+void Trainer::write_norm_summaries(const std::vector<torch::Tensor>& parameters) {
+  torch::NoGradGuard no_grad;
+  tensorboard::EventWriter& tb = events(train_events_, "train");
+  const int64_t step = global_step_ + 1;
+  double grad_sq = 0, param_sq = 0;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const torch::Tensor& p = parameters[i];
+    param_sq += p.to(torch::kDouble).pow(2).sum().item<double>();
+    if (!p.grad().defined()) continue;
+    double n = p.grad().to(torch::kDouble).norm().item<double>();
+    grad_sq += n * n;
+    tb.add_scalar("per_layer_grad_norm/layer_" + std::to_string(i), n, step);
+  }
+  tb.add_scalar("model_wise_grad_norm", std::sqrt(grad_sq), step);
+  tb.add_scalar("params_norm/model_wise_params_norm", std::sqrt(param_sq), step);
 }
 
 std::string Trainer::save_checkpoint() {

@@ -16,6 +16,7 @@
 #include "runner/optim/lr_schedule.h"
 #include "runner/optim/optimizer.h"
 #include "runner/params.h"
+#include "runner/tensorboard/event_writer.h"
 
 namespace zoo {
 
@@ -58,6 +59,9 @@ class Trainer {
 
  private:
   void check_loss(double loss) const;
+  tensorboard::EventWriter& events(std::unique_ptr<tensorboard::EventWriter>& writer, const std::string& mode);
+  // log_summaries: weight and (unscaled) gradient norms, model-wise and per parameter.
+  void write_norm_summaries(const std::vector<torch::Tensor>& parameters);
   void prune_checkpoints();
 
   Params params_;
@@ -68,6 +72,7 @@ class Trainer {
   std::unique_ptr<data::DataLoader> train_loader_;
   std::optional<torch::ScalarType> autocast_dtype_;  // mixed precision, when enabled
   std::unique_ptr<amp::GradScaler> scaler_;          // loss scaling, when enabled
+  std::unique_ptr<tensorboard::EventWriter> train_events_, eval_events_;  // opened on first use
   int64_t global_step_ = 0;
   int64_t scheduler_step_ = 0;  // modelzoo's lr_scheduler.last_epoch
   std::string resumed_from_;

@@ -9,7 +9,8 @@ packages=(
   build-essential cmake ninja-build
   libtorch-dev libopenblas0-pthread  # without OpenBLAS, Debian's libtorch uses reference BLAS (~46x slower)
   libyaml-cpp-dev libcxxopts-dev libspdlog-dev libhdf5-dev nlohmann-json3-dev libgtest-dev
-  python3-torch python3-h5py python3-numpy  # test oracles (/usr/bin/python3)
+  libprotobuf-dev protobuf-compiler libisal-dev  # TensorBoard event files
+  python3-torch python3-h5py python3-numpy python3-crc32c  # test oracles (/usr/bin/python3)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -37,3 +37,17 @@ find_package(HDF5 1.10 REQUIRED COMPONENTS C)
 add_library(zoo_hdf5 INTERFACE)
 target_include_directories(zoo_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
 target_link_libraries(zoo_hdf5 INTERFACE ${HDF5_C_LIBRARIES} ${HDF5_LIBRARIES})
+
+# --- protobuf (>= 3.12) + protoc, for TensorBoard's Event messages.
+# Debian: libprotobuf-dev, protobuf-compiler.
+find_package(Protobuf 3.12 REQUIRED)
+add_library(zoo_protobuf INTERFACE)
+target_include_directories(zoo_protobuf SYSTEM INTERFACE ${Protobuf_INCLUDE_DIRS})
+target_link_libraries(zoo_protobuf INTERFACE ${Protobuf_LIBRARIES})
+
+# --- ISA-L (>= 2.25), for CRC32C in TensorBoard's record framing. Debian: libisal-dev.
+find_path(ZOO_ISAL_INCLUDE isa-l/crc.h REQUIRED)
+find_library(ZOO_ISAL_LIBRARY isal REQUIRED)
+add_library(zoo_isal INTERFACE)
+target_include_directories(zoo_isal SYSTEM INTERFACE ${ZOO_ISAL_INCLUDE})
+target_link_libraries(zoo_isal INTERFACE ${ZOO_ISAL_LIBRARY})
