@@ -59,7 +59,7 @@ DataProcessor byte_text_processor() {
                    "only " + std::to_string(source->num_samples()) + " sample(s) of " +
                        std::to_string(o.max_sequence_length) + " tokens in " + where + ", fewer than batch_size " +
                        std::to_string(o.batch_size));
-        return std::make_unique<MapStyleLoader>(source, o.batch_size, o.shuffle, o.shuffle_seed);
+        return std::make_unique<MapStyleLoader>(source, o);
       });
 }
 

@@ -113,7 +113,7 @@ std::unique_ptr<DataLoader> open_hdf5(const GptHdf5Options& o, const YAML::Node&
     ctx.fail(section["data_dir"], "data_dir",
              std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
                  std::to_string(o.batch_size));
-  return std::make_unique<MapStyleLoader>(source, o.batch_size, o.shuffle, o.shuffle_seed);
+  return std::make_unique<MapStyleLoader>(source, o);
 }
 }  // namespace
 

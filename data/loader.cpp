@@ -5,9 +5,12 @@
 
 namespace zoo::data {
 
-MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, int64_t batch_size, bool shuffle,
-                               int64_t seed)
-    : source_(std::move(source)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& o)
+    : source_(std::move(source)),
+      batch_size_(o.micro_batch_size.value_or(o.batch_size)),
+      micro_batches_(o.batch_size / o.micro_batch_size.value_or(o.batch_size)),
+      shuffle_(o.shuffle),
+      seed_(o.shuffle_seed) {
   if (source_->num_samples() < batch_size_)
     throw std::invalid_argument(source_->describe() + ": " + std::to_string(source_->num_samples()) +
                                 " sample(s), fewer than batch_size " + std::to_string(batch_size_));

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct LoaderOptions {
   std::string data_processor;
   config::PathList data_dir;
   int64_t batch_size = 0;
+  std::optional<int64_t> micro_batch_size;
   bool shuffle = false;
   int64_t shuffle_seed = 0;
   bool drop_last = true;
@@ -49,6 +51,9 @@ config::Schema<T>& add_loader_fields(config::Schema<T>& s) {
              "Directory (or list of directories) holding the data files.")
       .field("batch_size", static_cast<int64_t T::*>(&L::batch_size), "Samples per batch.",
              config::positive<int64_t>())
+      .field("micro_batch_size", static_cast<std::optional<int64_t> T::*>(&L::micro_batch_size),
+             "Split each batch into micro-batches of this size, accumulating their gradients (null: whole batches).",
+             config::if_set(config::positive<int64_t>()))
       .field("shuffle", static_cast<bool T::*>(&L::shuffle), "Shuffle samples each epoch.")
       .field("shuffle_seed", static_cast<int64_t T::*>(&L::shuffle_seed),
              "Seed of the shuffle; epoch e uses seed + e.")
@@ -63,6 +68,8 @@ config::Schema<T>& add_loader_fields(config::Schema<T>& s) {
              "Keep workers between epochs (accepted for modelzoo configs).")
       .validate([](const T& o, const auto& fail) {
         if (o.batch_size <= 0) fail("batch_size", "required: a positive number of samples per batch");
+        if (o.micro_batch_size && o.batch_size % *o.micro_batch_size != 0)
+          fail("micro_batch_size", "must divide batch_size (" + std::to_string(o.batch_size) + ")");
       });
 }
 
@@ -73,7 +80,9 @@ class DataLoader {
   // wraps into the next epoch when the data runs out.
   virtual Features next() = 0;
   virtual int64_t batches_per_epoch() const = 0;
-  virtual int64_t batch_size() const = 0;
+  virtual int64_t batch_size() const = 0;  // samples per next() (a micro-batch when splitting)
+  // How many next() batches make one configured batch (batch_size / micro_batch_size).
+  virtual int64_t micro_batches() const { return 1; }
   // Resume position: samples yielded since the start of the stream.
   virtual int64_t samples_streamed() const = 0;
   virtual void seek(int64_t samples_streamed) = 0;
@@ -85,10 +94,11 @@ class DataLoader {
 // position is restored exactly from samples_streamed alone.
 class MapStyleLoader : public DataLoader {
  public:
-  MapStyleLoader(std::shared_ptr<SampleSource> source, int64_t batch_size, bool shuffle, int64_t seed);
+  MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& options);
   Features next() override;
   int64_t batches_per_epoch() const override;
   int64_t batch_size() const override { return batch_size_; }
+  int64_t micro_batches() const override { return micro_batches_; }
   int64_t samples_streamed() const override { return streamed_; }
   void seek(int64_t samples_streamed) override { streamed_ = samples_streamed; }
 
@@ -96,6 +106,7 @@ class MapStyleLoader : public DataLoader {
   int64_t sample_at(int64_t stream_position);
   std::shared_ptr<SampleSource> source_;
   int64_t batch_size_;
+  int64_t micro_batches_;
   bool shuffle_;
   int64_t seed_;
   int64_t streamed_ = 0;

@@ -92,18 +92,24 @@ void eval_mode(const Params& params, torch::Device device) {
 // each segment continues from the state the previous one left).
 void train_and_eval_mode(const Params& params, torch::Device device) {
   const RunConfig& rc = params.runconfig;
+  if (!rc.num_epochs && !rc.eval_frequency)
+    throw std::runtime_error("runconfig.eval_frequency is required for train_and_eval with num_steps or max_steps");
+  if (!rc.num_epochs && rc.steps_per_epoch)
+    throw std::runtime_error("runconfig.steps_per_epoch cannot be used with num_steps in train_and_eval");
   Trainer t(params, device, /*for_training=*/true);
   t.restore(/*training=*/true);
   if (params.runconfig.save_initial_checkpoint) t.save_checkpoint();
-  if (rc.num_epochs) {
+  if (rc.num_epochs) {  // one epoch, then an eval, num_epochs times (capped by max_steps)
     for (int64_t e = 0; e < *rc.num_epochs; ++e) {
-      t.train(t.steps_per_epoch());
+      int64_t steps = t.steps_per_epoch();
+      if (rc.max_steps) steps = std::min(steps, *rc.max_steps - t.global_step());
+      if (steps <= 0) break;
+      t.train(steps);
       t.evaluate("epoch " + std::to_string(e + 1) + " (global_step " + std::to_string(t.global_step()) + ")");
     }
     return;
   }
-  if (!rc.eval_frequency)
-    throw std::runtime_error("runconfig.eval_frequency is required for train_and_eval with num_steps or max_steps");
+
   int64_t remaining = t.planned_steps(rc.num_steps);
   while (remaining > 0) {
     int64_t segment = std::min(remaining, *rc.eval_frequency);

@@ -193,7 +193,7 @@ void Trainer::load_checkpoint(const std::string& path, bool training) {
 
 int64_t Trainer::steps_per_epoch() const {
   const int64_t batches = params_.runconfig.steps_per_epoch.value_or(train_loader_->batches_per_epoch());
-  return std::max<int64_t>(batches / params_.optimizer.grad_accum_steps, 1);
+  return std::max<int64_t>(batches / (params_.optimizer.grad_accum_steps * train_loader_->micro_batches()), 1);
 }
 
 int64_t Trainer::planned_steps(std::optional<int64_t> num_steps) const {
@@ -225,7 +225,7 @@ void Trainer::check_loss(double loss) const {
 void Trainer::train(int64_t steps) {
   const RunConfig& rc = params_.runconfig;
   const OptimizerConfig& oc = params_.optimizer;
-  const int64_t accum = oc.grad_accum_steps;
+  const int64_t accum = oc.grad_accum_steps * train_loader_->micro_batches();
   const int64_t samples_per_step = train_loader_->batch_size() * accum;
   std::vector<torch::Tensor> parameters = optimizer_->parameters();
   model_->train();

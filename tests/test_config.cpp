@@ -110,6 +110,11 @@ TEST(Config, OutOfRangeValues) {
             std::string::npos);
 }
 
+TEST(Config, DuplicateKeysAreErrors) {
+  std::string y = with_line("model", "hidden_size: 64");  // the tiny params already set hidden_size
+  EXPECT_NE(error_of(y).find("model.hidden_size: duplicate key"), std::string::npos) << error_of(y);
+}
+
 TEST(Config, CerebrasHardwareKeysWarnInsteadOfFailing) {
   std::string y = with_line("runconfig", "num_csx: 4");
   Params p = params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node());

@@ -170,3 +170,35 @@ TEST(Engine, NonFiniteLossStopsWithTheStepNumber) {
     EXPECT_NE(m.find("at step " + std::to_string(t.global_step() + 1)), std::string::npos) << m;
   }
 }
+
+TEST(Engine, MicroBatchSizeAccumulatesLikeGradAccumSteps) {
+  Corpus c;
+  std::string y = zoo::testing::tiny_params_yaml(c.dir / "data", c.dir / "m");
+  std::string with_accum = y;
+  with_accum.replace(with_accum.find("batch_size: 8"), 13, "batch_size: 4");
+  with_accum.insert(with_accum.find("optimizer:\n") + 11, "  grad_accum_steps: 2\n");
+  y.insert(y.find("  batch_size: 8") + 16, "  micro_batch_size: 4\n");
+  Trainer a(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+  Trainer b(params_from_node(config::load_yaml_string(with_accum, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+  a.train(2);
+  b.train(2);
+  EXPECT_EQ(max_diff(weights(a), weights(b)), 0.0);
+  y.replace(y.find("micro_batch_size: 4"), 19, "micro_batch_size: 3");
+  EXPECT_THROW(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), config::ConfigError);
+}
+
+TEST(Engine, SameSeedSameRun) {
+  Corpus c;
+  std::string y = zoo::testing::tiny_params_yaml(c.dir / "data", c.dir / "m");
+  y.replace(y.find("dropout_rate: 0.0"), 17, "dropout_rate: 0.1");  // dropout draws from the seeded generator
+  Params p = params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node());
+  Trainer a(p, torch::kCPU, true);
+  a.train(3);
+  Trainer b(p, torch::kCPU, true);
+  b.train(3);
+  EXPECT_EQ(max_diff(weights(a), weights(b)), 0.0);
+  y.replace(y.find("seed: 7"), 7, "seed: 8");
+  Trainer other(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+  other.train(3);
+  EXPECT_GT(max_diff(weights(a), weights(other)), 0.0);
+}

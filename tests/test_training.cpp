@@ -3,6 +3,8 @@
 // step bookkeeping, and checkpoints that Python's torch.load opens.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "runner/checkpoint.h"
 #include "runner/trainer.h"
 #include "test_util.h"
@@ -189,10 +191,10 @@ TEST(Training, PythonTorchLoadOpensCheckpoints) {
 // The zoo binary end to end: train_and_eval, then a rerun resumes.
 TEST(Training, BinaryTrainsEvaluatesAndResumes) {
   Fixture f;
-  std::string params = zoo::testing::write_file(
-      f.dir / "p.yaml", zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "m",
-                                                        "  num_steps: 6\n  eval_frequency: 3\n  checkpoint_steps: 3\n"
-                                                        "  eval_steps: 2\n  log_steps: 3\n"));
+  std::string yaml = zoo::testing::tiny_params_yaml(
+      f.dir / "data", f.dir / "m", "  num_steps: 6\n  eval_frequency: 3\n  checkpoint_steps: 3\n  eval_steps: 2\n");
+  yaml.replace(yaml.find("log_steps: 1000"), 15, "log_steps: 3");
+  std::string params = zoo::testing::write_file(f.dir / "p.yaml", yaml);
   std::string cmd = zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval";
   auto r = zoo::testing::run_command(cmd);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -207,4 +209,44 @@ TEST(Training, BinaryTrainsEvaluatesAndResumes) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::string csv = zoo::testing::read_file(f.dir / "m/eval/results.csv");
   EXPECT_NE(csv.find((f.dir / "m/checkpoint_12.mdl") + ",12,"), std::string::npos) << csv;
+}
+
+// train_and_eval evaluates every eval_frequency steps and at the end; eval_all
+// evaluates each checkpoint at its own global_step.
+TEST(Training, TrainAndEvalAndEvalAllBookkeeping) {
+  Fixture f;
+  std::string params = zoo::testing::write_file(
+      f.dir / "p.yaml", zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "m",
+                                                        "  num_steps: 5\n  eval_frequency: 2\n  checkpoint_steps: 2\n"
+                                                        "  eval_steps: 1\n"));
+  const std::string zoo = zoo::testing::zoo_binary() + " CPU --params " + params;
+  ASSERT_EQ(zoo::testing::run_command(zoo + " --mode train_and_eval").exit_code, 0);
+  auto steps_in_results = [&] {
+    std::vector<int64_t> steps;
+    std::istringstream csv(zoo::testing::read_file(f.dir / "m/eval/results.csv"));
+    std::string line;
+    std::getline(csv, line);  // header
+    while (std::getline(csv, line)) steps.push_back(std::stoll(line.substr(line.find(',') + 1)));
+    return steps;
+  };
+  EXPECT_EQ(steps_in_results(), (std::vector<int64_t>{2, 4, 5}));
+  std::vector<int64_t> saved;
+  for (const auto& c : ckpt::list_checkpoints(f.dir / "m")) saved.push_back(c.step);
+  EXPECT_EQ(saved, (std::vector<int64_t>{2, 4, 5}));
+  auto r = zoo::testing::run_command(zoo + " --mode eval_all");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(steps_in_results(), (std::vector<int64_t>{2, 4, 5, 2, 4, 5}));
+  r = zoo::testing::run_command(zoo + " --mode eval_all --checkpoint_path " + (f.dir / "m/checkpoint_2.mdl"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--checkpoint_path cannot be used with --mode eval_all"), std::string::npos) << r.output;
+  r = zoo::testing::run_command(zoo + " --mode eval_all -o " + (f.dir / "empty"));
+  EXPECT_NE(r.output.find("eval_all: no checkpoint_<step>.mdl files in"), std::string::npos) << r.output;
+  // num_epochs: one epoch then an eval, each time.
+  std::string epochs = zoo::testing::write_file(
+      f.dir / "e.yaml", zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "e", "  num_epochs: 2\n  eval_steps: 1\n"));
+  ASSERT_EQ(zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + epochs + " --mode train_and_eval")
+                .exit_code,
+            0);
+  std::string csv = zoo::testing::read_file(f.dir / "e/eval/results.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header + 2 evals
 }

@@ -232,9 +232,11 @@ class Schema {
     }
     if (!section.IsMap())
       ctx.fail(section, "", "expected a mapping of " + name_ + " keys, got " + describe_node(section));
+    std::set<std::string> seen;
     for (const auto& kv : section) {
       const std::string key = kv.first.as<std::string>();
       const YAML::Node& value = kv.second;
+      if (!seen.insert(key).second) ctx.fail(kv.first, key, "duplicate key (it appears more than once)");
       const Field* f = find(key);
       if (f) {
         if (!value.IsNull()) f->parse(obj, value, ctx);
