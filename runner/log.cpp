@@ -6,7 +6,10 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdarg>
 #include <memory>
 #include <stdexcept>
@@ -34,6 +37,7 @@ struct State {
   std::shared_ptr<spdlog::logger> logger;
   spdlog::sink_ptr file_sink;
   Level level = Level::info;
+  bool progress_shown = false;
 };
 
 State& state() {
@@ -49,9 +53,17 @@ State& state() {
   return s;
 }
 
+void clear_progress(State& s) {
+  if (!s.progress_shown) return;
+  std::fputs("\r\033[K", stdout);
+  std::fflush(stdout);
+  s.progress_shown = false;
+}
+
 void emit(Level level, const char* name, const std::string& message) {
   State& s = state();
   if (level < s.level) return;
+  clear_progress(s);
   s.logger->info("{}:  {}", name, message);
 }
 
@@ -85,6 +97,21 @@ void remove_file_sink() {
   sinks.erase(std::remove(sinks.begin(), sinks.end(), s.file_sink), sinks.end());
   s.file_sink.reset();
 }
+
+bool progress_enabled() {
+  static const bool tty = isatty(fileno(stdout));
+  return tty;
+}
+
+void progress(const std::string& line) {
+  if (!progress_enabled()) return;
+  State& s = state();
+  std::fputs(("\r\033[K" + line).c_str(), stdout);
+  std::fflush(stdout);
+  s.progress_shown = true;
+}
+
+void end_progress() { clear_progress(state()); }
 
 void debug(const std::string& m) { emit(Level::debug, "DEBUG", m); }
 void info(const std::string& m) { emit(Level::info, "INFO", m); }

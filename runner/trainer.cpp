@@ -77,6 +77,19 @@ class ProgressLine {
   void add_samples(int64_t n) { samples_ += n; }
   int64_t samples() const { return samples_; }
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // On a terminal: "[#####.....] step 40/100  loss 2.1234  12.3k tok/s  ETA 0:42".
+  void show_bar(int64_t done, int64_t total, double loss, int64_t tokens_per_step) {
+    if (!log::progress_enabled()) return;
+    auto now = Clock::now();
+    if (done < total && std::chrono::duration<double>(now - last_bar_).count() < 0.1) return;
+    last_bar_ = now;
+    const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+    const double secs = elapsed(), steps_per_sec = done / std::max(secs, 1e-9);
+    const long eta = static_cast<long>((total - done) / std::max(steps_per_sec, 1e-9));
+    log::progress(strf("[%s%s] step %ld/%ld  loss %.4f  %.1fk tok/s  ETA %ld:%02ld", std::string(filled, '#').c_str(),
+                       std::string(width - filled, '.').c_str(), static_cast<long>(done), static_cast<long>(total),
+                       loss, steps_per_sec * tokens_per_step / 1e3, eta / 60, eta % 60));
+  }
   struct Rates {
     double local, global;  // samples/sec since the last line, and since the start
   };
@@ -93,7 +106,7 @@ class ProgressLine {
 
  private:
   std::string phase_, device_;
-  Clock::time_point start_ = Clock::now(), last_ = start_;
+  Clock::time_point start_ = Clock::now(), last_ = start_, last_bar_ = start_;
   int64_t samples_ = 0, samples_at_last_ = 0;
 };
 
@@ -233,11 +246,14 @@ void Trainer::train(int64_t steps) {
   for (int64_t i = 1; i <= steps; ++i) {
     optimizer_->set_lr(schedule_->at(scheduler_step_));  // step k uses lr(k - 1)
     double loss = 0;
+    int64_t tokens = 0;
     for (int64_t micro = 0; micro < accum; ++micro) {
       models::ModelOutput out;
       {
         amp::AutocastGuard autocast(device_, autocast_dtype_);
-        out = model_->forward(to_device(train_loader_->next(), device_), false);
+        models::Features batch = train_loader_->next();
+        tokens += batch.begin()->second.numel();
+        out = model_->forward(to_device(std::move(batch), device_), false);
       }
       torch::Tensor micro_loss = accum > 1 ? out.loss / double(accum) : out.loss;
       (scaler_ ? scaler_->scale(micro_loss) : micro_loss).backward();
@@ -281,7 +297,9 @@ void Trainer::train(int64_t steps) {
     }
     if (rc.checkpoint_steps && *rc.checkpoint_steps > 0 && (i % *rc.checkpoint_steps == 0 || i == steps))
       save_checkpoint();
+    progress.show_bar(i, steps, loss, tokens);
   }
+  log::end_progress();
   log::info("Training completed successfully!");
   log::info(
       strf("Processed %ld sample(s) in %.2f seconds.", static_cast<long>(progress.samples()), progress.elapsed()));
