@@ -15,14 +15,14 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
   static const config::Schema<O> s =
       config::Schema<O>("optimizer", "Optimizer, learning rate, clipping and loss scaling.")
           .field("optimizer_type", &O::optimizer_type,
-                 "SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, Lion, NAdam, RAdam, RMSprop or Rprop "
+                 "SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, Lion, NAdam, RAdam, RMSprop, Rprop or Adafactor "
                  "(case-insensitive).")
           .field("learning_rate", &O::learning_rate,
                  "A float, one scheduler mapping ({scheduler: Linear, ...}) or a list run one after another "
                  "(null: the optimizer's default lr).")
           .field("betas", &O::betas, "Adam-family (beta1, beta2) (null: the optimizer's default).")
           .field("eps", &O::eps, "Epsilon (null: the optimizer's default; Adam/AdamW add it to sqrt(v) before "
-                 "bias correction).", if_set(config::positive<double>()))
+                 "bias correction; Adafactor takes a pair, default [1e-30, 1e-3]).")
           .field("weight_decay", &O::weight_decay,
                  "Decoupled (AdamW) or L2 (Adam, SGD) weight decay; never applied to biases or norm layers.",
                  config::non_negative<double>())
@@ -43,6 +43,15 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
           .field("centered", &O::centered, "RMSprop: normalize by the estimated gradient variance.")
           .field("etas", &O::etas, "Rprop (decrease, increase) factors.")
           .field("step_sizes", &O::step_sizes, "Rprop (minimum, maximum) step sizes.")
+          .field("beta1", &O::beta1, "Adafactor: first-moment decay (null: none). Other optimizers use betas.",
+                 if_set(config::in_range(0, 1, true)))
+          .field("clip_threshold", &O::clip_threshold, "Adafactor: update RMS clipping threshold.",
+                 config::positive<double>())
+          .field("decay_rate", &O::decay_rate, "Adafactor: second-moment decay exponent (beta2_t = 1 - t^rate).")
+          .field("scale_parameter", &O::scale_parameter, "Adafactor: scale the LR by the parameter's RMS.")
+          .field("relative_step", &O::relative_step,
+                 "Adafactor: use its own 1/sqrt(t) step size instead of learning_rate.")
+          .field("warmup_init", &O::warmup_init, "Adafactor: relative step warm-up.")
           .field("max_gradient_norm", &O::max_gradient_norm, "Clip the global gradient L2 norm to this.",
                  if_set(positive<double>()))
           .field("max_gradient_value", &O::max_gradient_value, "Clip each gradient value to +-this.",
@@ -61,7 +70,6 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
                  if_set(positive<double>()))
           .field("log_summaries", &O::log_summaries, "Also log gradient and weight norms.")
           .renamed("weight_decay_rate", "weight_decay")
-          .renamed("beta1", "betas")
           .renamed("beta2", "betas")
           .renamed("eps1", "eps")
           .renamed("eps2", "eps")
@@ -77,11 +85,18 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
               fail("optimizer_type", "unsupported optimizer '" + o.optimizer_type + "'" +
                                          config::did_you_mean(t, known) +
                                          " (supported: SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, "
-                                         "Lion, NAdam, RAdam, RMSprop, Rprop)");
+                                         "Lion, NAdam, RAdam, RMSprop, Rprop, Adafactor)");
             if (o.betas && (o.betas->size() != 2 || (*o.betas)[0] < 0 || (*o.betas)[0] >= 1 ||
                             (*o.betas)[1] < 0 || (*o.betas)[1] >= 1))
               fail("betas", "expected two values in [0, 1)");
             if (o.amsgrad) fail("amsgrad", "AMSGrad is not supported; set it to false");
+            if (t == "adafactor") {
+              if (o.eps && o.eps->items.size() != 2) fail("eps", "Adafactor takes a pair [eps1, eps2]");
+            } else {
+              if (o.beta1) fail("beta1", "this key was renamed; use 'betas' instead");
+              if (o.eps && (o.eps->items.size() != 1 || o.eps->items[0] <= 0))
+                fail("eps", "expected one positive number");
+            }
             if (o.etas.size() != 2 || o.etas[0] >= 1 || o.etas[1] <= 1)
               fail("etas", "expected (decrease < 1, increase > 1)");
             if (o.step_sizes.size() != 2 || o.step_sizes[0] > o.step_sizes[1])

@@ -20,7 +20,7 @@ struct OptimizerConfig {
   YAML::Node learning_rate;  // float, a scheduler mapping, or a list of them; null: the optimizer's default
   // Hyper-parameters; null means the chosen optimizer's own default.
   std::optional<std::vector<double>> betas;
-  std::optional<double> eps;
+  std::optional<config::NumberList> eps;  // one value; Adafactor: (eps1, eps2)
   double weight_decay = 0.0;
   bool correct_bias = true;
   bool amsgrad = false;
@@ -37,6 +37,12 @@ struct OptimizerConfig {
   bool centered = false;
   std::vector<double> etas = {0.5, 1.2};
   std::vector<double> step_sizes = {1e-6, 50.0};
+  std::optional<double> beta1;  // Adafactor's first-moment decay (null: no first moment)
+  double clip_threshold = 1.0;
+  double decay_rate = -0.8;
+  bool scale_parameter = false;
+  bool relative_step = false;
+  bool warmup_init = false;
   std::optional<double> max_gradient_norm;
   std::optional<double> max_gradient_value;
   int64_t grad_accum_steps = 1;
@@ -46,6 +52,9 @@ struct OptimizerConfig {
   std::optional<double> min_loss_scale;
   std::optional<double> max_loss_scale;
   bool log_summaries = false;
+
+  // The scalar eps, or `fallback` when unset.
+  double eps_or(double fallback) const { return eps ? eps->items.front() : fallback; }
 
   static const config::Schema<OptimizerConfig>& schema();
 };

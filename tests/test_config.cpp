@@ -2,6 +2,8 @@
 // line, key path and what was expected; defaults and warnings as documented.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "runner/config/yaml_util.h"
 #include "runner/optim/lr_schedule.h"
 #include "runner/params.h"
@@ -198,4 +200,31 @@ TEST(Config, RealModelzooGptConfigsValidate) {
     std::string path = zoo::testing::shared_dir() + "/modelzoo_configs/" + name;
     EXPECT_NO_THROW(load_params(path, YAML::Node())) << path;
   }
+}
+
+// Every real modelzoo config's optimizer and runconfig sections parse (model
+// sections belong to the model families). Pre-2.x configs that still use a
+// renamed key get the error that names its replacement, as modelzoo R2.1 does.
+TEST(Config, RealConfigsOptimizerAndRunconfigSectionsParse) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  int parsed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(zoo::testing::shared_dir() + "/modelzoo_configs")) {
+    const std::string path = e.path().string();
+    YAML::Node root = config::load_yaml_file(path);
+    if (!root["runconfig"]) continue;  // not a params file (the runconfig schema copy)
+    std::vector<std::string> warnings;
+    config::Context rc{path, "runconfig", &warnings};
+    EXPECT_NO_THROW(RunConfig::schema().parse(root["runconfig"], rc)) << path;
+    config::Context oc{path, "optimizer", &warnings};
+    try {
+      OptimizerConfig o = OptimizerConfig::schema().parse(root["optimizer"], oc);
+      if (!o.learning_rate.IsNull()) optim::make_lr_schedule(o.learning_rate, oc);
+      ++parsed;
+    } catch (const config::ConfigError& err) {
+      std::string m = err.what();
+      EXPECT_NE(m.find("this key was renamed; use"), std::string::npos) << m;
+      EXPECT_TRUE(root["optimizer"]["weight_decay_rate"]) << m;
+    }
+  }
+  EXPECT_GE(parsed, 12);
 }

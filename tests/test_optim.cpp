@@ -54,6 +54,11 @@ const std::vector<Case>& cases() {
        "cs_adam(ps, LR, 0.9, 0.999, 1e-6, 0.01, decoupled=False, correct_bias=True)"},
       {"lamb", "{optimizer_type: Lamb, weight_decay: 0.01}", "lamb(ps, LR, 0.9, 0.999, 1e-6, 0.01)"},
       {"lion", "{optimizer_type: Lion, weight_decay: 0.1}", "lion(ps, LR, 0.9, 0.99, 0.1)"},
+      {"adafactor", "{optimizer_type: AdaFactor, beta1: 0.9, weight_decay: 0.01, scale_parameter: true}",
+       "adafactor(ps, LR, beta1=0.9, wd=0.01, scale_parameter=True, relative_step=False)"},
+      {"adafactor_relative", "{optimizer_type: adafactor, eps: [1.0e-30, 0.002], relative_step: true, "
+       "warmup_init: true, clip_threshold: 0.5}",
+       "adafactor(ps, LR, eps=(1e-30, 2e-3), relative_step=True, warmup_init=True, clip_threshold=0.5)"},
   };
   return c;
 }
@@ -145,6 +150,43 @@ def lion(ps, lr, b1, b2, wd):
                 p *= 1 - lr * wd
                 p -= lr * torch.sign(b1 * m + (1 - b1) * p.grad)
                 m.mul_(b2).add_((1 - b2) * p.grad)
+    return Reference(step)
+
+def adafactor(ps, lr, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8, beta1=None, wd=0.0,
+              scale_parameter=False, relative_step=False, warmup_init=False):
+    # Hugging Face transformers' Adafactor, written out.
+    rms = lambda x: x.norm(2) / x.numel() ** 0.5
+    st = [dict(t=0) for p in ps]
+    def step():
+        with torch.no_grad():
+            for p, s in zip(ps, st):
+                g = p.grad
+                s["t"] += 1
+                t = s["t"]
+                step_lr = min(1e-6 * t if warmup_init else 1e-2, 1 / math.sqrt(t)) if relative_step else lr
+                if scale_parameter:
+                    step_lr *= max(eps[1], rms(p).item())
+                beta2t = 1.0 - t ** decay_rate
+                u = g * g + eps[0]
+                if g.dim() >= 2:
+                    s.setdefault("row", torch.zeros(g.shape[:-1]))
+                    s.setdefault("col", torch.zeros(g.shape[:-2] + g.shape[-1:]))
+                    s["row"] = beta2t * s["row"] + (1 - beta2t) * u.mean(-1)
+                    s["col"] = beta2t * s["col"] + (1 - beta2t) * u.mean(-2)
+                    r = (s["row"] / s["row"].mean(-1, keepdim=True)).rsqrt().unsqueeze(-1)
+                    u = r * s["col"].unsqueeze(-2).rsqrt() * g
+                else:
+                    s.setdefault("v", torch.zeros_like(g))
+                    s["v"] = beta2t * s["v"] + (1 - beta2t) * u
+                    u = s["v"].rsqrt() * g
+                u = u / max(1.0, (rms(u) / clip_threshold).item()) * step_lr
+                if beta1 is not None:
+                    s.setdefault("m", torch.zeros_like(g))
+                    s["m"] = beta1 * s["m"] + (1 - beta1) * u
+                    u = s["m"]
+                if wd:
+                    p -= wd * step_lr * p
+                p -= u
     return Reference(step)
 
 def nadam(ps, **kw):
@@ -250,6 +292,9 @@ TEST(Optim, UnknownOptimizerAndLegacyKeysAreClearErrors) {
       << error_of("{optimizer_type: Adamw2}");
   EXPECT_NE(error_of("{optimizer_type: AdamW, beta1: 0.9}").find("optimizer.beta1: this key was renamed; use 'betas'"),
             std::string::npos);
+  EXPECT_NE(error_of("{optimizer_type: AdamW, eps: [1.0, 2.0]}").find("optimizer.eps: expected one positive number"),
+            std::string::npos);
+  EXPECT_EQ(error_of("{optimizer_type: Adafactor, beta1: 0.9, eps: [1.0e-30, 1.0e-3]}"), "");
   EXPECT_NE(error_of("{optimizer_type: Rprop, etas: [1.5, 1.2]}").find("optimizer.etas: expected (decrease < 1"),
             std::string::npos);
 }

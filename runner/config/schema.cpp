@@ -154,4 +154,22 @@ YAML::Node Value<PathList>::emit(const PathList& v) {
   return n;
 }
 
+NumberList Value<NumberList>::parse(const YAML::Node& n, const Context& c, const std::string& k) {
+  NumberList out;
+  if (n.IsSequence()) {
+    for (const auto& item : n) out.items.push_back(Value<double>::parse(item, c, k));
+  } else {
+    out.items.push_back(Value<double>::parse(n, c, k));
+  }
+  return out;
+}
+
+YAML::Node Value<NumberList>::emit(const NumberList& v) {
+  if (v.items.size() == 1) return YAML::Node(v.items[0]);
+  YAML::Node n(YAML::NodeType::Sequence);
+  for (double x : v.items) n.push_back(x);
+  n.SetStyle(YAML::EmitterStyle::Flow);
+  return n;
+}
+
 }  // namespace zoo::config

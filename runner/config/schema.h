@@ -78,6 +78,12 @@ struct PathList {
   bool operator==(const PathList& o) const { return items == o.items; }
 };
 
+// A number or a list of numbers (e.g. Adafactor's eps pair beside scalar eps).
+struct NumberList {
+  std::vector<double> items;
+  bool operator==(const NumberList& o) const { return items == o.items; }
+};
+
 // Levenshtein-based "did you mean" suffix ("" when nothing is close).
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& known);
 std::string describe_node(const YAML::Node& node);  // short text of a value, for messages
@@ -115,6 +121,12 @@ struct Value<PathList> {
   static PathList parse(const YAML::Node& n, const Context& c, const std::string& k);
   static YAML::Node emit(const PathList& v);
   static std::string type_name() { return "string or list of strings"; }
+};
+template <>
+struct Value<NumberList> {
+  static NumberList parse(const YAML::Node& n, const Context& c, const std::string& k);
+  static YAML::Node emit(const NumberList& v);
+  static std::string type_name() { return "number or list of numbers"; }
 };
 // Raw YAML, validated by its consumer (e.g. learning_rate schedules).
 template <>

@@ -2,7 +2,8 @@
 // to sqrt(v) before bias correction, state beta1_power/beta2_power); Adamax,
 // NAdam and RAdam follow torch.optim (1.13); Lamb follows the cybertronai
 // implementation modelzoo adapted (no bias correction, weight norm clamped to
-// [0, 10]); Lion follows Chen et al. (2023) with decoupled weight decay.
+// [0, 10]); Lion follows Chen et al. (2023) with decoupled weight decay;
+// Adafactor follows Hugging Face transformers.
 #include <cmath>
 
 #include "runner/optim/algorithms.h"
@@ -28,8 +29,8 @@ double next_step(torch::Tensor& step) {
 class CerebrasAdam : public Optimizer {
  public:
   CerebrasAdam(std::vector<ParamGroup> g, const OptimizerConfig& c, bool decoupled)
-      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-6)}, {"correct_bias", c.correct_bias ? 1.0 : 0.0}}),
-        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps.value_or(1e-6)), correct_bias_(c.correct_bias),
+      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-6)}, {"correct_bias", c.correct_bias ? 1.0 : 0.0}}),
+        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps_or(1e-6)), correct_bias_(c.correct_bias),
         decoupled_(decoupled) {}
 
   void step() override {
@@ -63,8 +64,8 @@ class CerebrasAdam : public Optimizer {
 class Adamax : public Optimizer {
  public:
   Adamax(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
-        eps_(c.eps.value_or(1e-8)) {}
+      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
+        eps_(c.eps_or(1e-8)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
@@ -86,8 +87,8 @@ class Adamax : public Optimizer {
 class NAdam : public Optimizer {
  public:
   NAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-8)}, {"momentum_decay", c.momentum_decay}}),
-        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps.value_or(1e-8)), psi_(c.momentum_decay) {}
+      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-8)}, {"momentum_decay", c.momentum_decay}}),
+        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps_or(1e-8)), psi_(c.momentum_decay) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
@@ -117,8 +118,8 @@ class NAdam : public Optimizer {
 class RAdam : public Optimizer {
  public:
   RAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
-        eps_(c.eps.value_or(1e-8)) {}
+      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
+        eps_(c.eps_or(1e-8)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
@@ -151,8 +152,8 @@ class RAdam : public Optimizer {
 class Lamb : public Optimizer {
  public:
   Lamb(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps.value_or(1e-6)}}), b_(betas_or(c, 0.9, 0.999)),
-        eps_(c.eps.value_or(1e-6)) {}
+      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-6)}}), b_(betas_or(c, 0.9, 0.999)),
+        eps_(c.eps_or(1e-6)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
@@ -192,7 +193,60 @@ class Lion : public Optimizer {
   Betas b_;
 };
 
+// Adafactor (Shazeer & Stern, 2018) as in Hugging Face transformers: factored
+// second moments for matrices, update RMS clipping, optional first moment.
+class Adafactor : public Optimizer {
+ public:
+  Adafactor(std::vector<ParamGroup> g, const OptimizerConfig& c)
+      : Optimizer(std::move(g), {{"clip_threshold", c.clip_threshold}, {"decay_rate", c.decay_rate}}), c_(c),
+        eps1_(c.eps ? c.eps->items[0] : 1e-30), eps2_(c.eps ? c.eps->items[1] : 1e-3) {}
+  void step() override {
+    auto rms = [](const torch::Tensor& x) { return x.norm().item<double>() / std::sqrt(double(x.numel())); };
+    for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
+      const torch::Tensor grad = p.grad();
+      const bool factored = grad.dim() >= 2;
+      const double t = next_step(state_or(i, "step", [] { return scalar(0); }));
+      double lr = g.lr;
+      if (c_.relative_step) lr = std::min(c_.warmup_init ? 1e-6 * t : 1e-2, 1 / std::sqrt(t));
+      if (c_.scale_parameter) lr *= std::max(eps2_, rms(p));
+      const double beta2t = 1.0 - std::pow(t, c_.decay_rate);
+      torch::Tensor update = grad * grad + eps1_;
+      if (factored) {
+        torch::Tensor& row = state_or(i, "exp_avg_sq_row", [&] { return torch::zeros_like(grad.select(-1, 0)); });
+        torch::Tensor& col = state_or(i, "exp_avg_sq_col", [&] { return torch::zeros_like(grad.select(-2, 0)); });
+        row.mul_(beta2t).add_(update.mean(-1), 1 - beta2t);
+        col.mul_(beta2t).add_(update.mean(-2), 1 - beta2t);
+        // rank-1 approximation of the second moment: row (..., R, 1) x col (..., 1, C) / mean(row)
+        torch::Tensor r = (row / row.mean(-1, true)).rsqrt().unsqueeze(-1);
+        torch::Tensor cf = col.unsqueeze(-2).rsqrt();
+        update = r * cf * grad;
+      } else {
+        torch::Tensor& v = state_or(i, "exp_avg_sq", [&] { return torch::zeros_like(grad); });
+        v.mul_(beta2t).add_(update, 1 - beta2t);
+        update = v.rsqrt() * grad;
+      }
+      update.div_(std::max(1.0, rms(update) / c_.clip_threshold));
+      update.mul_(lr);
+      if (c_.beta1) {
+        torch::Tensor& m = state_or(i, "exp_avg", [&] { return torch::zeros_like(grad); });
+        m.mul_(*c_.beta1).add_(update, 1 - *c_.beta1);
+        update = m;
+      }
+      if (g.weight_decay != 0) p.add_(p, -g.weight_decay * lr);
+      p.sub_(update);
+    });
+  }
+
+ private:
+  OptimizerConfig c_;
+  double eps1_, eps2_;
+};
+
 }  // namespace
+
+std::unique_ptr<Optimizer> make_adafactor(std::vector<ParamGroup> g, const OptimizerConfig& c) {
+  return std::make_unique<Adafactor>(std::move(g), c);
+}
 
 std::unique_ptr<Optimizer> make_cerebras_adam(std::vector<ParamGroup> g, const OptimizerConfig& c, bool decoupled) {
   return std::make_unique<CerebrasAdam>(std::move(g), c, decoupled);

@@ -20,6 +20,7 @@ std::unique_ptr<Optimizer> make_nadam(std::vector<ParamGroup> g, const Optimizer
 std::unique_ptr<Optimizer> make_radam(std::vector<ParamGroup> g, const OptimizerConfig& c);
 std::unique_ptr<Optimizer> make_lamb(std::vector<ParamGroup> g, const OptimizerConfig& c);
 std::unique_ptr<Optimizer> make_lion(std::vector<ParamGroup> g, const OptimizerConfig& c);
+std::unique_ptr<Optimizer> make_adafactor(std::vector<ParamGroup> g, const OptimizerConfig& c);
 
 // classic.cpp
 std::unique_ptr<Optimizer> make_sgd(std::vector<ParamGroup> g, const OptimizerConfig& c);

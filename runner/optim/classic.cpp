@@ -64,8 +64,8 @@ class Asgd : public Optimizer {
 class Adadelta : public Optimizer {
  public:
   Adadelta(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"rho", c.rho}, {"eps", c.eps.value_or(1e-6)}}), rho_(c.rho),
-        eps_(c.eps.value_or(1e-6)) {}
+      : Optimizer(std::move(g), {{"rho", c.rho}, {"eps", c.eps_or(1e-6)}}), rho_(c.rho),
+        eps_(c.eps_or(1e-6)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = decayed_grad(g, p);
@@ -85,8 +85,8 @@ class Adadelta : public Optimizer {
 class Adagrad : public Optimizer {
  public:
   Adagrad(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"lr_decay", c.lr_decay}, {"eps", c.eps.value_or(1e-10)}}), c_(c),
-        eps_(c.eps.value_or(1e-10)) {}
+      : Optimizer(std::move(g), {{"lr_decay", c.lr_decay}, {"eps", c.eps_or(1e-10)}}), c_(c),
+        eps_(c.eps_or(1e-10)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = decayed_grad(g, p);
@@ -106,9 +106,9 @@ class Adagrad : public Optimizer {
 class RmsProp : public Optimizer {
  public:
   RmsProp(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"alpha", c.alpha.value_or(0.99)}, {"eps", c.eps.value_or(1e-8)},
+      : Optimizer(std::move(g), {{"alpha", c.alpha.value_or(0.99)}, {"eps", c.eps_or(1e-8)},
                                  {"momentum", c.momentum}, {"centered", c.centered ? 1.0 : 0.0}}),
-        c_(c), alpha_(c.alpha.value_or(0.99)), eps_(c.eps.value_or(1e-8)) {}
+        c_(c), alpha_(c.alpha.value_or(0.99)), eps_(c.eps_or(1e-8)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       auto zeros = [&] { return torch::zeros_like(p); };

@@ -10,7 +10,7 @@ namespace zoo::optim {
 inline const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names = {"sgd",     "adam",  "adamw", "adamax", "adadelta",
                                                  "adagrad", "asgd",  "lamb",  "lion",   "nadam",
-                                                 "radam",   "rmsprop", "rprop"};
+                                                 "radam",   "rmsprop", "rprop", "adafactor"};
   return names;
 }
 

@@ -119,7 +119,7 @@ double default_lr(const OptimizerConfig& c) {
   static const std::map<std::string, double> defaults = {
       {"adam", 1e-3},    {"adamw", 1e-3}, {"adamax", 2e-3}, {"adadelta", 1.0}, {"adagrad", 1e-2},
       {"asgd", 1e-2},    {"lamb", 1e-3},  {"lion", 1e-4},   {"nadam", 2e-3},   {"radam", 1e-3},
-      {"rmsprop", 1e-2}, {"rprop", 1e-2}};
+      {"rmsprop", 1e-2}, {"rprop", 1e-2}, {"adafactor", 1e-3}};
   auto it = defaults.find(t);
   if (it == defaults.end())
     throw std::invalid_argument("optimizer.learning_rate is required for " + c.optimizer_type);
@@ -135,6 +135,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<
   if (t == "radam") return make_radam(std::move(groups), c);
   if (t == "lamb") return make_lamb(std::move(groups), c);
   if (t == "lion") return make_lion(std::move(groups), c);
+  if (t == "adafactor") return make_adafactor(std::move(groups), c);
   if (t == "sgd") return make_sgd(std::move(groups), c);
   if (t == "asgd") return make_asgd(std::move(groups), c);
   if (t == "adadelta") return make_adadelta(std::move(groups), c);
