@@ -202,3 +202,36 @@ TEST(Engine, SameSeedSameRun) {
   other.train(3);
   EXPECT_GT(max_diff(weights(a), weights(other)), 0.0);
 }
+
+// Step k uses lr(k - 1): with a warmup from 0 the first update changes nothing.
+TEST(Engine, FirstUpdateUsesTheScheduleAtStepZero) {
+  Corpus c;
+  std::string y = zoo::testing::tiny_params_yaml(c.dir / "data", c.dir / "m");
+  y.replace(y.find("weight_decay: 0.01"), 18, "weight_decay: 0.0");
+  Trainer t(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+  auto before = weights(t);
+  t.train(1);
+  EXPECT_EQ(max_diff(before, weights(t)), 0.0);
+  EXPECT_DOUBLE_EQ(t.current_lr(), 0.001);  // Linear 0 -> 0.01 over 10 steps, at step 1
+  t.train(1);
+  EXPECT_GT(max_diff(before, weights(t)), 0.0);
+}
+
+// Biases and LayerNorm parameters get no weight decay, as in modelzoo.
+TEST(Engine, WeightDecaySkipsBiasesAndNorms) {
+  Corpus c;
+  Trainer t(zoo::testing::tiny_params(c.dir / "data", c.dir / "m"), torch::kCPU, true);
+  auto groups = optim::split_weight_decay_groups(t.model().named_parameters().pairs(),
+                                                 models::norm_parameter_names(t.model()), 0.1);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].weight_decay, 0.1);
+  EXPECT_EQ(groups[1].weight_decay, 0.0);
+  for (const auto& n : groups[0].names) {
+    EXPECT_EQ(n.find("bias"), std::string::npos) << n;
+    EXPECT_EQ(n.find("norm"), std::string::npos) << n;
+  }
+  for (const auto& n : groups[1].names)
+    EXPECT_TRUE(n.find("bias") != std::string::npos || n.find("norm") != std::string::npos) << n;
+  EXPECT_NE(std::find(groups[1].names.begin(), groups[1].names.end(), "transformer_decoder.norm.weight"),
+            groups[1].names.end());
+}

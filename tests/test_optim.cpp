@@ -398,4 +398,10 @@ TEST(Optim, ModelzooOnlySchedulersFollowTheReferenceFormulas) {
   EXPECT_DOUBLE_EQ(s->at(10), 0.1 / 2.0);
   EXPECT_THROW(schedule("{scheduler: CosineAnnealingWarmRestarts, initial_learning_rate: 0.1, T_0: 5, T_mult: 2}"),
                config::ConfigError);
+  // Chained: the first scheduler's LR times the others' relative progress.
+  s = schedule("- {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.1, total_iters: 10, "
+               "main_scheduler: chained}\n"
+               "- {scheduler: Exponential, initial_learning_rate: 1.0, decay_rate: 0.5, total_iters: 5}\n");
+  EXPECT_DOUBLE_EQ(s->at(5), 0.05 * 0.5);
+  EXPECT_DOUBLE_EQ(s->at(20), 0.1 * 0.0625);
 }

@@ -90,7 +90,10 @@ struct SchedulerSpec {
             .field("final_div_factor", &S::final_div_factor, "OneCycle: final LR = initial / this.", positive<double>())
             .field("three_phase", &S::three_phase, "OneCycle: rise, fall back to initial, then anneal.")
             .field("anneal_strategy", &S::anneal_strategy, "OneCycle: cos or linear.", config::one_of({"cos", "linear"}))
-            .field("main_scheduler", &S::main_scheduler, "\"chained\" (not supported yet).");
+            .field("main_scheduler", &S::main_scheduler,
+                   "In a list: \"chained\" runs all schedulers at once, multiplying their factors "
+                   "(default: one after another).",
+                   config::if_set(config::one_of({"chained", "sequential"})));
     return s;
   }
 };
@@ -118,6 +121,24 @@ class Fn : public LRSchedule {
 
  private:
   std::function<double(int64_t)> f_;
+};
+
+// torch's ChainedScheduler: every scheduler steps at once and each multiplies
+// the LR by its own progress, so lr(t) = s_0(t) * prod_{i>0} s_i(t) / s_i(0).
+class Chained : public LRSchedule {
+ public:
+  explicit Chained(std::vector<std::unique_ptr<LRSchedule>> parts) : parts_(std::move(parts)) {}
+  double at(int64_t t) const override {
+    double lr = parts_[0]->at(t);
+    for (size_t i = 1; i < parts_.size(); ++i) {
+      const double start = parts_[i]->at(0);
+      lr *= start != 0 ? parts_[i]->at(t) / start : 0.0;
+    }
+    return lr;
+  }
+
+ private:
+  std::vector<std::unique_ptr<LRSchedule>> parts_;
 };
 
 class Sequential : public LRSchedule {
@@ -184,7 +205,6 @@ std::unique_ptr<LRSchedule> make_one(const YAML::Node& node, const config::Conte
   std::string name = s.scheduler;
   std::transform(name.begin(), name.end(), name.begin(), ::tolower);
   if (name.size() > 2 && name.compare(name.size() - 2, 2, "lr") == 0) name.resize(name.size() - 2);
-  if (s.main_scheduler) ctx.fail(node["main_scheduler"], "main_scheduler", "chained schedulers are not supported yet");
   auto need = [&](const auto& v, const char* key) {
     if (!v) ctx.fail(node, key, "required by the " + s.scheduler + " scheduler");
     return *v;
@@ -284,17 +304,22 @@ std::unique_ptr<LRSchedule> make_lr_schedule(const YAML::Node& lr, const config:
   std::vector<std::unique_ptr<LRSchedule>> parts;
   std::vector<int64_t> milestones;
   int64_t total = 0;
+  bool chained = false;
+  for (size_t i = 0; i < lr.size(); ++i)
+    if (lr[i].IsMap() && lr[i]["main_scheduler"] && lr[i]["main_scheduler"].as<std::string>() == "chained")
+      chained = true;
   for (size_t i = 0; i < lr.size(); ++i) {
     SchedulerSpec spec;
     config::Context item = ctx.child(std::to_string(i));
     parts.push_back(make_one(lr[i], item, &spec));
-    if (i + 1 < lr.size()) {
+    if (i + 1 < lr.size() && !chained) {
       if (!spec.total_iters) item.fail(lr[i], "total_iters", "required for every scheduler but the last in a list");
       total += *spec.total_iters;
       milestones.push_back(total);
     }
   }
   if (parts.size() == 1) return std::move(parts.front());
+  if (chained) return std::make_unique<Chained>(std::move(parts));
   return std::make_unique<Sequential>(std::move(parts), std::move(milestones));
 }
 
