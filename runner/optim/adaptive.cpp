@@ -12,6 +12,7 @@ namespace zoo::optim {
 namespace {
 
 using Init = std::function<torch::Tensor()>;
+const Init kZero = [] { return scalar_state(0); };
 
 struct Betas {
   double b1, b2;
@@ -19,31 +20,40 @@ struct Betas {
 Betas betas_or(const OptimizerConfig& c, double b1, double b2) {
   return c.betas ? Betas{(*c.betas)[0], (*c.betas)[1]} : Betas{b1, b2};
 }
-torch::Tensor scalar(double v) { return torch::full({}, v, torch::dtype(torch::kDouble)); }
-// Increments and returns the "step" state (a double scalar, as torch keeps it).
-double next_step(torch::Tensor& step) {
-  step.add_(1.0);
-  return step.item<double>();
-}
 
-class CerebrasAdam : public Optimizer {
+// Base of the rules that keep Adam's running moments exp_avg / exp_avg_sq.
+class MomentOptimizer : public Optimizer {
+ protected:
+  MomentOptimizer(std::vector<ParamGroup> g, std::map<std::string, double> hyper, Betas b, double eps)
+      : Optimizer(std::move(g), [&] { hyper["eps"] = eps; return hyper; }()), b_(b), eps_(eps) {}
+  // m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2.
+  std::pair<torch::Tensor&, torch::Tensor&> update_moments(size_t i, const torch::Tensor& p,
+                                                           const torch::Tensor& grad) {
+    Init zeros = [&] { return torch::zeros_like(p); };
+    torch::Tensor& m = state_or(i, "exp_avg", zeros);
+    torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+    m.mul_(b_.b1).add_(grad, 1 - b_.b1);
+    v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+    return {m, v};
+  }
+  Betas b_;
+  double eps_;
+};
+
+class CerebrasAdam : public MomentOptimizer {
  public:
   CerebrasAdam(std::vector<ParamGroup> g, const OptimizerConfig& c, bool decoupled)
-      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-6)}, {"correct_bias", c.correct_bias ? 1.0 : 0.0}}),
-        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps_or(1e-6)), correct_bias_(c.correct_bias),
-        decoupled_(decoupled) {}
+      : MomentOptimizer(std::move(g), {{"correct_bias", c.correct_bias ? 1.0 : 0.0}}, betas_or(c, 0.9, 0.999),
+                        c.eps_or(1e-6)),
+        correct_bias_(c.correct_bias), decoupled_(decoupled) {}
 
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = p.grad();
       if (!decoupled_ && g.weight_decay > 0) grad = grad + g.weight_decay * p;  // Adam: L2
-      Init zeros = [&] { return torch::zeros_like(p); };
-      torch::Tensor& m = state_or(i, "exp_avg", zeros);
-      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
-      torch::Tensor& b1p = state_or(i, "beta1_power", [&] { return scalar(b_.b1); });
-      torch::Tensor& b2p = state_or(i, "beta2_power", [&] { return scalar(b_.b2); });
-      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
-      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      auto [m, v] = update_moments(i, p, grad);
+      torch::Tensor& b1p = state_or(i, "beta1_power", [&] { return scalar_state(b_.b1); });
+      torch::Tensor& b2p = state_or(i, "beta2_power", [&] { return scalar_state(b_.b2); });
       torch::Tensor update = m / (v.sqrt() + eps_);
       if (correct_bias_) {
         update.mul_(std::sqrt(1 - b2p.item<double>()) / (1 - b1p.item<double>()));
@@ -56,8 +66,6 @@ class CerebrasAdam : public Optimizer {
   }
 
  private:
-  Betas b_;
-  double eps_;
   bool correct_bias_, decoupled_;
 };
 
@@ -69,8 +77,8 @@ class Adamax : public Optimizer {
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
-      torch::Tensor grad = g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
-      double t = next_step(state_or(i, "step", [] { return scalar(0); }));
+      torch::Tensor grad = l2_decayed_grad(g, p);
+      double t = next_step(state_or(i, "step", kZero));
       torch::Tensor& m = state_or(i, "exp_avg", zeros);
       torch::Tensor& u = state_or(i, "exp_inf", zeros);
       m.mul_(b_.b1).add_(grad, 1 - b_.b1);
@@ -84,26 +92,22 @@ class Adamax : public Optimizer {
   double eps_;
 };
 
-class NAdam : public Optimizer {
+class NAdam : public MomentOptimizer {
  public:
   NAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-8)}, {"momentum_decay", c.momentum_decay}}),
-        b_(betas_or(c, 0.9, 0.999)), eps_(c.eps_or(1e-8)), psi_(c.momentum_decay) {}
+      : MomentOptimizer(std::move(g), {{"momentum_decay", c.momentum_decay}}, betas_or(c, 0.9, 0.999), c.eps_or(1e-8)),
+        psi_(c.momentum_decay) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      Init zeros = [&] { return torch::zeros_like(p); };
-      torch::Tensor grad = g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
-      double t = next_step(state_or(i, "step", [] { return scalar(0); }));
-      torch::Tensor& mu_product = state_or(i, "mu_product", [] { return scalar(1); });
-      torch::Tensor& m = state_or(i, "exp_avg", zeros);
-      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+      torch::Tensor grad = l2_decayed_grad(g, p);
+      double t = next_step(state_or(i, "step", kZero));
+      torch::Tensor& mu_product = state_or(i, "mu_product", [] { return scalar_state(1); });
       // Momentum schedule mu_t = beta1 (1 - 0.5 * 0.96^(t psi)) (Dozat 2016).
       double mu = b_.b1 * (1 - 0.5 * std::pow(0.96, t * psi_));
       double mu_next = b_.b1 * (1 - 0.5 * std::pow(0.96, (t + 1) * psi_));
       mu_product.mul_(mu);
       double prod = mu_product.item<double>(), prod_next = prod * mu_next;
-      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
-      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      auto [m, v] = update_moments(i, p, grad);
       torch::Tensor denom = (v / (1 - std::pow(b_.b2, t))).sqrt() + eps_;
       p.addcdiv_(grad, denom, -g.lr * (1 - mu) / (1 - prod));
       p.addcdiv_(m, denom, -g.lr * mu_next / (1 - prod_next));
@@ -111,24 +115,18 @@ class NAdam : public Optimizer {
   }
 
  private:
-  Betas b_;
-  double eps_, psi_;
+  double psi_;
 };
 
-class RAdam : public Optimizer {
+class RAdam : public MomentOptimizer {
  public:
   RAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
-        eps_(c.eps_or(1e-8)) {}
+      : MomentOptimizer(std::move(g), {}, betas_or(c, 0.9, 0.999), c.eps_or(1e-8)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      Init zeros = [&] { return torch::zeros_like(p); };
-      torch::Tensor grad = g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
-      double t = next_step(state_or(i, "step", [] { return scalar(0); }));
-      torch::Tensor& m = state_or(i, "exp_avg", zeros);
-      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
-      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
-      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      torch::Tensor grad = l2_decayed_grad(g, p);
+      double t = next_step(state_or(i, "step", kZero));
+      auto [m, v] = update_moments(i, p, grad);
       const double bc1 = 1 - std::pow(b_.b1, t), bc2 = 1 - std::pow(b_.b2, t);
       torch::Tensor m_hat = m / bc1;
       // Length of the approximated simple moving average; rectify once it exceeds 5.
@@ -143,25 +141,15 @@ class RAdam : public Optimizer {
       }
     });
   }
-
- private:
-  Betas b_;
-  double eps_;
 };
 
-class Lamb : public Optimizer {
+class Lamb : public MomentOptimizer {
  public:
   Lamb(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-6)}}), b_(betas_or(c, 0.9, 0.999)),
-        eps_(c.eps_or(1e-6)) {}
+      : MomentOptimizer(std::move(g), {}, betas_or(c, 0.9, 0.999), c.eps_or(1e-6)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      Init zeros = [&] { return torch::zeros_like(p); };
-      torch::Tensor grad = p.grad();
-      torch::Tensor& m = state_or(i, "exp_avg", zeros);
-      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
-      m.mul_(b_.b1).add_(grad, 1 - b_.b1);
-      v.mul_(b_.b2).addcmul_(grad, grad, 1 - b_.b2);
+      auto [m, v] = update_moments(i, p, p.grad());
       torch::Tensor adam_step = m / (v.sqrt() + eps_);
       if (g.weight_decay != 0) adam_step.add_(p, g.weight_decay);
       // Layer-wise trust ratio ||w|| / ||adam step||, 1 when either norm is 0.
@@ -171,10 +159,6 @@ class Lamb : public Optimizer {
       p.add_(adam_step, -g.lr * trust);
     });
   }
-
- private:
-  Betas b_;
-  double eps_;
 };
 
 class Lion : public Optimizer {
@@ -205,7 +189,7 @@ class Adafactor : public Optimizer {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       const torch::Tensor grad = p.grad();
       const bool factored = grad.dim() >= 2;
-      const double t = next_step(state_or(i, "step", [] { return scalar(0); }));
+      const double t = next_step(state_or(i, "step", kZero));
       double lr = g.lr;
       if (c_.relative_step) lr = std::min(c_.warmup_init ? 1e-6 * t : 1e-2, 1 / std::sqrt(t));
       if (c_.scale_parameter) lr *= std::max(eps2_, rms(p));

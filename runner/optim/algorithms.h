@@ -1,5 +1,5 @@
 // Internal to runner/optim: one factory per update rule. Defines: make_* for
-// each optimizer, lower.
+// each optimizer, lower, scalar_state, next_step, l2_decayed_grad.
 #pragma once
 
 #include <memory>
@@ -11,6 +11,11 @@
 namespace zoo::optim {
 
 std::string lower(std::string s);
+
+// Helpers shared by the update rules.
+torch::Tensor scalar_state(double v);                                // a double scalar tensor
+double next_step(torch::Tensor& step);                               // increments, returns the new count
+torch::Tensor l2_decayed_grad(const ParamGroup& g, const torch::Tensor& p);  // grad + weight_decay * p
 
 // adaptive.cpp
 std::unique_ptr<Optimizer> make_cerebras_adam(std::vector<ParamGroup> g, const OptimizerConfig& c,

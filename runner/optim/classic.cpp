@@ -7,10 +7,8 @@
 namespace zoo::optim {
 namespace {
 
-torch::Tensor scalar(double v) { return torch::full({}, v, torch::dtype(torch::kDouble)); }
-torch::Tensor decayed_grad(const ParamGroup& g, const torch::Tensor& p) {
-  return g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
-}
+using Init = std::function<torch::Tensor()>;
+const Init kZero = [] { return scalar_state(0); };
 
 class Sgd : public Optimizer {
  public:
@@ -18,7 +16,7 @@ class Sgd : public Optimizer {
       : Optimizer(std::move(g), {{"momentum", c.momentum}, {"dampening", c.dampening}}), c_(c) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      torch::Tensor d = decayed_grad(g, p);
+      torch::Tensor d = l2_decayed_grad(g, p);
       if (c_.momentum > 0) {
         torch::Tensor& buf = state(i, "momentum_buffer");
         if (!buf.defined()) buf = d.clone();
@@ -41,10 +39,10 @@ class Asgd : public Optimizer {
         lambd_(c.lambd), alpha_(c.alpha.value_or(0.75)), t0_(c.t0) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      torch::Tensor grad = decayed_grad(g, p);
-      torch::Tensor& step = state_or(i, "step", [] { return scalar(0); });
-      torch::Tensor& eta = state_or(i, "eta", [&] { return scalar(g.lr); });
-      torch::Tensor& mu = state_or(i, "mu", [] { return scalar(1); });
+      torch::Tensor grad = l2_decayed_grad(g, p);
+      torch::Tensor& step = state_or(i, "step", kZero);
+      torch::Tensor& eta = state_or(i, "eta", [&] { return scalar_state(g.lr); });
+      torch::Tensor& mu = state_or(i, "mu", [] { return scalar_state(1); });
       torch::Tensor& ax = state_or(i, "ax", [&] { return torch::zeros_like(p); });
       double t = step.add_(1.0).item<double>();
       double e = eta.item<double>();
@@ -68,7 +66,7 @@ class Adadelta : public Optimizer {
         eps_(c.eps_or(1e-6)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      torch::Tensor grad = decayed_grad(g, p);
+      torch::Tensor grad = l2_decayed_grad(g, p);
       torch::Tensor& sq = state_or(i, "square_avg", [&] { return torch::zeros_like(p); });
       torch::Tensor& acc = state_or(i, "acc_delta", [&] { return torch::zeros_like(p); });
       sq.mul_(rho_).addcmul_(grad, grad, 1 - rho_);
@@ -89,8 +87,8 @@ class Adagrad : public Optimizer {
         eps_(c.eps_or(1e-10)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      torch::Tensor grad = decayed_grad(g, p);
-      double t = state_or(i, "step", [] { return scalar(0); }).add_(1.0).item<double>();
+      torch::Tensor grad = l2_decayed_grad(g, p);
+      double t = state_or(i, "step", kZero).add_(1.0).item<double>();
       torch::Tensor& sum =
           state_or(i, "sum", [&] { return torch::full_like(p, c_.initial_accumulator_value); });
       sum.addcmul_(grad, grad, 1.0);
@@ -112,7 +110,7 @@ class RmsProp : public Optimizer {
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       auto zeros = [&] { return torch::zeros_like(p); };
-      torch::Tensor grad = decayed_grad(g, p);
+      torch::Tensor grad = l2_decayed_grad(g, p);
       torch::Tensor& sq = state_or(i, "square_avg", zeros);
       sq.mul_(alpha_).addcmul_(grad, grad, 1 - alpha_);
       torch::Tensor avg;

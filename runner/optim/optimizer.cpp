@@ -15,6 +15,14 @@ std::string lower(std::string s) {
   return s;
 }
 
+torch::Tensor scalar_state(double v) { return torch::full({}, v, torch::dtype(torch::kDouble)); }
+
+double next_step(torch::Tensor& step) { return step.add_(1.0).item<double>(); }
+
+torch::Tensor l2_decayed_grad(const ParamGroup& g, const torch::Tensor& p) {
+  return g.weight_decay != 0 ? p.grad() + g.weight_decay * p : p.grad();
+}
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> hyper)
     : groups_(std::move(groups)), hyper_(std::move(hyper)) {
   size_t n = 0;
