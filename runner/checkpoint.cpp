@@ -1,6 +1,8 @@
 // Implementation of runner/checkpoint.h.
 #include "runner/checkpoint.h"
 
+#include "runner/crc32c.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -46,7 +48,54 @@ std::string new_checkpoint_path(const std::string& dir, int64_t step) {
   return (fs::path(dir) / ("checkpoint_" + std::to_string(step) + "_" + stamp + ".mdl")).string();
 }
 
-void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict) {
+namespace {
+
+// CRC32C over a canonical walk of the contents (dict keys in sorted order,
+// tensor dtype, shape and bytes, scalars, strings), so corruption of any
+// stored value is caught even where the zip container does not check.
+uint32_t content_checksum(const c10::IValue& v, uint32_t crc) {
+  auto bytes = [&](const void* p, size_t n) { crc = crc32c_extend(crc, p, n); };
+  auto text = [&](const std::string& s) { bytes(s.data(), s.size()); };
+  if (v.isGenericDict()) {
+    std::vector<std::pair<std::string, c10::IValue>> items;
+    for (const auto& kv : v.toGenericDict())
+      items.emplace_back(kv.key().isString() ? kv.key().toStringRef() : kv.key().isInt() ? std::to_string(kv.key().toInt()) : kv.key().tagKind(),
+                         kv.value());
+    std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [k, value] : items) {
+      text("k:" + k);
+      crc = content_checksum(value, crc);
+    }
+  } else if (v.isList()) {
+    for (const auto& item : v.toListRef()) crc = content_checksum(item, crc);
+  } else if (v.isTensor()) {
+    torch::Tensor t = v.toTensor().detach().cpu().contiguous();
+    text(std::string("t:") + c10::toString(t.scalar_type()));
+    bytes(t.sizes().data(), t.dim() * sizeof(int64_t));
+    bytes(t.data_ptr(), t.nbytes());
+  } else if (v.isInt()) {
+    int64_t x = v.toInt();
+    bytes(&x, sizeof x);
+  } else if (v.isDouble()) {
+    double x = v.toDouble();
+    bytes(&x, sizeof x);
+  } else if (v.isBool()) {
+    text(v.toBool() ? "true" : "false");
+  } else if (v.isString()) {
+    text("s:" + v.toStringRef());
+  } else {
+    text(v.tagKind());
+  }
+  return crc;
+}
+
+}  // namespace
+
+void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict_in) {
+  c10::impl::GenericDict dict = dict_in.copy();
+  dict.erase("__checksum__");
+  const int64_t checksum = content_checksum(c10::IValue(dict), 0);
+  dict.insert("__checksum__", checksum);
   std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -79,7 +128,14 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
     throw std::runtime_error(path + ": not a readable zoo checkpoint (truncated or corrupt?)");
   }
   if (!value.isGenericDict()) throw std::runtime_error(path + ": checkpoint does not hold a dictionary");
-  return value.toGenericDict();
+  c10::impl::GenericDict dict = value.toGenericDict();
+  if (dict.contains("__checksum__")) {
+    const int64_t stored = dict.at("__checksum__").toInt();
+    dict.erase("__checksum__");
+    if (content_checksum(c10::IValue(dict), 0) != static_cast<uint32_t>(stored))
+      throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt");
+  }
+  return dict;
 }
 
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {

@@ -29,9 +29,11 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
 std::string new_checkpoint_path(const std::string& dir, int64_t step);
 
 // Writes to a temporary file, fsyncs and renames, so a crash never leaves a
-// partial checkpoint under the final name.
+// partial checkpoint under the final name. Adds "__checksum__", a CRC32C of
+// the contents, which loading verifies.
 void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict);
-// Throws std::runtime_error naming the file when it is missing or unreadable.
+// Throws std::runtime_error naming the file when it is missing, truncated,
+// unreadable or fails its checksum. Returns the dict without "__checksum__".
 c10::impl::GenericDict load_checkpoint_file(const std::string& path);
 
 // Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them.

@@ -135,22 +135,41 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training) 
 
 std::optional<std::string> Trainer::restore(bool training) {
   const RunConfig& rc = params_.runconfig;
-  std::optional<std::string> path = rc.checkpoint_path;
-  if (!path && rc.autoload_last_checkpoint) {
+  if (rc.checkpoint_path) {
+    load_checkpoint(*rc.checkpoint_path, training);
+    return rc.checkpoint_path;
+  }
+  if (rc.autoload_last_checkpoint) {
+    // Newest first; a corrupt or truncated file is skipped for the one before it.
     auto all = ckpt::list_checkpoints(rc.model_dir);
-    if (!all.empty()) path = all.back().path;
+    std::string unreadable;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      std::optional<c10::impl::GenericDict> dict;
+      try {
+        dict = ckpt::load_checkpoint_file(it->path);
+      } catch (const std::runtime_error& e) {
+        log::warn(std::string(e.what()) + "; trying the previous checkpoint");
+        unreadable += (unreadable.empty() ? "" : ", ") + it->path;
+        continue;
+      }
+      apply_checkpoint(*dict, it->path, training);
+      return it->path;
+    }
+    // Starting over would quietly abandon the run these files belong to.
+    if (!unreadable.empty())
+      throw std::runtime_error("no readable checkpoint in " + rc.model_dir + " (unreadable: " + unreadable +
+                               "); move them away to start afresh, or set checkpoint_path");
   }
-  if (!path) {
-    log::info("No checkpoint to load; starting from the initialized model (global_step 0).");
-    return std::nullopt;
-  }
-  load_checkpoint(*path, training);
-  return path;
+  log::info("No checkpoint to load; starting from the initialized model (global_step 0).");
+  return std::nullopt;
 }
 
 void Trainer::load_checkpoint(const std::string& path, bool training) {
+  apply_checkpoint(ckpt::load_checkpoint_file(path), path, training);
+}
+
+void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training) {
   const RunConfig& rc = params_.runconfig;
-  c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
   std::set<std::string> states(ckpt::kCheckpointStates.begin(), ckpt::kCheckpointStates.end());
   if (training && rc.load_checkpoint_states) {
     states.clear();

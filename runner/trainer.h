@@ -34,7 +34,8 @@ class Trainer {
   Trainer(const Params& params, torch::Device device, bool for_training);
 
   // Loads the checkpoint runconfig selects: checkpoint_path, else the newest
-  // in model_dir when autoload_last_checkpoint. `training` applies
+  // readable one in model_dir when autoload_last_checkpoint (a corrupt newest
+  // file is skipped with a warning). `training` applies
   // load_checkpoint_states and strictness; eval always loads strictly.
   // Returns the path loaded, if any.
   std::optional<std::string> restore(bool training);
@@ -58,6 +59,7 @@ class Trainer {
   models::Model& model() { return *model_; }
 
  private:
+  void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training);
   void check_loss(double loss) const;
   tensorboard::EventWriter& events(std::unique_ptr<tensorboard::EventWriter>& writer, const std::string& mode);
   // log_summaries: weight and (unscaled) gradient norms, model-wise and per parameter.

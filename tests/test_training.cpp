@@ -163,16 +163,42 @@ TEST(Training, MaxCheckpointsKeepsTheNewest) {
   EXPECT_EQ(ckpt::list_checkpoints(f.dir / "m").back().path, again);
 }
 
-TEST(Training, CorruptCheckpointIsAClearError) {
+TEST(Training, CorruptOrTruncatedCheckpointsAreCaught) {
   Fixture f;
-  zoo::testing::write_file(f.dir / "m/checkpoint_3.mdl", "not a checkpoint");
-  Trainer t(f.params(), torch::kCPU, true);
+  {
+    Trainer t(f.params("  checkpoint_steps: 3\n"), torch::kCPU, true);
+    t.train(6);
+  }
+  const std::string good = f.dir / "m/checkpoint_3.mdl", newest = f.dir / "m/checkpoint_6.mdl";
+  std::string bytes = zoo::testing::read_file(newest);
+  // Truncated: a clear error naming the file.
+  zoo::testing::write_file(newest, bytes.substr(0, bytes.size() / 2));
   try {
-    t.restore(true);
+    ckpt::load_checkpoint_file(newest);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(f.dir / "m/checkpoint_3.mdl"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find(newest + ": not a readable zoo checkpoint"), std::string::npos) << e.what();
   }
+  // Autoload skips it and resumes from the previous good one.
+  Trainer resumed(f.params(), torch::kCPU, true);
+  EXPECT_EQ(resumed.restore(true).value(), good);
+  EXPECT_EQ(resumed.global_step(), 3);
+  // A flipped byte inside the tensor data fails the checksum.
+  std::string flipped = zoo::testing::read_file(good);
+  size_t at = flipped.find("data/0");  // first tensor record of the zip archive
+  ASSERT_NE(at, std::string::npos);
+  flipped[at + 200] ^= 0x10;
+  zoo::testing::write_file(newest, flipped);
+  try {
+    ckpt::load_checkpoint_file(newest);
+    FAIL() << "corruption not detected";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(newest), std::string::npos) << e.what();
+  }
+  // When nothing is readable, training does not silently start over.
+  zoo::testing::write_file(good, "garbage");
+  Trainer none(f.params(), torch::kCPU, true);
+  EXPECT_THROW(none.restore(true), std::runtime_error);
 }
 
 TEST(Training, PythonTorchLoadOpensCheckpoints) {

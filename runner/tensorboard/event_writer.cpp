@@ -1,8 +1,9 @@
 // Implementation of runner/tensorboard/event_writer.h with libprotobuf and
-// ISA-L's CRC32C.
+// runner/crc32c.h.
 #include "runner/tensorboard/event_writer.h"
 
-#include <isa-l/crc.h>
+#include "runner/crc32c.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -29,8 +30,7 @@ uint64_t get_le(const char* p, int bytes) {
 }  // namespace
 
 uint32_t masked_crc32c(const void* data, size_t size) {
-  // ISA-L's crc32_iscsi is CRC32C without the final inversion.
-  uint32_t crc = ~crc32_iscsi(static_cast<unsigned char*>(const_cast<void*>(data)), static_cast<int>(size), 0xFFFFFFFF);
+  const uint32_t crc = crc32c_extend(0, data, size);
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
