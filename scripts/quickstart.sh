@@ -5,7 +5,7 @@
 # Running it again resumes from the newest checkpoint and trains further.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh zoo  # the tests are built by scripts/test.sh
 zoo=build/zoo
 params=configs/quickstart.yaml
 model_dir=model_dir/quickstart

@@ -2,6 +2,7 @@
 # Installs the Debian packages zoo needs (only those missing), then configures
 # and builds zoo into build/ (or $ZOO_BUILD_DIR). Idempotent: a second run
 # installs nothing and rebuilds only what changed.
+# Usage: scripts/setup.sh [TARGET...]   (default: everything, tests included)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +29,6 @@ build_dir="${ZOO_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
 fi
-cmake --build "$build_dir"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$build_dir" "${targets[@]}"
