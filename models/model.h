@@ -1,14 +1,16 @@
 // The contract between the runner and every model family. The runner sees
 // only this: a torch::nn::Module that turns a batch of named features into a
-// loss and metric terms. Defines: Features, MetricTerm, ModelOutput, Model,
-// norm_parameter_names.
+// loss and metric terms. Defines: Features, MetricTerm, ModelOutput,
+// GenerationCache, Model, norm_parameter_names.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace zoo::models {
 
@@ -28,6 +30,12 @@ struct ModelOutput {
   std::map<std::string, MetricTerm> metrics;   // filled when computing metrics
 };
 
+// Opaque per-model state carried between incremental decoding calls.
+struct GenerationCache {
+  int64_t positions = 0;            // tokens already processed
+  std::vector<torch::Tensor> state;  // model-defined, e.g. per-layer keys and values
+};
+
 class Model : public torch::nn::Module {
  public:
   // with_metrics: also fill ModelOutput::metrics (eval).
@@ -36,7 +44,17 @@ class Model : public torch::nn::Module {
   virtual double forward_flops_per_token() const = 0;
   // Initializes every parameter as the config says (no-op on meta tensors).
   virtual void reset_parameters() = 0;
+
+  // Causal LMs: logits (B, T, V) for input_ids (B, T) that continue the
+  // positions held in `cache` (empty at first), whose keys/values it extends.
+  virtual bool is_causal_lm() const { return false; }
+  virtual torch::Tensor next_logits(const torch::Tensor& input_ids, GenerationCache& cache);
+  virtual int64_t max_positions() const { return 0; }
 };
+
+inline torch::Tensor Model::next_logits(const torch::Tensor&, GenerationCache&) {
+  throw std::logic_error("this model does not generate text");
+}
 
 // Names of parameters that belong to normalization layers (no weight decay).
 std::set<std::string> norm_parameter_names(const torch::nn::Module& model);

@@ -25,6 +25,8 @@ cxxopts::Options run_options() {
   cxxopts::Options o("zoo", "Train and evaluate modelzoo-style YAML models with LibTorch.");
   o.custom_help("{CPU|GPU} --params P.yaml --mode {train,eval,train_and_eval,eval_all} [options]\n"
                 "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
+                "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
+                "--top_p P --seed S --max_new_tokens N]\n"
                 "  zoo --help-config             every params YAML key with type, default and doc");
   o.positional_help("");
   o.set_width(110);
@@ -69,12 +71,61 @@ CliCommand parse_corpus(const std::vector<std::string>& args) {
   return c;
 }
 
+CliCommand parse_generate(const std::vector<std::string>& args) {
+  cxxopts::Options o("zoo generate", "Continue a prompt with a trained model (byte-level tokenizer).");
+  o.add_options()
+      ("checkpoint_path", "Checkpoint to load, or a model_dir (its newest checkpoint).", cxxopts::value<std::string>())
+      ("p,params", "Params YAML (default: the params stored in the checkpoint).", cxxopts::value<std::string>())
+      ("prompt", "Text to continue.", cxxopts::value<std::string>())
+      ("max_new_tokens", "Tokens to generate.", cxxopts::value<int64_t>()->default_value("200"))
+      ("temperature", "Sampling temperature; 0 is greedy.", cxxopts::value<double>()->default_value("1.0"))
+      ("top_k", "Sample among the k most likely tokens (0: all).", cxxopts::value<int64_t>()->default_value("0"))
+      ("top_p", "Sample among the most likely tokens holding this much probability.",
+       cxxopts::value<double>()->default_value("1.0"))
+      ("seed", "Seed of the sampler; the same seed repeats the same text.",
+       cxxopts::value<uint64_t>()->default_value("0"))
+      ("device", "CPU or GPU.", cxxopts::value<std::string>()->default_value("CPU"))
+      ("h,help", "Print this help.");
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  const std::string prog = "zoo generate";
+  auto argv = argv_of(prog, rest);
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw CliError(std::string("zoo generate: ") + e.what());
+  }
+  if (r.count("help")) throw CliError(o.help());
+  if (!r.unmatched().empty()) throw CliError("zoo generate: unexpected argument '" + r.unmatched().front() + "'");
+  if (!r.count("checkpoint_path")) throw CliError("zoo generate: --checkpoint_path is required");
+  if (!r.count("prompt") || r["prompt"].as<std::string>().empty())
+    throw CliError("zoo generate: --prompt is required (a non-empty text)");
+  CliCommand c;
+  c.kind = CliCommand::Kind::generate;
+  GenerateCommand& g = c.generate;
+  g.checkpoint_path = r["checkpoint_path"].as<std::string>();
+  if (r.count("params")) g.params_file = r["params"].as<std::string>();
+  g.prompt = r["prompt"].as<std::string>();
+  g.device = r["device"].as<std::string>();
+  g.sampling.max_new_tokens = r["max_new_tokens"].as<int64_t>();
+  g.sampling.temperature = r["temperature"].as<double>();
+  g.sampling.top_k = r["top_k"].as<int64_t>();
+  g.sampling.top_p = r["top_p"].as<double>();
+  g.sampling.seed = r["seed"].as<uint64_t>();
+  if (g.sampling.max_new_tokens < 0 || g.sampling.temperature < 0 || g.sampling.top_k < 0 ||
+      g.sampling.top_p <= 0 || g.sampling.top_p > 1)
+    throw CliError("zoo generate: expected max_new_tokens >= 0, temperature >= 0, top_k >= 0, 0 < top_p <= 1");
+  if (g.device != "CPU" && g.device != "GPU") throw CliError("zoo generate: --device must be CPU or GPU");
+  return c;
+}
+
 }  // namespace
 
 std::string usage() { return run_options().help(); }
 
 CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "corpus") return parse_corpus(args);
+  if (!args.empty() && args[0] == "generate") return parse_generate(args);
   cxxopts::Options o = run_options();
   const std::string prog = "zoo";
   auto argv = argv_of(prog, args);

@@ -6,6 +6,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "runner/generate_options.h"
+
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@ class CliError : public std::runtime_error {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus };
+  enum class Kind { run, help, help_config, corpus, generate };
   Kind kind = Kind::run;
   std::string params_file;
   YAML::Node runconfig_overrides{YAML::NodeType::Map};  // device, mode and every flag given
@@ -26,6 +28,8 @@ struct CliCommand {
   std::string output_dir;
   int64_t train_bytes = 0;
   int64_t eval_bytes = 0;
+  // generate subcommand
+  GenerateCommand generate;
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

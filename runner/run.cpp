@@ -11,6 +11,7 @@
 #include "runner/checkpoint.h"
 #include "runner/cli.h"
 #include "runner/config/yaml_util.h"
+#include "runner/generate.h"
 #include "runner/log.h"
 #include "runner/trainer.h"
 
@@ -146,6 +147,9 @@ int run_command(const CliCommand& cmd) {
         std::cout << "Wrote " << cmd.output_dir << "/train/corpus.txt and " << cmd.output_dir << "/eval/corpus.txt\n";
       else
         std::cout << "Corpus already present in " << cmd.output_dir << "\n";
+      return 0;
+    case CliCommand::Kind::generate:
+      run_generate(cmd.generate);
       return 0;
     case CliCommand::Kind::run:
       break;

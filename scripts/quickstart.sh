@@ -22,3 +22,6 @@ results="$model_dir/eval/results.csv"
 awk -F, 'NR == 2 { first = $3 } NR > 1 { last = $3; step = $2 }
          END { printf "\nEval loss: untrained %.3f -> %.3f at global_step %d (results: %s)\n", first, last, step, FILENAME }' \
   "$results"
+
+echo "== A sample from the trained model"
+$zoo generate --checkpoint_path "$model_dir" --prompt "ada walks to" --max_new_tokens 300 --temperature 0.8 --seed 1

@@ -1,6 +1,6 @@
 // Multi-head causal self-attention with modelzoo's projection names
 // (proj_{q,k,v,output}_dense_layer) so checkpoints map one-to-one.
-// Defines: AttentionOptions, MultiheadAttention.
+// Defines: LayerKV, AttentionOptions, MultiheadAttention.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,6 +9,11 @@
 #include "models/common/layers.h"
 
 namespace zoo::models {
+
+// One layer's cached keys and values, (B, H, positions so far, D).
+struct LayerKV {
+  torch::Tensor keys, values;
+};
 
 struct AttentionOptions {
   int64_t hidden_size = 0;
@@ -25,8 +30,9 @@ struct AttentionOptions {
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   MultiheadAttentionImpl(const AttentionOptions& options, const torch::TensorOptions& param_options);
-  // x: (B, T, C) -> (B, T, C), causal.
-  torch::Tensor forward(const torch::Tensor& x);
+  // x: (B, T, C) -> (B, T, C), causal. With a cache, x continues the cached
+  // positions and its keys/values are appended.
+  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr);
   void reset_parameters();
 
   Dense proj_q_dense_layer{nullptr}, proj_k_dense_layer{nullptr}, proj_v_dense_layer{nullptr},

@@ -37,16 +37,16 @@ void EmbeddingLayerImpl::reset_parameters() {
   if (position_embeddings) position_embeddings->reset_parameters(options_.initializer);
 }
 
-torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids) {
-  const int64_t T = input_ids.size(1);
-  TORCH_CHECK(T <= options_.max_position_embeddings, "sequence length ", T,
+torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position) {
+  const int64_t T = input_ids.size(1), end = first_position + T;
+  TORCH_CHECK(end <= options_.max_position_embeddings, "sequence length ", end,
               " exceeds max_position_embeddings ", options_.max_position_embeddings);
   torch::Tensor h = word_embeddings(input_ids);  // (B, T, C)
   if (position_embeddings) {
-    torch::Tensor positions = torch::arange(T, input_ids.options().dtype(torch::kLong));
+    torch::Tensor positions = torch::arange(first_position, end, input_ids.options().dtype(torch::kLong));
     h = h + position_embeddings(positions);  // broadcast (T, C)
   } else if (fixed_positions.defined()) {
-    h = h + fixed_positions.narrow(0, 0, T).to(h.scalar_type());
+    h = h + fixed_positions.narrow(0, first_position, T).to(h.scalar_type());
   }
   if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
   return h;

@@ -32,7 +32,8 @@ struct EmbeddingOptions {
 class EmbeddingLayerImpl : public torch::nn::Module {
  public:
   EmbeddingLayerImpl(const EmbeddingOptions& options, const torch::TensorOptions& param_options);
-  torch::Tensor forward(const torch::Tensor& input_ids);  // (B, T) -> (B, T, C)
+  // (B, T) -> (B, T, C); positions start at `first_position` (> 0 when decoding with a cache).
+  torch::Tensor forward(const torch::Tensor& input_ids, int64_t first_position = 0);
   void reset_parameters();
 
   EmbeddingTable word_embeddings{nullptr};

@@ -20,9 +20,9 @@ void TransformerDecoderLayerImpl::reset_parameters() {
   ffn->reset_parameters();
 }
 
-torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x) {
+torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache) {
   const bool drop = dropout_ > 0 && is_training();
-  torch::Tensor a = self_attn(norm1(x));
+  torch::Tensor a = self_attn->forward(norm1(x), cache);
   torch::Tensor h = x + (drop ? torch::dropout(a, dropout_, true) : a);
   torch::Tensor f = ffn(norm3(h));
   return h + (drop ? torch::dropout(f, dropout_, true) : f);
@@ -40,8 +40,10 @@ void TransformerDecoderImpl::reset_parameters() {
   norm->reset_parameters();
 }
 
-torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x) {
-  for (auto& layer : *layers) x = layer->as<TransformerDecoderLayerImpl>()->forward(x);
+torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<LayerKV>* cache) {
+  if (cache) cache->resize(layers->size());
+  for (size_t i = 0; i < layers->size(); ++i)
+    x = layers[i]->as<TransformerDecoderLayerImpl>()->forward(x, cache ? &(*cache)[i] : nullptr);
   return norm(x);
 }
 

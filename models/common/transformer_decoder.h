@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "models/common/attention.h"
 #include "models/common/ffn.h"
 #include "models/common/layers.h"
@@ -23,7 +25,7 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   TransformerDecoderLayerImpl(const DecoderLayerOptions& options, const torch::TensorOptions& p);
   // x + attn(norm1(x)), then + ffn(norm3(x)). (norm2 is the cross-attention norm
   // of encoder-decoder models, absent here.)
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr);
   void reset_parameters();
 
   LayerNorm norm1{nullptr}, norm3{nullptr};
@@ -38,7 +40,9 @@ TORCH_MODULE(TransformerDecoderLayer);
 class TransformerDecoderImpl : public torch::nn::Module {
  public:
   TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& options, const torch::TensorOptions& p);
-  torch::Tensor forward(torch::Tensor x);  // (B, T, C) -> (B, T, C), final norm applied
+  // (B, T, C) -> (B, T, C), final norm applied. `cache`, when given, holds one
+  // LayerKV per layer (resized on first use) for incremental decoding.
+  torch::Tensor forward(torch::Tensor x, std::vector<LayerKV>* cache = nullptr);
   void reset_parameters();
 
   torch::nn::ModuleList layers;

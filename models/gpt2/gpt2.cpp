@@ -125,6 +125,17 @@ torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
   return lm_head(h, embedding_layer->word_embeddings->weight);        // (B, T, V)
 }
 
+torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationCache& cache) {
+  std::vector<LayerKV> kv(options_.num_hidden_layers);  // cache.state: k0, v0, k1, v1, ...
+  for (size_t i = 0; 2 * i + 1 < cache.state.size() && i < kv.size(); ++i)
+    kv[i] = {cache.state[2 * i], cache.state[2 * i + 1]};
+  torch::Tensor h = transformer_decoder->forward(embedding_layer->forward(input_ids, cache.positions), &kv);
+  cache.state.clear();
+  for (const auto& layer : kv) cache.state.insert(cache.state.end(), {layer.keys, layer.values});
+  cache.positions += input_ids.size(1);
+  return lm_head(h, embedding_layer->word_embeddings->weight);  // (B, T, V)
+}
+
 ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
   torch::Tensor out = logits(batch.at("input_ids"));
   LossScaling scaling{options_.loss_scaling, options_.loss_weight};

@@ -55,6 +55,9 @@ class Gpt2Model : public Model {
   torch::Tensor logits(const torch::Tensor& input_ids);  // (B, T) -> (B, T, V)
   double forward_flops_per_token() const override;
   void reset_parameters() override;
+  bool is_causal_lm() const override { return true; }
+  torch::Tensor next_logits(const torch::Tensor& input_ids, GenerationCache& cache) override;
+  int64_t max_positions() const override { return options_.max_position_embeddings; }
   const Gpt2Options& options() const { return options_; }
 
   EmbeddingLayer embedding_layer{nullptr};

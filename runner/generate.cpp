@@ -1,0 +1,97 @@
+// Implementation of runner/generate.h.
+#include "runner/generate.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "models/registry.h"
+#include "runner/checkpoint.h"
+#include "runner/config/yaml_util.h"
+#include "runner/params.h"
+
+namespace zoo {
+
+int64_t sample_next(const torch::Tensor& logits_in, const SamplingOptions& o, at::Generator& generator) {
+  torch::Tensor logits = logits_in.to(torch::kFloat).cpu();
+  if (o.temperature <= 0) return logits.argmax().item<int64_t>();
+  logits = logits / o.temperature;
+  if (o.top_k > 0 && o.top_k < logits.size(0)) {
+    torch::Tensor kth = std::get<0>(logits.topk(o.top_k)).min();
+    logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+  }
+  torch::Tensor probs = torch::softmax(logits, -1);
+  if (o.top_p < 1.0) {
+    // Keep the smallest set of most likely tokens whose mass reaches top_p.
+    auto [sorted, order] = probs.sort(/*dim=*/-1, /*descending=*/true);
+    torch::Tensor before = sorted.cumsum(-1) - sorted;  // mass strictly above each token
+    torch::Tensor drop = torch::zeros_like(probs, torch::kBool).scatter(0, order, before >= o.top_p);
+    probs = probs.masked_fill(drop, 0.0);
+    probs = probs / probs.sum();
+  }
+  return torch::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
+}
+
+std::vector<int64_t> generate_tokens(models::Model& model, const std::vector<int64_t>& prompt,
+                                     const SamplingOptions& o, const std::function<void(int64_t)>& on_token) {
+  if (prompt.empty()) throw std::invalid_argument("generation needs a non-empty prompt");
+  if (!model.is_causal_lm()) throw std::invalid_argument("this model does not generate text");
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const torch::Device device = model.parameters().front().device();
+  const int64_t context = model.max_positions();
+  at::Generator generator = at::detail::createCPUGenerator(o.seed);
+  std::vector<int64_t> tokens = prompt;
+  models::GenerationCache cache;
+  auto feed = [&](std::vector<int64_t> ids) {
+    torch::Tensor t = torch::tensor(ids, torch::kLong).unsqueeze(0).to(device);
+    return model.next_logits(t, cache).select(0, 0).select(0, -1);  // logits of the last position
+  };
+  // A prompt longer than the context keeps its end.
+  std::vector<int64_t> start(tokens.end() - std::min<int64_t>(tokens.size(), context), tokens.end());
+  torch::Tensor logits = feed(start);
+  for (int64_t n = 0; n < o.max_new_tokens; ++n) {
+    const int64_t next = sample_next(logits, o, generator);
+    tokens.push_back(next);
+    if (on_token) on_token(next);
+    if (cache.positions >= context) {  // full: restart from the most recent half
+      cache = models::GenerationCache();
+      logits = feed(std::vector<int64_t>(tokens.end() - context / 2, tokens.end()));
+    } else {
+      logits = feed({next});
+    }
+  }
+  return tokens;
+}
+
+void run_generate(const GenerateCommand& c) {
+  std::string path = c.checkpoint_path;
+  if (std::filesystem::is_directory(path)) {
+    auto all = ckpt::list_checkpoints(path);
+    if (all.empty()) throw std::runtime_error("no checkpoint_<step>.mdl files in " + path);
+    path = all.back().path;
+  }
+  c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
+  Params params;
+  if (c.params_file) {
+    params = load_params(*c.params_file, YAML::Node());
+  } else {
+    if (!dict.contains("__metadata__"))
+      throw std::runtime_error(path + ": no params stored in the checkpoint; pass --params");
+    std::string yaml = dict.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef();
+    params = params_from_node(config::load_yaml_string(yaml, path + " (stored params)"), path, YAML::Node());
+  }
+  torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  auto model = models::find_model(params.model_name).build(params.model, params.context("model"),
+                                                           torch::TensorOptions().device(device));
+  ckpt::load_model_state_dict(*model, dict.at("model").toGenericDict(), /*strict=*/true, path);
+  // Byte-level tokenizer: token id = byte value.
+  std::vector<int64_t> prompt(c.prompt.begin(), c.prompt.end());
+  for (auto& t : prompt) t = static_cast<unsigned char>(t);
+  std::cout << c.prompt << std::flush;
+  generate_tokens(*model, prompt, c.sampling, [](int64_t t) {
+    std::cout << static_cast<char>(t < 256 ? t : '?') << std::flush;
+  });
+  std::cout << std::endl;
+}
+
+}  // namespace zoo
