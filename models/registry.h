@@ -1,13 +1,17 @@
 // Model families register here by name; the runner builds models only through
 // this registry and never includes a family's header.
-// Defines: ModelFamily, make_model_family, find_model, model_names.
+// Defines: StateDict, HfAdapter, ModelFamily, make_model_family, find_model, model_families.
 #pragma once
 
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,19 @@
 #include "runner/config/schema.h"
 
 namespace zoo::models {
+
+using StateDict = std::map<std::string, torch::Tensor>;
+
+// Conversion between a family and its Hugging Face counterpart (torchtitan's
+// state_dict_adapter): config.json <-> `model` section, and state dicts
+// without the "model." prefix. Functions throw std::runtime_error listing
+// missing or unexpected keys.
+struct HfAdapter {
+  std::function<YAML::Node(const nlohmann::json& config)> config_from_hf;
+  std::function<nlohmann::json(const YAML::Node& model)> config_to_hf;
+  std::function<StateDict(const StateDict& hf, const YAML::Node& model)> from_hf;
+  std::function<StateDict(const StateDict& zoo, const YAML::Node& model)> to_hf;
+};
 
 struct ModelFamily {
   std::string name;
@@ -28,6 +45,7 @@ struct ModelFamily {
                                        const torch::TensorOptions& param_options)>
       build;
   std::vector<config::FieldInfo> fields;
+  std::optional<HfAdapter> hf;  // when the family converts to/from Hugging Face
 };
 
 // Options must have `static const config::Schema<Options>& schema()`;

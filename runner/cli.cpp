@@ -27,6 +27,7 @@ cxxopts::Options run_options() {
                 "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
                 "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
                 "--top_p P --seed S --max_new_tokens N]\n"
+                "  zoo convert CKPT --model gpt2 --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
                 "  zoo --help-config             every params YAML key with type, default and doc");
   o.positional_help("");
   o.set_width(110);
@@ -119,6 +120,42 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   return c;
 }
 
+CliCommand parse_convert(const std::vector<std::string>& args) {
+  cxxopts::Options o("zoo convert", "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo.");
+  o.add_options()
+      ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
+       cxxopts::value<std::string>())
+      ("model", "Model family.", cxxopts::value<std::string>()->default_value("gpt2"))
+      ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
+      ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
+      ("config", "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "
+                 "(default: the params stored in the checkpoint).", cxxopts::value<std::string>())
+      ("output-dir", "Where to write the result.", cxxopts::value<std::string>())
+      ("h,help", "Print this help.");
+  o.parse_positional({"checkpoint"});
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  const std::string prog = "zoo convert";
+  auto argv = argv_of(prog, rest);
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw CliError(std::string("zoo convert: ") + e.what());
+  }
+  if (r.count("help")) throw CliError(o.help());
+  for (const char* k : {"checkpoint", "src-fmt", "tgt-fmt", "output-dir"})
+    if (!r.count(k)) throw CliError(std::string("zoo convert: ") + (std::string(k) == "checkpoint" ? "CKPT" : std::string("--") + k) + " is required (see zoo convert --help)");
+  CliCommand c;
+  c.kind = CliCommand::Kind::convert;
+  c.convert.checkpoint = r["checkpoint"].as<std::string>();
+  c.convert.model = r["model"].as<std::string>();
+  c.convert.src_fmt = r["src-fmt"].as<std::string>();
+  c.convert.tgt_fmt = r["tgt-fmt"].as<std::string>();
+  if (r.count("config")) c.convert.config = r["config"].as<std::string>();
+  c.convert.output_dir = r["output-dir"].as<std::string>();
+  return c;
+}
+
 }  // namespace
 
 std::string usage() { return run_options().help(); }
@@ -126,6 +163,7 @@ std::string usage() { return run_options().help(); }
 CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "corpus") return parse_corpus(args);
   if (!args.empty() && args[0] == "generate") return parse_generate(args);
+  if (!args.empty() && args[0] == "convert") return parse_convert(args);
   cxxopts::Options o = run_options();
   const std::string prog = "zoo";
   auto argv = argv_of(prog, args);

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "runner/convert/convert.h"
 #include "runner/generate_options.h"
 
 #include <stdexcept>
@@ -20,7 +21,7 @@ class CliError : public std::runtime_error {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate };
+  enum class Kind { run, help, help_config, corpus, generate, convert };
   Kind kind = Kind::run;
   std::string params_file;
   YAML::Node runconfig_overrides{YAML::NodeType::Map};  // device, mode and every flag given
@@ -30,6 +31,7 @@ struct CliCommand {
   int64_t eval_bytes = 0;
   // generate subcommand
   GenerateCommand generate;
+  convert::ConvertCommand convert;
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

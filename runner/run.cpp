@@ -148,6 +148,9 @@ int run_command(const CliCommand& cmd) {
       else
         std::cout << "Corpus already present in " << cmd.output_dir << "\n";
       return 0;
+    case CliCommand::Kind::convert:
+      convert::run_convert(cmd.convert);
+      return 0;
     case CliCommand::Kind::generate:
       run_generate(cmd.generate);
       return 0;

@@ -51,3 +51,9 @@ find_library(ZOO_ISAL_LIBRARY isal REQUIRED)
 add_library(zoo_isal INTERFACE)
 target_include_directories(zoo_isal SYSTEM INTERFACE ${ZOO_ISAL_INCLUDE})
 target_link_libraries(zoo_isal INTERFACE ${ZOO_ISAL_LIBRARY})
+
+# --- nlohmann-json (>= 3.10, header-only), for safetensors headers and HF config.json.
+# Debian: nlohmann-json3-dev.
+find_package(nlohmann_json 3.10 REQUIRED)
+add_library(zoo_json INTERFACE)
+target_link_libraries(zoo_json INTERFACE nlohmann_json::nlohmann_json)

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/common/ffn.h"
+#include "models/gpt2/hf_adapter.h"
 
 namespace zoo::models {
 
@@ -150,8 +151,10 @@ double Gpt2Model::forward_flops_per_token() const {
 }
 
 ModelFamily gpt2_family() {
-  return make_model_family<Gpt2Options, Gpt2Model>(
+  ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
       "gpt2", {"gpt3"}, "GPT-2 / GPT-3 / Cerebras-GPT decoder-only transformer (pre-LayerNorm).");
+  f.hf = gpt2_hf_adapter();
+  return f;
 }
 
 }  // namespace zoo::models

@@ -1,0 +1,157 @@
+// Implementation of models/gpt2/hf_adapter.h.
+#include "models/gpt2/hf_adapter.h"
+
+#include "models/gpt2/gpt2.h"
+
+namespace zoo::models {
+namespace {
+
+// The model section without keys owned elsewhere (the family name, precision).
+Gpt2Options options_of(const YAML::Node& model) {
+  YAML::Node own(YAML::NodeType::Map);
+  for (const auto& kv : model) {
+    const std::string k = kv.first.as<std::string>();
+    if (k != "name" && k != "mixed_precision" && k != "fp16_type") own[k] = kv.second;
+  }
+  return Gpt2Options::schema().parse(own, config::Context{"", "model"});
+}
+
+// Takes `key` out of `from`; a clear error when absent.
+torch::Tensor take(StateDict& from, const std::string& key) {
+  auto it = from.find(key);
+  if (it == from.end()) throw std::runtime_error("missing Hugging Face key: " + key);
+  torch::Tensor t = it->second;
+  from.erase(it);
+  return t;
+}
+
+}  // namespace
+
+HfAdapter gpt2_hf_adapter() {
+  HfAdapter a;
+  a.config_from_hf = [](const nlohmann::json& c) {
+    YAML::Node m(YAML::NodeType::Map);
+    const int64_t C = c.at("n_embd").get<int64_t>();
+    m["vocab_size"] = c.at("vocab_size").get<int64_t>();
+    m["hidden_size"] = C;
+    m["num_hidden_layers"] = c.at("n_layer").get<int64_t>();
+    m["num_heads"] = c.at("n_head").get<int64_t>();
+    m["filter_size"] = c.contains("n_inner") && !c["n_inner"].is_null() ? c["n_inner"].get<int64_t>() : 4 * C;
+    m["max_position_embeddings"] = c.at("n_positions").get<int64_t>();
+    m["position_embedding_type"] = "learned";
+    m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
+    m["dropout_rate"] = c.value("resid_pdrop", 0.1);
+    m["embedding_dropout_rate"] = c.value("embd_pdrop", 0.1);
+    m["attention_dropout_rate"] = c.value("attn_pdrop", 0.1);
+    m["layer_norm_epsilon"] = c.value("layer_norm_epsilon", 1e-5);
+    m["nonlinearity"] = c.value("activation_function", std::string("gelu_new"));
+    m["attention_type"] = c.value("scale_attn_weights", true) ? "scaled_dot_product" : "dot_product";
+    m["use_bias_in_output"] = false;
+    m["initializer_range"] = c.value("initializer_range", 0.02);
+    m["name"] = "gpt2";
+    return m;
+  };
+  a.config_to_hf = [](const YAML::Node& model) {
+    Gpt2Options o = options_of(model);
+    return nlohmann::json{{"model_type", "gpt2"},
+                          {"architectures", {"GPT2LMHeadModel"}},
+                          {"vocab_size", o.vocab_size},
+                          {"n_embd", o.hidden_size},
+                          {"n_layer", o.num_hidden_layers},
+                          {"n_head", o.num_heads},
+                          {"n_inner", o.filter_size},
+                          {"n_positions", o.max_position_embeddings},
+                          {"n_ctx", o.max_position_embeddings},
+                          {"activation_function", o.nonlinearity},
+                          {"resid_pdrop", o.dropout_rate},
+                          {"embd_pdrop", o.embedding_dropout_rate.value_or(o.dropout_rate)},
+                          {"attn_pdrop", o.attention_dropout_rate.value_or(o.dropout_rate)},
+                          {"layer_norm_epsilon", o.layer_norm_epsilon},
+                          {"scale_attn_weights", o.attention_type == "scaled_dot_product"},
+                          {"tie_word_embeddings", o.share_embedding_weights},
+                          {"initializer_range", o.initializer_range}};
+  };
+  a.from_hf = [](const StateDict& hf_in, const YAML::Node& model) {
+    Gpt2Options o = options_of(model);
+    StateDict hf;
+    for (const auto& [k, t] : hf_in) {
+      std::string key = k.rfind("transformer.", 0) == 0 ? k.substr(12) : k;
+      // Buffers HF keeps for the causal mask carry no weights.
+      if (key.find(".attn.bias") != std::string::npos || key.find(".attn.masked_bias") != std::string::npos) continue;
+      hf[key] = t;
+    }
+    StateDict z;
+    z["embedding_layer.word_embeddings.weight"] = take(hf, "wte.weight");
+    z["embedding_layer.position_embeddings.weight"] = take(hf, "wpe.weight");
+    for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+      const std::string h = "h." + std::to_string(i) + ".", l = "transformer_decoder.layers." + std::to_string(i) + ".";
+      for (const char* p : {"weight", "bias"}) {
+        z[l + "norm1." + p] = take(hf, h + "ln_1." + p);
+        z[l + "norm3." + p] = take(hf, h + "ln_2." + p);
+      }
+      // Conv1D stores (in, out): transpose to Linear's (out, in); c_attn holds q, k, v.
+      auto qkv_w = take(hf, h + "attn.c_attn.weight").t().chunk(3, 0);
+      auto qkv_b = take(hf, h + "attn.c_attn.bias").chunk(3, 0);
+      const char* names[] = {"q", "k", "v"};
+      for (int j = 0; j < 3; ++j) {
+        z[l + "self_attn.proj_" + names[j] + "_dense_layer.weight"] = qkv_w[j].contiguous();
+        z[l + "self_attn.proj_" + names[j] + "_dense_layer.bias"] = qkv_b[j].contiguous();
+      }
+      z[l + "self_attn.proj_output_dense_layer.weight"] = take(hf, h + "attn.c_proj.weight").t().contiguous();
+      z[l + "self_attn.proj_output_dense_layer.bias"] = take(hf, h + "attn.c_proj.bias");
+      z[l + "ffn.ffn.0.linear_layer.weight"] = take(hf, h + "mlp.c_fc.weight").t().contiguous();
+      z[l + "ffn.ffn.0.linear_layer.bias"] = take(hf, h + "mlp.c_fc.bias");
+      z[l + "ffn.ffn.1.linear_layer.weight"] = take(hf, h + "mlp.c_proj.weight").t().contiguous();
+      z[l + "ffn.ffn.1.linear_layer.bias"] = take(hf, h + "mlp.c_proj.bias");
+    }
+    for (const char* p : {"weight", "bias"}) z[std::string("transformer_decoder.norm.") + p] = take(hf, std::string("ln_f.") + p);
+    if (o.share_embedding_weights) hf.erase("lm_head.weight");  // a copy of wte when present
+    else z["lm_head.weight"] = take(hf, "lm_head.weight");
+    if (!hf.empty()) {
+      std::string left;
+      for (const auto& [k, t] : hf) left += (left.empty() ? "" : ", ") + k;
+      throw std::runtime_error("unexpected Hugging Face keys: " + left);
+    }
+    return z;
+  };
+  a.to_hf = [](const StateDict& z_in, const YAML::Node& model) {
+    Gpt2Options o = options_of(model);
+    StateDict z = z_in;
+    StateDict hf;
+    hf["transformer.wte.weight"] = take(z, "embedding_layer.word_embeddings.weight");
+    hf["transformer.wpe.weight"] = take(z, "embedding_layer.position_embeddings.weight");
+    for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+      const std::string h = "transformer.h." + std::to_string(i) + ".",
+                        l = "transformer_decoder.layers." + std::to_string(i) + ".";
+      for (const char* p : {"weight", "bias"}) {
+        hf[h + "ln_1." + p] = take(z, l + "norm1." + p);
+        hf[h + "ln_2." + p] = take(z, l + "norm3." + p);
+      }
+      std::vector<torch::Tensor> w, b;
+      for (const char* n : {"q", "k", "v"}) {
+        w.push_back(take(z, l + "self_attn.proj_" + n + "_dense_layer.weight"));
+        b.push_back(take(z, l + "self_attn.proj_" + n + "_dense_layer.bias"));
+      }
+      hf[h + "attn.c_attn.weight"] = torch::cat(w, 0).t().contiguous();
+      hf[h + "attn.c_attn.bias"] = torch::cat(b, 0);
+      hf[h + "attn.c_proj.weight"] = take(z, l + "self_attn.proj_output_dense_layer.weight").t().contiguous();
+      hf[h + "attn.c_proj.bias"] = take(z, l + "self_attn.proj_output_dense_layer.bias");
+      hf[h + "mlp.c_fc.weight"] = take(z, l + "ffn.ffn.0.linear_layer.weight").t().contiguous();
+      hf[h + "mlp.c_fc.bias"] = take(z, l + "ffn.ffn.0.linear_layer.bias");
+      hf[h + "mlp.c_proj.weight"] = take(z, l + "ffn.ffn.1.linear_layer.weight").t().contiguous();
+      hf[h + "mlp.c_proj.bias"] = take(z, l + "ffn.ffn.1.linear_layer.bias");
+    }
+    for (const char* p : {"weight", "bias"})
+      hf[std::string("transformer.ln_f.") + p] = take(z, std::string("transformer_decoder.norm.") + p);
+    if (!o.share_embedding_weights) hf["lm_head.weight"] = take(z, "lm_head.weight");
+    if (!z.empty()) {
+      std::string left;
+      for (const auto& [k, t] : z) left += (left.empty() ? "" : ", ") + k;
+      throw std::runtime_error("zoo keys with no Hugging Face name: " + left);
+    }
+    return hf;
+  };
+  return a;
+}
+
+}  // namespace zoo::models

@@ -1,0 +1,12 @@
+// Hugging Face GPT-2 <-> zoo: config.json <-> `model` section and state-dict
+// key maps (Conv1D weights transposed, c_attn split into q/k/v), as the
+// reference's gpt2_hf_cs converter does. Defines: gpt2_hf_adapter.
+#pragma once
+
+#include "models/registry.h"
+
+namespace zoo::models {
+
+HfAdapter gpt2_hf_adapter();
+
+}  // namespace zoo::models

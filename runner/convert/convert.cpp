@@ -1,0 +1,133 @@
+// Implementation of runner/convert/convert.h.
+#include "runner/convert/convert.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "models/registry.h"
+#include "runner/checkpoint.h"
+#include "runner/config/yaml_util.h"
+#include "runner/convert/safetensors.h"
+#include "runner/params.h"
+
+namespace zoo::convert {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const models::HfAdapter& adapter_for(const std::string& model) {
+  const models::ModelFamily& f = models::find_model(model);
+  if (!f.hf) throw std::runtime_error("model '" + model + "' has no Hugging Face converter yet");
+  return *f.hf;
+}
+
+// Params for fine-tuning the converted weights: the model as converted, and
+// placeholders the user fills in (data_dir) before training.
+YAML::Node finetune_params(const YAML::Node& model, const std::string& checkpoint, const std::string& output_dir) {
+  YAML::Node p;
+  for (const char* section : {"train_input", "eval_input"}) {
+    p[section]["data_processor"] = "GptHDF5MapDataProcessor";
+    p[section]["data_dir"] = std::string("./data/") + (std::string(section) == "train_input" ? "train" : "val");
+    p[section]["batch_size"] = 8;
+  }
+  p["model"] = model;
+  p["optimizer"]["optimizer_type"] = "AdamW";
+  p["optimizer"]["learning_rate"] = 1e-5;
+  p["optimizer"]["weight_decay"] = 0.01;
+  p["optimizer"]["max_gradient_norm"] = 1.0;
+  p["runconfig"]["num_steps"] = 1000;
+  p["runconfig"]["checkpoint_steps"] = 500;
+  p["runconfig"]["log_steps"] = 10;
+  p["runconfig"]["checkpoint_path"] = checkpoint;
+  p["runconfig"]["load_checkpoint_states"] = "model";
+  p["runconfig"]["model_dir"] = (fs::path(output_dir) / "finetune").string();
+  return p;
+}
+
+void hf_to_zoo(const ConvertCommand& c) {
+  const models::HfAdapter& a = adapter_for(c.model);
+  fs::path weights(c.checkpoint);
+  std::string config_path = c.config ? *c.config
+                                     : ((fs::is_directory(weights) ? weights : weights.parent_path()) / "config.json").string();
+  std::ifstream in(config_path);
+  if (!in) throw std::runtime_error(config_path + ": cannot read the Hugging Face config.json (pass --config)");
+  nlohmann::json hf_config = nlohmann::json::parse(in);
+  YAML::Node model = a.config_from_hf(hf_config);
+  models::StateDict state;
+  try {
+    state = a.from_hf(read_hf_weights(c.checkpoint), model);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(c.checkpoint + ": " + e.what());
+  }
+  fs::create_directories(c.output_dir);
+  const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
+  YAML::Node params_yaml = finetune_params(model, ckpt_path, c.output_dir);
+  Params params = params_from_node(params_yaml, "converted params", YAML::Node());
+  // Load into a real model: shapes and keys are checked the way training will.
+  auto built = models::find_model(params.model_name).build(params.model, params.context("model"), torch::TensorOptions());
+  c10::impl::GenericDict weights_dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [k, t] : state) weights_dict.insert("model." + k, t);
+  ckpt::load_model_state_dict(*built, weights_dict, /*strict=*/true, c.checkpoint);
+
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", ckpt::model_state_dict(*built));
+  d.insert("global_step", int64_t{0});
+  c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
+  meta.insert("version", std::string("zoo ") + ZOO_VERSION);
+  meta.insert("model_name", params.model_name);
+  YAML::Emitter e;
+  e << params.resolved();
+  meta.insert("params", std::string(e.c_str()));
+  meta.insert("converted_from", c.checkpoint);
+  c10::impl::GenericList metadata(c10::AnyType::get());
+  metadata.push_back(meta);
+  d.insert("__metadata__", metadata);
+  ckpt::save_checkpoint_file(ckpt_path, d);
+  const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
+  config::write_yaml_file(params_path, params_yaml);
+  std::cout << "Wrote " << ckpt_path << " and " << params_path
+            << " (set train_input/eval_input data_dir, then: zoo CPU --params " << params_path << " --mode train)\n";
+}
+
+void zoo_to_hf(const ConvertCommand& c) {
+  const models::HfAdapter& a = adapter_for(c.model);
+  c10::impl::GenericDict dict = ckpt::load_checkpoint_file(c.checkpoint);
+  Params params;
+  if (c.config) {
+    params = load_params(*c.config, YAML::Node());
+  } else {
+    if (!dict.contains("__metadata__")) throw std::runtime_error(c.checkpoint + ": no params stored; pass --config");
+    std::string yaml = dict.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef();
+    params = params_from_node(config::load_yaml_string(yaml, c.checkpoint), c.checkpoint, YAML::Node());
+  }
+  models::StateDict state;
+  for (const auto& kv : dict.at("model").toGenericDict()) {
+    std::string k = kv.key().toStringRef();
+    state[k.rfind("model.", 0) == 0 ? k.substr(6) : k] = kv.value().toTensor();
+  }
+  models::StateDict hf;
+  try {
+    hf = a.to_hf(state, params.model);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(c.checkpoint + ": " + e.what());
+  }
+  fs::create_directories(c.output_dir);
+  write_safetensors((fs::path(c.output_dir) / "model.safetensors").string(), hf, {{"format", "pt"}});
+  nlohmann::json cfg = a.config_to_hf(params.model);
+  const std::string cfg_path = (fs::path(c.output_dir) / "config.json").string();
+  std::ofstream(cfg_path) << cfg.dump(2) << "\n";
+  std::cout << "Wrote " << (fs::path(c.output_dir) / "model.safetensors").string() << " and " << cfg_path << "\n";
+}
+
+}  // namespace
+
+void run_convert(const ConvertCommand& c) {
+  if (c.src_fmt == "hf" && c.tgt_fmt == "zoo") return hf_to_zoo(c);
+  if (c.src_fmt == "zoo" && c.tgt_fmt == "hf") return zoo_to_hf(c);
+  throw std::runtime_error("zoo convert: --src-fmt/--tgt-fmt must be hf -> zoo or zoo -> hf");
+}
+
+}  // namespace zoo::convert

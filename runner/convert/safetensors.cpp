@@ -1,0 +1,113 @@
+// Implementation of runner/convert/safetensors.h.
+#include "runner/convert/safetensors.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+namespace zoo::convert {
+
+namespace {
+namespace fs = std::filesystem;
+
+const std::map<std::string, torch::ScalarType> kDtypes = {
+    {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf}, {"BF16", torch::kBFloat16},
+    {"I64", torch::kLong},   {"I32", torch::kInt},   {"I16", torch::kShort}, {"I8", torch::kChar},
+    {"U8", torch::kByte},    {"BOOL", torch::kBool}};
+
+std::string dtype_name(torch::ScalarType t) {
+  for (const auto& [name, type] : kDtypes)
+    if (type == t) return name;
+  throw std::runtime_error(std::string("safetensors: unsupported dtype ") + c10::toString(t));
+}
+}  // namespace
+
+TensorMap read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  uint64_t header_size = 0;
+  in.read(reinterpret_cast<char*>(&header_size), 8);  // little-endian on every platform zoo supports
+  const uint64_t file_size = fs::file_size(path);
+  if (!in || header_size > file_size - 8) throw std::runtime_error(path + ": not a safetensors file (bad header size)");
+  std::string header(header_size, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_size));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": safetensors header is not JSON (" + e.what() + ")");
+  }
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  TensorMap out;
+  for (const auto& [name, info] : j.items()) {
+    if (name == "__metadata__") continue;
+    auto dt = kDtypes.find(info.at("dtype").get<std::string>());
+    if (dt == kDtypes.end()) throw std::runtime_error(path + ": " + name + ": unsupported dtype " + info.at("dtype").dump());
+    std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
+    auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
+    torch::Tensor t = torch::empty(shape, torch::dtype(dt->second));
+    if (offsets.size() != 2 || offsets[1] > data.size() || offsets[1] - offsets[0] != t.nbytes())
+      throw std::runtime_error(path + ": " + name + ": data_offsets do not match its shape and dtype");
+    std::memcpy(t.data_ptr(), data.data() + offsets[0], t.nbytes());
+    out[name] = t;
+  }
+  return out;
+}
+
+TensorMap read_hf_weights(const std::string& path_in) {
+  fs::path path(path_in);
+  if (fs::is_directory(path)) {
+    if (fs::exists(path / "model.safetensors.index.json")) path /= "model.safetensors.index.json";
+    else if (fs::exists(path / "model.safetensors")) path /= "model.safetensors";
+    else if (fs::exists(path / "pytorch_model.bin"))
+      throw std::runtime_error(path_in + ": only pytorch_model.bin found; reading torch.save files is not supported "
+                               "yet, convert it to model.safetensors first");
+    else throw std::runtime_error(path_in + ": no model.safetensors or model.safetensors.index.json");
+  }
+  const std::string p = path.string();
+  if (p.size() > 5 && p.compare(p.size() - 5, 5, ".json") == 0) {
+    std::ifstream in(p);
+    nlohmann::json index = nlohmann::json::parse(in);
+    TensorMap out;
+    std::set<std::string> shards;
+    for (const auto& [name, file] : index.at("weight_map").items()) shards.insert(file.get<std::string>());
+    for (const auto& shard : shards)
+      for (auto& [name, t] : read_safetensors((path.parent_path() / shard).string())) out[name] = t;
+    return out;
+  }
+  if (p.size() > 4 && p.compare(p.size() - 4, 4, ".bin") == 0)
+    throw std::runtime_error(p + ": reading torch.save files (pytorch_model.bin) is not supported yet");
+  return read_safetensors(p);
+}
+
+void write_safetensors(const std::string& path, const TensorMap& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header;
+  uint64_t offset = 0;
+  std::vector<torch::Tensor> ordered;
+  for (const auto& [name, t_in] : tensors) {
+    torch::Tensor t = t_in.detach().cpu().contiguous();
+    header[name] = {{"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+    ordered.push_back(t);
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    uint64_t n = text.size();
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << text;
+    for (const auto& t : ordered) out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    if (!out.flush()) throw std::runtime_error(path + ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace zoo::convert

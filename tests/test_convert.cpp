@@ -1,0 +1,139 @@
+// Hugging Face <-> zoo conversion for GPT-2: a tiny HF-format model written
+// by Python is converted, its zoo logits match a GPT-2 forward pass computed
+// in Python from the HF weights, the round trip HF -> zoo -> HF is bitwise
+// equal, and bad inputs name what is wrong.
+#include <gtest/gtest.h>
+
+#include "models/registry.h"
+#include "runner/checkpoint.h"
+#include "runner/convert/convert.h"
+#include "runner/convert/safetensors.h"
+#include "runner/params.h"
+#include "test_util.h"
+
+using namespace zoo;
+
+namespace {
+
+// Writes hf/model.safetensors + hf/config.json for a tiny GPT-2 with random
+// weights, and ids.bin / logits.bin: GPT-2's forward pass (Conv1D, gelu_new,
+// tied lm_head) written out with torch ops.
+const char* kMakeHf = R"PY(
+import json, math, struct, sys, torch
+import torch.nn.functional as F
+out = sys.argv[1]
+torch.manual_seed(0)
+V, C, L, H, P = 50, 16, 2, 4, 12
+sd = {"transformer.wte.weight": torch.randn(V, C) * 0.1, "transformer.wpe.weight": torch.randn(P, C) * 0.1}
+for i in range(L):
+    h = f"transformer.h.{i}."
+    for n, shape in [("ln_1.weight", (C,)), ("ln_1.bias", (C,)), ("ln_2.weight", (C,)), ("ln_2.bias", (C,)),
+                     ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", (3 * C,)),
+                     ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", (C,)),
+                     ("mlp.c_fc.weight", (C, 4 * C)), ("mlp.c_fc.bias", (4 * C,)),
+                     ("mlp.c_proj.weight", (4 * C, C)), ("mlp.c_proj.bias", (C,))]:
+        sd[h + n] = torch.randn(*shape) * 0.2 + (1.0 if n.endswith("ln_1.weight") or n.endswith("ln_2.weight") else 0.0)
+    sd[h + "attn.bias"] = torch.tril(torch.ones(P, P)).view(1, 1, P, P)  # HF's mask buffer
+sd["transformer.ln_f.weight"] = torch.ones(C) + 0.1 * torch.randn(C)
+sd["transformer.ln_f.bias"] = 0.1 * torch.randn(C)
+header, blobs, off = {}, [], 0
+for k in sorted(sd):
+    b = sd[k].contiguous().numpy().tobytes()
+    header[k] = {"dtype": "F32", "shape": list(sd[k].shape), "data_offsets": [off, off + len(b)]}
+    blobs.append(b)
+    off += len(b)
+hj = json.dumps(header).encode()
+import os
+os.makedirs(out + "/hf", exist_ok=True)
+with open(out + "/hf/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+json.dump({"model_type": "gpt2", "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": H, "n_positions": P,
+           "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+           "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}, open(out + "/hf/config.json", "w"))
+ids = torch.randint(0, V, (2, P))
+x = sd["transformer.wte.weight"][ids] + sd["transformer.wpe.weight"][:P]
+conv1d = lambda t, p: t @ sd[p + ".weight"] + sd[p + ".bias"]
+for i in range(L):
+    h = f"transformer.h.{i}."
+    a = F.layer_norm(x, (C,), sd[h + "ln_1.weight"], sd[h + "ln_1.bias"], 1e-5)
+    q, k, v = conv1d(a, h + "attn.c_attn").split(C, dim=-1)
+    q, k, v = (t.view(2, P, H, C // H).transpose(1, 2) for t in (q, k, v))
+    w = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)
+    w = w.masked_fill(torch.tril(torch.ones(P, P)) == 0, float("-inf")).softmax(-1)
+    x = x + conv1d((w @ v).transpose(1, 2).reshape(2, P, C), h + "attn.c_proj")
+    m = F.layer_norm(x, (C,), sd[h + "ln_2.weight"], sd[h + "ln_2.bias"], 1e-5)
+    x = x + conv1d(F.gelu(conv1d(m, h + "mlp.c_fc"), approximate="tanh"), h + "mlp.c_proj")
+x = F.layer_norm(x, (C,), sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"], 1e-5)
+logits = x @ sd["transformer.wte.weight"].t()
+open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
+open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
+)PY";
+
+torch::Tensor read_raw(const std::string& path, torch::ScalarType type, std::vector<int64_t> shape) {
+  std::string bytes = zoo::testing::read_file(path);
+  torch::Tensor t = torch::empty(shape, type);
+  EXPECT_EQ(bytes.size(), t.nbytes()) << path;
+  std::memcpy(t.data_ptr(), bytes.data(), std::min<size_t>(bytes.size(), t.nbytes()));
+  return t;
+}
+
+}  // namespace
+
+TEST(Convert, Gpt2FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  std::string script = zoo::testing::write_file(dir / "make_hf.py", kMakeHf);
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  convert::run_convert({dir / "hf", "gpt2", "hf", "zoo", std::nullopt, dir / "zoo"});
+  // The written params validate and rebuild the model the checkpoint fits.
+  Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
+  EXPECT_EQ(p.runconfig.load_checkpoint_states.value(), "model");
+  EXPECT_EQ(p.runconfig.checkpoint_path.value(), dir / "zoo/checkpoint_0.mdl");
+  auto model = models::find_model(p.model_name).build(p.model, p.context("model"), torch::TensorOptions());
+  ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
+                              true, "converted");
+  model->eval();
+  torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12});
+  torch::Tensor expected = read_raw(dir / "logits.bin", torch::kFloat, {2, 12, 50});
+  torch::NoGradGuard no_grad;
+  models::GenerationCache cache;
+  torch::Tensor logits = model->next_logits(ids, cache);
+  EXPECT_LT((logits - expected).abs().max().item<double>(), 1e-5);
+
+  // zoo -> HF gives back the same tensors, bit for bit (HF's mask buffers aside).
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "gpt2", "zoo", "hf", std::nullopt, dir / "back"});
+  auto original = convert::read_safetensors(dir / "hf/model.safetensors");
+  auto back = convert::read_safetensors(dir / "back/model.safetensors");
+  for (auto it = original.begin(); it != original.end();)
+    it = it->first.find(".attn.bias") != std::string::npos ? original.erase(it) : std::next(it);
+  ASSERT_EQ(original.size(), back.size());
+  for (const auto& [k, t] : original) {
+    ASSERT_TRUE(back.count(k)) << k;
+    EXPECT_TRUE(torch::equal(t, back[k])) << k;
+  }
+  auto cfg = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
+  EXPECT_EQ(cfg["n_embd"], 16);
+  EXPECT_EQ(cfg["activation_function"], "gelu_new");
+}
+
+TEST(Convert, MissingAndUnexpectedKeysAreNamed) {
+  zoo::testing::TempDir dir;
+  convert::TensorMap t = {{"transformer.wte.weight", torch::zeros({10, 8})},
+                          {"transformer.wpe.weight", torch::zeros({4, 8})},
+                          {"transformer.extra.weight", torch::zeros({2})}};
+  std::filesystem::create_directories(dir / "hf");
+  convert::write_safetensors(dir / "hf/model.safetensors", t);
+  zoo::testing::write_file(dir / "hf/config.json",
+                           R"({"vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 4})");
+  try {
+    convert::run_convert({dir / "hf", "gpt2", "hf", "zoo", std::nullopt, dir / "zoo"});
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing Hugging Face key: h.0.ln_1.weight"), std::string::npos) << e.what();
+  }
+  zoo::testing::write_file(dir / "bad.safetensors", "xx");
+  EXPECT_THROW(convert::read_safetensors(dir / "bad.safetensors"), std::runtime_error);
+  EXPECT_THROW(convert::read_hf_weights(dir / "nowhere"), std::runtime_error);
+}
