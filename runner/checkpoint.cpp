@@ -1,6 +1,7 @@
 // Implementation of runner/checkpoint.h.
 #include "runner/checkpoint.h"
 
+#include "runner/convert/torch_pickle.h"
 #include "runner/crc32c.h"
 
 #include <fcntl.h>
@@ -117,6 +118,37 @@ void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict&
   fs::rename(tmp, path);
 }
 
+namespace {
+
+// A file written by Python's torch.save: a plain state dict (keys with or
+// without "model."), or a dict whose "model" entry is one. Becomes {"model": ...}.
+c10::impl::GenericDict load_torch_save_weights(const std::string& path) {
+  convert::PyRef root;
+  try {
+    root = convert::read_torch_save(path);
+  } catch (const std::exception&) {
+    throw std::runtime_error(path + ": not a readable zoo checkpoint or torch.save file (truncated or corrupt?)");
+  }
+  convert::PyRef weights = root;
+  int64_t global_step = -1;
+  if (root->kind == convert::PyObject::Kind::dict) {
+    for (const auto& [k, v] : root->entries) {
+      if (k->s == "model" && v->kind == convert::PyObject::Kind::dict) weights = v;
+      if (k->s == "global_step" && v->kind == convert::PyObject::Kind::integer) global_step = v->i;
+    }
+  }
+  std::map<std::string, torch::Tensor> tensors = convert::tensor_dict(weights);
+  if (tensors.empty()) throw std::runtime_error(path + ": holds no tensors to load as model weights");
+  c10::impl::GenericDict model(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [k, t] : tensors) model.insert(k, t);
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  out.insert("model", model);
+  if (global_step >= 0) out.insert("global_step", global_step);
+  return out;
+}
+
+}  // namespace
+
 c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open checkpoint");
@@ -125,9 +157,9 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   try {
     value = torch::pickle_load(bytes);
   } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": not a readable zoo checkpoint (truncated or corrupt?)");
+    value = c10::IValue();
   }
-  if (!value.isGenericDict()) throw std::runtime_error(path + ": checkpoint does not hold a dictionary");
+  if (!value.isGenericDict()) return load_torch_save_weights(path);
   c10::impl::GenericDict dict = value.toGenericDict();
   if (dict.contains("__checksum__")) {
     const int64_t stored = dict.at("__checksum__").toInt();

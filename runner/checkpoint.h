@@ -34,6 +34,8 @@ std::string new_checkpoint_path(const std::string& dir, int64_t step);
 void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict);
 // Throws std::runtime_error naming the file when it is missing, truncated,
 // unreadable or fails its checksum. Returns the dict without "__checksum__".
+// Files written by Python's torch.save (a state dict, or a dict with a
+// "model" state dict) load as {"model": weights[, "global_step"]}.
 c10::impl::GenericDict load_checkpoint_file(const std::string& path);
 
 // Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them.

@@ -8,6 +8,7 @@
 #include "runner/checkpoint.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
+#include "runner/convert/torch_pickle.h"
 #include "runner/params.h"
 #include "test_util.h"
 
@@ -65,6 +66,10 @@ for i in range(L):
     x = x + conv1d(F.gelu(conv1d(m, h + "mlp.c_fc"), approximate="tanh"), h + "mlp.c_proj")
 x = F.layer_norm(x, (C,), sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"], 1e-5)
 logits = x @ sd["transformer.wte.weight"].t()
+os.makedirs(out + "/hf_bin", exist_ok=True)
+import collections, shutil
+torch.save(collections.OrderedDict(sd), out + "/hf_bin/pytorch_model.bin")
+shutil.copy(out + "/hf/config.json", out + "/hf_bin/config.json")
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
 )PY";
@@ -113,6 +118,12 @@ TEST(Convert, Gpt2FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
     ASSERT_TRUE(back.count(k)) << k;
     EXPECT_TRUE(torch::equal(t, back[k])) << k;
   }
+  // pytorch_model.bin (torch.save) converts to the same zoo weights.
+  convert::run_convert({dir / "hf_bin", "gpt2", "hf", "zoo", std::nullopt, dir / "zoo_bin"});
+  auto from_st = ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict();
+  auto from_bin = ckpt::load_checkpoint_file(dir / "zoo_bin/checkpoint_0.mdl").at("model").toGenericDict();
+  ASSERT_EQ(from_st.size(), from_bin.size());
+  for (const auto& kv : from_st) EXPECT_TRUE(torch::equal(kv.value().toTensor(), from_bin.at(kv.key()).toTensor()));
   auto cfg = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
   EXPECT_EQ(cfg["n_embd"], 16);
   EXPECT_EQ(cfg["activation_function"], "gelu_new");
@@ -136,4 +147,54 @@ TEST(Convert, MissingAndUnexpectedKeysAreNamed) {
   zoo::testing::write_file(dir / "bad.safetensors", "xx");
   EXPECT_THROW(convert::read_safetensors(dir / "bad.safetensors"), std::runtime_error);
   EXPECT_THROW(convert::read_hf_weights(dir / "nowhere"), std::runtime_error);
+}
+
+// Files written by Python's torch.save: dtypes, views over shared storages,
+// non-contiguous tensors and nested dicts come back exactly.
+TEST(Convert, ReadsTorchSaveFiles) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  std::string script = zoo::testing::write_file(dir / "save.py", R"PY(
+import collections, json, struct, sys, torch
+out = sys.argv[1]
+torch.manual_seed(0)
+base = torch.randn(6, 4)
+sd = collections.OrderedDict()
+sd["a.weight"] = base
+sd["a.view"] = base[2:5]                 # shares a's storage, with an offset
+sd["a.t"] = base.t()                     # not contiguous
+sd["half"] = torch.randn(3).half()
+sd["bf16"] = torch.randn(2, 2).bfloat16()
+sd["steps"] = torch.arange(5)
+sd["flag"] = torch.tensor([True, False])
+sd._metadata = {"": {"version": 1}}      # as nn.Module.state_dict() sets
+torch.save(sd, out + "/state.pt")
+torch.save({"model": sd, "global_step": 7, "note": "x"}, out + "/ckpt.pt")
+names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL"}
+header, blobs, off = {}, [], 0
+for k, t in sd.items():
+    t = t.contiguous()
+    b = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+    header[k] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+    blobs.append(b)
+    off += len(b)
+hj = json.dumps(header).encode()
+open(out + "/expected.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+)PY");
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto expected = convert::read_safetensors(dir / "expected.safetensors");
+  auto got = convert::tensor_dict(convert::read_torch_save(dir / "state.pt"));
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [k, t] : expected) {
+    ASSERT_TRUE(got.count(k)) << k;
+    EXPECT_EQ(got[k].scalar_type(), t.scalar_type()) << k;
+    EXPECT_TRUE(torch::equal(got[k], t)) << k;
+  }
+  // As a checkpoint: {"model": state dict, "global_step": 7} loads as model weights and step.
+  auto ckpt = ckpt::load_checkpoint_file(dir / "ckpt.pt");
+  EXPECT_EQ(ckpt.at("global_step").toInt(), 7);
+  EXPECT_TRUE(torch::equal(ckpt.at("model").toGenericDict().at("a.t").toTensor(), expected["a.t"]));
+  zoo::testing::write_file(dir / "junk.pt", "PK not really a zip");
+  EXPECT_THROW(ckpt::load_checkpoint_file(dir / "junk.pt"), std::runtime_error);
 }

@@ -1,6 +1,8 @@
 // Implementation of runner/convert/safetensors.h.
 #include "runner/convert/safetensors.h"
 
+#include "runner/convert/torch_pickle.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -60,27 +62,37 @@ TensorMap read_safetensors(const std::string& path) {
 TensorMap read_hf_weights(const std::string& path_in) {
   fs::path path(path_in);
   if (fs::is_directory(path)) {
-    if (fs::exists(path / "model.safetensors.index.json")) path /= "model.safetensors.index.json";
-    else if (fs::exists(path / "model.safetensors")) path /= "model.safetensors";
-    else if (fs::exists(path / "pytorch_model.bin"))
-      throw std::runtime_error(path_in + ": only pytorch_model.bin found; reading torch.save files is not supported "
-                               "yet, convert it to model.safetensors first");
-    else throw std::runtime_error(path_in + ": no model.safetensors or model.safetensors.index.json");
+    bool found = false;
+    for (const char* name : {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json",
+                             "pytorch_model.bin"}) {
+      if (fs::exists(path / name)) {
+        path /= name;
+        found = true;
+        break;
+      }
+    }
+    if (!found)
+      throw std::runtime_error(path_in + ": no model.safetensors, pytorch_model.bin or their sharded index json");
   }
   const std::string p = path.string();
-  if (p.size() > 5 && p.compare(p.size() - 5, 5, ".json") == 0) {
+  auto ends_with = [&](const std::string& suffix) {
+    return p.size() >= suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  auto read_one = [](const std::string& file) {
+    const bool pickle = file.size() > 4 && file.compare(file.size() - 4, 4, ".bin") == 0;
+    return pickle ? tensor_dict(read_torch_save(file)) : read_safetensors(file);
+  };
+  if (ends_with(".json")) {
     std::ifstream in(p);
     nlohmann::json index = nlohmann::json::parse(in);
     TensorMap out;
     std::set<std::string> shards;
     for (const auto& [name, file] : index.at("weight_map").items()) shards.insert(file.get<std::string>());
     for (const auto& shard : shards)
-      for (auto& [name, t] : read_safetensors((path.parent_path() / shard).string())) out[name] = t;
+      for (auto& [name, t] : read_one((path.parent_path() / shard).string())) out[name] = t;
     return out;
   }
-  if (p.size() > 4 && p.compare(p.size() - 4, 4, ".bin") == 0)
-    throw std::runtime_error(p + ": reading torch.save files (pytorch_model.bin) is not supported yet");
-  return read_safetensors(p);
+  return read_one(p);
 }
 
 void write_safetensors(const std::string& path, const TensorMap& tensors,

@@ -15,8 +15,8 @@ using TensorMap = std::map<std::string, torch::Tensor>;
 
 // Throws std::runtime_error naming the file for bad headers or sizes.
 TensorMap read_safetensors(const std::string& path);
-// A checkpoint path: model.safetensors, a sharded *.safetensors.index.json, or
-// a directory holding either.
+// A Hugging Face checkpoint: model.safetensors, pytorch_model.bin, a sharded
+// *.index.json of either, or a directory holding one of them.
 TensorMap read_hf_weights(const std::string& path);
 // Writes atomically; `metadata` goes to the header's __metadata__.
 void write_safetensors(const std::string& path, const TensorMap& tensors,
