@@ -11,7 +11,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +44,8 @@ struct ModelFamily {
                                        const torch::TensorOptions& param_options)>
       build;
   std::vector<config::FieldInfo> fields;
-  std::optional<HfAdapter> hf;  // when the family converts to/from Hugging Face
+  // Hugging Face converters by HF model type (e.g. "gpt2", "llama").
+  std::map<std::string, HfAdapter> hf;
 };
 
 // Options must have `static const config::Schema<Options>& schema()`;

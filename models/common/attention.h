@@ -1,6 +1,6 @@
 // Multi-head causal self-attention with modelzoo's projection names
 // (proj_{q,k,v,output}_dense_layer) so checkpoints map one-to-one.
-// Defines: LayerKV, AttentionOptions, MultiheadAttention.
+// Defines: apply_rotary, LayerKV, AttentionOptions, MultiheadAttention.
 #pragma once
 
 #include <torch/torch.h>
@@ -10,6 +10,11 @@
 
 namespace zoo::models {
 
+// Rotary position embedding on the first `rotary_dim` dims of each head, in
+// modelzoo's interleaved layout: dims (2j, 2j+1) rotate by position * base^(-2j/rotary_dim).
+// x: (B, H, T, D), positions start at `first_position`.
+torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double base, int64_t first_position);
+
 // One layer's cached keys and values, (B, H, positions so far, D).
 struct LayerKV {
   torch::Tensor keys, values;
@@ -18,6 +23,9 @@ struct LayerKV {
 struct AttentionOptions {
   int64_t hidden_size = 0;
   int64_t num_heads = 1;
+  int64_t num_kv_groups = 0;         // key/value heads (GQA/MQA); 0: num_heads
+  int64_t rotary_dim = 0;            // rotary position embedding on this many dims per head; 0: none
+  double rotary_base = 10000.0;
   bool use_projection_bias = true;   // q/k/v projections
   bool use_output_bias = true;       // output projection (modelzoo: use_ffn_bias_in_attention)
   double dropout = 0.0;              // on attention probabilities
@@ -39,6 +47,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
       proj_output_dense_layer{nullptr};
 
  private:
+  int64_t kv_heads() const { return options_.num_kv_groups > 0 ? options_.num_kv_groups : options_.num_heads; }
   AttentionOptions options_;
 };
 TORCH_MODULE(MultiheadAttention);

@@ -5,7 +5,7 @@
 
 namespace zoo::models {
 
-const std::vector<std::string> kPositionEmbeddingTypes = {"learned", "fixed"};
+const std::vector<std::string> kPositionEmbeddingTypes = {"learned", "fixed", "rotary"};
 
 torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
   torch::Tensor pos = torch::arange(positions, torch::kFloat).unsqueeze(1);           // (P, 1)

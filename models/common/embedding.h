@@ -13,8 +13,8 @@
 
 namespace zoo::models {
 
-// "learned": a trained table; "fixed": sinusoidal, not trained. (rotary/alibi
-// are applied inside attention and arrive with the families that need them.)
+// "learned": a trained table; "fixed": sinusoidal, not trained; "rotary":
+// nothing here, attention rotates queries and keys.
 extern const std::vector<std::string> kPositionEmbeddingTypes;
 
 // (positions, dim) sinusoidal table as in "Attention Is All You Need".

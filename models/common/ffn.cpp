@@ -5,8 +5,10 @@
 
 namespace zoo::models {
 
-const std::vector<std::string> kActivationNames = {"gelu", "gelu_new", "gelu_fast", "relu",
-                                                   "silu", "swish", "tanh", "sigmoid", "linear"};
+const std::vector<std::string> kActivationNames = {"gelu", "gelu_new", "gelu_fast", "relu",  "silu", "swish",
+                                                   "tanh", "sigmoid",  "linear",    "swiglu", "geglu", "reglu"};
+
+bool is_glu(const std::string& n) { return n == "swiglu" || n == "geglu" || n == "reglu"; }
 
 torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
   if (name == "gelu") return torch::gelu(x);  // exact erf form, as torch.nn.GELU()
@@ -16,27 +18,36 @@ torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
   if (name == "tanh") return torch::tanh(x);
   if (name == "sigmoid") return torch::sigmoid(x);
   if (name == "linear") return x;
+  if (name == "swiglu") return torch::silu(x);  // the gate's activation
+  if (name == "geglu") return torch::gelu(x);
+  if (name == "reglu") return torch::relu(x);
   throw std::invalid_argument("unknown nonlinearity '" + name + "'");
 }
 
-FFNLayerImpl::FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& p) {
+FFNLayerImpl::FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& p, bool glu) {
   linear_layer = register_module("linear_layer", Dense(in, out, bias, p));
+  if (glu) linear_layer_for_glu = register_module("linear_layer_for_glu", Dense(in, out, bias, p));
 }
 
 FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& p)
     : options_(o) {
   ffn = register_module("ffn", torch::nn::ModuleList());
-  ffn->push_back(FFNLayer(o.input_size, o.filter_size, o.use_bias, p));
+  ffn->push_back(FFNLayer(o.input_size, o.filter_size, o.use_bias, p, is_glu(o.nonlinearity)));
   ffn->push_back(FFNLayer(o.filter_size, o.input_size, o.use_bias, p));
 }
 
 void FeedForwardImpl::reset_parameters() {
-  ffn[0]->as<FFNLayerImpl>()->linear_layer->reset_parameters(options_.initializer);
+  FFNLayerImpl* first = ffn[0]->as<FFNLayerImpl>();
+  first->linear_layer->reset_parameters(options_.initializer);
+  if (first->linear_layer_for_glu) first->linear_layer_for_glu->reset_parameters(options_.initializer);
   ffn[1]->as<FFNLayerImpl>()->linear_layer->reset_parameters(options_.output_initializer);
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = activation(options_.nonlinearity, ffn[0]->as<FFNLayerImpl>()->linear_layer(x));
+  FFNLayerImpl* first = ffn[0]->as<FFNLayerImpl>();
+  torch::Tensor h = first->linear_layer_for_glu
+                        ? activation(options_.nonlinearity, first->linear_layer_for_glu(x)) * first->linear_layer(x)
+                        : activation(options_.nonlinearity, first->linear_layer(x));
   if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
   return ffn[1]->as<FFNLayerImpl>()->linear_layer(h);
 }

@@ -1,6 +1,6 @@
 // Position-wise feed-forward network with modelzoo's layout
 // (ffn.{i}.linear_layer), and the named activations the configs use.
-// Defines: kActivationNames, activation, FeedForwardOptions, FeedForward.
+// Defines: kActivationNames, activation, is_glu, FeedForwardOptions, FeedForward.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,10 +17,14 @@ extern const std::vector<std::string> kActivationNames;
 // Applies the named activation ("gelu", "relu", "gelu_new", "silu", ...).
 torch::Tensor activation(const std::string& name, const torch::Tensor& x);
 
+// True for gated activations (swiglu, geglu, reglu): act(gate(x)) * up(x).
+bool is_glu(const std::string& nonlinearity);
+
 class FFNLayerImpl : public torch::nn::Module {
  public:
-  FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& p);
+  FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& p, bool glu = false);
   Dense linear_layer{nullptr};
+  Dense linear_layer_for_glu{nullptr};  // the gate of a GLU layer (modelzoo's name)
 };
 TORCH_MODULE(FFNLayer);
 

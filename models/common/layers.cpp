@@ -27,20 +27,24 @@ torch::Tensor EmbeddingTableImpl::forward(const torch::Tensor& ids) {
   return torch::embedding(weight, ids);
 }
 
-LayerNormImpl::LayerNormImpl(int64_t dim, double eps_, const torch::TensorOptions& options) : eps(eps_) {
+LayerNormImpl::LayerNormImpl(int64_t dim, double eps_, const torch::TensorOptions& options, bool rms_)
+    : eps(eps_), rms(rms_) {
   weight = register_parameter("weight", torch::ones({dim}, options));
-  bias = register_parameter("bias", torch::zeros({dim}, options));
+  if (!rms) bias = register_parameter("bias", torch::zeros({dim}, options));
 }
 
 void LayerNormImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
   if (weight.device().is_meta()) return;
   weight.fill_(1.0);
-  bias.zero_();
+  if (bias.defined()) bias.zero_();
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
-  return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+  if (!rms) return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+  torch::Tensor x32 = x.to(torch::kFloat);  // statistics in float32, as LLaMA does
+  torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);
+  return weight * normed.to(x.scalar_type());
 }
 
 OutputHeadImpl::OutputHeadImpl(int64_t hidden, int64_t vocab, bool own_weight, bool use_bias,

@@ -30,14 +30,16 @@ class EmbeddingTableImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EmbeddingTable);
 
+// LayerNorm, or RMSNorm (rms = true: x / rms(x) * weight, no bias, no centering).
 class LayerNormImpl : public torch::nn::Module {
  public:
-  LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);
+  LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options, bool rms = false);
   torch::Tensor forward(const torch::Tensor& x);
   void reset_parameters();  // weight = 1, bias = 0
   torch::Tensor weight;
-  torch::Tensor bias;
+  torch::Tensor bias;  // undefined for RMSNorm
   double eps;
+  bool rms;
 };
 TORCH_MODULE(LayerNorm);
 

@@ -7,9 +7,9 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptio
                                                          const torch::TensorOptions& p)
     : dropout_(o.dropout) {
   const int64_t C = o.attention.hidden_size;
-  norm1 = register_module("norm1", LayerNorm(C, o.layer_norm_epsilon, p));
+  norm1 = register_module("norm1", LayerNorm(C, o.layer_norm_epsilon, p, o.rms_norm));
   self_attn = register_module("self_attn", MultiheadAttention(o.attention, p));
-  norm3 = register_module("norm3", LayerNorm(C, o.layer_norm_epsilon, p));
+  norm3 = register_module("norm3", LayerNorm(C, o.layer_norm_epsilon, p, o.rms_norm));
   ffn = register_module("ffn", FeedForward(o.ffn, p));
 }
 
@@ -32,7 +32,7 @@ TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const Decoder
                                                const torch::TensorOptions& p) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerDecoderLayer(o, p));
-  norm = register_module("norm", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p));
+  norm = register_module("norm", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p, o.rms_norm));
 }
 
 void TransformerDecoderImpl::reset_parameters() {

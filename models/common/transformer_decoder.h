@@ -17,6 +17,7 @@ struct DecoderLayerOptions {
   AttentionOptions attention;
   FeedForwardOptions ffn;
   double layer_norm_epsilon = 1e-5;
+  bool rms_norm = false;  // RMSNorm instead of LayerNorm
   double dropout = 0.0;  // on each residual branch
 };
 

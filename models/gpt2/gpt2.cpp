@@ -8,6 +8,15 @@
 
 namespace zoo::models {
 
+const config::Schema<ExtraAttentionParams>& ExtraAttentionParams::schema() {
+  using E = ExtraAttentionParams;
+  static const config::Schema<E> s =
+      config::Schema<E>("extra_attention_params", "Attention-module specific settings.")
+          .field("num_kv_groups", &E::num_kv_groups, "multiquery_attention: key/value heads (1: MQA, >1: GQA).",
+                 config::positive<int64_t>());
+  return s;
+}
+
 const config::Schema<Gpt2Options>& Gpt2Options::schema() {
   using O = Gpt2Options;
   using config::positive;
@@ -23,6 +32,13 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  positive<int64_t>())
           .field("position_embedding_type", &O::position_embedding_type, "Position embeddings.",
                  config::one_of(kPositionEmbeddingTypes))
+          .field("rotary_dim", &O::rotary_dim, "Rotary embeddings: dims per head to rotate (null: the head size).",
+                 config::if_set(positive<int64_t>()))
+          .field("norm_type", &O::norm_type, "layernorm or rmsnorm.", config::one_of({"layernorm", "rmsnorm"}))
+          .field("attention_module", &O::attention_module,
+                 "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups key/value heads.",
+                 config::one_of({"aiayn_attention", "multiquery_attention"}))
+          .field("extra_attention_params", &O::extra_attention_params, "Settings of the attention module.")
           .field("share_embedding_weights", &O::share_embedding_weights,
                  "Tie the output projection to the word embeddings.")
           .field("dropout_rate", &O::dropout_rate, "Dropout on residual branches and in the FFN.", dropout)
@@ -62,6 +78,11 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                                     std::to_string(o.hidden_size) + ")");
             if (o.position_embedding_type == "fixed" && o.hidden_size % 2 != 0)
               fail("hidden_size", "fixed position embeddings need an even hidden_size");
+            const int64_t head = o.hidden_size / o.num_heads;
+            if (o.rotary_dim && (*o.rotary_dim % 2 != 0 || *o.rotary_dim > head))
+              fail("rotary_dim", "expected an even number <= the head size (" + std::to_string(head) + ")");
+            if (o.attention_module == "multiquery_attention" && o.num_heads % o.extra_attention_params.num_kv_groups)
+              fail("extra_attention_params", "num_kv_groups must divide num_heads (" + std::to_string(o.num_heads) + ")");
           });
   return s;
 }
@@ -80,6 +101,8 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o) {
   DecoderLayerOptions d;
   d.attention.hidden_size = o.hidden_size;
   d.attention.num_heads = o.num_heads;
+  if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
+  if (o.position_embedding_type == "rotary") d.attention.rotary_dim = o.rotary_dim.value_or(o.hidden_size / o.num_heads);
   d.attention.use_projection_bias = o.use_projection_bias_in_attention;
   d.attention.use_output_bias = o.use_ffn_bias_in_attention;
   d.attention.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);
@@ -95,6 +118,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o) {
   d.ffn.initializer = weight_init(o);
   d.ffn.output_initializer = output_init(o);
   d.layer_norm_epsilon = o.layer_norm_epsilon;
+  d.rms_norm = o.norm_type == "rmsnorm";
   d.dropout = o.dropout_rate;
   return d;
 }
@@ -146,14 +170,21 @@ ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
 // Kaplan et al. (2020): forward ~ 2 * (matmul parameters) + 2 * layers * context * width.
 double Gpt2Model::forward_flops_per_token() const {
   const double C = options_.hidden_size, F = options_.filter_size, L = options_.num_hidden_layers;
-  const double matmul_params = L * (4 * C * C + 2 * C * F) + C * options_.vocab_size;
+  const double kv = options_.attention_module == "multiquery_attention"
+                        ? C * options_.extra_attention_params.num_kv_groups / options_.num_heads
+                        : C;
+  const double ffn = (is_glu(options_.nonlinearity) ? 3 : 2) * C * F;
+  const double matmul_params = L * (2 * C * C + 2 * C * kv + ffn) + C * options_.vocab_size;
   return 2 * matmul_params + 2 * L * options_.max_position_embeddings * C;
 }
 
 ModelFamily gpt2_family() {
   ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
-      "gpt2", {"gpt3"}, "GPT-2 / GPT-3 / Cerebras-GPT decoder-only transformer (pre-LayerNorm).");
-  f.hf = gpt2_hf_adapter();
+      "gpt2", {"gpt3", "llama"},
+      "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
+      "multiquery_attention), as modelzoo builds them.");
+  f.hf["gpt2"] = gpt2_hf_adapter();
+  f.hf["llama"] = llama_hf_adapter();
   return f;
 }
 

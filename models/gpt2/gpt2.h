@@ -17,7 +17,14 @@
 
 namespace zoo::models {
 
-// Every key of the gpt2/gpt3 `model` section; defaults are modelzoo's.
+// modelzoo's `extra_attention_params` mapping.
+struct ExtraAttentionParams {
+  int64_t num_kv_groups = 1;  // key/value heads for multiquery_attention
+  static const config::Schema<ExtraAttentionParams>& schema();
+};
+
+// Every key of the gpt2/gpt3 `model` section (also used by LLaMA-style
+// configs, as in modelzoo); defaults are modelzoo's.
 struct Gpt2Options {
   int64_t vocab_size = 50257;
   int64_t hidden_size = 768;
@@ -26,6 +33,10 @@ struct Gpt2Options {
   int64_t filter_size = 3072;
   int64_t max_position_embeddings = 1024;
   std::string position_embedding_type = "learned";
+  std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: all)
+  std::string norm_type = "layernorm";
+  std::string attention_module = "aiayn_attention";
+  ExtraAttentionParams extra_attention_params;
   bool share_embedding_weights = true;
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate

@@ -154,4 +154,118 @@ HfAdapter gpt2_hf_adapter() {
   return a;
 }
 
+namespace {
+
+// HF keeps each head's rotary dims as two halves; modelzoo interleaves them:
+// zoo row 2j = HF row j, zoo row 2j+1 = HF row j + R/2 (per head, first R rows).
+torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rotary_dim, bool to_zoo) {
+  const int64_t D = w.size(0) / heads, R = rotary_dim;
+  std::vector<int64_t> order(D);
+  for (int64_t r = 0; r < D; ++r) order[r] = r;
+  for (int64_t j = 0; j < R / 2; ++j) {
+    if (to_zoo) order[2 * j] = j, order[2 * j + 1] = j + R / 2;
+    else order[j] = 2 * j, order[j + R / 2] = 2 * j + 1;
+  }
+  torch::Tensor index = torch::tensor(order, torch::kLong);
+  return w.view({heads, D, -1}).index_select(1, index).reshape(w.sizes()).contiguous();
+}
+
+}  // namespace
+
+HfAdapter llama_hf_adapter() {
+  HfAdapter a;
+  a.config_from_hf = [](const nlohmann::json& c) {
+    if (c.value("rope_theta", 10000.0) != 10000.0)
+      throw std::runtime_error("config.json: rope_theta other than 10000 is not supported yet");
+    YAML::Node m(YAML::NodeType::Map);
+    const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
+    const int64_t G = c.value("num_key_value_heads", H);
+    m["name"] = "llama";
+    m["vocab_size"] = c.at("vocab_size").get<int64_t>();
+    m["hidden_size"] = C;
+    m["num_hidden_layers"] = c.at("num_hidden_layers").get<int64_t>();
+    m["num_heads"] = H;
+    m["filter_size"] = c.at("intermediate_size").get<int64_t>();
+    m["max_position_embeddings"] = c.at("max_position_embeddings").get<int64_t>();
+    m["position_embedding_type"] = "rotary";
+    m["rotary_dim"] = C / H;
+    m["norm_type"] = "rmsnorm";
+    m["layer_norm_epsilon"] = c.value("rms_norm_eps", 1e-6);
+    m["nonlinearity"] = "swiglu";
+    if (G != H) {
+      m["attention_module"] = "multiquery_attention";
+      m["extra_attention_params"]["num_kv_groups"] = G;
+    }
+    m["share_embedding_weights"] = c.value("tie_word_embeddings", false);
+    m["use_projection_bias_in_attention"] = false;
+    m["use_ffn_bias_in_attention"] = false;
+    m["use_ffn_bias"] = false;
+    m["use_bias_in_output"] = false;
+    m["dropout_rate"] = 0.0;
+    m["embedding_dropout_rate"] = 0.0;
+    m["attention_dropout_rate"] = 0.0;
+    m["initializer_range"] = c.value("initializer_range", 0.02);
+    return m;
+  };
+  a.config_to_hf = [](const YAML::Node& model) {
+    Gpt2Options o = options_of(model);
+    const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
+    return nlohmann::json{{"model_type", "llama"},
+                          {"architectures", {"LlamaForCausalLM"}},
+                          {"vocab_size", o.vocab_size},
+                          {"hidden_size", o.hidden_size},
+                          {"intermediate_size", o.filter_size},
+                          {"num_hidden_layers", o.num_hidden_layers},
+                          {"num_attention_heads", o.num_heads},
+                          {"num_key_value_heads", G},
+                          {"max_position_embeddings", o.max_position_embeddings},
+                          {"rms_norm_eps", o.layer_norm_epsilon},
+                          {"rope_theta", 10000.0},
+                          {"hidden_act", "silu"},
+                          {"tie_word_embeddings", o.share_embedding_weights},
+                          {"initializer_range", o.initializer_range}};
+  };
+  // One direction's key map; `to_zoo` picks which side the names come from.
+  auto convert = [](const StateDict& in, const YAML::Node& model, bool to_zoo) {
+    Gpt2Options o = options_of(model);
+    const int64_t H = o.num_heads, D = o.hidden_size / H;
+    const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : H;
+    const int64_t R = o.rotary_dim.value_or(D);
+    std::vector<std::pair<std::string, std::string>> names = {  // (hf, zoo)
+        {"model.embed_tokens.weight", "embedding_layer.word_embeddings.weight"},
+        {"model.norm.weight", "transformer_decoder.norm.weight"}};
+    if (!o.share_embedding_weights) names.emplace_back("lm_head.weight", "lm_head.weight");
+    for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+      const std::string h = "model.layers." + std::to_string(i) + ".", z = "transformer_decoder.layers." + std::to_string(i) + ".";
+      for (const char* p : {"q", "k", "v"})
+        names.emplace_back(h + "self_attn." + p + "_proj.weight", z + "self_attn.proj_" + p + "_dense_layer.weight");
+      names.emplace_back(h + "self_attn.o_proj.weight", z + "self_attn.proj_output_dense_layer.weight");
+      names.emplace_back(h + "input_layernorm.weight", z + "norm1.weight");
+      names.emplace_back(h + "post_attention_layernorm.weight", z + "norm3.weight");
+      names.emplace_back(h + "mlp.up_proj.weight", z + "ffn.ffn.0.linear_layer.weight");
+      names.emplace_back(h + "mlp.gate_proj.weight", z + "ffn.ffn.0.linear_layer_for_glu.weight");
+      names.emplace_back(h + "mlp.down_proj.weight", z + "ffn.ffn.1.linear_layer.weight");
+    }
+    StateDict rest = in, out;
+    for (auto it = rest.begin(); it != rest.end();)  // buffers HF rebuilds itself
+      it = it->first.find("rotary_emb.inv_freq") != std::string::npos ? rest.erase(it) : std::next(it);
+    for (const auto& [hf_name, zoo_name] : names) {
+      const std::string& from = to_zoo ? hf_name : zoo_name;
+      torch::Tensor t = take(rest, from);
+      const bool q = hf_name.find("q_proj") != std::string::npos, k = hf_name.find("k_proj") != std::string::npos;
+      if (q || k) t = permute_rotary(t, q ? H : G, R, to_zoo);
+      out[to_zoo ? zoo_name : hf_name] = t;
+    }
+    if (!rest.empty()) {
+      std::string left;
+      for (const auto& [key, t] : rest) left += (left.empty() ? "" : ", ") + key;
+      throw std::runtime_error(std::string(to_zoo ? "unexpected Hugging Face keys: " : "zoo keys with no Hugging Face name: ") + left);
+    }
+    return out;
+  };
+  a.from_hf = [convert](const StateDict& hf, const YAML::Node& model) { return convert(hf, model, true); };
+  a.to_hf = [convert](const StateDict& z, const YAML::Node& model) { return convert(z, model, false); };
+  return a;
+}
+
 }  // namespace zoo::models

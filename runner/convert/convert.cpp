@@ -20,8 +20,9 @@ namespace {
 
 const models::HfAdapter& adapter_for(const std::string& model) {
   const models::ModelFamily& f = models::find_model(model);
-  if (!f.hf) throw std::runtime_error("model '" + model + "' has no Hugging Face converter yet");
-  return *f.hf;
+  auto it = f.hf.find(model);
+  if (it == f.hf.end()) throw std::runtime_error("model '" + model + "' has no Hugging Face converter yet");
+  return it->second;
 }
 
 // Params for fine-tuning the converted weights: the model as converted, and
