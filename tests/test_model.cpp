@@ -181,3 +181,35 @@ sys.exit(0 if err < 1e-5 else 1)
     EXPECT_EQ(r.exit_code, 0) << attention << ": " << r.output;
   }
 }
+
+// Mistral's sliding window: a token sees only the last `window` positions.
+TEST(Model, SlidingWindowLimitsAttention) {
+  torch::manual_seed(0);
+  Gpt2Options o = tiny_options();
+  o.position_embedding_type = "rotary";
+  o.attention_sliding_window_length = 3;
+  Gpt2Model m(o, torch::TensorOptions());
+  m.reset_parameters();
+  m.eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor a = torch::randint(0, 50, {1, 10}, torch::kLong), b = a.clone();
+  b[0][2] = (a[0][2].item<int64_t>() + 1) % 50;
+  // Each layer reaches 2 positions further back; 2 layers: position 2 reaches up to 6.
+  torch::Tensor la = m.logits(a), lb = m.logits(b);
+  EXPECT_FALSE(torch::allclose(la.narrow(1, 6, 1), lb.narrow(1, 6, 1)));
+  EXPECT_TRUE(torch::allclose(la.narrow(1, 7, 3), lb.narrow(1, 7, 3)));
+}
+
+// LLaMA-style modelzoo configs build through the same decoder; their sizes
+// are the published ones (Llama-2-7B 6,738,415,616; Llama-2-70B
+// 68,976,648,192; Mistral-7B 7,241,732,096).
+TEST(Model, LlamaAndMistralConfigsHaveTheirPublishedSizes) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  const std::pair<const char*, int64_t> configs[] = {{"transformers_pytorch_llama_params_llama2_7b.yaml", 6738415616},
+                                                     {"transformers_pytorch_llama_params_llama2_70b.yaml", 68976648192},
+                                                     {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096}};
+  for (const auto& [file, expected] : configs) {
+    Params p = load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + file, YAML::Node());
+    EXPECT_EQ(summarize_model(p).parameters, expected) << file;
+  }
+}

@@ -70,14 +70,18 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
-  if (past == 0 || T == 1) {
+  if ((past == 0 || T == 1) && options_.sliding_window == 0) {
     y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/past == 0 && T > 1, scale);
     return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, C}));
   }
 #endif
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, past + T)
-  // Query i sits at position past + i and sees keys 0 .. past + i.
+  // Query i sits at position past + i and sees keys 0 .. past + i (the last
+  // sliding_window of them when set).
   torch::Tensor mask = torch::ones({T, past + T}, torch::dtype(torch::kBool).device(x.device())).triu(past + 1);
+  if (options_.sliding_window > 0)
+    mask = mask | torch::ones({T, past + T}, torch::dtype(torch::kBool).device(x.device()))
+                      .tril(past - options_.sliding_window);
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   torch::Tensor probs = options_.softmax_fp32 ? torch::softmax(scores.to(torch::kFloat), -1).to(v.scalar_type())
                                               : torch::softmax(scores, -1);

@@ -26,6 +26,7 @@ struct AttentionOptions {
   int64_t num_kv_groups = 0;         // key/value heads (GQA/MQA); 0: num_heads
   int64_t rotary_dim = 0;            // rotary position embedding on this many dims per head; 0: none
   double rotary_base = 10000.0;
+  int64_t sliding_window = 0;        // attend to at most this many most recent positions; 0: all
   bool use_projection_bias = true;   // q/k/v projections
   bool use_output_bias = true;       // output projection (modelzoo: use_ffn_bias_in_attention)
   double dropout = 0.0;              // on attention probabilities

@@ -39,6 +39,9 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups key/value heads.",
                  config::one_of({"aiayn_attention", "multiquery_attention"}))
           .field("extra_attention_params", &O::extra_attention_params, "Settings of the attention module.")
+          .field("attention_sliding_window_length", &O::attention_sliding_window_length,
+                 "Each token attends to at most this many most recent tokens (null: all).",
+                 config::if_set(positive<int64_t>()))
           .field("share_embedding_weights", &O::share_embedding_weights,
                  "Tie the output projection to the word embeddings.")
           .field("dropout_rate", &O::dropout_rate, "Dropout on residual branches and in the FFN.", dropout)
@@ -102,6 +105,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o) {
   d.attention.hidden_size = o.hidden_size;
   d.attention.num_heads = o.num_heads;
   if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
+  d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
   if (o.position_embedding_type == "rotary") d.attention.rotary_dim = o.rotary_dim.value_or(o.hidden_size / o.num_heads);
   d.attention.use_projection_bias = o.use_projection_bias_in_attention;
   d.attention.use_output_bias = o.use_ffn_bias_in_attention;

@@ -37,6 +37,7 @@ struct Gpt2Options {
   std::string norm_type = "layernorm";
   std::string attention_module = "aiayn_attention";
   ExtraAttentionParams extra_attention_params;
+  std::optional<int64_t> attention_sliding_window_length;  // Mistral: attend to this many recent tokens
   bool share_embedding_weights = true;
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
