@@ -144,6 +144,16 @@ TEST(Convert, MissingAndUnexpectedKeysAreNamed) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("missing Hugging Face key: h.0.ln_1.weight"), std::string::npos) << e.what();
   }
+  // A sharded checkpoint: the index's weight_map names each tensor's file.
+  std::filesystem::create_directories(dir / "sharded");
+  convert::write_safetensors(dir / "sharded/model-00001-of-00002.safetensors", {{"a", torch::ones({2})}});
+  convert::write_safetensors(dir / "sharded/model-00002-of-00002.safetensors", {{"b", torch::zeros({3, 1})}});
+  zoo::testing::write_file(dir / "sharded/model.safetensors.index.json",
+                           R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", )"
+                           R"("b": "model-00002-of-00002.safetensors"}})");
+  auto shards = convert::read_hf_weights(dir / "sharded");
+  ASSERT_EQ(shards.size(), 2u);
+  EXPECT_TRUE(torch::equal(shards["b"], torch::zeros({3, 1})));
   zoo::testing::write_file(dir / "bad.safetensors", "xx");
   EXPECT_THROW(convert::read_safetensors(dir / "bad.safetensors"), std::runtime_error);
   EXPECT_THROW(convert::read_hf_weights(dir / "nowhere"), std::runtime_error);
