@@ -16,6 +16,39 @@ using namespace zoo;
 
 namespace {
 
+// Prepended to the Python fixtures: safetensors written by hand (no package needed).
+const char* kPySafetensors = R"PY(
+import json, struct, torch
+def write_safetensors(path, sd):
+    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL"}
+    header, blobs, off = {}, [], 0
+    for k in sorted(sd):
+        t = sd[k].contiguous()
+        b = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[k] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hj = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+)PY";
+
+// Runs a Python fixture (with write_safetensors available) on `dir`.
+void run_fixture(const zoo::testing::TempDir& dir, const std::string& name, const std::string& body) {
+  std::string script = zoo::testing::write_file(dir / name, std::string(kPySafetensors) + body);
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+// The model a conversion wrote to dir/zoo, built from its params with its weights loaded.
+std::shared_ptr<models::Model> load_converted(const zoo::testing::TempDir& dir) {
+  Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
+  auto model = models::find_model(p.model_name).build(p.model, p.context("model"), torch::TensorOptions());
+  ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
+                              true, "converted");
+  model->eval();
+  return model;
+}
+
 // Writes hf/model.safetensors + hf/config.json for a tiny GPT-2 with random
 // weights, and ids.bin / logits.bin: GPT-2's forward pass (Conv1D, gelu_new,
 // tied lm_head) written out with torch ops.
@@ -37,17 +70,9 @@ for i in range(L):
     sd[h + "attn.bias"] = torch.tril(torch.ones(P, P)).view(1, 1, P, P)  # HF's mask buffer
 sd["transformer.ln_f.weight"] = torch.ones(C) + 0.1 * torch.randn(C)
 sd["transformer.ln_f.bias"] = 0.1 * torch.randn(C)
-header, blobs, off = {}, [], 0
-for k in sorted(sd):
-    b = sd[k].contiguous().numpy().tobytes()
-    header[k] = {"dtype": "F32", "shape": list(sd[k].shape), "data_offsets": [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-hj = json.dumps(header).encode()
 import os
 os.makedirs(out + "/hf", exist_ok=True)
-with open(out + "/hf/model.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+write_safetensors(out + "/hf/model.safetensors", sd)
 json.dump({"model_type": "gpt2", "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": H, "n_positions": P,
            "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}, open(out + "/hf/config.json", "w"))
@@ -87,19 +112,14 @@ torch::Tensor read_raw(const std::string& path, torch::ScalarType type, std::vec
 TEST(Convert, Gpt2FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
-  std::string script = zoo::testing::write_file(dir / "make_hf.py", kMakeHf);
-  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  run_fixture(dir, "make_hf.py", kMakeHf);
 
   convert::run_convert({dir / "hf", "gpt2", "hf", "zoo", std::nullopt, dir / "zoo"});
   // The written params validate and rebuild the model the checkpoint fits.
   Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
   EXPECT_EQ(p.runconfig.load_checkpoint_states.value(), "model");
   EXPECT_EQ(p.runconfig.checkpoint_path.value(), dir / "zoo/checkpoint_0.mdl");
-  auto model = models::find_model(p.model_name).build(p.model, p.context("model"), torch::TensorOptions());
-  ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
-                              true, "converted");
-  model->eval();
+  auto model = load_converted(dir);
   torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12});
   torch::Tensor expected = read_raw(dir / "logits.bin", torch::kFloat, {2, 12, 50});
   torch::NoGradGuard no_grad;
@@ -164,7 +184,7 @@ TEST(Convert, MissingAndUnexpectedKeysAreNamed) {
 TEST(Convert, ReadsTorchSaveFiles) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
-  std::string script = zoo::testing::write_file(dir / "save.py", R"PY(
+  run_fixture(dir, "save.py", R"PY(
 import collections, json, struct, sys, torch
 out = sys.argv[1]
 torch.manual_seed(0)
@@ -180,19 +200,8 @@ sd["flag"] = torch.tensor([True, False])
 sd._metadata = {"": {"version": 1}}      # as nn.Module.state_dict() sets
 torch.save(sd, out + "/state.pt")
 torch.save({"model": sd, "global_step": 7, "note": "x"}, out + "/ckpt.pt")
-names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL"}
-header, blobs, off = {}, [], 0
-for k, t in sd.items():
-    t = t.contiguous()
-    b = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
-    header[k] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-hj = json.dumps(header).encode()
-open(out + "/expected.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+write_safetensors(out + "/expected.safetensors", dict(sd))
 )PY");
-  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
   auto expected = convert::read_safetensors(dir / "expected.safetensors");
   auto got = convert::tensor_dict(convert::read_torch_save(dir / "state.pt"));
   ASSERT_EQ(got.size(), expected.size());
@@ -214,7 +223,7 @@ open(out + "/expected.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj 
 TEST(Convert, LlamaFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
-  std::string script = zoo::testing::write_file(dir / "make_llama.py", R"PY(
+  run_fixture(dir, "make_llama.py", R"PY(
 import json, math, os, struct, sys, torch
 import torch.nn.functional as F
 out = sys.argv[1]
@@ -231,14 +240,7 @@ for i in range(L):
                p + "mlp.down_proj.weight": torch.randn(C, I) * 0.2,
                p + "input_layernorm.weight": 1 + 0.1 * torch.randn(C), p + "post_attention_layernorm.weight": 1 + 0.1 * torch.randn(C)})
 os.makedirs(out + "/hf", exist_ok=True)
-header, blobs, off = {}, [], 0
-for k in sorted(sd):
-    b = sd[k].contiguous().numpy().tobytes()
-    header[k] = {"dtype": "F32", "shape": list(sd[k].shape), "data_offsets": [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-hj = json.dumps(header).encode()
-open(out + "/hf/model.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+write_safetensors(out + "/hf/model.safetensors", sd)
 json.dump({"model_type": "llama", "vocab_size": V, "hidden_size": C, "intermediate_size": I, "num_hidden_layers": L,
            "num_attention_heads": H, "num_key_value_heads": G, "max_position_embeddings": P, "rms_norm_eps": eps,
            "tie_word_embeddings": False}, open(out + "/hf/config.json", "w"))
@@ -265,14 +267,8 @@ logits = rms(x, sd["model.norm.weight"]) @ sd["lm_head.weight"].t()
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
 )PY");
-  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
   convert::run_convert({dir / "hf", "llama", "hf", "zoo", std::nullopt, dir / "zoo"});
-  Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
-  auto model = models::find_model(p.model_name).build(p.model, p.context("model"), torch::TensorOptions());
-  ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
-                              true, "converted");
-  model->eval();
+  auto model = load_converted(dir);
   torch::NoGradGuard no_grad;
   torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 16});
   torch::Tensor expected = read_raw(dir / "logits.bin", torch::kFloat, {2, 16, 40});
