@@ -15,7 +15,8 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
                          "modelzoo HDF5 LM samples (*.h5, dataset 'data', int32 (n, 3, msl)).");
     add_loader_fields(sc)
         .field("max_sequence_length", &O::max_sequence_length,
-               "Expected msl of the files (null: taken from the files).",
+               "Tokens per sample: checked against sample-format files (null: taken from them); required to cut "
+               "corpus-format files (rank-1 token streams) into samples.",
                config::if_set(config::positive<int64_t>()))
         .field("shuffle_buffer", &O::shuffle_buffer, "Shuffle buffer size (iterable processor).",
                config::if_set(config::positive<int64_t>()))
@@ -25,7 +26,8 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
   return s;
 }
 
-Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths) {
+Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::optional<int64_t> msl) {
+  if (msl) msl_ = *msl;
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as messages below, not stderr dumps
   for (const auto& path : paths) {
     hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -35,24 +37,33 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths) {
       H5Fclose(f);
       throw std::runtime_error(path + ": no dataset 'data'");
     }
-    File file{path, f, d, total_, 0};
+    File file{path, f, d, total_, 0, false};
     files_.push_back(file);  // closed by the destructor from here on
     hid_t space = H5Dget_space(d);
     int rank = H5Sget_simple_extent_ndims(space);
     hsize_t dims[3] = {0, 0, 0};
-    if (rank == 3) H5Sget_simple_extent_dims(space, dims, nullptr);
+    if (rank == 3 || rank == 1) H5Sget_simple_extent_dims(space, dims, nullptr);
     H5Sclose(space);
     hid_t type = H5Dget_type(d);
     bool integer = H5Tget_class(type) == H5T_INTEGER;
     H5Tclose(type);
+    if (!integer) throw std::runtime_error(path + ": dataset 'data' is not an integer dataset (expected int32)");
+    if (rank == 1) {
+      if (!msl)
+        throw std::runtime_error(path + ": a rank-1 token stream (corpus format) needs max_sequence_length");
+      files_.back().corpus = true;
+      const int64_t windows = dims[0] > 0 ? (static_cast<int64_t>(dims[0]) - 1) / msl_ : 0;
+      files_.back().count = windows;
+      total_ += windows;
+      continue;
+    }
     if (rank != 3 || dims[1] < 3)
       throw std::runtime_error(path + ": dataset 'data' has rank " + std::to_string(rank) +
-                               ", expected (n, 3, msl) samples (the corpus format is not supported yet)");
-    if (!integer) throw std::runtime_error(path + ": dataset 'data' is not an integer dataset (expected int32)");
+                               ", expected (n, 3, msl) samples or a rank-1 token stream");
     if (msl_ == 0) msl_ = static_cast<int64_t>(dims[2]);
     if (static_cast<int64_t>(dims[2]) != msl_)
       throw std::runtime_error(path + ": sequence length " + std::to_string(dims[2]) + " differs from " +
-                               std::to_string(msl_) + " in " + files_.front().path);
+                               (msl ? "max_sequence_length " + std::to_string(msl_) : std::to_string(msl_) + " in " + files_.front().path));
     files_.back().count = static_cast<int64_t>(dims[0]);
     total_ += static_cast<int64_t>(dims[0]);
   }
@@ -74,6 +85,21 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   for (const auto& f : files_)
     if (i >= f.first && i < f.first + f.count) file = &f;
   if (!file) throw std::out_of_range("HDF5 sample index " + std::to_string(i) + " out of range");
+  if (file->corpus) {
+    std::vector<int32_t> window(msl_ + 1);
+    hsize_t start[1] = {static_cast<hsize_t>((i - file->first) * msl_)}, count[1] = {static_cast<hsize_t>(msl_ + 1)};
+    hid_t space = H5Dget_space(file->dataset_id);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t mem = H5Screate_simple(1, count, nullptr);
+    herr_t status = H5Dread(file->dataset_id, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, window.data());
+    H5Sclose(mem);
+    H5Sclose(space);
+    if (status < 0) throw std::runtime_error(file->path + ": cannot read tokens at window " + std::to_string(i - file->first));
+    std::copy(window.begin(), window.end() - 1, input_ids);
+    std::copy(window.begin() + 1, window.end(), labels);
+    std::fill(mask, mask + msl_, 1);
+    return;
+  }
   std::vector<int32_t> row(3 * msl_);
   hsize_t start[3] = {static_cast<hsize_t>(i - file->first), 0, 0};
   hsize_t count[3] = {1, 3, static_cast<hsize_t>(msl_)};
@@ -101,14 +127,10 @@ std::unique_ptr<DataLoader> open_hdf5(const GptHdf5Options& o, const YAML::Node&
   if (files.empty()) ctx.fail(section["data_dir"], "data_dir", "no *.h5 files in the given director(y/ies)");
   std::shared_ptr<Hdf5SampleSource> source;
   try {
-    source = std::make_shared<Hdf5SampleSource>(files);
+    source = std::make_shared<Hdf5SampleSource>(files, o.max_sequence_length);
   } catch (const std::exception& e) {
     ctx.fail(section["data_dir"], "data_dir", e.what());
   }
-  if (o.max_sequence_length && *o.max_sequence_length != source->sequence_length())
-    ctx.fail(section["max_sequence_length"], "max_sequence_length",
-             "is " + std::to_string(*o.max_sequence_length) + " but the files hold sequences of " +
-                 std::to_string(source->sequence_length()) + " (" + source->describe() + ")");
   if (source->num_samples() < o.batch_size)
     ctx.fail(section["data_dir"], "data_dir",
              std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
@@ -127,7 +149,7 @@ DataProcessor gpt_hdf5_processor() {
 
 DataProcessor gpt_hdf5_map_processor() {
   return make_data_processor<GptHdf5Options>(
-      "GptHDF5MapDataProcessor", "modelzoo HDF5 LM samples, map-style (sample format).", open_hdf5);
+      "GptHDF5MapDataProcessor", "modelzoo HDF5 LM data, map-style: sample or corpus format.", open_hdf5);
 }
 
 }  // namespace zoo::data

@@ -1,6 +1,6 @@
 // modelzoo's HDF5 LM data: GptHDF5DataProcessor and GptHDF5MapDataProcessor
 // over `*.h5` files holding dataset "data", int32 (n, 3, msl) rows
-// input_ids / attention_mask (loss mask) / labels.
+// input_ids / attention_mask (loss mask) / labels, or rank-1 token streams.
 // Defines: GptHdf5Options, Hdf5SampleSource, gpt_hdf5_processor, gpt_hdf5_map_processor.
 #pragma once
 
@@ -20,10 +20,15 @@ struct GptHdf5Options : LoaderOptions {
   static const config::Schema<GptHdf5Options>& schema();
 };
 
-// All files' samples back to back, in sorted file order.
+// All files' samples back to back, in sorted file order. A file is in the
+// sample format ((n, 3, msl) rows) or the corpus format (a rank-1 token
+// stream, cut into windows of msl + 1 tokens advancing by msl within the
+// file; inputs are the first msl, labels the last msl, every position counts).
 class Hdf5SampleSource : public SampleSource {
  public:
-  explicit Hdf5SampleSource(const std::vector<std::string>& files);  // throws std::runtime_error naming the file
+  // `msl` is required for corpus-format files and, when given, checked
+  // against sample-format ones. Throws std::runtime_error naming the file.
+  Hdf5SampleSource(const std::vector<std::string>& files, std::optional<int64_t> msl);
   ~Hdf5SampleSource() override;
   int64_t num_samples() const override { return total_; }
   int64_t sequence_length() const override { return msl_; }
@@ -34,6 +39,7 @@ class Hdf5SampleSource : public SampleSource {
   struct File {
     std::string path;
     int64_t file_id, dataset_id, first, count;
+    bool corpus;  // rank-1 token stream
   };
   std::vector<File> files_;
   int64_t total_ = 0;

@@ -137,7 +137,11 @@ for f, n in enumerate([5, 3]):
         h.attrs["n_examples"] = n
         h.create_dataset("data", data=x, dtype="i4", chunks=(1, 3, 8), compression="gzip")
 with h5py.File(f"{out}/bad_rank.h5x", "w") as h:
-    h.create_dataset("data", data=np.zeros(10, dtype=np.int32))
+    h.create_dataset("data", data=np.zeros((2, 10), dtype=np.int32))
+import os
+os.makedirs(f"{out}/corpus", exist_ok=True)
+with h5py.File(f"{out}/corpus/tokens_0.h5", "w") as h:  # corpus format: a token stream
+    h.create_dataset("data", data=np.arange(1000, 1026, dtype=np.int32))
 )PY");
   ASSERT_EQ(zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
   auto loader = open("{data_processor: GptHDF5MapDataProcessor, data_dir: " + dir.path() + ", batch_size: 4}");
@@ -150,11 +154,22 @@ with h5py.File(f"{out}/bad_rank.h5x", "w") as h:
   EXPECT_EQ(b.at("input_ids")[1][0].item<int64_t>(), 100);  // 6th sample: first of the second file
   EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() +
                      ", batch_size: 2, max_sequence_length: 16}")
-                .find("train_input.max_sequence_length: is 16 but the files hold sequences of 8"),
-            std::string::npos);
+                .find("sequence length 8 differs from max_sequence_length 16"),
+            std::string::npos)
+      << error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() + ", batch_size: 2, max_sequence_length: 16}");
   std::filesystem::create_directories(dir / "bad");
   std::filesystem::rename(dir / "bad_rank.h5x", dir / "bad/x.h5");
   EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + (dir / "bad") + ", batch_size: 2}")
-                .find((dir / "bad/x.h5") + ": dataset 'data' has rank 1"),
+                .find((dir / "bad/x.h5") + ": dataset 'data' has rank 2"),
             std::string::npos);
+  // Corpus format: 26 tokens cut into windows of 8 + 1 advancing by 8 -> 3 samples.
+  const std::string corpus = "{data_processor: GptHDF5MapDataProcessor, data_dir: " + (dir / "corpus") + ", batch_size: 3";
+  EXPECT_NE(error_of(corpus + "}").find("needs max_sequence_length"), std::string::npos) << error_of(corpus + "}");
+  auto stream = open(corpus + ", max_sequence_length: 8}");
+  EXPECT_EQ(stream->batches_per_epoch(), 1);
+  Features w = stream->next();
+  EXPECT_EQ(w.at("input_ids")[1][0].item<int64_t>(), 1008);
+  EXPECT_EQ(w.at("labels")[1][7].item<int64_t>(), 1016);
+  EXPECT_EQ(w.at("labels")[2][7].item<int64_t>(), 1024);
+  EXPECT_EQ(w.at("attention_mask").sum().item<int64_t>(), 24);
 }
