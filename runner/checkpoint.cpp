@@ -1,6 +1,7 @@
 // Implementation of runner/checkpoint.h.
 #include "runner/checkpoint.h"
 
+#include "runner/config/yaml_util.h"
 #include "runner/convert/torch_pickle.h"
 #include "runner/crc32c.h"
 
@@ -168,6 +169,28 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
       throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt");
   }
   return dict;
+}
+
+c10::impl::GenericList checkpoint_metadata(const Params& params, const std::map<std::string, std::string>& extra) {
+  c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
+  meta.insert("version", std::string("zoo ") + ZOO_VERSION);
+  meta.insert("model_name", params.model_name);
+  YAML::Emitter e;
+  e << params.resolved();
+  meta.insert("params", std::string(e.c_str()));
+  for (const auto& [k, v] : extra) meta.insert(k, v);
+  c10::impl::GenericList metadata(c10::AnyType::get());
+  metadata.push_back(meta);
+  return metadata;
+}
+
+Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
+                 const std::optional<std::string>& params_file, const std::string& flag) {
+  if (params_file) return load_params(*params_file, YAML::Node());
+  if (!dict.contains("__metadata__"))
+    throw std::runtime_error(path + ": no params stored in the checkpoint; pass " + flag);
+  std::string yaml = dict.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef();
+  return params_from_node(config::load_yaml_string(yaml, path + " (stored params)"), path, YAML::Node());
 }
 
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {

@@ -3,14 +3,18 @@
 // torch.load opens, and model state-dict conversion.
 // Defines: CheckpointFile, list_checkpoints, new_checkpoint_path,
 // save_checkpoint_file, load_checkpoint_file, model_state_dict,
-// load_model_state_dict, kCheckpointStates.
+// load_model_state_dict, checkpoint_metadata, params_of, kCheckpointStates.
 #pragma once
 
 #include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "runner/params.h"
 
 namespace zoo::ckpt {
 
@@ -37,6 +41,14 @@ void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict&
 // Files written by Python's torch.save (a state dict, or a dict with a
 // "model" state dict) load as {"model": weights[, "global_step"]}.
 c10::impl::GenericDict load_checkpoint_file(const std::string& path);
+
+// modelzoo's "__metadata__": [{version, model_name, params (the resolved
+// params as YAML text), and any `extra` entries}].
+c10::impl::GenericList checkpoint_metadata(const Params& params, const std::map<std::string, std::string>& extra = {});
+// The params a checkpoint was made with: `params_file` when given, else the
+// ones stored in its metadata (an error telling to pass `flag` when absent).
+Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
+                 const std::optional<std::string>& params_file, const std::string& flag);
 
 // Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them.
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model);

@@ -6,7 +6,6 @@
 
 #include "models/registry.h"
 #include "runner/checkpoint.h"
-#include "runner/config/yaml_util.h"
 #include "runner/params.h"
 
 namespace zoo {
@@ -71,15 +70,7 @@ void run_generate(const GenerateCommand& c) {
     path = all.back().path;
   }
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
-  Params params;
-  if (c.params_file) {
-    params = load_params(*c.params_file, YAML::Node());
-  } else {
-    if (!dict.contains("__metadata__"))
-      throw std::runtime_error(path + ": no params stored in the checkpoint; pass --params");
-    std::string yaml = dict.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef();
-    params = params_from_node(config::load_yaml_string(yaml, path + " (stored params)"), path, YAML::Node());
-  }
+  Params params = ckpt::params_of(dict, path, c.params_file, "--params");
   torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   auto model = models::find_model(params.model_name).build(params.model, params.context("model"),
                                                            torch::TensorOptions().device(device));

@@ -431,15 +431,7 @@ std::string Trainer::save_checkpoint() {
   Dict rng(c10::StringType::get(), c10::AnyType::get());
   rng.insert("torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
   d.insert("rng_state", rng);
-  Dict meta(c10::StringType::get(), c10::AnyType::get());
-  meta.insert("version", std::string("zoo ") + ZOO_VERSION);
-  meta.insert("model_name", params_.model_name);
-  YAML::Emitter e;
-  e << params_.resolved();
-  meta.insert("params", std::string(e.c_str()));
-  c10::impl::GenericList metadata(c10::AnyType::get());
-  metadata.push_back(meta);
-  d.insert("__metadata__", metadata);
+  d.insert("__metadata__", ckpt::checkpoint_metadata(params_));
 
   std::string path = ckpt::new_checkpoint_path(rc.model_dir, global_step_);
   ckpt::save_checkpoint_file(path, d);

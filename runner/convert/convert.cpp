@@ -76,16 +76,7 @@ void hf_to_zoo(const ConvertCommand& c) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", ckpt::model_state_dict(*built));
   d.insert("global_step", int64_t{0});
-  c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
-  meta.insert("version", std::string("zoo ") + ZOO_VERSION);
-  meta.insert("model_name", params.model_name);
-  YAML::Emitter e;
-  e << params.resolved();
-  meta.insert("params", std::string(e.c_str()));
-  meta.insert("converted_from", c.checkpoint);
-  c10::impl::GenericList metadata(c10::AnyType::get());
-  metadata.push_back(meta);
-  d.insert("__metadata__", metadata);
+  d.insert("__metadata__", ckpt::checkpoint_metadata(params, {{"converted_from", c.checkpoint}}));
   ckpt::save_checkpoint_file(ckpt_path, d);
   const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
   config::write_yaml_file(params_path, params_yaml);
@@ -96,14 +87,7 @@ void hf_to_zoo(const ConvertCommand& c) {
 void zoo_to_hf(const ConvertCommand& c) {
   const models::HfAdapter& a = adapter_for(c.model);
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(c.checkpoint);
-  Params params;
-  if (c.config) {
-    params = load_params(*c.config, YAML::Node());
-  } else {
-    if (!dict.contains("__metadata__")) throw std::runtime_error(c.checkpoint + ": no params stored; pass --config");
-    std::string yaml = dict.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef();
-    params = params_from_node(config::load_yaml_string(yaml, c.checkpoint), c.checkpoint, YAML::Node());
-  }
+  Params params = ckpt::params_of(dict, c.checkpoint, c.config, "--config");
   models::StateDict state;
   for (const auto& kv : dict.at("model").toGenericDict()) {
     std::string k = kv.key().toStringRef();
