@@ -25,6 +25,14 @@ torch::Tensor take(StateDict& from, const std::string& key) {
   return t;
 }
 
+// Every key a map leaves unconsumed is an error that lists them all.
+void require_consumed(const StateDict& rest, const std::string& what) {
+  if (rest.empty()) return;
+  std::string left;
+  for (const auto& [key, t] : rest) left += (left.empty() ? "" : ", ") + key;
+  throw std::runtime_error(what + ": " + left);
+}
+
 }  // namespace
 
 HfAdapter gpt2_hf_adapter() {
@@ -107,11 +115,7 @@ HfAdapter gpt2_hf_adapter() {
     for (const char* p : {"weight", "bias"}) z[std::string("transformer_decoder.norm.") + p] = take(hf, std::string("ln_f.") + p);
     if (o.share_embedding_weights) hf.erase("lm_head.weight");  // a copy of wte when present
     else z["lm_head.weight"] = take(hf, "lm_head.weight");
-    if (!hf.empty()) {
-      std::string left;
-      for (const auto& [k, t] : hf) left += (left.empty() ? "" : ", ") + k;
-      throw std::runtime_error("unexpected Hugging Face keys: " + left);
-    }
+    require_consumed(hf, "unexpected Hugging Face keys");
     return z;
   };
   a.to_hf = [](const StateDict& z_in, const YAML::Node& model) {
@@ -144,11 +148,7 @@ HfAdapter gpt2_hf_adapter() {
     for (const char* p : {"weight", "bias"})
       hf[std::string("transformer.ln_f.") + p] = take(z, std::string("transformer_decoder.norm.") + p);
     if (!o.share_embedding_weights) hf["lm_head.weight"] = take(z, "lm_head.weight");
-    if (!z.empty()) {
-      std::string left;
-      for (const auto& [k, t] : z) left += (left.empty() ? "" : ", ") + k;
-      throw std::runtime_error("zoo keys with no Hugging Face name: " + left);
-    }
+    require_consumed(z, "zoo keys with no Hugging Face name");
     return hf;
   };
   return a;
@@ -256,11 +256,7 @@ HfAdapter llama_hf_adapter() {
       if (q || k) t = permute_rotary(t, q ? H : G, R, to_zoo);
       out[to_zoo ? zoo_name : hf_name] = t;
     }
-    if (!rest.empty()) {
-      std::string left;
-      for (const auto& [key, t] : rest) left += (left.empty() ? "" : ", ") + key;
-      throw std::runtime_error(std::string(to_zoo ? "unexpected Hugging Face keys: " : "zoo keys with no Hugging Face name: ") + left);
-    }
+    require_consumed(rest, to_zoo ? "unexpected Hugging Face keys" : "zoo keys with no Hugging Face name");
     return out;
   };
   a.from_hf = [convert](const StateDict& hf, const YAML::Node& model) { return convert(hf, model, true); };
