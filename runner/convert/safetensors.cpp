@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <cstring>
 #include <set>
 #include <stdexcept>
 
@@ -42,7 +41,9 @@ TensorMap read_safetensors(const std::string& path) {
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": safetensors header is not JSON (" + e.what() + ")");
   }
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Each tensor is read straight into its own memory: no copy of the whole
+  // file is held, which matters for multi-GB shards.
+  const uint64_t data_start = 8 + header_size, data_size = file_size - data_start;
   TensorMap out;
   for (const auto& [name, info] : j.items()) {
     if (name == "__metadata__") continue;
@@ -51,9 +52,11 @@ TensorMap read_safetensors(const std::string& path) {
     std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
     auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
     torch::Tensor t = torch::empty(shape, torch::dtype(dt->second));
-    if (offsets.size() != 2 || offsets[1] > data.size() || offsets[1] - offsets[0] != t.nbytes())
+    if (offsets.size() != 2 || offsets[1] > data_size || offsets[1] - offsets[0] != t.nbytes())
       throw std::runtime_error(path + ": " + name + ": data_offsets do not match its shape and dtype");
-    std::memcpy(t.data_ptr(), data.data() + offsets[0], t.nbytes());
+    in.seekg(static_cast<std::streamoff>(data_start + offsets[0]));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    if (!in) throw std::runtime_error(path + ": " + name + ": cannot read its data");
     out[name] = t;
   }
   return out;
