@@ -284,7 +284,8 @@ void Trainer::train(int64_t steps) {
     const bool finite = !scaler_ || scaler_->unscale(parameters);
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     if (log_step && oc.log_summaries) write_norm_summaries(parameters);
-    const double lr = optimizer_->param_groups().front().lr;
+    std::vector<double> lrs;  // each group's LR for this step, logged as lr/<group>
+    for (const auto& g : optimizer_->param_groups()) lrs.push_back(g.lr);
     if (finite) {
       if (oc.max_gradient_norm) torch::nn::utils::clip_grad_norm_(parameters, *oc.max_gradient_norm);
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
@@ -305,14 +306,13 @@ void Trainer::train(int64_t steps) {
       ProgressLine::Rates r = progress.print(global_step_, loss);
       tensorboard::EventWriter& tb = events(train_events_, "train");
       tb.add_scalar("loss", loss, global_step_);
-      for (size_t g = 0; g < optimizer_->param_groups().size(); ++g)
-        tb.add_scalar("lr/" + std::to_string(g), lr, global_step_);
+      for (size_t g = 0; g < lrs.size(); ++g) tb.add_scalar("lr/" + std::to_string(g), lrs[g], global_step_);
       tb.add_scalar("local_samples_per_sec", r.local, global_step_);
       tb.add_scalar("avg_samples_per_sec", r.global, global_step_);
       tb.add_scalar("avg_steps_per_sec", r.global / double(samples_per_step), global_step_);
       if (scaler_ && oc.log_summaries) tb.add_scalar("loss_scale", scaler_->current_scale(), global_step_);
       tb.flush();
-      log::debug(strf("lr=%.6g", lr));
+      log::debug(strf("lr=%.6g", lrs.front()));
     }
     if (rc.checkpoint_steps && *rc.checkpoint_steps > 0 && (i % *rc.checkpoint_steps == 0 || i == steps))
       save_checkpoint();
