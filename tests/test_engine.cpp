@@ -235,3 +235,46 @@ TEST(Engine, WeightDecaySkipsBiasesAndNorms) {
   EXPECT_NE(std::find(groups[1].names.begin(), groups[1].names.end(), "transformer_decoder.norm.weight"),
             groups[1].names.end());
 }
+
+// ---- CUDA (skipped where LibTorch has no GPU; run them on a GPU machine) ----
+
+TEST(EngineCuda, TrainingOnGpuMatchesCpuFromTheSameCheckpoint) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  Corpus c;
+  Params p = params_with(c.dir / "data", c.dir / "m", "", "", "  eval_steps: 2\n");
+  std::string start;
+  {
+    Trainer init(p, torch::kCPU, true);
+    start = init.save_checkpoint();
+  }
+  YAML::Node from_start;
+  from_start["checkpoint_path"] = start;
+  Params q = params_from_node(config::load_yaml_string(zoo::testing::tiny_params_yaml(c.dir / "data", c.dir / "m2"),
+                                                       "p.yaml"),
+                              "p.yaml", from_start);
+  Trainer cpu(q, torch::kCPU, true), gpu(q, torch::Device(torch::kCUDA, 0), true);
+  cpu.restore(true);
+  gpu.restore(true);
+  cpu.train(10);
+  gpu.train(10);
+  std::vector<torch::Tensor> w = weights(gpu);
+  for (auto& t : w) t = t.cpu();
+  EXPECT_LT(max_diff(weights(cpu), w), 2e-3) << "same start, same batches: fp32 CPU and GPU agree";
+  EXPECT_NEAR(cpu.evaluate("cpu").loss, gpu.evaluate("gpu").loss, 2e-3);
+}
+
+TEST(EngineCuda, MixedPrecisionTrainsOnGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (std::string type : {"bfloat16", "float16"}) {
+    Corpus c;
+    Params p = params_with(c.dir / "data", c.dir / "m", type == "float16" ? "  loss_scaling_factor: dynamic\n" : "",
+                           "  mixed_precision: true\n  fp16_type: " + type + "\n", "  eval_steps: 2\n");
+    Trainer t(p, torch::Device(torch::kCUDA, 0), true);
+    EXPECT_EQ(t.grad_scaler() != nullptr, type == "float16") << type;
+    double before = t.evaluate("init").loss;
+    t.train(40);
+    double after = t.evaluate("trained").loss;
+    EXPECT_TRUE(std::isfinite(after)) << type;
+    EXPECT_LT(after, before - 0.5) << type;
+  }
+}

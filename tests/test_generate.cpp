@@ -3,7 +3,9 @@
 // shaped like its training data.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "models/gpt2/gpt2.h"
 #include "runner/generate.h"
@@ -66,14 +68,27 @@ TEST(Generate, TrainedModelWritesLikeItsDataAndSeedsRepeat) {
   std::string params = zoo::testing::write_file(dir / "p.yaml", y);
   {
     Trainer t(load_params(params, YAML::Node()), torch::kCPU, true);
-    t.train(300);
+    t.train(1500);
   }
   const std::string gen = zoo::testing::zoo_binary() + " generate --checkpoint_path " + (dir / "m") +
                           " --prompt 'nora walks to' --max_new_tokens 80";
   auto greedy = zoo::testing::run_command(gen + " --temperature 0");
   ASSERT_EQ(greedy.exit_code, 0) << greedy.output;
   EXPECT_EQ(greedy.output.rfind("nora walks to", 0), 0u) << greedy.output;
-  EXPECT_NE(greedy.output.find(" the "), std::string::npos) << greedy.output;  // the corpus' commonest word
+  // Most generated words (untrained: none) are words of the training text (a byte-level model
+  // could as well write non-words; the exact text differs between LibTorch versions).
+  std::set<std::string> vocabulary;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "data/train")) {
+    std::istringstream text(zoo::testing::read_file(e.path().string()));
+    for (std::string w; text >> w;) vocabulary.insert(w);
+  }
+  std::istringstream generated(greedy.output.substr(std::string("nora walks to").size()));
+  std::vector<std::string> words;
+  for (std::string w; generated >> w;) words.push_back(w);
+  words.pop_back();  // the last word may be cut off by max_new_tokens
+  int known = 0;
+  for (const auto& w : words) known += vocabulary.count(w);
+  EXPECT_GE(known, 0.6 * words.size()) << greedy.output;
   auto a = zoo::testing::run_command(gen + " --seed 5 --top_k 20");
   auto b = zoo::testing::run_command(gen + " --seed 5 --top_k 20");
   auto c = zoo::testing::run_command(gen + " --seed 6 --top_k 20");

@@ -8,6 +8,13 @@
 # share/cmake on CMAKE_PREFIX_PATH (see third_party/README.md).
 find_package(Torch 1.13 REQUIRED)
 add_library(zoo_torch INTERFACE)
+if(Torch_VERSION VERSION_GREATER_EQUAL 2.5)
+  # PyTorch 2.5+ wheels export std::filesystem symbols from a statically linked,
+  # older libstdc++ (pytorch/pytorch#133437); when they win symbol lookup,
+  # std::filesystem::remove_all crashes. Naming libstdc++ before LibTorch puts
+  # it first in the executable's lookup order.
+  target_link_libraries(zoo_torch INTERFACE "-Wl,--push-state,--no-as-needed" stdc++ "-Wl,--pop-state")
+endif()
 target_link_libraries(zoo_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(zoo_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 # TORCH_CXX_FLAGS carries -D_GLIBCXX_USE_CXX11_ABI=0|1; every zoo target must agree.
