@@ -16,6 +16,28 @@ MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, const Loade
                                 " sample(s), fewer than batch_size " + std::to_string(batch_size_));
 }
 
+void DataLoader::resume(const Position& saved) {
+  const Position now = position();
+  auto seed = [](const std::optional<int64_t>& s) { return s ? "shuffle_seed " + std::to_string(*s) : std::string("no shuffling"); };
+  if (saved.shuffle_seed != now.shuffle_seed)
+    throw std::invalid_argument("the checkpoint's data order was made with " + seed(saved.shuffle_seed) +
+                                ", this run has " + seed(now.shuffle_seed) +
+                                "; resuming would repeat and skip samples (set train_input.shuffle/shuffle_seed "
+                                "as they were, or leave 'dataloader' out of load_checkpoint_states)");
+  if (saved.num_tasks != now.num_tasks)
+    throw std::invalid_argument("the checkpoint's data was split across " + std::to_string(saved.num_tasks) +
+                                " task(s), this run has " + std::to_string(now.num_tasks) +
+                                " (leave 'dataloader' out of load_checkpoint_states to start the data afresh)");
+  seek(saved.samples_streamed);
+}
+
+DataLoader::Position MapStyleLoader::position() const {
+  Position p;
+  p.samples_streamed = streamed_;
+  if (shuffle_) p.shuffle_seed = seed_;
+  return p;
+}
+
 int64_t MapStyleLoader::batches_per_epoch() const { return source_->num_samples() / batch_size_; }
 
 int64_t MapStyleLoader::sample_at(int64_t position) {

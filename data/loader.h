@@ -86,6 +86,18 @@ class DataLoader {
   // Resume position: samples yielded since the start of the stream.
   virtual int64_t samples_streamed() const = 0;
   virtual void seek(int64_t samples_streamed) = 0;
+  // What a checkpoint keeps of the stream: the position and what the order
+  // depends on. resume() throws std::invalid_argument when the saved stream
+  // was ordered differently (another shuffle seed, shuffling switched on or
+  // off, another number of data-parallel tasks): the rest of the run would
+  // silently repeat and skip samples otherwise.
+  struct Position {
+    int64_t samples_streamed = 0;
+    std::optional<int64_t> shuffle_seed;  // unset when not shuffling
+    int64_t num_tasks = 1;
+  };
+  virtual Position position() const = 0;
+  void resume(const Position& saved);
 };
 
 // Batches from a SampleSource. The stream is epoch 0, 1, ... back to back, each
@@ -101,6 +113,7 @@ class MapStyleLoader : public DataLoader {
   int64_t micro_batches() const override { return micro_batches_; }
   int64_t samples_streamed() const override { return streamed_; }
   void seek(int64_t samples_streamed) override { streamed_ = samples_streamed; }
+  Position position() const override;
 
  private:
   int64_t sample_at(int64_t stream_position);

@@ -211,7 +211,22 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
   scheduler_step_ = want("lr_scheduler") ? dict.at("lr_scheduler").toGenericDict().at("last_epoch").toInt() : 0;
   if (want("grad_scaler") && scaler_ && dict.at("grad_scaler").toGenericDict().size() > 0)
     scaler_->load_state_dict(dict.at("grad_scaler").toGenericDict());
-  if (want("dataloader")) train_loader_->seek(dict.at("dataloader").toGenericDict().at("samples_streamed").toInt());
+  if (want("dataloader")) {
+    const c10::impl::GenericDict saved = dict.at("dataloader").toGenericDict();
+    data::DataLoader::Position position;
+    position.samples_streamed = saved.at("samples_streamed").toInt();
+    // Checkpoints from before zoo kept the order's inputs are taken as matching.
+    if (!saved.contains("shuffle"))
+      position.shuffle_seed = train_loader_->position().shuffle_seed;
+    else if (saved.at("shuffle").toBool())
+      position.shuffle_seed = saved.at("seed").toInt();
+    if (saved.contains("num_tasks")) position.num_tasks = saved.at("num_tasks").toInt();
+    try {
+      train_loader_->resume(position);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(path + ": cannot resume the training data: " + e.what());
+    }
+  }
   if (want("global_step") && dict.contains("rng_state")) {
     torch::Tensor state = dict.at("rng_state").toGenericDict().at("torch_cpu").toTensor();
     at::Generator gen = at::detail::getDefaultCPUGenerator();
@@ -425,7 +440,11 @@ std::string Trainer::save_checkpoint() {
   d.insert("lr_scheduler", sched);
   d.insert("grad_scaler", scaler_ ? scaler_->state_dict() : Dict(c10::StringType::get(), c10::AnyType::get()));
   Dict loader(c10::StringType::get(), c10::AnyType::get());
-  loader.insert("samples_streamed", train_loader_->samples_streamed());
+  const data::DataLoader::Position position = train_loader_->position();
+  loader.insert("samples_streamed", position.samples_streamed);
+  loader.insert("shuffle", position.shuffle_seed.has_value());
+  if (position.shuffle_seed) loader.insert("seed", *position.shuffle_seed);
+  loader.insert("num_tasks", position.num_tasks);
   d.insert("dataloader", loader);
   d.insert("global_step", global_step_);
   Dict rng(c10::StringType::get(), c10::AnyType::get());

@@ -109,6 +109,42 @@ TEST(Training, LoadCheckpointStatesSelectsWhatIsRestored) {
   }
 }
 
+TEST(Training, ResumingWithAnotherDataOrderIsAClearError) {
+  Fixture f;
+  {
+    Trainer t(f.params("  checkpoint_steps: 3\n"), torch::kCPU, true);  // shuffle_seed 3
+    t.train(3);
+  }
+  auto params_with = [&](const std::string& input_line, const std::string& runconfig = "") {
+    std::string y = zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "m", runconfig);
+    const std::string shuffled = "  shuffle: true\n  shuffle_seed: 3\n";
+    y.replace(y.find(shuffled), shuffled.size(), input_line);
+    return params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node());
+  };
+  for (const auto& [line, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"  shuffle: true\n  shuffle_seed: 4\n", "made with shuffle_seed 3, this run has shuffle_seed 4"},
+           {"  shuffle_seed: 3\n", "made with shuffle_seed 3, this run has no shuffling"}}) {
+    Trainer other(params_with(line), torch::kCPU, true);
+    try {
+      other.restore(true);
+      ADD_FAILURE() << "no error for " << line;
+    } catch (const std::runtime_error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("checkpoint_3.mdl: cannot resume the training data: the checkpoint's data order was " + expected),
+                std::string::npos) << m;
+    }
+  }
+  // Leaving the data position out starts the data afresh, without complaint.
+  Trainer fresh_data(params_with("  shuffle: true\n  shuffle_seed: 4\n", "  load_checkpoint_states: model,optimizer,global_step\n"),
+                     torch::kCPU, true);
+  fresh_data.restore(true);
+  EXPECT_EQ(fresh_data.global_step(), 3);
+  // The same seed resumes.
+  Trainer same(params_with("  shuffle: true\n  shuffle_seed: 3\n"), torch::kCPU, true);
+  same.restore(true);
+  EXPECT_EQ(same.global_step(), 3);
+}
+
 TEST(Training, StrictLoadingReportsMismatchedKeys) {
   Fixture f;
   {
