@@ -80,6 +80,13 @@ std::string Hdf5SampleSource::describe() const {
   return files_.empty() ? "HDF5 data" : files_.front().path + (files_.size() > 1 ? " and others" : "");
 }
 
+std::string Hdf5SampleSource::locate(int64_t i) const {
+  for (const auto& f : files_)
+    if (i >= f.first && i < f.first + f.count)
+      return f.path + (f.corpus ? ", window " : ", sample ") + std::to_string(i - f.first);
+  return describe() + ", sample " + std::to_string(i);
+}
+
 void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const {
   const File* file = nullptr;
   for (const auto& f : files_)

@@ -34,6 +34,7 @@ class Hdf5SampleSource : public SampleSource {
   int64_t sequence_length() const override { return msl_; }
   void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
   std::string describe() const override;
+  std::string locate(int64_t i) const override;
 
  private:
   struct File {

@@ -52,13 +52,28 @@ int64_t MapStyleLoader::sample_at(int64_t position) {
   return perm_.data_ptr<int64_t>()[offset];
 }
 
+void MapStyleLoader::check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const {
+  const int64_t V = *vocab_size_;
+  for (int64_t t = 0; t < T; ++t) {
+    const char* row = ids[t] < 0 || ids[t] >= V ? "input_ids" : labels[t] >= V ? "labels" : nullptr;
+    if (!row) continue;
+    const int32_t id = row[0] == 'i' ? ids[t] : labels[t];
+    throw std::runtime_error(source_->locate(sample) + ": token id " + std::to_string(id) + " in " + row +
+                             " at position " + std::to_string(t) + " is outside the model's vocabulary (vocab_size " +
+                             std::to_string(V) + "); was the data tokenized for another model?");
+  }
+}
+
 Features MapStyleLoader::next() {
   const int64_t B = batch_size_, T = source_->sequence_length();
   torch::Tensor ids = torch::empty({B, T}, torch::kInt), mask = torch::empty({B, T}, torch::kInt),
                 labels = torch::empty({B, T}, torch::kInt);
   for (int64_t b = 0; b < B; ++b) {
-    source_->read(sample_at(streamed_ + b), ids.data_ptr<int32_t>() + b * T, mask.data_ptr<int32_t>() + b * T,
-                  labels.data_ptr<int32_t>() + b * T);
+    const int64_t sample = sample_at(streamed_ + b);
+    int32_t* row_ids = ids.data_ptr<int32_t>() + b * T;
+    int32_t* row_labels = labels.data_ptr<int32_t>() + b * T;
+    source_->read(sample, row_ids, mask.data_ptr<int32_t>() + b * T, row_labels);
+    if (vocab_size_) check_row(sample, row_ids, row_labels, T);
   }
   streamed_ += B;
   return {{"input_ids", ids.to(torch::kLong)},

@@ -26,6 +26,8 @@ class SampleSource {
   // Writes sample i's input_ids / attention_mask (loss mask) / labels, each T int32.
   virtual void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const = 0;
   virtual std::string describe() const = 0;  // for messages, e.g. the data_dir
+  // Where sample i comes from, for messages: the file and the sample's place in it.
+  virtual std::string locate(int64_t i) const { return describe() + ", sample " + std::to_string(i); }
 };
 
 // Keys every loader-backed processor shares (modelzoo's names and defaults).
@@ -98,6 +100,9 @@ class DataLoader {
   };
   virtual Position position() const = 0;
   void resume(const Position& saved);
+  // From now on next() throws std::runtime_error naming the file and sample
+  // when an input or label token id is not below vocab_size (or an input id is negative).
+  virtual void check_token_ids(int64_t vocab_size) = 0;
 };
 
 // Batches from a SampleSource. The stream is epoch 0, 1, ... back to back, each
@@ -114,15 +119,18 @@ class MapStyleLoader : public DataLoader {
   int64_t samples_streamed() const override { return streamed_; }
   void seek(int64_t samples_streamed) override { streamed_ = samples_streamed; }
   Position position() const override;
+  void check_token_ids(int64_t vocab_size) override { vocab_size_ = vocab_size; }
 
  private:
   int64_t sample_at(int64_t stream_position);
+  void check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const;
   std::shared_ptr<SampleSource> source_;
   int64_t batch_size_;
   int64_t micro_batches_;
   bool shuffle_;
   int64_t seed_;
   int64_t streamed_ = 0;
+  std::optional<int64_t> vocab_size_;
   int64_t perm_epoch_ = -1;
   torch::Tensor perm_;
 };

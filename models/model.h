@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,8 @@ class Model : public torch::nn::Module {
   virtual double forward_flops_per_token() const = 0;
   // Initializes every parameter as the config says (no-op on meta tensors).
   virtual void reset_parameters() = 0;
+  // Models that read token ids: how many there are (the loaders check the data against it).
+  virtual std::optional<int64_t> vocab_size() const { return std::nullopt; }
 
   // Causal LMs: logits (B, T, V) for input_ids (B, T) that continue the
   // positions held in `cache` (empty at first), whose keys/values it extends.

@@ -121,6 +121,7 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training) 
   }
   const models::ModelFamily& family = models::find_model(params_.model_name);
   model_ = family.build(params_.model, params_.context("model"), torch::TensorOptions().device(device_));
+  if (train_loader_ && model_->vocab_size()) train_loader_->check_token_ids(*model_->vocab_size());
   if (for_training) {
     auto groups = optim::split_weight_decay_groups(
         model_->named_parameters().pairs(), models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
@@ -342,6 +343,7 @@ void Trainer::train(int64_t steps) {
 EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   const RunConfig& rc = params_.runconfig;
   std::unique_ptr<data::DataLoader> loader = open_loader(params_, "eval_input");
+  if (model_->vocab_size()) loader->check_token_ids(*model_->vocab_size());
   const int64_t steps = rc.eval_steps.value_or(loader->batches_per_epoch());
   torch::NoGradGuard no_grad;
   model_->eval();

@@ -172,4 +172,25 @@ with h5py.File(f"{out}/corpus/tokens_0.h5", "w") as h:  # corpus format: a token
   EXPECT_EQ(w.at("labels")[1][7].item<int64_t>(), 1016);
   EXPECT_EQ(w.at("labels")[2][7].item<int64_t>(), 1024);
   EXPECT_EQ(w.at("attention_mask").sum().item<int64_t>(), 24);
+  // Token ids the model has no embedding for: the error names the file and sample.
+  auto checked = open("{data_processor: GptHDF5MapDataProcessor, data_dir: " + dir.path() + ", batch_size: 4}");
+  checked->check_token_ids(100);  // the first file's ids are below 100, the second's are not
+  checked->next();
+  try {
+    checked->next();
+    ADD_FAILURE() << "no error for token id 100 with vocab_size 100";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "examples_1.h5") + ", sample 0: token id 100 in input_ids at position 0 "
+                                         "is outside the model's vocabulary (vocab_size 100)"),
+              std::string::npos) << e.what();
+  }
+  auto checked_stream = open(corpus + ", max_sequence_length: 8}");
+  checked_stream->check_token_ids(1016);
+  try {
+    checked_stream->next();
+    ADD_FAILURE() << "no error for label 1016 with vocab_size 1016";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "corpus/tokens_0.h5") + ", window 1: token id 1016 in labels at position 7"),
+              std::string::npos) << e.what();
+  }
 }

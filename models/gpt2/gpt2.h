@@ -70,6 +70,7 @@ class Gpt2Model : public Model {
   bool is_causal_lm() const override { return true; }
   torch::Tensor next_logits(const torch::Tensor& input_ids, GenerationCache& cache) override;
   int64_t max_positions() const override { return options_.max_position_embeddings; }
+  std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
   const Gpt2Options& options() const { return options_; }
 
   EmbeddingLayer embedding_layer{nullptr};
