@@ -8,7 +8,8 @@
 # share/cmake on CMAKE_PREFIX_PATH (see third_party/README.md).
 find_package(Torch 1.13 REQUIRED)
 add_library(zoo_torch INTERFACE)
-if(Torch_VERSION VERSION_GREATER_EQUAL 2.5)
+option(ZOO_STDCXX_BEFORE_TORCH "Link libstdc++ ahead of LibTorch >= 2.5 (pytorch#133437)" ON)
+if(ZOO_STDCXX_BEFORE_TORCH AND Torch_VERSION VERSION_GREATER_EQUAL 2.5)
   # PyTorch 2.5+ wheels export std::filesystem symbols from a statically linked,
   # older libstdc++ (pytorch/pytorch#133437); when they win symbol lookup,
   # std::filesystem::remove_all crashes. Naming libstdc++ before LibTorch puts
