@@ -54,13 +54,14 @@ int64_t MapStyleLoader::sample_at(int64_t position) {
 
 void MapStyleLoader::check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const {
   const int64_t V = *vocab_size_;
-  for (int64_t t = 0; t < T; ++t) {
-    const char* row = ids[t] < 0 || ids[t] >= V ? "input_ids" : labels[t] >= V ? "labels" : nullptr;
-    if (!row) continue;
-    const int32_t id = row[0] == 'i' ? ids[t] : labels[t];
+  auto fail = [&](const char* row, int32_t id, int64_t t) {
     throw std::runtime_error(source_->locate(sample) + ": token id " + std::to_string(id) + " in " + row +
                              " at position " + std::to_string(t) + " is outside the model's vocabulary (vocab_size " +
                              std::to_string(V) + "); was the data tokenized for another model?");
+  };
+  for (int64_t t = 0; t < T; ++t) {
+    if (ids[t] < 0 || ids[t] >= V) fail("input_ids", ids[t], t);
+    if (labels[t] >= V) fail("labels", labels[t], t);
   }
 }
 
