@@ -194,3 +194,21 @@ with h5py.File(f"{out}/corpus/tokens_0.h5", "w") as h:  # corpus format: a token
               std::string::npos) << e.what();
   }
 }
+
+TEST(Data, SyntheticSamplesAreDeterministicShiftedAndInVocabulary) {
+  const std::string yaml = "{data_processor: SyntheticDataProcessor, vocab_size: 50, max_sequence_length: 16, "
+                           "num_examples: 40, batch_size: 8, seed: ";
+  auto a = open(yaml + "3}"), b = open(yaml + "3}"), other_seed = open(yaml + "4}");
+  EXPECT_EQ(a->batches_per_epoch(), 5);
+  Features x = a->next(), y = b->next();
+  EXPECT_TRUE(torch::equal(x.at("input_ids"), y.at("input_ids")));
+  EXPECT_FALSE(torch::equal(x.at("input_ids"), other_seed->next().at("input_ids")));
+  EXPECT_TRUE(torch::equal(x.at("input_ids").narrow(1, 1, 15), x.at("labels").narrow(1, 0, 15)));
+  EXPECT_GE(x.at("input_ids").min().item<int64_t>(), 0);
+  EXPECT_LT(x.at("labels").max().item<int64_t>(), 50);
+  EXPECT_GT(std::get<0>(at::_unique(x.at("input_ids"))).numel(), 40);  // spread over the vocabulary
+  EXPECT_EQ(x.at("attention_mask").sum().item<int64_t>(), 8 * 16);
+  EXPECT_NE(error_of("{data_processor: SyntheticDataProcessor, max_sequence_length: 16, batch_size: 8}")
+                .find("train_input.vocab_size: required"),
+            std::string::npos);
+}
