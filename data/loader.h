@@ -85,8 +85,7 @@ class DataLoader {
   virtual int64_t batch_size() const = 0;  // samples per next() (a micro-batch when splitting)
   // How many next() batches make one configured batch (batch_size / micro_batch_size).
   virtual int64_t micro_batches() const { return 1; }
-  // Resume position: samples yielded since the start of the stream.
-  virtual int64_t samples_streamed() const = 0;
+  // Moves to `samples_streamed` samples after the start of the stream.
   virtual void seek(int64_t samples_streamed) = 0;
   // What a checkpoint keeps of the stream: the position and what the order
   // depends on. resume() throws std::invalid_argument when the saved stream
@@ -116,7 +115,6 @@ class MapStyleLoader : public DataLoader {
   int64_t batches_per_epoch() const override;
   int64_t batch_size() const override { return batch_size_; }
   int64_t micro_batches() const override { return micro_batches_; }
-  int64_t samples_streamed() const override { return streamed_; }
   void seek(int64_t samples_streamed) override { streamed_ = samples_streamed; }
   Position position() const override;
   void check_token_ids(int64_t vocab_size) override { vocab_size_ = vocab_size; }
