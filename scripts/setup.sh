@@ -11,8 +11,11 @@ packages=(
   libtorch-dev libopenblas0-pthread  # without OpenBLAS, Debian's libtorch uses reference BLAS (~46x slower)
   libyaml-cpp-dev libcxxopts-dev libspdlog-dev libhdf5-dev nlohmann-json3-dev libgtest-dev
   libprotobuf-dev protobuf-compiler libisal-dev  # TensorBoard event files
+  libpcre2-dev  # tokenizers: Unicode-aware pre-tokenization regex
   python3-torch python3-h5py python3-numpy python3-crc32c  # test oracles (/usr/bin/python3)
 )
+# node + npm: test oracle for the GPT-2 tokenizer (npm's gpt-3-encoder); any install will do.
+command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

