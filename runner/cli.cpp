@@ -28,6 +28,7 @@ cxxopts::Options run_options() {
                 "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
                 "--top_p P --seed S --max_new_tokens N]\n"
                 "  zoo convert CKPT --model gpt2 --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
+                "  zoo data create-hdf5 LMData --input_dir D --output_dir O --tokenizer_type T ...   (see its --help)\n"
                 "  zoo --help-config             every params YAML key with type, default and doc");
   o.positional_help("");
   o.set_width(110);
@@ -156,6 +157,71 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   return c;
 }
 
+
+CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
+  cxxopts::Options o("zoo data create-hdf5 LMData",
+                     "Tokenize .txt (a document per file) and .jsonl (a document per line) files into modelzoo HDF5 "
+                     "samples (<output_name>_<n>.h5 + data_params.json), as create_hdf5_dataset.py LMData does.");
+  o.set_width(110);
+  std::string types;
+  for (const auto& t : text::tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
+  o.add_options()
+      ("input_dir", "Directory of .txt / .jsonl files (searched recursively).", cxxopts::value<std::string>())
+      ("output_dir", "Where to write the dataset; must not hold one already.", cxxopts::value<std::string>())
+      ("tokenizer_type", "One of: " + types + ".", cxxopts::value<std::string>())
+      ("vocab_file", "GPT2Tokenizer: vocab.bpe (the merges).", cxxopts::value<std::string>()->default_value(""))
+      ("encoder_file", "GPT2Tokenizer: encoder.json; NeoXTokenizer / HuggingFaceTokenizer: tokenizer.json.",
+       cxxopts::value<std::string>()->default_value(""))
+      ("huggingface_tokenizer", "HuggingFaceTokenizer: a local tokenizer.json (zoo does not download).",
+       cxxopts::value<std::string>()->default_value(""))
+      ("max_seq_length", "Tokens per sample.", cxxopts::value<int64_t>()->default_value("2048"))
+      ("eos_id", "Appended to every document (default: the tokenizer's <|endoftext|>).", cxxopts::value<int64_t>())
+      ("pad_id", "Fills short samples (default: eos_id).", cxxopts::value<int64_t>())
+      ("pack_sequences", "Pack documents into one stream before cutting samples (true/false).",
+       cxxopts::value<std::string>()->default_value("true"))
+      ("jsonl_key", "Key of the text in .jsonl lines.", cxxopts::value<std::string>()->default_value("text"))
+      ("files_per_record", "Samples per output file.", cxxopts::value<int64_t>()->default_value("50000"))
+      ("output_name", "Output file name prefix.", cxxopts::value<std::string>()->default_value("examples"))
+      ("h,help", "Print this help.");
+  const std::string prog = "zoo data create-hdf5 LMData";
+  if (args.size() < 2 || args[1] != "create-hdf5")
+    throw CliError("zoo data: expected 'zoo data create-hdf5 LMData ...'\n" + o.help());
+  if (args.size() > 2 && (args[2] == "-h" || args[2] == "--help")) throw CliError(o.help());
+  if (args.size() < 3 || args[2] != "LMData")
+    throw CliError("zoo data create-hdf5: expected the mode LMData (zoo has no Summarization, FIM, VSL or Customize "
+                   "modes yet), got '" + (args.size() < 3 ? std::string() : args[2]) + "'");
+  std::vector<std::string> rest(args.begin() + 3, args.end());
+  auto argv = argv_of(prog, rest);
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw CliError(prog + ": " + e.what());
+  }
+  if (r.count("help")) throw CliError(o.help());
+  if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");
+  for (const char* k : {"input_dir", "output_dir", "tokenizer_type"})
+    if (!r.count(k)) throw CliError(prog + ": --" + k + " is required (see --help)");
+  CliCommand c;
+  c.kind = CliCommand::Kind::create_hdf5;
+  data::CreateHdf5Options& d = c.create_hdf5;
+  d.input_dir = r["input_dir"].as<std::string>();
+  d.output_dir = r["output_dir"].as<std::string>();
+  d.tokenizer = {r["tokenizer_type"].as<std::string>(), r["vocab_file"].as<std::string>(),
+                 r["encoder_file"].as<std::string>(), r["huggingface_tokenizer"].as<std::string>()};
+  d.max_seq_length = r["max_seq_length"].as<int64_t>();
+  if (r.count("eos_id")) d.eos_id = r["eos_id"].as<int64_t>();
+  if (r.count("pad_id")) d.pad_id = r["pad_id"].as<int64_t>();
+  const std::string pack = r["pack_sequences"].as<std::string>();
+  if (pack != "true" && pack != "True" && pack != "false" && pack != "False")
+    throw CliError(prog + ": --pack_sequences expects true or false, got '" + pack + "'");
+  d.pack_sequences = pack == "true" || pack == "True";
+  d.jsonl_key = r["jsonl_key"].as<std::string>();
+  d.files_per_record = r["files_per_record"].as<int64_t>();
+  d.output_name = r["output_name"].as<std::string>();
+  return c;
+}
+
 }  // namespace
 
 std::string usage() { return run_options().help(); }
@@ -164,6 +230,7 @@ CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "corpus") return parse_corpus(args);
   if (!args.empty() && args[0] == "generate") return parse_generate(args);
   if (!args.empty() && args[0] == "convert") return parse_convert(args);
+  if (!args.empty() && args[0] == "data") return parse_create_hdf5(args);
   cxxopts::Options o = run_options();
   const std::string prog = "zoo";
   auto argv = argv_of(prog, args);

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "data/create_hdf5.h"
 #include "runner/convert/convert.h"
 #include "runner/generate_options.h"
 
@@ -21,7 +22,7 @@ class CliError : public std::runtime_error {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert };
+  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5 };
   Kind kind = Kind::run;
   std::string params_file;
   YAML::Node runconfig_overrides{YAML::NodeType::Map};  // device, mode and every flag given
@@ -32,6 +33,7 @@ struct CliCommand {
   // generate subcommand
   GenerateCommand generate;
   convert::ConvertCommand convert;
+  data::CreateHdf5Options create_hdf5;  // zoo data create-hdf5 LMData
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

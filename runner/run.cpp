@@ -154,6 +154,12 @@ int run_command(const CliCommand& cmd) {
     case CliCommand::Kind::generate:
       run_generate(cmd.generate);
       return 0;
+    case CliCommand::Kind::create_hdf5: {
+      const auto s = data::create_hdf5(cmd.create_hdf5, std::cerr);
+      std::cout << "Wrote " << s.samples << " samples (" << s.tokens << " tokens from " << s.documents
+                << " documents) in " << s.files << " file(s) to " << cmd.create_hdf5.output_dir << "\n";
+      return 0;
+    }
     case CliCommand::Kind::run:
       break;
   }

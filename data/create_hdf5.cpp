@@ -1,0 +1,253 @@
+// Implementation of data/create_hdf5.h with the HDF5 C API.
+#include "data/create_hdf5.h"
+
+#include <hdf5.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace zoo::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Writes k samples (k * 3 * msl int32, row-major) as modelzoo does: dataset
+// "data" (k, 3, msl), gzip, chunks (1, 3, msl), file attribute n_examples.
+void write_samples_file(const std::string& path, const std::vector<int32_t>& rows, int64_t msl) {
+  const hsize_t k = rows.size() / (3 * msl);
+  const std::string tmp = path + ".tmp";
+  hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) throw std::runtime_error(tmp + ": cannot create the HDF5 file");
+  const hsize_t dims[3] = {k, 3, static_cast<hsize_t>(msl)}, chunk[3] = {1, 3, static_cast<hsize_t>(msl)};
+  hid_t space = H5Screate_simple(3, dims, nullptr);
+  hid_t props = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(props, 3, chunk);
+  H5Pset_deflate(props, 4);  // h5py's compression="gzip" default level
+  hid_t data = H5Dcreate2(file, "data", H5T_STD_I32LE, space, H5P_DEFAULT, props, H5P_DEFAULT);
+  herr_t status = data < 0 ? -1 : H5Dwrite(data, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
+  hid_t attr_space = H5Screate(H5S_SCALAR);
+  hid_t attr = data < 0 ? -1 : H5Acreate2(file, "n_examples", H5T_STD_I64LE, attr_space, H5P_DEFAULT, H5P_DEFAULT);
+  const int64_t n = static_cast<int64_t>(k);
+  if (attr < 0 || H5Awrite(attr, H5T_NATIVE_INT64, &n) < 0) status = -1;
+  if (attr >= 0) H5Aclose(attr);
+  H5Sclose(attr_space);
+  if (data >= 0) H5Dclose(data);
+  H5Pclose(props);
+  H5Sclose(space);
+  if (H5Fclose(file) < 0) status = -1;
+  if (status < 0) {
+    fs::remove(tmp);
+    throw std::runtime_error(path + ": writing the HDF5 file failed (disk full?)");
+  }
+  fs::rename(tmp, path);
+}
+
+// Collects samples and writes a file every files_per_record of them.
+class SampleWriter {
+ public:
+  SampleWriter(const CreateHdf5Options& o, int32_t pad_id) : o_(o), pad_(pad_id) {}
+
+  // One chunk of 2 .. msl + 1 tokens becomes one sample.
+  void add(const int32_t* tokens, int64_t length) {
+    const int64_t msl = o_.max_seq_length, n = length - 1;
+    const size_t at = rows_.size();
+    rows_.resize(at + 3 * msl, pad_);
+    int32_t* ids = rows_.data() + at;
+    int32_t* mask = ids + msl;
+    int32_t* labels = mask + msl;
+    std::copy(tokens, tokens + n, ids);
+    std::fill(mask, mask + msl, 0);
+    std::fill(mask, mask + n, 1);
+    std::copy(tokens + 1, tokens + length, labels);
+    if (static_cast<int64_t>(rows_.size()) == 3 * msl * o_.files_per_record) flush();
+  }
+
+  void flush() {
+    if (rows_.empty()) return;
+    const auto path = fs::path(o_.output_dir) / (o_.output_name + "_" + std::to_string(files_) + ".h5");
+    write_samples_file(path.string(), rows_, o_.max_seq_length);
+    samples_ += static_cast<int64_t>(rows_.size()) / (3 * o_.max_seq_length);
+    ++files_;
+    rows_.clear();
+  }
+
+  int64_t samples() const { return samples_ + static_cast<int64_t>(rows_.size()) / (3 * o_.max_seq_length); }
+  int64_t files() const { return files_; }
+
+ private:
+  const CreateHdf5Options& o_;
+  int32_t pad_;
+  std::vector<int32_t> rows_;
+  int64_t samples_ = 0, files_ = 0;
+};
+
+// Cuts token streams into chunks of msl + 1: one stream for all documents
+// when packing, one per document otherwise.
+class Chunker {
+ public:
+  Chunker(SampleWriter& writer, int64_t msl, bool pack) : writer_(writer), window_(msl + 1), pack_(pack) {}
+
+  void add_document(const std::vector<int32_t>& tokens) {
+    pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+    while (static_cast<int64_t>(pending_.size() - start_) >= window_) {
+      writer_.add(pending_.data() + start_, window_);
+      start_ += window_;
+    }
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(start_));
+    start_ = 0;
+    if (!pack_) finish();
+  }
+
+  // The leftover becomes a padded sample; a lone token cannot (it has no label).
+  void finish() {
+    if (pending_.size() >= 2) writer_.add(pending_.data(), static_cast<int64_t>(pending_.size()));
+    else discarded_ += static_cast<int64_t>(pending_.size());
+    pending_.clear();
+  }
+
+  int64_t discarded() const { return discarded_; }
+
+ private:
+  SampleWriter& writer_;
+  int64_t window_;
+  bool pack_;
+  std::vector<int32_t> pending_;
+  size_t start_ = 0;
+  int64_t discarded_ = 0;
+};
+
+std::vector<std::string> input_files(const CreateHdf5Options& o, std::ostream& progress) {
+  if (!fs::is_directory(o.input_dir)) throw std::invalid_argument("--input_dir " + o.input_dir + ": not a directory");
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(o.input_dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string ext = e.path().extension().string();
+    if (ext == ".txt" || ext == ".jsonl") files.push_back(e.path().string());
+    else progress << "create-hdf5: skipping " << e.path().string() << " (not .txt or .jsonl)\n";
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw std::invalid_argument("--input_dir " + o.input_dir + ": no .txt or .jsonl files");
+  return files;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Calls `document` with the text of each document in `path`.
+template <class F>
+void for_each_document(const std::string& path, const std::string& jsonl_key, F&& document) {
+  if (fs::path(path).extension() == ".txt") {
+    document(read_text_file(path));
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(path + ":" + std::to_string(n) + ": not a JSON object (" + e.what() + ")");
+    }
+    if (!j.is_object() || !j.contains(jsonl_key) || !j[jsonl_key].is_string())
+      throw std::invalid_argument(path + ":" + std::to_string(n) + ": expected a string under key '" + jsonl_key +
+                                  "' (set --jsonl_key)");
+    document(j[jsonl_key].get<std::string>());
+  }
+}
+
+void show_progress(std::ostream& out, size_t done, size_t total, const SampleWriter& w, int64_t tokens, double seconds) {
+  const int width = 30, filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
+  out << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/" << total
+      << " files, " << w.samples() << " samples, " << tokens << " tokens, " << std::fixed << std::setprecision(0)
+      << (seconds > 0 ? tokens / seconds : 0.0) << " tokens/s" << std::flush;
+}
+
+}  // namespace
+
+CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress) {
+  if (o.max_seq_length < 1) throw std::invalid_argument("--max_seq_length must be positive");
+  if (o.files_per_record < 1) throw std::invalid_argument("--files_per_record must be positive");
+  auto tokenizer = text::make_tokenizer(o.tokenizer);
+  const int64_t vocab = tokenizer->vocab_size();
+  int64_t eos = -1;
+  if (o.eos_id) eos = *o.eos_id;
+  else if (auto id = tokenizer->token_to_id("<|endoftext|>")) eos = *id;
+  else throw std::invalid_argument("--eos_id is required: tokenizer " + o.tokenizer.type + " has no <|endoftext|>");
+  const int64_t pad = o.pad_id.value_or(eos);
+  for (auto [flag, id] : {std::pair<const char*, int64_t>{"--eos_id", eos}, {"--pad_id", pad}})
+    if (id < 0 || id >= vocab)
+      throw std::invalid_argument(std::string(flag) + " " + std::to_string(id) + " is outside the tokenizer's vocabulary (size " +
+                                  std::to_string(vocab) + ")");
+  const auto files = input_files(o, progress);
+  fs::create_directories(o.output_dir);
+  for (const auto& e : fs::directory_iterator(o.output_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "data_params.json" || (name.rfind(o.output_name + "_", 0) == 0 && e.path().extension() == ".h5"))
+      throw std::invalid_argument("--output_dir " + o.output_dir + " already holds " + name +
+                                  "; choose an empty directory (zoo never overwrites a dataset)");
+  }
+
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  SampleWriter writer(o, static_cast<int32_t>(pad));
+  Chunker chunker(writer, o.max_seq_length, o.pack_sequences);
+  CreateHdf5Summary s;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t f = 0; f < files.size(); ++f) {
+    for_each_document(files[f], o.jsonl_key, [&](const std::string& doc) {
+      if (doc.empty()) return;
+      std::vector<int32_t> tokens = tokenizer->encode(doc);
+      tokens.push_back(static_cast<int32_t>(eos));
+      s.tokens += static_cast<int64_t>(tokens.size());
+      ++s.documents;
+      chunker.add_document(tokens);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    show_progress(progress, f + 1, files.size(), writer, s.tokens, seconds);
+  }
+  chunker.finish();
+  writer.flush();
+  progress << "\n";
+  s.samples = writer.samples();
+  s.files = writer.files();
+  s.discarded_tokens = chunker.discarded();
+
+  nlohmann::json params;
+  params["processing"] = {{"input_dir", o.input_dir},
+                          {"output_dir", o.output_dir},
+                          {"tokenizer_type", o.tokenizer.type},
+                          {"vocab_file", o.tokenizer.vocab_file},
+                          {"encoder_file", o.tokenizer.encoder_file},
+                          {"max_seq_length", o.max_seq_length},
+                          {"eos_id", eos},
+                          {"pad_id", pad},
+                          {"pack_sequences", o.pack_sequences},
+                          {"jsonl_key", o.jsonl_key},
+                          {"files_per_record", o.files_per_record},
+                          {"output_name", o.output_name}};
+  params["post-process"] = {{"n_examples", s.samples},  {"n_files", s.files},
+                            {"n_documents", s.documents}, {"n_tokens", s.tokens},
+                            {"discarded_tokens", s.discarded_tokens}, {"vocab_size", vocab},
+                            {"eos_id", eos}, {"pad_id", pad}};
+  const auto json_path = fs::path(o.output_dir) / "data_params.json";
+  std::ofstream(json_path.string() + ".tmp") << params.dump(2) << "\n";
+  fs::rename(json_path.string() + ".tmp", json_path);
+  return s;
+}
+
+}  // namespace zoo::data
