@@ -1,9 +1,12 @@
 // Implementation of data/gpt_hdf5.h with the HDF5 C API.
 #include "data/gpt_hdf5.h"
 
+#include "data/iterable_loader.h"
+
 #include <hdf5.h>
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 namespace zoo::data {
@@ -18,7 +21,8 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
                "Tokens per sample: checked against sample-format files (null: taken from them); required to cut "
                "corpus-format files (rank-1 token streams) into samples.",
                config::if_set(config::positive<int64_t>()))
-        .field("shuffle_buffer", &O::shuffle_buffer, "Shuffle buffer size (iterable processor).",
+        .field("shuffle_buffer", &O::shuffle_buffer,
+               "Samples in the shuffle buffer (GptHDF5DataProcessor; null: 10 * batch_size).",
                config::if_set(config::positive<int64_t>()))
         .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).");
     return sc;
@@ -80,18 +84,26 @@ std::string Hdf5SampleSource::describe() const {
   return files_.empty() ? "HDF5 data" : files_.front().path + (files_.size() > 1 ? " and others" : "");
 }
 
+const Hdf5SampleSource::File& Hdf5SampleSource::file_of(int64_t i) const {
+  if (i < 0 || i >= total_) throw std::out_of_range("HDF5 sample index " + std::to_string(i) + " out of range");
+  // The last file starting at or before i (empty files share a start; skip past them).
+  auto it = std::upper_bound(files_.begin(), files_.end(), i, [](int64_t x, const File& f) { return x < f.first; });
+  return *std::prev(it);
+}
+
 std::string Hdf5SampleSource::locate(int64_t i) const {
-  for (const auto& f : files_)
-    if (i >= f.first && i < f.first + f.count)
-      return f.path + (f.corpus ? ", window " : ", sample ") + std::to_string(i - f.first);
-  return describe() + ", sample " + std::to_string(i);
+  const File& f = file_of(i);
+  return f.path + (f.corpus ? ", window " : ", sample ") + std::to_string(i - f.first);
+}
+
+std::vector<std::pair<int64_t, int64_t>> Hdf5SampleSource::file_ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto& f : files_) ranges.emplace_back(f.first, f.count);
+  return ranges;
 }
 
 void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const {
-  const File* file = nullptr;
-  for (const auto& f : files_)
-    if (i >= f.first && i < f.first + f.count) file = &f;
-  if (!file) throw std::out_of_range("HDF5 sample index " + std::to_string(i) + " out of range");
+  const File* file = &file_of(i);
   if (file->corpus) {
     std::vector<int32_t> window(msl_ + 1);
     hsize_t start[1] = {static_cast<hsize_t>((i - file->first) * msl_)}, count[1] = {static_cast<hsize_t>(msl_ + 1)};
@@ -112,8 +124,7 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   hsize_t count[3] = {1, 3, static_cast<hsize_t>(msl_)};
   hid_t space = H5Dget_space(file->dataset_id);
   H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-  hsize_t mem_dims[1] = {static_cast<hsize_t>(3 * msl_)};
-  hid_t mem = H5Screate_simple(1, mem_dims, nullptr);
+  hid_t mem = H5Screate_simple(3, count, nullptr);  // the file selection's shape: HDF5's fast path
   herr_t status = H5Dread(file->dataset_id, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, row.data());
   H5Sclose(mem);
   H5Sclose(space);
@@ -124,14 +135,20 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
 }
 
 namespace {
-std::unique_ptr<DataLoader> open_hdf5(const GptHdf5Options& o, const YAML::Node& section,
-                                      const config::Context& ctx) {
+
+// The sorted *.h5 files of every data_dir entry.
+std::vector<std::string> hdf5_files(const GptHdf5Options& o, const YAML::Node& section, const config::Context& ctx) {
   if (o.data_dir.items.empty()) ctx.fail(section, "data_dir", "required: directory (or list) of *.h5 files");
   std::vector<std::string> files;
   for (const auto& dir : o.data_dir.items)
     for (const auto& f : list_files(require_directory(dir, section, ctx), ".h5")) files.push_back(f);
   std::sort(files.begin(), files.end());
   if (files.empty()) ctx.fail(section["data_dir"], "data_dir", "no *.h5 files in the given director(y/ies)");
+  return files;
+}
+
+std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& files, const GptHdf5Options& o,
+                                              const YAML::Node& section, const config::Context& ctx) {
   std::shared_ptr<Hdf5SampleSource> source;
   try {
     source = std::make_shared<Hdf5SampleSource>(files, o.max_sequence_length);
@@ -140,23 +157,48 @@ std::unique_ptr<DataLoader> open_hdf5(const GptHdf5Options& o, const YAML::Node&
   }
   if (source->num_samples() < o.batch_size)
     ctx.fail(section["data_dir"], "data_dir",
-             std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
+             source->describe() + ": " + std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
                  std::to_string(o.batch_size));
-  return std::make_unique<MapStyleLoader>(source, o);
+  return source;
 }
+
+std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const YAML::Node& section, const config::Context& ctx) {
+  return std::make_unique<MapStyleLoader>(open_source(hdf5_files(o, section, ctx), o, section, ctx), o);
+}
+
+std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const YAML::Node& section,
+                                          const config::Context& ctx) {
+  const std::vector<std::string> all = hdf5_files(o, section, ctx);
+  const TaskShard shard = TaskShard::from_environment();
+  std::vector<std::string> mine;  // files[rank::num_tasks], as modelzoo shards them
+  for (size_t i = static_cast<size_t>(shard.rank); i < all.size(); i += static_cast<size_t>(shard.num_tasks))
+    mine.push_back(all[i]);
+  if (mine.empty())
+    ctx.fail(section["data_dir"], "data_dir",
+             std::to_string(all.size()) + " *.h5 file(s) for " + std::to_string(shard.num_tasks) +
+                 " data-parallel tasks (WORLD_SIZE): task " + std::to_string(shard.rank) +
+                 " gets none; this processor shards whole files, so it needs at least one file per task");
+  auto source = open_source(mine, o, section, ctx);
+  return std::make_unique<IterableLoader>(source, source->file_ranges(), o,
+                                          o.shuffle_buffer.value_or(10 * o.batch_size), shard);
+}
+
 }  // namespace
 
 DataProcessor gpt_hdf5_processor() {
   return make_data_processor<GptHdf5Options>(
       "GptHDF5DataProcessor",
-      "modelzoo HDF5 LM samples. zoo reads them like the map-style processor (epoch-seeded "
-      "permutation when shuffling, not modelzoo's buffered shuffle).",
-      open_hdf5);
+      "modelzoo HDF5 LM samples, iterable: each data-parallel task (RANK of WORLD_SIZE) reads the files "
+      "sorted[rank::WORLD_SIZE] in turn; shuffling permutes the files each epoch and mixes samples through a "
+      "shuffle_buffer.",
+      open_iterable);
 }
 
 DataProcessor gpt_hdf5_map_processor() {
   return make_data_processor<GptHdf5Options>(
-      "GptHDF5MapDataProcessor", "modelzoo HDF5 LM data, map-style: sample or corpus format.", open_hdf5);
+      "GptHDF5MapDataProcessor",
+      "modelzoo HDF5 LM data, map-style: sample or corpus format; shuffling permutes all samples each epoch.",
+      open_map);
 }
 
 }  // namespace zoo::data

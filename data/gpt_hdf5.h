@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/loader.h"
@@ -35,6 +36,8 @@ class Hdf5SampleSource : public SampleSource {
   void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
   std::string describe() const override;
   std::string locate(int64_t i) const override;
+  // Each file's [first sample id, count), in the given file order.
+  std::vector<std::pair<int64_t, int64_t>> file_ranges() const;
 
  private:
   struct File {
@@ -42,6 +45,7 @@ class Hdf5SampleSource : public SampleSource {
     int64_t file_id, dataset_id, first, count;
     bool corpus;  // rank-1 token stream
   };
+  const File& file_of(int64_t i) const;  // the file holding sample i
   std::vector<File> files_;
   int64_t total_ = 0;
   int64_t msl_ = 0;

@@ -1,19 +1,27 @@
-// Implementation of MapStyleLoader (data/loader.h).
+// Implementation of StreamLoader and MapStyleLoader (data/loader.h).
 #include "data/loader.h"
 
+#include <cstdlib>
 #include <stdexcept>
+
+#include "data/reader_pool.h"
 
 namespace zoo::data {
 
-MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& o)
-    : source_(std::move(source)),
-      batch_size_(o.micro_batch_size.value_or(o.batch_size)),
-      micro_batches_(o.batch_size / o.micro_batch_size.value_or(o.batch_size)),
-      shuffle_(o.shuffle),
-      seed_(o.shuffle_seed) {
-  if (source_->num_samples() < batch_size_)
-    throw std::invalid_argument(source_->describe() + ": " + std::to_string(source_->num_samples()) +
-                                " sample(s), fewer than batch_size " + std::to_string(batch_size_));
+TaskShard TaskShard::from_environment() {
+  auto read = [](const char* name, int64_t fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    char* end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    if (*end != '\0') throw std::invalid_argument(std::string("environment variable ") + name + "='" + v + "' is not an integer");
+    return static_cast<int64_t>(x);
+  };
+  TaskShard s{read("RANK", 0), read("WORLD_SIZE", 1)};
+  if (s.num_tasks < 1 || s.rank < 0 || s.rank >= s.num_tasks)
+    throw std::invalid_argument("RANK=" + std::to_string(s.rank) + " and WORLD_SIZE=" + std::to_string(s.num_tasks) +
+                                ": expected 0 <= RANK < WORLD_SIZE");
+  return s;
 }
 
 void DataLoader::resume(const Position& saved) {
@@ -31,28 +39,50 @@ void DataLoader::resume(const Position& saved) {
   seek(saved.samples_streamed);
 }
 
-DataLoader::Position MapStyleLoader::position() const {
+StreamLoader::StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& o, TaskShard shard)
+    : source_(std::move(source)),
+      batch_size_(o.micro_batch_size.value_or(o.batch_size)),
+      micro_batches_(o.batch_size / o.micro_batch_size.value_or(o.batch_size)),
+      shuffle_(o.shuffle),
+      seed_(o.shuffle_seed),
+      shard_(shard) {
+  if (source_->num_samples() < batch_size_)
+    throw std::invalid_argument(source_->describe() + ": " + std::to_string(source_->num_samples()) +
+                                " sample(s), fewer than batch_size " + std::to_string(batch_size_));
+  if (o.num_workers > 0) pool_ = std::make_unique<BatchReaderPool>(o.num_workers);
+  prefetch_ = std::max<int64_t>(1, o.num_workers * o.prefetch_factor);
+}
+
+StreamLoader::~StreamLoader() = default;
+
+DataLoader::Position StreamLoader::position() const {
   Position p;
   p.samples_streamed = streamed_;
   if (shuffle_) p.shuffle_seed = seed_;
+  p.num_tasks = shard_.num_tasks;
   return p;
 }
 
-int64_t MapStyleLoader::batches_per_epoch() const { return source_->num_samples() / batch_size_; }
-
-int64_t MapStyleLoader::sample_at(int64_t position) {
-  const int64_t n = source_->num_samples();
-  const int64_t epoch = position / n, offset = position % n;
-  if (!shuffle_) return offset;
-  if (epoch != perm_epoch_) {
-    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed_ + epoch));
-    perm_ = torch::randperm(n, gen, torch::kLong);
-    perm_epoch_ = epoch;
-  }
-  return perm_.data_ptr<int64_t>()[offset];
+void StreamLoader::seek(int64_t samples_streamed) {
+  if (pool_) pool_->clear();
+  plan_seek(samples_streamed);
+  streamed_ = samples_streamed;
 }
 
-void MapStyleLoader::check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const {
+Features StreamLoader::next() {
+  auto plan = [this] {
+    std::vector<int64_t> ids(batch_size_);
+    for (auto& id : ids) id = plan_next();
+    return ids;
+  };
+  streamed_ += batch_size_;
+  if (!pool_) return read_batch(plan());
+  while (static_cast<int64_t>(pool_->in_flight()) < prefetch_)
+    pool_->submit([this, ids = plan()] { return read_batch(ids); });
+  return pool_->take();
+}
+
+void StreamLoader::check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const {
   const int64_t V = *vocab_size_;
   auto fail = [&](const char* row, int32_t id, int64_t t) {
     throw std::runtime_error(source_->locate(sample) + ": token id " + std::to_string(id) + " in " + row +
@@ -65,21 +95,47 @@ void MapStyleLoader::check_row(int64_t sample, const int32_t* ids, const int32_t
   }
 }
 
-Features MapStyleLoader::next() {
-  const int64_t B = batch_size_, T = source_->sequence_length();
+Features StreamLoader::read_batch(const std::vector<int64_t>& samples) const {
+  const int64_t B = static_cast<int64_t>(samples.size()), T = source_->sequence_length();
   torch::Tensor ids = torch::empty({B, T}, torch::kInt), mask = torch::empty({B, T}, torch::kInt),
                 labels = torch::empty({B, T}, torch::kInt);
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t sample = sample_at(streamed_ + b);
     int32_t* row_ids = ids.data_ptr<int32_t>() + b * T;
     int32_t* row_labels = labels.data_ptr<int32_t>() + b * T;
-    source_->read(sample, row_ids, mask.data_ptr<int32_t>() + b * T, row_labels);
-    if (vocab_size_) check_row(sample, row_ids, row_labels, T);
+    source_->read(samples[b], row_ids, mask.data_ptr<int32_t>() + b * T, row_labels);
+    if (vocab_size_) check_row(samples[b], row_ids, row_labels, T);
   }
-  streamed_ += B;
   return {{"input_ids", ids.to(torch::kLong)},
           {"attention_mask", mask.to(torch::kLong)},
           {"labels", labels.to(torch::kLong)}};
+}
+
+MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& o, TaskShard shard)
+    : StreamLoader(std::move(source), o, shard) {
+  if (batches_per_epoch() < 1)
+    throw std::invalid_argument(this->source().describe() + ": " + std::to_string(this->source().num_samples()) +
+                                " sample(s), fewer than batch_size " + std::to_string(batch_size()) + " times " +
+                                std::to_string(shard.num_tasks) + " data-parallel tasks");
+}
+
+int64_t MapStyleLoader::batches_per_epoch() const {
+  return source().num_samples() / batch_size() / shard().num_tasks;
+}
+
+int64_t MapStyleLoader::plan_next() {
+  // This task's position p is in its batch p / B, which is batch
+  // (p / B) * num_tasks + rank of the stream all tasks share.
+  const int64_t B = batch_size(), p = planned_++;
+  const int64_t position = ((p / B) * shard().num_tasks + shard().rank) * B + p % B;
+  const int64_t n = source().num_samples();
+  const int64_t epoch = position / n, offset = position % n;
+  if (!shuffle()) return offset;
+  if (epoch != perm_epoch_) {
+    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed() + epoch));
+    perm_ = torch::randperm(n, gen, torch::kLong);
+    perm_epoch_ = epoch;
+  }
+  return perm_.data_ptr<int64_t>()[offset];
 }
 
 }  // namespace zoo::data

@@ -1,6 +1,6 @@
 // What the runner consumes from a data processor: an endless, resumable stream
 // of batches. Defines: SampleSource, LoaderOptions (+ add_loader_fields),
-// DataLoader, MapStyleLoader.
+// DataLoader, TaskShard, StreamLoader, MapStyleLoader.
 #pragma once
 
 #include <torch/torch.h>
@@ -62,12 +62,12 @@ config::Schema<T>& add_loader_fields(config::Schema<T>& s) {
       .field("drop_last", static_cast<bool T::*>(&L::drop_last),
              "Only full batches; the remainder of an epoch is carried into the next.")
       .field("num_workers", static_cast<int64_t T::*>(&L::num_workers),
-             "Background reader threads (zoo reads in-process; accepted for modelzoo configs).",
+             "Background threads reading batches ahead of training (0: read on the training thread).",
              config::non_negative<int64_t>())
       .field("prefetch_factor", static_cast<int64_t T::*>(&L::prefetch_factor),
-             "Batches prefetched per worker (accepted for modelzoo configs).", config::non_negative<int64_t>())
+             "Batches each worker keeps read ahead.", config::non_negative<int64_t>())
       .field("persistent_workers", static_cast<bool T::*>(&L::persistent_workers),
-             "Keep workers between epochs (accepted for modelzoo configs).")
+             "Keep workers between epochs (zoo's workers always persist; accepted for modelzoo configs).")
       .validate([](const T& o, const auto& fail) {
         if (o.batch_size <= 0) fail("batch_size", "required: a positive number of samples per batch");
         if (o.micro_batch_size && o.batch_size % *o.micro_batch_size != 0)
@@ -104,31 +104,75 @@ class DataLoader {
   virtual void check_token_ids(int64_t vocab_size) = 0;
 };
 
-// Batches from a SampleSource. The stream is epoch 0, 1, ... back to back, each
-// a permutation of all samples (randperm seeded with shuffle_seed + epoch when
-// shuffling), so full batches carry an epoch's remainder into the next and any
-// position is restored exactly from samples_streamed alone.
-class MapStyleLoader : public DataLoader {
+// This process's place among data-parallel tasks, from the environment
+// torchrun and friends set (RANK, WORLD_SIZE); rank 0 of 1 when unset.
+// Throws std::invalid_argument for values that are not a rank below a size.
+struct TaskShard {
+  int64_t rank = 0;
+  int64_t num_tasks = 1;
+  static TaskShard from_environment();
+};
+
+class BatchReaderPool;
+
+// A loader whose stream is a sequence of sample ids planned on the calling
+// thread (cheap, deterministic) and read from a SampleSource either inline
+// or, with num_workers > 0, by background threads that keep
+// num_workers * prefetch_factor batches in flight and deliver them in order.
+// Subclasses say which sample comes at each stream position.
+class StreamLoader : public DataLoader {
  public:
-  MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& options);
+  ~StreamLoader() override;
   Features next() override;
-  int64_t batches_per_epoch() const override;
   int64_t batch_size() const override { return batch_size_; }
   int64_t micro_batches() const override { return micro_batches_; }
-  void seek(int64_t samples_streamed) override { streamed_ = samples_streamed; }
+  void seek(int64_t samples_streamed) override;
   Position position() const override;
   void check_token_ids(int64_t vocab_size) override { vocab_size_ = vocab_size; }
 
+ protected:
+  StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& options, TaskShard shard);
+  // The sample id at the plan's next stream position; advances the plan.
+  virtual int64_t plan_next() = 0;
+  // Moves the plan to `samples_streamed` positions after the start.
+  virtual void plan_seek(int64_t samples_streamed) = 0;
+  const SampleSource& source() const { return *source_; }
+  bool shuffle() const { return shuffle_; }
+  int64_t seed() const { return seed_; }
+  const TaskShard& shard() const { return shard_; }
+
  private:
-  int64_t sample_at(int64_t stream_position);
+  Features read_batch(const std::vector<int64_t>& ids) const;
   void check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const;
   std::shared_ptr<SampleSource> source_;
   int64_t batch_size_;
   int64_t micro_batches_;
   bool shuffle_;
   int64_t seed_;
+  TaskShard shard_;
   int64_t streamed_ = 0;
   std::optional<int64_t> vocab_size_;
+  std::unique_ptr<BatchReaderPool> pool_;  // null without workers
+  int64_t prefetch_ = 1;  // batches kept in flight by the pool
+};
+
+// Map-style: the stream is epoch 0, 1, ... back to back, each a permutation
+// of all samples (randperm seeded with shuffle_seed + epoch when shuffling),
+// so full batches carry an epoch's remainder into the next and any position
+// is restored from samples_streamed alone. With several tasks, task r takes
+// batches r, r + num_tasks, ... of that stream.
+class MapStyleLoader : public StreamLoader {
+ public:
+  MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& options,
+                 TaskShard shard = TaskShard::from_environment());
+  int64_t batches_per_epoch() const override;
+
+ protected:
+  int64_t plan_next() override;
+  void plan_seek(int64_t samples_streamed) override { planned_ = samples_streamed; }
+
+ private:
+  int64_t planned_ = 0;
   int64_t perm_epoch_ = -1;
   torch::Tensor perm_;
 };
