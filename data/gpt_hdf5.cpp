@@ -44,14 +44,20 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
     File file{path, f, d, total_, 0, false};
     files_.push_back(file);  // closed by the destructor from here on
     hid_t space = H5Dget_space(d);
-    int rank = H5Sget_simple_extent_ndims(space);
-    hsize_t dims[3] = {0, 0, 0};
-    if (rank == 3 || rank == 1) H5Sget_simple_extent_dims(space, dims, nullptr);
+    const int rank = H5Sget_simple_extent_ndims(space);
+    std::vector<hsize_t> dims(std::max(rank, 1), 0);
+    if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
     H5Sclose(space);
+    std::string shape = "(";
+    for (int k = 0; k < rank; ++k) shape += (k ? ", " : "") + std::to_string(dims[k]);
+    shape += rank == 1 ? ",)" : ")";
     hid_t type = H5Dget_type(d);
-    bool integer = H5Tget_class(type) == H5T_INTEGER;
+    const H5T_class_t type_class = H5Tget_class(type);
     H5Tclose(type);
-    if (!integer) throw std::runtime_error(path + ": dataset 'data' is not an integer dataset (expected int32)");
+    if (type_class != H5T_INTEGER)
+      throw std::runtime_error(path + ": dataset 'data' holds " +
+                               (type_class == H5T_FLOAT ? std::string("floating-point numbers") : std::string("non-integer values")) +
+                               ", expected int32 token ids");
     if (rank == 1) {
       if (!msl)
         throw std::runtime_error(path + ": a rank-1 token stream (corpus format) needs max_sequence_length");
@@ -62,8 +68,9 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       continue;
     }
     if (rank != 3 || dims[1] < 3)
-      throw std::runtime_error(path + ": dataset 'data' has rank " + std::to_string(rank) +
-                               ", expected (n, 3, msl) samples or a rank-1 token stream");
+      throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
+                               ", expected (n, 3, msl) samples (rows input_ids, attention_mask, labels) or a rank-1 "
+                               "token stream");
     if (msl_ == 0) msl_ = static_cast<int64_t>(dims[2]);
     if (static_cast<int64_t>(dims[2]) != msl_)
       throw std::runtime_error(path + ": sequence length " + std::to_string(dims[2]) + " differs from " +

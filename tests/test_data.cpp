@@ -160,7 +160,7 @@ with h5py.File(f"{out}/corpus/tokens_0.h5", "w") as h:  # corpus format: a token
   std::filesystem::create_directories(dir / "bad");
   std::filesystem::rename(dir / "bad_rank.h5x", dir / "bad/x.h5");
   EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + (dir / "bad") + ", batch_size: 2}")
-                .find((dir / "bad/x.h5") + ": dataset 'data' has rank 2"),
+                .find((dir / "bad/x.h5") + ": dataset 'data' has shape (2, 10)"),
             std::string::npos);
   // Corpus format: 26 tokens cut into windows of 8 + 1 advancing by 8 -> 3 samples.
   const std::string corpus = "{data_processor: GptHDF5MapDataProcessor, data_dir: " + (dir / "corpus") + ", batch_size: 3";

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 #include "data/registry.h"
 #include "data/text/byte_bpe.h"
 #include "test_util.h"
@@ -163,6 +165,239 @@ TEST(CreateHdf5, UnpackedDocumentsEachStartASampleWithGpt2Tokens) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find((dir / "bad/docs.jsonl") + ":2: expected a string under key 'body'"), std::string::npos)
       << bad.output;
+}
+
+}  // namespace zoo
+
+namespace zoo {
+namespace {
+
+// h5py-written sample files (msl 8, as modelzoo writes them), one per count:
+// sample i of file f starts with token 100 * f + i, so a batch tells which
+// samples it holds.
+void write_sample_files(const std::string& dir, const std::vector<int>& counts) {
+  std::string list;
+  for (int c : counts) list += std::to_string(c) + ",";
+  TempDir tmp;
+  const std::string script = testing::write_file(tmp / "w.py", R"PY(
+import sys, h5py, numpy as np
+out, counts = sys.argv[1], [int(c) for c in sys.argv[2].split(",") if c]
+for f, n in enumerate(counts):
+    x = np.zeros((n, 3, 8), dtype=np.int32)
+    for i in range(n):
+        toks = 100 * f + i + np.arange(9) * 1000
+        x[i, 0], x[i, 1], x[i, 2] = toks[:-1], 1, toks[1:]
+    with h5py.File(f"{out}/examples_{f}.h5", "w") as h:
+        h.attrs["n_examples"] = n
+        h.create_dataset("data", data=x, dtype="i4", chunks=(1, 3, 8), compression="gzip")
+)PY");
+  std::filesystem::create_directories(dir);
+  const auto r = testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + list);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+std::unique_ptr<data::DataLoader> open_loader(const std::string& yaml) {
+  YAML::Node n = YAML::Load(yaml);
+  config::Context ctx{"in.yaml", "train_input", nullptr};
+  return data::find_data_processor(n, ctx).build(n, ctx);
+}
+
+std::string open_error(const std::string& yaml) {
+  try {
+    open_loader(yaml);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// The samples (first tokens) of the next `batches` batches.
+std::vector<int64_t> take(data::DataLoader& loader, int batches) {
+  std::vector<int64_t> out;
+  for (int b = 0; b < batches; ++b) {
+    torch::Tensor first = loader.next().at("input_ids").select(1, 0).contiguous();
+    out.insert(out.end(), first.data_ptr<int64_t>(), first.data_ptr<int64_t>() + first.numel());
+  }
+  return out;
+}
+
+// Sets environment variables for one scope.
+class EnvGuard {
+ public:
+  EnvGuard(std::initializer_list<std::pair<const char*, std::string>> vars) {
+    for (const auto& [k, v] : vars) names_.push_back(k), setenv(k, v.c_str(), 1);
+  }
+  ~EnvGuard() {
+    for (const char* k : names_) unsetenv(k);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+std::vector<int64_t> range_of(int64_t file, int64_t from, int64_t to) {
+  std::vector<int64_t> v;
+  for (int64_t i = from; i < to; ++i) v.push_back(100 * file + i);
+  return v;
+}
+
+}  // namespace
+
+TEST(Hdf5Iterable, ReadsFilesInOrderAndShufflesFilesAndSamplesBySeed) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_sample_files(dir.path(), {5, 7, 6});
+  const std::string base = "{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() + ", batch_size: 4";
+  auto plain = open_loader(base + "}");
+  EXPECT_EQ(plain->batches_per_epoch(), 4);
+  // Epoch 0: the files in sorted order, 16 of the 18 samples (drop_last); epoch 1 starts over.
+  std::vector<int64_t> want = range_of(0, 0, 5), f1 = range_of(1, 0, 7), f2 = range_of(2, 0, 4), again = range_of(0, 0, 4);
+  want.insert(want.end(), f1.begin(), f1.end());
+  want.insert(want.end(), f2.begin(), f2.end());
+  want.insert(want.end(), again.begin(), again.end());
+  EXPECT_EQ(take(*plain, 5), want);
+
+  auto shuffled = open_loader(base + ", shuffle: true, shuffle_seed: 9, shuffle_buffer: 6}");
+  const auto epoch0 = take(*shuffled, 4), epoch1 = take(*shuffled, 4);
+  for (const auto& epoch : {epoch0, epoch1}) {
+    std::set<int64_t> distinct(epoch.begin(), epoch.end());
+    EXPECT_EQ(distinct.size(), 16u);  // no sample twice within an epoch
+    for (int64_t id : epoch) EXPECT_TRUE((id < 5) || (id >= 100 && id < 107) || (id >= 200 && id < 206)) << id;
+  }
+  EXPECT_NE(epoch0, std::vector<int64_t>(want.begin(), want.begin() + 16));
+  EXPECT_NE(epoch0, epoch1);
+  EXPECT_EQ(take(*open_loader(base + ", shuffle: true, shuffle_seed: 9, shuffle_buffer: 6}"), 8),
+            [&] { auto v = epoch0; v.insert(v.end(), epoch1.begin(), epoch1.end()); return v; }());
+  EXPECT_NE(take(*open_loader(base + ", shuffle: true, shuffle_seed: 10, shuffle_buffer: 6}"), 4), epoch0);
+  // A buffer of one sample shuffles only the file order: each file's samples stay in order.
+  const auto files_only = take(*open_loader(base + ", shuffle: true, shuffle_seed: 9, shuffle_buffer: 1}"), 4);
+  for (size_t i = 1; i < files_only.size(); ++i)
+    if (files_only[i] / 100 == files_only[i - 1] / 100) EXPECT_EQ(files_only[i], files_only[i - 1] + 1);
+  std::set<int64_t> first_files;  // the file order does change with the seed
+  for (int seed = 0; seed < 8; ++seed)
+    first_files.insert(take(*open_loader(base + ", shuffle: true, shuffle_buffer: 1, shuffle_seed: " +
+                                         std::to_string(seed) + "}"), 1)[0] / 100);
+  EXPECT_GE(first_files.size(), 2u);
+}
+
+TEST(Hdf5Iterable, DataParallelTasksReadDisjointFileShards) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_sample_files(dir.path(), {4, 4, 4});
+  const std::string yaml = "{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() + ", batch_size: 2}";
+  std::vector<int64_t> task0, task1;
+  {
+    EnvGuard env{{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+    auto loader = open_loader(yaml);
+    EXPECT_EQ(loader->position().num_tasks, 2);
+    task0 = take(*loader, 4);
+  }
+  {
+    EnvGuard env{{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+    task1 = take(*open_loader(yaml), 2);
+  }
+  std::vector<int64_t> want0 = range_of(0, 0, 4), f2 = range_of(2, 0, 4);  // files[0::2]
+  want0.insert(want0.end(), f2.begin(), f2.end());
+  EXPECT_EQ(task0, want0);
+  EXPECT_EQ(task1, range_of(1, 0, 4));  // files[1::2]
+  EnvGuard env{{"RANK", "3"}, {"WORLD_SIZE", "4"}};
+  const std::string e = open_error(yaml);
+  EXPECT_NE(e.find("3 *.h5 file(s) for 4 data-parallel tasks (WORLD_SIZE): task 3 gets none"), std::string::npos) << e;
+}
+
+TEST(Hdf5Map, DataParallelTasksTakeAlternateBatches) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_sample_files(dir.path(), {6, 6});
+  const std::string yaml = "{data_processor: GptHDF5MapDataProcessor, data_dir: " + dir.path() +
+                           ", batch_size: 2, shuffle: true, shuffle_seed: 4}";
+  const auto single = take(*open_loader(yaml), 8);
+  std::vector<int64_t> t0, t1;
+  {
+    EnvGuard env{{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+    t0 = take(*open_loader(yaml), 4);
+  }
+  {
+    EnvGuard env{{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+    t1 = take(*open_loader(yaml), 4);
+  }
+  for (int b = 0; b < 4; ++b)
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(t0[2 * b + i], single[4 * b + i]);
+      EXPECT_EQ(t1[2 * b + i], single[4 * b + 2 + i]);
+    }
+}
+
+// Stop after k batches, resume a fresh loader from the saved position, and the
+// remaining batches equal an uninterrupted run: both processors, shuffled or
+// not, read inline or by background workers.
+TEST(Hdf5Resume, BothProcessorsResumeExactlyShuffledOrNot) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_sample_files(dir.path(), {5, 7, 6});
+  for (const char* processor : {"GptHDF5DataProcessor", "GptHDF5MapDataProcessor"})
+    for (const char* order : {"", ", shuffle: true, shuffle_seed: 3"})
+      for (const char* workers : {"", ", num_workers: 2, prefetch_factor: 3"}) {
+        SCOPED_TRACE(std::string(processor) + order + workers);
+        const std::string yaml = std::string("{data_processor: ") + processor + ", data_dir: " + dir.path() +
+                                 ", batch_size: 4" + order + workers + "}";
+        const auto whole = take(*open_loader(yaml), 14);  // over three epochs
+        for (int k : {1, 5, 9}) {
+          auto first = open_loader(yaml);
+          const auto head = take(*first, k);
+          EXPECT_EQ(head, std::vector<int64_t>(whole.begin(), whole.begin() + 4 * k));
+          const data::DataLoader::Position saved = first->position();
+          EXPECT_EQ(saved.samples_streamed, 4 * k);
+          auto resumed = open_loader(yaml);
+          resumed->resume(saved);
+          EXPECT_EQ(take(*resumed, 14 - k), std::vector<int64_t>(whole.begin() + 4 * k, whole.end())) << "k=" << k;
+        }
+        // Workers change nothing about the order.
+        const std::string inline_yaml = std::string("{data_processor: ") + processor + ", data_dir: " + dir.path() +
+                                        ", batch_size: 4" + order + "}";
+        EXPECT_EQ(whole, take(*open_loader(inline_yaml), 14));
+      }
+}
+
+// Each bad-data case names the file and the problem.
+TEST(Hdf5BadData, EachCaseNamesTheFileAndTheProblem) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  const std::string script = testing::write_file(dir / "bad.py", R"PY(
+import sys, os, h5py, numpy as np
+out = sys.argv[1]
+def write(sub, name="data", data=None, **kw):
+    os.makedirs(f"{out}/{sub}", exist_ok=True)
+    with h5py.File(f"{out}/{sub}/examples_0.h5", "w") as h:
+        h.attrs["n_examples"] = len(data)
+        h.create_dataset(name, data=data, **kw)
+write("missing", name="tokens", data=np.zeros((2, 3, 8), np.int32))
+write("float", data=np.zeros((2, 3, 8), np.float32))
+write("rows", data=np.zeros((2, 2, 8), np.int32))
+write("rank", data=np.zeros((2, 3, 8, 1), np.int32))
+write("msl", data=np.zeros((4, 3, 8), np.int32))
+os.makedirs(f"{out}/notsdf", exist_ok=True)
+open(f"{out}/notsdf/examples_0.h5", "w").write("plain text, not HDF5")
+os.makedirs(f"{out}/empty", exist_ok=True)
+)PY");
+  ASSERT_EQ(testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
+  auto error = [&](const std::string& sub, const std::string& extra = "") {
+    return open_error("{data_processor: GptHDF5DataProcessor, batch_size: 2, data_dir: " + (dir / sub) + extra + "}");
+  };
+  auto expect = [&](const std::string& sub, const std::string& problem, const std::string& extra = "") {
+    const std::string e = error(sub, extra);
+    EXPECT_NE(e.find("train_input.data_dir"), std::string::npos) << e;
+    EXPECT_NE(e.find(problem), std::string::npos) << e;
+  };
+  const auto file = [&](const std::string& sub) { return (dir / sub) + "/examples_0.h5: "; };
+  expect("missing", file("missing") + "no dataset 'data'");
+  expect("float", file("float") + "dataset 'data' holds floating-point numbers, expected int32 token ids");
+  expect("rows", file("rows") + "dataset 'data' has shape (2, 2, 8), expected (n, 3, msl)");
+  expect("rank", file("rank") + "dataset 'data' has shape (2, 3, 8, 1)");
+  expect("msl", file("msl") + "sequence length 8 differs from max_sequence_length 16", ", max_sequence_length: 16");
+  expect("notsdf", file("notsdf") + "not a readable HDF5 file");
+  expect("empty", "no *.h5 files");
+  // Token ids >= vocab_size: see Data.ReadsModelzooHdf5Samples.
 }
 
 }  // namespace zoo
