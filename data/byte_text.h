@@ -18,7 +18,7 @@ struct ByteTextOptions : LoaderOptions {
 
 // All files concatenated; sample i is tokens [i*T, i*T + T] (inputs, then
 // labels shifted by one), every position counted in the loss.
-class ByteTextSource : public SampleSource {
+class ByteTextSource : public LmSampleSource {
  public:
   ByteTextSource(std::vector<std::string> files, int64_t sequence_length, std::string description);
   int64_t num_samples() const override;

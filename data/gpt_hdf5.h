@@ -25,7 +25,7 @@ struct GptHdf5Options : LoaderOptions {
 // sample format ((n, 3, msl) rows) or the corpus format (a rank-1 token
 // stream, cut into windows of msl + 1 tokens advancing by msl within the
 // file; inputs are the first msl, labels the last msl, every position counts).
-class Hdf5SampleSource : public SampleSource {
+class Hdf5SampleSource : public LmSampleSource {
  public:
   // `msl` is required for corpus-format files and, when given, checked
   // against sample-format ones. Throws std::runtime_error naming the file.

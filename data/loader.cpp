@@ -76,18 +76,17 @@ Features StreamLoader::next() {
     return ids;
   };
   streamed_ += batch_size_;
-  if (!pool_) return read_batch(plan());
+  if (!pool_) return source_->read_batch(plan(), vocab_size_);
   while (static_cast<int64_t>(pool_->in_flight()) < prefetch_)
-    pool_->submit([this, ids = plan()] { return read_batch(ids); });
+    pool_->submit([this, ids = plan()] { return source_->read_batch(ids, vocab_size_); });
   return pool_->take();
 }
 
-void StreamLoader::check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const {
-  const int64_t V = *vocab_size_;
+void LmSampleSource::check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T, int64_t V) const {
   auto fail = [&](const char* row, int32_t id, int64_t t) {
-    throw std::runtime_error(source_->locate(sample) + ": token id " + std::to_string(id) + " in " + row +
-                             " at position " + std::to_string(t) + " is outside the model's vocabulary (vocab_size " +
-                             std::to_string(V) + "); was the data tokenized for another model?");
+    throw std::runtime_error(locate(sample) + ": token id " + std::to_string(id) + " in " + row + " at position " +
+                             std::to_string(t) + " is outside the model's vocabulary (vocab_size " + std::to_string(V) +
+                             "); was the data tokenized for another model?");
   };
   for (int64_t t = 0; t < T; ++t) {
     if (ids[t] < 0 || ids[t] >= V) fail("input_ids", ids[t], t);
@@ -95,15 +94,15 @@ void StreamLoader::check_row(int64_t sample, const int32_t* ids, const int32_t* 
   }
 }
 
-Features StreamLoader::read_batch(const std::vector<int64_t>& samples) const {
-  const int64_t B = static_cast<int64_t>(samples.size()), T = source_->sequence_length();
+Features LmSampleSource::read_batch(const std::vector<int64_t>& samples, std::optional<int64_t> vocab_size) const {
+  const int64_t B = static_cast<int64_t>(samples.size()), T = sequence_length();
   torch::Tensor ids = torch::empty({B, T}, torch::kInt), mask = torch::empty({B, T}, torch::kInt),
                 labels = torch::empty({B, T}, torch::kInt);
   for (int64_t b = 0; b < B; ++b) {
     int32_t* row_ids = ids.data_ptr<int32_t>() + b * T;
     int32_t* row_labels = labels.data_ptr<int32_t>() + b * T;
-    source_->read(samples[b], row_ids, mask.data_ptr<int32_t>() + b * T, row_labels);
-    if (vocab_size_) check_row(samples[b], row_ids, row_labels, T);
+    read(samples[b], row_ids, mask.data_ptr<int32_t>() + b * T, row_labels);
+    if (vocab_size) check_row(samples[b], row_ids, row_labels, T, *vocab_size);
   }
   return {{"input_ids", ids.to(torch::kLong)},
           {"attention_mask", mask.to(torch::kLong)},

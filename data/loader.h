@@ -1,6 +1,6 @@
 // What the runner consumes from a data processor: an endless, resumable stream
 // of batches. Defines: SampleSource, LoaderOptions (+ add_loader_fields),
-// DataLoader, TaskShard, StreamLoader, MapStyleLoader.
+// LmSampleSource, DataLoader, TaskShard, StreamLoader, MapStyleLoader.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,17 +17,31 @@ namespace zoo::data {
 
 using models::Features;
 
-// Random access to fixed-length LM samples.
+// Random access to a dataset's samples, read a batch at a time.
 class SampleSource {
  public:
   virtual ~SampleSource() = default;
   virtual int64_t num_samples() const = 0;
+  virtual std::string describe() const = 0;  // for messages, e.g. the data_dir
+  // The samples `ids` as one batch. With `vocab_size`, throws
+  // std::runtime_error naming the file and sample when a token id is outside
+  // it. Called from reader threads: must not change the source.
+  virtual Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const = 0;
+};
+
+// Fixed-length LM samples: int64 (B, T) input_ids / attention_mask (loss
+// mask) / labels batches.
+class LmSampleSource : public SampleSource {
+ public:
   virtual int64_t sequence_length() const = 0;
   // Writes sample i's input_ids / attention_mask (loss mask) / labels, each T int32.
   virtual void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const = 0;
-  virtual std::string describe() const = 0;  // for messages, e.g. the data_dir
   // Where sample i comes from, for messages: the file and the sample's place in it.
   virtual std::string locate(int64_t i) const { return describe() + ", sample " + std::to_string(i); }
+  Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
+
+ private:
+  void check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T, int64_t vocab_size) const;
 };
 
 // Keys every loader-backed processor shares (modelzoo's names and defaults).
@@ -142,8 +156,6 @@ class StreamLoader : public DataLoader {
   const TaskShard& shard() const { return shard_; }
 
  private:
-  Features read_batch(const std::vector<int64_t>& ids) const;
-  void check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T) const;
   std::shared_ptr<SampleSource> source_;
   int64_t batch_size_;
   int64_t micro_batches_;

@@ -19,7 +19,7 @@ struct SyntheticOptions : LoaderOptions {
 
 // Token t of sample i is a hash of (seed, i, t) modulo vocab_size; inputs are
 // the first msl of msl + 1 such tokens, labels the last msl, all counted in the loss.
-class SyntheticSource : public SampleSource {
+class SyntheticSource : public LmSampleSource {
  public:
   explicit SyntheticSource(const SyntheticOptions& o);
   int64_t num_samples() const override { return num_examples_; }
