@@ -7,13 +7,15 @@
 
 #include "data/byte_text.h"
 #include "data/gpt_hdf5.h"
+#include "data/mnist.h"
 #include "data/synthetic.h"
 
 namespace zoo::data {
 
 std::vector<const DataProcessor*> data_processors() {
   static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
-                                                 gpt_hdf5_map_processor(), synthetic_processor()};
+                                                 gpt_hdf5_map_processor(), synthetic_processor(),
+                                                 mnist_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
   return out;

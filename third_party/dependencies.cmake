@@ -73,3 +73,6 @@ find_library(ZOO_PCRE2_LIBRARY pcre2-8 REQUIRED)
 add_library(zoo_pcre2 INTERFACE)
 target_include_directories(zoo_pcre2 SYSTEM INTERFACE ${ZOO_PCRE2_INCLUDE})
 target_link_libraries(zoo_pcre2 INTERFACE ${ZOO_PCRE2_LIBRARY})
+
+# --- zlib, for gzipped MNIST IDX files. Debian: zlib1g-dev.
+find_package(ZLIB REQUIRED)
