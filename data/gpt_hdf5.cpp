@@ -30,7 +30,8 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
   return s;
 }
 
-Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::optional<int64_t> msl) {
+Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::optional<int64_t> msl,
+                                   std::optional<int64_t> corpus_window) {
   if (msl) msl_ = *msl;
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as messages below, not stderr dumps
   for (const auto& path : paths) {
@@ -59,8 +60,13 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
                                (type_class == H5T_FLOAT ? std::string("floating-point numbers") : std::string("non-integer values")) +
                                ", expected int32 token ids");
     if (rank == 1) {
-      if (!msl)
+      const std::optional<int64_t> window = corpus_window ? corpus_window : msl;
+      if (!window)
         throw std::runtime_error(path + ": a rank-1 token stream (corpus format) needs max_sequence_length");
+      if (msl_ == 0) msl_ = *window;
+      if (*window != msl_)
+        throw std::runtime_error(path + ": its token windows of " + std::to_string(*window) + " differ from sequence length " +
+                                 std::to_string(msl_) + " in " + files_.front().path);
       files_.back().corpus = true;
       const int64_t windows = dims[0] > 0 ? (static_cast<int64_t>(dims[0]) - 1) / msl_ : 0;
       files_.back().count = windows;

@@ -27,9 +27,12 @@ struct GptHdf5Options : LoaderOptions {
 // file; inputs are the first msl, labels the last msl, every position counts).
 class Hdf5SampleSource : public LmSampleSource {
  public:
-  // `msl` is required for corpus-format files and, when given, checked
-  // against sample-format ones. Throws std::runtime_error naming the file.
-  Hdf5SampleSource(const std::vector<std::string>& files, std::optional<int64_t> msl);
+  // `msl` is required for corpus-format files (unless `corpus_window` sets
+  // their window length) and, when given, checked against sample-format
+  // ones. All files share one sequence length. Throws std::runtime_error
+  // naming the file.
+  Hdf5SampleSource(const std::vector<std::string>& files, std::optional<int64_t> msl,
+                   std::optional<int64_t> corpus_window = std::nullopt);
   ~Hdf5SampleSource() override;
   int64_t num_samples() const override { return total_; }
   int64_t sequence_length() const override { return msl_; }

@@ -401,3 +401,70 @@ os.makedirs(f"{out}/empty", exist_ok=True)
 }
 
 }  // namespace zoo
+
+namespace zoo {
+
+// BERT samples from a token stream 1000, 1001, ...: unmasking a sample must
+// give back [CLS] A [SEP] B [SEP] where A starts a window and B either
+// continues it (label 0) or is a run from another window (label 1).
+TEST(BertMlm, SentencePairsAndMasksRebuildTheTokenizedText) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  const std::string script = testing::write_file(dir / "w.py", R"PY(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1] + "/tokens_0.h5", "w") as h:
+    h.create_dataset("data", data=np.arange(1000, 2000, dtype=np.int32))
+)PY");
+  ASSERT_EQ(testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
+  const std::string base = "{data_processor: BertMlmDataProcessor, data_dir: " + dir.path() +
+                           ", batch_size: 8, max_sequence_length: 16, max_predictions_per_seq: 3, vocab_size: 3000, "
+                           "shuffle_seed: ";
+  auto loader = open_loader(base + "5}");
+  EXPECT_EQ(loader->batches_per_epoch(), 76 / 8);  // 999 tokens / 13 per window
+  const int64_t CLS = 101, SEP = 102, MASK = 103;
+  int64_t labels[2] = {0, 0}, masked = 0, as_mask = 0;
+  for (int batch = 0; batch < 9; ++batch) {
+    data::Features b = loader->next();
+    for (int64_t r = 0; r < 8; ++r) {
+      const int64_t window = batch * 8 + r;
+      std::vector<int64_t> seq(b.at("input_ids")[r].data_ptr<int64_t>(), b.at("input_ids")[r].data_ptr<int64_t>() + 16);
+      const int64_t length = b.at("attention_mask")[r].sum().item<int64_t>();
+      EXPECT_EQ(length, 16);  // 13 tokens + 3 specials fill every window
+      for (int64_t k = 0; k < 3; ++k) {
+        if (!b.at("masked_lm_mask")[r][k].item<int64_t>()) continue;
+        const int64_t pos = b.at("masked_lm_positions")[r][k].item<int64_t>();
+        ++masked;
+        as_mask += seq[pos] == MASK;
+        seq[pos] = b.at("mlm_labels")[r][k].item<int64_t>();
+      }
+      EXPECT_EQ(b.at("masked_lm_mask")[r].sum().item<int64_t>(), 2);  // round(0.15 * 13)
+      ASSERT_EQ(seq[0], CLS);
+      ASSERT_EQ(seq[15], SEP);
+      const auto sep = std::find(seq.begin() + 1, seq.end(), SEP) - seq.begin();
+      ASSERT_LT(sep, 15);
+      for (int64_t t = 1; t < sep; ++t) EXPECT_EQ(seq[t], 1000 + 13 * window + (t - 1));  // A starts the window
+      for (int64_t t = sep + 2; t < 15; ++t) EXPECT_EQ(seq[t], seq[t - 1] + 1);   // B is a contiguous run
+      const int64_t nsp = b.at("next_sentence_label")[r].item<int64_t>();
+      ++labels[nsp];
+      EXPECT_EQ(seq[sep + 1] == seq[sep - 1] + 1, nsp == 0) << "window " << window;
+      for (int64_t t = 0; t < 16; ++t) EXPECT_EQ(b.at("token_type_ids")[r][t].item<int64_t>(), t > sep ? 1 : 0);
+    }
+  }
+  EXPECT_GT(labels[0], 15);
+  EXPECT_GT(labels[1], 15);
+  EXPECT_GT(as_mask, masked * 6 / 10);  // 80% [MASK] (the rest random or kept)
+  EXPECT_LT(as_mask, masked);
+  // Samples are fixed by shuffle_seed and sample: re-reading repeats them, another seed does not.
+  auto a = open_loader(base + "5}"), other = open_loader(base + "6}");
+  const data::Features first = a->next();
+  EXPECT_TRUE(torch::equal(first.at("input_ids"), open_loader(base + "5}")->next().at("input_ids")));
+  EXPECT_FALSE(torch::equal(first.at("input_ids"), other->next().at("input_ids")));
+  // Without NSP: one segment.
+  data::Features single = open_loader(base + "5, disable_nsp: true}")->next();
+  EXPECT_EQ(single.at("token_type_ids").sum().item<int64_t>(), 0);
+  EXPECT_EQ(single.at("next_sentence_label").sum().item<int64_t>(), 0);
+  EXPECT_EQ(single.at("attention_mask")[0].sum().item<int64_t>(), 15);  // [CLS] 13 tokens [SEP]
+  EXPECT_NE(open_error(base + "5, mask_id: 3000}").find("mask_id: must be below vocab_size (3000)"), std::string::npos);
+}
+
+}  // namespace zoo
