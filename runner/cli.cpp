@@ -26,7 +26,7 @@ cxxopts::Options run_options() {
   o.custom_help("{CPU|GPU} --params P.yaml --mode {train,eval,train_and_eval,eval_all} [options]\n"
                 "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
                 "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
-                "--top_p P --seed S --max_new_tokens N]\n"
+                "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
                 "  zoo convert CKPT --model gpt2 --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
                 "  zoo data create-hdf5 LMData --input_dir D --output_dir O --tokenizer_type T ...   (see its --help)\n"
                 "  zoo --help-config             every params YAML key with type, default and doc");
@@ -74,7 +74,7 @@ CliCommand parse_corpus(const std::vector<std::string>& args) {
 }
 
 CliCommand parse_generate(const std::vector<std::string>& args) {
-  cxxopts::Options o("zoo generate", "Continue a prompt with a trained model (byte-level tokenizer).");
+  cxxopts::Options o("zoo generate", "Continue a prompt with a trained model.");
   o.add_options()
       ("checkpoint_path", "Checkpoint to load, or a model_dir (its newest checkpoint).", cxxopts::value<std::string>())
       ("p,params", "Params YAML (default: the params stored in the checkpoint).", cxxopts::value<std::string>())
@@ -87,6 +87,11 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
       ("seed", "Seed of the sampler; the same seed repeats the same text.",
        cxxopts::value<uint64_t>()->default_value("0"))
       ("device", "CPU or GPU.", cxxopts::value<std::string>()->default_value("CPU"))
+      ("tokenizer_type", "The data's tokenizer, as for zoo data create-hdf5 (GPT2Tokenizer, NeoXTokenizer, "
+       "HuggingFaceTokenizer, ByteTokenizer).", cxxopts::value<std::string>()->default_value("ByteTokenizer"))
+      ("vocab_file", "GPT2Tokenizer: vocab.bpe.", cxxopts::value<std::string>()->default_value(""))
+      ("encoder_file", "GPT2Tokenizer: encoder.json; NeoX/HuggingFace: tokenizer.json.",
+       cxxopts::value<std::string>()->default_value(""))
       ("h,help", "Print this help.");
   std::vector<std::string> rest(args.begin() + 1, args.end());
   const std::string prog = "zoo generate";
@@ -114,6 +119,8 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   g.sampling.top_k = r["top_k"].as<int64_t>();
   g.sampling.top_p = r["top_p"].as<double>();
   g.sampling.seed = r["seed"].as<uint64_t>();
+  g.tokenizer = {r["tokenizer_type"].as<std::string>(), r["vocab_file"].as<std::string>(),
+                 r["encoder_file"].as<std::string>(), ""};
   if (g.sampling.max_new_tokens < 0 || g.sampling.temperature < 0 || g.sampling.top_k < 0 ||
       g.sampling.top_p <= 0 || g.sampling.top_p > 1)
     throw CliError("zoo generate: expected max_new_tokens >= 0, temperature >= 0, top_k >= 0, 0 < top_p <= 1");

@@ -75,12 +75,24 @@ void run_generate(const GenerateCommand& c) {
   auto model = models::find_model(params.model_name).build(params.model, params.context("model"),
                                                            torch::TensorOptions().device(device));
   ckpt::load_model_state_dict(*model, dict.at("model").toGenericDict(), /*strict=*/true, path);
-  // Byte-level tokenizer: token id = byte value.
-  std::vector<int64_t> prompt(c.prompt.begin(), c.prompt.end());
-  for (auto& t : prompt) t = static_cast<unsigned char>(t);
+  const auto tokenizer = text::make_tokenizer(c.tokenizer);
+  const std::vector<int32_t> ids = tokenizer->encode(c.prompt);
+  const int64_t vocab = model->vocab_size().value_or(tokenizer->vocab_size());
+  for (int32_t id : ids)
+    if (id >= vocab)
+      throw std::invalid_argument("the prompt's token id " + std::to_string(id) + " (" + c.tokenizer.type +
+                                  ") is outside the model's vocabulary (vocab_size " + std::to_string(vocab) +
+                                  "); was the model trained with another tokenizer?");
   std::cout << c.prompt << std::flush;
-  generate_tokens(*model, prompt, c.sampling, [](int64_t t) {
-    std::cout << static_cast<char>(t < 256 ? t : '?') << std::flush;
+  // Each token's bytes as they come: a character split across tokens is whole once both are out.
+  generate_tokens(*model, std::vector<int64_t>(ids.begin(), ids.end()), c.sampling, [&](int64_t t) {
+    std::string piece;
+    try {
+      piece = tokenizer->decode({static_cast<int32_t>(t)});
+    } catch (const std::out_of_range&) {
+      piece = "\xEF\xBF\xBD";  // U+FFFD: the model's vocabulary is larger than the tokenizer's
+    }
+    std::cout << piece << std::flush;
   });
   std::cout << std::endl;
 }

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "data/text/tokenizer.h"
+
 namespace zoo {
 
 struct SamplingOptions {
@@ -22,6 +24,7 @@ struct GenerateCommand {
   std::string device = "CPU";
   std::string prompt;
   SamplingOptions sampling;
+  text::TokenizerSpec tokenizer{"ByteTokenizer", "", "", ""};  // as `zoo data create-hdf5` takes it
 };
 
 }  // namespace zoo

@@ -96,3 +96,53 @@ TEST(Generate, TrainedModelWritesLikeItsDataAndSeedsRepeat) {
   EXPECT_NE(a.output, c.output);
   EXPECT_EQ(a.output.size(), std::string("nora walks to").size() + 80 + 1) << a.output;
 }
+
+// The user's whole path with GPT-2 tokens: text -> `zoo data create-hdf5`
+// (GPT2Tokenizer) -> training on GptHDF5DataProcessor -> `zoo generate` with
+// the same tokenizer writes words of the text.
+TEST(Generate, Gpt2TokensFromCreateHdf5ToTrainingToGeneration) {
+  const std::string encoder = zoo::testing::gpt3_encoder_dir();
+  ZOO_SKIP_WITHOUT_GPT3_ENCODER(encoder);
+  zoo::testing::TempDir dir;
+  zoo::testing::write_small_corpus(dir / "text");
+  const std::string tokenizer = " --tokenizer_type GPT2Tokenizer --vocab_file " + encoder + "/vocab.bpe --encoder_file " +
+                                encoder + "/encoder.json";
+  for (const char* split : {"train", "eval"}) {
+    const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " data create-hdf5 LMData --input_dir " +
+                                             (dir / "text/") + split + " --output_dir " + (dir / "h5/") + split +
+                                             " --max_seq_length 32" + tokenizer);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string y = zoo::testing::tiny_params_yaml(dir / "h5", dir / "m", "  checkpoint_steps: 1000\n");
+  for (std::string from : {"ByteTextDataProcessor", "ByteTextDataProcessor"}) y.replace(y.find(from), from.size(), "GptHDF5DataProcessor");
+  y.replace(y.find("vocab_size: 256"), 15, "vocab_size: 50257");
+  y.replace(y.find("num_hidden_layers: 2"), 20, "num_hidden_layers: 1");
+  y.replace(y.find("batch_size: 8"), 13, "batch_size: 4");
+  const std::string params = zoo::testing::write_file(dir / "p.yaml", y);
+  {
+    Trainer t(load_params(params, YAML::Node()), torch::kCPU, true);
+    t.train(200);
+  }
+  const std::string prompt = "nora walks to";
+  auto out = zoo::testing::run_command(zoo::testing::zoo_binary() + " generate --checkpoint_path " + (dir / "m") +
+                                       " --prompt '" + prompt + "' --max_new_tokens 30 --temperature 0" + tokenizer);
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  ASSERT_EQ(out.output.rfind(prompt, 0), 0u) << out.output;
+  std::set<std::string> vocabulary;
+  std::istringstream text(zoo::testing::read_file(dir / "text/train/corpus.txt"));
+  for (std::string w; text >> w;) vocabulary.insert(w);
+  std::istringstream generated(out.output.substr(prompt.size()));
+  std::vector<std::string> words;
+  for (std::string w; generated >> w;) words.push_back(w);
+  ASSERT_GE(words.size(), 5u) << out.output;
+  words.pop_back();  // may be cut off
+  int known = 0;
+  for (const auto& w : words) known += vocabulary.count(w);
+  // Short training gives repetitive text, but its words are the corpus's; an
+  // untrained model's random GPT-2 tokens are almost never corpus words.
+  EXPECT_GE(known, 0.6 * words.size()) << out.output;
+  // GPT2Tokenizer without its files is a clear error.
+  auto bytes = zoo::testing::run_command(zoo::testing::zoo_binary() + " generate --checkpoint_path " + (dir / "m") +
+                                         " --prompt 'x' --tokenizer_type GPT2Tokenizer");
+  EXPECT_NE(bytes.output.find("--vocab_file"), std::string::npos) << bytes.output;
+}
