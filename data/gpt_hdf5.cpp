@@ -4,8 +4,10 @@
 #include "data/iterable_loader.h"
 
 #include <hdf5.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <stdexcept>
 
@@ -82,8 +84,52 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       throw std::runtime_error(path + ": sequence length " + std::to_string(dims[2]) + " differs from " +
                                (msl ? "max_sequence_length " + std::to_string(msl_) : std::to_string(msl_) + " in " + files_.front().path));
     files_.back().count = static_cast<int64_t>(dims[0]);
+    files_.back().rows = static_cast<int64_t>(dims[1]);
     total_ += static_cast<int64_t>(dims[0]);
+    detect_direct_chunks(files_.back());
   }
+}
+
+// Whether f's samples can be read as whole stored chunks (see File).
+void Hdf5SampleSource::detect_direct_chunks(File& f) {
+  hid_t type = H5Dget_type(f.dataset_id);
+  const bool int32_le = H5Tequal(type, H5T_STD_I32LE) > 0;
+  H5Tclose(type);
+  hid_t plist = H5Dget_create_plist(f.dataset_id);
+  hsize_t chunk[3] = {0, 0, 0}, dims[3] = {0, 0, 0};
+  hid_t space = H5Dget_space(f.dataset_id);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  H5Sclose(space);
+  const bool one_sample_chunks = H5Pget_layout(plist) == H5D_CHUNKED && H5Pget_chunk(plist, 3, chunk) == 3 &&
+                                 chunk[0] == 1 && chunk[1] == dims[1] && chunk[2] == dims[2];
+  const int filters = H5Pget_nfilters(plist);
+  bool deflate_only = filters == 0;
+  if (filters == 1) {
+    unsigned flags = 0;
+    size_t nvalues = 0;
+    deflate_only = H5Pget_filter2(plist, 0, &flags, &nvalues, nullptr, 0, nullptr, nullptr) == H5Z_FILTER_DEFLATE;
+  }
+  H5Pclose(plist);
+  f.direct_chunks = int32_le && one_sample_chunks && deflate_only;
+  f.deflated = filters == 1;
+}
+
+bool Hdf5SampleSource::read_chunk(const File& f, int64_t row, int32_t* out) const {
+  const hsize_t offset[3] = {static_cast<hsize_t>(row), 0, 0};
+  hsize_t stored = 0;
+  if (H5Dget_chunk_storage_size(f.dataset_id, offset, &stored) < 0 || stored == 0) return false;
+  thread_local std::vector<unsigned char> packed;
+  packed.resize(stored);
+  uint32_t skipped_filters = 0;
+  if (H5Dread_chunk(f.dataset_id, H5P_DEFAULT, offset, &skipped_filters, packed.data()) < 0) return false;
+  const uLongf want = static_cast<uLongf>(f.rows * msl_ * sizeof(int32_t));
+  if (!f.deflated || (skipped_filters & 1u)) {
+    if (stored != want) return false;
+    std::memcpy(out, packed.data(), want);
+    return true;
+  }
+  uLongf got = want;
+  return uncompress(reinterpret_cast<Bytef*>(out), &got, packed.data(), static_cast<uLong>(stored)) == Z_OK && got == want;
 }
 
 Hdf5SampleSource::~Hdf5SampleSource() {
@@ -132,7 +178,14 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
     std::fill(mask, mask + msl_, 1);
     return;
   }
-  std::vector<int32_t> row(3 * msl_);
+  thread_local std::vector<int32_t> row;
+  row.resize(static_cast<size_t>(file->rows * msl_));
+  if (file->direct_chunks && read_chunk(*file, i - file->first, row.data())) {
+    std::copy(row.begin(), row.begin() + msl_, input_ids);
+    std::copy(row.begin() + msl_, row.begin() + 2 * msl_, mask);
+    std::copy(row.begin() + 2 * msl_, row.begin() + 3 * msl_, labels);
+    return;
+  }
   hsize_t start[3] = {static_cast<hsize_t>(i - file->first), 0, 0};
   hsize_t count[3] = {1, 3, static_cast<hsize_t>(msl_)};
   hid_t space = H5Dget_space(file->dataset_id);
@@ -144,7 +197,7 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   if (status < 0) throw std::runtime_error(file->path + ": cannot read sample " + std::to_string(i - file->first));
   std::copy(row.begin(), row.begin() + msl_, input_ids);
   std::copy(row.begin() + msl_, row.begin() + 2 * msl_, mask);
-  std::copy(row.begin() + 2 * msl_, row.end(), labels);
+  std::copy(row.begin() + 2 * msl_, row.begin() + 3 * msl_, labels);
 }
 
 namespace {

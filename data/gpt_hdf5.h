@@ -47,7 +47,16 @@ class Hdf5SampleSource : public LmSampleSource {
     std::string path;
     int64_t file_id, dataset_id, first, count;
     bool corpus;  // rank-1 token stream
+    // modelzoo's layout (one sample per chunk, int32 LE, gzip or nothing):
+    // read() fetches the stored chunk and inflates it outside HDF5's global
+    // lock, so reader threads decompress in parallel.
+    bool direct_chunks = false;
+    bool deflated = false;
+    int64_t rows = 3;  // per sample: 3, or 5 with VSL
   };
+  static void detect_direct_chunks(File& f);
+  // Sample `row` of f as stored; false when it must go through H5Dread.
+  bool read_chunk(const File& f, int64_t row, int32_t* out) const;
   const File& file_of(int64_t i) const;  // the file holding sample i
   std::vector<File> files_;
   int64_t total_ = 0;
