@@ -102,7 +102,7 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   } catch (const cxxopts::exceptions::exception& e) {
     throw CliError(std::string("zoo generate: ") + e.what());
   }
-  if (r.count("help")) throw CliError(o.help());
+  if (r.count("help")) throw CliHelp(o.help());
   if (!r.unmatched().empty()) throw CliError("zoo generate: unexpected argument '" + r.unmatched().front() + "'");
   if (!r.count("checkpoint_path")) throw CliError("zoo generate: --checkpoint_path is required");
   if (!r.count("prompt") || r["prompt"].as<std::string>().empty())
@@ -150,7 +150,7 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   } catch (const cxxopts::exceptions::exception& e) {
     throw CliError(std::string("zoo convert: ") + e.what());
   }
-  if (r.count("help")) throw CliError(o.help());
+  if (r.count("help")) throw CliHelp(o.help());
   for (const char* k : {"checkpoint", "src-fmt", "tgt-fmt", "output-dir"})
     if (!r.count(k)) throw CliError(std::string("zoo convert: ") + (std::string(k) == "checkpoint" ? "CKPT" : std::string("--") + k) + " is required (see zoo convert --help)");
   CliCommand c;
@@ -193,7 +193,7 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   const std::string prog = "zoo data create-hdf5 LMData";
   if (args.size() < 2 || args[1] != "create-hdf5")
     throw CliError("zoo data: expected 'zoo data create-hdf5 LMData ...'\n" + o.help());
-  if (args.size() > 2 && (args[2] == "-h" || args[2] == "--help")) throw CliError(o.help());
+  if (args.size() > 2 && (args[2] == "-h" || args[2] == "--help")) throw CliHelp(o.help());
   if (args.size() < 3 || args[2] != "LMData")
     throw CliError("zoo data create-hdf5: expected the mode LMData (zoo has no Summarization, FIM, VSL or Customize "
                    "modes yet), got '" + (args.size() < 3 ? std::string() : args[2]) + "'");
@@ -205,7 +205,7 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   } catch (const cxxopts::exceptions::exception& e) {
     throw CliError(prog + ": " + e.what());
   }
-  if (r.count("help")) throw CliError(o.help());
+  if (r.count("help")) throw CliHelp(o.help());
   if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");
   for (const char* k : {"input_dir", "output_dir", "tokenizer_type"})
     if (!r.count(k)) throw CliError(prog + ": --" + k + " is required (see --help)");

@@ -21,6 +21,12 @@ class CliError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A subcommand's --help: the text goes to stdout and zoo exits 0.
+class CliHelp : public CliError {
+ public:
+  using CliError::CliError;
+};
+
 struct CliCommand {
   enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5 };
   Kind kind = Kind::run;

@@ -183,6 +183,9 @@ int run_command(const CliCommand& cmd) {
 int run(const std::vector<std::string>& args) {
   try {
     return run_command(parse_cli(args));
+  } catch (const CliHelp& help) {
+    std::cout << help.what();
+    return 0;
   } catch (const std::exception& e) {
     std::string msg = e.what();
     // LibTorch errors carry a C++ backtrace after the first line; keep the reason.

@@ -59,6 +59,18 @@ TEST(Cli, HelpListsEveryFlagWithItsSchemaDoc) {
   EXPECT_NE(r.output.find("[runconfig.disable_strict_checkpoint_loading]"), std::string::npos) << r.output;
 }
 
+TEST(Cli, SubcommandHelpGoesToStdoutAndExitsZero) {
+  for (const char* sub : {"generate", "convert", "data create-hdf5 LMData", "data create-hdf5 --help"}) {
+    auto r = run_command(zoo::testing::zoo_binary() + " " + sub + " --help 2>/dev/null");
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_EQ(r.output.find("zoo: error"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Usage:"), std::string::npos) << sub << ": " << r.output;
+  }
+  auto r = run_command(zoo::testing::zoo_binary() + " data create-hdf5 LMData --input_dir x");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--output_dir is required"), std::string::npos) << r.output;
+}
+
 TEST(Cli, BadParamsExitNonZeroWithOneLineReason) {
   TempDir dir;
   std::string y = zoo::testing::tiny_params_yaml("/d", dir / "m");
