@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "data/gpt_hdf5.h"
+#include "data/splitmix.h"
 
 namespace zoo::data {
 
@@ -40,20 +41,6 @@ const config::Schema<BertMlmOptions>& BertMlmOptions::schema() {
   return s;
 }
 
-namespace {
-// splitmix64: a stream of independent draws from a seed, the same everywhere.
-struct SplitMix {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t below(uint64_t n) { return next() % n; }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
-}  // namespace
 
 BertMlmSource::BertMlmSource(std::shared_ptr<LmSampleSource> windows, const BertMlmOptions& o)
     : windows_(std::move(windows)), o_(o) {}
@@ -76,7 +63,7 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
                 nsp = torch::zeros({B}, torch::kLong);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t i = samples[b];
-    SplitMix rng{static_cast<uint64_t>(o_.shuffle_seed) * 0xD1B54A32D192ED03ull ^ static_cast<uint64_t>(i)};
+    SplitMix64 rng{static_cast<uint64_t>(o_.shuffle_seed) * 0xD1B54A32D192ED03ull ^ static_cast<uint64_t>(i)};
     std::vector<int32_t> a = tokens(i), second;
     if (a.empty()) throw std::runtime_error(windows_->locate(i) + ": no tokens (attention_mask is all 0)");
     bool not_next = false;

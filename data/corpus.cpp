@@ -1,5 +1,5 @@
-// Implementation of data/corpus.h. Uses its own splitmix64 generator so the
-// text is identical on every platform and LibTorch version.
+// Implementation of data/corpus.h. Uses splitmix64 so the text is identical
+// on every platform and LibTorch version.
 #include "data/corpus.h"
 
 #include <filesystem>
@@ -7,18 +7,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "data/splitmix.h"
+
 namespace zoo::data {
 namespace {
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+struct Rng : SplitMix64 {
+  int64_t below(int64_t n) { return static_cast<int64_t>(SplitMix64::below(static_cast<uint64_t>(n))); }
   template <class T>
   const T& pick(const std::vector<T>& v) { return v[below(static_cast<int64_t>(v.size()))]; }
 };

@@ -1,6 +1,8 @@
 // Implementation of data/synthetic.h.
 #include "data/synthetic.h"
 
+#include "data/splitmix.h"
+
 namespace zoo::data {
 
 const config::Schema<SyntheticOptions>& SyntheticOptions::schema() {
@@ -30,11 +32,8 @@ SyntheticSource::SyntheticSource(const SyntheticOptions& o)
 
 int32_t SyntheticSource::token(int64_t i, int64_t t) const {
   // splitmix64 of the token's position: independent values, random access.
-  uint64_t z = seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * static_cast<uint64_t>(msl_ + 1) +
-               static_cast<uint64_t>(t) + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  const uint64_t z = SplitMix64::mix(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * static_cast<uint64_t>(msl_ + 1) +
+                                     static_cast<uint64_t>(t) + 0x9E3779B97F4A7C15ull);
   return static_cast<int32_t>(z % static_cast<uint64_t>(vocab_size_));
 }
 
