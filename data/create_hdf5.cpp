@@ -75,6 +75,7 @@ class SampleWriter {
     if (rows_.empty()) return;
     const auto path = fs::path(o_.output_dir) / (o_.output_name + "_" + std::to_string(files_) + ".h5");
     write_samples_file(path.string(), rows_, o_.max_seq_length);
+    written_.push_back(path.string());
     samples_ += static_cast<int64_t>(rows_.size()) / (3 * o_.max_seq_length);
     ++files_;
     rows_.clear();
@@ -82,11 +83,16 @@ class SampleWriter {
 
   int64_t samples() const { return samples_ + static_cast<int64_t>(rows_.size()) / (3 * o_.max_seq_length); }
   int64_t files() const { return files_; }
+  // After a failure: the run's files go, so a corrected re-run finds the directory as it was.
+  void remove_written() {
+    for (const auto& p : written_) fs::remove(p);
+  }
 
  private:
   const CreateHdf5Options& o_;
   int32_t pad_;
   std::vector<int32_t> rows_;
+  std::vector<std::string> written_;
   int64_t samples_ = 0, files_ = 0;
 };
 
@@ -208,20 +214,26 @@ CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress
   Chunker chunker(writer, o.max_seq_length, o.pack_sequences);
   CreateHdf5Summary s;
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t f = 0; f < files.size(); ++f) {
-    for_each_document(files[f], o.jsonl_key, [&](const std::string& doc) {
-      if (doc.empty()) return;
-      std::vector<int32_t> tokens = tokenizer->encode(doc);
-      tokens.push_back(static_cast<int32_t>(eos));
-      s.tokens += static_cast<int64_t>(tokens.size());
-      ++s.documents;
-      chunker.add_document(tokens);
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    show_progress(progress, f + 1, files.size(), writer, s.tokens, seconds);
+  try {
+    for (size_t f = 0; f < files.size(); ++f) {
+      for_each_document(files[f], o.jsonl_key, [&](const std::string& doc) {
+        if (doc.empty()) return;
+        std::vector<int32_t> tokens = tokenizer->encode(doc);
+        tokens.push_back(static_cast<int32_t>(eos));
+        s.tokens += static_cast<int64_t>(tokens.size());
+        ++s.documents;
+        chunker.add_document(tokens);
+      });
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      show_progress(progress, f + 1, files.size(), writer, s.tokens, seconds);
+    }
+    chunker.finish();
+    writer.flush();
+  } catch (...) {
+    progress << "\n";
+    writer.remove_written();
+    throw;
   }
-  chunker.finish();
-  writer.flush();
   progress << "\n";
   s.samples = writer.samples();
   s.files = writer.files();

@@ -41,8 +41,8 @@ struct CreateHdf5Summary {
 // padded with pad_id, its attention_mask (the loss mask) 0 there.
 // Output: <output_name>_<n>.h5 (dataset "data", int32 (k, 3, msl), gzip,
 // chunks (1, 3, msl), file attribute n_examples) and data_params.json. Every file
-// is written under a temporary name and renamed when complete. Refuses an
-// output_dir that already holds such files. Progress goes to `progress`.
+// is written under a temporary name and renamed when complete; a failed run
+// removes the files it wrote. Refuses an output_dir that already holds such files. Progress goes to `progress`.
 // Throws std::invalid_argument / std::runtime_error naming the file (and line).
 CreateHdf5Summary create_hdf5(const CreateHdf5Options& options, std::ostream& progress);
 

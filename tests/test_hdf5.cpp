@@ -160,13 +160,18 @@ TEST(CreateHdf5, UnpackedDocumentsEachStartASampleWithGpt2Tokens) {
   }
   EXPECT_EQ(got, want);
 
-  testing::write_file(dir / "bad/docs.jsonl", "{\"body\": \"ok\"}\n{\"text\": \"wrong key\"}\n");
+  // A bad line fails the run with the file and line, after a first file was
+  // written (files_per_record 1); the run's files are removed again.
+  testing::write_file(dir / "bad/a.jsonl", "{\"body\": \"one document, long enough for a sample\"}\n");
+  testing::write_file(dir / "bad/b.jsonl", "{\"body\": \"ok\"}\n{\"text\": \"wrong key\"}\n");
   const auto bad = testing::run_command(zoo_create_hdf5("--input_dir " + (dir / "bad") + " --output_dir " +
                                                         (dir / "out2") + " --tokenizer_type ByteTokenizer --eos_id 0 "
-                                                        "--jsonl_key body"));
+                                                        "--jsonl_key body --max_seq_length 8 --files_per_record 1"));
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.output.find((dir / "bad/docs.jsonl") + ":2: expected a string under key 'body'"), std::string::npos)
+  EXPECT_NE(bad.output.find((dir / "bad/b.jsonl") + ":2: expected a string under key 'body'"), std::string::npos)
       << bad.output;
+  EXPECT_NE(bad.output.find("1/2 files"), std::string::npos) << bad.output;  // the first file's samples were written
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "out2"));
 }
 
 namespace {
