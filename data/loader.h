@@ -92,8 +92,9 @@ config::Schema<T>& add_loader_fields(config::Schema<T>& s) {
 class DataLoader {
  public:
   virtual ~DataLoader() = default;
-  // The next batch of int64 (B, T) input_ids / attention_mask / labels;
-  // wraps into the next epoch when the data runs out.
+  // The next batch, named as its processor documents (LM data: int64 (B, T)
+  // input_ids / attention_mask / labels); wraps into the next epoch when the
+  // data runs out.
   virtual Features next() = 0;
   virtual int64_t batches_per_epoch() const = 0;
   virtual int64_t batch_size() const = 0;  // samples per next() (a micro-batch when splitting)
