@@ -2,6 +2,7 @@
 #include "data/create_hdf5.h"
 
 #include <hdf5.h>
+#include <zlib.h>
 
 #include <nlohmann/json.hpp>
 
@@ -131,38 +132,77 @@ class Chunker {
   int64_t discarded_ = 0;
 };
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool is_text(const std::string& p) { return ends_with(p, ".txt") || ends_with(p, ".txt.gz"); }
+bool is_jsonl(const std::string& p) { return ends_with(p, ".jsonl") || ends_with(p, ".jsonl.gz"); }
+
 std::vector<std::string> input_files(const CreateHdf5Options& o, std::ostream& progress) {
   if (!fs::is_directory(o.input_dir)) throw std::invalid_argument("--input_dir " + o.input_dir + ": not a directory");
   std::vector<std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(o.input_dir)) {
     if (!e.is_regular_file()) continue;
-    const std::string ext = e.path().extension().string();
-    if (ext == ".txt" || ext == ".jsonl") files.push_back(e.path().string());
-    else progress << "create-hdf5: skipping " << e.path().string() << " (not .txt or .jsonl)\n";
+    const std::string p = e.path().string();
+    if (is_text(p) || is_jsonl(p)) files.push_back(p);
+    else progress << "create-hdf5: skipping " << p << " (not .txt or .jsonl, gzipped or not)\n";
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) throw std::invalid_argument("--input_dir " + o.input_dir + ": no .txt or .jsonl files");
   return files;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// Lines of a file, gzipped or not (zlib reads plain files as they are).
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    if (!file_) throw std::runtime_error(path + ": cannot read");
+    gzbuffer(file_, 1 << 20);
+  }
+  ~LineReader() { gzclose(file_); }
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+  // The next line without its '\n'; false at the end.
+  bool next(std::string& line) {
+    line.clear();
+    char buf[1 << 16];
+    while (gzgets(file_, buf, sizeof buf)) {
+      line += buf;
+      if (!line.empty() && line.back() == '\n') {
+        line.pop_back();
+        return true;
+      }
+    }
+    int error = Z_OK;
+    const char* message = gzerror(file_, &error);
+    if (error != Z_OK && error != Z_STREAM_END) throw std::runtime_error(path_ + ": " + message);
+    return !line.empty();
+  }
+  // All that is left, byte for byte.
+  std::string rest() {
+    std::string text;
+    char buf[1 << 16];
+    int n = 0;
+    while ((n = gzread(file_, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    if (n < 0) throw std::runtime_error(path_ + ": " + gzerror(file_, &n));
+    return text;
+  }
+
+ private:
+  std::string path_;
+  gzFile file_;
+};
 
 // Calls `document` with the text of each document in `path`.
 template <class F>
 void for_each_document(const std::string& path, const std::string& jsonl_key, F&& document) {
-  if (fs::path(path).extension() == ".txt") {
-    document(read_text_file(path));
+  LineReader in(path);
+  if (is_text(path)) {
+    document(in.rest());
     return;
   }
-  std::ifstream in(path, std::ios::binary);
   std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
+  for (int64_t n = 1; in.next(line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;
     try {

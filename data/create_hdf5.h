@@ -1,5 +1,5 @@
 // `zoo data create-hdf5 LMData`: text (.txt, one document per file; .jsonl,
-// one document per line under jsonl_key) -> tokens -> modelzoo HDF5 samples,
+// one document per line under jsonl_key; either gzipped as .gz) -> tokens -> modelzoo HDF5 samples,
 // like modelzoo's create_hdf5_dataset.py LMData. Defines: CreateHdf5Options,
 // CreateHdf5Summary, create_hdf5.
 #pragma once

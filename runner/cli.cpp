@@ -167,13 +167,13 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
 
 CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   cxxopts::Options o("zoo data create-hdf5 LMData",
-                     "Tokenize .txt (a document per file) and .jsonl (a document per line) files into modelzoo HDF5 "
+                     "Tokenize .txt (a document per file) and .jsonl (a document per line) files, gzipped or not, into modelzoo HDF5 "
                      "samples (<output_name>_<n>.h5 + data_params.json), as create_hdf5_dataset.py LMData does.");
   o.set_width(110);
   std::string types;
   for (const auto& t : text::tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
   o.add_options()
-      ("input_dir", "Directory of .txt / .jsonl files (searched recursively).", cxxopts::value<std::string>())
+      ("input_dir", "Directory of .txt / .jsonl files, or .txt.gz / .jsonl.gz (searched recursively).", cxxopts::value<std::string>())
       ("output_dir", "Where to write the dataset; must not hold one already.", cxxopts::value<std::string>())
       ("tokenizer_type", "One of: " + types + ".", cxxopts::value<std::string>())
       ("vocab_file", "GPT2Tokenizer: vocab.bpe (the merges).", cxxopts::value<std::string>()->default_value(""))

@@ -70,6 +70,7 @@ TEST(CreateHdf5, H5pyReadsWhatZooWritesAndZooReadsItBack) {
   testing::write_file(dir / "in/b.jsonl", "{\"text\": \"jsonl one\", \"id\": 1}\n\n{\"text\": \"jsonl two: naïve ☃\"}\n"
                                           "{\"text\": \"x\"}\n");
   testing::write_file(dir / "in/sub/c.txt", docs[4]);
+  ASSERT_EQ(testing::run_command("gzip " + (dir / "in/sub/c.txt")).exit_code, 0);  // read as sub/c.txt.gz
   testing::write_file(dir / "in/notes.md", "not input");
   const auto r = testing::run_command(zoo_create_hdf5("--input_dir " + (dir / "in") + " --output_dir " + (dir / "out") +
                                                       " --tokenizer_type ByteTokenizer --eos_id 3 --pad_id 0 "
