@@ -119,12 +119,7 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
 
 namespace {
 std::unique_ptr<DataLoader> open_bert(const BertMlmOptions& o, const YAML::Node& section, const config::Context& ctx) {
-  if (o.data_dir.items.empty()) ctx.fail(section, "data_dir", "required: directory (or list) of tokenized *.h5 files");
-  std::vector<std::string> files;
-  for (const auto& dir : o.data_dir.items)
-    for (const auto& f : list_files(require_directory(dir, section, ctx), ".h5")) files.push_back(f);
-  std::sort(files.begin(), files.end());
-  if (files.empty()) ctx.fail(section["data_dir"], "data_dir", "no *.h5 files in the given director(y/ies)");
+  const std::vector<std::string> files = sorted_hdf5_files(o.data_dir, section, ctx);
   std::shared_ptr<Hdf5SampleSource> windows;
   try {
     // Token streams are cut into windows that fit with [CLS] and two [SEP]s.

@@ -200,18 +200,18 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   std::copy(row.begin() + 2 * msl_, row.begin() + 3 * msl_, labels);
 }
 
-namespace {
-
-// The sorted *.h5 files of every data_dir entry.
-std::vector<std::string> hdf5_files(const GptHdf5Options& o, const YAML::Node& section, const config::Context& ctx) {
-  if (o.data_dir.items.empty()) ctx.fail(section, "data_dir", "required: directory (or list) of *.h5 files");
+std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const YAML::Node& section,
+                                           const config::Context& ctx) {
+  if (data_dir.items.empty()) ctx.fail(section, "data_dir", "required: directory (or list) of *.h5 files");
   std::vector<std::string> files;
-  for (const auto& dir : o.data_dir.items)
+  for (const auto& dir : data_dir.items)
     for (const auto& f : list_files(require_directory(dir, section, ctx), ".h5")) files.push_back(f);
   std::sort(files.begin(), files.end());
   if (files.empty()) ctx.fail(section["data_dir"], "data_dir", "no *.h5 files in the given director(y/ies)");
   return files;
 }
+
+namespace {
 
 std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& files, const GptHdf5Options& o,
                                               const YAML::Node& section, const config::Context& ctx) {
@@ -229,12 +229,12 @@ std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& fi
 }
 
 std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const YAML::Node& section, const config::Context& ctx) {
-  return std::make_unique<MapStyleLoader>(open_source(hdf5_files(o, section, ctx), o, section, ctx), o);
+  return std::make_unique<MapStyleLoader>(open_source(sorted_hdf5_files(o.data_dir, section, ctx), o, section, ctx), o);
 }
 
 std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const YAML::Node& section,
                                           const config::Context& ctx) {
-  const std::vector<std::string> all = hdf5_files(o, section, ctx);
+  const std::vector<std::string> all = sorted_hdf5_files(o.data_dir, section, ctx);
   const TaskShard shard = TaskShard::from_environment();
   std::vector<std::string> mine;  // files[rank::num_tasks], as modelzoo shards them
   for (size_t i = static_cast<size_t>(shard.rank); i < all.size(); i += static_cast<size_t>(shard.num_tasks))

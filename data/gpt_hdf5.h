@@ -1,7 +1,8 @@
 // modelzoo's HDF5 LM data: GptHDF5DataProcessor and GptHDF5MapDataProcessor
 // over `*.h5` files holding dataset "data", int32 (n, 3, msl) rows
 // input_ids / attention_mask (loss mask) / labels, or rank-1 token streams.
-// Defines: GptHdf5Options, Hdf5SampleSource, gpt_hdf5_processor, gpt_hdf5_map_processor.
+// Defines: GptHdf5Options, Hdf5SampleSource, sorted_hdf5_files, gpt_hdf5_processor,
+// gpt_hdf5_map_processor.
 #pragma once
 
 #include <optional>
@@ -62,6 +63,10 @@ class Hdf5SampleSource : public LmSampleSource {
   int64_t total_ = 0;
   int64_t msl_ = 0;
 };
+
+// The *.h5 files of every data_dir entry, sorted; ConfigError when there are none.
+std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const YAML::Node& section,
+                                           const config::Context& ctx);
 
 DataProcessor gpt_hdf5_processor();
 DataProcessor gpt_hdf5_map_processor();
