@@ -213,12 +213,12 @@ void ByteLevelBpe::encode_plain(std::string_view text, std::vector<int32_t>& out
     text = prefixed;
   }
   splitter_->split(text, [&](std::string_view piece) {
-    const auto& ids = encode_piece(piece);
+    const std::vector<int32_t> ids = encode_piece(piece);
     out.insert(out.end(), ids.begin(), ids.end());
   });
 }
 
-const std::vector<int32_t>& ByteLevelBpe::encode_piece(std::string_view piece) const {
+std::vector<int32_t> ByteLevelBpe::encode_piece(std::string_view piece) const {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   const std::string key(piece);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;

@@ -42,7 +42,8 @@ class ByteLevelBpe : public Tokenizer {
 
  private:
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
-  const std::vector<int32_t>& encode_piece(std::string_view piece) const;
+  // A copy: another thread may clear the cache once the lock is released.
+  std::vector<int32_t> encode_piece(std::string_view piece) const;
 
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_token_;
