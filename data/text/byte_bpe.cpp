@@ -94,7 +94,11 @@ ByteLevelBpe::ByteLevelBpe(Spec spec)
   for (const auto& [token, id] : vocab_) id_to_token_[id] = token;
   for (size_t r = 0; r < spec.merges.size(); ++r)
     merge_rank_.emplace(spec.merges[r].first + " " + spec.merges[r].second, static_cast<int32_t>(r));
-  for (const auto& [token, id] : added_tokens_) literal_ids_.insert(id);
+  for (const auto& [token, id] : added_tokens_) {
+    if (token.empty()) throw std::invalid_argument("added token " + std::to_string(id) + " has no text");
+    literal_ids_.insert(id);
+    starts_added_[static_cast<unsigned char>(token[0])] = true;
+  }
   // Longest first, so an added token that starts another one does not hide it.
   std::stable_sort(added_tokens_.begin(), added_tokens_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
@@ -187,11 +191,12 @@ std::vector<int32_t> ByteLevelBpe::encode(std::string_view text) const {
   size_t plain_start = 0, pos = 0;
   while (!added_tokens_.empty() && pos < text.size()) {
     const std::pair<std::string, int32_t>* hit = nullptr;
-    for (const auto& added : added_tokens_)
-      if (text.compare(pos, added.first.size(), added.first) == 0) {
-        hit = &added;
-        break;
-      }
+    if (starts_added_[static_cast<unsigned char>(text[pos])])
+      for (const auto& added : added_tokens_)
+        if (text.compare(pos, added.first.size(), added.first) == 0) {
+          hit = &added;
+          break;
+        }
     if (!hit) {
       ++pos;
       continue;

@@ -5,6 +5,7 @@
 // (model type BPE with a ByteLevel pre-tokenizer). Defines: ByteLevelBpe.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,7 @@ class ByteLevelBpe : public Tokenizer {
   bool add_prefix_space_;
   std::vector<std::pair<std::string, int32_t>> added_tokens_;
   std::unordered_set<int32_t> literal_ids_;  // added tokens decode to their text as is
+  std::array<bool, 256> starts_added_{};     // first bytes of added tokens: the scan skips other bytes fast
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // piece -> ids
 };
