@@ -1,6 +1,7 @@
 // Implementation of StreamLoader and MapStyleLoader (data/loader.h).
 #include "data/loader.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
