@@ -61,6 +61,11 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
                 segments = torch::zeros({B, T}, torch::kLong), positions = torch::zeros({B, P}, torch::kLong),
                 mlm_labels = torch::zeros({B, P}, torch::kLong), mlm_mask = torch::zeros({B, P}, torch::kLong),
                 nsp = torch::zeros({B}, torch::kLong);
+  // Element writes through accessors: Tensor indexing makes a view per element.
+  auto ids_at = input_ids.accessor<int64_t, 2>(), attention_at = attention.accessor<int64_t, 2>(),
+       segments_at = segments.accessor<int64_t, 2>(), positions_at = positions.accessor<int64_t, 2>(),
+       labels_at = mlm_labels.accessor<int64_t, 2>(), mask_at = mlm_mask.accessor<int64_t, 2>();
+  auto nsp_at = nsp.accessor<int64_t, 1>();
   for (int64_t b = 0; b < B; ++b) {
     const int64_t i = samples[b];
     SplitMix64 rng{static_cast<uint64_t>(o_.shuffle_seed) * 0xD1B54A32D192ED03ull ^ static_cast<uint64_t>(i)};
@@ -98,19 +103,19 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
     std::sort(candidates.begin(), candidates.begin() + predictions);
     for (int64_t k = 0; k < predictions; ++k) {
       const int64_t pos = candidates[k];
-      positions[b][k] = pos;
-      mlm_labels[b][k] = seq[pos];
-      mlm_mask[b][k] = 1;
+      positions_at[b][k] = pos;
+      labels_at[b][k] = seq[pos];
+      mask_at[b][k] = 1;
       const double r = rng.uniform();
       if (r < 0.8) seq[pos] = o_.mask_id;
       else if (r < 0.9) seq[pos] = static_cast<int64_t>(rng.below(static_cast<uint64_t>(o_.vocab_size)));
     }
     for (size_t t = 0; t < seq.size(); ++t) {
-      input_ids[b][static_cast<int64_t>(t)] = seq[t];
-      attention[b][static_cast<int64_t>(t)] = 1;
-      segments[b][static_cast<int64_t>(t)] = type[t];
+      ids_at[b][static_cast<int64_t>(t)] = seq[t];
+      attention_at[b][static_cast<int64_t>(t)] = 1;
+      segments_at[b][static_cast<int64_t>(t)] = type[t];
     }
-    nsp[b] = not_next ? 1 : 0;
+    nsp_at[b] = not_next ? 1 : 0;
   }
   return {{"input_ids", input_ids},         {"attention_mask", attention},    {"token_type_ids", segments},
           {"masked_lm_positions", positions}, {"mlm_labels", mlm_labels},     {"masked_lm_mask", mlm_mask},
