@@ -12,6 +12,38 @@
 #include <stdexcept>
 
 namespace zoo::data {
+namespace {
+
+// How a sample-format dataset stores its samples: as modelzoo writes them
+// (int32 LE, one sample per chunk, gzip or no filter) zoo can read the
+// stored chunks itself; `deflated` says whether they are gzipped.
+struct ChunkLayout {
+  bool one_sample_per_chunk = false;
+  bool deflated = false;
+};
+ChunkLayout chunk_layout(hid_t dataset, const std::vector<hsize_t>& dims) {
+  ChunkLayout layout;
+  hid_t type = H5Dget_type(dataset);
+  const bool int32_le = H5Tequal(type, H5T_STD_I32LE) > 0;
+  H5Tclose(type);
+  hid_t plist = H5Dget_create_plist(dataset);
+  hsize_t chunk[3] = {0, 0, 0};
+  const bool one_sample_chunks = H5Pget_layout(plist) == H5D_CHUNKED && H5Pget_chunk(plist, 3, chunk) == 3 &&
+                                 chunk[0] == 1 && chunk[1] == dims[1] && chunk[2] == dims[2];
+  const int filters = H5Pget_nfilters(plist);
+  bool deflate_only = filters == 0;
+  if (filters == 1) {
+    unsigned flags = 0;
+    size_t nvalues = 0;
+    deflate_only = H5Pget_filter2(plist, 0, &flags, &nvalues, nullptr, 0, nullptr, nullptr) == H5Z_FILTER_DEFLATE;
+  }
+  H5Pclose(plist);
+  layout.one_sample_per_chunk = int32_le && one_sample_chunks && deflate_only;
+  layout.deflated = filters == 1;
+  return layout;
+}
+
+}  // namespace
 
 const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
   using O = GptHdf5Options;
@@ -86,32 +118,10 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
     files_.back().count = static_cast<int64_t>(dims[0]);
     files_.back().rows = static_cast<int64_t>(dims[1]);
     total_ += static_cast<int64_t>(dims[0]);
-    detect_direct_chunks(files_.back());
+    const ChunkLayout layout = chunk_layout(d, dims);
+    files_.back().direct_chunks = layout.one_sample_per_chunk;
+    files_.back().deflated = layout.deflated;
   }
-}
-
-// Whether f's samples can be read as whole stored chunks (see File).
-void Hdf5SampleSource::detect_direct_chunks(File& f) {
-  hid_t type = H5Dget_type(f.dataset_id);
-  const bool int32_le = H5Tequal(type, H5T_STD_I32LE) > 0;
-  H5Tclose(type);
-  hid_t plist = H5Dget_create_plist(f.dataset_id);
-  hsize_t chunk[3] = {0, 0, 0}, dims[3] = {0, 0, 0};
-  hid_t space = H5Dget_space(f.dataset_id);
-  H5Sget_simple_extent_dims(space, dims, nullptr);
-  H5Sclose(space);
-  const bool one_sample_chunks = H5Pget_layout(plist) == H5D_CHUNKED && H5Pget_chunk(plist, 3, chunk) == 3 &&
-                                 chunk[0] == 1 && chunk[1] == dims[1] && chunk[2] == dims[2];
-  const int filters = H5Pget_nfilters(plist);
-  bool deflate_only = filters == 0;
-  if (filters == 1) {
-    unsigned flags = 0;
-    size_t nvalues = 0;
-    deflate_only = H5Pget_filter2(plist, 0, &flags, &nvalues, nullptr, 0, nullptr, nullptr) == H5Z_FILTER_DEFLATE;
-  }
-  H5Pclose(plist);
-  f.direct_chunks = int32_le && one_sample_chunks && deflate_only;
-  f.deflated = filters == 1;
 }
 
 bool Hdf5SampleSource::read_chunk(const File& f, int64_t row, int32_t* out) const {
@@ -164,7 +174,8 @@ std::vector<std::pair<int64_t, int64_t>> Hdf5SampleSource::file_ranges() const {
 void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const {
   const File* file = &file_of(i);
   if (file->corpus) {
-    std::vector<int32_t> window(msl_ + 1);
+    thread_local std::vector<int32_t> window;
+    window.resize(static_cast<size_t>(msl_ + 1));
     hsize_t start[1] = {static_cast<hsize_t>((i - file->first) * msl_)}, count[1] = {static_cast<hsize_t>(msl_ + 1)};
     hid_t space = H5Dget_space(file->dataset_id);
     H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);

@@ -55,7 +55,6 @@ class Hdf5SampleSource : public LmSampleSource {
     bool deflated = false;
     int64_t rows = 3;  // per sample: 3, or 5 with VSL
   };
-  static void detect_direct_chunks(File& f);
   // Sample `row` of f as stored; false when it must go through H5Dread.
   bool read_chunk(const File& f, int64_t row, int32_t* out) const;
   const File& file_of(int64_t i) const;  // the file holding sample i
