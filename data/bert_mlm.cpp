@@ -123,17 +123,17 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
 }
 
 namespace {
-std::unique_ptr<DataLoader> open_bert(const BertMlmOptions& o, const YAML::Node& section, const config::Context& ctx) {
-  const std::vector<std::string> files = sorted_hdf5_files(o.data_dir, section, ctx);
+std::unique_ptr<DataLoader> open_bert(const BertMlmOptions& o, const config::Origin& at) {
+  const std::vector<std::string> files = sorted_hdf5_files(o.data_dir, at);
   std::shared_ptr<Hdf5SampleSource> windows;
   try {
     // Token streams are cut into windows that fit with [CLS] and two [SEP]s.
     windows = std::make_shared<Hdf5SampleSource>(files, std::nullopt, o.max_sequence_length - 3);
   } catch (const std::exception& e) {
-    ctx.fail(section["data_dir"], "data_dir", e.what());
+    at.fail("data_dir", e.what());
   }
   if (windows->num_samples() < o.batch_size)
-    ctx.fail(section["data_dir"], "data_dir",
+    at.fail("data_dir",
              std::to_string(windows->num_samples()) + " window(s), fewer than batch_size " + std::to_string(o.batch_size));
   return std::make_unique<MapStyleLoader>(std::make_shared<BertMlmSource>(windows, o), o);
 }
@@ -144,6 +144,8 @@ DataProcessor bert_mlm_processor() {
       "BertMlmDataProcessor",
       "BERT masked-LM and next-sentence samples from tokenized HDF5 data (zoo's own; masks fixed per sample and "
       "shuffle_seed).",
+      {"input_ids", "attention_mask", "token_type_ids", "masked_lm_positions", "mlm_labels", "masked_lm_mask",
+       "next_sentence_label"},
       open_bert);
 }
 

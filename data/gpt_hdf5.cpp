@@ -211,51 +211,49 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   std::copy(row.begin() + 2 * msl_, row.begin() + 3 * msl_, labels);
 }
 
-std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const YAML::Node& section,
-                                           const config::Context& ctx) {
-  if (data_dir.items.empty()) ctx.fail(section, "data_dir", "required: directory (or list) of *.h5 files");
+std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const config::Origin& at) {
+  if (data_dir.items.empty()) at.fail("data_dir", "required: directory (or list) of *.h5 files");
   std::vector<std::string> files;
   for (const auto& dir : data_dir.items)
-    for (const auto& f : list_files(require_directory(dir, section, ctx), ".h5")) files.push_back(f);
+    for (const auto& f : list_files(require_directory(dir, at), ".h5")) files.push_back(f);
   std::sort(files.begin(), files.end());
-  if (files.empty()) ctx.fail(section["data_dir"], "data_dir", "no *.h5 files in the given director(y/ies)");
+  if (files.empty()) at.fail("data_dir", "no *.h5 files in the given director(y/ies)");
   return files;
 }
 
 namespace {
 
 std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& files, const GptHdf5Options& o,
-                                              const YAML::Node& section, const config::Context& ctx) {
+                                              const config::Origin& at) {
   std::shared_ptr<Hdf5SampleSource> source;
   try {
     source = std::make_shared<Hdf5SampleSource>(files, o.max_sequence_length);
   } catch (const std::exception& e) {
-    ctx.fail(section["data_dir"], "data_dir", e.what());
+    at.fail("data_dir", e.what());
   }
   if (source->num_samples() < o.batch_size)
-    ctx.fail(section["data_dir"], "data_dir",
+    at.fail("data_dir",
              source->describe() + ": " + std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
                  std::to_string(o.batch_size));
   return source;
 }
 
-std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const YAML::Node& section, const config::Context& ctx) {
-  return std::make_unique<MapStyleLoader>(open_source(sorted_hdf5_files(o.data_dir, section, ctx), o, section, ctx), o);
+std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const config::Origin& at) {
+  return std::make_unique<MapStyleLoader>(open_source(sorted_hdf5_files(o.data_dir, at), o, at), o);
 }
 
-std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const YAML::Node& section,
-                                          const config::Context& ctx) {
-  const std::vector<std::string> all = sorted_hdf5_files(o.data_dir, section, ctx);
+std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const config::Origin& at) {
+  const std::vector<std::string> all = sorted_hdf5_files(o.data_dir, at);
   const TaskShard shard = TaskShard::from_environment();
   std::vector<std::string> mine;  // files[rank::num_tasks], as modelzoo shards them
   for (size_t i = static_cast<size_t>(shard.rank); i < all.size(); i += static_cast<size_t>(shard.num_tasks))
     mine.push_back(all[i]);
   if (mine.empty())
-    ctx.fail(section["data_dir"], "data_dir",
+    at.fail("data_dir",
              std::to_string(all.size()) + " *.h5 file(s) for " + std::to_string(shard.num_tasks) +
                  " data-parallel tasks (WORLD_SIZE): task " + std::to_string(shard.rank) +
                  " gets none; this processor shards whole files, so it needs at least one file per task");
-  auto source = open_source(mine, o, section, ctx);
+  auto source = open_source(mine, o, at);
   return std::make_unique<IterableLoader>(source, source->file_ranges(), o,
                                           o.shuffle_buffer.value_or(10 * o.batch_size), shard);
 }
@@ -268,14 +266,14 @@ DataProcessor gpt_hdf5_processor() {
       "modelzoo HDF5 LM samples, iterable: each data-parallel task (RANK of WORLD_SIZE) reads the files "
       "sorted[rank::WORLD_SIZE] in turn; shuffling permutes the files each epoch and mixes samples through a "
       "shuffle_buffer.",
-      open_iterable);
+      {"input_ids", "attention_mask", "labels"}, open_iterable);
 }
 
 DataProcessor gpt_hdf5_map_processor() {
   return make_data_processor<GptHdf5Options>(
       "GptHDF5MapDataProcessor",
       "modelzoo HDF5 LM data, map-style: sample or corpus format; shuffling permutes all samples each epoch.",
-      open_map);
+      {"input_ids", "attention_mask", "labels"}, open_map);
 }
 
 }  // namespace zoo::data

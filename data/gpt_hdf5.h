@@ -64,8 +64,7 @@ class Hdf5SampleSource : public LmSampleSource {
 };
 
 // The *.h5 files of every data_dir entry, sorted; ConfigError when there are none.
-std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const YAML::Node& section,
-                                           const config::Context& ctx);
+std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const config::Origin& at);
 
 DataProcessor gpt_hdf5_processor();
 DataProcessor gpt_hdf5_map_processor();

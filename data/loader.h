@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "models/model.h"
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 
 namespace zoo::data {
 

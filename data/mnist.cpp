@@ -96,21 +96,21 @@ std::string find_idx(const std::string& data_dir, const std::string& name) {
   return "";
 }
 
-std::unique_ptr<DataLoader> open_mnist(const MnistOptions& given, const YAML::Node& section, const config::Context& ctx) {
-  if (given.data_dir.items.size() != 1) ctx.fail(section, "data_dir", "required: the one directory holding MNIST");
-  const std::string dir = require_directory(given.data_dir.items.front(), section, ctx);
-  const std::string split = !given.split.empty() ? given.split : ctx.path == "eval_input" ? "test" : "train";
+std::unique_ptr<DataLoader> open_mnist(const MnistOptions& given, const config::Origin& at) {
+  if (given.data_dir.items.size() != 1) at.fail("data_dir", "required: the one directory holding MNIST");
+  const std::string dir = require_directory(given.data_dir.items.front(), at);
+  const std::string split = !given.split.empty() ? given.split : at.context().path == "eval_input" ? "test" : "train";
   const std::string prefix = split == "train" ? "train" : "t10k";
   const std::string images = find_idx(dir, prefix + "-images-idx3-ubyte"), labels = find_idx(dir, prefix + "-labels-idx1-ubyte");
   if (images.empty() || labels.empty())
-    ctx.fail(section["data_dir"], "data_dir",
+    at.fail("data_dir",
              "no MNIST " + split + " split in '" + dir + "': expected " + prefix + "-images-idx3-ubyte and " + prefix +
                  "-labels-idx1-ubyte (or .gz) there, in MNIST/raw/ or in raw/");
   std::shared_ptr<MnistSource> source;
   try {
     source = std::make_shared<MnistSource>(images, labels);
   } catch (const std::exception& e) {
-    ctx.fail(section["data_dir"], "data_dir", e.what());
+    at.fail("data_dir", e.what());
   }
   return std::make_unique<MapStyleLoader>(source, given);
 }
@@ -120,7 +120,7 @@ std::unique_ptr<DataLoader> open_mnist(const MnistOptions& given, const YAML::No
 DataProcessor mnist_processor() {
   return make_data_processor<MnistOptions>("MNISTDataProcessor",
                                            "MNIST digits from IDX files (images normalized as torchvision does).",
-                                           open_mnist);
+                                           {"input", "labels"}, open_mnist);
 }
 
 }  // namespace zoo::data

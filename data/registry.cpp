@@ -39,11 +39,18 @@ const DataProcessor& find_data_processor(const YAML::Node& section, const config
                " (known: " + known + ")");
 }
 
-std::string require_directory(const std::string& dir, const YAML::Node& section, const config::Context& ctx) {
+std::shared_ptr<const InputSpec> parse_input(const YAML::Node& section, const config::Context& ctx) {
+  return find_data_processor(section, ctx).parse(section, ctx);
+}
+
+std::unique_ptr<DataLoader> open_input(const YAML::Node& section, const config::Context& ctx) {
+  return parse_input(section, ctx)->open();
+}
+
+std::string require_directory(const std::string& dir, const config::Origin& at) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    ctx.fail(section["data_dir"] ? section["data_dir"] : section, "data_dir",
-             "directory '" + dir + "' does not exist (relative paths are taken from the current directory)");
+    at.fail("data_dir", "directory '" + dir + "' does not exist (relative paths are taken from the current directory)");
   return dir;
 }
 

@@ -1,5 +1,8 @@
-// Data processors register here by their modelzoo `data_processor` name.
-// Defines: DataProcessor, make_data_processor, find_data_processor, data_processors.
+// Data processors register here by their modelzoo `data_processor` name. A
+// processor parses its input section once into an InputSpec: typed, frozen
+// options that open the data and name the features its batches hold.
+// Defines: InputSpec, DataProcessor, make_data_processor, find_data_processor,
+// parse_input, open_input, data_processors.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -10,34 +13,74 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 
 namespace zoo::data {
+
+class InputSpec {
+ public:
+  virtual ~InputSpec() = default;
+  virtual const std::string& processor() const = 0;
+  // Every option resolved, data_processor included.
+  virtual YAML::Node to_yaml() const = 0;
+  // Opens the data; throws config::ConfigError naming the key and file on bad data.
+  virtual std::unique_ptr<DataLoader> open() const = 0;
+  // Feature names of its batches.
+  virtual const std::vector<std::string>& produces() const = 0;
+  virtual int64_t batch_size() const = 0;
+  const config::Origin& origin() const { return origin_; }
+
+ protected:
+  config::Origin origin_;
+};
 
 struct DataProcessor {
   std::string name;
   std::string doc;
-  // Validates an input section; returns every option resolved.
-  std::function<YAML::Node(const YAML::Node&, const config::Context&)> validate;
-  // Opens the data; throws config::ConfigError naming the key and file on bad data.
-  std::function<std::unique_ptr<DataLoader>(const YAML::Node&, const config::Context&)> build;
+  std::vector<std::string> produces;
+  // Reads an input section; throws config::ConfigError naming file, line and key.
+  std::function<std::shared_ptr<const InputSpec>(const YAML::Node&, const config::Context&)> parse;
   std::vector<config::FieldInfo> fields;
 };
 
+// Options: an options struct with a schema (and batch_size); the opener
+// gets the parsed options and where their keys stood, for messages.
 template <class Options>
-DataProcessor make_data_processor(
-    std::string name, std::string doc,
-    std::function<std::unique_ptr<DataLoader>(const Options&, const YAML::Node&, const config::Context&)> open) {
+using Opener = std::function<std::unique_ptr<DataLoader>(const Options&, const config::Origin&)>;
+
+template <class Options>
+class TypedInputSpec : public InputSpec {
+ public:
+  TypedInputSpec(std::string name, std::vector<std::string> produces, Opener<Options> opener,
+                 const YAML::Node& section, const config::Context& ctx)
+      : name_(std::move(name)), produces_(std::move(produces)), open_(std::move(opener)) {
+    options_ = Options::schema().parse(section, ctx, nullptr, &origin_);
+  }
+  const Options& options() const { return options_; }
+  const std::string& processor() const override { return name_; }
+  YAML::Node to_yaml() const override { return Options::schema().to_yaml(options_); }
+  std::unique_ptr<DataLoader> open() const override { return open_(options_, origin_); }
+  const std::vector<std::string>& produces() const override { return produces_; }
+  int64_t batch_size() const override { return options_.batch_size; }
+
+ private:
+  std::string name_;
+  std::vector<std::string> produces_;
+  Opener<Options> open_;
+  Options options_;
+};
+
+template <class Options>
+DataProcessor make_data_processor(std::string name, std::string doc, std::vector<std::string> produces,
+                                  Opener<Options> open) {
   DataProcessor p;
-  p.name = std::move(name);
+  p.name = name;
   p.doc = std::move(doc);
-  p.validate = [](const YAML::Node& section, const config::Context& ctx) {
-    return Options::schema().to_yaml(Options::schema().parse(section, ctx));
-  };
-  p.build = [open](const YAML::Node& section, const config::Context& ctx) {
-    return open(Options::schema().parse(section, ctx), section, ctx);
-  };
+  p.produces = produces;
   p.fields = Options::schema().describe();
+  p.parse = [name, produces, open](const YAML::Node& section, const config::Context& ctx) {
+    return std::make_shared<const TypedInputSpec<Options>>(name, produces, open, section, ctx);
+  };
   return p;
 }
 
@@ -45,9 +88,12 @@ DataProcessor make_data_processor(
 // missing or unknown (listing the known names).
 const DataProcessor& find_data_processor(const YAML::Node& section, const config::Context& ctx);
 std::vector<const DataProcessor*> data_processors();
+// find_data_processor(...).parse(...), and that opened (tools and tests).
+std::shared_ptr<const InputSpec> parse_input(const YAML::Node& section, const config::Context& ctx);
+std::unique_ptr<DataLoader> open_input(const YAML::Node& section, const config::Context& ctx);
 
-// Resolves a data_dir entry and checks it is a directory: ConfigError naming the key otherwise.
-std::string require_directory(const std::string& dir, const YAML::Node& section, const config::Context& ctx);
+// Checks a data_dir entry is a directory: ConfigError naming the key otherwise.
+std::string require_directory(const std::string& dir, const config::Origin& at);
 // Sorted regular files in `dir` whose names end with `suffix`.
 std::vector<std::string> list_files(const std::string& dir, const std::string& suffix);
 

@@ -51,7 +51,8 @@ void SyntheticSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t
 DataProcessor synthetic_processor() {
   return make_data_processor<SyntheticOptions>(
       "SyntheticDataProcessor", "Random token samples made on the fly, for benchmarks (zoo's own).",
-      [](const SyntheticOptions& o, const YAML::Node&, const config::Context&) {
+      {"input_ids", "attention_mask", "labels"},
+      [](const SyntheticOptions& o, const config::Origin&) {
         return std::make_unique<MapStyleLoader>(std::make_shared<SyntheticSource>(o), o);
       });
 }

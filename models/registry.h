@@ -1,6 +1,9 @@
 // Model families register here by name; the runner builds models only through
-// this registry and never includes a family's header.
-// Defines: StateDict, HfAdapter, ModelFamily, make_model_family, find_model, model_families.
+// this registry and never includes a family's header. A family parses its
+// `model` section once into a ModelSpec: typed, frozen options that build the
+// module, write themselves back to YAML and name the features they consume.
+// Defines: StateDict, ModelSpec, TypedModelSpec, HfAdapter, ModelFamily,
+// make_model_family, find_model, model_families.
 #pragma once
 
 #include <torch/torch.h>
@@ -15,54 +18,86 @@
 #include <vector>
 
 #include "models/model.h"
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 
 namespace zoo::models {
 
 using StateDict = std::map<std::string, torch::Tensor>;
+
+class ModelSpec {
+ public:
+  virtual ~ModelSpec() = default;
+  // Every option resolved (defaults filled), without the family name.
+  virtual YAML::Node to_yaml() const = 0;
+  // The model with parameters created with `param_options` (the meta device
+  // inspects a model without allocating it) and initialized.
+  virtual std::shared_ptr<Model> build(const torch::TensorOptions& param_options) const = 0;
+  // Batch features forward() reads, e.g. input_ids, attention_mask, labels.
+  virtual std::vector<std::string> consumes() const = 0;
+  const config::Origin& origin() const { return origin_; }
+
+ protected:
+  config::Origin origin_;
+};
+
+// A family's spec: its options struct (with `static const config::Schema<Options>& schema()`)
+// and its module (constructible from (Options, torch::TensorOptions)).
+template <class Options, class ModelT>
+class TypedModelSpec : public ModelSpec {
+ public:
+  TypedModelSpec(const YAML::Node& section, const config::Context& ctx, std::vector<std::string> consumes)
+      : consumes_(std::move(consumes)) {
+    options_ = Options::schema().parse(section, ctx, nullptr, &origin_);
+  }
+  const Options& options() const { return options_; }
+  YAML::Node to_yaml() const override { return Options::schema().to_yaml(options_); }
+  std::shared_ptr<Model> build(const torch::TensorOptions& p) const override {
+    auto model = std::make_shared<ModelT>(options_, p);
+    model->reset_parameters();
+    return model;
+  }
+  std::vector<std::string> consumes() const override { return consumes_; }
+
+ private:
+  Options options_;
+  std::vector<std::string> consumes_;
+};
 
 // Conversion between a family and its Hugging Face counterpart (torchtitan's
 // state_dict_adapter): config.json <-> `model` section, and state dicts
 // without the "model." prefix. Functions throw std::runtime_error listing
 // missing or unexpected keys.
 struct HfAdapter {
+  // The `model` section of zoo's params (written to a params file).
   std::function<YAML::Node(const nlohmann::json& config)> config_from_hf;
-  std::function<nlohmann::json(const YAML::Node& model)> config_to_hf;
-  std::function<StateDict(const StateDict& hf, const YAML::Node& model)> from_hf;
-  std::function<StateDict(const StateDict& zoo, const YAML::Node& model)> to_hf;
+  std::function<nlohmann::json(const ModelSpec& model)> config_to_hf;
+  std::function<StateDict(const StateDict& hf, const ModelSpec& model)> from_hf;
+  std::function<StateDict(const StateDict& zoo, const ModelSpec& model)> to_hf;
 };
 
 struct ModelFamily {
   std::string name;
   std::vector<std::string> aliases;
   std::string doc;
-  // Validates a `model` section; returns every option resolved (defaults filled).
-  std::function<YAML::Node(const YAML::Node&, const config::Context&)> validate;
-  // Builds the model with parameters created with `param_options` (use the meta
-  // device to inspect a model without allocating it) and initialized.
-  std::function<std::shared_ptr<Model>(const YAML::Node&, const config::Context&,
-                                       const torch::TensorOptions& param_options)>
-      build;
+  // Reads a `model` section (without `name` and the precision keys); throws
+  // config::ConfigError naming file, line and key.
+  std::function<std::shared_ptr<const ModelSpec>(const YAML::Node&, const config::Context&)> parse;
+  std::vector<std::string> consumes;  // batch features, for --help-config
   std::vector<config::FieldInfo> fields;
   // Hugging Face converters by HF model type (e.g. "gpt2", "llama").
   std::map<std::string, HfAdapter> hf;
 };
 
-// Options must have `static const config::Schema<Options>& schema()`;
-// ModelT must be constructible from (Options, torch::TensorOptions).
 template <class Options, class ModelT>
-ModelFamily make_model_family(std::string name, std::vector<std::string> aliases, std::string doc) {
+ModelFamily make_model_family(std::string name, std::vector<std::string> aliases, std::string doc,
+                              std::vector<std::string> consumes) {
   ModelFamily f;
   f.name = std::move(name);
   f.aliases = std::move(aliases);
   f.doc = std::move(doc);
-  f.validate = [](const YAML::Node& section, const config::Context& ctx) {
-    return Options::schema().to_yaml(Options::schema().parse(section, ctx));
-  };
-  f.build = [](const YAML::Node& section, const config::Context& ctx, const torch::TensorOptions& p) {
-    auto model = std::make_shared<ModelT>(Options::schema().parse(section, ctx), p);
-    model->reset_parameters();
-    return std::static_pointer_cast<Model>(model);
+  f.consumes = consumes;
+  f.parse = [consumes](const YAML::Node& section, const config::Context& ctx) {
+    return std::make_shared<const TypedModelSpec<Options, ModelT>>(section, ctx, consumes);
   };
   f.fields = Options::schema().describe();
   return f;

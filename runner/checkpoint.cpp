@@ -1,7 +1,7 @@
 // Implementation of runner/checkpoint.h.
 #include "runner/checkpoint.h"
 
-#include "runner/config/yaml_util.h"
+#include "configs/schema/yaml_util.h"
 #include "runner/convert/torch_pickle.h"
 #include "runner/crc32c.h"
 
@@ -20,9 +20,6 @@
 namespace zoo::ckpt {
 
 namespace fs = std::filesystem;
-
-const std::vector<std::string> kCheckpointStates = {"model", "optimizer", "dataloader",
-                                                    "grad_scaler", "lr_scheduler", "global_step"};
 
 std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointFile> out;
@@ -190,7 +187,11 @@ Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
   if (!dict.contains("__metadata__"))
     throw std::runtime_error(path + ": no params stored in the checkpoint; pass " + flag);
   std::string yaml = dict.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef();
-  return params_from_node(config::load_yaml_string(yaml, path + " (stored params)"), path, YAML::Node());
+  YAML::Node stored = config::load_yaml_string(yaml, path + " (stored params)");
+  // Only the model and data matter here; older zoo versions stored every
+  // optimizer's keys, which today's per-optimizer checks would refuse.
+  stored.remove("optimizer");
+  return params_from_node(stored, path + " (stored params)", YAML::Node());
 }
 
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {

@@ -3,7 +3,7 @@
 // torch.load opens, and model state-dict conversion.
 // Defines: CheckpointFile, list_checkpoints, new_checkpoint_path,
 // save_checkpoint_file, load_checkpoint_file, model_state_dict,
-// load_model_state_dict, checkpoint_metadata, params_of, kCheckpointStates.
+// load_model_state_dict, checkpoint_metadata, params_of.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,9 +17,6 @@
 #include "runner/params.h"
 
 namespace zoo::ckpt {
-
-// What load_checkpoint_states may name (modelzoo's set).
-extern const std::vector<std::string> kCheckpointStates;
 
 struct CheckpointFile {
   std::string path;

@@ -72,8 +72,7 @@ void run_generate(const GenerateCommand& c) {
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
   Params params = ckpt::params_of(dict, path, c.params_file, "--params");
   torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  auto model = models::find_model(params.model_name).build(params.model, params.context("model"),
-                                                           torch::TensorOptions().device(device));
+  auto model = params.model->build(torch::TensorOptions().device(device));
   ckpt::load_model_state_dict(*model, dict.at("model").toGenericDict(), /*strict=*/true, path);
   const auto tokenizer = text::make_tokenizer(c.tokenizer);
   const std::vector<int32_t> ids = tokenizer->encode(c.prompt);

@@ -1,10 +1,11 @@
 // Schema of runner/optimizer_config.h.
 #include "runner/optimizer_config.h"
 
-#include "runner/optim/names.h"
-
 #include <algorithm>
 #include <cstdlib>
+
+#include "configs/schema/yaml_util.h"
+#include "runner/optim/registry.h"
 
 namespace zoo {
 
@@ -69,33 +70,27 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
           .field("max_loss_scale", &O::max_loss_scale, "Dynamic loss scaling: upper bound.",
                  if_set(positive<double>()))
           .field("log_summaries", &O::log_summaries, "Also log gradient and weight norms.")
+          // modelzoo R1.x names, read with a warning.
           .renamed("weight_decay_rate", "weight_decay")
-          .renamed("beta2", "betas")
-          .renamed("eps1", "eps")
-          .renamed("eps2", "eps")
-          .renamed("eta1", "etas")
-          .renamed("eta2", "etas")
-          .renamed("step_size_min", "step_sizes")
-          .renamed("step_size_max", "step_sizes")
+          .renamed("beta1", "betas", 0)
+          .renamed("beta2", "betas", 1)
+          .renamed("eps1", "eps", 0)
+          .renamed("eps2", "eps", 1)
+          .renamed("eta1", "etas", 0)
+          .renamed("eta2", "etas", 1)
+          .renamed("step_size_min", "step_sizes", 0)
+          .renamed("step_size_max", "step_sizes", 1)
           .validate([](const O& o, const auto& fail) {
             std::string t = o.optimizer_type;
             std::transform(t.begin(), t.end(), t.begin(), ::tolower);
-            const auto& known = optim::optimizer_names();
-            if (std::find(known.begin(), known.end(), t) == known.end())
-              fail("optimizer_type", "unsupported optimizer '" + o.optimizer_type + "'" +
-                                         config::did_you_mean(t, known) +
-                                         " (supported: SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, "
-                                         "Lion, NAdam, RAdam, RMSprop, Rprop, Adafactor)");
             if (o.betas && (o.betas->size() != 2 || (*o.betas)[0] < 0 || (*o.betas)[0] >= 1 ||
                             (*o.betas)[1] < 0 || (*o.betas)[1] >= 1))
               fail("betas", "expected two values in [0, 1)");
             if (o.amsgrad) fail("amsgrad", "AMSGrad is not supported; set it to false");
             if (t == "adafactor") {
               if (o.eps && o.eps->items.size() != 2) fail("eps", "Adafactor takes a pair [eps1, eps2]");
-            } else {
-              if (o.beta1) fail("beta1", "this key was renamed; use 'betas' instead");
-              if (o.eps && (o.eps->items.size() != 1 || o.eps->items[0] <= 0))
-                fail("eps", "expected one positive number");
+            } else if (o.eps && (o.eps->items.size() != 1 || o.eps->items[0] <= 0)) {
+              fail("eps", "expected one positive number");
             }
             if (o.etas.size() != 2 || o.etas[0] >= 1 || o.etas[1] <= 1)
               fail("etas", "expected (decrease < 1, increase > 1)");
@@ -110,6 +105,52 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
               fail("loss_scaling_factor", "expected a positive number or \"dynamic\", got '" + f + "'");
           });
   return s;
+}
+
+OptimizerConfig OptimizerConfig::parse(const YAML::Node& section, const config::Context& ctx) {
+  const YAML::Node type = section.IsMap() ? section["optimizer_type"] : YAML::Node();
+  OptimizerConfig start;
+  if (type && type.IsScalar()) start.optimizer_type = type.Scalar();
+  const optim::OptimizerEntry* entry = optim::find_optimizer(start.optimizer_type);
+  if (!entry) {
+    std::vector<std::string> names;
+    std::string list;
+    for (const auto& e : optim::optimizer_registry()) names.push_back(e.name), list += (list.empty() ? "" : ", ") + e.name;
+    ctx.fail(type ? type : section, "optimizer_type",
+             "unsupported optimizer '" + start.optimizer_type + "'" + config::did_you_mean(start.optimizer_type, names) +
+                 " (supported: " + list + ")");
+  }
+  // The optimizer's own defaults, read through the same declarations.
+  config::Context builtin{"<" + entry->name + " defaults>", ctx.path};
+  start = schema().parse(config::load_yaml_string(entry->defaults, builtin.file), builtin, nullptr, nullptr, &start);
+  const auto& common = optim::common_optimizer_keys();
+  config::KeyFilter filter = [entry, &common](const std::string& key) {
+    if (std::find(common.begin(), common.end(), key) != common.end() ||
+        std::find(entry->keys.begin(), entry->keys.end(), key) != entry->keys.end())
+      return std::string();
+    std::string takes;
+    for (const auto& k : entry->keys) takes += (takes.empty() ? "" : ", ") + k;
+    return "not a key of the " + entry->name + " optimizer (it takes " + (takes.empty() ? "none" : takes) +
+           ", besides learning_rate, weight_decay, clipping, grad_accum_steps and loss scaling)";
+  };
+  config::Origin origin;
+  OptimizerConfig o = schema().parse(section, ctx, filter, &origin, &start);
+  o.origin = origin;
+  o.optimizer_type = entry->name;
+  if (o.learning_rate.empty()) {
+    if (!entry->default_lr) origin.fail("learning_rate", "required for " + entry->name + " (it has no default)");
+    o.learning_rate.constant = *entry->default_lr;
+  }
+  return o;
+}
+
+YAML::Node OptimizerConfig::to_yaml() const {
+  const optim::OptimizerEntry* entry = optim::find_optimizer(optimizer_type);
+  const auto& common = optim::common_optimizer_keys();
+  return schema().to_yaml(*this, [&](const std::string& key) {
+    return std::find(common.begin(), common.end(), key) != common.end() ||
+           (entry && std::find(entry->keys.begin(), entry->keys.end(), key) != entry->keys.end());
+  });
 }
 
 }  // namespace zoo

@@ -1,6 +1,8 @@
 // The `optimizer` section: optimizer type and hyper-parameters, the learning
 // rate (scalar or schedule list), gradient clipping, accumulation and the
-// loss-scaling keys modelzoo keeps in this section.
+// loss-scaling keys modelzoo keeps in this section. Each optimizer accepts
+// only its own hyper-parameters (runner/optim/registry.h) and fills in its
+// own defaults, so the echoed params show the values used.
 // Defines: OptimizerConfig.
 #pragma once
 
@@ -11,13 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
+#include "runner/optim/lr_schedule.h"
 
 namespace zoo {
 
 struct OptimizerConfig {
   std::string optimizer_type = "AdamW";
-  YAML::Node learning_rate;  // float, a scheduler mapping, or a list of them; null: the optimizer's default
+  optim::LRScheduleSpec learning_rate;  // unset: the optimizer's default lr
   // Hyper-parameters; null means the chosen optimizer's own default.
   std::optional<std::vector<double>> betas;
   std::optional<config::NumberList> eps;  // one value; Adafactor: (eps1, eps2)
@@ -56,7 +59,13 @@ struct OptimizerConfig {
   // The scalar eps, or `fallback` when unset.
   double eps_or(double fallback) const { return eps ? eps->items.front() : fallback; }
 
+  config::Origin origin;  // where its keys stood, for messages
+
   static const config::Schema<OptimizerConfig>& schema();
+  // The section read with the chosen optimizer's keys and defaults.
+  static OptimizerConfig parse(const YAML::Node& section, const config::Context& ctx);
+  // The common keys and the chosen optimizer's own, resolved.
+  YAML::Node to_yaml() const;
 };
 
 }  // namespace zoo

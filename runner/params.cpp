@@ -1,10 +1,13 @@
 // Implementation of runner/params.h.
 #include "runner/params.h"
 
+#include <algorithm>
+
+#include "configs/schema/yaml_util.h"
 #include "data/registry.h"
 #include "models/registry.h"
-#include "runner/config/yaml_util.h"
-#include "runner/optim/lr_schedule.h"
+#include "runner/optim/registry.h"
+#include "runner/trainer_format.h"
 
 namespace zoo {
 
@@ -14,13 +17,52 @@ const config::Schema<PrecisionConfig>& PrecisionConfig::schema() {
       config::Schema<P>("model (precision keys)", "Mixed precision, read from the model section as in modelzoo.")
           .field("mixed_precision", &P::mixed_precision, "Train with reduced-precision activations.")
           .field("fp16_type", &P::fp16_type, "float16, bfloat16 or cbfloat16 (treated as bfloat16).",
-                 config::one_of({"float16", "bfloat16", "cbfloat16"}));
+                 config::one_of({"float16", "bfloat16", "cbfloat16"}))
+          .renamed("use_bfloat16", "fp16_type");  // R1.x: use_bfloat16: true -> fp16_type: bfloat16
   return s;
 }
 
 namespace {
+
 const std::vector<std::string> kSections = {"train_input", "eval_input", "model", "optimizer", "runconfig"};
-const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type"};
+const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type", "use_bfloat16"};
+
+bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+
+// R1.x's `use_bfloat16: true|false` is `fp16_type: bfloat16|float16`.
+YAML::Node precision_section(const YAML::Node& in) {
+  YAML::Node out(YAML::NodeType::Map);
+  for (const auto& kv : in) {
+    bool bf16 = false;
+    if (kv.first.as<std::string>() == "use_bfloat16" && kv.second.IsScalar() &&
+        YAML::convert<bool>::decode(kv.second, bf16)) {
+      out[kv.first] = YAML::Node(bf16 ? "bfloat16" : "float16");
+    } else {
+      out[kv.first] = kv.second;
+    }
+  }
+  return out;
+}
+
+// Every feature the model reads must be in the input's batches.
+void check_features(const models::ModelSpec& model, const std::string& model_name, const data::InputSpec& input,
+                    const std::string& section) {
+  const auto& produced = input.produces();
+  std::vector<std::string> missing;
+  for (const auto& f : model.consumes())
+    if (std::find(produced.begin(), produced.end(), f) == produced.end()) missing.push_back(f);
+  if (missing.empty()) return;
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  input.origin().fail("data_processor", input.processor() + " does not produce " + join(missing) +
+                                            ", which model '" + model_name + "' needs (it reads " +
+                                            join(model.consumes()) + "; " + input.processor() + " yields " +
+                                            join(produced) + ")");
+}
+
 }  // namespace
 
 config::Context Params::context(const std::string& section) const {
@@ -31,62 +73,77 @@ config::Context Params::context(const std::string& section) const {
   return c;
 }
 
-Params params_from_node(const YAML::Node& root_in, const std::string& name, const YAML::Node& overrides) {
+Params params_from_node(const YAML::Node& root_file, const std::string& name, const YAML::Node& overrides) {
   Params p;
   p.file = name;
   config::Context top = p.context("");
-  if (!root_in.IsMap()) top.fail(root_in, "", "expected a mapping with sections " + std::string("train_input, eval_input, model, optimizer, runconfig"));
+  YAML::Node root_in = root_file;
+  if (trainer_format::is_trainer_format(root_file)) {
+    const std::string mode = overrides.IsMap() && overrides["mode"] ? overrides["mode"].as<std::string>() : "train";
+    trainer_format::LegacyView view = trainer_format::to_legacy(root_file, top, mode);
+    root_in = view.root;
+    top.aliases = view.aliases;
+    p.trainer_format = true;
+  }
+  auto section_ctx = [&](const std::string& section) {
+    config::Context c = p.context(section);
+    c.aliases = top.aliases;
+    return c;
+  };
+  if (!root_in.IsMap())
+    top.fail(root_in, "", "expected a mapping with sections train_input, eval_input, model, optimizer, runconfig "
+                          "(or modelzoo's trainer:)");
   for (const auto& kv : root_in) {
     const std::string key = kv.first.as<std::string>();
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end())
       top.fail(kv.first, key,
                "unknown section" + config::did_you_mean(key, kSections) +
-                   " (expected train_input, eval_input, model, optimizer, runconfig)");
+                   " (expected train_input, eval_input, model, optimizer, runconfig, or modelzoo's trainer:)");
   }
 
-  // runconfig: CLI overrides win over the file.
-  // Fresh map holding the original nodes, so messages keep their line numbers.
+  // runconfig: CLI overrides win over the file. A fresh map holding the
+  // original nodes, so messages keep their line numbers.
   YAML::Node runconfig(YAML::NodeType::Map);
   const YAML::Node runconfig_in = root_in["runconfig"];
-  if (runconfig_in && runconfig_in.IsMap())
+  if (runconfig_in.IsMap())
     for (const auto& kv : runconfig_in) runconfig[kv.first] = kv.second;
-  else if (runconfig_in && !runconfig_in.IsNull())
+  else if (present(runconfig_in))
     top.fail(runconfig_in, "runconfig", "expected a mapping, got " + config::describe_node(runconfig_in));
   if (overrides.IsMap())
     for (const auto& kv : overrides) runconfig[kv.first.as<std::string>()] = kv.second;
-  p.runconfig = RunConfig::schema().parse(runconfig, p.context("runconfig"));
+  p.runconfig = RunConfig::schema().parse(runconfig, section_ctx("runconfig"));
 
-  if (root_in["optimizer"]) {
+  if (present(root_in["optimizer"])) {
     p.has_optimizer = true;
-    p.optimizer = OptimizerConfig::schema().parse(root_in["optimizer"], p.context("optimizer"));
+    p.optimizer = OptimizerConfig::parse(root_in["optimizer"], section_ctx("optimizer"));
   }
 
-  // model: split off runner-owned keys, then validate with the family's schema.
+  // model: split off runner-owned keys, then the family reads the rest.
   const YAML::Node model_in = root_in["model"];
-  if (!model_in || !model_in.IsMap()) top.fail(model_in ? model_in : root_in, "model", "required: a mapping of model keys");
+  if (!model_in.IsMap()) top.fail(present(model_in) ? model_in : root_in, "model", "required: a mapping of model keys");
   YAML::Node model(YAML::NodeType::Map), precision(YAML::NodeType::Map);
+  YAML::Node name_node;
   for (const auto& kv : model_in) {
     const std::string key = kv.first.as<std::string>();
-    if (key == "name") p.model_name = kv.second.as<std::string>();
-    else if (std::find(kPrecisionKeys.begin(), kPrecisionKeys.end(), key) != kPrecisionKeys.end()) precision[key] = kv.second;
+    if (key == "name") name_node = kv.second, p.model_name = config::Value<std::string>::parse(kv.second, section_ctx("model"), "name");
+    else if (std::find(kPrecisionKeys.begin(), kPrecisionKeys.end(), key) != kPrecisionKeys.end()) precision[kv.first] = kv.second;
     else model[kv.first] = kv.second;  // keep the original key node (and its line)
   }
-  p.precision = PrecisionConfig::schema().parse(precision, p.context("model"));
+  p.precision = PrecisionConfig::schema().parse(precision_section(precision), section_ctx("model"));
   const models::ModelFamily* family = nullptr;
   try {
     family = &models::find_model(p.model_name);
   } catch (const std::invalid_argument& e) {
-    top.fail(model_in["name"], "model.name", e.what());
+    section_ctx("model").fail(name_node, "name", e.what());
   }
-  family->validate(model, p.context("model"));
-  p.model = model;
+  p.model = family->parse(model, section_ctx("model"));
 
   for (const char* section : {"train_input", "eval_input"}) {
-    YAML::Node in = root_in[section];
-    if (!in) continue;
-    config::Context ctx = p.context(section);
-    data::find_data_processor(in, ctx).validate(in, ctx);
-    (std::string(section) == "train_input" ? p.train_input : p.eval_input) = in;
+    const YAML::Node in = root_in[section];
+    if (!present(in)) continue;  // modelzoo trains without eval_input, evaluates without train_input
+    auto spec = data::parse_input(in, section_ctx(section));
+    check_features(*p.model, p.model_name, *spec, section);
+    (std::string(section) == "train_input" ? p.train_input : p.eval_input) = spec;
   }
   return p;
 }
@@ -95,19 +152,33 @@ Params load_params(const std::string& file, const YAML::Node& overrides) {
   return params_from_node(config::load_yaml_file(file), file, overrides);
 }
 
+void check_inputs_for_mode(const Params& p) {
+  const std::string& mode = p.runconfig.mode;
+  const bool trains = mode == "train" || mode == "train_and_eval";
+  const bool evaluates = mode != "train";
+  if (trains && !p.train_input)
+    p.context("train_input").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
+                                                        (p.trainer_format ? " (give trainer.fit.train_dataloader)" : ""));
+  if (trains && !p.has_optimizer)
+    p.context("optimizer").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
+                                                      (p.trainer_format ? " (give trainer.init.optimizer)" : ""));
+  if (evaluates && !p.eval_input)
+    p.context("eval_input").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
+                                                       (p.trainer_format ? " (give trainer.fit.val_dataloader or "
+                                                                           "trainer.validate.val_dataloader)"
+                                                                         : ""));
+}
+
 YAML::Node Params::resolved() const {
   YAML::Node out(YAML::NodeType::Map);
-  for (const auto& [name, node] : {std::pair{"train_input", train_input}, std::pair{"eval_input", eval_input}}) {
-    if (!node) continue;
-    config::Context ctx = context(name);
-    out[name] = data::find_data_processor(node, ctx).validate(node, ctx);
-  }
-  YAML::Node model_out = models::find_model(model_name).validate(model, context("model"));
+  if (train_input) out["train_input"] = train_input->to_yaml();
+  if (eval_input) out["eval_input"] = eval_input->to_yaml();
+  YAML::Node model_out = model->to_yaml();
   model_out["name"] = model_name;
   YAML::Node prec = PrecisionConfig::schema().to_yaml(precision);
   for (const auto& kv : prec) model_out[kv.first] = kv.second;
   out["model"] = model_out;
-  if (has_optimizer) out["optimizer"] = OptimizerConfig::schema().to_yaml(optimizer);
+  if (has_optimizer) out["optimizer"] = optimizer.to_yaml();
   out["runconfig"] = RunConfig::schema().to_yaml(runconfig);
   return out;
 }
@@ -115,18 +186,33 @@ YAML::Node Params::resolved() const {
 std::string describe_all_schemas() {
   std::string s;
   s += config::format_field_table("runconfig:", RunConfig::schema().describe()) + "\n";
-  s += config::format_field_table("optimizer:", OptimizerConfig::schema().describe()) + "\n";
+  std::string per;
+  for (const auto& e : optim::optimizer_registry()) {
+    per += "  " + e.name + ":";
+    for (const auto& k : e.keys) per += " " + k;
+    per += (e.keys.empty() ? " (none)" : "") + std::string(" -- defaults ") + e.defaults + "\n";
+  }
+  s += config::format_field_table("optimizer:", OptimizerConfig::schema().describe());
+  s += "  Each optimizer takes the common keys (" ;
+  for (const auto& k : optim::common_optimizer_keys()) s += k + (k == "log_summaries" ? "" : ", ");
+  s += ") and only its own:\n" + per + "\n";
   s += config::format_field_table("optimizer.learning_rate (each scheduler mapping):", optim::scheduler_fields()) + "\n";
   s += config::format_field_table("model (all families): " + PrecisionConfig::schema().doc(),
                                   PrecisionConfig::schema().describe()) + "\n";
   for (const models::ModelFamily* f : models::model_families()) {
     std::string title = "model, name: " + f->name;
     for (const auto& a : f->aliases) title += " | " + a;
-    s += config::format_field_table(title + " -- " + f->doc, f->fields) + "\n";
+    std::string reads;
+    for (const auto& c : f->consumes) reads += (reads.empty() ? "" : ", ") + c;
+    s += config::format_field_table(title + " -- " + f->doc + " Reads features: " + reads + ".", f->fields) + "\n";
   }
-  for (const data::DataProcessor* d : data::data_processors())
-    s += config::format_field_table("train_input / eval_input, data_processor: " + d->name + " -- " + d->doc,
+  for (const data::DataProcessor* d : data::data_processors()) {
+    std::string yields;
+    for (const auto& c : d->produces) yields += (yields.empty() ? "" : ", ") + c;
+    s += config::format_field_table("train_input / eval_input, data_processor: " + d->name + " -- " + d->doc +
+                                        " Yields features: " + yields + ".",
                                     d->fields) + "\n";
+  }
   return s;
 }
 

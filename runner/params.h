@@ -1,19 +1,30 @@
-// A whole params YAML: read, merged with CLI overrides, validated section by
-// section (runconfig, optimizer, model via the model registry, inputs via the
-// data-processor registry), then frozen. Keys that modelzoo keeps in the
-// wrong section (mixed_precision, fp16_type in `model`) move to their owner
-// here, at the parse boundary.
-// Defines: PrecisionConfig, Params, load_params, params_from_node.
+// A whole params file, parsed once into typed, frozen specs: runconfig
+// (merged with CLI overrides), optimizer (with its learning-rate schedule),
+// the model family's spec and the data processors' specs. Keys that modelzoo
+// keeps in the wrong section (mixed_precision, fp16_type in `model`) move to
+// their owner here, at the parse boundary. modelzoo's Trainer format
+// (`trainer:` at the top) is read into the same specs (runner/trainer_format.h).
+// Nothing downstream reads raw YAML.
+// Defines: PrecisionConfig, Params, load_params, params_from_node,
+// check_inputs_for_mode, describe_all_schemas.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 #include "runner/optimizer_config.h"
 #include "runner/runconfig.h"
+
+namespace zoo::models {
+class ModelSpec;
+}
+namespace zoo::data {
+class InputSpec;
+}
 
 namespace zoo {
 
@@ -24,19 +35,21 @@ struct PrecisionConfig {
 };
 
 struct Params {
-  std::string file;            // where it was read from, for messages
+  std::string file;  // where it was read from, for messages
+  bool trainer_format = false;  // read from modelzoo's `trainer:` layout
   RunConfig runconfig;
   OptimizerConfig optimizer;
   bool has_optimizer = false;
   PrecisionConfig precision;
   std::string model_name = "gpt2";  // zoo's `model.name`; modelzoo picks it by run.py
-  YAML::Node model;            // the model section without runner-owned keys
-  YAML::Node train_input;      // undefined when absent
-  YAML::Node eval_input;
+  std::shared_ptr<const models::ModelSpec> model;
+  std::shared_ptr<const data::InputSpec> train_input;  // null when absent
+  std::shared_ptr<const data::InputSpec> eval_input;   // null when absent
   std::vector<std::string> warnings;
 
+  // For errors found at run time about a section as a whole.
   config::Context context(const std::string& section) const;
-  // The merged, resolved params as written to params_<mode>.yaml.
+  // The merged, resolved params (legacy layout) as written to params_<mode>.yaml.
   YAML::Node resolved() const;
 };
 
@@ -44,6 +57,10 @@ struct Params {
 // top of its runconfig, and validates everything. Throws config::ConfigError.
 Params load_params(const std::string& file, const YAML::Node& runconfig_overrides);
 Params params_from_node(const YAML::Node& root, const std::string& name, const YAML::Node& runconfig_overrides);
+
+// The sections runconfig.mode needs (train_input and optimizer to train,
+// eval_input to evaluate): ConfigError naming the missing one.
+void check_inputs_for_mode(const Params& params);
 
 // Every schema as text, for `zoo --help-config` and docs.
 std::string describe_all_schemas();

@@ -10,7 +10,7 @@
 #include "models/registry.h"
 #include "runner/checkpoint.h"
 #include "runner/cli.h"
-#include "runner/config/yaml_util.h"
+#include "configs/schema/yaml_util.h"
 #include "runner/generate.h"
 #include "runner/log.h"
 #include "runner/trainer.h"
@@ -20,8 +20,7 @@ namespace zoo {
 namespace fs = std::filesystem;
 
 ModelSummary summarize_model(const Params& params) {
-  const models::ModelFamily& family = models::find_model(params.model_name);
-  auto model = family.build(params.model, params.context("model"), torch::TensorOptions().device(torch::kMeta));
+  auto model = params.model->build(torch::TensorOptions().device(torch::kMeta));
   ModelSummary s;
   for (const auto& p : model->parameters()) s.parameters += p.numel();
   s.forward_flops_per_token = model->forward_flops_per_token();
@@ -167,6 +166,7 @@ int run_command(const CliCommand& cmd) {
   const RunConfig& rc = params.runconfig;
   if (rc.logging) log::set_level(log::parse_level(*rc.logging));
   for (const auto& w : params.warnings) log::warn(w);
+  check_inputs_for_mode(params);
   if (rc.validate_only) return validate_only(params);
 
   torch::Device device = pick_device(rc.target_device);

@@ -1,7 +1,13 @@
 // Schema of runner/runconfig.h.
 #include "runner/runconfig.h"
 
+#include <algorithm>
+#include <sstream>
+
 namespace zoo {
+
+const std::vector<std::string> kCheckpointStates = {"model", "optimizer", "dataloader", "grad_scaler",
+                                                    "lr_scheduler", "global_step"};
 
 const config::Schema<RunConfig>& RunConfig::schema() {
   using R = RunConfig;
@@ -73,3 +79,36 @@ const config::Schema<RunConfig>& RunConfig::schema() {
 }
 
 }  // namespace zoo
+
+namespace zoo::config {
+
+CheckpointStates Value<CheckpointStates>::parse(const YAML::Node& n, const Context& c, const std::string& k) {
+  std::vector<std::string> names;
+  if (n.IsSequence()) {
+    for (const auto& item : n) names.push_back(Value<std::string>::parse(item, c, k));
+  } else {
+    std::stringstream ss(Value<std::string>::parse(n, c, k));
+    for (std::string item; std::getline(ss, item, ',');) names.push_back(item);
+  }
+  CheckpointStates out;
+  for (std::string name : names) {
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (std::find(kCheckpointStates.begin(), kCheckpointStates.end(), name) == kCheckpointStates.end()) {
+      std::string allowed;
+      for (const auto& s : kCheckpointStates) allowed += (allowed.empty() ? "" : ", ") + s;
+      c.fail(n, k, "unknown state '" + name + "'" + did_you_mean(name, kCheckpointStates) + " (allowed: " + allowed + ")");
+    }
+    out.items.insert(name);
+  }
+  return out;
+}
+
+YAML::Node Value<CheckpointStates>::emit(const CheckpointStates& v) {
+  std::string text;
+  for (const auto& s : kCheckpointStates)  // modelzoo's order
+    if (v.items.count(s)) text += (text.empty() ? "" : ",") + s;
+  return YAML::Node(text);
+}
+
+}  // namespace zoo::config

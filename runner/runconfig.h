@@ -1,23 +1,34 @@
 // The `runconfig` section: how a run is driven (modes, steps, checkpoints,
 // logging). Keys and types follow modelzoo R2.1's runconfig schema; keys that
 // only mean something on Cerebras hardware are accepted with a warning.
-// Defines: RunConfig.
+// Defines: kCheckpointStates, CheckpointStates, RunConfig.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 
 namespace zoo {
+
+// What load_checkpoint_states may name (modelzoo's set).
+extern const std::vector<std::string> kCheckpointStates;
+
+// load_checkpoint_states: "model,optimizer" (or a list), checked when read.
+struct CheckpointStates {
+  std::set<std::string> items;
+  bool operator==(const CheckpointStates& o) const { return items == o.items; }
+};
 
 struct RunConfig {
   std::string target_device = "CPU";
   std::string mode = "train";
   std::string model_dir = "./model_dir";
   std::optional<std::string> checkpoint_path;
-  std::optional<std::string> load_checkpoint_states;
+  std::optional<CheckpointStates> load_checkpoint_states;  // null: all of them
   bool disable_strict_checkpoint_loading = false;
   bool autoload_last_checkpoint = true;
   bool save_initial_checkpoint = false;
@@ -41,3 +52,12 @@ struct RunConfig {
 };
 
 }  // namespace zoo
+
+namespace zoo::config {
+template <>
+struct Value<CheckpointStates> {
+  static CheckpointStates parse(const YAML::Node& n, const Context& c, const std::string& k);
+  static YAML::Node emit(const CheckpointStates& v);
+  static std::string type_name() { return "comma-separated states"; }
+};
+}  // namespace zoo::config

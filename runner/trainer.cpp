@@ -21,10 +21,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::unique_ptr<data::DataLoader> open_loader(const Params& p, const char* section) {
-  const YAML::Node& node = std::string(section) == "train_input" ? p.train_input : p.eval_input;
-  config::Context ctx = p.context(section);
-  if (!node) ctx.fail(YAML::Node(), "", "required for --mode " + p.runconfig.mode + " but missing from the params");
-  return data::find_data_processor(node, ctx).build(node, ctx);
+  const auto& spec = std::string(section) == "train_input" ? p.train_input : p.eval_input;
+  if (!spec) p.context(section).fail(YAML::Node(), "", "required for --mode " + p.runconfig.mode + " but missing from the params");
+  return spec->open();
 }
 
 models::Features to_device(models::Features batch, const torch::Device& device) {
@@ -119,16 +118,13 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training) 
       params_.context("optimizer").fail(YAML::Node(), "", "required for training but missing from the params");
     train_loader_ = open_loader(params_, "train_input");
   }
-  const models::ModelFamily& family = models::find_model(params_.model_name);
-  model_ = family.build(params_.model, params_.context("model"), torch::TensorOptions().device(device_));
+  model_ = params_.model->build(torch::TensorOptions().device(device_));
   if (train_loader_ && model_->vocab_size()) train_loader_->check_token_ids(*model_->vocab_size());
   if (for_training) {
     auto groups = optim::split_weight_decay_groups(
         model_->named_parameters().pairs(), models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
     optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
-    YAML::Node lr = params_.optimizer.learning_rate;
-    if (!lr.IsDefined() || lr.IsNull()) lr = YAML::Node(optim::default_lr(params_.optimizer));
-    schedule_ = optim::make_lr_schedule(lr, params_.context("optimizer"));
+    schedule_ = optim::make_lr_schedule(params_.optimizer.learning_rate);
   }
   autocast_dtype_ = autocast_dtype(params_.precision, device_);
   if (for_training) scaler_ = make_grad_scaler(params_.optimizer, autocast_dtype_);
@@ -171,22 +167,8 @@ void Trainer::load_checkpoint(const std::string& path, bool training) {
 
 void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training) {
   const RunConfig& rc = params_.runconfig;
-  std::set<std::string> states(ckpt::kCheckpointStates.begin(), ckpt::kCheckpointStates.end());
-  if (training && rc.load_checkpoint_states) {
-    states.clear();
-    std::stringstream ss(*rc.load_checkpoint_states);
-    std::string item, allowed;
-    for (const auto& s : ckpt::kCheckpointStates) allowed += (allowed.empty() ? "" : ", ") + s;
-    while (std::getline(ss, item, ',')) {
-      item.erase(0, item.find_first_not_of(" \t"));
-      item.erase(item.find_last_not_of(" \t") + 1);
-      if (std::find(ckpt::kCheckpointStates.begin(), ckpt::kCheckpointStates.end(), item) ==
-          ckpt::kCheckpointStates.end())
-        throw std::runtime_error("runconfig.load_checkpoint_states: unknown state '" + item + "' (allowed: " + allowed +
-                                 ")");
-      states.insert(item);
-    }
-  }
+  std::set<std::string> states(kCheckpointStates.begin(), kCheckpointStates.end());
+  if (training && rc.load_checkpoint_states) states = rc.load_checkpoint_states->items;
   auto want = [&](const char* key) { return states.count(key) && dict.contains(key); };
   log::info("Loading checkpoint " + path);
   if (want("model")) {
@@ -234,7 +216,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
     gen.set_state(state);
   }
   resumed_from_ = path;
-  for (const auto& s : ckpt::kCheckpointStates)
+  for (const auto& s : kCheckpointStates)
     if (states.count(s) && !dict.contains(s) && s != "grad_scaler")
       log::info(path + ": no '" + s + "' state in the checkpoint; starting it fresh");
 }

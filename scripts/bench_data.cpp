@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   try {
     const YAML::Node section = YAML::Load(argv[1]);
     const zoo::config::Context ctx{"bench", "train_input", nullptr};
-    auto loader = zoo::data::find_data_processor(section, ctx).build(section, ctx);
+    auto loader = zoo::data::open_input(section, ctx);
     const double budget = std::stod(argv[2]);
     loader->next();  // opening costs (first chunk reads, worker start) are not throughput
     int64_t tokens = 0, batches = 0;

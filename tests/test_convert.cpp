@@ -42,7 +42,7 @@ void run_fixture(const zoo::testing::TempDir& dir, const std::string& name, cons
 // The model a conversion wrote to dir/zoo, built from its params with its weights loaded.
 std::shared_ptr<models::Model> load_converted(const zoo::testing::TempDir& dir) {
   Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
-  auto model = models::find_model(p.model_name).build(p.model, p.context("model"), torch::TensorOptions());
+  auto model = p.model->build(torch::TensorOptions());
   ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
                               true, "converted");
   model->eval();
@@ -117,7 +117,7 @@ TEST(Convert, Gpt2FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
   convert::run_convert({dir / "hf", "gpt2", "hf", "zoo", std::nullopt, dir / "zoo"});
   // The written params validate and rebuild the model the checkpoint fits.
   Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
-  EXPECT_EQ(p.runconfig.load_checkpoint_states.value(), "model");
+  EXPECT_EQ(p.runconfig.load_checkpoint_states.value().items, std::set<std::string>{"model"});
   EXPECT_EQ(p.runconfig.checkpoint_path.value(), dir / "zoo/checkpoint_0.mdl");
   auto model = load_converted(dir);
   torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12});

@@ -244,7 +244,7 @@ TEST(Data, MnistIdxFilesRawOrGzippedBecomeNormalizedImagesAndLabels) {
   // eval_input reads the test split.
   YAML::Node n = YAML::Load(section + "}");
   config::Context eval_ctx{"in.yaml", "eval_input", nullptr};
-  auto eval = find_data_processor(n, eval_ctx).build(n, eval_ctx);
+  auto eval = open_input(n, eval_ctx);
   EXPECT_TRUE(torch::equal(eval->next().at("labels"), torch::full({4}, 7, torch::kLong)));
 
   // Bad files name the file and the problem.

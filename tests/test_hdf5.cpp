@@ -111,7 +111,7 @@ TEST(CreateHdf5, H5pyReadsWhatZooWritesAndZooReadsItBack) {
   // zoo's map-style processor reads the same samples in the same order.
   YAML::Node section = YAML::Load("{data_processor: GptHDF5MapDataProcessor, batch_size: 1, data_dir: " + (dir / "out") + "}");
   config::Context ctx{"in.yaml", "train_input", nullptr};
-  auto loader = data::find_data_processor(section, ctx).build(section, ctx);
+  auto loader = data::open_input(section, ctx);
   for (size_t i = 0; i < want.size(); ++i) {
     data::Features b = loader->next();
     std::vector<int32_t> row;

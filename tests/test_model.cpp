@@ -9,7 +9,7 @@
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
 #include "runner/checkpoint.h"
-#include "runner/config/yaml_util.h"
+#include "configs/schema/yaml_util.h"
 #include "runner/run.h"
 #include "test_util.h"
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runner/config/yaml_util.h"
+#include "configs/schema/yaml_util.h"
 #include "runner/optim/lr_schedule.h"
 #include "runner/optim/optimizer.h"
 #include "test_util.h"
@@ -26,9 +26,9 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {"sgd", "{optimizer_type: SGD, momentum: 0.9, dampening: 0.1, weight_decay: 0.01}",
+      {"sgd", "{optimizer_type: SGD, learning_rate: 0.01, momentum: 0.9, dampening: 0.1, weight_decay: 0.01}",
        "torch.optim.SGD(ps, lr=LR, momentum=0.9, dampening=0.1, weight_decay=0.01)"},
-      {"sgd_nesterov", "{optimizer_type: sgd, momentum: 0.9, nesterov: true}",
+      {"sgd_nesterov", "{optimizer_type: sgd, learning_rate: 0.01, momentum: 0.9, nesterov: true}",
        "torch.optim.SGD(ps, lr=LR, momentum=0.9, nesterov=True)"},
       {"adamax", "{optimizer_type: Adamax, betas: [0.8, 0.99], weight_decay: 0.01}",
        "torch.optim.Adamax(ps, lr=LR, betas=(0.8, 0.99), weight_decay=0.01)"},
@@ -81,7 +81,7 @@ void set_grads(std::vector<torch::Tensor>& ps, int t) {
 
 std::unique_ptr<optim::Optimizer> build(const Case& c, std::vector<torch::Tensor>& ps) {
   OptimizerConfig oc =
-      OptimizerConfig::schema().parse(config::load_yaml_string(c.yaml, c.name), config::Context{c.name, "optimizer"});
+      OptimizerConfig::parse(config::load_yaml_string(c.yaml, c.name), config::Context{c.name, "optimizer"});
   optim::ParamGroup g;
   g.params = ps;
   g.names = {"w", "b"};
@@ -271,27 +271,42 @@ TEST(Optim, DefaultsAreEachOptimizersOwn) {
   EXPECT_EQ(eps_of("AdamW"), 1e-6);  // modelzoo's (Cerebras) Adam default
   EXPECT_EQ(eps_of("NAdam"), 1e-8);  // torch's
   EXPECT_EQ(eps_of("Adagrad"), 1e-10);
-  OptimizerConfig sgd;
-  sgd.optimizer_type = "SGD";
-  EXPECT_THROW(optim::default_lr(sgd), std::invalid_argument);
-  sgd.optimizer_type = "Lion";
-  EXPECT_EQ(optim::default_lr(sgd), 1e-4);
+  auto parse = [](const std::string& yaml) {
+    return OptimizerConfig::parse(config::load_yaml_string(yaml, "o.yaml"), config::Context{"o.yaml", "optimizer"});
+  };
+  // No learning_rate: torch's default for the class, shown in the resolved params; SGD has none.
+  EXPECT_EQ(parse("{optimizer_type: Lion}").learning_rate.constant, 1e-4);
+  EXPECT_EQ(parse("{optimizer_type: lion}").to_yaml()["learning_rate"].as<double>(), 1e-4);
+  EXPECT_EQ(parse("{optimizer_type: lion}").to_yaml()["betas"][1].as<double>(), 0.99);
+  try {
+    parse("{optimizer_type: SGD, momentum: 0.9}");
+    ADD_FAILURE() << "SGD without learning_rate was accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer.learning_rate: required for SGD (it has no default)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Optim, UnknownOptimizerAndLegacyKeysAreClearErrors) {
   auto error_of = [](const std::string& yaml) {
     try {
-      OptimizerConfig::schema().parse(config::load_yaml_string(yaml, "o.yaml"), config::Context{"o.yaml", "optimizer"});
+      OptimizerConfig::parse(config::load_yaml_string(yaml, "o.yaml"), config::Context{"o.yaml", "optimizer"});
     } catch (const config::ConfigError& e) {
       return std::string(e.what());
     }
     return std::string();
   };
-  EXPECT_NE(error_of("{optimizer_type: Adamw2}").find("unsupported optimizer 'Adamw2' (did you mean 'adamw'?)"),
+  EXPECT_NE(error_of("{optimizer_type: Adamw2}").find("unsupported optimizer 'Adamw2' (did you mean 'AdamW'?)"),
             std::string::npos)
       << error_of("{optimizer_type: Adamw2}");
-  EXPECT_NE(error_of("{optimizer_type: AdamW, beta1: 0.9}").find("optimizer.beta1: this key was renamed; use 'betas'"),
-            std::string::npos);
+  // R1.x names are read as their new key; only a disagreement with the new key is an error.
+  EXPECT_EQ(error_of("{optimizer_type: AdamW, beta1: 0.8, beta2: 0.9}"), "");
+  EXPECT_NE(error_of("{optimizer_type: AdamW, beta1: 0.8, betas: [0.9, 0.999]}")
+                .find("optimizer.beta1: old name of betas[0], which is also given, with another value"),
+            std::string::npos)
+      << error_of("{optimizer_type: AdamW, beta1: 0.8, betas: [0.9, 0.999]}");
+  EXPECT_EQ(error_of("{optimizer_type: AdamW, beta1: 0.9, betas: [0.9, 0.999]}"), "");
   EXPECT_NE(error_of("{optimizer_type: AdamW, eps: [1.0, 2.0]}").find("optimizer.eps: expected one positive number"),
             std::string::npos);
   EXPECT_EQ(error_of("{optimizer_type: Adafactor, beta1: 0.9, eps: [1.0e-30, 1.0e-3]}"), "");

@@ -14,7 +14,7 @@
 
 #include "data/corpus.h"
 #include "data/registry.h"
-#include "runner/config/yaml_util.h"
+#include "configs/schema/yaml_util.h"
 #include "runner/params.h"
 
 namespace zoo::testing {
@@ -98,7 +98,7 @@ inline std::string gpt3_encoder_dir() {
 inline std::unique_ptr<data::DataLoader> open_loader(const std::string& yaml) {
   YAML::Node n = YAML::Load(yaml);
   config::Context ctx{"in.yaml", "train_input", nullptr};
-  return data::find_data_processor(n, ctx).build(n, ctx);
+  return data::open_input(n, ctx);
 }
 // The message opening it fails with ("no error" when it opens).
 inline std::string open_error(const std::string& yaml) {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 
 namespace zoo::models {
 

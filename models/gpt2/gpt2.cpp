@@ -17,19 +17,54 @@ const config::Schema<ExtraAttentionParams>& ExtraAttentionParams::schema() {
   return s;
 }
 
+namespace {
+// Sizes beyond these make a model no machine can hold; catching them at
+// validation beats minutes of building followed by bad_alloc.
+constexpr int64_t kMaxLayers = 4096;             // the deepest published decoders have ~100-1000 layers
+constexpr int64_t kMaxWidth = (int64_t{1} << 31) - 1;  // tensor dims LibTorch kernels index with int32
+constexpr int64_t kMaxParameters = int64_t{1} << 50;   // ~10^15, a thousand times today's largest models
+
+config::Check<int64_t> size(int64_t limit) {
+  return [limit](const int64_t& v) {
+    if (v <= 0) return std::string("expected a value > 0");
+    return config::at_most<int64_t>(limit, "zoo's limit")(v);
+  };
+}
+
+// The parameter count from the options, with every product checked: the
+// first one that overflows (or passes kMaxParameters) names its key.
+void check_parameter_count(const Gpt2Options& o, const std::function<void(const std::string&, const std::string&)>& fail) {
+  int64_t total = 0;
+  auto add = [&](const std::vector<std::pair<int64_t, std::string>>& factors) {
+    int64_t product = 1;
+    for (const auto& [v, key] : factors) {
+      if (__builtin_mul_overflow(product, v, &product) || product > kMaxParameters ||
+          __builtin_add_overflow(total, product, &total) || total > kMaxParameters)
+        fail(key, "the model would have more than 2^50 parameters (" + key + " " + std::to_string(v) +
+                      "); zoo stops here rather than run out of memory building it");
+    }
+  };
+  const int64_t C = o.hidden_size, L = o.num_hidden_layers;
+  add({{o.vocab_size, "vocab_size"}, {C, "hidden_size"}});
+  add({{o.max_position_embeddings, "max_position_embeddings"}, {C, "hidden_size"}});
+  add({{L, "num_hidden_layers"}, {C, "hidden_size"}, {C, "hidden_size"}, {4, "hidden_size"}});  // attention
+  add({{L, "num_hidden_layers"}, {o.filter_size, "filter_size"}, {C, "hidden_size"}, {3, "filter_size"}});  // FFN (GLU: 3 matrices)
+}
+}  // namespace
+
 const config::Schema<Gpt2Options>& Gpt2Options::schema() {
   using O = Gpt2Options;
   using config::positive;
   auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
   static const config::Schema<O> s =
       config::Schema<O>("model (gpt2)", "GPT-2 / GPT-3 decoder-only transformer.")
-          .field("vocab_size", &O::vocab_size, "Vocabulary size.", positive<int64_t>())
-          .field("hidden_size", &O::hidden_size, "Model width C.", positive<int64_t>())
-          .field("num_hidden_layers", &O::num_hidden_layers, "Number of decoder layers.", positive<int64_t>())
-          .field("num_heads", &O::num_heads, "Attention heads; must divide hidden_size.", positive<int64_t>())
-          .field("filter_size", &O::filter_size, "FFN hidden units.", positive<int64_t>())
+          .field("vocab_size", &O::vocab_size, "Vocabulary size.", size(kMaxWidth))
+          .field("hidden_size", &O::hidden_size, "Model width C.", size(kMaxWidth))
+          .field("num_hidden_layers", &O::num_hidden_layers, "Number of decoder layers.", size(kMaxLayers))
+          .field("num_heads", &O::num_heads, "Attention heads; must divide hidden_size.", size(kMaxWidth))
+          .field("filter_size", &O::filter_size, "FFN hidden units.", size(kMaxWidth))
           .field("max_position_embeddings", &O::max_position_embeddings, "Longest sequence supported.",
-                 positive<int64_t>())
+                 size(kMaxWidth))
           .field("position_embedding_type", &O::position_embedding_type, "Position embeddings.",
                  config::one_of(kPositionEmbeddingTypes))
           .field("rotary_dim", &O::rotary_dim, "Rotary embeddings: dims per head to rotate (null: the head size).",
@@ -86,6 +121,7 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
               fail("rotary_dim", "expected an even number <= the head size (" + std::to_string(head) + ")");
             if (o.attention_module == "multiquery_attention" && o.num_heads % o.extra_attention_params.num_kv_groups)
               fail("extra_attention_params", "num_kv_groups must divide num_heads (" + std::to_string(o.num_heads) + ")");
+            check_parameter_count(o, fail);
           });
   return s;
 }
@@ -186,7 +222,8 @@ ModelFamily gpt2_family() {
   ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
       "gpt2", {"gpt3", "llama"},
       "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
-      "multiquery_attention), as modelzoo builds them.");
+      "multiquery_attention), as modelzoo builds them.",
+      {"input_ids", "attention_mask", "labels"});
   f.hf["gpt2"] = gpt2_hf_adapter();
   f.hf["llama"] = llama_hf_adapter();
   return f;

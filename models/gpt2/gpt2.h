@@ -1,5 +1,5 @@
 // GPT-2 / GPT-3 (Cerebras-GPT) decoder-only language model built from the
-// modelzoo `model` section. Defines: Gpt2Options, Gpt2Model, gpt2_family.
+// modelzoo `model` section. Defines: Gpt2Options, Gpt2Model, Gpt2Spec, gpt2_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -80,6 +80,8 @@ class Gpt2Model : public Model {
  private:
   Gpt2Options options_;
 };
+
+using Gpt2Spec = TypedModelSpec<Gpt2Options, Gpt2Model>;
 
 ModelFamily gpt2_family();
 

@@ -6,14 +6,11 @@
 namespace zoo::models {
 namespace {
 
-// The model section without keys owned elsewhere (the family name, precision).
-Gpt2Options options_of(const YAML::Node& model) {
-  YAML::Node own(YAML::NodeType::Map);
-  for (const auto& kv : model) {
-    const std::string k = kv.first.as<std::string>();
-    if (k != "name" && k != "mixed_precision" && k != "fp16_type") own[k] = kv.second;
-  }
-  return Gpt2Options::schema().parse(own, config::Context{"", "model"});
+// The decoder options of a spec of this family.
+const Gpt2Options& options_of(const ModelSpec& model) {
+  const auto* typed = dynamic_cast<const Gpt2Spec*>(&model);
+  if (!typed) throw std::invalid_argument("this Hugging Face converter takes a gpt2-family model section");
+  return typed->options();
 }
 
 // Takes `key` out of `from`; a clear error when absent.
@@ -59,8 +56,8 @@ HfAdapter gpt2_hf_adapter() {
     m["name"] = "gpt2";
     return m;
   };
-  a.config_to_hf = [](const YAML::Node& model) {
-    Gpt2Options o = options_of(model);
+  a.config_to_hf = [](const ModelSpec& model) {
+    const Gpt2Options& o = options_of(model);
     return nlohmann::json{{"model_type", "gpt2"},
                           {"architectures", {"GPT2LMHeadModel"}},
                           {"vocab_size", o.vocab_size},
@@ -79,8 +76,8 @@ HfAdapter gpt2_hf_adapter() {
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};
   };
-  a.from_hf = [](const StateDict& hf_in, const YAML::Node& model) {
-    Gpt2Options o = options_of(model);
+  a.from_hf = [](const StateDict& hf_in, const ModelSpec& model) {
+    const Gpt2Options& o = options_of(model);
     StateDict hf;
     for (const auto& [k, t] : hf_in) {
       std::string key = k.rfind("transformer.", 0) == 0 ? k.substr(12) : k;
@@ -118,8 +115,8 @@ HfAdapter gpt2_hf_adapter() {
     require_consumed(hf, "unexpected Hugging Face keys");
     return z;
   };
-  a.to_hf = [](const StateDict& z_in, const YAML::Node& model) {
-    Gpt2Options o = options_of(model);
+  a.to_hf = [](const StateDict& z_in, const ModelSpec& model) {
+    const Gpt2Options& o = options_of(model);
     StateDict z = z_in;
     StateDict hf;
     hf["transformer.wte.weight"] = take(z, "embedding_layer.word_embeddings.weight");
@@ -207,8 +204,8 @@ HfAdapter llama_hf_adapter() {
     m["initializer_range"] = c.value("initializer_range", 0.02);
     return m;
   };
-  a.config_to_hf = [](const YAML::Node& model) {
-    Gpt2Options o = options_of(model);
+  a.config_to_hf = [](const ModelSpec& model) {
+    const Gpt2Options& o = options_of(model);
     const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
     return nlohmann::json{{"model_type", "llama"},
                           {"architectures", {"LlamaForCausalLM"}},
@@ -226,8 +223,8 @@ HfAdapter llama_hf_adapter() {
                           {"initializer_range", o.initializer_range}};
   };
   // One direction's key map; `to_zoo` picks which side the names come from.
-  auto convert = [](const StateDict& in, const YAML::Node& model, bool to_zoo) {
-    Gpt2Options o = options_of(model);
+  auto convert = [](const StateDict& in, const ModelSpec& model, bool to_zoo) {
+    const Gpt2Options& o = options_of(model);
     const int64_t H = o.num_heads, D = o.hidden_size / H;
     const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : H;
     const int64_t R = o.rotary_dim.value_or(D);
@@ -259,8 +256,8 @@ HfAdapter llama_hf_adapter() {
     require_consumed(rest, to_zoo ? "unexpected Hugging Face keys" : "zoo keys with no Hugging Face name");
     return out;
   };
-  a.from_hf = [convert](const StateDict& hf, const YAML::Node& model) { return convert(hf, model, true); };
-  a.to_hf = [convert](const StateDict& z, const YAML::Node& model) { return convert(z, model, false); };
+  a.from_hf = [convert](const StateDict& hf, const ModelSpec& model) { return convert(hf, model, true); };
+  a.to_hf = [convert](const StateDict& z, const ModelSpec& model) { return convert(z, model, false); };
   return a;
 }
 

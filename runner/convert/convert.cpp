@@ -8,7 +8,7 @@
 
 #include "models/registry.h"
 #include "runner/checkpoint.h"
-#include "runner/config/yaml_util.h"
+#include "configs/schema/yaml_util.h"
 #include "runner/convert/safetensors.h"
 #include "runner/params.h"
 
@@ -57,18 +57,18 @@ void hf_to_zoo(const ConvertCommand& c) {
   if (!in) throw std::runtime_error(config_path + ": cannot read the Hugging Face config.json (pass --config)");
   nlohmann::json hf_config = nlohmann::json::parse(in);
   YAML::Node model = a.config_from_hf(hf_config);
+  const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
+  YAML::Node params_yaml = finetune_params(model, ckpt_path, c.output_dir);
+  Params params = params_from_node(params_yaml, config_path + " (converted)", YAML::Node());
   models::StateDict state;
   try {
-    state = a.from_hf(read_hf_weights(c.checkpoint), model);
+    state = a.from_hf(read_hf_weights(c.checkpoint), *params.model);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }
   fs::create_directories(c.output_dir);
-  const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
-  YAML::Node params_yaml = finetune_params(model, ckpt_path, c.output_dir);
-  Params params = params_from_node(params_yaml, "converted params", YAML::Node());
   // Load into a real model: shapes and keys are checked the way training will.
-  auto built = models::find_model(params.model_name).build(params.model, params.context("model"), torch::TensorOptions());
+  auto built = params.model->build(torch::TensorOptions());
   c10::impl::GenericDict weights_dict(c10::StringType::get(), c10::TensorType::get());
   for (const auto& [k, t] : state) weights_dict.insert("model." + k, t);
   ckpt::load_model_state_dict(*built, weights_dict, /*strict=*/true, c.checkpoint);
@@ -95,13 +95,13 @@ void zoo_to_hf(const ConvertCommand& c) {
   }
   models::StateDict hf;
   try {
-    hf = a.to_hf(state, params.model);
+    hf = a.to_hf(state, *params.model);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }
   fs::create_directories(c.output_dir);
   write_safetensors((fs::path(c.output_dir) / "model.safetensors").string(), hf, {{"format", "pt"}});
-  nlohmann::json cfg = a.config_to_hf(params.model);
+  nlohmann::json cfg = a.config_to_hf(*params.model);
   const std::string cfg_path = (fs::path(c.output_dir) / "config.json").string();
   std::ofstream(cfg_path) << cfg.dump(2) << "\n";
   std::cout << "Wrote " << (fs::path(c.output_dir) / "model.safetensors").string() << " and " << cfg_path << "\n";

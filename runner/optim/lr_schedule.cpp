@@ -3,115 +3,112 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
-#include <vector>
+#include <functional>
+#include <map>
+#include <set>
 
 namespace zoo::optim {
+
+const config::Schema<SchedulerSpec>& SchedulerSpec::schema() {
+  using S = SchedulerSpec;
+  using config::if_set;
+  using config::positive;
+  static const config::Schema<S> s =
+      config::Schema<S>("learning_rate scheduler", "One learning-rate scheduler.")
+          .field("scheduler", &S::scheduler,
+                 "Constant, Linear, Polynomial, Exponential, InverseExponentialTimeDecay, InverseSquareRootDecay, "
+                 "CosineDecay, PiecewiseConstant, MultiStep, Step, CosineAnnealing, CosineAnnealingWarmRestarts, "
+                 "Multiplicative, Lambda, Cyclic or OneCycle (case-insensitive, an LR suffix is allowed).")
+          .field("initial_learning_rate", &S::initial_learning_rate,
+                 "LR at the scheduler's step 0 (Cyclic: the lower bound, old name base_lr).")
+          .field("end_learning_rate", &S::end_learning_rate, "LR at and after total_iters.")
+          .field("learning_rate", &S::learning_rate, "Constant: the LR.")
+          .field("total_iters", &S::total_iters, "Steps this scheduler runs for.", if_set(positive<int64_t>()))
+          .field("power", &S::power, "Polynomial: exponent.")
+          .field("cycle", &S::cycle, "Polynomial/Linear: restart the decay after total_iters.")
+          .field("decay_rate", &S::decay_rate, "Exponential / InverseExponentialTimeDecay: decay rate.")
+          .field("staircase", &S::staircase, "Exponential / InverseExponentialTimeDecay: floor the exponent.")
+          .field("scale", &S::scale, "InverseSquareRootDecay: scale.")
+          .field("warmup_steps", &S::warmup_steps, "InverseSquareRootDecay: warmup steps.", positive<int64_t>())
+          .field("step_exponent", &S::step_exponent, "InverseExponentialTimeDecay: exponent of the step.")
+          .field("gamma", &S::gamma, "Step / MultiStep: decay factor; Cyclic exp_range: base of the decay.")
+          .field("step_size", &S::step_size, "Step: steps between decays.", if_set(positive<int64_t>()))
+          .field("milestones", &S::milestones, "MultiStep / PiecewiseConstant: steps where the LR changes.")
+          .field("learning_rates", &S::learning_rates, "PiecewiseConstant: one more LR than milestones.")
+          .field("T_max", &S::T_max, "CosineAnnealing: half period.", if_set(positive<int64_t>()))
+          .field("T_0", &S::T_0, "CosineAnnealingWarmRestarts: period.", if_set(positive<int64_t>()))
+          .field("T_mult", &S::T_mult, "CosineAnnealingWarmRestarts: period growth (only 1).")
+          .field("eta_min", &S::eta_min, "CosineAnnealing*: minimum LR.")
+          .field("coefficient", &S::coefficient, "Multiplicative: factor applied every step.")
+          .field("max_lr", &S::max_lr, "Cyclic / OneCycle: peak LR.")
+          .field("step_size_up", &S::step_size_up, "Cyclic: steps from base to peak.", positive<int64_t>())
+          .field("step_size_down", &S::step_size_down, "Cyclic: steps from peak to base (null: step_size_up).",
+                 if_set(positive<int64_t>()))
+          .field("mode", &S::mode, "Cyclic: triangular, triangular2 or exp_range.",
+                 config::one_of({"triangular", "triangular2", "exp_range"}))
+          .field("scale_mode", &S::scale_mode,
+                 "Cyclic: cycle or iterations (as torch, the mode decides: exp_range scales by iteration).",
+                 config::one_of({"cycle", "iterations"}))
+          .field("total_steps", &S::total_steps, "OneCycle: length of the cycle.", positive<int64_t>())
+          .field("pct_start", &S::pct_start, "OneCycle: fraction of the cycle spent rising.",
+                 config::in_range(0, 1, true))
+          .field("final_div_factor", &S::final_div_factor, "OneCycle: final LR = initial / this.", positive<double>())
+          .field("three_phase", &S::three_phase, "OneCycle: rise, fall back to initial, then anneal.")
+          .field("anneal_strategy", &S::anneal_strategy, "OneCycle: cos or linear.", config::one_of({"cos", "linear"}))
+          .field("main_scheduler", &S::main_scheduler,
+                 "In a list: \"chained\" runs all schedulers at once, multiplying their factors "
+                 "(default: one after another).",
+                 config::if_set(config::one_of({"chained", "sequential"})))
+          // Pre-2.1 spellings (modelzoo's config converter maps them the same way).
+          .renamed("steps", "total_iters")
+          .renamed("decay_steps", "total_iters")
+          .renamed("base_lr", "initial_learning_rate")
+          .renamed("values", "learning_rates")
+          .renamed("boundaries", "milestones")
+          .renamed("t_max", "T_max")
+          .renamed("t_0", "T_0")
+          .renamed("t_mult", "T_mult");
+  return s;
+}
+
 namespace {
 
-// Every field any supported scheduler takes; each scheduler checks its own.
-struct SchedulerSpec {
-  std::string scheduler;
-  std::optional<double> initial_learning_rate;
-  std::optional<double> end_learning_rate;
-  std::optional<double> learning_rate;  // Constant
-  std::optional<int64_t> total_iters;
-  double power = 1.0;
-  bool cycle = false;
-  std::optional<double> decay_rate;
-  bool staircase = false;
-  double scale = 1.0;
-  int64_t warmup_steps = 1;
-  double step_exponent = 1.0;
-  double gamma = 0.1;
-  std::optional<int64_t> step_size;
-  std::vector<int64_t> milestones;
-  std::vector<double> learning_rates;
-  std::optional<int64_t> T_max;
-  std::optional<int64_t> T_0;
-  int64_t T_mult = 1;
-  double eta_min = 0.0;
-  std::optional<double> coefficient;
-  std::optional<double> max_lr;
-  int64_t step_size_up = 2000;
-  std::optional<int64_t> step_size_down;
-  std::string mode = "triangular";
-  std::string scale_mode = "cycle";
-  int64_t total_steps = 1000;
-  double pct_start = 0.3;
-  double final_div_factor = 1e4;
-  bool three_phase = false;
-  std::string anneal_strategy = "cos";
-  std::optional<std::string> main_scheduler;
+// The keys each scheduler takes besides scheduler, total_iters (its length in
+// a list) and main_scheduler.
+const std::map<std::string, std::vector<std::string>>& scheduler_keys() {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"constant", {"learning_rate", "initial_learning_rate"}},
+      {"linear", {"initial_learning_rate", "end_learning_rate", "cycle"}},
+      {"polynomial", {"initial_learning_rate", "end_learning_rate", "power", "cycle"}},
+      {"cosinedecay", {"initial_learning_rate", "end_learning_rate"}},
+      {"exponential", {"initial_learning_rate", "decay_rate", "staircase"}},
+      {"inverseexponentialtimedecay", {"initial_learning_rate", "decay_rate", "staircase", "step_exponent"}},
+      {"inversesquarerootdecay", {"initial_learning_rate", "scale", "warmup_steps"}},
+      {"piecewiseconstant", {"learning_rates", "milestones"}},
+      {"multistep", {"initial_learning_rate", "gamma", "milestones"}},
+      {"step", {"initial_learning_rate", "step_size", "gamma"}},
+      {"cosineannealing", {"initial_learning_rate", "T_max", "eta_min"}},
+      {"cosineannealingwarmrestarts", {"initial_learning_rate", "T_0", "T_mult", "eta_min"}},
+      {"multiplicative", {"initial_learning_rate", "coefficient"}},
+      {"lambda", {"initial_learning_rate"}},
+      {"cyclic", {"initial_learning_rate", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "scale_mode"}},
+      {"onecycle", {"initial_learning_rate", "max_lr", "total_steps", "pct_start", "final_div_factor", "three_phase",
+                    "anneal_strategy"}},
+  };
+  return keys;
+}
 
-  static const config::Schema<SchedulerSpec>& schema() {
-    using S = SchedulerSpec;
-    using config::if_set;
-    using config::positive;
-    static const config::Schema<S> s =
-        config::Schema<S>("learning_rate scheduler", "One learning-rate scheduler.")
-            .field("scheduler", &S::scheduler,
-                   "Constant, Linear, Polynomial, Exponential, InverseExponentialTimeDecay, InverseSquareRootDecay, "
-                   "CosineDecay, PiecewiseConstant, MultiStep, Step, CosineAnnealing, CosineAnnealingWarmRestarts, "
-                   "Multiplicative, Lambda, Cyclic or OneCycle (case-insensitive, an LR suffix is allowed).")
-            .field("initial_learning_rate", &S::initial_learning_rate,
-                   "LR at the scheduler's step 0 (Cyclic: the lower bound, old name base_lr).")
-            .field("end_learning_rate", &S::end_learning_rate, "LR at and after total_iters.")
-            .field("learning_rate", &S::learning_rate, "Constant: the LR.")
-            .field("total_iters", &S::total_iters, "Steps this scheduler runs for.", if_set(positive<int64_t>()))
-            .field("power", &S::power, "Polynomial: exponent.")
-            .field("cycle", &S::cycle, "Polynomial/Linear: restart the decay after total_iters.")
-            .field("decay_rate", &S::decay_rate, "Exponential / InverseExponentialTimeDecay: decay rate.")
-            .field("staircase", &S::staircase, "Exponential / InverseExponentialTimeDecay: floor the exponent.")
-            .field("scale", &S::scale, "InverseSquareRootDecay: scale.")
-            .field("warmup_steps", &S::warmup_steps, "InverseSquareRootDecay: warmup steps.", positive<int64_t>())
-            .field("step_exponent", &S::step_exponent, "InverseExponentialTimeDecay: exponent of the step.")
-            .field("gamma", &S::gamma, "Step / MultiStep: decay factor; Cyclic exp_range: base of the decay.")
-            .field("step_size", &S::step_size, "Step: steps between decays.", if_set(positive<int64_t>()))
-            .field("milestones", &S::milestones, "MultiStep / PiecewiseConstant: steps where the LR changes.")
-            .field("learning_rates", &S::learning_rates, "PiecewiseConstant: one more LR than milestones.")
-            .field("T_max", &S::T_max, "CosineAnnealing: half period.", if_set(positive<int64_t>()))
-            .field("T_0", &S::T_0, "CosineAnnealingWarmRestarts: period.", if_set(positive<int64_t>()))
-            .field("T_mult", &S::T_mult, "CosineAnnealingWarmRestarts: period growth (only 1).")
-            .field("eta_min", &S::eta_min, "CosineAnnealing*: minimum LR.")
-            .field("coefficient", &S::coefficient, "Multiplicative: factor applied every step.")
-            .field("max_lr", &S::max_lr, "Cyclic / OneCycle: peak LR.")
-            .field("step_size_up", &S::step_size_up, "Cyclic: steps from base to peak.", positive<int64_t>())
-            .field("step_size_down", &S::step_size_down, "Cyclic: steps from peak to base (null: step_size_up).",
-                   if_set(positive<int64_t>()))
-            .field("mode", &S::mode, "Cyclic: triangular, triangular2 or exp_range.",
-                   config::one_of({"triangular", "triangular2", "exp_range"}))
-            .field("scale_mode", &S::scale_mode,
-                   "Cyclic: cycle or iterations (as torch, the mode decides: exp_range scales by iteration).",
-                   config::one_of({"cycle", "iterations"}))
-            .field("total_steps", &S::total_steps, "OneCycle: length of the cycle.", positive<int64_t>())
-            .field("pct_start", &S::pct_start, "OneCycle: fraction of the cycle spent rising.",
-                   config::in_range(0, 1, true))
-            .field("final_div_factor", &S::final_div_factor, "OneCycle: final LR = initial / this.", positive<double>())
-            .field("three_phase", &S::three_phase, "OneCycle: rise, fall back to initial, then anneal.")
-            .field("anneal_strategy", &S::anneal_strategy, "OneCycle: cos or linear.", config::one_of({"cos", "linear"}))
-            .field("main_scheduler", &S::main_scheduler,
-                   "In a list: \"chained\" runs all schedulers at once, multiplying their factors "
-                   "(default: one after another).",
-                   config::if_set(config::one_of({"chained", "sequential"})));
-    return s;
-  }
-};
-
-// Pre-2.1 spellings mapped to today's, as modelzoo's config converter does.
-YAML::Node modernize(const YAML::Node& in) {
-  static const std::vector<std::pair<std::string, std::string>> renames = {
-      {"steps", "total_iters"}, {"decay_steps", "total_iters"}, {"base_lr", "initial_learning_rate"},
-      {"values", "learning_rates"}, {"boundaries", "milestones"}, {"t_max", "T_max"},
-      {"t_0", "T_0"}, {"t_mult", "T_mult"}};
-  YAML::Node out(YAML::NodeType::Map);
-  for (const auto& kv : in) {
-    std::string k = kv.first.as<std::string>();
-    for (const auto& [old_name, new_name] : renames)
-      if (k == old_name) k = new_name;
-    out[k] = kv.second;
-  }
-  return out;
+// modelzoo's class names, for messages and the Trainer format.
+const std::map<std::string, std::string>& scheduler_class_names() {
+  static const std::map<std::string, std::string> names = {
+      {"constant", "ConstantLR"}, {"linear", "LinearLR"}, {"polynomial", "PolynomialLR"},
+      {"cosinedecay", "CosineDecayLR"}, {"exponential", "ExponentialLR"},
+      {"inverseexponentialtimedecay", "InverseExponentialTimeDecayLR"},
+      {"inversesquarerootdecay", "InverseSquareRootDecayLR"}, {"piecewiseconstant", "PiecewiseConstantLR"},
+      {"multistep", "MultiStepLR"}, {"step", "StepLR"}, {"cosineannealing", "CosineAnnealingLR"},
+      {"cosineannealingwarmrestarts", "CosineAnnealingWarmRestarts"}, {"multiplicative", "MultiplicativeLR"},
+      {"lambda", "LambdaLR"}, {"cyclic", "CyclicLR"}, {"onecycle", "OneCycleLR"}};
+  return names;
 }
 
 class Fn : public LRSchedule {
@@ -197,16 +194,12 @@ std::function<double(int64_t)> one_cycle(const SchedulerSpec& s, double initial,
   };
 }
 
-std::unique_ptr<LRSchedule> make_one(const YAML::Node& node, const config::Context& ctx, SchedulerSpec* out_spec) {
-  if (!node.IsMap()) ctx.fail(node, "", "expected a number or a scheduler mapping, got " + config::describe_node(node));
-  const YAML::Node spec_node = modernize(node);
-  SchedulerSpec s = SchedulerSpec::schema().parse(spec_node, ctx);
-  if (out_spec) *out_spec = s;
-  std::string name = s.scheduler;
-  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-  if (name.size() > 2 && name.compare(name.size() - 2, 2, "lr") == 0) name.resize(name.size() - 2);
+// Builds one scheduler; `s` is checked here (so parsing calls it too) and
+// problems are reported at the key's line through s.origin.
+std::unique_ptr<LRSchedule> make_one(const SchedulerSpec& s) {
+  const std::string name = canonical_scheduler_name(s.scheduler);
   auto need = [&](const auto& v, const char* key) {
-    if (!v) ctx.fail(node, key, "required by the " + s.scheduler + " scheduler");
+    if (!v) s.origin.fail(key, "required by the " + s.scheduler + " scheduler");
     return *v;
   };
   auto fn = [](std::function<double(int64_t)> f) { return std::make_unique<Fn>(std::move(f)); };
@@ -250,7 +243,7 @@ std::unique_ptr<LRSchedule> make_one(const YAML::Node& node, const config::Conte
   }
   if (name == "piecewiseconstant") {
     if (s.learning_rates.size() != s.milestones.size() + 1)
-      ctx.fail(node, "learning_rates", "expected one more learning rate than milestones");
+      s.origin.fail("learning_rates", "expected one more learning rate than milestones");
     auto lrs = s.learning_rates;
     auto ms = s.milestones;
     return fn([=](int64_t t) { return lrs[passed(ms, t)]; });
@@ -267,7 +260,7 @@ std::unique_ptr<LRSchedule> make_one(const YAML::Node& node, const config::Conte
   }
   if (name == "cosineannealing" || name == "cosineannealingwarmrestarts") {
     bool restarts = name != "cosineannealing";
-    if (restarts && s.T_mult != 1) ctx.fail(node["T_mult"], "T_mult", "only T_mult: 1 is supported (as modelzoo)");
+    if (restarts && s.T_mult != 1) s.origin.fail("T_mult", "only T_mult: 1 is supported (as modelzoo)");
     double T = double(restarts ? need(s.T_0, "T_0") : need(s.T_max, "T_max")), low = s.eta_min;
     return fn([=](int64_t t) {
       double x = restarts ? std::fmod(double(t), T) : double(t);
@@ -283,44 +276,120 @@ std::unique_ptr<LRSchedule> make_one(const YAML::Node& node, const config::Conte
     double peak = need(s.max_lr, "max_lr");
     return fn(cyclic(init, peak, s.step_size_up, s.step_size_down.value_or(s.step_size_up), s.mode, s.gamma));
   }
-  if (name == "onecycle") return fn(one_cycle(s, init, need(s.max_lr, "max_lr")));
-  ctx.fail(node["scheduler"] ? node["scheduler"] : node, "scheduler",
-           "unsupported scheduler '" + s.scheduler + "' (see `zoo --help-config` for the list)");
+  return fn(one_cycle(s, init, need(s.max_lr, "max_lr")));  // "onecycle": parse() checked the name
+}
+
+SchedulerSpec parse_one(const YAML::Node& node, const config::Context& ctx) {
+  if (!node.IsMap()) ctx.fail(node, "", "expected a number or a scheduler mapping, got " + config::describe_node(node));
+  const YAML::Node name_node = node["scheduler"];
+  if (!name_node || !name_node.IsScalar()) ctx.fail(node, "scheduler", "required: the scheduler's name");
+  const std::string name = canonical_scheduler_name(name_node.Scalar());
+  if (name.empty()) {
+    std::vector<std::string> known;
+    std::string list;
+    for (const auto& [k, cls] : scheduler_class_names()) known.push_back(cls), list += (list.empty() ? "" : ", ") + cls;
+    ctx.fail(name_node, "scheduler", "unsupported scheduler '" + name_node.Scalar() + "'" +
+                                         config::did_you_mean(name_node.Scalar(), known) + " (supported: " + list + ")");
+  }
+  const std::vector<std::string>& own = scheduler_keys().at(name);
+  const std::string cls = scheduler_class_names().at(name);
+  config::KeyFilter filter = [&](const std::string& key) {
+    if (key == "scheduler" || key == "total_iters" || key == "main_scheduler" ||
+        std::find(own.begin(), own.end(), key) != own.end())
+      return std::string();
+    std::string takes;
+    for (const auto& k : own) takes += ", " + k;
+    return "not a key of the " + cls + " scheduler (it takes total_iters" + takes + ")";
+  };
+  config::Origin origin;
+  SchedulerSpec s = SchedulerSpec::schema().parse(node, ctx, filter, &origin);
+  s.origin = origin;
+  make_one(s);  // checks what this scheduler needs
+  return s;
 }
 
 }  // namespace
 
-std::vector<config::FieldInfo> scheduler_fields() { return SchedulerSpec::schema().describe(); }
+std::string scheduler_class_name(const std::string& given) {
+  const std::string name = canonical_scheduler_name(given);
+  return name.empty() ? "" : scheduler_class_names().at(name);
+}
 
-std::unique_ptr<LRSchedule> make_lr_schedule(const YAML::Node& lr, const config::Context& ctx_in) {
-  config::Context ctx = ctx_in.child("learning_rate");
+std::string canonical_scheduler_name(const std::string& given) {
+  std::string name = given;
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  if (name == "cosineannealingwarmrestartslr") name = "cosineannealingwarmrestarts";
+  if (!scheduler_keys().count(name) && name.size() > 2 && name.compare(name.size() - 2, 2, "lr") == 0)
+    name.resize(name.size() - 2);
+  return scheduler_keys().count(name) ? name : "";
+}
+
+LRScheduleSpec LRScheduleSpec::parse(const YAML::Node& lr, const config::Context& optimizer_ctx) {
+  LRScheduleSpec spec;
+  if (!lr.IsDefined() || lr.IsNull()) return spec;
+  config::Context ctx = optimizer_ctx.child("learning_rate");
   if (lr.IsScalar()) {
-    double v = config::Value<double>::parse(lr, ctx_in, "learning_rate");
-    return std::make_unique<Fn>([v](int64_t) { return v; });
+    spec.constant = config::Value<double>::parse(lr, optimizer_ctx, "learning_rate");
+    return spec;
   }
-  if (lr.IsMap()) return make_one(lr, ctx, nullptr);
+  if (lr.IsMap()) {
+    spec.schedulers.push_back(parse_one(lr, ctx));
+    return spec;
+  }
   if (!lr.IsSequence() || lr.size() == 0)
     ctx.fail(lr, "", "expected a number, a scheduler mapping or a non-empty list of them");
+  spec.is_list = true;
+  for (size_t i = 0; i < lr.size(); ++i) {
+    spec.schedulers.push_back(parse_one(lr[i], ctx.child(std::to_string(i))));
+    if (spec.schedulers.back().main_scheduler == "chained") spec.chained = true;
+  }
+  if (!spec.chained)
+    for (size_t i = 0; i + 1 < spec.schedulers.size(); ++i)
+      if (!spec.schedulers[i].total_iters)
+        spec.schedulers[i].origin.fail("total_iters", "required for every scheduler but the last in a list");
+  return spec;
+}
+
+YAML::Node LRScheduleSpec::to_yaml() const {
+  if (constant) return YAML::Node(*constant);
+  if (schedulers.empty()) return YAML::Node(YAML::NodeType::Null);
+  auto one = [](const SchedulerSpec& s) {
+    const std::string name = canonical_scheduler_name(s.scheduler);
+    const std::vector<std::string>& own = scheduler_keys().at(name);
+    return SchedulerSpec::schema().to_yaml(s, [&](const std::string& key) {
+      if (key == "scheduler" || key == "total_iters") return true;
+      if (key == "main_scheduler") return s.main_scheduler.has_value();
+      return std::find(own.begin(), own.end(), key) != own.end();
+    });
+  };
+  if (!is_list) return one(schedulers.front());
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& s : schedulers) list.push_back(one(s));
+  return list;
+}
+
+std::vector<config::FieldInfo> scheduler_fields() { return SchedulerSpec::schema().describe(); }
+
+std::unique_ptr<LRSchedule> make_lr_schedule(const LRScheduleSpec& spec) {
+  if (spec.constant) {
+    const double v = *spec.constant;
+    return std::make_unique<Fn>([v](int64_t) { return v; });
+  }
+  if (spec.schedulers.empty()) throw std::invalid_argument("make_lr_schedule: no learning rate");
   std::vector<std::unique_ptr<LRSchedule>> parts;
   std::vector<int64_t> milestones;
   int64_t total = 0;
-  bool chained = false;
-  for (size_t i = 0; i < lr.size(); ++i)
-    if (lr[i].IsMap() && lr[i]["main_scheduler"] && lr[i]["main_scheduler"].as<std::string>() == "chained")
-      chained = true;
-  for (size_t i = 0; i < lr.size(); ++i) {
-    SchedulerSpec spec;
-    config::Context item = ctx.child(std::to_string(i));
-    parts.push_back(make_one(lr[i], item, &spec));
-    if (i + 1 < lr.size() && !chained) {
-      if (!spec.total_iters) item.fail(lr[i], "total_iters", "required for every scheduler but the last in a list");
-      total += *spec.total_iters;
-      milestones.push_back(total);
-    }
+  for (size_t i = 0; i < spec.schedulers.size(); ++i) {
+    parts.push_back(make_one(spec.schedulers[i]));
+    if (i + 1 < spec.schedulers.size() && !spec.chained) milestones.push_back(total += *spec.schedulers[i].total_iters);
   }
   if (parts.size() == 1) return std::move(parts.front());
-  if (chained) return std::make_unique<Chained>(std::move(parts));
+  if (spec.chained) return std::make_unique<Chained>(std::move(parts));
   return std::make_unique<Sequential>(std::move(parts), std::move(milestones));
+}
+
+std::unique_ptr<LRSchedule> make_lr_schedule(const YAML::Node& lr, const config::Context& ctx) {
+  return make_lr_schedule(LRScheduleSpec::parse(lr, ctx));
 }
 
 }  // namespace zoo::optim

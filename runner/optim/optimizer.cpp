@@ -3,6 +3,7 @@
 #include "runner/optim/optimizer.h"
 
 #include "runner/optim/algorithms.h"
+#include "runner/optim/registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,35 +123,10 @@ std::vector<ParamGroup> split_weight_decay_groups(
   return out;
 }
 
-double default_lr(const OptimizerConfig& c) {
-  const std::string t = lower(c.optimizer_type);
-  static const std::map<std::string, double> defaults = {
-      {"adam", 1e-3},    {"adamw", 1e-3}, {"adamax", 2e-3}, {"adadelta", 1.0}, {"adagrad", 1e-2},
-      {"asgd", 1e-2},    {"lamb", 1e-3},  {"lion", 1e-4},   {"nadam", 2e-3},   {"radam", 1e-3},
-      {"rmsprop", 1e-2}, {"rprop", 1e-2}, {"adafactor", 1e-3}};
-  auto it = defaults.find(t);
-  if (it == defaults.end())
-    throw std::invalid_argument("optimizer.learning_rate is required for " + c.optimizer_type);
-  return it->second;
-}
-
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<ParamGroup> groups) {
-  const std::string t = lower(c.optimizer_type);
-  if (t == "adamw") return make_cerebras_adam(std::move(groups), c, /*decoupled_weight_decay=*/true);
-  if (t == "adam") return make_cerebras_adam(std::move(groups), c, /*decoupled_weight_decay=*/false);
-  if (t == "adamax") return make_adamax(std::move(groups), c);
-  if (t == "nadam") return make_nadam(std::move(groups), c);
-  if (t == "radam") return make_radam(std::move(groups), c);
-  if (t == "lamb") return make_lamb(std::move(groups), c);
-  if (t == "lion") return make_lion(std::move(groups), c);
-  if (t == "adafactor") return make_adafactor(std::move(groups), c);
-  if (t == "sgd") return make_sgd(std::move(groups), c);
-  if (t == "asgd") return make_asgd(std::move(groups), c);
-  if (t == "adadelta") return make_adadelta(std::move(groups), c);
-  if (t == "adagrad") return make_adagrad(std::move(groups), c);
-  if (t == "rmsprop") return make_rmsprop(std::move(groups), c);
-  if (t == "rprop") return make_rprop(std::move(groups), c);
-  throw std::invalid_argument("unsupported optimizer_type '" + c.optimizer_type + "'");
+  const OptimizerEntry* entry = find_optimizer(c.optimizer_type);
+  if (!entry) throw std::invalid_argument("unsupported optimizer_type '" + c.optimizer_type + "'");
+  return entry->make(std::move(groups), c);
 }
 
 }  // namespace zoo::optim

@@ -1,6 +1,6 @@
 // Optimizers with modelzoo's update rules and torch.optim-shaped state dicts,
 // so checkpoints open in Python. Defines: ParamGroup, Optimizer, make_optimizer,
-// default_lr, split_weight_decay_groups.
+// split_weight_decay_groups.
 #pragma once
 
 #include <torch/torch.h>
@@ -58,9 +58,7 @@ std::vector<ParamGroup> split_weight_decay_groups(
     const std::vector<std::pair<std::string, torch::Tensor>>& named_params, const std::set<std::string>& no_decay,
     double weight_decay);
 
+// Through the optimizer registry (runner/optim/registry.h).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::vector<ParamGroup> groups);
-// The lr the optimizer class uses when `learning_rate` is not given (torch's
-// defaults); throws std::invalid_argument for SGD, which has none.
-double default_lr(const OptimizerConfig& config);
 
 }  // namespace zoo::optim

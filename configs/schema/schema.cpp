@@ -1,27 +1,36 @@
-// Non-template parts of runner/config/schema.h: locations, scalar conversions,
+// Non-template parts of configs/schema/schema.h: locations, scalar conversions,
 // common checks and "did you mean" hints.
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <iostream>
 #include <sstream>
-
-#include "runner/log.h"
 
 namespace zoo::config {
 
 std::string Context::key_path(const std::string& key) const {
-  if (key.empty()) return path;
-  return path.empty() ? key : path + "." + key;
+  std::string p = key.empty() ? path : path.empty() ? key : path + "." + key;
+  if (!aliases) return p;
+  // The longest alias prefix that ends at a path component.
+  const std::pair<std::string, std::string>* best = nullptr;
+  for (const auto& a : *aliases) {
+    const std::string& from = a.first;
+    const bool prefix = p.compare(0, from.size(), from) == 0 && (p.size() == from.size() || p[from.size()] == '.');
+    if (prefix && (!best || from.size() > best->first.size())) best = &a;
+  }
+  return best ? best->second + p.substr(best->first.size()) : p;
+}
+
+std::string Context::where(const YAML::Mark& m) const {
+  std::string f = file.empty() ? "<params>" : file;
+  if (m.line >= 0) return f + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  return f;
 }
 
 std::string Context::where(const YAML::Node& node) const {
-  std::string f = file.empty() ? "<params>" : file;
-  if (node.IsDefined()) {
-    YAML::Mark m = node.Mark();
-    if (m.line >= 0) return f + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-  }
-  return f;
+  return where(node.IsDefined() ? node.Mark() : YAML::Mark::null_mark());
 }
 
 Context Context::child(const std::string& key) const {
@@ -30,16 +39,34 @@ Context Context::child(const std::string& key) const {
   return c;
 }
 
-void Context::fail(const YAML::Node& at, const std::string& key, const std::string& what) const {
+void Context::fail(const YAML::Mark& at, const std::string& key, const std::string& what) const {
   std::string kp = key_path(key);
   throw ConfigError(where(at) + ": " + (kp.empty() ? "" : kp + ": ") + what);
+}
+
+void Context::fail(const YAML::Node& at, const std::string& key, const std::string& what) const {
+  fail(at.IsDefined() ? at.Mark() : YAML::Mark::null_mark(), key, what);
 }
 
 void Context::warn(const YAML::Node& at, const std::string& key, const std::string& what) const {
   std::string text = where(at) + ": " + key_path(key) + ": " + what;
   if (warnings) warnings->push_back(text);
-  else log::warn(text);
+  else std::cerr << "zoo: warning: " << text << "\n";
 }
+
+Origin::Origin(Context ctx, const YAML::Node& section)
+    : ctx_(std::move(ctx)), section_(section.IsDefined() ? section.Mark() : YAML::Mark::null_mark()) {}
+
+void Origin::record(const std::string& key, const YAML::Node& value) {
+  if (value.IsDefined()) keys_[key] = value.Mark();
+}
+
+YAML::Mark Origin::mark(const std::string& key) const {
+  auto it = keys_.find(key);
+  return it != keys_.end() ? it->second : section_;
+}
+
+void Origin::fail(const std::string& key, const std::string& what) const { ctx_.fail(mark(key), key, what); }
 
 std::string describe_node(const YAML::Node& node) {
   if (!node.IsDefined()) return "nothing";
@@ -48,6 +75,31 @@ std::string describe_node(const YAML::Node& node) {
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";
   return "an unsupported value";
+}
+
+std::string describe_value(const YAML::Node& n) {
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    try {
+      size_t used = 0;
+      const double v = std::stod(s, &used);
+      if (used == s.size()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.15g", v);
+        return buf;
+      }
+    } catch (const std::exception&) {
+    }
+    return s;
+  }
+  if (n.IsSequence()) {
+    std::string out = "[";
+    for (size_t i = 0; i < n.size(); ++i) out += (i ? ", " : "") + describe_value(n[i]);
+    return out + "]";
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
 }
 
 Check<double> in_range(double lo, double hi, bool hi_open) {
@@ -69,7 +121,10 @@ Check<std::string> one_of(std::vector<std::string> choices) {
   };
 }
 
-static size_t edit_distance(const std::string& a, const std::string& b) {
+static size_t edit_distance(std::string a, std::string b) {
+  // Case does not count: 'Adamw2' is closest to 'AdamW'.
+  std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+  std::transform(b.begin(), b.end(), b.begin(), ::tolower);
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {

@@ -1,5 +1,5 @@
-// Implementation of runner/config/yaml_util.h.
-#include "runner/config/yaml_util.h"
+// Implementation of configs/schema/yaml_util.h.
+#include "configs/schema/yaml_util.h"
 
 #include <cstdio>
 #include <fstream>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/config/schema.h"
+#include "configs/schema/schema.h"
 
 namespace zoo::config {
 

@@ -1,11 +1,13 @@
 // Declarative config schemas: each YAML key is declared once, bound to a
 // member of an options struct whose in-class initializer is the default.
-// Parsing, type and range validation, unknown-key errors, defaults, the echoed
-// params file and the --help/docs tables are all derived from that one
-// declaration.
+// Parsing, type and range validation, unknown-key errors, renamed legacy keys,
+// defaults, the echoed params file and the --help/docs tables are all derived
+// from that one declaration. Used by runner/, models/ and data/ alike (this
+// library needs yaml-cpp only).
 //
-// Defines: ConfigError, Context, Check (+ helpers positive, non_negative,
-// in_range, one_of), PathList, Value<V> (YAML <-> C++ conversions), Schema<T>.
+// Defines: ConfigError, Context, Origin, Check (+ helpers positive,
+// non_negative, at_most, in_range, one_of), PathList, NumberList, Value<V>
+// (YAML <-> C++ conversions), KeyFilter, Schema<T>.
 //
 // Usage:
 //   struct FooOptions { int64_t size = 8; static const Schema<FooOptions>& schema(); };
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -36,19 +39,47 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Key paths as the user wrote them when the file's layout differs from the
+// one zoo parses (modelzoo's Trainer format): {"runconfig.checkpoint_steps",
+// "trainer.init.checkpoint.steps"}; the longest matching prefix wins.
+using PathAliases = std::vector<std::pair<std::string, std::string>>;
+
 // Where a section being parsed came from, for messages; collects warnings.
 struct Context {
   std::string file;                        // params file name ("" when built in code)
   std::string path;                        // key path of the section, e.g. "model"
-  std::vector<std::string>* warnings = nullptr;
+  std::vector<std::string>* warnings = nullptr;  // null: warnings go to stderr
+  std::shared_ptr<const PathAliases> aliases;    // null: paths are shown as parsed
 
+  // The key path shown to the user, e.g. "model.num_heads".
   std::string key_path(const std::string& key) const;
   // "file:line:col" of `node` (or of the file alone when the node has no mark).
   std::string where(const YAML::Node& node) const;
+  std::string where(const YAML::Mark& mark) const;
   Context child(const std::string& key) const;
   [[noreturn]] void fail(const YAML::Node& at, const std::string& key,
                          const std::string& what) const;
+  [[noreturn]] void fail(const YAML::Mark& at, const std::string& key, const std::string& what) const;
   void warn(const YAML::Node& at, const std::string& key, const std::string& what) const;
+};
+
+// Where each key of a parsed section stood, so that problems found later
+// (a data_dir that does not exist, a model/data mismatch) name the same
+// file:line:col as a parse error would, without keeping the YAML.
+class Origin {
+ public:
+  Origin() = default;
+  Origin(Context ctx, const YAML::Node& section);
+  void record(const std::string& key, const YAML::Node& value);
+  const Context& context() const { return ctx_; }
+  // The mark of `key`'s value, or of the section when the key was not given.
+  YAML::Mark mark(const std::string& key) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+
+ private:
+  Context ctx_;
+  YAML::Mark section_ = YAML::Mark::null_mark();
+  std::map<std::string, YAML::Mark> keys_;
 };
 
 // A check returns "" when the value is fine, else what was expected.
@@ -62,6 +93,12 @@ Check<V> positive() {
 template <class V>
 Check<V> non_negative() {
   return [](const V& v) { return v >= 0 ? "" : std::string("expected a value >= 0"); };
+}
+template <class V>
+Check<V> at_most(V limit, std::string why) {
+  return [limit, why](const V& v) {
+    return v <= limit ? std::string() : "expected at most " + std::to_string(limit) + " (" + why + ")";
+  };
 }
 // Range [lo, hi) when hi_open, else [lo, hi].
 Check<double> in_range(double lo, double hi, bool hi_open);
@@ -87,6 +124,8 @@ struct NumberList {
 // Levenshtein-based "did you mean" suffix ("" when nothing is close).
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& known);
 std::string describe_node(const YAML::Node& node);  // short text of a value, for messages
+// A value as flow YAML with numbers at 15 digits (0.1, not 0.10000000000000001).
+std::string describe_value(const YAML::Node& node);
 
 // --- YAML <-> C++ value conversion. parse() throws ConfigError via ctx.fail.
 template <class V, class Enable = void>
@@ -128,15 +167,6 @@ struct Value<NumberList> {
   static YAML::Node emit(const NumberList& v);
   static std::string type_name() { return "number or list of numbers"; }
 };
-// Raw YAML, validated by its consumer (e.g. learning_rate schedules).
-template <>
-struct Value<YAML::Node> {
-  static YAML::Node parse(const YAML::Node& n, const Context&, const std::string&) {
-    return YAML::Clone(n);
-  }
-  static YAML::Node emit(const YAML::Node& v) { return YAML::Clone(v); }
-  static std::string type_name() { return "yaml"; }
-};
 template <class V>
 struct Value<std::optional<V>> {
   static std::optional<V> parse(const YAML::Node& n, const Context& c, const std::string& k) {
@@ -173,6 +203,11 @@ struct FieldInfo {
   std::string doc;
 };
 
+// Which keys a use of a schema accepts, when that depends on another key's
+// value (AdamW takes betas, SGD takes momentum): "" when `key` is accepted,
+// else why not ("not a key of the AdamW optimizer (it takes ...)").
+using KeyFilter = std::function<std::string(const std::string& key)>;
+
 template <class T>
 class Schema {
  public:
@@ -208,9 +243,13 @@ class Schema {
     for (const auto& k : keys) tolerated_[k] = why;
     return *this;
   }
-  // Old key names: a clear error that names the replacement.
-  Schema& renamed(const std::string& old_key, const std::string& new_key) {
-    renamed_[old_key] = new_key;
+  // An old key name (modelzoo R1.x): read as `new_key` with one warning that
+  // names the new key; an error only when both are given and disagree.
+  // `part` >= 0: the old key is element `part` of the list `new_key`
+  // (beta2 -> betas[1]); the other elements come from `new_key`'s value
+  // after the rest of the section is read (a default, or a filler's).
+  Schema& renamed(const std::string& old_key, const std::string& new_key, int part = -1) {
+    renamed_[old_key] = {new_key, part};
     return *this;
   }
   Schema& validate(Validator v) {
@@ -230,32 +269,54 @@ class Schema {
     for (const auto& f : fields_) out.push_back(f.info.key);
     return out;
   }
-  bool has_key(const std::string& key) const {
-    for (const auto& f : fields_) if (f.info.key == key) return true;
-    return false;
+  bool has_key(const std::string& key) const { return find(key) != nullptr; }
+  // The renamed key's replacement ("" when `key` is not a renamed key).
+  std::string replacement(const std::string& key) const {
+    auto r = renamed_.find(key);
+    return r == renamed_.end() ? "" : r->second.new_key;
   }
 
   // Parses a YAML mapping (null = all defaults) into T, or throws ConfigError.
-  T parse(const YAML::Node& section, const Context& ctx) const {
-    T obj{};
+  // `filter` narrows the accepted keys; `origin` (optional) records where
+  // each key stood; `start` holds the defaults when they depend on another
+  // key (an optimizer's own betas), else T's initializers are used.
+  T parse(const YAML::Node& section, const Context& ctx, const KeyFilter& filter = nullptr,
+          Origin* origin = nullptr, const T* start = nullptr) const {
+    T obj = start ? *start : T{};
+    if (origin) *origin = Origin(ctx, section);
     if (!section.IsDefined() || section.IsNull()) {
       run_validators(obj, section, ctx);
       return obj;
     }
     if (!section.IsMap())
       ctx.fail(section, "", "expected a mapping of " + name_ + " keys, got " + describe_node(section));
-    std::set<std::string> seen;
-    for (const auto& kv : section) {
-      const std::string key = kv.first.as<std::string>();
+    std::set<std::string> seen, given;
+    std::vector<std::pair<YAML::Node, YAML::Node>> old_keys;  // (key node, value) of renamed keys
+    for (const auto& kv_in : section) {
+      // A key moved here from another layout (the Trainer format) has no
+      // mark of its own: report at its value's line instead.
+      const std::pair<YAML::Node, YAML::Node> kv{kv_in.first.Mark().line >= 0 ? kv_in.first : kv_in.second, kv_in.second};
+      const std::string key = kv_in.first.as<std::string>();
       const YAML::Node& value = kv.second;
       if (!seen.insert(key).second) ctx.fail(kv.first, key, "duplicate key (it appears more than once)");
       const Field* f = find(key);
+      // A key that is a field for some uses and an old name for others
+      // (beta1: Adafactor's own key, Adam's old betas[0]): the filter decides.
+      if (f && filter && renamed_.count(key) && !filter(key).empty()) f = nullptr;
+      const bool legacy = !f && renamed_.count(key);
+      if ((f || legacy) && filter) {
+        std::string why = filter(legacy ? renamed_.at(key).new_key : key);
+        if (!why.empty()) ctx.fail(kv.first, key, why);
+      }
       if (f) {
-        if (!value.IsNull()) f->parse(obj, value, ctx);
+        if (!value.IsNull()) f->parse(obj, value, ctx), given.insert(key);
+        if (origin) origin->record(key, value);
         continue;
       }
-      if (auto r = renamed_.find(key); r != renamed_.end())
-        ctx.fail(kv.first, key, "this key was renamed; use '" + r->second + "' instead");
+      if (legacy) {
+        old_keys.emplace_back(kv_in.first, value);
+        continue;
+      }
       if (auto t = tolerated_.find(key); t != tolerated_.end()) {
         ctx.warn(kv.first, key, "ignored (" + t->second + ")");
         continue;
@@ -263,6 +324,7 @@ class Schema {
       ctx.fail(kv.first, key, "unknown key" + did_you_mean(key, keys()) +
                                   " (known " + name_ + " keys: see `zoo --help-config`)");
     }
+    apply_renamed(obj, old_keys, given, ctx, origin);
     run_validators(obj, section, ctx);
     return obj;
   }
@@ -273,6 +335,13 @@ class Schema {
     for (const auto& f : fields_) out[f.info.key] = f.emit(obj);
     return out;
   }
+  // Only `keys`, in declaration order.
+  YAML::Node to_yaml(const T& obj, const std::function<bool(const std::string&)>& keep) const {
+    YAML::Node out(YAML::NodeType::Map);
+    for (const auto& f : fields_)
+      if (keep(f.info.key)) out[f.info.key] = f.emit(obj);
+    return out;
+  }
 
  private:
   struct Field {
@@ -280,9 +349,82 @@ class Schema {
     std::function<void(T&, const YAML::Node&, const Context&)> parse;
     std::function<YAML::Node(const T&)> emit;
   };
+  struct Renamed {
+    std::string new_key;
+    int part = -1;
+  };
   const Field* find(const std::string& key) const {
     for (const auto& f : fields_) if (f.info.key == key) return &f;
     return nullptr;
+  }
+  static std::string text_of(const YAML::Node& n) { return describe_value(n); }
+  // Numbers compare as numbers (0.9 == 9.0e-1), anything else as text.
+  static bool same_value(const YAML::Node& a, const YAML::Node& b) {
+    if (a.IsScalar() && b.IsScalar()) {
+      try {
+        size_t ua = 0, ub = 0;
+        const double x = std::stod(a.Scalar(), &ua), y = std::stod(b.Scalar(), &ub);
+        if (ua == a.Scalar().size() && ub == b.Scalar().size()) return x == y;
+      } catch (const std::exception&) {
+      }
+    }
+    return text_of(a) == text_of(b);
+  }
+  // Old keys become their new key (whole, or one element of a list).
+  void apply_renamed(T& obj, const std::vector<std::pair<YAML::Node, YAML::Node>>& old_keys,
+                     std::set<std::string>& given, const Context& ctx, Origin* origin) const {
+    std::map<std::string, YAML::Node> parts;  // new key -> list assembled from old part keys
+    std::map<std::string, YAML::Node> part_at;
+    for (const auto& [key_node, value] : old_keys) {
+      const std::string old_key = key_node.template as<std::string>();
+      const Renamed& r = renamed_.at(old_key);
+      const Field& f = *find(r.new_key);
+      const bool new_given = given.count(r.new_key) > 0;
+      if (r.part < 0) {
+        T probe = obj;
+        f.parse(probe, value, ctx.child(""));
+        if (new_given && text_of(f.emit(probe)) != text_of(f.emit(obj)))
+          ctx.fail(key_node, old_key, "old name of '" + r.new_key + "', which is also given, with another value (" +
+                                          text_of(f.emit(probe)) + " vs " + text_of(f.emit(obj)) + "); keep only '" +
+                                          r.new_key + "'");
+        if (!new_given) {
+          obj = probe;
+          given.insert(r.new_key);
+          if (origin) origin->record(r.new_key, value);
+        }
+      } else if (new_given) {
+        YAML::Node current = f.emit(obj);
+        if (!current.IsSequence() || static_cast<int>(current.size()) <= r.part || !same_value(current[r.part], value))
+          ctx.fail(key_node, old_key, "old name of " + r.new_key + "[" + std::to_string(r.part) +
+                                          "], which is also given, with another value (" + text_of(value) + " vs " +
+                                          text_of(current) + "); keep only '" + r.new_key + "'");
+      } else {
+        YAML::Node& list = parts[r.new_key];
+        if (!list.IsDefined() || list.IsNull()) list = YAML::Node(YAML::NodeType::Sequence);
+        while (static_cast<int>(list.size()) <= r.part) list.push_back(YAML::Node(YAML::NodeType::Null));
+        list[r.part] = value;
+        part_at[r.new_key] = value;
+      }
+      ctx.warn(key_node, old_key, "old name, read as '" + r.new_key +
+                                      (r.part >= 0 ? "[" + std::to_string(r.part) + "]" : std::string()) +
+                                      "'; rename it to keep this file working with newer modelzoo");
+    }
+    // Elements not given fall back to the new key's default value.
+    for (auto& [new_key, list] : parts) {
+      const Field& f = *find(new_key);
+      YAML::Node fallback = f.emit(obj);
+      YAML::Node full(YAML::NodeType::Sequence);
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (!list[i].IsNull()) full.push_back(list[i]);
+        else if (fallback.IsSequence() && i < fallback.size()) full.push_back(fallback[i]);
+        else ctx.fail(part_at[new_key], new_key, "give every element of '" + new_key + "' (or the list itself)");
+      }
+      if (fallback.IsSequence())
+        for (size_t i = list.size(); i < fallback.size(); ++i) full.push_back(fallback[i]);
+      f.parse(obj, full, ctx);
+      given.insert(new_key);
+      if (origin) origin->record(new_key, part_at[new_key]);
+    }
   }
   void run_validators(const T& obj, const YAML::Node& section, const Context& ctx) const {
     Fail fail = [&](const std::string& key, const std::string& what) {
@@ -296,7 +438,7 @@ class Schema {
   std::string doc_;
   std::vector<Field> fields_;
   std::map<std::string, std::string> tolerated_;
-  std::map<std::string, std::string> renamed_;
+  std::map<std::string, Renamed> renamed_;
   std::vector<Validator> validators_;
 };
 
