@@ -29,6 +29,7 @@ cxxopts::Options run_options() {
                 "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
                 "  zoo convert CKPT --model gpt2 --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
                 "  zoo data create-hdf5 LMData --input_dir D --output_dir O --tokenizer_type T ...   (see its --help)\n"
+                "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
                 "  zoo --help-config             every params YAML key with type, default and doc");
   o.positional_help("");
   o.set_width(110);
@@ -229,6 +230,22 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   return c;
 }
 
+CliCommand parse_config(const std::vector<std::string>& args) {
+  const std::string help =
+      "zoo config convert-legacy IN.yaml OUT.yaml\n"
+      "  Writes the legacy params file IN (train_input, eval_input, model, optimizer, runconfig) in modelzoo's\n"
+      "  Trainer format (trainer: init/fit/validate/validate_all) to OUT, which must not exist yet. zoo reads\n"
+      "  OUT back and checks that it resolves to the same params as IN.\n";
+  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) throw CliHelp(help);
+  if (args.size() >= 3 && (args[2] == "--help" || args[2] == "-h")) throw CliHelp(help);
+  if (args.size() != 4 || args[1] != "convert-legacy") throw CliError("zoo config: expected\n" + help);
+  CliCommand c;
+  c.kind = CliCommand::Kind::convert_legacy;
+  c.params_file = args[2];
+  c.output_file = args[3];
+  return c;
+}
+
 }  // namespace
 
 std::string usage() { return run_options().help(); }
@@ -238,6 +255,7 @@ CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "generate") return parse_generate(args);
   if (!args.empty() && args[0] == "convert") return parse_convert(args);
   if (!args.empty() && args[0] == "data") return parse_create_hdf5(args);
+  if (!args.empty() && args[0] == "config") return parse_config(args);
   cxxopts::Options o = run_options();
   const std::string prog = "zoo";
   auto argv = argv_of(prog, args);

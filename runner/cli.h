@@ -28,7 +28,7 @@ class CliHelp : public CliError {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5 };
+  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy };
   Kind kind = Kind::run;
   std::string params_file;
   YAML::Node runconfig_overrides{YAML::NodeType::Map};  // device, mode and every flag given
@@ -40,6 +40,7 @@ struct CliCommand {
   GenerateCommand generate;
   convert::ConvertCommand convert;
   data::CreateHdf5Options create_hdf5;  // zoo data create-hdf5 LMData
+  std::string output_file;              // zoo config convert-legacy IN OUT (IN in params_file)
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "data/corpus.h"
 #include "models/registry.h"
@@ -14,6 +15,7 @@
 #include "runner/generate.h"
 #include "runner/log.h"
 #include "runner/trainer.h"
+#include "runner/trainer_format.h"
 
 namespace zoo {
 
@@ -133,6 +135,35 @@ void eval_all_mode(const Params& params, torch::Device device) {
   }
 }
 
+// zoo config convert-legacy: the Trainer form of a legacy file, checked by
+// reading it back (both must resolve to the same params).
+void convert_legacy(const std::string& in, const std::string& out) {
+  if (fs::exists(out)) throw std::runtime_error(out + ": already exists; choose another output file");
+  Params legacy = load_params(in, YAML::Node());
+  for (const auto& w : legacy.warnings) log::warn(w);
+  if (legacy.trainer_format) throw std::runtime_error(in + ": already in the Trainer format");
+  std::vector<std::string> warnings;
+  config::Context ctx{in, "", &warnings};
+  YAML::Node trainer = trainer_format::from_legacy(config::load_yaml_file(in), ctx);
+  for (const auto& w : warnings) log::warn(w);
+  YAML::Emitter text;
+  text << trainer;
+  Params back = params_from_node(config::load_yaml_string(text.c_str(), out), out, YAML::Node());
+  YAML::Emitter a, b;
+  a << legacy.resolved();
+  b << back.resolved();
+  if (std::string(a.c_str()) != b.c_str()) {
+    std::stringstream sa(a.c_str()), sb(b.c_str());
+    std::string la, lb;
+    while (std::getline(sa, la) && std::getline(sb, lb) && la == lb) {
+    }
+    throw std::runtime_error("internal error: " + out + " would not resolve to the params of " + in + " ('" + la +
+                             "' became '" + lb + "'; nothing was written)");
+  }
+  config::write_yaml_file(out, trainer);
+  std::cout << "Wrote " << out << " (Trainer format); it resolves to the same params as " << in << "\n";
+}
+
 int run_command(const CliCommand& cmd) {
   switch (cmd.kind) {
     case CliCommand::Kind::help:
@@ -159,6 +190,9 @@ int run_command(const CliCommand& cmd) {
                 << " documents) in " << s.files << " file(s) to " << cmd.create_hdf5.output_dir << "\n";
       return 0;
     }
+    case CliCommand::Kind::convert_legacy:
+      convert_legacy(cmd.params_file, cmd.output_file);
+      return 0;
     case CliCommand::Kind::run:
       break;
   }

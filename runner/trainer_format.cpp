@@ -425,13 +425,15 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
   if (is_trainer_format(legacy)) ctx.fail(legacy["trainer"], "trainer", "already in the Trainer format");
   if (!legacy.IsMap()) ctx.fail(legacy, "", "expected a legacy params mapping (train_input, model, ...)");
   YAML::Node t(YAML::NodeType::Map);
+  t["init"] = YAML::Node(YAML::NodeType::Map);  // first, as modelzoo writes it
   YAML::Node callbacks(YAML::NodeType::Sequence), loggers(YAML::NodeType::Sequence);
   auto to_callback = [&](const std::string& legacy_path, const YAML::Node& value) {
     for (const auto& m : callback_map()) {
       if (m.legacy != legacy_path) continue;
       YAML::Node entry(YAML::NodeType::Map), inner(YAML::NodeType::Map);
       if (m.key.empty()) {
-        if (!value.IsScalar() || value.as<std::string>() != "true") return true;  // a flag that is off
+        bool on = false;
+        if (!value.IsScalar() || !YAML::convert<bool>::decode(value, on) || !on) return true;  // a flag that is off
         entry[m.name] = inner;
       } else {
         inner[m.key] = value;

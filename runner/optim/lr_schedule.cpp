@@ -356,11 +356,13 @@ YAML::Node LRScheduleSpec::to_yaml() const {
   auto one = [](const SchedulerSpec& s) {
     const std::string name = canonical_scheduler_name(s.scheduler);
     const std::vector<std::string>& own = scheduler_keys().at(name);
-    return SchedulerSpec::schema().to_yaml(s, [&](const std::string& key) {
+    YAML::Node out = SchedulerSpec::schema().to_yaml(s, [&](const std::string& key) {
       if (key == "scheduler" || key == "total_iters") return true;
       if (key == "main_scheduler") return s.main_scheduler.has_value();
       return std::find(own.begin(), own.end(), key) != own.end();
     });
+    out["scheduler"] = scheduler_class_names().at(name);  // one spelling however it was written
+    return out;
   };
   if (!is_list) return one(schedulers.front());
   YAML::Node list(YAML::NodeType::Sequence);
