@@ -26,7 +26,8 @@ const DataProcessor& find_data_processor(const YAML::Node& section, const config
   if (!section.IsDefined() || section.IsNull() || !section.IsMap())
     ctx.fail(section, "", "expected a mapping with a data_processor key");
   YAML::Node name = section["data_processor"];
-  if (!name || !name.IsScalar()) ctx.fail(section, "data_processor", "required: the data processor name");
+  if (!name || !name.IsScalar())
+    ctx.fail(name ? name : section, "data_processor", "required: the data processor name (a string)");
   std::vector<std::string> names;
   for (const DataProcessor* p : data_processors()) {
     if (p->name == name.Scalar()) return *p;

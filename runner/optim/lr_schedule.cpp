@@ -282,7 +282,8 @@ std::unique_ptr<LRSchedule> make_one(const SchedulerSpec& s) {
 SchedulerSpec parse_one(const YAML::Node& node, const config::Context& ctx) {
   if (!node.IsMap()) ctx.fail(node, "", "expected a number or a scheduler mapping, got " + config::describe_node(node));
   const YAML::Node name_node = node["scheduler"];
-  if (!name_node || !name_node.IsScalar()) ctx.fail(node, "scheduler", "required: the scheduler's name");
+  if (!name_node || !name_node.IsScalar())
+    ctx.fail(name_node ? name_node : node, "scheduler", "required: the scheduler's name (a string)");
   const std::string name = canonical_scheduler_name(name_node.Scalar());
   if (name.empty()) {
     std::vector<std::string> known;
