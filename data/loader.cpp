@@ -40,6 +40,26 @@ void DataLoader::resume(const Position& saved) {
   seek(saved.samples_streamed);
 }
 
+c10::impl::GenericDict DataLoader::state_dict() const {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  const Position p = position();
+  d.insert("samples_streamed", p.samples_streamed);
+  d.insert("shuffle", p.shuffle_seed.has_value());
+  if (p.shuffle_seed) d.insert("seed", *p.shuffle_seed);
+  d.insert("num_tasks", p.num_tasks);
+  return d;
+}
+
+void DataLoader::load_state_dict(const c10::impl::GenericDict& saved) {
+  Position p;
+  p.samples_streamed = saved.at("samples_streamed").toInt();
+  // Checkpoints from before zoo kept the order's inputs are taken as matching.
+  if (!saved.contains("shuffle")) p.shuffle_seed = position().shuffle_seed;
+  else if (saved.at("shuffle").toBool()) p.shuffle_seed = saved.at("seed").toInt();
+  if (saved.contains("num_tasks")) p.num_tasks = saved.at("num_tasks").toInt();
+  resume(p);
+}
+
 StreamLoader::StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& o, TaskShard shard)
     : source_(std::move(source)),
       batch_size_(o.micro_batch_size.value_or(o.batch_size)),

@@ -114,6 +114,11 @@ class DataLoader {
   };
   virtual Position position() const = 0;
   void resume(const Position& saved);
+  // The position as checkpoints keep it ({samples_streamed, shuffle, seed,
+  // num_tasks}, modelzoo's "dataloader" state) and back; load_state_dict
+  // throws std::invalid_argument like resume().
+  c10::impl::GenericDict state_dict() const;
+  void load_state_dict(const c10::impl::GenericDict& saved);
   // From now on next() throws std::runtime_error naming the file and sample
   // when an input or label token id is not below vocab_size (or an input id is negative).
   virtual void check_token_ids(int64_t vocab_size) = 0;

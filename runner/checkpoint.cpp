@@ -4,6 +4,7 @@
 #include "configs/schema/yaml_util.h"
 #include "runner/convert/torch_pickle.h"
 #include "runner/crc32c.h"
+#include "runner/log.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -192,6 +193,29 @@ Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
   // optimizer's keys, which today's per-optimizer checks would refuse.
   stored.remove("optimizer");
   return params_from_node(stored, path + " (stored params)", YAML::Node());
+}
+
+c10::impl::GenericDict rng_state_dict() {
+  c10::impl::GenericDict rng(c10::StringType::get(), c10::AnyType::get());
+  rng.insert("torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  return rng;
+}
+
+void load_rng_state_dict(const c10::impl::GenericDict& saved) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(saved.at("torch_cpu").toTensor());
+}
+
+void prune_checkpoints(const std::string& dir, int64_t max, const std::string& keep) {
+  auto all = list_checkpoints(dir);
+  int64_t excess = static_cast<int64_t>(all.size()) - max;
+  for (const auto& c : all) {
+    if (excess <= 0) break;
+    if (c.path == keep) continue;  // never delete what this run stands on
+    fs::remove(c.path);
+    log::info("Removed old checkpoint " + c.path + " (max_checkpoints " + std::to_string(max) + ")");
+    --excess;
+  }
 }
 
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {

@@ -47,6 +47,12 @@ c10::impl::GenericList checkpoint_metadata(const Params& params, const std::map<
 Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
                  const std::optional<std::string>& params_file, const std::string& flag);
 
+// The global CPU generator's state as {"torch_cpu": bytes}, and back.
+c10::impl::GenericDict rng_state_dict();
+void load_rng_state_dict(const c10::impl::GenericDict& saved);
+// Deletes the oldest checkpoints in `dir` beyond `max`, never `keep`.
+void prune_checkpoints(const std::string& dir, int64_t max, const std::string& keep);
+
 // Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them.
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model);
 // Copies tensors into the model. Keys may carry the "model." prefix or not.

@@ -11,12 +11,11 @@
 #include <string>
 
 #include "data/loader.h"
-#include "runner/amp/grad_scaler.h"
 #include "models/model.h"
-#include "runner/optim/lr_schedule.h"
+#include "runner/amp/grad_scaler.h"
+#include "runner/metrics.h"
 #include "runner/optim/optimizer.h"
 #include "runner/params.h"
-#include "runner/tensorboard/event_writer.h"
 
 namespace zoo {
 
@@ -55,28 +54,25 @@ class Trainer {
   std::string save_checkpoint();
   int64_t global_step() const { return global_step_; }
   const amp::GradScaler* grad_scaler() const { return scaler_.get(); }
-  double current_lr() const { return schedule_->at(scheduler_step_); }
+  double current_lr() const { return scheduler_->lr(); }
   models::Model& model() { return *model_; }
 
  private:
+  // One optimizer step over grad_accum_steps micro-batches; returns the mean loss.
+  double train_step(std::vector<torch::Tensor>& parameters, int64_t accum, int64_t& tokens);
   void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training);
   void check_loss(double loss) const;
-  tensorboard::EventWriter& events(std::unique_ptr<tensorboard::EventWriter>& writer, const std::string& mode);
-  // log_summaries: weight and (unscaled) gradient norms, model-wise and per parameter.
-  void write_norm_summaries(const std::vector<torch::Tensor>& parameters);
-  void prune_checkpoints();
 
   Params params_;
   torch::Device device_;
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<optim::LRSchedule> schedule_;
+  std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<data::DataLoader> train_loader_;
   std::optional<torch::ScalarType> autocast_dtype_;  // mixed precision, when enabled
   std::unique_ptr<amp::GradScaler> scaler_;          // loss scaling, when enabled
-  std::unique_ptr<tensorboard::EventWriter> train_events_, eval_events_;  // opened on first use
+  MetricsSink metrics_;
   int64_t global_step_ = 0;
-  int64_t scheduler_step_ = 0;  // modelzoo's lr_scheduler.last_epoch
   std::string resumed_from_;
 };
 

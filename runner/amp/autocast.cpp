@@ -5,7 +5,24 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "runner/log.h"
+
 namespace zoo::amp {
+
+std::optional<torch::ScalarType> autocast_dtype(bool mixed_precision, const std::string& fp16_type,
+                                                const torch::Device& device) {
+  if (!mixed_precision) return std::nullopt;
+  std::string type = fp16_type;
+  if (type == "cbfloat16") {
+    log::warn("model.fp16_type: cbfloat16 is a Cerebras-only format; using bfloat16");
+    type = "bfloat16";
+  }
+  if (type == "float16" && device.is_cpu()) {
+    log::warn("model.fp16_type: float16 autocast needs a GPU; using bfloat16 on CPU");
+    type = "bfloat16";
+  }
+  return type == "float16" ? torch::kHalf : torch::kBFloat16;
+}
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 static bool is_enabled(torch::DeviceType d) { return at::autocast::is_autocast_enabled(d); }

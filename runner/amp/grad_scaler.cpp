@@ -4,7 +4,26 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runner/log.h"
+
 namespace zoo::amp {
+
+std::unique_ptr<GradScaler> make_grad_scaler(const OptimizerConfig& o, std::optional<torch::ScalarType> dtype) {
+  const bool dynamic = o.loss_scaling_factor == "dynamic";
+  const double factor = dynamic ? 0.0 : std::stod(o.loss_scaling_factor);
+  if (!dynamic && factor == 1.0) return nullptr;
+  if (dtype == torch::kBFloat16) {
+    log::info("optimizer.loss_scaling_factor: not used with bfloat16 (no loss scaling needed)");
+    return nullptr;
+  }
+  GradScalerOptions s;
+  s.dynamic = dynamic;
+  s.initial_scale = dynamic ? o.initial_loss_scale.value_or(s.initial_scale) : factor;
+  s.steps_per_increase = o.steps_per_increase;
+  s.min_scale = o.min_loss_scale.value_or(dynamic ? s.min_scale : factor);
+  s.max_scale = o.max_loss_scale.value_or(dynamic ? s.max_scale : factor);
+  return std::make_unique<GradScaler>(s);
+}
 
 GradScaler::GradScaler(const GradScalerOptions& o) : options_(o), scale_(o.initial_scale) {}
 

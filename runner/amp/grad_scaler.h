@@ -3,12 +3,16 @@
 // unscaled gradients' global norm is not finite; any overflow halves the
 // scale; after more than steps_per_increase clean steps it doubles; the scale
 // is clamped to [min, max]. Static scaling is the same with no changes.
-// Defines: GradScalerOptions, GradScaler.
+// Defines: GradScalerOptions, make_grad_scaler, GradScaler.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <memory>
+#include <optional>
 #include <vector>
+
+#include "runner/optimizer_config.h"
 
 namespace zoo::amp {
 
@@ -19,6 +23,11 @@ struct GradScalerOptions {
   double min_scale = 1.0 / 16384;  // 2^-14
   double max_scale = 32768.0;      // 2^15
 };
+
+class GradScaler;
+// A scaler when the optimizer section asks for loss scaling (nullptr when
+// not, and with bfloat16, which has float32's range and needs none).
+std::unique_ptr<GradScaler> make_grad_scaler(const OptimizerConfig& optimizer, std::optional<torch::ScalarType> dtype);
 
 class GradScaler {
  public:

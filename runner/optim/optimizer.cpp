@@ -123,6 +123,13 @@ std::vector<ParamGroup> split_weight_decay_groups(
   return out;
 }
 
+c10::impl::GenericDict LRScheduler::state_dict() const {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("last_epoch", steps_);
+  d.insert("_step_count", steps_ + 1);
+  return d;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, std::vector<ParamGroup> groups) {
   const OptimizerEntry* entry = find_optimizer(c.optimizer_type);
   if (!entry) throw std::invalid_argument("unsupported optimizer_type '" + c.optimizer_type + "'");

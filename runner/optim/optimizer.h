@@ -1,6 +1,6 @@
 // Optimizers with modelzoo's update rules and torch.optim-shaped state dicts,
 // so checkpoints open in Python. Defines: ParamGroup, Optimizer, make_optimizer,
-// split_weight_decay_groups.
+// LRScheduler, split_weight_decay_groups.
 #pragma once
 
 #include <torch/torch.h>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/optim/lr_schedule.h"
 #include "runner/optimizer_config.h"
 
 namespace zoo::optim {
@@ -50,6 +51,21 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::vector<std::map<std::string, torch::Tensor>> state_;  // per parameter, in group order
   std::map<std::string, double> hyper_;                      // echoed into param_groups
+};
+
+// A schedule and how far it has stepped (torch's lr_scheduler.last_epoch),
+// saved as modelzoo's "lr_scheduler" state.
+class LRScheduler {
+ public:
+  explicit LRScheduler(const LRScheduleSpec& spec) : schedule_(make_lr_schedule(spec)) {}
+  double lr() const { return schedule_->at(steps_); }  // optimizer step k uses lr(k - 1)
+  void step() { ++steps_; }
+  c10::impl::GenericDict state_dict() const;
+  void load_state_dict(const c10::impl::GenericDict& saved) { steps_ = saved.at("last_epoch").toInt(); }
+
+ private:
+  std::unique_ptr<LRSchedule> schedule_;
+  int64_t steps_ = 0;
 };
 
 // Two groups as modelzoo builds them: with weight_decay, and without it for

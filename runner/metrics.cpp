@@ -1,0 +1,123 @@
+// Implementation of runner/metrics.h.
+#include "runner/metrics.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runner/log.h"
+
+namespace zoo {
+
+namespace fs = std::filesystem;
+
+MetricsSink::MetricsSink(const RunConfig& rc, std::string device_name) : rc_(rc), device_(std::move(device_name)) {}
+MetricsSink::~MetricsSink() = default;
+
+void MetricsSink::start(std::string phase) {
+  phase_ = std::move(phase);
+  start_ = last_ = last_bar_ = Clock::now();
+  samples_ = samples_at_last_ = 0;
+}
+
+double MetricsSink::seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+tensorboard::EventWriter& MetricsSink::events(const std::string& mode) {
+  auto& writer = writers_[mode];
+  if (!writer) {
+    fs::path dir = rc_.summary_dir ? fs::path(*rc_.summary_dir) / mode : fs::path(rc_.model_dir) / mode;
+    writer = std::make_unique<tensorboard::EventWriter>(dir.string());
+  }
+  return *writer;
+}
+
+// modelzoo's "| Train Device=..., Step=..., Loss=..., Rate=..., GlobalRate=..." line.
+MetricsSink::Rates MetricsSink::line(int64_t step, double loss) {
+  auto now = Clock::now();
+  double interval = std::chrono::duration<double>(now - last_).count();
+  Rates r{(samples_ - samples_at_last_) / std::max(interval, 1e-9), samples_ / std::max(seconds(), 1e-9)};
+  log::info(strf("| %s Device=%s, Step=%ld, Loss=%.5f, Rate=%.2f samples/sec, GlobalRate=%.2f samples/sec",
+                 phase_.c_str(), device_.c_str(), static_cast<long>(step), loss, r.local, r.global));
+  last_ = now;
+  samples_at_last_ = samples_;
+  return r;
+}
+
+void MetricsSink::step(const TrainLog& log, int64_t samples_per_step) {
+  Rates r = line(log.step, log.loss);
+  tensorboard::EventWriter& tb = events("train");
+  tb.add_scalar("loss", log.loss, log.step);
+  for (size_t g = 0; g < log.lrs.size(); ++g) tb.add_scalar("lr/" + std::to_string(g), log.lrs[g], log.step);
+  tb.add_scalar("local_samples_per_sec", r.local, log.step);
+  tb.add_scalar("avg_samples_per_sec", r.global, log.step);
+  tb.add_scalar("avg_steps_per_sec", r.global / double(samples_per_step), log.step);
+  if (log.loss_scale) tb.add_scalar("loss_scale", *log.loss_scale, log.step);
+  tb.flush();
+  if (!log.lrs.empty()) log::debug(strf("lr=%.6g", log.lrs.front()));
+}
+
+void MetricsSink::eval_batch(int64_t batch, double loss) { line(batch, loss); }
+
+// On a terminal: "[#####.....] step 40/100  loss 2.1234  12.3k tok/s  ETA 0:42".
+void MetricsSink::bar(int64_t done, int64_t total, double loss, int64_t tokens_per_step) {
+  if (!log::progress_enabled()) return;
+  auto now = Clock::now();
+  if (done < total && std::chrono::duration<double>(now - last_bar_).count() < 0.1) return;
+  last_bar_ = now;
+  const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+  const double steps_per_sec = done / std::max(seconds(), 1e-9);
+  const long eta = static_cast<long>((total - done) / std::max(steps_per_sec, 1e-9));
+  log::progress(strf("[%s%s] step %ld/%ld  loss %.4f  %.1fk tok/s  ETA %ld:%02ld", std::string(filled, '#').c_str(),
+                     std::string(width - filled, '.').c_str(), static_cast<long>(done), static_cast<long>(total), loss,
+                     steps_per_sec * tokens_per_step / 1e3, eta / 60, eta % 60));
+}
+
+void MetricsSink::done() {
+  log::end_progress();
+  log::info("Training completed successfully!");
+  log::info(strf("Processed %ld sample(s) in %.2f seconds.", static_cast<long>(samples_), seconds()));
+}
+
+void MetricsSink::norms(int64_t step, const std::vector<torch::Tensor>& parameters) {
+  torch::NoGradGuard no_grad;
+  tensorboard::EventWriter& tb = events("train");
+  double grad_sq = 0, param_sq = 0;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const torch::Tensor& p = parameters[i];
+    param_sq += p.to(torch::kDouble).pow(2).sum().item<double>();
+    if (!p.grad().defined()) continue;
+    double n = p.grad().to(torch::kDouble).norm().item<double>();
+    grad_sq += n * n;
+    tb.add_scalar("per_layer_grad_norm/layer_" + std::to_string(i), n, step);
+  }
+  tb.add_scalar("model_wise_grad_norm", std::sqrt(grad_sq), step);
+  tb.add_scalar("params_norm/model_wise_params_norm", std::sqrt(param_sq), step);
+}
+
+void MetricsSink::eval(const EvalLog& r) {
+  for (const auto& [name, v] : r.metrics) log::info(strf("Metric: %s = %.6g", name.c_str(), v));
+  log::info(strf("Avg Eval Loss: %.6g", r.loss));
+  tensorboard::EventWriter& tb = events("eval");
+  for (const auto& [name, v] : r.metrics) tb.add_scalar(name, v, r.global_step);
+  tb.add_scalar("loss", r.loss, r.global_step);
+  tb.add_scalar("avg_samples_per_sec", r.samples / std::max(r.seconds, 1e-9), r.global_step);
+  tb.flush();
+
+  // One row per evaluation, so checkpoints can be compared without TensorBoard.
+  fs::path dir = fs::path(rc_.model_dir) / "eval";
+  fs::create_directories(dir);
+  fs::path csv = dir / "results.csv";
+  bool fresh = !fs::exists(csv);
+  std::ofstream out(csv, std::ios::app);
+  if (fresh) {
+    out << "checkpoint,global_step,loss";
+    for (const auto& [name, v] : r.metrics) out << "," << name;
+    out << "\n";
+  }
+  out << r.checkpoint << "," << r.global_step << "," << strf("%.6g", r.loss);
+  for (const auto& [name, v] : r.metrics) out << "," << strf("%.6g", v);
+  out << "\n";
+  log::info("Evaluation completed successfully!");
+}
+
+}  // namespace zoo
