@@ -35,7 +35,8 @@ cxxopts::Options run_options() {
   o.set_width(110);
   o.add_options()
       ("device", "CPU or GPU (as modelzoo's run.py subcommand).", cxxopts::value<std::string>())
-      ("p,params", "Params YAML file (sections train_input, eval_input, model, optimizer, runconfig).",
+      ("p,params", "Params YAML file: sections train_input, eval_input, model, optimizer, runconfig, or "
+                   "modelzoo's Trainer format (trainer: init/fit/validate/validate_all).",
        cxxopts::value<std::string>())
       ("m,mode", doc_of("mode"), cxxopts::value<std::string>())
       ("o,model_dir", doc_of("model_dir") + " Only overrides the YAML when given.", cxxopts::value<std::string>());
