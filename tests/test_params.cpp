@@ -327,3 +327,19 @@ TEST(TrainerFormat, EveryRealLegacyConfigConvertsToTheSameParams) {
   }
   EXPECT_GE(converted, 6);  // gpt2 small, gpt3 111m (two), llama2 7b and 70b, mistral 7b
 }
+
+// The R2.1 configs that validated before typed specs still do, with the same parameter counts.
+TEST(Params, RealLegacyConfigsKeepTheirParameterCounts) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  const std::map<std::string, int64_t> expected = {
+      {"transformers_pytorch_gpt2_params_gpt2_small.yaml", 125226240},
+      {"transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml", 111050496},
+      {"transformers_pytorch_gpt3_params_gpt3_111m.yaml", 111050496},
+      {"transformers_pytorch_llama_params_llama2_7b.yaml", 6738415616},
+      {"transformers_pytorch_llama_params_llama2_70b.yaml", 68976648192},
+      {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096}};
+  for (const auto& [name, count] : expected)
+    EXPECT_EQ(summarize_model(load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + name, YAML::Node())).parameters,
+              count)
+        << name;
+}
