@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "configs/schema/yaml_util.h"
+#include "models/registry.h"
 #include "runner/checkpoint.h"
 #include "runner/run.h"
 #include "runner/trainer_format.h"
@@ -325,7 +326,7 @@ TEST(TrainerFormat, EveryRealLegacyConfigConvertsToTheSameParams) {
     EXPECT_EQ(std::string(a.c_str()), b.c_str()) << path;
     ++converted;
   }
-  EXPECT_GE(converted, 6);  // gpt2 small, gpt3 111m (two), llama2 7b and 70b, mistral 7b
+  EXPECT_GE(converted, 7);  // gpt2 small, gpt3 111m (two), llama2 7b and 70b, code llama 7b, mistral 7b
 }
 
 // The R2.1 configs that validated before typed specs still do, with the same parameter counts.
@@ -337,9 +338,29 @@ TEST(Params, RealLegacyConfigsKeepTheirParameterCounts) {
       {"transformers_pytorch_gpt3_params_gpt3_111m.yaml", 111050496},
       {"transformers_pytorch_llama_params_llama2_7b.yaml", 6738415616},
       {"transformers_pytorch_llama_params_llama2_70b.yaml", 68976648192},
-      {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096}};
+      {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096},
+      {"transformers_pytorch_llama_params_code_llama_7b.yaml", 6738546688}};  // 16 more tokens than Llama-2 7B
   for (const auto& [name, count] : expected)
     EXPECT_EQ(summarize_model(load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + name, YAML::Node())).parameters,
               count)
         << name;
+}
+
+// rope_theta (Code Llama's 1e6) reaches the rotary embeddings: the first
+// position is unrotated either way, later ones differ.
+TEST(Params, RopeThetaSetsTheRotaryBase) {
+  auto logits = [](const std::string& theta) {
+    std::string y = zoo::testing::tiny_params_yaml("/x", "/y");
+    y.insert(y.find("  dropout_rate: 0.0\n"), "  position_embedding_type: rotary\n  rope_theta: " + theta + "\n");
+    Params p = params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node());
+    torch::manual_seed(0);
+    auto model = p.model->build(torch::TensorOptions());
+    models::GenerationCache cache;
+    torch::NoGradGuard no_grad;
+    return model->next_logits(torch::arange(8).reshape({1, 8}), cache);
+  };
+  const torch::Tensor base = logits("10000.0"), code_llama = logits("1.0e+6");
+  EXPECT_TRUE(torch::allclose(base.select(1, 0), code_llama.select(1, 0)));
+  EXPECT_FALSE(torch::allclose(base.select(1, 7), code_llama.select(1, 7)));
+  EXPECT_TRUE(torch::equal(base, logits("10000.0")));
 }

@@ -69,6 +69,8 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  config::one_of(kPositionEmbeddingTypes))
           .field("rotary_dim", &O::rotary_dim, "Rotary embeddings: dims per head to rotate (null: the head size).",
                  config::if_set(positive<int64_t>()))
+          .field("rope_theta", &O::rope_theta, "Rotary embeddings: base of the frequencies (Code Llama: 1e6).",
+                 positive<double>())
           .field("norm_type", &O::norm_type, "layernorm or rmsnorm.", config::one_of({"layernorm", "rmsnorm"}))
           .field("attention_module", &O::attention_module,
                  "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups key/value heads.",
@@ -143,6 +145,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o) {
   if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
   d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
   if (o.position_embedding_type == "rotary") d.attention.rotary_dim = o.rotary_dim.value_or(o.hidden_size / o.num_heads);
+  d.attention.rotary_base = o.rope_theta;
   d.attention.use_projection_bias = o.use_projection_bias_in_attention;
   d.attention.use_output_bias = o.use_ffn_bias_in_attention;
   d.attention.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);

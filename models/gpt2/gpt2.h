@@ -34,6 +34,7 @@ struct Gpt2Options {
   int64_t max_position_embeddings = 1024;
   std::string position_embedding_type = "learned";
   std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: all)
+  double rope_theta = 10000.0;        // rotary: base of the rotation frequencies
   std::string norm_type = "layernorm";
   std::string attention_module = "aiayn_attention";
   ExtraAttentionParams extra_attention_params;

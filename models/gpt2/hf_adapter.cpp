@@ -172,9 +172,8 @@ torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rota
 HfAdapter llama_hf_adapter() {
   HfAdapter a;
   a.config_from_hf = [](const nlohmann::json& c) {
-    if (c.value("rope_theta", 10000.0) != 10000.0)
-      throw std::runtime_error("config.json: rope_theta other than 10000 is not supported yet");
     YAML::Node m(YAML::NodeType::Map);
+    m["rope_theta"] = c.value("rope_theta", 10000.0);
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
     const int64_t G = c.value("num_key_value_heads", H);
     m["name"] = "llama";
@@ -217,7 +216,7 @@ HfAdapter llama_hf_adapter() {
                           {"num_key_value_heads", G},
                           {"max_position_embeddings", o.max_position_embeddings},
                           {"rms_norm_eps", o.layer_norm_epsilon},
-                          {"rope_theta", 10000.0},
+                          {"rope_theta", o.rope_theta},
                           {"hidden_act", "silu"},
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};
