@@ -123,11 +123,8 @@ OptimizerConfig OptimizerConfig::parse(const YAML::Node& section, const config::
   // The optimizer's own defaults, read through the same declarations.
   config::Context builtin{"<" + entry->name + " defaults>", ctx.path};
   start = schema().parse(config::load_yaml_string(entry->defaults, builtin.file), builtin, nullptr, nullptr, &start);
-  const auto& common = optim::common_optimizer_keys();
-  config::KeyFilter filter = [entry, &common](const std::string& key) {
-    if (std::find(common.begin(), common.end(), key) != common.end() ||
-        std::find(entry->keys.begin(), entry->keys.end(), key) != entry->keys.end())
-      return std::string();
+  config::KeyFilter filter = [entry](const std::string& key) {
+    if (entry->takes(key)) return std::string();
     std::string takes;
     for (const auto& k : entry->keys) takes += (takes.empty() ? "" : ", ") + k;
     return "not a key of the " + entry->name + " optimizer (it takes " + (takes.empty() ? "none" : takes) +
@@ -146,11 +143,7 @@ OptimizerConfig OptimizerConfig::parse(const YAML::Node& section, const config::
 
 YAML::Node OptimizerConfig::to_yaml() const {
   const optim::OptimizerEntry* entry = optim::find_optimizer(optimizer_type);
-  const auto& common = optim::common_optimizer_keys();
-  return schema().to_yaml(*this, [&](const std::string& key) {
-    return std::find(common.begin(), common.end(), key) != common.end() ||
-           (entry && std::find(entry->keys.begin(), entry->keys.end(), key) != entry->keys.end());
-  });
+  return schema().to_yaml(*this, [&](const std::string& key) { return entry && entry->takes(key); });
 }
 
 }  // namespace zoo

@@ -56,8 +56,8 @@ struct OptimizerConfig {
   std::optional<double> max_loss_scale;
   bool log_summaries = false;
 
-  // The scalar eps, or `fallback` when unset.
-  double eps_or(double fallback) const { return eps ? eps->items.front() : fallback; }
+  // The scalar eps (OptimizerConfig::parse fills each optimizer's own default).
+  double eps_value() const { return eps.value().items.front(); }
 
   config::Origin origin;  // where its keys stood, for messages
 

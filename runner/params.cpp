@@ -18,7 +18,11 @@ const config::Schema<PrecisionConfig>& PrecisionConfig::schema() {
           .field("mixed_precision", &P::mixed_precision, "Train with reduced-precision activations.")
           .field("fp16_type", &P::fp16_type, "float16, bfloat16 or cbfloat16 (treated as bfloat16).",
                  config::one_of({"float16", "bfloat16", "cbfloat16"}))
-          .renamed("use_bfloat16", "fp16_type");  // R1.x: use_bfloat16: true -> fp16_type: bfloat16
+          .renamed("use_bfloat16", "fp16_type", [](const YAML::Node& v) {  // R1.x: true -> bfloat16
+            bool bf16 = false;
+            if (!v.IsScalar() || !YAML::convert<bool>::decode(v, bf16)) return v;
+            return YAML::Node(bf16 ? "bfloat16" : "float16");
+          });
   return s;
 }
 
@@ -28,21 +32,6 @@ const std::vector<std::string> kSections = {"train_input", "eval_input", "model"
 const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type", "use_bfloat16"};
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
-
-// R1.x's `use_bfloat16: true|false` is `fp16_type: bfloat16|float16`.
-YAML::Node precision_section(const YAML::Node& in) {
-  YAML::Node out(YAML::NodeType::Map);
-  for (const auto& kv : in) {
-    bool bf16 = false;
-    if (kv.first.as<std::string>() == "use_bfloat16" && kv.second.IsScalar() &&
-        YAML::convert<bool>::decode(kv.second, bf16)) {
-      out[kv.first] = YAML::Node(bf16 ? "bfloat16" : "float16");
-    } else {
-      out[kv.first] = kv.second;
-    }
-  }
-  return out;
-}
 
 // Every feature the model reads must be in the input's batches.
 void check_features(const models::ModelSpec& model, const std::string& model_name, const data::InputSpec& input,
@@ -129,7 +118,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
     else if (std::find(kPrecisionKeys.begin(), kPrecisionKeys.end(), key) != kPrecisionKeys.end()) precision[kv.first] = kv.second;
     else model[kv.first] = kv.second;  // keep the original key node (and its line)
   }
-  p.precision = PrecisionConfig::schema().parse(precision_section(precision), section_ctx("model"));
+  p.precision = PrecisionConfig::schema().parse(precision, section_ctx("model"));
   const models::ModelFamily* family = nullptr;
   try {
     family = &models::find_model(p.model_name);

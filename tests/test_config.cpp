@@ -168,7 +168,7 @@ TEST(Config, DefaultsComeFromTheDeclarations) {
   EXPECT_EQ(r["runconfig"]["autoload_last_checkpoint"].as<bool>(), true);
   EXPECT_EQ(r["runconfig"]["seed"].as<int>(), 7);
   EXPECT_EQ(r["train_input"]["drop_last"].as<bool>(), true);
-  EXPECT_EQ(p.optimizer.eps_or(0), 1e-6);  // not given: AdamW's own default, shown in the resolved params
+  EXPECT_EQ(p.optimizer.eps_value(), 1e-6);  // not given: AdamW's own default, shown in the resolved params
   EXPECT_EQ(r["optimizer"]["eps"].as<double>(), 1e-6);
   EXPECT_FALSE(r["optimizer"]["momentum"]);  // an SGD key: not part of AdamW's resolved params
   // The help text lists every declared key with its default.

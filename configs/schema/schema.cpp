@@ -77,20 +77,24 @@ std::string describe_node(const YAML::Node& node) {
   return "an unsupported value";
 }
 
+// `s` as a whole number text (not a prefix of it), else nullopt.
+static std::optional<double> whole_number(const std::string& s) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 std::string describe_value(const YAML::Node& n) {
   if (n.IsScalar()) {
-    const std::string& s = n.Scalar();
-    try {
-      size_t used = 0;
-      const double v = std::stod(s, &used);
-      if (used == s.size()) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.15g", v);
-        return buf;
-      }
-    } catch (const std::exception&) {
-    }
-    return s;
+    const std::optional<double> v = whole_number(n.Scalar());
+    if (!v) return n.Scalar();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.15g", *v);
+    return buf;
   }
   if (n.IsSequence()) {
     std::string out = "[";
@@ -100,6 +104,14 @@ std::string describe_value(const YAML::Node& n) {
   YAML::Emitter e;
   e << YAML::Flow << n;
   return e.c_str();
+}
+
+bool same_value(const YAML::Node& a, const YAML::Node& b) {
+  if (a.IsScalar() && b.IsScalar()) {
+    const std::optional<double> x = whole_number(a.Scalar()), y = whole_number(b.Scalar());
+    if (x && y) return *x == *y;
+  }
+  return describe_value(a) == describe_value(b);
 }
 
 Check<double> in_range(double lo, double hi, bool hi_open) {
@@ -175,13 +187,8 @@ int64_t Value<int64_t>::parse(const YAML::Node& n, const Context& c, const std::
 
 double Value<double>::parse(const YAML::Node& n, const Context& c, const std::string& k) {
   require_scalar(n, c, k, "a number");
-  const std::string& s = n.Scalar();
-  try {
-    size_t used = 0;
-    double v = std::stod(s, &used);
-    if (used == s.size() && std::isfinite(v)) return v;
-  } catch (const std::exception&) {
-  }
+  const std::optional<double> v = whole_number(n.Scalar());
+  if (v && std::isfinite(*v)) return *v;
   c.fail(n, k, "expected a number, got " + describe_node(n));
 }
 

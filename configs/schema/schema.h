@@ -126,6 +126,8 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
 std::string describe_node(const YAML::Node& node);  // short text of a value, for messages
 // A value as flow YAML with numbers at 15 digits (0.1, not 0.10000000000000001).
 std::string describe_value(const YAML::Node& node);
+// Numbers compare as numbers (0.9 == 9.0e-1), anything else as described.
+bool same_value(const YAML::Node& a, const YAML::Node& b);
 
 // --- YAML <-> C++ value conversion. parse() throws ConfigError via ctx.fail.
 template <class V, class Enable = void>
@@ -249,7 +251,15 @@ class Schema {
   // (beta2 -> betas[1]); the other elements come from `new_key`'s value
   // after the rest of the section is read (a default, or a filler's).
   Schema& renamed(const std::string& old_key, const std::string& new_key, int part = -1) {
-    renamed_[old_key] = {new_key, part};
+    renamed_[old_key] = {new_key, part, nullptr};
+    return *this;
+  }
+  // An old key whose value also changed form (use_bfloat16: true -> fp16_type:
+  // bfloat16): `convert` gives the new key's value (an old value it does not
+  // know comes back as it is, for the new key's parser to report).
+  Schema& renamed(const std::string& old_key, const std::string& new_key,
+                  std::function<YAML::Node(const YAML::Node&)> convert) {
+    renamed_[old_key] = {new_key, -1, std::move(convert)};
     return *this;
   }
   Schema& validate(Validator v) {
@@ -270,11 +280,6 @@ class Schema {
     return out;
   }
   bool has_key(const std::string& key) const { return find(key) != nullptr; }
-  // The renamed key's replacement ("" when `key` is not a renamed key).
-  std::string replacement(const std::string& key) const {
-    auto r = renamed_.find(key);
-    return r == renamed_.end() ? "" : r->second.new_key;
-  }
 
   // Parses a YAML mapping (null = all defaults) into T, or throws ConfigError.
   // `filter` narrows the accepted keys; `origin` (optional) records where
@@ -352,23 +357,11 @@ class Schema {
   struct Renamed {
     std::string new_key;
     int part = -1;
+    std::function<YAML::Node(const YAML::Node&)> convert;  // null: the value keeps its form
   };
   const Field* find(const std::string& key) const {
     for (const auto& f : fields_) if (f.info.key == key) return &f;
     return nullptr;
-  }
-  static std::string text_of(const YAML::Node& n) { return describe_value(n); }
-  // Numbers compare as numbers (0.9 == 9.0e-1), anything else as text.
-  static bool same_value(const YAML::Node& a, const YAML::Node& b) {
-    if (a.IsScalar() && b.IsScalar()) {
-      try {
-        size_t ua = 0, ub = 0;
-        const double x = std::stod(a.Scalar(), &ua), y = std::stod(b.Scalar(), &ub);
-        if (ua == a.Scalar().size() && ub == b.Scalar().size()) return x == y;
-      } catch (const std::exception&) {
-      }
-    }
-    return text_of(a) == text_of(b);
   }
   // Old keys become their new key (whole, or one element of a list).
   void apply_renamed(T& obj, const std::vector<std::pair<YAML::Node, YAML::Node>>& old_keys,
@@ -382,10 +375,10 @@ class Schema {
       const bool new_given = given.count(r.new_key) > 0;
       if (r.part < 0) {
         T probe = obj;
-        f.parse(probe, value, ctx.child(""));
-        if (new_given && text_of(f.emit(probe)) != text_of(f.emit(obj)))
+        f.parse(probe, r.convert ? r.convert(value) : value, ctx);
+        if (new_given && describe_value(f.emit(probe)) != describe_value(f.emit(obj)))
           ctx.fail(key_node, old_key, "old name of '" + r.new_key + "', which is also given, with another value (" +
-                                          text_of(f.emit(probe)) + " vs " + text_of(f.emit(obj)) + "); keep only '" +
+                                          describe_value(f.emit(probe)) + " vs " + describe_value(f.emit(obj)) + "); keep only '" +
                                           r.new_key + "'");
         if (!new_given) {
           obj = probe;
@@ -396,8 +389,8 @@ class Schema {
         YAML::Node current = f.emit(obj);
         if (!current.IsSequence() || static_cast<int>(current.size()) <= r.part || !same_value(current[r.part], value))
           ctx.fail(key_node, old_key, "old name of " + r.new_key + "[" + std::to_string(r.part) +
-                                          "], which is also given, with another value (" + text_of(value) + " vs " +
-                                          text_of(current) + "); keep only '" + r.new_key + "'");
+                                          "], which is also given, with another value (" + describe_value(value) + " vs " +
+                                          describe_value(current) + "); keep only '" + r.new_key + "'");
       } else {
         YAML::Node& list = parts[r.new_key];
         if (!list.IsDefined() || list.IsNull()) list = YAML::Node(YAML::NodeType::Sequence);

@@ -17,9 +17,8 @@ const Init kZero = [] { return scalar_state(0); };
 struct Betas {
   double b1, b2;
 };
-Betas betas_or(const OptimizerConfig& c, double b1, double b2) {
-  return c.betas ? Betas{(*c.betas)[0], (*c.betas)[1]} : Betas{b1, b2};
-}
+// OptimizerConfig::parse fills each optimizer's default betas (runner/optim/registry.cpp).
+Betas betas_of(const OptimizerConfig& c) { return Betas{c.betas.value()[0], c.betas.value()[1]}; }
 
 // Base of the rules that keep Adam's running moments exp_avg / exp_avg_sq.
 class MomentOptimizer : public Optimizer {
@@ -43,8 +42,8 @@ class MomentOptimizer : public Optimizer {
 class CerebrasAdam : public MomentOptimizer {
  public:
   CerebrasAdam(std::vector<ParamGroup> g, const OptimizerConfig& c, bool decoupled)
-      : MomentOptimizer(std::move(g), {{"correct_bias", c.correct_bias ? 1.0 : 0.0}}, betas_or(c, 0.9, 0.999),
-                        c.eps_or(1e-6)),
+      : MomentOptimizer(std::move(g), {{"correct_bias", c.correct_bias ? 1.0 : 0.0}}, betas_of(c),
+                        c.eps_value()),
         correct_bias_(c.correct_bias), decoupled_(decoupled) {}
 
   void step() override {
@@ -72,8 +71,8 @@ class CerebrasAdam : public MomentOptimizer {
 class Adamax : public Optimizer {
  public:
   Adamax(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps_or(1e-8)}}), b_(betas_or(c, 0.9, 0.999)),
-        eps_(c.eps_or(1e-8)) {}
+      : Optimizer(std::move(g), {{"eps", c.eps_value()}}), b_(betas_of(c)),
+        eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
@@ -95,7 +94,7 @@ class Adamax : public Optimizer {
 class NAdam : public MomentOptimizer {
  public:
   NAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : MomentOptimizer(std::move(g), {{"momentum_decay", c.momentum_decay}}, betas_or(c, 0.9, 0.999), c.eps_or(1e-8)),
+      : MomentOptimizer(std::move(g), {{"momentum_decay", c.momentum_decay}}, betas_of(c), c.eps_value()),
         psi_(c.momentum_decay) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
@@ -121,7 +120,7 @@ class NAdam : public MomentOptimizer {
 class RAdam : public MomentOptimizer {
  public:
   RAdam(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : MomentOptimizer(std::move(g), {}, betas_or(c, 0.9, 0.999), c.eps_or(1e-8)) {}
+      : MomentOptimizer(std::move(g), {}, betas_of(c), c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = l2_decayed_grad(g, p);
@@ -146,7 +145,7 @@ class RAdam : public MomentOptimizer {
 class Lamb : public MomentOptimizer {
  public:
   Lamb(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : MomentOptimizer(std::move(g), {}, betas_or(c, 0.9, 0.999), c.eps_or(1e-6)) {}
+      : MomentOptimizer(std::move(g), {}, betas_of(c), c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       auto [m, v] = update_moments(i, p, p.grad());
@@ -163,7 +162,7 @@ class Lamb : public MomentOptimizer {
 
 class Lion : public Optimizer {
  public:
-  Lion(std::vector<ParamGroup> g, const OptimizerConfig& c) : Optimizer(std::move(g), {}), b_(betas_or(c, 0.9, 0.99)) {}
+  Lion(std::vector<ParamGroup> g, const OptimizerConfig& c) : Optimizer(std::move(g), {}), b_(betas_of(c)) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor& m = state_or(i, "exp_avg", [&] { return torch::zeros_like(p); });
@@ -183,7 +182,7 @@ class Adafactor : public Optimizer {
  public:
   Adafactor(std::vector<ParamGroup> g, const OptimizerConfig& c)
       : Optimizer(std::move(g), {{"clip_threshold", c.clip_threshold}, {"decay_rate", c.decay_rate}}), c_(c),
-        eps1_(c.eps ? c.eps->items[0] : 1e-30), eps2_(c.eps ? c.eps->items[1] : 1e-3) {}
+        eps1_(c.eps.value().items[0]), eps2_(c.eps.value().items[1]) {}
   void step() override {
     auto rms = [](const torch::Tensor& x) { return x.norm().item<double>() / std::sqrt(double(x.numel())); };
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {

@@ -35,8 +35,8 @@ class Sgd : public Optimizer {
 class Asgd : public Optimizer {
  public:
   Asgd(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"lambd", c.lambd}, {"alpha", c.alpha.value_or(0.75)}, {"t0", c.t0}}),
-        lambd_(c.lambd), alpha_(c.alpha.value_or(0.75)), t0_(c.t0) {}
+      : Optimizer(std::move(g), {{"lambd", c.lambd}, {"alpha", c.alpha.value()}, {"t0", c.t0}}),
+        lambd_(c.lambd), alpha_(c.alpha.value()), t0_(c.t0) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = l2_decayed_grad(g, p);
@@ -62,8 +62,8 @@ class Asgd : public Optimizer {
 class Adadelta : public Optimizer {
  public:
   Adadelta(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"rho", c.rho}, {"eps", c.eps_or(1e-6)}}), rho_(c.rho),
-        eps_(c.eps_or(1e-6)) {}
+      : Optimizer(std::move(g), {{"rho", c.rho}, {"eps", c.eps_value()}}), rho_(c.rho),
+        eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = l2_decayed_grad(g, p);
@@ -83,8 +83,8 @@ class Adadelta : public Optimizer {
 class Adagrad : public Optimizer {
  public:
   Adagrad(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"lr_decay", c.lr_decay}, {"eps", c.eps_or(1e-10)}}), c_(c),
-        eps_(c.eps_or(1e-10)) {}
+      : Optimizer(std::move(g), {{"lr_decay", c.lr_decay}, {"eps", c.eps_value()}}), c_(c),
+        eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = l2_decayed_grad(g, p);
@@ -104,9 +104,9 @@ class Adagrad : public Optimizer {
 class RmsProp : public Optimizer {
  public:
   RmsProp(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"alpha", c.alpha.value_or(0.99)}, {"eps", c.eps_or(1e-8)},
+      : Optimizer(std::move(g), {{"alpha", c.alpha.value()}, {"eps", c.eps_value()},
                                  {"momentum", c.momentum}, {"centered", c.centered ? 1.0 : 0.0}}),
-        c_(c), alpha_(c.alpha.value_or(0.99)), eps_(c.eps_or(1e-8)) {}
+        c_(c), alpha_(c.alpha.value()), eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       auto zeros = [&] { return torch::zeros_like(p); };

@@ -73,42 +73,42 @@ const config::Schema<SchedulerSpec>& SchedulerSpec::schema() {
 
 namespace {
 
-// The keys each scheduler takes besides scheduler, total_iters (its length in
-// a list) and main_scheduler.
-const std::map<std::string, std::vector<std::string>>& scheduler_keys() {
-  static const std::map<std::string, std::vector<std::string>> keys = {
-      {"constant", {"learning_rate", "initial_learning_rate"}},
-      {"linear", {"initial_learning_rate", "end_learning_rate", "cycle"}},
-      {"polynomial", {"initial_learning_rate", "end_learning_rate", "power", "cycle"}},
-      {"cosinedecay", {"initial_learning_rate", "end_learning_rate"}},
-      {"exponential", {"initial_learning_rate", "decay_rate", "staircase"}},
-      {"inverseexponentialtimedecay", {"initial_learning_rate", "decay_rate", "staircase", "step_exponent"}},
-      {"inversesquarerootdecay", {"initial_learning_rate", "scale", "warmup_steps"}},
-      {"piecewiseconstant", {"learning_rates", "milestones"}},
-      {"multistep", {"initial_learning_rate", "gamma", "milestones"}},
-      {"step", {"initial_learning_rate", "step_size", "gamma"}},
-      {"cosineannealing", {"initial_learning_rate", "T_max", "eta_min"}},
-      {"cosineannealingwarmrestarts", {"initial_learning_rate", "T_0", "T_mult", "eta_min"}},
-      {"multiplicative", {"initial_learning_rate", "coefficient"}},
-      {"lambda", {"initial_learning_rate"}},
-      {"cyclic", {"initial_learning_rate", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "scale_mode"}},
-      {"onecycle", {"initial_learning_rate", "max_lr", "total_steps", "pct_start", "final_div_factor", "three_phase",
-                    "anneal_strategy"}},
-  };
-  return keys;
-}
+// Each scheduler by its canonical (lower-case, no LR suffix) name: modelzoo's
+// class name, for messages and the Trainer format, and the keys it takes
+// besides scheduler, total_iters (its length in a list) and main_scheduler.
+struct SchedulerKind {
+  std::string class_name;
+  std::vector<std::string> keys;
+  bool takes(const std::string& key) const {
+    return key == "scheduler" || key == "total_iters" || key == "main_scheduler" ||
+           std::find(keys.begin(), keys.end(), key) != keys.end();
+  }
+};
 
-// modelzoo's class names, for messages and the Trainer format.
-const std::map<std::string, std::string>& scheduler_class_names() {
-  static const std::map<std::string, std::string> names = {
-      {"constant", "ConstantLR"}, {"linear", "LinearLR"}, {"polynomial", "PolynomialLR"},
-      {"cosinedecay", "CosineDecayLR"}, {"exponential", "ExponentialLR"},
-      {"inverseexponentialtimedecay", "InverseExponentialTimeDecayLR"},
-      {"inversesquarerootdecay", "InverseSquareRootDecayLR"}, {"piecewiseconstant", "PiecewiseConstantLR"},
-      {"multistep", "MultiStepLR"}, {"step", "StepLR"}, {"cosineannealing", "CosineAnnealingLR"},
-      {"cosineannealingwarmrestarts", "CosineAnnealingWarmRestarts"}, {"multiplicative", "MultiplicativeLR"},
-      {"lambda", "LambdaLR"}, {"cyclic", "CyclicLR"}, {"onecycle", "OneCycleLR"}};
-  return names;
+const std::map<std::string, SchedulerKind>& scheduler_kinds() {
+  static const std::map<std::string, SchedulerKind> kinds = {
+      {"constant", {"ConstantLR", {"learning_rate", "initial_learning_rate"}}},
+      {"linear", {"LinearLR", {"initial_learning_rate", "end_learning_rate", "cycle"}}},
+      {"polynomial", {"PolynomialLR", {"initial_learning_rate", "end_learning_rate", "power", "cycle"}}},
+      {"cosinedecay", {"CosineDecayLR", {"initial_learning_rate", "end_learning_rate"}}},
+      {"exponential", {"ExponentialLR", {"initial_learning_rate", "decay_rate", "staircase"}}},
+      {"inverseexponentialtimedecay",
+       {"InverseExponentialTimeDecayLR", {"initial_learning_rate", "decay_rate", "staircase", "step_exponent"}}},
+      {"inversesquarerootdecay", {"InverseSquareRootDecayLR", {"initial_learning_rate", "scale", "warmup_steps"}}},
+      {"piecewiseconstant", {"PiecewiseConstantLR", {"learning_rates", "milestones"}}},
+      {"multistep", {"MultiStepLR", {"initial_learning_rate", "gamma", "milestones"}}},
+      {"step", {"StepLR", {"initial_learning_rate", "step_size", "gamma"}}},
+      {"cosineannealing", {"CosineAnnealingLR", {"initial_learning_rate", "T_max", "eta_min"}}},
+      {"cosineannealingwarmrestarts",
+       {"CosineAnnealingWarmRestarts", {"initial_learning_rate", "T_0", "T_mult", "eta_min"}}},
+      {"multiplicative", {"MultiplicativeLR", {"initial_learning_rate", "coefficient"}}},
+      {"lambda", {"LambdaLR", {"initial_learning_rate"}}},
+      {"cyclic",
+       {"CyclicLR", {"initial_learning_rate", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "scale_mode"}}},
+      {"onecycle", {"OneCycleLR", {"initial_learning_rate", "max_lr", "total_steps", "pct_start", "final_div_factor",
+                                   "three_phase", "anneal_strategy"}}},
+  };
+  return kinds;
 }
 
 class Fn : public LRSchedule {
@@ -288,19 +288,17 @@ SchedulerSpec parse_one(const YAML::Node& node, const config::Context& ctx) {
   if (name.empty()) {
     std::vector<std::string> known;
     std::string list;
-    for (const auto& [k, cls] : scheduler_class_names()) known.push_back(cls), list += (list.empty() ? "" : ", ") + cls;
+    for (const auto& [k, kind] : scheduler_kinds())
+      known.push_back(kind.class_name), list += (list.empty() ? "" : ", ") + kind.class_name;
     ctx.fail(name_node, "scheduler", "unsupported scheduler '" + name_node.Scalar() + "'" +
                                          config::did_you_mean(name_node.Scalar(), known) + " (supported: " + list + ")");
   }
-  const std::vector<std::string>& own = scheduler_keys().at(name);
-  const std::string cls = scheduler_class_names().at(name);
+  const SchedulerKind& kind = scheduler_kinds().at(name);
   config::KeyFilter filter = [&](const std::string& key) {
-    if (key == "scheduler" || key == "total_iters" || key == "main_scheduler" ||
-        std::find(own.begin(), own.end(), key) != own.end())
-      return std::string();
+    if (kind.takes(key)) return std::string();
     std::string takes;
-    for (const auto& k : own) takes += ", " + k;
-    return "not a key of the " + cls + " scheduler (it takes total_iters" + takes + ")";
+    for (const auto& k : kind.keys) takes += ", " + k;
+    return "not a key of the " + kind.class_name + " scheduler (it takes total_iters" + takes + ")";
   };
   config::Origin origin;
   SchedulerSpec s = SchedulerSpec::schema().parse(node, ctx, filter, &origin);
@@ -313,16 +311,15 @@ SchedulerSpec parse_one(const YAML::Node& node, const config::Context& ctx) {
 
 std::string scheduler_class_name(const std::string& given) {
   const std::string name = canonical_scheduler_name(given);
-  return name.empty() ? "" : scheduler_class_names().at(name);
+  return name.empty() ? "" : scheduler_kinds().at(name).class_name;
 }
 
 std::string canonical_scheduler_name(const std::string& given) {
   std::string name = given;
   std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-  if (name == "cosineannealingwarmrestartslr") name = "cosineannealingwarmrestarts";
-  if (!scheduler_keys().count(name) && name.size() > 2 && name.compare(name.size() - 2, 2, "lr") == 0)
+  if (!scheduler_kinds().count(name) && name.size() > 2 && name.compare(name.size() - 2, 2, "lr") == 0)
     name.resize(name.size() - 2);
-  return scheduler_keys().count(name) ? name : "";
+  return scheduler_kinds().count(name) ? name : "";
 }
 
 LRScheduleSpec LRScheduleSpec::parse(const YAML::Node& lr, const config::Context& optimizer_ctx) {
@@ -355,14 +352,11 @@ YAML::Node LRScheduleSpec::to_yaml() const {
   if (constant) return YAML::Node(*constant);
   if (schedulers.empty()) return YAML::Node(YAML::NodeType::Null);
   auto one = [](const SchedulerSpec& s) {
-    const std::string name = canonical_scheduler_name(s.scheduler);
-    const std::vector<std::string>& own = scheduler_keys().at(name);
+    const SchedulerKind& kind = scheduler_kinds().at(canonical_scheduler_name(s.scheduler));
     YAML::Node out = SchedulerSpec::schema().to_yaml(s, [&](const std::string& key) {
-      if (key == "scheduler" || key == "total_iters") return true;
-      if (key == "main_scheduler") return s.main_scheduler.has_value();
-      return std::find(own.begin(), own.end(), key) != own.end();
+      return kind.takes(key) && (key != "main_scheduler" || s.main_scheduler.has_value());
     });
-    out["scheduler"] = scheduler_class_names().at(name);  // one spelling however it was written
+    out["scheduler"] = kind.class_name;  // one spelling however it was written
     return out;
   };
   if (!is_list) return one(schedulers.front());

@@ -1,6 +1,8 @@
 // Implementation of runner/optim/registry.h.
 #include "runner/optim/registry.h"
 
+#include <algorithm>
+
 #include "runner/optim/algorithms.h"
 
 namespace zoo::optim {
@@ -50,6 +52,12 @@ const OptimizerEntry* find_optimizer(const std::string& name) {
   for (const auto& e : optimizer_registry())
     if (lower(e.name) == wanted) return &e;
   return nullptr;
+}
+
+bool OptimizerEntry::takes(const std::string& key) const {
+  const auto& common = common_optimizer_keys();
+  return std::find(common.begin(), common.end(), key) != common.end() ||
+         std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
 const std::vector<std::string>& common_optimizer_keys() {

@@ -26,6 +26,8 @@ struct OptimizerEntry {
   std::string defaults;           // YAML mapping: its defaults for those keys
   std::optional<double> default_lr;  // torch's default lr (none for SGD)
   std::unique_ptr<Optimizer> (*make)(std::vector<ParamGroup>, const OptimizerConfig&);
+  // A common key or one of its own.
+  bool takes(const std::string& key) const;
 };
 
 const std::vector<OptimizerEntry>& optimizer_registry();
