@@ -1,7 +1,11 @@
-// Implementation of models/common/attention.h. On LibTorch >= 2.1 the fused
-// scaled_dot_product_attention kernel is used when its semantics match;
-// the explicit path below is the reference and the LibTorch 1.13 path.
+// Implementation of models/common/attention.h. The fused kernels serve when
+// their semantics match: at::scaled_dot_product_attention on LibTorch >= 2.1,
+// zoo's causal_attention on CPU otherwise; reference_attention is the
+// explicit math they are tested against, and serves the rest (dropout,
+// decoding with a cache).
 #include "models/common/attention.h"
+
+#include "models/common/causal_attention.h"
 
 #include <cmath>
 
@@ -25,13 +29,14 @@ void MultiheadAttentionImpl::reset_parameters() {
 }
 
 torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double base, int64_t first_position) {
-  const int64_t T = x.size(2);
+  const int64_t B = x.size(0), T = x.size(1), heads = x.size(2);
   auto f = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
   torch::Tensor inv_freq = torch::pow(base, -torch::arange(0, rotary_dim, 2, f) / double(rotary_dim));  // (R/2)
-  torch::Tensor angle = torch::arange(first_position, first_position + T, f).unsqueeze(1) * inv_freq;  // (T, R/2)
+  torch::Tensor angle = (torch::arange(first_position, first_position + T, f).unsqueeze(1) * inv_freq)
+                            .unsqueeze(1);  // (T, 1, R/2): the same for every head
   torch::Tensor cos = angle.cos(), sin = angle.sin();
   torch::Tensor rot = x.narrow(-1, 0, rotary_dim).to(torch::kFloat);
-  torch::Tensor pairs = rot.view({x.size(0), x.size(1), T, rotary_dim / 2, 2});
+  torch::Tensor pairs = rot.reshape({B, T, heads, rotary_dim / 2, 2});
   torch::Tensor even = pairs.select(-1, 0), odd = pairs.select(-1, 1);
   torch::Tensor out = torch::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).flatten(-2);
   out = out.to(x.scalar_type());
@@ -41,53 +46,72 @@ torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double ba
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = options_.num_heads, D = C / H, G = kv_heads();
-  // (B, T, heads * D) -> (B, heads, T, D)
-  auto split = [&](const torch::Tensor& t, int64_t heads) { return t.view({B, T, heads, D}).transpose(1, 2); };
-  torch::Tensor q = split(proj_q_dense_layer(x), H);
-  torch::Tensor k = split(proj_k_dense_layer(x), G);
-  torch::Tensor v = split(proj_v_dense_layer(x), G);
-  int64_t past = cache && cache->keys.defined() ? cache->keys.size(2) : 0;  // positions already cached
-  if (options_.rotary_dim > 0) {
-    q = apply_rotary(q, options_.rotary_dim, options_.rotary_base, past);
-    k = apply_rotary(k, options_.rotary_dim, options_.rotary_base, past);
+  // q, k and v from one GEMM over the concatenated weights (one pass over x;
+  // the parameters and their checkpoint keys stay separate).
+  const bool bias = options_.use_projection_bias;
+  torch::Tensor qkv = torch::linear(
+      x, torch::cat({proj_q_dense_layer->weight, proj_k_dense_layer->weight, proj_v_dense_layer->weight}),
+      bias ? torch::cat({proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias})
+           : torch::Tensor());
+  int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
+  if (options_.rotary_dim > 0) {  // q and k rotate alike: one call for both
+    torch::Tensor qk = qkv.narrow(-1, 0, (H + G) * D).view({B, T, H + G, D});
+    qk = apply_rotary(qk, options_.rotary_dim, options_.rotary_base, past);
+    qkv = torch::cat({qk.flatten(2), qkv.narrow(-1, (H + G) * D, G * D)}, -1);
   }
+  // (B, T, heads, D) views into qkv
+  auto heads = [&](int64_t first, int64_t n) { return qkv.narrow(-1, first * D, n * D).view({B, T, n, D}); };
+  torch::Tensor q = heads(0, H), k = heads(H, G), v = heads(H + G, G);
   if (cache) {
     if (past > 0) {
-      k = torch::cat({cache->keys, k}, 2);  // (B, G, past + T, D)
-      v = torch::cat({cache->values, v}, 2);
+      k = torch::cat({cache->keys, k}, 1);  // (B, past + T, G, D)
+      v = torch::cat({cache->values, v}, 1);
     }
     cache->keys = k;
     cache->values = v;
   }
-  if (G != H) {  // grouped-query attention: each key/value head serves H / G query heads
-    k = k.repeat_interleave(H / G, 1);
-    v = v.repeat_interleave(H / G, 1);
-  }
   const double scale = options_.scale_by_sqrt_head_dim ? 1.0 / std::sqrt(double(D)) : 1.0;
   const double p_drop = is_training() ? options_.dropout : 0.0;
-
-  torch::Tensor y;
+  auto merge_heads = [&](const torch::Tensor& y) {  // (B, H, T, D) -> (B, T, C)
+    return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, C}));
+  };
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
   if ((past == 0 || T == 1) && options_.sliding_window == 0) {
-    y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/past == 0 && T > 1, scale);
-    return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, C}));
+    torch::Tensor kh = k.transpose(1, 2), vh = v.transpose(1, 2);
+    if (G != H) {
+      kh = kh.repeat_interleave(H / G, 1);
+      vh = vh.repeat_interleave(H / G, 1);
+    }
+    return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, /*attn_mask=*/{}, p_drop,
+                                                        /*is_causal=*/past == 0 && T > 1, scale));
   }
 #endif
+  if (past == 0 && p_drop == 0 && causal_attention_available(qkv))
+    return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window).view({B, T, C}));
+  return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
+                                         options_.sliding_window, options_.softmax_fp32, p_drop));
+}
+
+torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
+                                  int64_t sliding_window, bool softmax_fp32, double dropout) {
+  const int64_t H = q.size(1), G = k.size(1), T = q.size(2), past = k.size(2) - T;
+  if (G != H) {  // grouped-query attention: each key/value head serves H / G query heads
+    k = k.repeat_interleave(H / G, 1);
+    v = v.repeat_interleave(H / G, 1);
+  }
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, past + T)
   // Query i sits at position past + i and sees keys 0 .. past + i (the last
   // sliding_window of them when set).
-  torch::Tensor mask = torch::ones({T, past + T}, torch::dtype(torch::kBool).device(x.device())).triu(past + 1);
-  if (options_.sliding_window > 0)
-    mask = mask | torch::ones({T, past + T}, torch::dtype(torch::kBool).device(x.device()))
-                      .tril(past - options_.sliding_window);
+  auto bools = torch::dtype(torch::kBool).device(q.device());
+  torch::Tensor mask = torch::ones({T, past + T}, bools).triu(past + 1);
+  if (sliding_window > 0) mask = mask | torch::ones({T, past + T}, bools).tril(past - sliding_window);
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  torch::Tensor probs = options_.softmax_fp32 ? torch::softmax(scores.to(torch::kFloat), -1).to(v.scalar_type())
-                                              : torch::softmax(scores, -1);
-  if (p_drop > 0) probs = torch::dropout(probs, p_drop, true);
-  y = torch::matmul(probs, v);  // (B, H, T, D)
-  return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, C}));
+  torch::Tensor probs =
+      softmax_fp32 ? torch::softmax(scores.to(torch::kFloat), -1).to(v.scalar_type()) : torch::softmax(scores, -1);
+  if (dropout > 0) probs = torch::dropout(probs, dropout, true);
+  return torch::matmul(probs, v);  // (B, H, T, D)
 }
 
 }  // namespace zoo::models

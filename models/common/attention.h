@@ -1,6 +1,6 @@
 // Multi-head causal self-attention with modelzoo's projection names
 // (proj_{q,k,v,output}_dense_layer) so checkpoints map one-to-one.
-// Defines: apply_rotary, LayerKV, AttentionOptions, MultiheadAttention.
+// Defines: apply_rotary, reference_attention, LayerKV, AttentionOptions, MultiheadAttention.
 #pragma once
 
 #include <torch/torch.h>
@@ -12,10 +12,16 @@ namespace zoo::models {
 
 // Rotary position embedding on the first `rotary_dim` dims of each head, in
 // modelzoo's interleaved layout: dims (2j, 2j+1) rotate by position * base^(-2j/rotary_dim).
-// x: (B, H, T, D), positions start at `first_position`.
+// x: (B, T, heads, D), positions start at `first_position`.
 torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double base, int64_t first_position);
 
-// One layer's cached keys and values, (B, H, positions so far, D).
+// One layer's cached keys and values, (B, positions so far, key/value heads, D).
+// Softmax attention written out op by op (the reference the fused kernels are
+// tested against). q: (B, H, T, D); k, v: (B, G, past + T, D), G dividing H;
+// query i sits at position past + i. Returns (B, H, T, D).
+torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
+                                  int64_t sliding_window, bool softmax_fp32, double dropout);
+
 struct LayerKV {
   torch::Tensor keys, values;
 };

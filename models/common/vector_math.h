@@ -1,0 +1,30 @@
+// Branch-free float math for zoo's CPU kernels: written so the loops that
+// call them vectorize, with the accuracy the kernels document.
+// Defines: exp_nonpositive.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace zoo::models {
+
+// exp(x) for x <= 0: Cephes' polynomial on x - n ln2, times 2^n built from
+// the exponent bits. Relative error ~2e-7; arguments below -87 give ~1e-38.
+inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const int32_t n = int32_t(x * 1.44269504f - 0.5f);  // round(x / ln2): truncation toward zero of a value <= 0
+  const float r = x - float(n) * 0.693359375f + float(n) * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (n + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return p * two_n;
+}
+
+}  // namespace zoo::models
