@@ -8,6 +8,7 @@
 
 #include "models/common/attention.h"
 #include "models/common/causal_attention.h"
+#include "runner/optim/adam_update.h"
 
 using namespace zoo::models;
 
@@ -89,3 +90,29 @@ TEST(Fused, CpuCausalAttentionIsTheSameWithOneThreadOrTwo) {
   EXPECT_TRUE(torch::equal(results[0], results[1]));
 }
 
+// The single-pass float32 CPU update against the same arithmetic op by op in
+// float64 (the path every other tensor takes), over steps with bias
+// correction, for AdamW (decoupled decay) and Adam (L2 decay).
+TEST(Fused, CpuAdamUpdateMatchesTheOpByOpArithmetic) {
+  for (bool decoupled : {true, false}) {
+    SCOPED_TRACE(decoupled ? "AdamW" : "Adam");
+    torch::manual_seed(3);
+    torch::Tensor p32 = torch::randn({1000, 37}), p64 = p32.to(torch::kDouble);
+    torch::Tensor m32 = torch::zeros_like(p32), v32 = torch::zeros_like(p32);
+    torch::Tensor m64 = torch::zeros_like(p64), v64 = torch::zeros_like(p64);
+    double b1p = 1, b2p = 1;
+    for (int step = 1; step <= 20; ++step) {
+      torch::Tensor g = torch::randn({1000, 37}) * (step % 3 + 1);
+      p32.mutable_grad() = g;
+      p64.mutable_grad() = g.to(torch::kDouble);
+      b1p *= 0.9;
+      b2p *= 0.999;
+      const zoo::optim::AdamUpdate u{0.9, 0.999, 1e-6, 1e-2, 0.1, std::sqrt(1 - b2p) / (1 - b1p), decoupled};
+      zoo::optim::adam_update(p32, m32, v32, u);
+      zoo::optim::adam_update(p64, m64, v64, u);
+    }
+    // float32 rounding over 20 steps, relative to the parameters' scale.
+    EXPECT_LT(relative_error(p32.to(torch::kDouble), p64), 1e-6);
+    EXPECT_LT(relative_error(v32.to(torch::kDouble), v64), 1e-6);
+  }
+}

@@ -6,6 +6,7 @@
 // Adafactor follows Hugging Face transformers.
 #include <cmath>
 
+#include "runner/optim/adam_update.h"
 #include "runner/optim/algorithms.h"
 
 namespace zoo::optim {
@@ -48,19 +49,19 @@ class CerebrasAdam : public MomentOptimizer {
 
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
-      torch::Tensor grad = p.grad();
-      if (!decoupled_ && g.weight_decay > 0) grad = grad + g.weight_decay * p;  // Adam: L2
-      auto [m, v] = update_moments(i, p, grad);
+      Init zeros = [&] { return torch::zeros_like(p); };
+      torch::Tensor& m = state_or(i, "exp_avg", zeros);
+      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+      // The powers are CPU scalars (see Optimizer::load_state_dict): reading them never waits on a GPU.
       torch::Tensor& b1p = state_or(i, "beta1_power", [&] { return scalar_state(b_.b1); });
       torch::Tensor& b2p = state_or(i, "beta2_power", [&] { return scalar_state(b_.b2); });
-      torch::Tensor update = m / (v.sqrt() + eps_);
+      double correction = 1.0;
       if (correct_bias_) {
-        update.mul_(std::sqrt(1 - b2p.item<double>()) / (1 - b1p.item<double>()));
+        correction = std::sqrt(1 - b2p.item<double>()) / (1 - b1p.item<double>());
         b1p.mul_(b_.b1);
         b2p.mul_(b_.b2);
       }
-      if (decoupled_ && g.weight_decay > 0) update.add_(p, g.weight_decay);  // AdamW
-      p.add_(update, -g.lr);
+      adam_update(p, m, v, AdamUpdate{b_.b1, b_.b2, eps_, g.lr, g.weight_decay, correction, decoupled_});
     });
   }
 

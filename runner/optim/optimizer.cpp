@@ -101,8 +101,11 @@ void Optimizer::load_state_dict(const c10::impl::GenericDict& dict) {
     int64_t i = kv.key().toInt();
     if (i < 0 || i >= static_cast<int64_t>(state_.size()))
       throw std::runtime_error("optimizer state names parameter " + std::to_string(i) + " which does not exist");
-    for (const auto& e : kv.value().toGenericDict())
-      state_[i][e.key().toStringRef()] = e.value().toTensor().to(params[i].device());
+    for (const auto& e : kv.value().toGenericDict()) {
+      // Scalars (step counts, beta powers) stay on the CPU, where reading them costs no device sync.
+      const torch::Tensor t = e.value().toTensor();
+      state_[i][e.key().toStringRef()] = t.dim() == 0 && params[i].dim() > 0 ? t.cpu() : t.to(params[i].device());
+    }
   }
 }
 
