@@ -17,10 +17,29 @@ std::pair<double, double> fans(const torch::Tensor& w) {
   return {w.size(1) * receptive, w.size(0) * receptive};
 }
 
-// Inverse-CDF sampling as torch.nn.init.trunc_normal_ does; a, b are absolute bounds.
+// A normal(mean, std) sample restricted to [a, b] (absolute bounds). Where
+// most of the mass lies inside, draw normals and redraw those outside (the
+// same distribution, and ~20x faster on CPU than inverse-CDF sampling, whose
+// erfinv made a 111M model take ~9 s to build); for far-tail windows, sample
+// the inverse CDF as torch.nn.init.trunc_normal_ does.
 void truncated_normal_(torch::Tensor& w, double mean, double std, double a, double b) {
   auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
   double lo = cdf((a - mean) / std), hi = cdf((b - mean) / std);
+  if (hi - lo >= 0.5) {
+    w.normal_(mean, std);
+    torch::Tensor outside = (w < a) | (w > b);
+    const int64_t n = outside.sum().item<int64_t>();
+    if (n == 0) return;
+    torch::Tensor redraw = torch::empty({n}, w.options()).normal_(mean, std);
+    for (;;) {  // only the redrawn values are checked again
+      torch::Tensor again = (redraw < a) | (redraw > b);
+      const int64_t m = again.sum().item<int64_t>();
+      if (m == 0) break;
+      redraw.masked_scatter_(again, torch::empty({m}, w.options()).normal_(mean, std));
+    }
+    w.masked_scatter_(outside, redraw);
+    return;
+  }
   w.uniform_(2 * lo - 1, 2 * hi - 1);
   w.erfinv_();
   w.mul_(std * std::sqrt(2.0)).add_(mean);
