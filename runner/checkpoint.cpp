@@ -6,10 +6,17 @@
 #include "runner/crc32c.h"
 #include "runner/log.h"
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <future>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -91,30 +98,121 @@ uint32_t content_checksum(const c10::IValue& v, uint32_t crc) {
 
 }  // namespace
 
+namespace {
+
+// Appends to a new file through two aligned buffers written with O_DIRECT
+// by a second thread, so filling one overlaps writing the other and the bytes
+// skip the page cache (on the machines measured, copying into the page cache
+// alone was slower than the disk). Falls back to plain writes where the file
+// system refuses O_DIRECT. Any short write is an error.
+class FileSink {
+ public:
+  FileSink(const std::string& tmp, const std::string& path) : tmp_(tmp), path_(path) {
+    fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    if (fd_ < 0) {
+      direct_ = false;
+      fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    }
+    if (fd_ < 0) throw std::runtime_error(path + ": cannot create checkpoint file");
+    for (auto& b : buffers_) {
+      void* p = nullptr;
+      if (posix_memalign(&p, kAlign, kBufferBytes) != 0) throw std::bad_alloc();
+      b.reset(static_cast<char*>(p));
+    }
+  }
+  ~FileSink() {
+    if (pending_.valid()) pending_.wait();
+    if (fd_ >= 0) {  // not committed: leave nothing behind
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+    }
+  }
+  size_t write(const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    for (size_t done = 0; done < size;) {
+      const size_t n = std::min(size - done, kBufferBytes - filled_);
+      std::memcpy(buffers_[current_].get() + filled_, p + done, n);
+      filled_ += n;
+      done += n;
+      if (filled_ == kBufferBytes) flush_buffer();
+    }
+    return size;
+  }
+  // Writes the tail, fsyncs, closes and renames over the final name.
+  void commit() {
+    if (pending_.valid()) pending_.get();
+    const size_t aligned = direct_ ? filled_ / kAlign * kAlign : 0;
+    write_all(buffers_[current_].get(), aligned);
+    // The tail is not a whole block: write it without O_DIRECT.
+    if (direct_ && ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_DIRECT) != 0) fail_write();
+    write_all(buffers_[current_].get() + aligned, filled_ - aligned);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+      ::unlink(tmp_.c_str());
+      throw std::runtime_error(path_ + ": could not flush checkpoint to disk");
+    }
+    fs::rename(tmp_, path_);
+  }
+
+ private:
+  static constexpr size_t kAlign = 4096;
+  static constexpr size_t kBufferBytes = size_t{32} << 20;
+
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  [[noreturn]] void fail_write() const {
+    throw std::runtime_error(path_ + ": write failed (disk full?); the previous checkpoints are untouched");
+  }
+  void write_all(const char* p, size_t size) const {
+    for (size_t done = 0; done < size;) {
+      ssize_t n = ::write(fd_, p + done, size - done);
+      if (n <= 0) fail_write();
+      done += static_cast<size_t>(n);
+    }
+  }
+  // Hands the full buffer to the writer thread and continues in the other.
+  void flush_buffer() {
+    if (pending_.valid()) pending_.get();  // rethrows a failed write
+    const char* full = buffers_[current_].get();
+    pending_ = std::async(std::launch::async, [this, full] { write_all(full, kBufferBytes); });
+    current_ ^= 1;
+    filled_ = 0;
+  }
+
+  std::string tmp_, path_;
+  int fd_ = -1;
+  bool direct_ = true;
+  std::unique_ptr<char, Free> buffers_[2];
+  int current_ = 0;
+  size_t filled_ = 0;
+  std::future<void> pending_;
+};
+
+}  // namespace
+
 void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict_in) {
   c10::impl::GenericDict dict = dict_in.copy();
-  dict.erase("__checksum__");
+  (void)dict.erase("__checksum__");
   const int64_t checksum = content_checksum(c10::IValue(dict), 0);
   dict.insert("__checksum__", checksum);
-  std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error(path + ": cannot create checkpoint file");
-  size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error(path + ": write failed (disk full?); the previous checkpoints are untouched");
-    }
-    written += static_cast<size_t>(n);
+  // As torch::pickle_save lays the file out (data.pkl + one record per
+  // tensor, which torch.load reads), but each tensor goes from its own
+  // storage straight to the file instead of through a copy of the whole
+  // archive in memory.
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* p, size_t n) { pickle.insert(pickle.end(), p, p + n); });
+  pickler.protocol();
+  pickler.pushIValue(c10::IValue(dict));
+  pickler.stop();
+  FileSink sink(path + ".tmp", path);
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) { return sink.write(p, n); });
+    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+    writer.writeEndOfFile();
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(path + ": could not flush checkpoint to disk");
-  }
-  fs::rename(tmp, path);
+  sink.commit();
 }
 
 namespace {
@@ -149,12 +247,11 @@ c10::impl::GenericDict load_torch_save_weights(const std::string& path) {
 }  // namespace
 
 c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open checkpoint");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!std::ifstream(path)) throw std::runtime_error(path + ": cannot open checkpoint");
   c10::IValue value;
-  try {
-    value = torch::pickle_load(bytes);
+  try {  // as torch::pickle_load, but each tensor read from the file into its own storage
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    value = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
   } catch (const std::exception& e) {
     value = c10::IValue();
   }
@@ -162,7 +259,7 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   c10::impl::GenericDict dict = value.toGenericDict();
   if (dict.contains("__checksum__")) {
     const int64_t stored = dict.at("__checksum__").toInt();
-    dict.erase("__checksum__");
+    (void)dict.erase("__checksum__");
     if (content_checksum(c10::IValue(dict), 0) != static_cast<uint32_t>(stored))
       throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt");
   }

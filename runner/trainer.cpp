@@ -3,6 +3,7 @@
 // micro-batch) -> unscale, clip, optimizer step, schedule step -> metrics.
 #include "runner/trainer.h"
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
@@ -28,6 +29,16 @@ models::Features to_device(models::Features batch, const torch::Device& device) 
   if (device.is_cpu()) return batch;
   for (auto& [k, v] : batch) v = v.to(device, /*non_blocking=*/true);
   return batch;
+}
+
+// Reads a checkpoint file and says how long it took.
+c10::impl::GenericDict timed_load(const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double mb = double(fs::file_size(path)) / 1e6;
+  log::info(strf("Read checkpoint %s (%.1f MB in %.2f s, %.0f MB/s)", path.c_str(), mb, seconds, mb / seconds));
+  return dict;
 }
 
 }  // namespace
@@ -64,7 +75,7 @@ std::optional<std::string> Trainer::restore(bool training) {
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
       std::optional<c10::impl::GenericDict> dict;
       try {
-        dict = ckpt::load_checkpoint_file(it->path);
+        dict = timed_load(it->path);
       } catch (const std::runtime_error& e) {
         log::warn(std::string(e.what()) + "; trying the previous checkpoint");
         unreadable += (unreadable.empty() ? "" : ", ") + it->path;
@@ -83,7 +94,7 @@ std::optional<std::string> Trainer::restore(bool training) {
 }
 
 void Trainer::load_checkpoint(const std::string& path, bool training) {
-  apply_checkpoint(ckpt::load_checkpoint_file(path), path, training);
+  apply_checkpoint(timed_load(path), path, training);
 }
 
 // Each component restores its own state; the trainer only picks which.
@@ -274,8 +285,11 @@ std::string Trainer::save_checkpoint() {
   d.insert("rng_state", ckpt::rng_state_dict());
   d.insert("__metadata__", ckpt::checkpoint_metadata(params_));
   std::string path = ckpt::new_checkpoint_path(rc.model_dir, global_step_);
+  const auto start = std::chrono::steady_clock::now();
   ckpt::save_checkpoint_file(path, d);
-  log::info("Saved checkpoint " + path);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double mb = double(fs::file_size(path)) / 1e6;
+  log::info(strf("Saved checkpoint %s (%.1f MB in %.2f s, %.0f MB/s)", path.c_str(), mb, seconds, mb / seconds));
   if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.model_dir, *rc.max_checkpoints, resumed_from_);
   return path;
 }

@@ -270,6 +270,34 @@ TEST(Training, PythonTorchLoadOpensCheckpoints) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// Checkpoints bigger than the two 32 MiB write buffers, with tensors of odd
+// byte counts and a non-contiguous one, come back bit for bit, and Python's
+// torch.load reads the same values.
+TEST(Training, LargeCheckpointRoundTripsExactly) {
+  zoo::testing::TempDir dir;
+  torch::manual_seed(5);
+  c10::impl::GenericDict model(c10::StringType::get(), c10::TensorType::get());
+  model.insert("big", torch::randn({9'000'001}));    // ~36 MB, not a whole number of blocks
+  model.insert("odd", torch::randn({7, 13}, torch::kDouble));
+  model.insert("strided", torch::randn({3000, 3001}).t());  // ~36 MB, transposed view
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", model);
+  d.insert("global_step", int64_t{7});
+  const std::string path = dir / "checkpoint_7.mdl";
+  ckpt::save_checkpoint_file(path, d);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  c10::impl::GenericDict back = ckpt::load_checkpoint_file(path);
+  auto loaded = back.at("model").toGenericDict();
+  for (const char* k : {"big", "odd", "strided"})
+    EXPECT_TRUE(torch::equal(loaded.at(k).toTensor(), model.at(k).toTensor())) << k;
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  auto r = zoo::testing::run_command("/usr/bin/python3 -c \"import torch; m = torch.load('" + path +
+                                     "')['model']; print(repr(float(m['strided'][1234].double().sum())))\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double expected = model.at("strided").toTensor()[1234].to(torch::kDouble).sum().item<double>();
+  EXPECT_NEAR(std::stod(r.output), expected, 1e-9 * std::max(1.0, std::abs(expected)));
+}
+
 // The zoo binary end to end: train_and_eval, then a rerun resumes.
 TEST(Training, BinaryTrainsEvaluatesAndResumes) {
   Fixture f;
