@@ -1,6 +1,7 @@
 // Implementation of runner/trainer.h. The path of one optimizer step:
 // train() -> train_step() (forward under autocast, scaled backward per
 // micro-batch) -> unscale, clip, optimizer step, schedule step -> metrics.
+// The host reads the loss only on steps that log or checkpoint (see train()).
 #include "runner/trainer.h"
 
 #include <chrono>
@@ -161,15 +162,23 @@ int64_t Trainer::planned_steps(std::optional<int64_t> num_steps) const {
   return *total;
 }
 
-void Trainer::check_loss(double loss) const {
+void Trainer::check_loss(double loss, int64_t step) const {
   if (params_.runconfig.check_loss_values && !std::isfinite(loss))
-    throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(global_step_ + 1) +
+    throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
                              " (check_loss_values); lower the learning rate or check the data");
 }
 
-double Trainer::train_step(std::vector<torch::Tensor>& parameters, int64_t accum, int64_t& tokens) {
+double Trainer::read_losses(std::vector<torch::Tensor>& losses, int64_t last_step) {
+  torch::Tensor values = torch::stack(losses).to(torch::kCPU, torch::kDouble);  // the one sync
+  const int64_t n = static_cast<int64_t>(losses.size());
+  losses.clear();
+  for (int64_t i = 0; i < n; ++i) check_loss(values[i].item<double>(), last_step - n + 1 + i);
+  return values[n - 1].item<double>();
+}
+
+torch::Tensor Trainer::train_step(int64_t accum, int64_t& tokens) {
   optimizer_->set_lr(scheduler_->lr());  // step k uses lr(k - 1)
-  double loss = 0;
+  torch::Tensor loss;
   for (int64_t micro = 0; micro < accum; ++micro) {
     models::ModelOutput out;
     {
@@ -180,9 +189,8 @@ double Trainer::train_step(std::vector<torch::Tensor>& parameters, int64_t accum
     }
     torch::Tensor micro_loss = accum > 1 ? out.loss / double(accum) : out.loss;
     (scaler_ ? scaler_->scale(micro_loss) : micro_loss).backward();
-    loss += out.loss.item<double>() / double(accum);
+    loss = loss.defined() ? loss + micro_loss.detach() : micro_loss.detach();
   }
-  check_loss(loss);
   return loss;
 }
 
@@ -192,20 +200,29 @@ void Trainer::train(int64_t steps) {
   const int64_t accum = oc.grad_accum_steps * train_loader_->micro_batches();
   const int64_t samples_per_step = train_loader_->batch_size() * accum;
   std::vector<torch::Tensor> parameters = optimizer_->parameters();
+  // Losses stay on the device until a step that needs them (logging,
+  // checkpointing, the last step; every step on the CPU, where reading is
+  // free), so a GPU step never waits for the host. Each is still checked
+  // and a non-finite one is reported with its own step number.
+  std::vector<torch::Tensor> unread_losses;
+  double last_loss = std::nan("");
   model_->train();
   metrics_.start("Train");
   for (int64_t i = 1; i <= steps; ++i) {
     int64_t tokens = 0;
-    const double loss = train_step(parameters, accum, tokens);
+    unread_losses.push_back(train_step(accum, tokens));
+    const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
+    const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
+                                 (i % *rc.checkpoint_steps == 0 || i == steps);
+    if (log_step || checkpoint_step || device_.is_cpu()) last_loss = read_losses(unread_losses, global_step_ + 1);
     // Order as modelzoo: unscale, clip, step; a step with non-finite gradients
     // is skipped and does not advance the LR schedule.
     const bool finite = !scaler_ || scaler_->unscale(parameters);
-    const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     if (log_step && oc.log_summaries) metrics_.norms(global_step_ + 1, parameters);
-    TrainLog log{global_step_ + 1, loss, {}, std::nullopt};
+    TrainLog log{global_step_ + 1, last_loss, {}, std::nullopt};
     for (const auto& g : optimizer_->param_groups()) log.lrs.push_back(g.lr);  // as used by this step
     if (finite) {
-      if (oc.max_gradient_norm) torch::nn::utils::clip_grad_norm_(parameters, *oc.max_gradient_norm);
+      if (oc.max_gradient_norm) optim::clip_grad_norm(parameters, *oc.max_gradient_norm);
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
       optimizer_->step();
       scheduler_->step();
@@ -222,9 +239,8 @@ void Trainer::train(int64_t steps) {
     ++global_step_;
     metrics_.samples(samples_per_step);
     if (log_step) metrics_.step(log, samples_per_step);
-    if (rc.checkpoint_steps && *rc.checkpoint_steps > 0 && (i % *rc.checkpoint_steps == 0 || i == steps))
-      save_checkpoint();
-    metrics_.bar(i, steps, loss, tokens);
+    if (checkpoint_step) save_checkpoint();
+    metrics_.bar(i, steps, last_loss, tokens);
   }
   metrics_.done();
 }
@@ -247,7 +263,7 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
       out = model_->forward(to_device(loader->next(), device_), true);
     }
     double loss = out.loss.item<double>();
-    check_loss(loss);
+    check_loss(loss, global_step_);
     loss_sum += loss;
     for (const auto& [name, term] : out.metrics) {
       sums[name].first += term.sum.item<double>();

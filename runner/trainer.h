@@ -58,10 +58,14 @@ class Trainer {
   models::Model& model() { return *model_; }
 
  private:
-  // One optimizer step over grad_accum_steps micro-batches; returns the mean loss.
-  double train_step(std::vector<torch::Tensor>& parameters, int64_t accum, int64_t& tokens);
+  // Forward and backward over grad_accum_steps micro-batches; returns the
+  // mean loss as a tensor on the device (not read, so nothing waits).
+  torch::Tensor train_step(int64_t accum, int64_t& tokens);
+  // Reads the losses of the steps ending at `last_step` in one transfer,
+  // checks each (check_loss_values) and returns the last.
+  double read_losses(std::vector<torch::Tensor>& losses, int64_t last_step);
   void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training);
-  void check_loss(double loss) const;
+  void check_loss(double loss, int64_t step) const;
 
   Params params_;
   torch::Device device_;

@@ -126,6 +126,20 @@ std::vector<ParamGroup> split_weight_decay_groups(
   return out;
 }
 
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({});
+  std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);  // one fused kernel on CUDA
+  for (auto& n : norms) n = n.to(torch::kFloat);
+  torch::Tensor total = torch::stack(norms).norm();
+  torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (auto& g : grads) g.mul_(coefficient.to(g.scalar_type()));
+  return total;
+}
+
 c10::impl::GenericDict LRScheduler::state_dict() const {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("last_epoch", steps_);

@@ -1,6 +1,6 @@
 // Optimizers with modelzoo's update rules and torch.optim-shaped state dicts,
 // so checkpoints open in Python. Defines: ParamGroup, Optimizer, make_optimizer,
-// LRScheduler, split_weight_decay_groups.
+// LRScheduler, split_weight_decay_groups, clip_grad_norm.
 #pragma once
 
 #include <torch/torch.h>
@@ -52,6 +52,12 @@ class Optimizer {
   std::vector<std::map<std::string, torch::Tensor>> state_;  // per parameter, in group order
   std::map<std::string, double> hyper_;                      // echoed into param_groups
 };
+
+// Scales the gradients of `parameters` so their global 2-norm is at most
+// max_norm, as torch.nn.utils.clip_grad_norm_ (coefficient
+// max_norm / (norm + 1e-6), at most 1). Returns the norm before clipping as a
+// tensor on the gradients' device: nothing here waits for a GPU.
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 // A schedule and how far it has stepped (torch's lr_scheduler.last_epoch),
 // saved as modelzoo's "lr_scheduler" state.
