@@ -8,6 +8,8 @@
 
 #include "models/common/attention.h"
 #include "models/common/causal_attention.h"
+#include "models/common/lm_loss.h"
+#include "models/gpt2/gpt2.h"
 #include "runner/optim/adam_update.h"
 
 using namespace zoo::models;
@@ -115,4 +117,92 @@ TEST(Fused, CpuAdamUpdateMatchesTheOpByOpArithmetic) {
     EXPECT_LT(relative_error(p32.to(torch::kDouble), p64), 1e-6);
     EXPECT_LT(relative_error(v32.to(torch::kDouble), v64), 1e-6);
   }
+}
+
+// The chunked cross-entropy against torch's, in value and gradient: several
+// chunks with a ragged last one, padding columns that must not count and
+// get zero gradient, float32 and bfloat16 logits.
+TEST(Fused, ChunkedCrossEntropyMatchesTorchAndIgnoresPadding) {
+  torch::manual_seed(4);
+  const int64_t N = 37, V = 50, padded = 64;
+  torch::Tensor labels = torch::randint(0, V, {N}, torch::kLong);
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    torch::Tensor wide = (torch::randn({N, padded}) * 3).to(dtype).requires_grad_();
+    torch::Tensor ref_in = wide.detach().narrow(1, 0, V).to(torch::kDouble).requires_grad_();
+    torch::Tensor upstream = torch::rand({N}, torch::kDouble);
+    torch::Tensor loss = token_cross_entropy(wide, labels, V, /*chunk_rows=*/8);
+    torch::Tensor ref = torch::nn::functional::cross_entropy(
+        ref_in, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    (loss * upstream.to(torch::kFloat)).sum().backward();
+    (ref * upstream).sum().backward();
+    const double tol = dtype == torch::kFloat ? 1e-6 : 1e-2;  // bfloat16 gradients carry 8 bits
+    EXPECT_LT(relative_error(loss.to(torch::kDouble), ref.detach()), 1e-6) << "loss is float32 in both";
+    EXPECT_LT(relative_error(wide.grad().narrow(1, 0, V).to(torch::kDouble), ref_in.grad()), tol);
+    EXPECT_EQ(wide.grad().narrow(1, V, padded - V).abs().max().item<double>(), 0.0);
+  }
+}
+
+namespace {
+// Losses of a few AdamW steps of a small GPT on `device` whose output head
+// pads the vocabulary (50) to `pad_multiple` (unset: the device's default).
+std::vector<double> short_run_losses(std::optional<int64_t> pad_multiple, torch::Device device = torch::kCPU) {
+  torch::manual_seed(7);
+  Gpt2Options o;
+  o.vocab_size = 50;
+  o.hidden_size = 32;
+  o.num_hidden_layers = 2;
+  o.num_heads = 4;
+  o.filter_size = 64;
+  o.max_position_embeddings = 24;
+  o.dropout_rate = 0.0;
+  Gpt2Model m(o, torch::TensorOptions());
+  m.reset_parameters();
+  m.to(device);
+  m.lm_head->pad_multiple = pad_multiple;
+  torch::optim::AdamW opt(m.parameters(), torch::optim::AdamWOptions(1e-2));
+  std::vector<double> losses;
+  for (int step = 0; step < 6; ++step) {
+    torch::Tensor ids = torch::randint(0, 50, {4, 24}, torch::kLong).to(device);
+    Features batch{{"input_ids", ids}, {"labels", ids.roll(-1, 1)},
+                   {"attention_mask", torch::ones({4, 24}, torch::TensorOptions().device(device))}};
+    ModelOutput out = m.forward(batch, false);
+    opt.zero_grad();
+    out.loss.backward();
+    opt.step();
+    losses.push_back(out.loss.item<double>());
+  }
+  EXPECT_EQ(m.logits(torch::zeros({1, 3}, torch::kLong).to(device)).size(-1), 50) << "logits keep the real vocabulary";
+  return losses;
+}
+}  // namespace
+
+// Padding the vocabulary is internal: the same losses step for step.
+TEST(Fused, PaddedVocabularyTrainsToTheSameLosses) {
+  std::vector<double> plain = short_run_losses(1), padded = short_run_losses(64);
+  EXPECT_NE(plain, std::vector<double>(plain.size(), plain[0])) << "the losses move";
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_NEAR(padded[i], plain[i], 1e-5) << "step " << i;
+}
+
+// On a GPU: the default path (vocabulary padded to 64, chunked loss, SDPA on
+// LibTorch >= 2.1) trains to the CPU's unpadded losses; fp32 on both, so
+// only summation order differs.
+TEST(FusedCuda, PaddedVocabularyOnTheGpuTrainsToTheCpuLosses) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  std::vector<double> cpu = short_run_losses(1), gpu = short_run_losses(std::nullopt, torch::kCUDA);
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-4) << "step " << i;
+}
+
+TEST(FusedCuda, ChunkedCrossEntropyOnTheGpuMatchesTorch) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(4);
+  torch::Tensor logits = torch::randn({300, 50304}, torch::kCUDA).to(torch::kBFloat16).requires_grad_();
+  torch::Tensor labels = torch::randint(0, 50257, {300}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  torch::Tensor ref_in = logits.detach().narrow(1, 0, 50257).to(torch::kFloat).requires_grad_();
+  token_cross_entropy(logits, labels, 50257, /*chunk_rows=*/64).sum().backward();
+  torch::nn::functional::cross_entropy(ref_in, labels,
+                                       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+      .backward();
+  EXPECT_LT(relative_error(logits.grad().narrow(1, 0, 50257).to(torch::kDouble), ref_in.grad().to(torch::kDouble)),
+            1e-2);  // bfloat16 gradients
+  EXPECT_EQ(logits.grad().narrow(1, 50257, 47).abs().max().item<double>(), 0.0);
 }

@@ -47,8 +47,9 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
   return weight * normed.to(x.scalar_type());
 }
 
-OutputHeadImpl::OutputHeadImpl(int64_t hidden, int64_t vocab, bool own_weight, bool use_bias,
-                               const torch::TensorOptions& options) {
+OutputHeadImpl::OutputHeadImpl(int64_t hidden, int64_t vocab_, bool own_weight, bool use_bias,
+                               const torch::TensorOptions& options)
+    : vocab(vocab_) {
   if (own_weight) weight = register_parameter("weight", torch::empty({vocab, hidden}, options));
   if (use_bias) bias = register_parameter("bias", torch::zeros({vocab}, options));
 }
@@ -58,8 +59,17 @@ void OutputHeadImpl::reset_parameters(const InitializerSpec& weight_init) {
   if (bias.defined() && !bias.is_meta()) apply_initializer(InitializerSpec{"zeros"}, bias);
 }
 
+int64_t OutputHeadImpl::padded_vocab(const torch::Tensor& h) const {
+  const int64_t multiple = pad_multiple.value_or(h.is_cuda() ? 64 : 1);
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
 torch::Tensor OutputHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& tied_weight) {
-  return torch::linear(h, weight.defined() ? weight : tied_weight, bias);
+  const torch::Tensor& w = weight.defined() ? weight : tied_weight;
+  const int64_t pad = padded_vocab(h) - vocab;
+  if (pad == 0) return torch::linear(h, w, bias);
+  return torch::linear(h, torch::constant_pad_nd(w, {0, 0, 0, pad}),
+                       bias.defined() ? torch::constant_pad_nd(bias, {0, pad}) : torch::Tensor());
 }
 
 std::set<std::string> norm_parameter_names(const torch::nn::Module& model) {

@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "models/common/initializers.h"
 
 namespace zoo::models {
@@ -48,11 +50,19 @@ TORCH_MODULE(LayerNorm);
 class OutputHeadImpl : public torch::nn::Module {
  public:
   OutputHeadImpl(int64_t hidden, int64_t vocab, bool own_weight, bool bias, const torch::TensorOptions& options);
-  // h: (B, T, C) -> logits (B, T, V); tied_weight used when there is no own weight.
+  // h: (B, T, C) -> logits (B, T, padded_vocab(h)); tied_weight used when there
+  // is no own weight. Columns from V on come from zero rows added to the
+  // weight for this product only (GEMMs of a multiple of 64 run much faster
+  // on GPUs than GPT-2's 50257): narrow them away, or let lm_loss ignore them.
+  // Parameters and checkpoints keep the real V.
   torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& tied_weight);
+  // The width forward produces: V rounded up to pad_multiple (default: 64 on CUDA, V elsewhere).
+  int64_t padded_vocab(const torch::Tensor& h) const;
   void reset_parameters(const InitializerSpec& weight_init);
   torch::Tensor weight;  // (V, C) or undefined when tied
   torch::Tensor bias;    // (V) or undefined
+  int64_t vocab;
+  std::optional<int64_t> pad_multiple;  // unset: 64 on CUDA, 1 elsewhere
 };
 TORCH_MODULE(OutputHead);
 

@@ -1,16 +1,72 @@
 // Implementation of models/common/lm_loss.h.
 #include "models/common/lm_loss.h"
 
+#include <algorithm>
+
 namespace zoo::models {
+namespace {
+
+// Rows per float32 chunk: ~256 MB of logits at a time.
+int64_t default_chunk_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 26) / vocab); }
+
+class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& labels, int64_t vocab, int64_t rows) {
+    const int64_t N = logits.size(0);
+    auto f32 = logits.options().dtype(torch::kFloat);
+    torch::Tensor lse = torch::empty({N}, f32), loss = torch::empty({N}, f32);
+    for (int64_t r0 = 0; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      torch::Tensor x = logits.narrow(0, r0, n).narrow(1, 0, vocab).to(torch::kFloat);
+      torch::Tensor l = x.logsumexp(-1);
+      lse.narrow(0, r0, n).copy_(l);
+      loss.narrow(0, r0, n).copy_(l - x.gather(1, labels.narrow(0, r0, n).unsqueeze(1)).squeeze(1));
+    }
+    ctx->save_for_backward({logits, labels, lse});
+    ctx->saved_data["vocab"] = vocab;
+    ctx->saved_data["rows"] = rows;
+    return loss;
+  }
+
+  // d loss_i / d logits_ij = softmax_ij - [j == label_i], times the incoming gradient.
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
+    const int64_t vocab = ctx->saved_data["vocab"].toInt(), rows = ctx->saved_data["rows"].toInt();
+    const int64_t N = logits.size(0);
+    const torch::Tensor& grad = grads[0];
+    torch::Tensor dlogits = torch::empty({N, logits.size(1)}, logits.options());
+    if (logits.size(1) > vocab) dlogits.narrow(1, vocab, logits.size(1) - vocab).zero_();
+    for (int64_t r0 = 0; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      torch::Tensor p = logits.narrow(0, r0, n).narrow(1, 0, vocab).to(torch::kFloat);
+      p.sub_(lse.narrow(0, r0, n).unsqueeze(1)).exp_();
+      p.scatter_add_(1, labels.narrow(0, r0, n).unsqueeze(1), -torch::ones({n, 1}, p.options()));
+      p.mul_(grad.narrow(0, r0, n).unsqueeze(1));
+      dlogits.narrow(0, r0, n).narrow(1, 0, vocab).copy_(p);
+    }
+    return {dlogits, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
+                                  int64_t chunk_rows) {
+  if (chunk_rows == 0 && logits.device().is_cpu() && logits.scalar_type() == torch::kFloat && logits.size(1) == vocab)
+    return torch::nn::functional::cross_entropy(
+        logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  return ChunkedCrossEntropy::apply(logits, labels, vocab, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab));
+}
 
 ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask,
-                    const LossScaling& scaling, bool with_metrics) {
-  const int64_t V = logits.size(-1);
-  torch::Tensor flat_logits = logits.reshape({-1, V}).to(torch::kFloat);
+                    const LossScaling& scaling, bool with_metrics, int64_t vocab) {
+  torch::Tensor flat_logits = logits.reshape({-1, logits.size(-1)});
   torch::Tensor flat_labels = labels.reshape({-1}).to(torch::kLong);
   torch::Tensor m = mask.reshape({-1}).to(torch::kFloat);
-  torch::Tensor per_token = torch::nn::functional::cross_entropy(
-      flat_logits, flat_labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  torch::Tensor per_token = token_cross_entropy(flat_logits, flat_labels, vocab);
   torch::Tensor masked_sum = (per_token * m).sum();
   torch::Tensor num_tokens = m.sum();
 
@@ -22,7 +78,7 @@ ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, co
   }
   if (with_metrics) {
     torch::NoGradGuard no_grad;
-    torch::Tensor correct = (flat_logits.argmax(-1) == flat_labels).to(torch::kFloat) * m;
+    torch::Tensor correct = (flat_logits.narrow(1, 0, vocab).argmax(-1) == flat_labels).to(torch::kFloat) * m;
     out.metrics["lm_perplexity"] = {masked_sum.detach(), num_tokens, MetricTerm::Reduce::exp_mean};
     out.metrics["accuracy"] = {correct.sum(), num_tokens, MetricTerm::Reduce::mean};
   }

@@ -1,5 +1,6 @@
 // Masked next-token cross-entropy and the LM eval metrics (modelzoo's
-// GPTLMHeadModelLoss, lm_perplexity, accuracy). Defines: LossScaling, lm_loss.
+// GPTLMHeadModelLoss, lm_perplexity, accuracy). Defines: LossScaling,
+// token_cross_entropy, lm_loss.
 #pragma once
 
 #include <torch/torch.h>
@@ -15,9 +16,20 @@ struct LossScaling {
   double loss_weight = 1.0;
 };
 
-// logits (B, T, V), labels (B, T) int, mask (B, T) 0/1. Fills loss and, with
-// with_metrics, the "lm_perplexity" and "accuracy" terms over masked tokens.
+// Per-token cross-entropy -log softmax(logits[:, :vocab])[label], float32,
+// of logits (N, >= vocab) in any float dtype with labels (N) < vocab.
+// float32 CPU logits without padding take torch's log_softmax; the rest go
+// through row chunks of at most ~256 MB in float32, keeping only the logits
+// as given and one log-sum-exp per row for the backward (never a float32
+// copy of all logits, let alone two), with zero gradient for padding columns.
+// chunk_rows overrides the chunk height (tests); 0: ~256 MB of float32 per chunk.
+torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
+                                  int64_t chunk_rows = 0);
+
+// logits (B, T, >= V; columns from V on are padding, see OutputHead), labels
+// (B, T) int, mask (B, T) 0/1. Fills loss and, with with_metrics, the
+// "lm_perplexity" and "accuracy" terms over masked tokens.
 ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask,
-                    const LossScaling& scaling, bool with_metrics);
+                    const LossScaling& scaling, bool with_metrics, int64_t vocab);
 
 }  // namespace zoo::models

@@ -188,9 +188,13 @@ void Gpt2Model::reset_parameters() {
   lm_head->reset_parameters(weight_init(options_));
 }
 
-torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
+torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
   torch::Tensor h = transformer_decoder(embedding_layer(input_ids));  // (B, T, C)
-  return lm_head(h, embedding_layer->word_embeddings->weight);        // (B, T, V)
+  return lm_head(h, embedding_layer->word_embeddings->weight);        // (B, T, >= V)
+}
+
+torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
+  return padded_logits(input_ids).narrow(-1, 0, options_.vocab_size);
 }
 
 torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationCache& cache) {
@@ -201,13 +205,13 @@ torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationC
   cache.state.clear();
   for (const auto& layer : kv) cache.state.insert(cache.state.end(), {layer.keys, layer.values});
   cache.positions += input_ids.size(1);
-  return lm_head(h, embedding_layer->word_embeddings->weight);  // (B, T, V)
+  return lm_head(h, embedding_layer->word_embeddings->weight).narrow(-1, 0, options_.vocab_size);  // (B, T, V)
 }
 
 ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
-  torch::Tensor out = logits(batch.at("input_ids"));
+  torch::Tensor out = padded_logits(batch.at("input_ids"));  // the loss skips the padding columns
   LossScaling scaling{options_.loss_scaling, options_.loss_weight};
-  return lm_loss(out, batch.at("labels"), batch.at("attention_mask"), scaling, with_metrics);
+  return lm_loss(out, batch.at("labels"), batch.at("attention_mask"), scaling, with_metrics, options_.vocab_size);
 }
 
 // Kaplan et al. (2020): forward ~ 2 * (matmul parameters) + 2 * layers * context * width.

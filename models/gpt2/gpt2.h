@@ -66,6 +66,8 @@ class Gpt2Model : public Model {
   Gpt2Model(const Gpt2Options& options, const torch::TensorOptions& param_options);
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids);  // (B, T) -> (B, T, V)
+  // (B, T) -> (B, T, V rounded up as OutputHead pads it); what training computes.
+  torch::Tensor padded_logits(const torch::Tensor& input_ids);
   double forward_flops_per_token() const override;
   void reset_parameters() override;
   bool is_causal_lm() const override { return true; }
