@@ -12,6 +12,7 @@
 #include "models/registry.h"
 #include "runner/amp/autocast.h"
 #include "runner/checkpoint.h"
+#include "runner/device_memory.h"
 #include "runner/log.h"
 
 namespace zoo {
@@ -52,7 +53,12 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
       params_.context("optimizer").fail(YAML::Node(), "", "required for training but missing from the params");
     train_loader_ = open_loader(params_, "train_input");
   }
+  const auto start = std::chrono::steady_clock::now();
   model_ = params_.model->build(torch::TensorOptions().device(device_));
+  int64_t parameters = 0;
+  for (const auto& p : model_->parameters()) parameters += p.numel();
+  log::info(strf("Built the model: %ld parameters in %.2f s", static_cast<long>(parameters),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   if (train_loader_ && model_->vocab_size()) train_loader_->check_token_ids(*model_->vocab_size());
   autocast_dtype_ = amp::autocast_dtype(params_.precision.mixed_precision, params_.precision.fp16_type, device_);
   if (!for_training) return;
@@ -243,6 +249,7 @@ void Trainer::train(int64_t steps) {
     metrics_.bar(i, steps, last_loss, tokens);
   }
   metrics_.done();
+  if (auto gib = peak_gpu_memory_gib(device_)) log::info(strf("Peak GPU memory allocated: %.2f GiB", *gib));
 }
 
 EvalResult Trainer::evaluate(const std::string& checkpoint_label) {

@@ -119,18 +119,20 @@ TEST(Fused, CpuAdamUpdateMatchesTheOpByOpArithmetic) {
   }
 }
 
-// The chunked cross-entropy against torch's, in value and gradient: several
-// chunks with a ragged last one, padding columns that must not count and
-// get zero gradient, float32 and bfloat16 logits.
-TEST(Fused, ChunkedCrossEntropyMatchesTorchAndIgnoresPadding) {
+// Both cross-entropy paths against torch's, in value and gradient: the CPU
+// kernel (float32) and the chunked one (several chunks with a ragged last
+// one; float32 and bfloat16 logits), with padding columns that must not
+// count and get zero gradient.
+TEST(Fused, CrossEntropyPathsMatchTorchAndIgnorePadding) {
   torch::manual_seed(4);
   const int64_t N = 37, V = 50, padded = 64;
   torch::Tensor labels = torch::randint(0, V, {N}, torch::kLong);
-  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+  for (auto [dtype, chunk_rows] : {std::pair{torch::kFloat, 0}, {torch::kFloat, 8}, {torch::kBFloat16, 8}}) {
+    SCOPED_TRACE(chunk_rows ? "chunked" : "CPU kernel");
     torch::Tensor wide = (torch::randn({N, padded}) * 3).to(dtype).requires_grad_();
     torch::Tensor ref_in = wide.detach().narrow(1, 0, V).to(torch::kDouble).requires_grad_();
     torch::Tensor upstream = torch::rand({N}, torch::kDouble);
-    torch::Tensor loss = token_cross_entropy(wide, labels, V, /*chunk_rows=*/8);
+    torch::Tensor loss = token_cross_entropy(wide, labels, V, chunk_rows);
     torch::Tensor ref = torch::nn::functional::cross_entropy(
         ref_in, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
     (loss * upstream.to(torch::kFloat)).sum().backward();

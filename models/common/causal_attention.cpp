@@ -67,12 +67,11 @@ struct Shape {
 };
 
 // Softmax of each row of s (m x n, only the visible columns count); the rest become 0.
-void softmax_rows(float* s, int64_t m, int64_t n, int64_t r0, int64_t c0, const Shape& sh, float* lse) {
+__attribute__((target_clones("avx2", "default"))) void softmax_rows(float* s, int64_t m, int64_t n, int64_t r0, int64_t c0, const Shape& sh, float* lse) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = s + i * n;
     const Visible vis = visible(r0 + i, c0, sh.window);
-    float mx = row[vis.lo];
-    for (int64_t j = vis.lo; j <= vis.hi; ++j) mx = row[j] > mx ? row[j] : mx;
+    const float mx = max_of(row + vis.lo, vis.hi - vis.lo + 1);
     float sum = 0;
     for (int64_t j = vis.lo; j <= vis.hi; ++j) {
       row[j] = exp_nonpositive(row[j] - mx);
@@ -101,7 +100,7 @@ void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse,
 }
 
 // Adds this head's share to dk, dv (its key/value head's gradients) and writes dq.
-void backward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, Rows dout, const float* lse, Rows dq, Rows dk,
+__attribute__((target_clones("avx2", "default"))) void backward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, Rows dout, const float* lse, Rows dq, Rows dk,
                    Rows dv, std::vector<float>& p, std::vector<float>& dp) {
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;

@@ -1,10 +1,78 @@
 // Implementation of models/common/lm_loss.h.
 #include "models/common/lm_loss.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <cmath>
+
+#include "models/common/vector_math.h"
 
 namespace zoo::models {
 namespace {
+
+// Rows [begin, end) of the CPU kernel; AVX2 clones where the CPU has it.
+__attribute__((target_clones("avx2", "default"))) void cross_entropy_rows(
+    const float* x, int64_t ld, const int64_t* labels, int64_t vocab, int64_t begin, int64_t end, float* lse,
+    float* loss) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float* row = x + i * ld;
+    const float mx = max_of(row, vocab);
+    float sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) sum += exp_nonpositive(row[j] - mx);
+    lse[i] = mx + std::log(sum);
+    loss[i] = lse[i] - row[labels[i]];
+  }
+}
+
+__attribute__((target_clones("avx2", "default"))) void cross_entropy_grad_rows(
+    const float* x, int64_t ld, const int64_t* labels, const float* lse, const float* grad, int64_t vocab,
+    int64_t width, int64_t begin, int64_t end, float* d) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float* row = x + i * ld;
+    float* drow = d + i * width;
+    const float l = lse[i], g = grad[i];
+    for (int64_t j = 0; j < vocab; ++j) drow[j] = exp_nonpositive(row[j] - l) * g;
+    for (int64_t j = vocab; j < width; ++j) drow[j] = 0;
+    drow[labels[i]] -= g;
+  }
+}
+
+// float32 CPU logits: one pass over each row forward (max, sum of exps,
+// log-sum-exp) and one backward (softmax - one-hot), rows spread over threads.
+class CpuCrossEntropy : public torch::autograd::Function<CpuCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& labels, int64_t vocab) {
+    const int64_t N = logits.size(0), ld = logits.stride(0);
+    torch::Tensor lse = torch::empty({N}, logits.options()), loss = torch::empty({N}, logits.options());
+    const float* x = logits.data_ptr<float>();
+    const int64_t* y = labels.data_ptr<int64_t>();
+    float *pl = lse.data_ptr<float>(), *ploss = loss.data_ptr<float>();
+    at::parallel_for(0, N, 64,
+                     [&](int64_t begin, int64_t end) { cross_entropy_rows(x, ld, y, vocab, begin, end, pl, ploss); });
+    ctx->save_for_backward({logits, labels, lse});
+    ctx->saved_data["vocab"] = vocab;
+    return loss;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
+    const int64_t vocab = ctx->saved_data["vocab"].toInt(), N = logits.size(0), width = logits.size(1);
+    const int64_t ld = logits.stride(0);
+    torch::Tensor g = grads[0].contiguous();
+    torch::Tensor dlogits = torch::empty({N, width}, logits.options());
+    const float *x = logits.data_ptr<float>(), *pl = lse.data_ptr<float>(), *pg = g.data_ptr<float>();
+    const int64_t* y = labels.data_ptr<int64_t>();
+    float* d = dlogits.data_ptr<float>();
+    at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+      cross_entropy_grad_rows(x, ld, y, pl, pg, vocab, width, begin, end, d);
+    });
+    return {dlogits, torch::Tensor(), torch::Tensor()};
+  }
+};
 
 // Rows per float32 chunk: ~256 MB of logits at a time.
 int64_t default_chunk_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 26) / vocab); }
@@ -55,9 +123,8 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   int64_t chunk_rows) {
-  if (chunk_rows == 0 && logits.device().is_cpu() && logits.scalar_type() == torch::kFloat && logits.size(1) == vocab)
-    return torch::nn::functional::cross_entropy(
-        logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  if (chunk_rows == 0 && logits.device().is_cpu() && logits.scalar_type() == torch::kFloat && logits.stride(1) == 1)
+    return CpuCrossEntropy::apply(logits, labels.contiguous(), vocab);
   return ChunkedCrossEntropy::apply(logits, labels, vocab, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab));
 }
 

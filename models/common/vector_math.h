@@ -1,6 +1,6 @@
 // Branch-free float math for zoo's CPU kernels: written so the loops that
 // call them vectorize, with the accuracy the kernels document.
-// Defines: exp_nonpositive.
+// Defines: exp_nonpositive, max_of.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,20 @@ inline float exp_nonpositive(float x) {
   float two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
   return p * two_n;
+}
+
+// max(x[0..n)), n >= 1. Eight running maxima, elementwise, so the compiler
+// can use vector max instructions without reassociating a reduction.
+inline float max_of(const float* x, int64_t n) {
+  float lanes[8];
+  for (int k = 0; k < 8; ++k) lanes[k] = x[0];
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) lanes[k] = x[j + k] > lanes[k] ? x[j + k] : lanes[k];
+  float m = lanes[0];
+  for (int k = 1; k < 8; ++k) m = lanes[k] > m ? lanes[k] : m;
+  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
+  return m;
 }
 
 }  // namespace zoo::models
