@@ -13,7 +13,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <deque>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -57,12 +60,30 @@ std::string new_checkpoint_path(const std::string& dir, int64_t step) {
 
 namespace {
 
-// CRC32C over a canonical walk of the contents (dict keys in sorted order,
-// tensor dtype, shape and bytes, scalars, strings), so corruption of any
-// stored value is caught even where the zip container does not check.
-uint32_t content_checksum(const c10::IValue& v, uint32_t crc) {
-  auto bytes = [&](const void* p, size_t n) { crc = crc32c_extend(crc, p, n); };
-  auto text = [&](const std::string& s) { bytes(s.data(), s.size()); };
+// The bytes the checksum covers, in the order of a canonical walk of the
+// contents (dict keys in sorted order, tensor dtype, shape and bytes,
+// scalars, strings): small ones copied, tensor data by reference.
+struct ChecksumInput {
+  struct Piece {
+    const char* data;
+    size_t size;
+  };
+  std::deque<std::string> owned;
+  std::vector<torch::Tensor> tensors;  // keeps referenced data alive
+  std::vector<Piece> pieces;
+
+  void bytes(const void* p, size_t n) { pieces.push_back({static_cast<const char*>(p), n}); }
+  void text(std::string s) {
+    owned.push_back(std::move(s));
+    bytes(owned.back().data(), owned.back().size());
+  }
+  template <typename T>
+  void value(T x) {
+    text(std::string(reinterpret_cast<const char*>(&x), sizeof x));
+  }
+};
+
+void collect(const c10::IValue& v, ChecksumInput& in) {
   if (v.isGenericDict()) {
     std::vector<std::pair<std::string, c10::IValue>> items;
     for (const auto& kv : v.toGenericDict())
@@ -70,29 +91,53 @@ uint32_t content_checksum(const c10::IValue& v, uint32_t crc) {
                          kv.value());
     std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [k, value] : items) {
-      text("k:" + k);
-      crc = content_checksum(value, crc);
+      in.text("k:" + k);
+      collect(value, in);
     }
   } else if (v.isList()) {
-    for (const auto& item : v.toListRef()) crc = content_checksum(item, crc);
+    for (const auto& item : v.toListRef()) collect(item, in);
   } else if (v.isTensor()) {
     torch::Tensor t = v.toTensor().detach().cpu().contiguous();
-    text(std::string("t:") + c10::toString(t.scalar_type()));
-    bytes(t.sizes().data(), t.dim() * sizeof(int64_t));
-    bytes(t.data_ptr(), t.nbytes());
+    in.text(std::string("t:") + c10::toString(t.scalar_type()));
+    in.text(std::string(reinterpret_cast<const char*>(t.sizes().data()), t.dim() * sizeof(int64_t)));
+    in.tensors.push_back(t);
+    in.bytes(t.data_ptr(), t.nbytes());
   } else if (v.isInt()) {
-    int64_t x = v.toInt();
-    bytes(&x, sizeof x);
+    in.value(v.toInt());
   } else if (v.isDouble()) {
-    double x = v.toDouble();
-    bytes(&x, sizeof x);
+    in.value(v.toDouble());
   } else if (v.isBool()) {
-    text(v.toBool() ? "true" : "false");
+    in.text(v.toBool() ? "true" : "false");
   } else if (v.isString()) {
-    text("s:" + v.toStringRef());
+    in.text("s:" + v.toStringRef());
   } else {
-    text(v.tagKind());
+    in.text(v.tagKind());
   }
+}
+
+// CRC32C of everything in `v`, so corruption of any stored value is caught
+// (LibTorch's zip reader skips its CRC checks). Large tensors are summed in
+// 8 MiB pieces across threads and the pieces combined in order.
+uint32_t content_checksum(const c10::IValue& v) {
+  ChecksumInput in;
+  collect(v, in);
+  constexpr size_t kChunk = size_t{8} << 20;
+  struct Chunk {
+    const char* data;
+    size_t size;
+    uint32_t crc;
+  };
+  std::vector<Chunk> chunks;
+  for (const auto& p : in.pieces)
+    for (size_t off = 0; off < p.size || (off == 0 && p.size == 0); off += kChunk)
+      chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0});
+  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      if (chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
+  });
+  uint32_t crc = 0;
+  for (const auto& c : chunks)  // small pieces: cheaper to extend than to combine
+    crc = c.size >= 4096 ? crc32c_combine(crc, c.crc, c.size) : crc32c_extend(crc, c.data, c.size);
   return crc;
 }
 
@@ -195,7 +240,7 @@ class FileSink {
 void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict& dict_in) {
   c10::impl::GenericDict dict = dict_in.copy();
   (void)dict.erase("__checksum__");
-  const int64_t checksum = content_checksum(c10::IValue(dict), 0);
+  const int64_t checksum = content_checksum(c10::IValue(dict));
   dict.insert("__checksum__", checksum);
   // As torch::pickle_save lays the file out (data.pkl + one record per
   // tensor, which torch.load reads), but each tensor goes from its own
@@ -260,7 +305,7 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   if (dict.contains("__checksum__")) {
     const int64_t stored = dict.at("__checksum__").toInt();
     (void)dict.erase("__checksum__");
-    if (content_checksum(c10::IValue(dict), 0) != static_cast<uint32_t>(stored))
+    if (content_checksum(c10::IValue(dict)) != static_cast<uint32_t>(stored))
       throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt");
   }
   return dict;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runner/checkpoint.h"
+#include "runner/crc32c.h"
 #include "runner/trainer.h"
 #include "test_util.h"
 
@@ -268,6 +269,22 @@ TEST(Training, PythonTorchLoadOpensCheckpoints) {
       "(256, 32); assert len(d['optimizer']['param_groups']) == 2; assert d['__metadata__'][0]['model_name'] == "
       "'gpt2'; print('ok')\"");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// The checkpoint checksum is summed in pieces on several threads; combining
+// the pieces' CRCs must equal one pass over the whole (the check value of
+// "123456789" pins the variant), for any split.
+TEST(Training, Crc32cOfPiecesCombinesToTheWhole) {
+  EXPECT_EQ(crc32c_extend(0, "123456789", 9), 0xE3069283u);
+  std::string data(100000, '\0');
+  uint32_t seed = 1;
+  for (char& c : data) c = static_cast<char>((seed = seed * 1103515245u + 12345u) >> 24);
+  const uint32_t whole = crc32c_extend(0, data.data(), data.size());
+  for (size_t split : {size_t{0}, size_t{1}, size_t{4095}, size_t{65536}, data.size() - 1, data.size()}) {
+    const uint32_t a = crc32c_extend(0, data.data(), split);
+    const uint32_t b = crc32c_extend(0, data.data() + split, data.size() - split);
+    EXPECT_EQ(crc32c_combine(a, b, data.size() - split), whole) << "split at " << split;
+  }
 }
 
 // Checkpoints bigger than the two 32 MiB write buffers, with tensors of odd
