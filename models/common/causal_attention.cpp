@@ -66,10 +66,13 @@ struct Shape {
   float scale;
 };
 
-// Softmax of each row of s (m x n, only the visible columns count); the rest become 0.
-__attribute__((target_clones("avx2", "default"))) void softmax_rows(float* s, int64_t m, int64_t n, int64_t r0, int64_t c0, const Shape& sh, float* lse) {
+// Softmax of each row of s (m rows of n, row stride ld; only the visible
+// columns count), the rest set to 0; lse[i] = log-sum-exp of row i.
+__attribute__((target_clones("avx2", "default"))) void softmax_rows(float* s, int64_t ld, int64_t m, int64_t n,
+                                                                   int64_t r0, int64_t c0, const Shape& sh,
+                                                                   float* lse) {
   for (int64_t i = 0; i < m; ++i) {
-    float* row = s + i * n;
+    float* row = s + i * ld;
     const Visible vis = visible(r0 + i, c0, sh.window);
     const float mx = max_of(row + vis.lo, vis.hi - vis.lo + 1);
     float sum = 0;
@@ -90,41 +93,55 @@ int64_t first_key(int64_t r0, const Shape& sh) {
   return sh.window > 0 ? std::max<int64_t>(0, r0 - sh.window + 1) : 0;
 }
 
-void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse, std::vector<float>& s) {
+// A (T, T) matrix of one head, or a kBlockRows x T scratch buffer reused per block.
+struct Probabilities {
+  float* data;
+  bool whole;  // the head's whole matrix: block (r0, c0) at data + r0 * T + c0
+  float* block(int64_t r0, int64_t c0, int64_t T) const { return whole ? data + r0 * T + c0 : data; }
+};
+
+void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse, Probabilities probs) {
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
-    gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, s.data(), n);
-    softmax_rows(s.data(), m, n, r0, c0, sh, lse + r0);
-    gemm(false, false, m, sh.D, n, 1, s.data(), n, v.row(c0), v.row_stride, 0, out.row(r0), out.row_stride);
+    float* p = probs.block(r0, c0, sh.T);
+    gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
+    softmax_rows(p, sh.T, m, n, r0, c0, sh, lse + r0);
+    gemm(false, false, m, sh.D, n, 1, p, sh.T, v.row(c0), v.row_stride, 0, out.row(r0), out.row_stride);
   }
 }
 
-// Adds this head's share to dk, dv (its key/value head's gradients) and writes dq.
-__attribute__((target_clones("avx2", "default"))) void backward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, Rows dout, const float* lse, Rows dq, Rows dk,
-                   Rows dv, std::vector<float>& p, std::vector<float>& dp) {
+// Adds this head's share to dk, dv (its key/value head's gradients) and
+// writes dq. With the forward's whole probability matrix it reads the blocks
+// from there; otherwise it recomputes them into the scratch buffer from lse.
+__attribute__((target_clones("avx2", "default"))) void backward_head(const Shape& sh, Rows q, Rows k, Rows v,
+                                                                    Rows out, Rows dout, const float* lse, Rows dq,
+                                                                    Rows dk, Rows dv, Probabilities probs,
+                                                                    float* dp) {
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
-    gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p.data(), n);
-    gemm(false, true, m, n, sh.D, 1, dout.row(r0), dout.row_stride, v.row(c0), v.row_stride, 0, dp.data(), n);
+    float* p = probs.block(r0, c0, sh.T);
+    if (!probs.whole)
+      gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
+    gemm(false, true, m, n, sh.D, 1, dout.row(r0), dout.row_stride, v.row(c0), v.row_stride, 0, dp, sh.T);
     for (int64_t i = 0; i < m; ++i) {
-      float* pr = p.data() + i * n;
-      float* dpr = dp.data() + i * n;
+      float* pr = p + i * sh.T;
+      float* dpr = dp + i * sh.T;
       const float* o = out.row(r0 + i);
       const float* dor = dout.row(r0 + i);
       float delta = 0;  // sum_j P_ij dP_ij = dout_i . out_i
       for (int64_t d = 0; d < sh.D; ++d) delta += o[d] * dor[d];
       const Visible vis = visible(r0 + i, c0, sh.window);
-      const float l = lse[r0 + i];
-      for (int64_t j = 0; j < vis.lo; ++j) pr[j] = dpr[j] = 0;
-      for (int64_t j = vis.lo; j <= vis.hi; ++j) {
-        pr[j] = exp_nonpositive(pr[j] - l);
-        dpr[j] = pr[j] * (dpr[j] - delta);  // dS
+      if (!probs.whole) {
+        const float l = lse[r0 + i];
+        for (int64_t j = 0; j < vis.lo; ++j) pr[j] = 0;
+        for (int64_t j = vis.lo; j <= vis.hi; ++j) pr[j] = exp_nonpositive(pr[j] - l);
+        for (int64_t j = vis.hi + 1; j < n; ++j) pr[j] = 0;
       }
-      for (int64_t j = vis.hi + 1; j < n; ++j) pr[j] = dpr[j] = 0;
+      for (int64_t j = 0; j < n; ++j) dpr[j] = pr[j] * (dpr[j] - delta);  // dS; 0 where P is
     }
-    gemm(true, false, n, sh.D, m, 1, p.data(), n, dout.row(r0), dout.row_stride, 1, dv.row(c0), dv.row_stride);
-    gemm(false, false, m, sh.D, n, sh.scale, dp.data(), n, k.row(c0), k.row_stride, 0, dq.row(r0), dq.row_stride);
-    gemm(true, false, n, sh.D, m, sh.scale, dp.data(), n, q.row(r0), q.row_stride, 1, dk.row(c0), dk.row_stride);
+    gemm(true, false, n, sh.D, m, 1, p, sh.T, dout.row(r0), dout.row_stride, 1, dv.row(c0), dv.row_stride);
+    gemm(false, false, m, sh.D, n, sh.scale, dp, sh.T, k.row(c0), k.row_stride, 0, dq.row(r0), dq.row_stride);
+    gemm(true, false, n, sh.D, m, sh.scale, dp, sh.T, q.row(r0), q.row_stride, 1, dk.row(c0), dk.row_stride);
   }
 }
 
@@ -159,6 +176,12 @@ void for_each_kv_head(const Shape& sh, int buffers, Fn fn) {
   });
 }
 
+// Head (b, h)'s whole matrix in `probs` (B, H, T, T) when defined, else the scratch buffer.
+Probabilities head_probabilities(const torch::Tensor& probs, int64_t b, int64_t h, std::vector<float>& scratch) {
+  if (!probs.defined()) return {scratch.data(), false};
+  return {probs.data_ptr<float>() + (b * probs.size(1) + h) * probs.size(2) * probs.size(3), true};
+}
+
 // The packed (B, T, (H + 2G) D) projection output seen as q, k, v: (B, T, heads, D) views.
 struct Packed {
   torch::Tensor q, k, v;
@@ -177,13 +200,18 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const Shape sh{qkv.size(0), qkv.size(1), H, G, in.q.size(3), window, float(scale)};
     torch::Tensor out = torch::empty({sh.B, sh.T, sh.H, sh.D}, qkv.options());
     torch::Tensor lse = torch::empty({sh.B, sh.H, sh.T}, qkv.options());
+    // Keep the probabilities for the backward while they are no bigger than
+    // twice the q/k/v activations (T <= 6 D): it then skips recomputing them.
+    // Longer sequences recompute them block by block from lse instead.
+    torch::Tensor probs;
+    if (sh.T <= 6 * sh.D) probs = torch::empty({sh.B, sh.H, sh.T, sh.T}, qkv.options());
     const int64_t per_group = sh.H / sh.G;
     for_each_kv_head(sh, 1, [&](int64_t b, int64_t g, std::vector<std::vector<float>>& buf) {
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
         forward_head(sh, rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
-                     lse.data_ptr<float>() + (b * sh.H + h) * sh.T, buf[0]);
+                     lse.data_ptr<float>() + (b * sh.H + h) * sh.T, head_probabilities(probs, b, h, buf[0]));
     });
-    ctx->save_for_backward({qkv, out, lse});
+    ctx->save_for_backward({qkv, out, lse, probs});
     ctx->saved_data["shape"] = std::vector<int64_t>{H, G, window};
     ctx->saved_data["scale"] = scale;
     return out;
@@ -193,7 +221,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor &qkv = saved[0], &out = saved[1], &lse = saved[2];
+    const torch::Tensor &qkv = saved[0], &out = saved[1], &lse = saved[2], &probs = saved[3];
     const std::vector<int64_t> hg = ctx->saved_data["shape"].toIntVector();
     const Packed in = unpack(qkv, hg[0], hg[1]);
     const Shape sh{qkv.size(0), qkv.size(1), hg[0], hg[1], in.q.size(3), hg[2],
@@ -211,7 +239,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
         backward_head(sh, rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
                       rows_of(dout, b, h), lse.data_ptr<float>() + (b * sh.H + h) * sh.T, rows_of(d.q, b, h), dk, dv,
-                      buf[0], buf[1]);
+                      head_probabilities(probs, b, h, buf[0]), buf[1].data());
     });
     return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
