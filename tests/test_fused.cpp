@@ -93,10 +93,10 @@ TEST(Fused, CpuCausalAttentionIsTheSameWithOneThreadOrTwo) {
   EXPECT_TRUE(torch::equal(results[0], results[1]));
 }
 
-// The single-pass float32 CPU update against the same arithmetic op by op in
-// float64 (the path every other tensor takes), over steps with bias
-// correction, for AdamW (decoupled decay) and Adam (L2 decay).
-TEST(Fused, CpuAdamUpdateMatchesTheOpByOpArithmetic) {
+// The single-pass float32 CPU update against the multi-tensor path in float64
+// (the one GPU tensors take), over steps with bias correction, for AdamW
+// (decoupled decay) and Adam (L2 decay).
+TEST(Fused, CpuAdamUpdateMatchesTheMultiTensorPath) {
   for (bool decoupled : {true, false}) {
     SCOPED_TRACE(decoupled ? "AdamW" : "Adam");
     torch::manual_seed(3);
@@ -110,9 +110,10 @@ TEST(Fused, CpuAdamUpdateMatchesTheOpByOpArithmetic) {
       p64.mutable_grad() = g.to(torch::kDouble);
       b1p *= 0.9;
       b2p *= 0.999;
-      const zoo::optim::AdamUpdate u{0.9, 0.999, 1e-6, 1e-2, 0.1, std::sqrt(1 - b2p) / (1 - b1p), decoupled};
-      zoo::optim::adam_update(p32, m32, v32, u);
-      zoo::optim::adam_update(p64, m64, v64, u);
+      const double correction = std::sqrt(1 - b2p) / (1 - b1p);
+      const zoo::optim::AdamHyper h{0.9, 0.999, 1e-6, 1e-2, 0.1, decoupled};
+      zoo::optim::adam_update({{p32, m32, v32, correction}}, h);
+      zoo::optim::adam_update({{p64, m64, v64, correction}}, h);
     }
     // float32 rounding over 20 steps, relative to the parameters' scale.
     EXPECT_LT(relative_error(p32.to(torch::kDouble), p64), 1e-6);

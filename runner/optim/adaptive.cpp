@@ -47,22 +47,24 @@ class CerebrasAdam : public MomentOptimizer {
                         c.eps_value()),
         correct_bias_(c.correct_bias), decoupled_(decoupled) {}
 
+  // One adam_update per parameter group, so a GPU runs a few multi-tensor kernels per group.
   void step() override {
+    std::vector<std::vector<AdamSlot>> slots(groups_.size());
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
-      torch::Tensor& m = state_or(i, "exp_avg", zeros);
-      torch::Tensor& v = state_or(i, "exp_avg_sq", zeros);
+      AdamSlot s{p, state_or(i, "exp_avg", zeros), state_or(i, "exp_avg_sq", zeros)};
       // The powers are CPU scalars (see Optimizer::load_state_dict): reading them never waits on a GPU.
       torch::Tensor& b1p = state_or(i, "beta1_power", [&] { return scalar_state(b_.b1); });
       torch::Tensor& b2p = state_or(i, "beta2_power", [&] { return scalar_state(b_.b2); });
-      double correction = 1.0;
       if (correct_bias_) {
-        correction = std::sqrt(1 - b2p.item<double>()) / (1 - b1p.item<double>());
+        s.correction = std::sqrt(1 - b2p.item<double>()) / (1 - b1p.item<double>());
         b1p.mul_(b_.b1);
         b2p.mul_(b_.b2);
       }
-      adam_update(p, m, v, AdamUpdate{b_.b1, b_.b2, eps_, g.lr, g.weight_decay, correction, decoupled_});
+      slots[&g - groups_.data()].push_back(s);
     });
+    for (size_t k = 0; k < groups_.size(); ++k)
+      adam_update(slots[k], AdamHyper{b_.b1, b_.b2, eps_, groups_[k].lr, groups_[k].weight_decay, decoupled_});
   }
 
  private:
