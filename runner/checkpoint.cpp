@@ -6,7 +6,9 @@
 #include "runner/crc32c.h"
 #include "runner/log.h"
 
+#include <caffe2/serialize/file_adapter.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
@@ -19,7 +21,10 @@
 #include <deque>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <unordered_map>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -67,12 +72,18 @@ struct ChecksumInput {
   struct Piece {
     const char* data;
     size_t size;
+    std::optional<uint32_t> crc;  // already known (summed while the file was read)
   };
   std::deque<std::string> owned;
   std::vector<torch::Tensor> tensors;  // keeps referenced data alive
   std::vector<Piece> pieces;
 
-  void bytes(const void* p, size_t n) { pieces.push_back({static_cast<const char*>(p), n}); }
+  // The CRC32C of bytes read from a checkpoint file, if the read summed them.
+  std::function<std::optional<uint32_t>(const void*, size_t)> known;
+
+  void bytes(const void* p, size_t n, std::optional<uint32_t> crc = std::nullopt) {
+    pieces.push_back({static_cast<const char*>(p), n, crc});
+  }
   void text(std::string s) {
     owned.push_back(std::move(s));
     bytes(owned.back().data(), owned.back().size());
@@ -101,7 +112,7 @@ void collect(const c10::IValue& v, ChecksumInput& in) {
     in.text(std::string("t:") + c10::toString(t.scalar_type()));
     in.text(std::string(reinterpret_cast<const char*>(t.sizes().data()), t.dim() * sizeof(int64_t)));
     in.tensors.push_back(t);
-    in.bytes(t.data_ptr(), t.nbytes());
+    in.bytes(t.data_ptr(), t.nbytes(), in.known ? in.known(t.data_ptr(), t.nbytes()) : std::nullopt);
   } else if (v.isInt()) {
     in.value(v.toInt());
   } else if (v.isDouble()) {
@@ -118,8 +129,10 @@ void collect(const c10::IValue& v, ChecksumInput& in) {
 // CRC32C of everything in `v`, so corruption of any stored value is caught
 // (LibTorch's zip reader skips its CRC checks). Large tensors are summed in
 // 8 MiB pieces across threads and the pieces combined in order.
-uint32_t content_checksum(const c10::IValue& v) {
+uint32_t content_checksum(
+    const c10::IValue& v, std::function<std::optional<uint32_t>(const void*, size_t)> known = nullptr) {
   ChecksumInput in;
+  in.known = std::move(known);
   collect(v, in);
   constexpr size_t kChunk = size_t{8} << 20;
   struct Chunk {
@@ -128,16 +141,27 @@ uint32_t content_checksum(const c10::IValue& v) {
     uint32_t crc;
   };
   std::vector<Chunk> chunks;
-  for (const auto& p : in.pieces)
-    for (size_t off = 0; off < p.size || (off == 0 && p.size == 0); off += kChunk)
+  std::vector<bool> summed;
+  for (const auto& p : in.pieces) {
+    if (p.crc) {
+      chunks.push_back({p.data, p.size, *p.crc});
+      summed.push_back(true);
+      continue;
+    }
+    for (size_t off = 0; off < p.size || (off == 0 && p.size == 0); off += kChunk) {
       chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0});
+      summed.push_back(false);
+    }
+  }
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      if (chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
+      if (!summed[i] && chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
   });
   uint32_t crc = 0;
-  for (const auto& c : chunks)  // small pieces: cheaper to extend than to combine
-    crc = c.size >= 4096 ? crc32c_combine(crc, c.crc, c.size) : crc32c_extend(crc, c.data, c.size);
+  for (size_t i = 0; i < chunks.size(); ++i) {  // small pieces: cheaper to extend than to combine
+    const Chunk& c = chunks[i];
+    crc = summed[i] || c.size >= 4096 ? crc32c_combine(crc, c.crc, c.size) : crc32c_extend(crc, c.data, c.size);
+  }
   return crc;
 }
 
@@ -291,11 +315,53 @@ c10::impl::GenericDict load_torch_save_weights(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// The checkpoint file as PyTorchStreamReader reads it, summing the CRC32C of
+// each large read (a tensor's record, read straight into its storage) in
+// 4 MiB pieces while they are in cache: verifying the checksum then needs no
+// second pass over the tensors.
+class ChecksummingReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit ChecksummingReader(const std::string& path) : file_(path) {}
+  size_t size() const override { return file_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* what = "") const override {
+    if (n < kPiece) return file_.read(pos, buf, n, what);
+    char* out = static_cast<char*>(buf);
+    uint32_t crc = 0;
+    size_t done = 0;
+    while (done < n) {
+      const size_t want = std::min(kPiece, n - done), got = file_.read(pos + done, out + done, want, what);
+      crc = crc32c_extend(crc, out + done, got);
+      done += got;
+      if (got < want) break;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    sums_[buf] = {done, crc};
+    return done;
+  }
+  std::optional<uint32_t> crc_of(const void* data, size_t size) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sums_.find(data);
+    if (it == sums_.end() || it->second.first != size) return std::nullopt;
+    return it->second.second;
+  }
+
+ private:
+  static constexpr size_t kPiece = size_t{4} << 20;
+  caffe2::serialize::FileAdapter file_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<const void*, std::pair<size_t, uint32_t>> sums_;
+};
+
+}  // namespace
+
 c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   if (!std::ifstream(path)) throw std::runtime_error(path + ": cannot open checkpoint");
   c10::IValue value;
+  auto file = std::make_shared<ChecksummingReader>(path);
   try {  // as torch::pickle_load, but each tensor read from the file into its own storage
-    caffe2::serialize::PyTorchStreamReader reader(path);
+    caffe2::serialize::PyTorchStreamReader reader(file);
     value = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
   } catch (const std::exception& e) {
     value = c10::IValue();
@@ -305,7 +371,8 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   if (dict.contains("__checksum__")) {
     const int64_t stored = dict.at("__checksum__").toInt();
     (void)dict.erase("__checksum__");
-    if (content_checksum(c10::IValue(dict)) != static_cast<uint32_t>(stored))
+    auto summed = [&](const void* data, size_t size) { return file->crc_of(data, size); };
+    if (content_checksum(c10::IValue(dict), summed) != static_cast<uint32_t>(stored))
       throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt");
   }
   return dict;

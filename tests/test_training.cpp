@@ -307,6 +307,24 @@ TEST(Training, LargeCheckpointRoundTripsExactly) {
   auto loaded = back.at("model").toGenericDict();
   for (const char* k : {"big", "odd", "strided"})
     EXPECT_TRUE(torch::equal(loaded.at(k).toTensor(), model.at(k).toTensor())) << k;
+  {  // one flipped byte inside "big" (summed while it is read) fails the checksum
+    const std::string bad = dir / "checkpoint_8.mdl";
+    std::filesystem::copy_file(path, bad);
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(18'000'000);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(18'000'000);
+    f.write(&c, 1);
+    f.close();
+    try {
+      ckpt::load_checkpoint_file(bad);
+      ADD_FAILURE() << "a corrupt checkpoint loaded";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+    }
+  }
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   auto r = zoo::testing::run_command("/usr/bin/python3 -c \"import torch; m = torch.load('" + path +
                                      "')['model']; print(repr(float(m['strided'][1234].double().sum())))\"");
