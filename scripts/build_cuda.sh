@@ -4,6 +4,7 @@
 #   on a Debian 12 machine:  scripts/build_cuda.sh download   # fetches .debs/ (ignored by git)
 #   on the CUDA machine:     scripts/build_cuda.sh [ctest args...]   # unpacks .debs/, builds build-cuda/, runs ctest
 # PYTHON names the interpreter whose torch is used (default: /opt/torch/.venv/bin/python, else python3).
+# ZOO_SKIP_TESTS=1 builds without running the tests (scripts/bench_gpu.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,5 +35,6 @@ PYTHON=${PYTHON:-$( [[ -x /opt/torch/.venv/bin/python ]] && echo /opt/torch/.ven
 prefix=$("$PYTHON" -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B build-cuda -G Ninja -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release
 cmake --build build-cuda
+[[ "${ZOO_SKIP_TESTS:-0}" == 1 ]] && exit 0
 # Each test process uses 2 threads so parallel tests do not oversubscribe the CPU.
 OMP_NUM_THREADS=2 ctest --test-dir build-cuda --output-on-failure -j "$(( $(nproc) / 2 ))" "$@"
