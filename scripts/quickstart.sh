@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command 1, the main job: set up, build, then train and evaluate a small
-# byte-level GPT on zoo's built-in corpus on CPU (about three minutes on 2
+# byte-level GPT on zoo's built-in corpus on CPU (about a minute and a half on 2
 # cores). Leaves checkpoints, logs and eval results in model_dir/quickstart.
 # Running it again resumes from the newest checkpoint and trains further.
 set -euo pipefail
