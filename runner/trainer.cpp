@@ -29,7 +29,9 @@ std::unique_ptr<data::DataLoader> open_loader(const Params& p, const char* secti
 
 models::Features to_device(models::Features batch, const torch::Device& device) {
   if (device.is_cpu()) return batch;
-  for (auto& [k, v] : batch) v = v.to(device, /*non_blocking=*/true);
+  // From pinned memory the copy is asynchronous; from pageable memory CUDA
+  // first waits for the stream, which would hold the host every step.
+  for (auto& [k, v] : batch) v = (device.is_cuda() ? v.pin_memory() : v).to(device, /*non_blocking=*/true);
   return batch;
 }
 
@@ -259,9 +261,15 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   const int64_t steps = rc.eval_steps.value_or(loader->batches_per_epoch());
   torch::NoGradGuard no_grad;
   model_->eval();
-  double loss_sum = 0;
-  std::map<std::string, std::pair<double, double>> sums;
+  // Sums stay on the device; the host reads the losses only on log steps
+  // (every step on the CPU), as in train().
+  torch::Tensor loss_sum;
+  std::map<std::string, std::pair<torch::Tensor, torch::Tensor>> sums;
   std::map<std::string, models::MetricTerm::Reduce> reduce;
+  std::vector<torch::Tensor> unread_losses;
+  auto add = [](torch::Tensor& total, const torch::Tensor& x) {
+    total = total.defined() ? total + x.to(torch::kDouble) : x.to(torch::kDouble);
+  };
   metrics_.start("Eval");
   for (int64_t i = 1; i <= steps; ++i) {
     models::ModelOutput out;
@@ -269,25 +277,31 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
       amp::AutocastGuard autocast(device_, autocast_dtype_);
       out = model_->forward(to_device(loader->next(), device_), true);
     }
-    double loss = out.loss.item<double>();
-    check_loss(loss, global_step_);
-    loss_sum += loss;
+    add(loss_sum, out.loss.detach());
+    unread_losses.push_back(out.loss.detach());
     for (const auto& [name, term] : out.metrics) {
-      sums[name].first += term.sum.item<double>();
-      sums[name].second += term.count.item<double>();
+      add(sums[name].first, term.sum);
+      add(sums[name].second, term.count);
       reduce[name] = term.reduce;
     }
     metrics_.samples(loader->batch_size());
-    if (i % rc.log_steps == 0 || i == steps) metrics_.eval_batch(i, loss);
+    const bool log_step = i % rc.log_steps == 0 || i == steps;
+    if (log_step || device_.is_cpu()) {
+      torch::Tensor losses = torch::stack(unread_losses).to(torch::kCPU, torch::kDouble);
+      unread_losses.clear();
+      for (int64_t j = 0; j < losses.size(0); ++j) check_loss(losses[j].item<double>(), global_step_);
+      if (log_step) metrics_.eval_batch(i, losses[-1].item<double>());
+    }
   }
   EvalLog r;
   r.checkpoint = checkpoint_label;
   r.global_step = global_step_;
-  r.loss = loss_sum / double(steps);
+  r.loss = loss_sum.defined() ? loss_sum.item<double>() / double(steps) : std::nan("");  // no batches: as 0 / 0
   r.samples = metrics_.samples_seen();
   r.seconds = metrics_.seconds();
   for (const auto& [name, s] : sums) {
-    double mean = s.second > 0 ? s.first / s.second : 0.0;
+    const double count = s.second.item<double>();
+    double mean = count > 0 ? s.first.item<double>() / count : 0.0;
     r.metrics["eval/" + name] = reduce[name] == models::MetricTerm::Reduce::exp_mean ? std::exp(mean) : mean;
   }
   metrics_.eval(r);
