@@ -18,6 +18,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <deque>
 #include <cstdlib>
 #include <cstring>
@@ -232,11 +233,18 @@ class FileSink {
     void operator()(char* p) const { std::free(p); }
   };
   [[noreturn]] void fail_write() const {
-    throw std::runtime_error(path_ + ": write failed (disk full?); the previous checkpoints are untouched");
+    throw std::runtime_error(path_ + ": write failed (" + std::strerror(errno) +
+                             "); the previous checkpoints are untouched");
   }
-  void write_all(const char* p, size_t size) const {
+  void write_all(const char* p, size_t size) {
     for (size_t done = 0; done < size;) {
       ssize_t n = ::write(fd_, p + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINVAL && direct_) {  // a file system that opens with O_DIRECT but will not write so
+        if (::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_DIRECT) != 0) fail_write();
+        direct_ = false;
+        continue;
+      }
       if (n <= 0) fail_write();
       done += static_cast<size_t>(n);
     }

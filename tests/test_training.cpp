@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -285,6 +286,37 @@ TEST(Training, Crc32cOfPiecesCombinesToTheWhole) {
     const uint32_t b = crc32c_extend(0, data.data() + split, data.size() - split);
     EXPECT_EQ(crc32c_combine(a, b, data.size() - split), whole) << "split at " << split;
   }
+}
+
+// A write that fails part way (here the file-size limit, as a full disk
+// would) is an error naming the file and the reason; the half-written .tmp
+// is removed and the checkpoint already there is untouched.
+TEST(Training, FailedCheckpointWriteLeavesNothingBehind) {
+  TempDir dir;
+  const std::string path = dir / "checkpoint_1.mdl";
+  zoo::testing::write_file(path, "the previous checkpoint");
+  pid_t child = fork();
+  if (child == 0) {  // the limit and its signal stay in this process
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit = {size_t{1} << 20, size_t{1} << 20};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("big", torch::ones({4'000'000}));  // 16 MB
+    int code = 1;
+    try {
+      ckpt::save_checkpoint_file(path, d);
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      code = m.find(path) != std::string::npos && m.find("write failed (File too large)") != std::string::npos ? 0 : 2;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no error, 2: the message lacks the path or reason";
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(zoo::testing::read_file(path), "the previous checkpoint");
 }
 
 // Checkpoints bigger than the two 32 MiB write buffers, with tensors of odd
