@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <vector>
 
@@ -166,11 +167,17 @@ class SingleThreadedBlas {
   int saved_ = 0;
 };
 
-// Runs fn(b, g, buffers) for each (batch, key/value head) pair across threads.
+// Runs fn(b, g, buffers) for each (batch, key/value head) pair, across
+// threads when there is enough work: for less, waking LibTorch's threads
+// (which then spin) beside OpenBLAS's costs more than it saves.
 template <typename Fn>
 void for_each_kv_head(const Shape& sh, int buffers, Fn fn) {
-  SingleThreadedBlas blas;
-  at::parallel_for(0, sh.B * sh.G, 1, [&](int64_t begin, int64_t end) {
+  constexpr int64_t kWorkPerTask = int64_t{1} << 24;  // multiply-adds, ~0.1 ms
+  const int64_t pairs = sh.B * sh.G, work_per_pair = (sh.H / sh.G) * sh.T * sh.T * sh.D;
+  const int64_t grain = std::max<int64_t>(1, kWorkPerTask / std::max<int64_t>(work_per_pair, 1));
+  std::optional<SingleThreadedBlas> blas;
+  if (pairs > grain && at::get_num_threads() > 1) blas.emplace();
+  at::parallel_for(0, pairs, grain, [&](int64_t begin, int64_t end) {
     std::vector<std::vector<float>> buf(buffers, std::vector<float>(std::min(kBlockRows, sh.T) * sh.T));
     for (int64_t i = begin; i < end; ++i) fn(i / sh.G, i % sh.G, buf);
   });

@@ -11,6 +11,10 @@
 namespace zoo::models {
 namespace {
 
+// Rows per thread task: ~1M logits, so small batches stay on one thread
+// (waking LibTorch's threads beside OpenBLAS's costs more than it saves).
+int64_t rows_per_task(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 20) / vocab); }
+
 // Rows [begin, end) of the CPU kernel; AVX2 clones where the CPU has it.
 __attribute__((target_clones("avx2", "default"))) void cross_entropy_rows(
     const float* x, int64_t ld, const int64_t* labels, int64_t vocab, int64_t begin, int64_t end, float* lse,
@@ -49,7 +53,7 @@ class CpuCrossEntropy : public torch::autograd::Function<CpuCrossEntropy> {
     const float* x = logits.data_ptr<float>();
     const int64_t* y = labels.data_ptr<int64_t>();
     float *pl = lse.data_ptr<float>(), *ploss = loss.data_ptr<float>();
-    at::parallel_for(0, N, 64,
+    at::parallel_for(0, N, rows_per_task(vocab),
                      [&](int64_t begin, int64_t end) { cross_entropy_rows(x, ld, y, vocab, begin, end, pl, ploss); });
     ctx->save_for_backward({logits, labels, lse});
     ctx->saved_data["vocab"] = vocab;
@@ -67,7 +71,7 @@ class CpuCrossEntropy : public torch::autograd::Function<CpuCrossEntropy> {
     const float *x = logits.data_ptr<float>(), *pl = lse.data_ptr<float>(), *pg = g.data_ptr<float>();
     const int64_t* y = labels.data_ptr<int64_t>();
     float* d = dlogits.data_ptr<float>();
-    at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, N, rows_per_task(vocab), [&](int64_t begin, int64_t end) {
       cross_entropy_grad_rows(x, ld, y, pl, pg, vocab, width, begin, end, d);
     });
     return {dlogits, torch::Tensor(), torch::Tensor()};

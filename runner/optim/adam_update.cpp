@@ -71,7 +71,8 @@ void adam_update(const std::vector<AdamSlot>& slots, const AdamHyper& h) {
     float* p = s.param.data_ptr<float>();
     const float* g = grad.data_ptr<float>();
     float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>();
-    at::parallel_for(0, s.param.numel(), 1 << 15, [&](int64_t b, int64_t e) {
+    // ~256K elements per thread task: smaller parameters are not worth waking the threads for.
+    at::parallel_for(0, s.param.numel(), 1 << 18, [&](int64_t b, int64_t e) {
       adam_update_fused(p + b, g + b, m + b, v + b, e - b, h, float(s.correction));
     });
   }
