@@ -23,6 +23,10 @@ zoo="$build_dir/zoo"
 py=/usr/bin/python3
 rm -rf "$work" && mkdir -p "$work"
 export OMP_NUM_THREADS="$threads"
+# With OMP_NUM_THREADS set, LibTorch's OpenMP threads spin between ops on the
+# cores OpenBLAS's own threads need (both sides slow down, zoo's small case
+# ~3x); waiting passively avoids it. Same setting for both sides.
+[[ "$threads" -gt 1 ]] && export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 
 # zoo params for a GPT of the given shape on synthetic tokens.
 params() {  # L C H F T V B STEPS LOG_STEPS [CHECKPOINT_STEPS]
