@@ -1,7 +1,7 @@
 // The contract between the runner and every model family. The runner sees
 // only this: a torch::nn::Module that turns a batch of named features into a
 // loss and metric terms. Defines: Features, MetricTerm, ModelOutput,
-// GenerationCache, Model, norm_parameter_names.
+// GenerationCache, Model, norm_parameter_names, parameter_count.
 #pragma once
 
 #include <torch/torch.h>
@@ -61,5 +61,12 @@ inline torch::Tensor Model::next_logits(const torch::Tensor&, GenerationCache&) 
 
 // Names of parameters that belong to normalization layers (no weight decay).
 std::set<std::string> norm_parameter_names(const torch::nn::Module& model);
+
+// Number of parameter elements (what "a 111M model" counts).
+inline int64_t parameter_count(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
 
 }  // namespace zoo::models

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 ModelSummary summarize_model(const Params& params) {
   auto model = params.model->build(torch::TensorOptions().device(torch::kMeta));
   ModelSummary s;
-  for (const auto& p : model->parameters()) s.parameters += p.numel();
+  s.parameters = models::parameter_count(*model);
   s.forward_flops_per_token = model->forward_flops_per_token();
   return s;
 }

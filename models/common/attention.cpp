@@ -10,6 +10,12 @@
 #include <cmath>
 
 namespace zoo::models {
+namespace {
+// Grouped-query attention: each of the G key/value heads (dim 1) serves H / G query heads.
+torch::Tensor repeat_kv_heads(const torch::Tensor& t, int64_t H) {
+  return t.size(1) == H ? t : t.repeat_interleave(H / t.size(1), 1);
+}
+}  // namespace
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
                                                const torch::TensorOptions& p)
@@ -79,11 +85,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
   if ((past == 0 || T == 1) && options_.sliding_window == 0) {
-    torch::Tensor kh = k.transpose(1, 2), vh = v.transpose(1, 2);
-    if (G != H) {
-      kh = kh.repeat_interleave(H / G, 1);
-      vh = vh.repeat_interleave(H / G, 1);
-    }
+    torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
     return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, /*attn_mask=*/{}, p_drop,
                                                         /*is_causal=*/past == 0 && T > 1, scale));
   }
@@ -96,11 +98,9 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
 
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
                                   int64_t sliding_window, bool softmax_fp32, double dropout) {
-  const int64_t H = q.size(1), G = k.size(1), T = q.size(2), past = k.size(2) - T;
-  if (G != H) {  // grouped-query attention: each key/value head serves H / G query heads
-    k = k.repeat_interleave(H / G, 1);
-    v = v.repeat_interleave(H / G, 1);
-  }
+  const int64_t H = q.size(1), T = q.size(2), past = k.size(2) - T;
+  k = repeat_kv_heads(k, H);
+  v = repeat_kv_heads(v, H);
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, past + T)
   // Query i sits at position past + i and sees keys 0 .. past + i (the last
   // sliding_window of them when set).
