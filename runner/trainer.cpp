@@ -35,13 +35,18 @@ models::Features to_device(models::Features batch, const torch::Device& device) 
   return batch;
 }
 
+// Logs "<what> checkpoint <path> (<MB> in <s>, <MB/s>)" for a file written or read since `start`.
+void log_checkpoint_io(const char* what, const std::string& path, std::chrono::steady_clock::time_point start) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double mb = double(fs::file_size(path)) / 1e6;
+  log::info(strf("%s checkpoint %s (%.1f MB in %.2f s, %.0f MB/s)", what, path.c_str(), mb, seconds, mb / seconds));
+}
+
 // Reads a checkpoint file and says how long it took.
 c10::impl::GenericDict timed_load(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double mb = double(fs::file_size(path)) / 1e6;
-  log::info(strf("Read checkpoint %s (%.1f MB in %.2f s, %.0f MB/s)", path.c_str(), mb, seconds, mb / seconds));
+  log_checkpoint_io("Read", path, start);
   return dict;
 }
 
@@ -57,9 +62,7 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
   }
   const auto start = std::chrono::steady_clock::now();
   model_ = params_.model->build(torch::TensorOptions().device(device_));
-  int64_t parameters = 0;
-  for (const auto& p : model_->parameters()) parameters += p.numel();
-  log::info(strf("Built the model: %ld parameters in %.2f s", static_cast<long>(parameters),
+  log::info(strf("Built the model: %ld parameters in %.2f s", static_cast<long>(models::parameter_count(*model_)),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   if (train_loader_ && model_->vocab_size()) train_loader_->check_token_ids(*model_->vocab_size());
   autocast_dtype_ = amp::autocast_dtype(params_.precision.mixed_precision, params_.precision.fp16_type, device_);
@@ -176,11 +179,11 @@ void Trainer::check_loss(double loss, int64_t step) const {
                              " (check_loss_values); lower the learning rate or check the data");
 }
 
-double Trainer::read_losses(std::vector<torch::Tensor>& losses, int64_t last_step) {
+double Trainer::read_losses(std::vector<torch::Tensor>& losses, int64_t last_step, int64_t steps_apart) {
   torch::Tensor values = torch::stack(losses).to(torch::kCPU, torch::kDouble);  // the one sync
   const int64_t n = static_cast<int64_t>(losses.size());
   losses.clear();
-  for (int64_t i = 0; i < n; ++i) check_loss(values[i].item<double>(), last_step - n + 1 + i);
+  for (int64_t i = 0; i < n; ++i) check_loss(values[i].item<double>(), last_step - (n - 1 - i) * steps_apart);
   return values[n - 1].item<double>();
 }
 
@@ -222,7 +225,8 @@ void Trainer::train(int64_t steps) {
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
                                  (i % *rc.checkpoint_steps == 0 || i == steps);
-    if (log_step || checkpoint_step || device_.is_cpu()) last_loss = read_losses(unread_losses, global_step_ + 1);
+    if (log_step || checkpoint_step || device_.is_cpu())
+      last_loss = read_losses(unread_losses, global_step_ + 1, /*steps_apart=*/1);
     // Order as modelzoo: unscale, clip, step; a step with non-finite gradients
     // is skipped and does not advance the LR schedule.
     const bool finite = !scaler_ || scaler_->unscale(parameters);
@@ -287,10 +291,9 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
     metrics_.samples(loader->batch_size());
     const bool log_step = i % rc.log_steps == 0 || i == steps;
     if (log_step || device_.is_cpu()) {
-      torch::Tensor losses = torch::stack(unread_losses).to(torch::kCPU, torch::kDouble);
-      unread_losses.clear();
-      for (int64_t j = 0; j < losses.size(0); ++j) check_loss(losses[j].item<double>(), global_step_);
-      if (log_step) metrics_.eval_batch(i, losses[-1].item<double>());
+      // Every batch evaluates the model at global_step_.
+      const double loss = read_losses(unread_losses, global_step_, /*steps_apart=*/0);
+      if (log_step) metrics_.eval_batch(i, loss);
     }
   }
   EvalLog r;
@@ -324,9 +327,7 @@ std::string Trainer::save_checkpoint() {
   std::string path = ckpt::new_checkpoint_path(rc.model_dir, global_step_);
   const auto start = std::chrono::steady_clock::now();
   ckpt::save_checkpoint_file(path, d);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double mb = double(fs::file_size(path)) / 1e6;
-  log::info(strf("Saved checkpoint %s (%.1f MB in %.2f s, %.0f MB/s)", path.c_str(), mb, seconds, mb / seconds));
+  log_checkpoint_io("Saved", path, start);
   if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.model_dir, *rc.max_checkpoints, resumed_from_);
   return path;
 }

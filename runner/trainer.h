@@ -61,9 +61,10 @@ class Trainer {
   // Forward and backward over grad_accum_steps micro-batches; returns the
   // mean loss as a tensor on the device (not read, so nothing waits).
   torch::Tensor train_step(int64_t accum, int64_t& tokens);
-  // Reads the losses of the steps ending at `last_step` in one transfer,
-  // checks each (check_loss_values) and returns the last.
-  double read_losses(std::vector<torch::Tensor>& losses, int64_t last_step);
+  // Reads `losses` in one transfer, checks each (check_loss_values) and
+  // returns the last. Loss i of n belongs to step last_step - (n - 1 - i) *
+  // steps_apart (1 for training steps; 0 for eval batches, all at one step).
+  double read_losses(std::vector<torch::Tensor>& losses, int64_t last_step, int64_t steps_apart);
   void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training);
   void check_loss(double loss, int64_t step) const;
 
