@@ -110,29 +110,23 @@ uint32_t content_checksum(
     const char* data;
     size_t size;
     uint32_t crc;
+    bool summed;  // crc already known (summed while the file was read)
   };
   std::vector<Chunk> chunks;
-  std::vector<bool> summed;
   for (const auto& p : in.pieces) {
     if (p.crc) {
-      chunks.push_back({p.data, p.size, *p.crc});
-      summed.push_back(true);
+      chunks.push_back({p.data, p.size, *p.crc, true});
       continue;
     }
-    for (size_t off = 0; off < p.size || (off == 0 && p.size == 0); off += kChunk) {
-      chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0});
-      summed.push_back(false);
-    }
+    for (size_t off = 0; off < p.size; off += kChunk) chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0, false});
   }
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      if (!summed[i] && chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
+      if (!chunks[i].summed && chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
   });
   uint32_t crc = 0;
-  for (size_t i = 0; i < chunks.size(); ++i) {  // small pieces: cheaper to extend than to combine
-    const Chunk& c = chunks[i];
-    crc = summed[i] || c.size >= 4096 ? crc32c_combine(crc, c.crc, c.size) : crc32c_extend(crc, c.data, c.size);
-  }
+  for (const Chunk& c : chunks)  // small pieces: cheaper to extend than to combine
+    crc = c.summed || c.size >= 4096 ? crc32c_combine(crc, c.crc, c.size) : crc32c_extend(crc, c.data, c.size);
   return crc;
 }
 
