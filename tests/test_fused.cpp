@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "models/common/attention.h"
 #include "models/common/causal_attention.h"
+#include "models/common/cpu_gemm.h"
+#include "models/common/dense_kernel.h"
 #include "models/common/lm_loss.h"
 #include "models/gpt2/gpt2.h"
 #include "runner/optim/adam_update.h"
@@ -91,6 +94,98 @@ TEST(Fused, CpuCausalAttentionIsTheSameWithOneThreadOrTwo) {
   }
   at::set_num_threads(threads);
   EXPECT_TRUE(torch::equal(results[0], results[1]));
+}
+
+// The CPU GEMM zoo's kernels call, against torch::mm in float64: every
+// transpose combination, leading dimensions wider than the rows, beta 0 over
+// a NaN-filled C (ignored) and beta 1 (accumulated).
+TEST(Fused, CpuGemmMatchesTorchInEveryLayout) {
+  if (!cpu_gemm_available()) GTEST_SKIP() << "no CPU GEMM in this process";
+  torch::manual_seed(11);
+  const int64_t m = 37, n = 23, k = 19, pad = 5;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        SCOPED_TRACE(std::string(cpu_gemm_backend()) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                     " beta=" + std::to_string(beta));
+        // Stored (rows, cols + pad); the GEMM sees the first cols of each row.
+        torch::Tensor a = torch::randn({ta ? k : m, (ta ? m : k) + pad}), b = torch::randn({tb ? n : k, (tb ? k : n) + pad});
+        torch::Tensor c = beta == 0 ? torch::full({m, n + pad}, NAN) : torch::randn({m, n + pad});
+        torch::Tensor av = a.narrow(1, 0, ta ? m : k), bv = b.narrow(1, 0, tb ? k : n);
+        torch::Tensor expect = 0.5 * torch::mm((ta ? av.t() : av).to(torch::kDouble), (tb ? bv.t() : bv).to(torch::kDouble));
+        if (beta != 0) expect += c.narrow(1, 0, n).to(torch::kDouble);
+        cpu_gemm(ta, tb, m, n, k, 0.5f, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(), b.size(1), beta,
+                 c.data_ptr<float>(), c.size(1));
+        EXPECT_LT(relative_error(c.narrow(1, 0, n).to(torch::kDouble), expect), 1e-6);
+        if (beta == 0) EXPECT_TRUE(torch::isnan(c.narrow(1, n, pad)).all().item<bool>()) << "C's padding untouched";
+      }
+    }
+  }
+}
+
+// zoo's CPU dense layer against torch::linear in float64, in value and in
+// the gradients of input, weight and bias, with and without a bias, on a
+// (B, T, C) input and a batch long enough for several column-sum blocks.
+TEST(Fused, CpuDenseMatchesLinearInValueAndGradient) {
+  torch::Tensor probe = torch::zeros({1, 1});
+  if (!cpu_dense_available(probe, probe, torch::Tensor())) GTEST_SKIP() << "no CPU GEMM in this process";
+  torch::manual_seed(12);
+  for (bool with_bias : {true, false}) {
+    for (auto shape : {std::vector<int64_t>{3, 7, 24}, std::vector<int64_t>{1100, 24}}) {
+      SCOPED_TRACE(std::string(with_bias ? "bias" : "no bias") + " rows=" + std::to_string(shape[0]));
+      torch::Tensor x = torch::randn(shape).requires_grad_(), w = (torch::randn({40, 24}) * 0.2).requires_grad_();
+      torch::Tensor b = with_bias ? torch::randn({40}).requires_grad_() : torch::Tensor();
+      torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
+      torch::Tensor b64 = with_bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
+      torch::Tensor y = cpu_dense(x, w, b), y64 = torch::linear(x64, w64, b64);
+      ASSERT_EQ(y.sizes(), y64.sizes());
+      torch::Tensor upstream = torch::randn_like(y64);
+      (y * upstream.to(torch::kFloat)).sum().backward();
+      (y64 * upstream).sum().backward();
+      EXPECT_LT(relative_error(y.to(torch::kDouble), y64.detach()), 1e-6);
+      EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-6);
+      EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-6);
+      if (with_bias) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-6);
+    }
+  }
+  // With the activation fused: against linear then torch's activation. The
+  // inputs span the GELU tails (|x| up to ~8), where erfc's relative error matters.
+  const std::vector<std::pair<DenseActivation, std::function<torch::Tensor(const torch::Tensor&)>>> acts = {
+      // x Phi(x) through erfc: torch::gelu's 1 + erf(x / sqrt 2) cancels in the
+      // far negative tail, even in float64 (Phi(-8) is 6e-16).
+      {DenseActivation::gelu, [](const torch::Tensor& t) { return t * 0.5 * torch::erfc(-t / std::sqrt(2.0)); }},
+      {DenseActivation::gelu_tanh, [](const torch::Tensor& t) { return torch::gelu(t, "tanh"); }},
+      {DenseActivation::relu, [](const torch::Tensor& t) { return torch::relu(t); }}};
+  for (const auto& [act, reference] : acts) {
+    SCOPED_TRACE("activation " + std::to_string(static_cast<int>(act)));
+    torch::Tensor x = (torch::randn({4, 9, 16}) * 2).requires_grad_(), w = torch::randn({300, 16}).requires_grad_();
+    torch::Tensor b = torch::randn({300}).requires_grad_();
+    torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
+    torch::Tensor b64 = b.detach().to(torch::kDouble).requires_grad_();
+    torch::Tensor y = cpu_dense(x, w, b, act), y64 = reference(torch::linear(x64, w64, b64));
+    torch::Tensor upstream = torch::randn_like(y64);
+    (y * upstream.to(torch::kFloat)).sum().backward();
+    (y64 * upstream).sum().backward();
+    EXPECT_LT(relative_error(y.to(torch::kDouble), y64.detach()), 1e-6);
+    EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-5);
+    EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-5);
+    EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-5);
+  }
+  // GELU's negative tail, elementwise: through an identity weight the
+  // pre-activations are exactly x. Down to x = -9.4 (Phi ~ 3e-21) the value
+  // keeps ~5 digits (float32 z^2 inside the exp); float32 torch::gelu, with
+  // 1 + erf, has none left past x ~ -5.5.
+  {
+    torch::Tensor x = torch::linspace(-9.4, 6.0, 16 * 40).reshape({40, 16});
+    torch::Tensor y = cpu_dense(x, torch::eye(16), torch::zeros({16}), DenseActivation::gelu).to(torch::kDouble);
+    torch::Tensor x64 = x.to(torch::kDouble), ref = x64 * 0.5 * torch::erfc(-x64 / std::sqrt(2.0));
+    EXPECT_LT(((y - ref).abs() / ref.abs().clamp_min(1e-300)).max().item<double>(), 2e-5);
+  }
+  // Only what needs a gradient gets one: a frozen weight is left alone.
+  torch::Tensor x = torch::randn({5, 8}).requires_grad_(), w = torch::randn({3, 8});
+  cpu_dense(x, w, torch::Tensor()).sum().backward();
+  EXPECT_TRUE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
 }
 
 // The single-pass float32 CPU update against the multi-tensor path in float64

@@ -55,7 +55,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   // q, k and v from one GEMM over the concatenated weights (one pass over x;
   // the parameters and their checkpoint keys stay separate).
   const bool bias = options_.use_projection_bias;
-  torch::Tensor qkv = torch::linear(
+  torch::Tensor qkv = dense(
       x, torch::cat({proj_q_dense_layer->weight, proj_k_dense_layer->weight, proj_v_dense_layer->weight}),
       bias ? torch::cat({proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias})
            : torch::Tensor());

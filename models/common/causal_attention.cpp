@@ -3,6 +3,7 @@
 // kBlockRows, multiplying only the keys that block may see.
 #include "models/common/causal_attention.h"
 
+#include "models/common/cpu_gemm.h"
 #include "models/common/vector_math.h"
 
 #include <ATen/Parallel.h>
@@ -12,36 +13,13 @@
 #include <cmath>
 #include <vector>
 
-#ifdef ZOO_HAVE_BLAS
 #include <dlfcn.h>
-extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-                       const float* beta, float* c, const int* ldc);
-#endif
 
 namespace zoo::models {
-
-#ifndef ZOO_HAVE_BLAS
-
-bool causal_attention_available(const torch::Tensor&) { return false; }
-torch::Tensor causal_attention(const torch::Tensor&, int64_t, int64_t, double, int64_t) {
-  throw std::logic_error("causal_attention: this build has no BLAS to run it");
-}
-
-#else
 
 namespace {
 
 constexpr int64_t kBlockRows = 64;  // query rows per block: small enough to skip most masked keys
-
-// Row-major C (m x n) = alpha op(A) op(B) + beta C, on the column-major BLAS:
-// the same memory read column-major is C^T = op(B)^T op(A)^T.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  const int M = int(n), N = int(m), K = int(k), LA = int(lda), LB = int(ldb), LC = int(ldc);
-  sgemm_(&tb, &ta, &M, &N, &K, &alpha, b, &LB, a, &LA, &beta, c, &LC);
-}
 
 // Columns [lo, hi] of a block row are visible to query row `row`.
 struct Visible {
@@ -105,9 +83,9 @@ void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse,
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
     float* p = probs.block(r0, c0, sh.T);
-    gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
+    cpu_gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
     softmax_rows(p, sh.T, m, n, r0, c0, sh, lse + r0);
-    gemm(false, false, m, sh.D, n, 1, p, sh.T, v.row(c0), v.row_stride, 0, out.row(r0), out.row_stride);
+    cpu_gemm(false, false, m, sh.D, n, 1, p, sh.T, v.row(c0), v.row_stride, 0, out.row(r0), out.row_stride);
   }
 }
 
@@ -122,8 +100,8 @@ __attribute__((target_clones("avx2", "default"))) void backward_head(const Shape
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
     float* p = probs.block(r0, c0, sh.T);
     if (!probs.whole)
-      gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
-    gemm(false, true, m, n, sh.D, 1, dout.row(r0), dout.row_stride, v.row(c0), v.row_stride, 0, dp, sh.T);
+      cpu_gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
+    cpu_gemm(false, true, m, n, sh.D, 1, dout.row(r0), dout.row_stride, v.row(c0), v.row_stride, 0, dp, sh.T);
     for (int64_t i = 0; i < m; ++i) {
       float* pr = p + i * sh.T;
       float* dpr = dp + i * sh.T;
@@ -140,9 +118,9 @@ __attribute__((target_clones("avx2", "default"))) void backward_head(const Shape
       }
       for (int64_t j = 0; j < n; ++j) dpr[j] = pr[j] * (dpr[j] - delta);  // dS; 0 where P is
     }
-    gemm(true, false, n, sh.D, m, 1, p, sh.T, dout.row(r0), dout.row_stride, 1, dv.row(c0), dv.row_stride);
-    gemm(false, false, m, sh.D, n, sh.scale, dp, sh.T, k.row(c0), k.row_stride, 0, dq.row(r0), dq.row_stride);
-    gemm(true, false, n, sh.D, m, sh.scale, dp, sh.T, q.row(r0), q.row_stride, 1, dk.row(c0), dk.row_stride);
+    cpu_gemm(true, false, n, sh.D, m, 1, p, sh.T, dout.row(r0), dout.row_stride, 1, dv.row(c0), dv.row_stride);
+    cpu_gemm(false, false, m, sh.D, n, sh.scale, dp, sh.T, k.row(c0), k.row_stride, 0, dq.row(r0), dq.row_stride);
+    cpu_gemm(true, false, n, sh.D, m, sh.scale, dp, sh.T, q.row(r0), q.row_stride, 1, dk.row(c0), dk.row_stride);
   }
 }
 
@@ -255,7 +233,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 }  // namespace
 
 bool causal_attention_available(const torch::Tensor& q) {
-  return q.device().is_cpu() && q.scalar_type() == torch::kFloat;
+  return q.device().is_cpu() && q.scalar_type() == torch::kFloat && cpu_gemm_available();
 }
 
 torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, double scale,
@@ -265,7 +243,5 @@ torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t num_heads, int6
               "causal_attention: expected qkv (B, T, (H + 2G) D) with G dividing H, dense in its last dim");
   return CausalAttentionFunction::apply(qkv, num_heads, num_kv_heads, scale, window);
 }
-
-#endif
 
 }  // namespace zoo::models

@@ -13,7 +13,7 @@
 
 namespace zoo::models {
 
-// True when this build has the kernel (it needs the BLAS LibTorch uses) and
+// True when this process has a CPU GEMM for the kernel (models/common/cpu_gemm.h) and
 // it applies to `qkv`: a float32 CPU tensor.
 bool causal_attention_available(const torch::Tensor& qkv);
 

@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "models/common/dense_kernel.h"
+
 namespace zoo::models {
 
 const std::vector<std::string> kActivationNames = {"gelu", "gelu_new", "gelu_fast", "relu",  "silu", "swish",
@@ -45,9 +47,16 @@ void FeedForwardImpl::reset_parameters() {
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   FFNLayerImpl* first = ffn[0]->as<FFNLayerImpl>();
-  torch::Tensor h = first->linear_layer_for_glu
-                        ? activation(options_.nonlinearity, first->linear_layer_for_glu(x)) * first->linear_layer(x)
-                        : activation(options_.nonlinearity, first->linear_layer(x));
+  Dense up = first->linear_layer;
+  torch::Tensor h;
+  if (first->linear_layer_for_glu) {
+    h = activation(options_.nonlinearity, first->linear_layer_for_glu(x)) * up(x);
+  } else if (auto fused = dense_activation_of(options_.nonlinearity);
+             fused && cpu_dense_available(x, up->weight, up->bias)) {  // the activation inside the layer's kernel
+    h = cpu_dense(x, up->weight, up->bias, *fused);
+  } else {
+    h = activation(options_.nonlinearity, up(x));
+  }
   if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
   return ffn[1]->as<FFNLayerImpl>()->linear_layer(h);
 }

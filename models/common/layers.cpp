@@ -1,6 +1,7 @@
 // Implementation of models/common/layers.h.
 #include "models/common/layers.h"
 
+#include "models/common/dense_kernel.h"
 #include "models/model.h"
 
 namespace zoo::models {
@@ -16,7 +17,11 @@ void DenseImpl::reset_parameters(const InitializerSpec& weight_init) {
   if (bias.defined() && !bias.is_meta()) apply_initializer(InitializerSpec{"zeros"}, bias);
 }
 
-torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return cpu_dense_available(x, weight, bias) ? cpu_dense(x, weight, bias) : torch::linear(x, weight, bias);
+}
+
+torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }
 
 EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim,
                                        const torch::TensorOptions& options) {
@@ -67,8 +72,8 @@ int64_t OutputHeadImpl::padded_vocab(const torch::Tensor& h) const {
 torch::Tensor OutputHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& tied_weight) {
   const torch::Tensor& w = weight.defined() ? weight : tied_weight;
   const int64_t pad = padded_vocab(h) - vocab;
-  if (pad == 0) return torch::linear(h, w, bias);
-  return torch::linear(h, torch::constant_pad_nd(w, {0, 0, 0, pad}),
+  if (pad == 0) return dense(h, w, bias);
+  return dense(h, torch::constant_pad_nd(w, {0, 0, 0, pad}),
                        bias.defined() ? torch::constant_pad_nd(bias, {0, pad}) : torch::Tensor());
 }
 

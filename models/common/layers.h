@@ -13,6 +13,10 @@
 
 namespace zoo::models {
 
+// x W^T + b (b may be undefined): torch::linear, or zoo's CPU kernel
+// (models/common/dense_kernel.h) where it applies.
+torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
 class DenseImpl : public torch::nn::Module {
  public:
   DenseImpl(int64_t in_features, int64_t out_features, bool bias, const torch::TensorOptions& options);
