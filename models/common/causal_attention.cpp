@@ -3,17 +3,16 @@
 // kBlockRows, multiplying only the keys that block may see.
 #include "models/common/causal_attention.h"
 
-#include "models/common/cpu_gemm.h"
-#include "models/common/vector_math.h"
-
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
+#include <optional>
 #include <vector>
 
-#include <dlfcn.h>
+#include "models/common/cpu_gemm.h"
+#include "models/common/vector_math.h"
 
 namespace zoo::models {
 
@@ -47,9 +46,8 @@ struct Shape {
 
 // Softmax of each row of s (m rows of n, row stride ld; only the visible
 // columns count), the rest set to 0; lse[i] = log-sum-exp of row i.
-__attribute__((target_clones("avx2", "default"))) void softmax_rows(float* s, int64_t ld, int64_t m, int64_t n,
-                                                                   int64_t r0, int64_t c0, const Shape& sh,
-                                                                   float* lse) {
+ZOO_VECTOR_CLONES void softmax_rows(float* s, int64_t ld, int64_t m, int64_t n, int64_t r0, int64_t c0, const Shape& sh,
+                                    float* lse) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = s + i * ld;
     const Visible vis = visible(r0 + i, c0, sh.window);
@@ -68,9 +66,7 @@ __attribute__((target_clones("avx2", "default"))) void softmax_rows(float* s, in
 }
 
 // First key any row of the block starting at r0 sees.
-int64_t first_key(int64_t r0, const Shape& sh) {
-  return sh.window > 0 ? std::max<int64_t>(0, r0 - sh.window + 1) : 0;
-}
+int64_t first_key(int64_t r0, const Shape& sh) { return sh.window > 0 ? std::max<int64_t>(0, r0 - sh.window + 1) : 0; }
 
 // A (T, T) matrix of one head, or a kBlockRows x T scratch buffer reused per block.
 struct Probabilities {
@@ -92,10 +88,8 @@ void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse,
 // Adds this head's share to dk, dv (its key/value head's gradients) and
 // writes dq. With the forward's whole probability matrix it reads the blocks
 // from there; otherwise it recomputes them into the scratch buffer from lse.
-__attribute__((target_clones("avx2", "default"))) void backward_head(const Shape& sh, Rows q, Rows k, Rows v,
-                                                                    Rows out, Rows dout, const float* lse, Rows dq,
-                                                                    Rows dk, Rows dv, Probabilities probs,
-                                                                    float* dp) {
+ZOO_VECTOR_CLONES void backward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, Rows dout, const float* lse,
+                                     Rows dq, Rows dk, Rows dv, Probabilities probs, float* dp) {
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
     float* p = probs.block(r0, c0, sh.T);
@@ -209,8 +203,8 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const torch::Tensor &qkv = saved[0], &out = saved[1], &lse = saved[2], &probs = saved[3];
     const std::vector<int64_t> hg = ctx->saved_data["shape"].toIntVector();
     const Packed in = unpack(qkv, hg[0], hg[1]);
-    const Shape sh{qkv.size(0), qkv.size(1), hg[0], hg[1], in.q.size(3), hg[2],
-                   float(ctx->saved_data["scale"].toDouble())};
+    const Shape sh{
+        qkv.size(0), qkv.size(1), hg[0], hg[1], in.q.size(3), hg[2], float(ctx->saved_data["scale"].toDouble())};
     torch::Tensor dout = grads[0].contiguous();
     torch::Tensor dqkv = torch::empty_like(qkv, at::MemoryFormat::Contiguous);
     const Packed d = unpack(dqkv, sh.H, sh.G);

@@ -64,8 +64,7 @@ constexpr float kGeluTanhC = 0.7978845608f;  // sqrt(2 / pi)
 // y = act(pre), n elements. Clones for wider vectors: GELU's erfc is ~20
 // flops an element, and 4-wide SSE made the fused layer slower than
 // LibTorch's separate AVX-512 GELU.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void activate(DenseActivation act, const float* pre,
-                                                                         float* y, int64_t n) {
+ZOO_VECTOR_CLONES void activate(DenseActivation act, const float* pre, float* y, int64_t n) {
   switch (act) {
     case DenseActivation::gelu:
       for (int64_t i = 0; i < n; ++i) y[i] = pre[i] * normal_cdf(pre[i]);
@@ -85,9 +84,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void activate(Dense
 }
 
 // dpre = dy * act'(pre), n elements.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void activation_grad(DenseActivation act,
-                                                                                const float* pre, const float* dy,
-                                                                                float* dpre, int64_t n) {
+ZOO_VECTOR_CLONES void activation_grad(DenseActivation act, const float* pre, const float* dy, float* dpre, int64_t n) {
   switch (act) {
     case DenseActivation::gelu:  // Phi(x) + x phi(x)
       for (int64_t i = 0; i < n; ++i) {

@@ -16,9 +16,8 @@ namespace {
 int64_t rows_per_task(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 20) / vocab); }
 
 // Rows [begin, end) of the CPU kernel; AVX2 clones where the CPU has it.
-__attribute__((target_clones("avx2", "default"))) void cross_entropy_rows(
-    const float* x, int64_t ld, const int64_t* labels, int64_t vocab, int64_t begin, int64_t end, float* lse,
-    float* loss) {
+ZOO_VECTOR_CLONES void cross_entropy_rows(const float* x, int64_t ld, const int64_t* labels, int64_t vocab,
+                                          int64_t begin, int64_t end, float* lse, float* loss) {
   for (int64_t i = begin; i < end; ++i) {
     const float* row = x + i * ld;
     const float mx = max_of(row, vocab);
@@ -29,9 +28,9 @@ __attribute__((target_clones("avx2", "default"))) void cross_entropy_rows(
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void cross_entropy_grad_rows(
-    const float* x, int64_t ld, const int64_t* labels, const float* lse, const float* grad, int64_t vocab,
-    int64_t width, int64_t begin, int64_t end, float* d) {
+ZOO_VECTOR_CLONES void cross_entropy_grad_rows(const float* x, int64_t ld, const int64_t* labels, const float* lse,
+                                               const float* grad, int64_t vocab, int64_t width, int64_t begin,
+                                               int64_t end, float* d) {
   for (int64_t i = begin; i < end; ++i) {
     const float* row = x + i * ld;
     float* drow = d + i * width;

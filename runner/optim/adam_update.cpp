@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "models/common/vector_math.h"
+
 namespace zoo::optim {
 namespace {
 
@@ -40,8 +42,8 @@ void adam_update_foreach(const std::vector<AdamSlot>& slots, const AdamHyper& h)
   at::_foreach_add_(p, update, -h.lr);
 }
 
-void adam_update_fused(float* p, const float* grad, float* m, float* v, int64_t n, const AdamHyper& h,
-                       float correction) {
+ZOO_VECTOR_CLONES void adam_update_fused(float* p, const float* grad, float* m, float* v, int64_t n, const AdamHyper& h,
+                                         float correction) {
   const float b1 = float(h.beta1), b2 = float(h.beta2), one_b1 = float(1 - h.beta1), one_b2 = float(1 - h.beta2);
   const float eps = float(h.eps), lr = float(h.lr);
   const float l2 = h.decoupled ? 0.0f : float(h.weight_decay), decoupled = h.decoupled ? float(h.weight_decay) : 0.0f;
