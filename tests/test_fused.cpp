@@ -11,6 +11,7 @@
 #include "models/common/causal_attention.h"
 #include "models/common/cpu_gemm.h"
 #include "models/common/dense_kernel.h"
+#include "models/common/norm_kernel.h"
 #include "models/common/lm_loss.h"
 #include "models/gpt2/gpt2.h"
 #include "runner/optim/adam_update.h"
@@ -186,6 +187,39 @@ TEST(Fused, CpuDenseMatchesLinearInValueAndGradient) {
   cpu_dense(x, w, torch::Tensor()).sum().backward();
   EXPECT_TRUE(x.grad().defined());
   EXPECT_FALSE(w.grad().defined());
+}
+
+// zoo's CPU LayerNorm and RMSNorm against the float64 math (torch's
+// layer_norm; RMSNorm written out), in value and all gradients; rows
+// spanning several thread tasks, with one thread and with two.
+TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
+  const int threads = at::get_num_threads();
+  for (int n : {1, 2}) {
+    at::set_num_threads(n);
+    for (bool rms : {false, true}) {
+      for (bool with_bias : {true, false}) {
+        if (rms && with_bias) continue;
+        SCOPED_TRACE(std::string(rms ? "RMSNorm" : "LayerNorm") + (with_bias ? " with bias" : "") + ", threads " +
+                     std::to_string(n));
+        torch::manual_seed(13);
+        torch::Tensor x = (torch::randn({3, 300, 72}) * 3 + 1).requires_grad_();
+        torch::Tensor w = torch::randn({72}).requires_grad_(), b = with_bias ? torch::randn({72}).requires_grad_() : torch::Tensor();
+        torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
+        torch::Tensor b64 = with_bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
+        torch::Tensor y = cpu_norm(x, w, b, 1e-5, rms);
+        torch::Tensor y64 = rms ? x64 * torch::rsqrt(x64.pow(2).mean(-1, true) + 1e-5) * w64
+                                : torch::layer_norm(x64, {72}, w64, b64, 1e-5);
+        torch::Tensor upstream = torch::randn_like(y64);
+        (y * upstream.to(torch::kFloat)).sum().backward();
+        (y64 * upstream).sum().backward();
+        EXPECT_LT(relative_error(y.to(torch::kDouble), y64.detach()), 1e-6);
+        EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-5);
+        EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-5);
+        if (with_bias) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-5);
+      }
+    }
+  }
+  at::set_num_threads(threads);
 }
 
 // The single-pass float32 CPU update against the multi-tensor path in float64

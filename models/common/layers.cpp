@@ -2,6 +2,7 @@
 #include "models/common/layers.h"
 
 #include "models/common/dense_kernel.h"
+#include "models/common/norm_kernel.h"
 #include "models/model.h"
 
 namespace zoo::models {
@@ -46,6 +47,7 @@ void LayerNormImpl::reset_parameters() {
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
+  if (cpu_norm_available(x, weight, bias)) return cpu_norm(x, weight, bias, eps, rms);
   if (!rms) return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
   torch::Tensor x32 = x.to(torch::kFloat);  // statistics in float32, as LLaMA does
   torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);

@@ -1,0 +1,153 @@
+// Implementation of models/common/norm_kernel.h. Row sums are taken in
+// double: rows are short, and one pass of them costs little next to the rest.
+#include "models/common/norm_kernel.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <vector>
+
+#include "models/common/vector_math.h"
+
+namespace zoo::models {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+constexpr int64_t kRowsPerTask = 256;
+
+// Normalizes rows [begin, end) of x (C wide) into y, keeping each row's mean and 1 / rms or 1 / std.
+ZOO_VECTOR_CLONES void normalize_rows(const float* x, const float* w, const float* b, float* y, float* mean,
+                                      float* rstd, int64_t begin, int64_t end, int64_t C, float eps, bool rms) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * C;
+    float* yr = y + r * C;
+    float m = 0;
+    if (!rms) {
+      double s = 0;
+      for (int64_t j = 0; j < C; ++j) s += xr[j];
+      m = float(s / double(C));
+    }
+    double ss = 0;
+    for (int64_t j = 0; j < C; ++j) ss += double(xr[j] - m) * double(xr[j] - m);
+    const float inv = float(1.0 / std::sqrt(ss / double(C) + double(eps)));
+    if (b)
+      for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - m) * inv * w[j] + b[j];
+    else
+      for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - m) * inv * w[j];
+    mean[r] = m;
+    rstd[r] = inv;
+  }
+}
+
+// dx for rows [begin, end): with xhat = (x - mean) * rstd and g = dy * w,
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (LayerNorm), or
+// dx = rstd * (g - xhat * mean(g * xhat)) (RMSNorm).
+ZOO_VECTOR_CLONES void input_grad_rows(const float* x, const float* w, const float* dy, const float* mean,
+                                       const float* rstd, float* dx, int64_t begin, int64_t end, int64_t C, bool rms) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * C;
+    const float* dyr = dy + r * C;
+    float* dxr = dx + r * C;
+    const float m = mean[r], inv = rstd[r];
+    float sum_g = 0, sum_gx = 0;
+    for (int64_t j = 0; j < C; ++j) {
+      const float g = dyr[j] * w[j];
+      sum_g += g;
+      sum_gx += g * (xr[j] - m) * inv;
+    }
+    const float mean_g = rms ? 0.0f : sum_g / float(C), mean_gx = sum_gx / float(C);
+    for (int64_t j = 0; j < C; ++j) dxr[j] = inv * (dyr[j] * w[j] - mean_g - (xr[j] - m) * inv * mean_gx);
+  }
+}
+
+// dw = sum over rows of dy * xhat, db = sum of dy: float sums over blocks of rows, added up in double.
+ZOO_VECTOR_CLONES void param_grads(const float* x, const float* dy, const float* mean, const float* rstd, int64_t rows,
+                                   int64_t C, float* dw, float* db) {
+  std::vector<double> tw(C, 0.0), tb(C, 0.0);
+  std::vector<float> bw(C), bb(C);
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerTask) {
+    std::fill(bw.begin(), bw.end(), 0.0f);
+    std::fill(bb.begin(), bb.end(), 0.0f);
+    for (int64_t r = r0; r < std::min(rows, r0 + kRowsPerTask); ++r) {
+      const float* xr = x + r * C;
+      const float* dyr = dy + r * C;
+      const float m = mean[r], inv = rstd[r];
+      for (int64_t j = 0; j < C; ++j) {
+        bw[j] += dyr[j] * (xr[j] - m) * inv;
+        bb[j] += dyr[j];
+      }
+    }
+    for (int64_t j = 0; j < C; ++j) {
+      tw[j] += bw[j];
+      tb[j] += bb[j];
+    }
+  }
+  for (int64_t j = 0; j < C; ++j) {
+    dw[j] = float(tw[j]);
+    if (db) db[j] = float(tb[j]);
+  }
+}
+
+// b is an empty tensor for "no bias" (LibTorch 1.13's Function::apply takes no undefined inputs).
+class NormFunction : public torch::autograd::Function<NormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& w_in,
+                               const torch::Tensor& b_in, double eps, bool rms) {
+    const torch::Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.contiguous();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    torch::Tensor y = torch::empty_like(x), mean = torch::empty({rows}, x.options()), rstd = torch::empty_like(mean);
+    const float* bp = b.numel() > 0 ? b.data_ptr<float>() : nullptr;
+    at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
+      normalize_rows(x.data_ptr<float>(), w.data_ptr<float>(), bp, y.data_ptr<float>(), mean.data_ptr<float>(),
+                     rstd.data_ptr<float>(), begin, end, C, float(eps), rms);
+    });
+    ctx->save_for_backward({x, w, mean, rstd});
+    ctx->saved_data["rms"] = rms;
+    ctx->saved_data["bias"] = b.numel() > 0;
+    return y;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const torch::Tensor dy = grads[0].contiguous();
+    const bool rms = ctx->saved_data["rms"].toBool(), bias = ctx->saved_data["bias"].toBool();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      dx = torch::empty_like(x);
+      at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
+        input_grad_rows(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), mean.data_ptr<float>(),
+                        rstd.data_ptr<float>(), dx.data_ptr<float>(), begin, end, C, rms);
+      });
+    }
+    if (ctx->needs_input_grad(1) || (bias && ctx->needs_input_grad(2))) {
+      dw = torch::empty_like(w);
+      if (bias) db = torch::empty_like(w);
+      param_grads(x.data_ptr<float>(), dy.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, C,
+                  dw.data_ptr<float>(), bias ? db.data_ptr<float>() : nullptr);
+      if (!ctx->needs_input_grad(1)) dw = torch::Tensor();
+      if (!bias || !ctx->needs_input_grad(2)) db = torch::Tensor();
+    }
+    return {dx, dw, db, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  auto cpu_float = [](const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat; };
+  return cpu_float(x) && cpu_float(weight) && (!bias.defined() || cpu_float(bias));
+}
+
+torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                       bool rms) {
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0) &&
+                  (!bias.defined() || bias.sizes() == weight.sizes()),
+              "cpu_norm: expected x (..., C), weight (C), bias (C); got x ", x.sizes(), ", weight ", weight.sizes());
+  return NormFunction::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()), eps, rms);
+}
+
+}  // namespace zoo::models
