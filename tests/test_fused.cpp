@@ -11,6 +11,7 @@
 #include "models/common/causal_attention.h"
 #include "models/common/cpu_gemm.h"
 #include "models/common/dense_kernel.h"
+#include "models/common/embedding_kernel.h"
 #include "models/common/norm_kernel.h"
 #include "models/common/lm_loss.h"
 #include "models/gpt2/gpt2.h"
@@ -220,6 +221,31 @@ TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
     }
   }
   at::set_num_threads(threads);
+}
+
+// The one-node token + position lookup against two torch::embedding lookups
+// and an add, in value and in both tables' gradients (repeated ids add up;
+// positions start past 0 as when decoding), and a bad id is named.
+TEST(Fused, CpuEmbeddingSumMatchesTwoLookups) {
+  torch::manual_seed(14);
+  torch::Tensor ids = torch::randint(0, 7, {3, 5}, torch::kLong);  // 15 ids over 7 rows: repeats
+  torch::Tensor words = torch::randn({7, 6}).requires_grad_(), positions = torch::randn({9, 6}).requires_grad_();
+  torch::Tensor w2 = words.detach().clone().requires_grad_(), p2 = positions.detach().clone().requires_grad_();
+  torch::Tensor y = cpu_embedding_sum(ids, words, positions, 2);
+  torch::Tensor ref = torch::embedding(w2, ids) + torch::embedding(p2, torch::arange(2, 7, torch::kLong));
+  torch::Tensor upstream = torch::randn_like(ref);
+  (y * upstream).sum().backward();
+  (ref * upstream).sum().backward();
+  EXPECT_TRUE(torch::allclose(y, ref, 0, 0)) << "the same two float32 numbers added";
+  EXPECT_TRUE(torch::allclose(words.grad(), w2.grad(), 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(positions.grad(), p2.grad(), 1e-6, 1e-6));
+  ids[1][2] = 7;
+  try {
+    cpu_embedding_sum(ids, words, positions, 0);
+    ADD_FAILURE() << "id 7 of a 7-row table was accepted";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 7 is outside the vocabulary [0, 7)"), std::string::npos) << e.what();
+  }
 }
 
 // The single-pass float32 CPU update against the multi-tensor path in float64

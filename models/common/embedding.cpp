@@ -3,14 +3,16 @@
 
 #include <cmath>
 
+#include "models/common/embedding_kernel.h"
+
 namespace zoo::models {
 
 const std::vector<std::string> kPositionEmbeddingTypes = {"learned", "fixed", "rotary"};
 
 torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
-  torch::Tensor pos = torch::arange(positions, torch::kFloat).unsqueeze(1);           // (P, 1)
-  torch::Tensor i = torch::arange(0, dim, 2, torch::kFloat);                          // (C/2)
-  torch::Tensor freq = torch::exp(i * (-std::log(10000.0) / double(dim)));            // (C/2)
+  torch::Tensor pos = torch::arange(positions, torch::kFloat).unsqueeze(1);  // (P, 1)
+  torch::Tensor i = torch::arange(0, dim, 2, torch::kFloat);                 // (C/2)
+  torch::Tensor freq = torch::exp(i * (-std::log(10000.0) / double(dim)));   // (C/2)
   torch::Tensor table = torch::zeros({positions, dim});
   table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
                    torch::sin(pos * freq));
@@ -19,12 +21,11 @@ torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
   return table;
 }
 
-EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::TensorOptions& p)
-    : options_(o) {
+EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::TensorOptions& p) : options_(o) {
   word_embeddings = register_module("word_embeddings", EmbeddingTable(o.vocab_size, o.hidden_size, p));
   if (o.position_embedding_type == "learned") {
-    position_embeddings = register_module(
-        "position_embeddings", EmbeddingTable(o.max_position_embeddings, o.hidden_size, p));
+    position_embeddings =
+        register_module("position_embeddings", EmbeddingTable(o.max_position_embeddings, o.hidden_size, p));
   } else if (o.position_embedding_type == "fixed") {
     torch::Tensor table = p.device().is_meta() ? torch::empty({o.max_position_embeddings, o.hidden_size}, p)
                                                : sinusoidal_table(o.max_position_embeddings, o.hidden_size).to(p);
@@ -39,14 +40,19 @@ void EmbeddingLayerImpl::reset_parameters() {
 
 torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position) {
   const int64_t T = input_ids.size(1), end = first_position + T;
-  TORCH_CHECK(end <= options_.max_position_embeddings, "sequence length ", end,
-              " exceeds max_position_embeddings ", options_.max_position_embeddings);
-  torch::Tensor h = word_embeddings(input_ids);  // (B, T, C)
-  if (position_embeddings) {
-    torch::Tensor positions = torch::arange(first_position, end, input_ids.options().dtype(torch::kLong));
-    h = h + position_embeddings(positions);  // broadcast (T, C)
-  } else if (fixed_positions.defined()) {
-    h = h + fixed_positions.narrow(0, first_position, T).to(h.scalar_type());
+  TORCH_CHECK(end <= options_.max_position_embeddings, "sequence length ", end, " exceeds max_position_embeddings ",
+              options_.max_position_embeddings);
+  torch::Tensor h;
+  if (position_embeddings && cpu_embedding_available(input_ids, word_embeddings->weight, position_embeddings->weight)) {
+    h = cpu_embedding_sum(input_ids, word_embeddings->weight, position_embeddings->weight, first_position);
+  } else {
+    h = word_embeddings(input_ids);  // (B, T, C)
+    if (position_embeddings) {
+      torch::Tensor positions = torch::arange(first_position, end, input_ids.options().dtype(torch::kLong));
+      h = h + position_embeddings(positions);  // broadcast (T, C)
+    } else if (fixed_positions.defined()) {
+      h = h + fixed_positions.narrow(0, first_position, T).to(h.scalar_type());
+    }
   }
   if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
   return h;
