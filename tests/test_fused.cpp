@@ -12,8 +12,8 @@
 #include "models/common/cpu_gemm.h"
 #include "models/common/dense_kernel.h"
 #include "models/common/embedding_kernel.h"
-#include "models/common/norm_kernel.h"
 #include "models/common/lm_loss.h"
+#include "models/common/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
 #include "runner/optim/adam_update.h"
 
@@ -33,7 +33,9 @@ struct Qkv {
 Qkv make_qkv(const AttentionCase& c, const torch::TensorOptions& options) {
   Qkv r;
   r.qkv = torch::randn({c.B, c.T, (c.H + 2 * c.G) * c.D}, options).requires_grad_();
-  auto heads = [&](int64_t first, int64_t n) { return r.qkv.narrow(-1, first * c.D, n * c.D).view({c.B, c.T, n, c.D}); };
+  auto heads = [&](int64_t first, int64_t n) {
+    return r.qkv.narrow(-1, first * c.D, n * c.D).view({c.B, c.T, n, c.D});
+  };
   r.q = heads(0, c.H);
   r.k = heads(c.H, c.G);
   r.v = heads(c.H + c.G, c.G);
@@ -49,12 +51,13 @@ double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
 
 TEST(Fused, CpuCausalAttentionMatchesTheReferenceInValueAndGradient) {
   torch::Tensor probe = torch::zeros({1, 1, 1, 1});
-  if (!causal_attention_available(probe)) GTEST_SKIP() << "this build has no CPU attention kernel (LibTorch >= 2.1 uses SDPA)";
+  if (!causal_attention_available(probe))
+    GTEST_SKIP() << "this build has no CPU attention kernel (LibTorch >= 2.1 uses SDPA)";
   // Block edges (64 rows), ragged tails, one position, grouped and shared
   // key/value heads, sliding windows shorter and longer than a block; with
   // T <= 6 D the kernel keeps the probabilities, beyond it recomputes them.
-  const std::vector<AttentionCase> cases = {{2, 64, 4, 4, 16, 0},  {2, 200, 4, 4, 16, 0}, {1, 1, 2, 2, 8, 0},
-                                            {2, 130, 8, 2, 16, 0}, {1, 97, 4, 1, 32, 0},  {2, 150, 4, 2, 16, 5},
+  const std::vector<AttentionCase> cases = {{2, 64, 4, 4, 16, 0},   {2, 200, 4, 4, 16, 0}, {1, 1, 2, 2, 8, 0},
+                                            {2, 130, 8, 2, 16, 0},  {1, 97, 4, 1, 32, 0},  {2, 150, 4, 2, 16, 5},
                                             {1, 200, 2, 2, 8, 100}, {2, 90, 4, 2, 16, 7}};
   for (const auto& c : cases) {
     SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
@@ -104,22 +107,27 @@ TEST(Fused, CpuCausalAttentionIsTheSameWithOneThreadOrTwo) {
 TEST(Fused, CpuGemmMatchesTorchInEveryLayout) {
   if (!cpu_gemm_available()) GTEST_SKIP() << "no CPU GEMM in this process";
   torch::manual_seed(11);
-  const int64_t m = 37, n = 23, k = 19, pad = 5;
-  for (bool ta : {false, true}) {
-    for (bool tb : {false, true}) {
-      for (float beta : {0.0f, 1.0f}) {
-        SCOPED_TRACE(std::string(cpu_gemm_backend()) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                     " beta=" + std::to_string(beta));
-        // Stored (rows, cols + pad); the GEMM sees the first cols of each row.
-        torch::Tensor a = torch::randn({ta ? k : m, (ta ? m : k) + pad}), b = torch::randn({tb ? n : k, (tb ? k : n) + pad});
-        torch::Tensor c = beta == 0 ? torch::full({m, n + pad}, NAN) : torch::randn({m, n + pad});
-        torch::Tensor av = a.narrow(1, 0, ta ? m : k), bv = b.narrow(1, 0, tb ? k : n);
-        torch::Tensor expect = 0.5 * torch::mm((ta ? av.t() : av).to(torch::kDouble), (tb ? bv.t() : bv).to(torch::kDouble));
-        if (beta != 0) expect += c.narrow(1, 0, n).to(torch::kDouble);
-        cpu_gemm(ta, tb, m, n, k, 0.5f, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(), b.size(1), beta,
-                 c.data_ptr<float>(), c.size(1));
-        EXPECT_LT(relative_error(c.narrow(1, 0, n).to(torch::kDouble), expect), 1e-6);
-        if (beta == 0) EXPECT_TRUE(torch::isnan(c.narrow(1, n, pad)).all().item<bool>()) << "C's padding untouched";
+  // A tiny product (the BLAS's, where there is one) and a larger one (oneDNN's, where there is that).
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 23, 19}, {130, 70, 90}}) {
+    const int64_t pad = 5;
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (float beta : {0.0f, 1.0f}) {
+          SCOPED_TRACE(std::string(cpu_gemm_backend()) + " m=" + std::to_string(m) + " ta=" + std::to_string(ta) +
+                       " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta));
+          // Stored (rows, cols + pad); the GEMM sees the first cols of each row.
+          torch::Tensor a = torch::randn({ta ? k : m, (ta ? m : k) + pad}),
+                        b = torch::randn({tb ? n : k, (tb ? k : n) + pad});
+          torch::Tensor c = beta == 0 ? torch::full({m, n + pad}, NAN) : torch::randn({m, n + pad});
+          torch::Tensor av = a.narrow(1, 0, ta ? m : k), bv = b.narrow(1, 0, tb ? k : n);
+          torch::Tensor expect =
+              0.5 * torch::mm((ta ? av.t() : av).to(torch::kDouble), (tb ? bv.t() : bv).to(torch::kDouble));
+          if (beta != 0) expect += c.narrow(1, 0, n).to(torch::kDouble);
+          cpu_gemm(ta, tb, m, n, k, 0.5f, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(), b.size(1), beta,
+                   c.data_ptr<float>(), c.size(1));
+          EXPECT_LT(relative_error(c.narrow(1, 0, n).to(torch::kDouble), expect), 1e-6);
+          if (beta == 0) EXPECT_TRUE(torch::isnan(c.narrow(1, n, pad)).all().item<bool>()) << "C's padding untouched";
+        }
       }
     }
   }
@@ -137,7 +145,8 @@ TEST(Fused, CpuDenseMatchesLinearInValueAndGradient) {
       SCOPED_TRACE(std::string(with_bias ? "bias" : "no bias") + " rows=" + std::to_string(shape[0]));
       torch::Tensor x = torch::randn(shape).requires_grad_(), w = (torch::randn({40, 24}) * 0.2).requires_grad_();
       torch::Tensor b = with_bias ? torch::randn({40}).requires_grad_() : torch::Tensor();
-      torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
+      torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
+                    w64 = w.detach().to(torch::kDouble).requires_grad_();
       torch::Tensor b64 = with_bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
       torch::Tensor y = cpu_dense(x, w, b), y64 = torch::linear(x64, w64, b64);
       ASSERT_EQ(y.sizes(), y64.sizes());
@@ -162,7 +171,8 @@ TEST(Fused, CpuDenseMatchesLinearInValueAndGradient) {
     SCOPED_TRACE("activation " + std::to_string(static_cast<int>(act)));
     torch::Tensor x = (torch::randn({4, 9, 16}) * 2).requires_grad_(), w = torch::randn({300, 16}).requires_grad_();
     torch::Tensor b = torch::randn({300}).requires_grad_();
-    torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
+    torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
+                  w64 = w.detach().to(torch::kDouble).requires_grad_();
     torch::Tensor b64 = b.detach().to(torch::kDouble).requires_grad_();
     torch::Tensor y = cpu_dense(x, w, b, act), y64 = reference(torch::linear(x64, w64, b64));
     torch::Tensor upstream = torch::randn_like(y64);
@@ -204,8 +214,10 @@ TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
                      std::to_string(n));
         torch::manual_seed(13);
         torch::Tensor x = (torch::randn({3, 300, 72}) * 3 + 1).requires_grad_();
-        torch::Tensor w = torch::randn({72}).requires_grad_(), b = with_bias ? torch::randn({72}).requires_grad_() : torch::Tensor();
-        torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
+        torch::Tensor w = torch::randn({72}).requires_grad_(),
+                      b = with_bias ? torch::randn({72}).requires_grad_() : torch::Tensor();
+        torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
+                      w64 = w.detach().to(torch::kDouble).requires_grad_();
         torch::Tensor b64 = with_bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
         torch::Tensor y = cpu_norm(x, w, b, 1e-5, rms);
         torch::Tensor y64 = rms ? x64 * torch::rsqrt(x64.pow(2).mean(-1, true) + 1e-5) * w64
@@ -322,7 +334,8 @@ std::vector<double> short_run_losses(std::optional<int64_t> pad_multiple, torch:
   std::vector<double> losses;
   for (int step = 0; step < 6; ++step) {
     torch::Tensor ids = torch::randint(0, 50, {4, 24}, torch::kLong).to(device);
-    Features batch{{"input_ids", ids}, {"labels", ids.roll(-1, 1)},
+    Features batch{{"input_ids", ids},
+                   {"labels", ids.roll(-1, 1)},
                    {"attention_mask", torch::ones({4, 24}, torch::TensorOptions().device(device))}};
     ModelOutput out = m.forward(batch, false);
     opt.zero_grad();
@@ -355,7 +368,8 @@ TEST(FusedCuda, ChunkedCrossEntropyOnTheGpuMatchesTorch) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(4);
   torch::Tensor logits = torch::randn({300, 50304}, torch::kCUDA).to(torch::kBFloat16).requires_grad_();
-  torch::Tensor labels = torch::randint(0, 50257, {300}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  torch::Tensor labels =
+      torch::randint(0, 50257, {300}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
   torch::Tensor ref_in = logits.detach().narrow(1, 0, 50257).to(torch::kFloat).requires_grad_();
   token_cross_entropy(logits, labels, 50257, /*chunk_rows=*/64).sum().backward();
   torch::nn::functional::cross_entropy(ref_in, labels,

@@ -1,8 +1,10 @@
 // Row-major float32 GEMM on the CPU for zoo's kernels, on the fastest one
 // LibTorch brought along: oneDNN's dnnl_sgemm where LibTorch links oneDNN as
 // a shared library (Debian's does), else the BLAS it uses (OpenBLAS). On the
-// GEMM shapes of small transformers, oneDNN measured ~7% faster on one core
-// and scales to a second core where OpenBLAS does not.
+// dense-layer GEMMs of small transformers, oneDNN measured ~7% faster on one
+// core and scales to a second core where OpenBLAS does not; for tiny ones
+// (attention's 64 x 64 x 16 blocks) OpenBLAS's small kernels win, so those
+// go to the BLAS where there is one.
 // Defines: cpu_gemm_available, cpu_gemm_backend, cpu_gemm.
 #pragma once
 
