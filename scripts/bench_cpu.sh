@@ -24,10 +24,13 @@ zoo="$build_dir/zoo"
 py=/usr/bin/python3
 rm -rf "$work" && mkdir -p "$work"
 export OMP_NUM_THREADS="$threads"
-# With OMP_NUM_THREADS set, LibTorch's OpenMP threads spin between ops on the
-# cores OpenBLAS's own threads need (both sides slow down, zoo's small case
-# ~3x); waiting passively avoids it. Same setting for both sides.
-[[ "$threads" -gt 1 ]] && export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# With more than one thread each side gets the OpenMP wait policy it runs
+# best with: Python's GEMMs are OpenBLAS's, whose threads LibTorch's spinning
+# OpenMP threads crowd out (~3x slower without OMP_WAIT_POLICY=passive);
+# zoo's are oneDNN's, on those same OpenMP threads, which passive waiting
+# slows (~1.5x). OMP_WAIT_POLICY set by the caller applies to both.
+py_wait_policy="${OMP_WAIT_POLICY:-}"
+[[ "$threads" -gt 1 && -z "$py_wait_policy" ]] && py_wait_policy=passive
 
 # zoo params for a GPT of the given shape on synthetic tokens.
 params() {  # L C H F T V B STEPS LOG_STEPS [CHECKPOINT_STEPS]
@@ -51,7 +54,7 @@ zoo_step_ms() {  # L C H F T V B STEPS LOG_STEPS
 }
 
 python_step_ms() {  # L C H F T V B STEPS WARMUP
-  "$py" scripts/bench_reference_gpt.py --layers "$1" --hidden "$2" --heads "$3" --ffn "$4" --seq "$5" --vocab "$6" \
+  env ${py_wait_policy:+OMP_WAIT_POLICY=$py_wait_policy} "$py" scripts/bench_reference_gpt.py --layers "$1" --hidden "$2" --heads "$3" --ffn "$4" --seq "$5" --vocab "$6" \
     --batch "$7" --steps "$8" --warmup "$9" --threads "$threads" |
     "$py" -c 'import json, sys; print("%.3f" % (1000 * json.load(sys.stdin)["step_s"]))'
 }
