@@ -47,6 +47,31 @@ double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>() / std::max(b.abs().max().item<double>(), 1e-30);
 }
 
+using Leaves = std::vector<torch::Tensor>;  // inputs to differentiate; undefined ones are skipped
+
+// Runs `fast` on float32 leaves and `reference` on float64 copies of them,
+// sends the same random gradient back through both, and expects the outputs
+// and every defined leaf's gradient to agree (relative to the largest
+// reference value) within value_tol and grad_tol.
+void expect_matches_float64(const Leaves& leaves, const std::function<torch::Tensor(const Leaves&)>& fast,
+                            const std::function<torch::Tensor(const Leaves&)>& reference, double value_tol,
+                            double grad_tol) {
+  Leaves fast_in, ref_in;
+  for (const auto& t : leaves) {
+    fast_in.push_back(t.defined() ? t.detach().clone().requires_grad_() : torch::Tensor());
+    ref_in.push_back(t.defined() ? t.detach().to(torch::kDouble).requires_grad_() : torch::Tensor());
+  }
+  torch::Tensor y = fast(fast_in), y64 = reference(ref_in);
+  ASSERT_EQ(y.sizes(), y64.sizes());
+  torch::Tensor upstream = torch::randn_like(y64);
+  (y * upstream.to(torch::kFloat)).sum().backward();
+  (y64 * upstream).sum().backward();
+  EXPECT_LT(relative_error(y.to(torch::kDouble), y64.detach()), value_tol);
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (leaves[i].defined())
+      EXPECT_LT(relative_error(fast_in[i].grad().to(torch::kDouble), ref_in[i].grad()), grad_tol) << "input " << i;
+}
+
 }  // namespace
 
 TEST(Fused, CpuCausalAttentionMatchesTheReferenceInValueAndGradient) {
@@ -143,20 +168,10 @@ TEST(Fused, CpuDenseMatchesLinearInValueAndGradient) {
   for (bool with_bias : {true, false}) {
     for (auto shape : {std::vector<int64_t>{3, 7, 24}, std::vector<int64_t>{1100, 24}}) {
       SCOPED_TRACE(std::string(with_bias ? "bias" : "no bias") + " rows=" + std::to_string(shape[0]));
-      torch::Tensor x = torch::randn(shape).requires_grad_(), w = (torch::randn({40, 24}) * 0.2).requires_grad_();
-      torch::Tensor b = with_bias ? torch::randn({40}).requires_grad_() : torch::Tensor();
-      torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
-                    w64 = w.detach().to(torch::kDouble).requires_grad_();
-      torch::Tensor b64 = with_bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
-      torch::Tensor y = cpu_dense(x, w, b), y64 = torch::linear(x64, w64, b64);
-      ASSERT_EQ(y.sizes(), y64.sizes());
-      torch::Tensor upstream = torch::randn_like(y64);
-      (y * upstream.to(torch::kFloat)).sum().backward();
-      (y64 * upstream).sum().backward();
-      EXPECT_LT(relative_error(y.to(torch::kDouble), y64.detach()), 1e-6);
-      EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-6);
-      EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-6);
-      if (with_bias) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-6);
+      expect_matches_float64(
+          {torch::randn(shape), torch::randn({40, 24}) * 0.2, with_bias ? torch::randn({40}) : torch::Tensor()},
+          [](const Leaves& in) { return cpu_dense(in[0], in[1], in[2]); },
+          [](const Leaves& in) { return torch::linear(in[0], in[1], in[2]); }, 1e-6, 1e-6);
     }
   }
   // With the activation fused: against linear then torch's activation. The
@@ -169,19 +184,11 @@ TEST(Fused, CpuDenseMatchesLinearInValueAndGradient) {
       {DenseActivation::relu, [](const torch::Tensor& t) { return torch::relu(t); }}};
   for (const auto& [act, reference] : acts) {
     SCOPED_TRACE("activation " + std::to_string(static_cast<int>(act)));
-    torch::Tensor x = (torch::randn({4, 9, 16}) * 2).requires_grad_(), w = torch::randn({300, 16}).requires_grad_();
-    torch::Tensor b = torch::randn({300}).requires_grad_();
-    torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
-                  w64 = w.detach().to(torch::kDouble).requires_grad_();
-    torch::Tensor b64 = b.detach().to(torch::kDouble).requires_grad_();
-    torch::Tensor y = cpu_dense(x, w, b, act), y64 = reference(torch::linear(x64, w64, b64));
-    torch::Tensor upstream = torch::randn_like(y64);
-    (y * upstream.to(torch::kFloat)).sum().backward();
-    (y64 * upstream).sum().backward();
-    EXPECT_LT(relative_error(y.to(torch::kDouble), y64.detach()), 1e-6);
-    EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-5);
-    EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-5);
-    EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-5);
+    expect_matches_float64(
+        {torch::randn({4, 9, 16}) * 2, torch::randn({300, 16}), torch::randn({300})},
+        [act = act](const Leaves& in) { return cpu_dense(in[0], in[1], in[2], act); },
+        [reference = reference](const Leaves& in) { return reference(torch::linear(in[0], in[1], in[2])); }, 1e-6,
+        1e-5);
   }
   // GELU's negative tail, elementwise: through an identity weight the
   // pre-activations are exactly x. Down to x = -9.4 (Phi ~ 3e-21) the value
@@ -213,22 +220,14 @@ TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
         SCOPED_TRACE(std::string(rms ? "RMSNorm" : "LayerNorm") + (with_bias ? " with bias" : "") + ", threads " +
                      std::to_string(n));
         torch::manual_seed(13);
-        torch::Tensor x = (torch::randn({3, 300, 72}) * 3 + 1).requires_grad_();
-        torch::Tensor w = torch::randn({72}).requires_grad_(),
-                      b = with_bias ? torch::randn({72}).requires_grad_() : torch::Tensor();
-        torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
-                      w64 = w.detach().to(torch::kDouble).requires_grad_();
-        torch::Tensor b64 = with_bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
-        torch::Tensor y = cpu_norm(x, w, b, 1e-5, rms);
-        torch::Tensor y64 = rms ? x64 * torch::rsqrt(x64.pow(2).mean(-1, true) + 1e-5) * w64
-                                : torch::layer_norm(x64, {72}, w64, b64, 1e-5);
-        torch::Tensor upstream = torch::randn_like(y64);
-        (y * upstream.to(torch::kFloat)).sum().backward();
-        (y64 * upstream).sum().backward();
-        EXPECT_LT(relative_error(y.to(torch::kDouble), y64.detach()), 1e-6);
-        EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-5);
-        EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-5);
-        if (with_bias) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-5);
+        expect_matches_float64(
+            {torch::randn({3, 300, 72}) * 3 + 1, torch::randn({72}), with_bias ? torch::randn({72}) : torch::Tensor()},
+            [rms = rms](const Leaves& in) { return cpu_norm(in[0], in[1], in[2], 1e-5, rms); },
+            [rms = rms](const Leaves& in) {
+              return rms ? in[0] * torch::rsqrt(in[0].pow(2).mean(-1, true) + 1e-5) * in[1]
+                         : torch::layer_norm(in[0], {72}, in[1], in[2], 1e-5);
+            },
+            1e-6, 1e-5);
       }
     }
   }
