@@ -2,10 +2,14 @@
 // (model_dir layout, params_<mode>.yaml, run log).
 #include "runner/run.h"
 
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "data/corpus.h"
 #include "models/registry.h"
@@ -70,6 +74,15 @@ void prepare_run_dir(const Params& params) {
   log::add_file_sink(log_file.string());
   log::info("zoo " + std::string(ZOO_VERSION) + ", LibTorch " + TORCH_VERSION + ", params " + params.file +
             ", mode " + rc.mode + ", model_dir " + rc.model_dir);
+}
+
+// LibTorch can start with fewer intra-op threads than there are cores
+// (Debian's 1.13 takes one on a 2-core VM); unless OMP_NUM_THREADS says
+// otherwise, a run uses every core, as users expect.
+void use_every_core() {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (!std::getenv("OMP_NUM_THREADS") && cores > at::get_num_threads()) at::set_num_threads(cores);
+  log::info(strf("CPU threads: %d (OMP_NUM_THREADS sets them)", at::get_num_threads()));
 }
 
 std::string label_of(const std::optional<std::string>& path) { return path ? *path : "initialized model"; }
@@ -205,6 +218,7 @@ int run_command(const CliCommand& cmd) {
 
   torch::Device device = pick_device(rc.target_device);
   prepare_run_dir(params);
+  use_every_core();
   if (rc.mode == "train") train_mode(params, device);
   else if (rc.mode == "eval") eval_mode(params, device);
   else if (rc.mode == "train_and_eval") train_and_eval_mode(params, device);
