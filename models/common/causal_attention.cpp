@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/common/cpu_gemm.h"
+#include "models/common/cpu_kernels.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::models {
@@ -227,7 +228,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 }  // namespace
 
 bool causal_attention_available(const torch::Tensor& q) {
-  return q.device().is_cpu() && q.scalar_type() == torch::kFloat && cpu_gemm_available();
+  return is_cpu_float32(q) && cpu_gemm_available();
 }
 
 torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, double scale,

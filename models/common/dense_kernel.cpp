@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/common/cpu_gemm.h"
+#include "models/common/cpu_kernels.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::models {
@@ -16,21 +17,15 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// db = the column sums of dy (rows x cols): float sums over blocks of rows,
-// the blocks added in double, so long batches lose no precision.
+// db = the column sums of dy (rows x cols).
 void column_sums(const float* dy, int64_t rows, int64_t cols, float* db) {
-  constexpr int64_t kBlockRows = 256;
-  std::vector<double> total(cols, 0.0);
-  std::vector<float> block(cols);
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-    std::fill(block.begin(), block.end(), 0.0f);
-    for (int64_t r = r0; r < std::min(rows, r0 + kBlockRows); ++r) {
-      const float* row = dy + r * cols;
-      for (int64_t j = 0; j < cols; ++j) block[j] += row[j];
-    }
-    for (int64_t j = 0; j < cols; ++j) total[j] += block[j];
+  ColumnSums sums(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = sums.row_sums(r);
+    const float* row = dy + r * cols;
+    for (int64_t j = 0; j < cols; ++j) s[j] += row[j];
   }
-  for (int64_t j = 0; j < cols; ++j) db[j] = float(total[j]);
+  sums.write(db);
 }
 
 // Phi(x), the standard normal CDF, from erfc(|x| / sqrt 2) by the
@@ -108,7 +103,7 @@ ZOO_VECTOR_CLONES void activation_grad(DenseActivation act, const float* pre, co
   }
 }
 
-// b is an empty tensor for "no bias": LibTorch 1.13's Function::apply takes no undefined inputs.
+// b is empty for "no bias" (absent_as_empty).
 class DenseFunction : public torch::autograd::Function<DenseFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& w_in,
@@ -191,9 +186,8 @@ bool cpu_autocast_enabled() {
 }  // namespace
 
 bool cpu_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  auto cpu_float = [](const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat; };
   // Under CPU autocast, linear runs in bfloat16: leave it to LibTorch.
-  return cpu_float(x) && cpu_float(w) && (!b.defined() || cpu_float(b)) && cpu_gemm_available() &&
+  return is_cpu_float32(x) && is_cpu_float32(w) && (!b.defined() || is_cpu_float32(b)) && cpu_gemm_available() &&
          !cpu_autocast_enabled();
 }
 
@@ -207,7 +201,7 @@ std::optional<DenseActivation> dense_activation_of(const std::string& name) {
 torch::Tensor cpu_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act) {
   TORCH_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) && (!b.defined() || b.numel() == w.size(0)),
               "cpu_dense: expected x (..., in), w (out, in), b (out); got x ", x.sizes(), ", w ", w.sizes());
-  return DenseFunction::apply(x, w, b.defined() ? b : torch::empty({0}, w.options()), static_cast<int64_t>(act));
+  return DenseFunction::apply(x, w, absent_as_empty(b, w.options()), static_cast<int64_t>(act));
 }
 
 }  // namespace zoo::models

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "models/common/cpu_kernels.h"
+
 namespace zoo::models {
 namespace {
 
@@ -68,9 +70,8 @@ class EmbeddingSumFunction : public torch::autograd::Function<EmbeddingSumFuncti
 }  // namespace
 
 bool cpu_embedding_available(const torch::Tensor& ids, const torch::Tensor& words, const torch::Tensor& positions) {
-  auto cpu_float = [](const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat; };
-  return ids.device().is_cpu() && ids.scalar_type() == torch::kLong && ids.dim() == 2 && cpu_float(words) &&
-         cpu_float(positions);
+  return ids.device().is_cpu() && ids.scalar_type() == torch::kLong && ids.dim() == 2 && is_cpu_float32(words) &&
+         is_cpu_float32(positions);
 }
 
 torch::Tensor cpu_embedding_sum(const torch::Tensor& ids, const torch::Tensor& words, const torch::Tensor& positions,

@@ -76,7 +76,7 @@ torch::Tensor OutputHeadImpl::forward(const torch::Tensor& h, const torch::Tenso
   const int64_t pad = padded_vocab(h) - vocab;
   if (pad == 0) return dense(h, w, bias);
   return dense(h, torch::constant_pad_nd(w, {0, 0, 0, pad}),
-                       bias.defined() ? torch::constant_pad_nd(bias, {0, pad}) : torch::Tensor());
+               bias.defined() ? torch::constant_pad_nd(bias, {0, pad}) : torch::Tensor());
 }
 
 std::set<std::string> norm_parameter_names(const torch::nn::Module& model) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/common/cpu_kernels.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::models {
@@ -126,7 +127,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   int64_t chunk_rows) {
-  if (chunk_rows == 0 && logits.device().is_cpu() && logits.scalar_type() == torch::kFloat && logits.stride(1) == 1)
+  if (chunk_rows == 0 && is_cpu_float32(logits) && logits.stride(1) == 1)
     return CpuCrossEntropy::apply(logits, labels.contiguous(), vocab);
   return ChunkedCrossEntropy::apply(logits, labels, vocab, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab));
 }

@@ -5,8 +5,8 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#include <vector>
 
+#include "models/common/cpu_kernels.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::models {
@@ -62,35 +62,25 @@ ZOO_VECTOR_CLONES void input_grad_rows(const float* x, const float* w, const flo
   }
 }
 
-// dw = sum over rows of dy * xhat, db = sum of dy: float sums over blocks of rows, added up in double.
+// dw = sum over rows of dy * xhat, db = sum of dy (db may be null).
 ZOO_VECTOR_CLONES void param_grads(const float* x, const float* dy, const float* mean, const float* rstd, int64_t rows,
                                    int64_t C, float* dw, float* db) {
-  std::vector<double> tw(C, 0.0), tb(C, 0.0);
-  std::vector<float> bw(C), bb(C);
-  for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerTask) {
-    std::fill(bw.begin(), bw.end(), 0.0f);
-    std::fill(bb.begin(), bb.end(), 0.0f);
-    for (int64_t r = r0; r < std::min(rows, r0 + kRowsPerTask); ++r) {
-      const float* xr = x + r * C;
-      const float* dyr = dy + r * C;
-      const float m = mean[r], inv = rstd[r];
-      for (int64_t j = 0; j < C; ++j) {
-        bw[j] += dyr[j] * (xr[j] - m) * inv;
-        bb[j] += dyr[j];
-      }
-    }
+  ColumnSums sum_w(C), sum_b(C);
+  for (int64_t r = 0; r < rows; ++r) {
+    float *sw = sum_w.row_sums(r), *sb = sum_b.row_sums(r);
+    const float* xr = x + r * C;
+    const float* dyr = dy + r * C;
+    const float m = mean[r], inv = rstd[r];
     for (int64_t j = 0; j < C; ++j) {
-      tw[j] += bw[j];
-      tb[j] += bb[j];
+      sw[j] += dyr[j] * (xr[j] - m) * inv;
+      sb[j] += dyr[j];
     }
   }
-  for (int64_t j = 0; j < C; ++j) {
-    dw[j] = float(tw[j]);
-    if (db) db[j] = float(tb[j]);
-  }
+  sum_w.write(dw);
+  if (db) sum_b.write(db);
 }
 
-// b is an empty tensor for "no bias" (LibTorch 1.13's Function::apply takes no undefined inputs).
+// b is empty for "no bias" (absent_as_empty).
 class NormFunction : public torch::autograd::Function<NormFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& w_in,
@@ -138,8 +128,7 @@ class NormFunction : public torch::autograd::Function<NormFunction> {
 }  // namespace
 
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  auto cpu_float = [](const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat; };
-  return cpu_float(x) && cpu_float(weight) && (!bias.defined() || cpu_float(bias));
+  return is_cpu_float32(x) && is_cpu_float32(weight) && (!bias.defined() || is_cpu_float32(bias));
 }
 
 torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
@@ -147,7 +136,7 @@ torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, cons
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0) &&
                   (!bias.defined() || bias.sizes() == weight.sizes()),
               "cpu_norm: expected x (..., C), weight (C), bias (C); got x ", x.sizes(), ", weight ", weight.sizes());
-  return NormFunction::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()), eps, rms);
+  return NormFunction::apply(x, weight, absent_as_empty(bias, weight.options()), eps, rms);
 }
 
 }  // namespace zoo::models

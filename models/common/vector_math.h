@@ -1,10 +1,11 @@
-// Branch-free float math for zoo's CPU kernels: written so the loops that
-// call them vectorize, with the accuracy the kernels document.
-// Defines: ZOO_VECTOR_CLONES, exp_nonpositive, max_of.
+// Float math for zoo's CPU kernels: written so the loops that
+// use it vectorize, with the accuracy the kernels document.
+// Defines: ZOO_VECTOR_CLONES, exp_nonpositive, max_of, ColumnSums.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 // Marks a hot loop function to be compiled for AVX-512 and AVX2 as well as
 // the baseline, picked at load time by the CPU: the baseline's 4-wide SSE
@@ -45,5 +46,33 @@ inline float max_of(const float* x, int64_t n) {
   for (; j < n; ++j) m = x[j] > m ? x[j] : m;
   return m;
 }
+
+// Column sums of many rows (bias and norm-weight gradients) without float32
+// drift: rows add into float sums, which vectorize, over blocks of 256 rows,
+// and each block's sums into double.
+class ColumnSums {
+ public:
+  explicit ColumnSums(int64_t cols) : block_(cols, 0.0f), total_(cols, 0.0) {}
+  // The float sums to add row r into; rows come in order from 0.
+  float* row_sums(int64_t r) {
+    if (r > 0 && r % kBlockRows == 0) flush();
+    return block_.data();
+  }
+  void write(float* out) {
+    flush();
+    for (size_t j = 0; j < total_.size(); ++j) out[j] = float(total_[j]);
+  }
+
+ private:
+  static constexpr int64_t kBlockRows = 256;
+  void flush() {
+    for (size_t j = 0; j < total_.size(); ++j) {
+      total_[j] += block_[j];
+      block_[j] = 0.0f;
+    }
+  }
+  std::vector<float> block_;
+  std::vector<double> total_;
+};
 
 }  // namespace zoo::models

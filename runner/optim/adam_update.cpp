@@ -7,14 +7,13 @@
 
 #include <cmath>
 
+#include "models/common/cpu_kernels.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::optim {
 namespace {
 
-bool dense_float_cpu(const torch::Tensor& t) {
-  return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
-}
+bool dense_float_cpu(const torch::Tensor& t) { return models::is_cpu_float32(t) && t.is_contiguous(); }
 
 // The slots' update as _foreach_ ops: on CUDA each is one fused kernel
 // (multi-tensor apply) over the whole list.
