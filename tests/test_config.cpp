@@ -89,7 +89,7 @@ TEST(Config, WrongTypeNamesExpectedType) {
   EXPECT_NE(err.find("p.yaml:" + line_of(y, "num_heads") + ":"), std::string::npos) << err;
   EXPECT_NE(err.find("model.num_heads: expected an integer, got 'two'"), std::string::npos) << err;
 
-  EXPECT_NE(error_of(with_line("train_input", "shuffle_seed: [1]")).find("expected an integer, got a list"),
+  EXPECT_NE(error_of(with_line("train_input", "num_workers: [1]")).find("expected an integer, got a list"),
             std::string::npos);
   EXPECT_NE(error_of(with_line("runconfig", "save_initial_checkpoint: maybe")).find("expected true or false"),
             std::string::npos);

@@ -3,18 +3,52 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace zoo::config {
 
-static YAML::Node load(const std::string& text, const std::string& name) {
+namespace {
+
+// YAML loaders keep one of two equal keys without a word (yaml-cpp's lookup
+// finds the first), so a second `eval_input:` or a stray line that repeats a
+// key silently drops settings; and a mapping used as a key fails later as a
+// bare "bad conversion". Both are caught here, for every mapping in the file,
+// naming the line and the key path.
+void check_keys(const YAML::Node& node, const Context& ctx) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) check_keys(node[i], ctx.child(std::to_string(i)));
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar())
+      ctx.fail(kv.first, "",
+               "found " + describe_node(kv.first) + " where a key belongs; expected `key: value` (check the "
+               "indentation and brackets of this line)");
+    const std::string key = kv.first.Scalar();
+    auto [first, inserted] = seen.emplace(key, kv.first.Mark());
+    if (!inserted)
+      ctx.fail(kv.first, key, "duplicate key (first given at line " + std::to_string(first->second.line + 1) +
+                                  "; a YAML mapping keeps only one, so remove or rename one of them)");
+    check_keys(kv.second, ctx.child(key));
+  }
+}
+
+YAML::Node load(const std::string& text, const std::string& name) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
   }
+  check_keys(root, Context{name, "", nullptr});
+  return root;
 }
+
+}  // namespace
 
 YAML::Node load_yaml_file(const std::string& path) {
   std::ifstream in(path);
