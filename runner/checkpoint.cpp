@@ -7,6 +7,7 @@
 #include "runner/log.h"
 
 #include <algorithm>
+#include <charconv>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -19,16 +20,41 @@ namespace zoo::ckpt {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// (step digits, timestamp) of a checkpoint file name, if it is one.
+std::optional<std::pair<std::string, std::string>> parse_name(const std::string& filename) {
+  static const std::regex pattern(R"(checkpoint_(\d+)(?:_(\d{8}_\d{6}))?\.mdl)");
+  std::smatch m;
+  if (!std::regex_match(filename, m, pattern)) return std::nullopt;
+  return std::make_pair(m[1].str(), m[2].str());
+}
+
+std::optional<int64_t> to_step(const std::string& digits) {
+  int64_t step = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
+std::optional<int64_t> step_in_name(const std::string& path) {
+  const auto parsed = parse_name(fs::path(path).filename().string());
+  return parsed ? to_step(parsed->first) : std::nullopt;
+}
+
 std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointFile> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
-  static const std::regex pattern(R"(checkpoint_(\d+)(?:_(\d{8}_\d{6}))?\.mdl)");
   for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && std::regex_match(name, m, pattern))
-      out.push_back({e.path().string(), std::stoll(m[1].str()), m[2].str()});
+    const auto parsed = parse_name(e.path().filename().string());
+    if (!e.is_regular_file() || !parsed) continue;
+    if (const auto step = to_step(parsed->first))
+      out.push_back({e.path().string(), *step, parsed->second});
+    else
+      log::warn(e.path().string() + ": ignored; its step number does not fit in 64 bits");
   }
   std::sort(out.begin(), out.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
     return a.step != b.step ? a.step < b.step : a.timestamp < b.timestamp;
@@ -94,6 +120,16 @@ void prune_checkpoints(const std::string& dir, int64_t max, const std::string& k
   }
 }
 
+c10::impl::GenericDict model_weights(const c10::impl::GenericDict& dict, const std::string& path) {
+  if (dict.contains("model") && dict.at("model").isGenericDict()) return dict.at("model").toGenericDict();
+  std::string keys;
+  for (const auto& kv : dict)
+    if (kv.key().isString()) keys += (keys.empty() ? "" : ", ") + kv.key().toStringRef();
+  throw std::runtime_error(path + ": holds no model weights (no 'model' state dict; its top-level keys: " +
+                           (keys.empty() ? std::string("none") : keys) +
+                           "); expected a zoo/modelzoo checkpoint or a torch.save'd model state dict");
+}
+
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {
   c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
   for (const auto& p : model.named_parameters()) out.insert("model." + p.key(), p.value().detach().cpu());
@@ -120,12 +156,17 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
     if (!saved.count(k)) missing.push_back(k);
   for (const auto& [k, t] : saved)
     if (!targets.count(k)) unexpected.push_back(k);
-  auto join = [](const std::vector<std::string>& v) {
+  auto join = [](const std::vector<std::string>& v, size_t most = 20) {
     std::string s;
-    for (size_t i = 0; i < v.size() && i < 20; ++i) s += (i ? ", " : "") + v[i];
-    if (v.size() > 20) s += ", ... (" + std::to_string(v.size()) + " in all)";
+    for (size_t i = 0; i < v.size() && i < most; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > most) s += ", ... (" + std::to_string(v.size()) + " in all)";
     return s;
   };
+  if (missing.size() == targets.size() && !targets.empty())
+    throw std::runtime_error(source + ": none of the checkpoint's " + std::to_string(saved.size()) +
+                             " model keys matches the model (checkpoint: " + join(unexpected, 3) + "; model: " +
+                             join(missing, 3) + "); is it another model's checkpoint, or in Hugging Face's layout "
+                             "(convert it with `zoo convert`)?");
   std::vector<std::string> report;
   if (!missing.empty()) report.push_back("missing model keys: " + join(missing));
   if (!unexpected.empty()) report.push_back("unexpected model keys: " + join(unexpected));

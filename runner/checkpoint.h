@@ -2,8 +2,8 @@
 // discovery, atomic writes and reads of LibTorch pickles that Python's
 // torch.load opens, and model state-dict conversion.
 // Defines: CheckpointFile, list_checkpoints, new_checkpoint_path,
-// save_checkpoint_file, load_checkpoint_file, model_state_dict,
-// load_model_state_dict, checkpoint_metadata, params_of.
+// save_checkpoint_file, load_checkpoint_file, model_weights, step_in_name,
+// model_state_dict, load_model_state_dict, checkpoint_metadata, params_of.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,7 +24,8 @@ struct CheckpointFile {
   std::string timestamp;  // "" for the plain name, which sorts first
 };
 
-// checkpoint_*.mdl files in `dir`, ascending by (step, timestamp).
+// checkpoint_*.mdl files in `dir`, ascending by (step, timestamp). A name
+// whose step does not fit in 64 bits is left out with a warning.
 std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
 // model_dir/checkpoint_<step>.mdl, or with a _<timestamp> suffix if that exists.
 std::string new_checkpoint_path(const std::string& dir, int64_t step);
@@ -38,6 +39,12 @@ void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict&
 // Files written by Python's torch.save (a state dict, or a dict with a
 // "model" state dict) load as {"model": weights[, "global_step"]}.
 c10::impl::GenericDict load_checkpoint_file(const std::string& path);
+
+// The "model" state dict of a loaded checkpoint; throws std::runtime_error
+// naming the file and the keys it has when there is none.
+c10::impl::GenericDict model_weights(const c10::impl::GenericDict& dict, const std::string& path);
+// The step in a checkpoint_<step>[_<timestamp>].mdl file name, if it is one.
+std::optional<int64_t> step_in_name(const std::string& path);
 
 // modelzoo's "__metadata__": [{version, model_name, params (the resolved
 // params as YAML text), and any `extra` entries}].
@@ -57,7 +64,8 @@ void prune_checkpoints(const std::string& dir, int64_t max, const std::string& k
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model);
 // Copies tensors into the model. Keys may carry the "model." prefix or not.
 // strict: missing or unexpected keys are an error listing them; otherwise they
-// are returned as warnings. Shape mismatches are always an error.
+// are returned as warnings. Shape mismatches, and a state in which no key
+// matches the model, are always an error.
 std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
                                                bool strict, const std::string& source);
 

@@ -289,6 +289,15 @@ c10::impl::GenericDict load_torch_save_weights(const std::string& path) {
 
 namespace {
 
+// A dict of tensors alone, as torch.save(model.state_dict()) writes it,
+// rather than a checkpoint holding {"model": ..., "optimizer": ..., ...}.
+bool is_plain_state_dict(const c10::impl::GenericDict& dict) {
+  if (dict.empty() || dict.contains("model")) return false;
+  for (const auto& kv : dict)
+    if (!kv.key().isString() || !kv.value().isTensor()) return false;
+  return true;
+}
+
 // The checkpoint file as PyTorchStreamReader reads it, summing the CRC32C of
 // each large read (a tensor's record, read straight into its storage) in
 // 4 MiB pieces while they are in cache: verifying the checksum then needs no
@@ -330,6 +339,9 @@ class ChecksummingReader : public caffe2::serialize::ReadAdapterInterface {
 
 c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   if (!std::ifstream(path)) throw std::runtime_error(path + ": cannot open checkpoint");
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) == 0 && !ec)
+    throw std::runtime_error(path + ": is empty (0 bytes), not a checkpoint; an interrupted copy?");
   c10::IValue value;
   auto file = std::make_shared<ChecksummingReader>(path);
   try {  // as torch::pickle_load, but each tensor read from the file into its own storage
@@ -340,6 +352,11 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   }
   if (!value.isGenericDict()) return load_torch_save_weights(path);
   c10::impl::GenericDict dict = value.toGenericDict();
+  if (is_plain_state_dict(dict)) {  // torch.save(model.state_dict()) that LibTorch's unpickler read
+    c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+    out.insert("model", dict);
+    return out;
+  }
   if (dict.contains("__checksum__")) {
     const int64_t stored = dict.at("__checksum__").toInt();
     (void)dict.erase("__checksum__");

@@ -73,7 +73,7 @@ void run_generate(const GenerateCommand& c) {
   Params params = ckpt::params_of(dict, path, c.params_file, "--params");
   torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   auto model = params.model->build(torch::TensorOptions().device(device));
-  ckpt::load_model_state_dict(*model, dict.at("model").toGenericDict(), /*strict=*/true, path);
+  ckpt::load_model_state_dict(*model, ckpt::model_weights(dict, path), /*strict=*/true, path);
   const auto tokenizer = text::make_tokenizer(c.tokenizer);
   const std::vector<int32_t> ids = tokenizer->encode(c.prompt);
   const int64_t vocab = model->vocab_size().value_or(tokenizer->vocab_size());

@@ -142,9 +142,25 @@ void eval_all_mode(const Params& params, torch::Device device) {
   auto all = ckpt::list_checkpoints(rc.model_dir);
   if (all.empty()) throw std::runtime_error("eval_all: no checkpoint_<step>.mdl files in " + rc.model_dir);
   Trainer t(params, device, /*for_training=*/false);
+  // A bad file (empty, truncated, another model's) is reported and passed
+  // over, so the good checkpoints after it are still evaluated; the run
+  // still ends in an error naming each one.
+  std::vector<std::string> failed;
   for (const auto& c : all) {
-    t.load_checkpoint(c.path, /*training=*/false);
+    try {
+      t.load_checkpoint(c.path, /*training=*/false);
+    } catch (const std::runtime_error& e) {
+      log::error(std::string(e.what()) + "; not evaluated, going on with the next checkpoint");
+      failed.push_back(c.path);
+      continue;
+    }
     t.evaluate(c.path);
+  }
+  if (!failed.empty()) {
+    std::string list;
+    for (const auto& f : failed) list += (list.empty() ? "" : ", ") + f;
+    throw std::runtime_error("eval_all: " + std::to_string(failed.size()) + " of " + std::to_string(all.size()) +
+                             " checkpoints could not be evaluated (see the errors above): " + list);
   }
 }
 

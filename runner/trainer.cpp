@@ -117,14 +117,24 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
   auto want = [&](const char* key) { return states.count(key) && dict.contains(key); };
   auto state = [&](const char* key) { return dict.at(key).toGenericDict(); };
   log::info("Loading checkpoint " + path);
-  if (want("model")) {
+  // Weights asked for but absent would leave the initialized model to be
+  // evaluated or trained on as if it had loaded: an error, not a warning.
+  if (states.count("model")) {
     bool strict = training ? !rc.disable_strict_checkpoint_loading : true;
-    for (const auto& w : ckpt::load_model_state_dict(*model_, state("model"), strict, path)) log::warn(path + ": " + w);
+    for (const auto& w : ckpt::load_model_state_dict(*model_, ckpt::model_weights(dict, path), strict, path))
+      log::warn(path + ": " + w);
   } else {
-    log::warn(path + ": model weights not loaded (" +
-              std::string(states.count("model") ? "absent from the checkpoint" : "not in load_checkpoint_states") + ")");
+    log::warn(path + ": model weights not loaded (not in load_checkpoint_states)");
   }
-  global_step_ = want("global_step") ? dict.at("global_step").toInt() : 0;
+  global_step_ = 0;
+  if (want("global_step")) {
+    global_step_ = dict.at("global_step").toInt();
+  } else if (states.count("global_step") && ckpt::step_in_name(path)) {
+    // A bare state dict saved as checkpoint_<N>.mdl: resume numbering after
+    // it rather than write a second checkpoint_<N> beside it.
+    global_step_ = *ckpt::step_in_name(path);
+    log::info(path + ": no global_step in the file; taking " + std::to_string(global_step_) + " from its name");
+  }
   if (!training) return;
   try {
     if (want("optimizer")) optimizer_->load_state_dict(state("optimizer"));
@@ -144,7 +154,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
   if (want("global_step") && dict.contains("rng_state")) ckpt::load_rng_state_dict(state("rng_state"));
   resumed_from_ = path;
   for (const auto& s : kCheckpointStates)
-    if (states.count(s) && !dict.contains(s) && s != "grad_scaler")
+    if (states.count(s) && !dict.contains(s) && s != "grad_scaler" && !(s == "global_step" && global_step_ > 0))
       log::info(path + ": no '" + s + "' state in the checkpoint; starting it fresh");
 }
 
@@ -262,7 +272,15 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   const RunConfig& rc = params_.runconfig;
   std::unique_ptr<data::DataLoader> loader = open_loader(params_, "eval_input");
   if (model_->vocab_size()) loader->check_token_ids(*model_->vocab_size());
-  const int64_t steps = rc.eval_steps.value_or(loader->batches_per_epoch());
+  // At most one pass: more would count samples twice, weighting the mean
+  // toward the ones that come round again (modelzoo stops when the data ends).
+  int64_t steps = rc.eval_steps.value_or(loader->batches_per_epoch());
+  if (steps > loader->batches_per_epoch()) {
+    log::warn(strf("%s: runconfig.eval_steps (%ld) is more than the %ld batches of the eval data; evaluating one full "
+                   "pass instead", params_.file.c_str(), static_cast<long>(steps),
+                   static_cast<long>(loader->batches_per_epoch())));
+    steps = loader->batches_per_epoch();
+  }
   torch::NoGradGuard no_grad;
   model_->eval();
   // Sums stay on the device; the host reads the losses only on log steps

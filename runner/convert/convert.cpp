@@ -89,7 +89,7 @@ void zoo_to_hf(const ConvertCommand& c) {
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(c.checkpoint);
   Params params = ckpt::params_of(dict, c.checkpoint, c.config, "--config");
   models::StateDict state;
-  for (const auto& kv : dict.at("model").toGenericDict()) {
+  for (const auto& kv : ckpt::model_weights(dict, c.checkpoint)) {
     std::string k = kv.key().toStringRef();
     state[k.rfind("model.", 0) == 0 ? k.substr(6) : k] = kv.value().toTensor();
   }
