@@ -43,6 +43,41 @@ ChunkLayout chunk_layout(hid_t dataset, const std::vector<hsize_t>& dims) {
   return layout;
 }
 
+// What HDF5's error stack says went wrong in the last failed call, e.g.
+// "required filter 'lzf' is not registered", for messages ("" when nothing).
+std::string hdf5_error_text() {
+  std::vector<std::string> lines;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        auto& v = *static_cast<std::vector<std::string>*>(out);
+        if (e->desc && *e->desc && v.size() < 3) v.emplace_back(e->desc);
+        return 0;
+      },
+      &lines);
+  std::string text;
+  for (const auto& l : lines) text += (text.empty() ? "" : "; ") + l;
+  return text.empty() ? text : " (HDF5: " + text + ")";
+}
+
+// A filter of the dataset that this HDF5 library cannot decode (a plugin
+// such as lzf or blosc that is not installed), named, or "".
+std::string missing_filter(hid_t dataset) {
+  hid_t plist = H5Dget_create_plist(dataset);
+  std::string missing;
+  const int filters = H5Pget_nfilters(plist);
+  for (int k = 0; k < filters && missing.empty(); ++k) {
+    unsigned flags = 0;
+    size_t nvalues = 0;
+    char name[64] = {0};
+    const H5Z_filter_t id = H5Pget_filter2(plist, static_cast<unsigned>(k), &flags, &nvalues, nullptr, sizeof name, name, nullptr);
+    if (id >= 0 && H5Zfilter_avail(id) <= 0)
+      missing = std::string(*name ? name : "unnamed") + " (HDF5 filter id " + std::to_string(id) + ")";
+  }
+  H5Pclose(plist);
+  return missing;
+}
+
 }  // namespace
 
 const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
@@ -70,7 +105,7 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as messages below, not stderr dumps
   for (const auto& path : paths) {
     hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) throw std::runtime_error(path + ": not a readable HDF5 file");
+    if (f < 0) throw std::runtime_error(path + ": not a readable HDF5 file" + hdf5_error_text());
     hid_t d = H5Dopen2(f, "data", H5P_DEFAULT);
     if (d < 0) {
       H5Fclose(f);
@@ -93,6 +128,10 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       throw std::runtime_error(path + ": dataset 'data' holds " +
                                (type_class == H5T_FLOAT ? std::string("floating-point numbers") : std::string("non-integer values")) +
                                ", expected int32 token ids");
+    if (const std::string filter = missing_filter(d); !filter.empty())
+      throw std::runtime_error(path + ": dataset 'data' is compressed with " + filter +
+                               ", which this HDF5 library cannot decode; rewrite it with gzip or no compression "
+                               "(e.g. h5repack -f GZIP=4 or -f NONE)");
     if (rank == 1) {
       const std::optional<int64_t> window = corpus_window ? corpus_window : msl;
       if (!window)
@@ -107,10 +146,10 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       total_ += windows;
       continue;
     }
-    if (rank != 3 || dims[1] < 3)
+    if (rank != 3 || (dims[1] != 3 && dims[1] != 5))
       throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
-                               ", expected (n, 3, msl) samples (rows input_ids, attention_mask, labels) or a rank-1 "
-                               "token stream");
+                               ", expected (n, 3, msl) samples (rows input_ids, attention_mask, labels), (n, 5, msl) "
+                               "with modelzoo's two variable-length-sequence rows after them, or a rank-1 token stream");
     if (msl_ == 0) msl_ = static_cast<int64_t>(dims[2]);
     if (static_cast<int64_t>(dims[2]) != msl_)
       throw std::runtime_error(path + ": sequence length " + std::to_string(dims[2]) + " differs from " +
@@ -183,7 +222,9 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
     herr_t status = H5Dread(file->dataset_id, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, window.data());
     H5Sclose(mem);
     H5Sclose(space);
-    if (status < 0) throw std::runtime_error(file->path + ": cannot read tokens at window " + std::to_string(i - file->first));
+    if (status < 0)
+      throw std::runtime_error(file->path + ": cannot read tokens at window " + std::to_string(i - file->first) +
+                               hdf5_error_text());
     std::copy(window.begin(), window.end() - 1, input_ids);
     std::copy(window.begin() + 1, window.end(), labels);
     std::fill(mask, mask + msl_, 1);
@@ -205,7 +246,8 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   herr_t status = H5Dread(file->dataset_id, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, row.data());
   H5Sclose(mem);
   H5Sclose(space);
-  if (status < 0) throw std::runtime_error(file->path + ": cannot read sample " + std::to_string(i - file->first));
+  if (status < 0)
+    throw std::runtime_error(file->path + ": cannot read sample " + std::to_string(i - file->first) + hdf5_error_text());
   std::copy(row.begin(), row.begin() + msl_, input_ids);
   std::copy(row.begin() + msl_, row.begin() + 2 * msl_, mask);
   std::copy(row.begin() + 2 * msl_, row.begin() + 3 * msl_, labels);

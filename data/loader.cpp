@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #include "data/reader_pool.h"
@@ -103,15 +104,24 @@ Features StreamLoader::next() {
   return pool_->take();
 }
 
-void LmSampleSource::check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T, int64_t V) const {
-  auto fail = [&](const char* row, int32_t id, int64_t t) {
-    throw std::runtime_error(locate(sample) + ": token id " + std::to_string(id) + " in " + row + " at position " +
-                             std::to_string(t) + " is outside the model's vocabulary (vocab_size " + std::to_string(V) +
-                             "); was the data tokenized for another model?");
+void LmSampleSource::check_row(int64_t sample, const int32_t* ids, const int32_t* mask, int32_t* labels, int64_t T,
+                              std::optional<int64_t> vocab_size) const {
+  auto fail = [&](const std::string& what) { throw std::runtime_error(locate(sample) + ": " + what); };
+  const int64_t V = vocab_size.value_or(std::numeric_limits<int32_t>::max() + int64_t{1});
+  auto outside = [&](const char* row, int32_t id, int64_t t) {
+    fail("token id " + std::to_string(id) + " in " + row + " at position " + std::to_string(t) +
+         (id < 0 ? std::string(" is negative; token ids start at 0")
+                 : " is outside the model's vocabulary (vocab_size " + std::to_string(V) +
+                       "); was the data tokenized for another model?"));
   };
   for (int64_t t = 0; t < T; ++t) {
-    if (ids[t] < 0 || ids[t] >= V) fail("input_ids", ids[t], t);
-    if (labels[t] >= V) fail("labels", labels[t], t);
+    if (ids[t] < 0 || ids[t] >= V) outside("input_ids", ids[t], t);
+    if (mask[t] != 0 && mask[t] != 1)
+      fail("attention_mask (the loss mask) is " + std::to_string(mask[t]) + " at position " + std::to_string(t) +
+           ", expected 0 or 1");
+    if (labels[t] >= 0 && labels[t] < V) continue;
+    if (mask[t] == 1) outside("labels", labels[t], t);
+    labels[t] = 0;  // not counted (mask 0), e.g. -100 padding: any id in range gives the same loss
   }
 }
 
@@ -119,12 +129,20 @@ Features LmSampleSource::read_batch(const std::vector<int64_t>& samples, std::op
   const int64_t B = static_cast<int64_t>(samples.size()), T = sequence_length();
   torch::Tensor ids = torch::empty({B, T}, torch::kInt), mask = torch::empty({B, T}, torch::kInt),
                 labels = torch::empty({B, T}, torch::kInt);
+  bool any_counted = false;
   for (int64_t b = 0; b < B; ++b) {
     int32_t* row_ids = ids.data_ptr<int32_t>() + b * T;
+    int32_t* row_mask = mask.data_ptr<int32_t>() + b * T;
     int32_t* row_labels = labels.data_ptr<int32_t>() + b * T;
-    read(samples[b], row_ids, mask.data_ptr<int32_t>() + b * T, row_labels);
-    if (vocab_size) check_row(samples[b], row_ids, row_labels, T, *vocab_size);
+    read(samples[b], row_ids, row_mask, row_labels);
+    check_row(samples[b], row_ids, row_mask, row_labels, T, vocab_size);
+    any_counted = any_counted || std::any_of(row_mask, row_mask + T, [](int32_t m) { return m != 0; });
   }
+  // Such a batch has loss 0 and teaches nothing; a run of them is data written wrong.
+  if (!any_counted)
+    throw std::runtime_error(locate(samples.front()) + " and the rest of its batch of " + std::to_string(B) +
+                             ": every attention_mask (loss mask) value is 0, so no token counts toward the loss; "
+                             "expected 1 at the positions to learn");
   return {{"input_ids", ids.to(torch::kLong)},
           {"attention_mask", mask.to(torch::kLong)},
           {"labels", labels.to(torch::kLong)}};

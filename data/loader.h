@@ -1,6 +1,6 @@
 // What the runner consumes from a data processor: an endless, resumable stream
 // of batches. Defines: SampleSource, LoaderOptions (+ add_loader_fields),
-// LmSampleSource, DataLoader, TaskShard, StreamLoader, MapStyleLoader.
+// LmSampleSource, DataLoader, WorkerStartError, TaskShard, StreamLoader, MapStyleLoader.
 #pragma once
 
 #include <torch/torch.h>
@@ -23,9 +23,10 @@ class SampleSource {
   virtual ~SampleSource() = default;
   virtual int64_t num_samples() const = 0;
   virtual std::string describe() const = 0;  // for messages, e.g. the data_dir
-  // The samples `ids` as one batch. With `vocab_size`, throws
-  // std::runtime_error naming the file and sample when a token id is outside
-  // it. Called from reader threads: must not change the source.
+  // The samples `ids` as one batch. Throws std::runtime_error naming the
+  // file and sample when the data cannot be meant (LM data: a token id
+  // outside `vocab_size`, or negative). Called from reader threads: must not
+  // change the source.
   virtual Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const = 0;
 };
 
@@ -38,10 +39,14 @@ class LmSampleSource : public SampleSource {
   virtual void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const = 0;
   // Where sample i comes from, for messages: the file and the sample's place in it.
   virtual std::string locate(int64_t i) const { return describe() + ", sample " + std::to_string(i); }
+  // Also throws when a loss-mask value is not 0 or 1, when a counted label
+  // is outside the vocabulary, or when no token of the batch counts toward
+  // the loss. Uncounted labels outside it (e.g. -100 padding) become 0.
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
 
  private:
-  void check_row(int64_t sample, const int32_t* ids, const int32_t* labels, int64_t T, int64_t vocab_size) const;
+  void check_row(int64_t sample, const int32_t* ids, const int32_t* mask, int32_t* labels, int64_t T,
+                 std::optional<int64_t> vocab_size) const;
 };
 
 // Keys every loader-backed processor shares (modelzoo's names and defaults).
@@ -122,6 +127,13 @@ class DataLoader {
   // From now on next() throws std::runtime_error naming the file and sample
   // when an input or label token id is not below vocab_size (or an input id is negative).
   virtual void check_token_ids(int64_t vocab_size) = 0;
+};
+
+// The loader's reader threads could not all be started (thread or memory
+// limits); what() says how many started and why the next did not.
+class WorkerStartError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // This process's place among data-parallel tasks, from the environment
