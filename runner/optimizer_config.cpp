@@ -96,6 +96,10 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
               fail("etas", "expected (decrease < 1, increase > 1)");
             if (o.step_sizes.size() != 2 || o.step_sizes[0] > o.step_sizes[1])
               fail("step_sizes", "expected (minimum, maximum)");
+            if (o.min_loss_scale && o.max_loss_scale && *o.min_loss_scale > *o.max_loss_scale)
+              fail("min_loss_scale", "min_loss_scale (" + config::describe_value(YAML::Node(*o.min_loss_scale)) +
+                                         ") is above max_loss_scale (" +
+                                         config::describe_value(YAML::Node(*o.max_loss_scale)) + ")");
             if (o.max_gradient_norm && o.max_gradient_value)
               fail("max_gradient_value", "set only one of max_gradient_norm and max_gradient_value");
             const std::string& f = o.loss_scaling_factor;

@@ -13,6 +13,8 @@ const config::Schema<SchedulerSpec>& SchedulerSpec::schema() {
   using S = SchedulerSpec;
   using config::if_set;
   using config::positive;
+  // A negative learning rate climbs the loss instead of descending it.
+  const config::Check<double> rate = config::non_negative<double>();
   static const config::Schema<S> s =
       config::Schema<S>("learning_rate scheduler", "One learning-rate scheduler.")
           .field("scheduler", &S::scheduler,
@@ -20,9 +22,9 @@ const config::Schema<SchedulerSpec>& SchedulerSpec::schema() {
                  "CosineDecay, PiecewiseConstant, MultiStep, Step, CosineAnnealing, CosineAnnealingWarmRestarts, "
                  "Multiplicative, Lambda, Cyclic or OneCycle (case-insensitive, an LR suffix is allowed).")
           .field("initial_learning_rate", &S::initial_learning_rate,
-                 "LR at the scheduler's step 0 (Cyclic: the lower bound, old name base_lr).")
-          .field("end_learning_rate", &S::end_learning_rate, "LR at and after total_iters.")
-          .field("learning_rate", &S::learning_rate, "Constant: the LR.")
+                 "LR at the scheduler's step 0 (Cyclic: the lower bound, old name base_lr).", if_set(rate))
+          .field("end_learning_rate", &S::end_learning_rate, "LR at and after total_iters.", if_set(rate))
+          .field("learning_rate", &S::learning_rate, "Constant: the LR.", if_set(rate))
           .field("total_iters", &S::total_iters, "Steps this scheduler runs for.", if_set(positive<int64_t>()))
           .field("power", &S::power, "Polynomial: exponent.")
           .field("cycle", &S::cycle, "Polynomial/Linear: restart the decay after total_iters.")
@@ -38,9 +40,10 @@ const config::Schema<SchedulerSpec>& SchedulerSpec::schema() {
           .field("T_max", &S::T_max, "CosineAnnealing: half period.", if_set(positive<int64_t>()))
           .field("T_0", &S::T_0, "CosineAnnealingWarmRestarts: period.", if_set(positive<int64_t>()))
           .field("T_mult", &S::T_mult, "CosineAnnealingWarmRestarts: period growth (only 1).")
-          .field("eta_min", &S::eta_min, "CosineAnnealing*: minimum LR.")
-          .field("coefficient", &S::coefficient, "Multiplicative: factor applied every step.")
-          .field("max_lr", &S::max_lr, "Cyclic / OneCycle: peak LR.")
+          .field("eta_min", &S::eta_min, "CosineAnnealing*: minimum LR.", rate)
+          .field("coefficient", &S::coefficient, "Multiplicative: factor applied every step.",
+                 if_set(config::non_negative<double>()))
+          .field("max_lr", &S::max_lr, "Cyclic / OneCycle: peak LR.", if_set(rate))
           .field("step_size_up", &S::step_size_up, "Cyclic: steps from base to peak.", positive<int64_t>())
           .field("step_size_down", &S::step_size_down, "Cyclic: steps from peak to base (null: step_size_up).",
                  if_set(positive<int64_t>()))
@@ -244,6 +247,8 @@ std::unique_ptr<LRSchedule> make_one(const SchedulerSpec& s) {
   if (name == "piecewiseconstant") {
     if (s.learning_rates.size() != s.milestones.size() + 1)
       s.origin.fail("learning_rates", "expected one more learning rate than milestones");
+    for (double lr : s.learning_rates)
+      if (lr < 0) s.origin.fail("learning_rates", "expected values >= 0 (a negative learning rate climbs the loss)");
     auto lrs = s.learning_rates;
     auto ms = s.milestones;
     return fn([=](int64_t t) { return lrs[passed(ms, t)]; });
@@ -328,6 +333,8 @@ LRScheduleSpec LRScheduleSpec::parse(const YAML::Node& lr, const config::Context
   config::Context ctx = optimizer_ctx.child("learning_rate");
   if (lr.IsScalar()) {
     spec.constant = config::Value<double>::parse(lr, optimizer_ctx, "learning_rate");
+    if (*spec.constant < 0)
+      optimizer_ctx.fail(lr, "learning_rate", "expected a value >= 0 (a negative learning rate climbs the loss)");
     return spec;
   }
   if (lr.IsMap()) {
