@@ -1,13 +1,28 @@
 // Implementation of data/reader_pool.h.
 #include "data/reader_pool.h"
 
+#include "data/loader.h"
+
 namespace zoo::data {
 
 BatchReaderPool::BatchReaderPool(int64_t num_workers) {
-  for (int64_t i = 0; i < num_workers; ++i) threads_.emplace_back([this] { work(); });
+  try {
+    threads_.reserve(static_cast<size_t>(num_workers));
+    for (int64_t i = 0; i < num_workers; ++i) threads_.emplace_back([this] { work(); });
+  } catch (const std::exception& e) {
+    // The destructor does not run for a half-built pool: stop the threads
+    // that did start, or destroying the mutex under them would hang.
+    const size_t started = threads_.size();
+    stop();
+    throw WorkerStartError("cannot start " + std::to_string(num_workers) + " reader threads (" +
+                           std::to_string(started) + " started, then: " + e.what() +
+                           "); lower num_workers, or raise the process's thread or memory limits");
+  }
 }
 
-BatchReaderPool::~BatchReaderPool() {
+BatchReaderPool::~BatchReaderPool() { stop(); }
+
+void BatchReaderPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -15,6 +30,7 @@ BatchReaderPool::~BatchReaderPool() {
   }
   wake_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
 }
 
 void BatchReaderPool::work() {

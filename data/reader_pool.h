@@ -17,6 +17,7 @@ namespace zoo::data {
 
 class BatchReaderPool {
  public:
+  // Throws WorkerStartError when a thread cannot be started.
   explicit BatchReaderPool(int64_t num_workers);
   ~BatchReaderPool();  // finishes running jobs, drops queued ones, joins
   void submit(std::function<models::Features()> job);
@@ -28,6 +29,7 @@ class BatchReaderPool {
 
  private:
   void work();
+  void stop();  // drops queued jobs, joins every thread
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ class InputSpec {
   // Feature names of its batches.
   virtual const std::vector<std::string>& produces() const = 0;
   virtual int64_t batch_size() const = 0;
+  // Tokens per sample when the params say (max_sequence_length), else unset.
+  virtual std::optional<int64_t> sequence_length() const { return std::nullopt; }
   const config::Origin& origin() const { return origin_; }
 
  protected:
@@ -59,9 +62,19 @@ class TypedInputSpec : public InputSpec {
   const Options& options() const { return options_; }
   const std::string& processor() const override { return name_; }
   YAML::Node to_yaml() const override { return Options::schema().to_yaml(options_); }
-  std::unique_ptr<DataLoader> open() const override { return open_(options_, origin_); }
+  std::unique_ptr<DataLoader> open() const override {
+    try {
+      return open_(options_, origin_);
+    } catch (const WorkerStartError& e) {
+      origin_.fail("num_workers", e.what());
+    }
+  }
   const std::vector<std::string>& produces() const override { return produces_; }
   int64_t batch_size() const override { return options_.batch_size; }
+  std::optional<int64_t> sequence_length() const override {
+    if constexpr (config::has_max_sequence_length<Options>::value) return options_.max_sequence_length;
+    return std::nullopt;
+  }
 
  private:
   std::string name_;

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class ModelSpec {
   virtual std::shared_ptr<Model> build(const torch::TensorOptions& param_options) const = 0;
   // Batch features forward() reads, e.g. input_ids, attention_mask, labels.
   virtual std::vector<std::string> consumes() const = 0;
+  // The longest sequence the model takes (its max_position_embeddings), if
+  // it has such a limit: inputs are checked against it before anything runs.
+  virtual std::optional<int64_t> max_sequence_length() const { return std::nullopt; }
   const config::Origin& origin() const { return origin_; }
 
  protected:
@@ -57,6 +61,10 @@ class TypedModelSpec : public ModelSpec {
     return model;
   }
   std::vector<std::string> consumes() const override { return consumes_; }
+  std::optional<int64_t> max_sequence_length() const override {
+    if constexpr (config::has_max_position_embeddings<Options>::value) return options_.max_position_embeddings;
+    return std::nullopt;
+  }
 
  private:
   Options options_;

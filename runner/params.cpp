@@ -52,6 +52,17 @@ void check_features(const models::ModelSpec& model, const std::string& model_nam
                                             join(produced) + ")");
 }
 
+// A sample longer than the model's positions fails only once training
+// reaches the model; the params alone already tell.
+void check_sequence_length(const models::ModelSpec& model, const data::InputSpec& input) {
+  const auto limit = model.max_sequence_length(), length = input.sequence_length();
+  if (!limit || !length || *length <= *limit) return;
+  input.origin().fail("max_sequence_length",
+                      std::to_string(*length) + " tokens per sample, more than model.max_position_embeddings " +
+                          std::to_string(*limit) + " (" + model.origin().context().where(model.origin().mark("max_position_embeddings")) +
+                          "): the model has no positions beyond it; raise max_position_embeddings or shorten the samples");
+}
+
 }  // namespace
 
 config::Context Params::context(const std::string& section) const {
@@ -132,6 +143,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
     if (!present(in)) continue;  // modelzoo trains without eval_input, evaluates without train_input
     auto spec = data::parse_input(in, section_ctx(section));
     check_features(*p.model, p.model_name, *spec, section);
+    check_sequence_length(*p.model, *spec);
     (std::string(section) == "train_input" ? p.train_input : p.eval_input) = spec;
   }
   return p;

@@ -28,6 +28,8 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace zoo::config {
@@ -120,6 +122,19 @@ struct NumberList {
   std::vector<double> items;
   bool operator==(const NumberList& o) const { return items == o.items; }
 };
+
+// Whether an options struct has modelzoo's sequence-length keys, so that
+// registries can compare a model's limit with its inputs without knowing
+// the family or processor.
+template <class T, class = void>
+struct has_max_position_embeddings : std::false_type {};
+template <class T>
+struct has_max_position_embeddings<T, std::void_t<decltype(std::declval<T>().max_position_embeddings)>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_max_sequence_length : std::false_type {};
+template <class T>
+struct has_max_sequence_length<T, std::void_t<decltype(std::declval<T>().max_sequence_length)>> : std::true_type {};
 
 // Levenshtein-based "did you mean" suffix ("" when nothing is close).
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& known);
