@@ -36,6 +36,8 @@ namespace {
 struct State {
   std::shared_ptr<spdlog::logger> logger;
   spdlog::sink_ptr file_sink;
+  std::string file_path;
+  std::string file_error;  // set by the logger's error handler when a sink fails
   Level level = Level::info;
   bool progress_shown = false;
 };
@@ -48,6 +50,14 @@ State& state() {
     st.logger->set_pattern("%Y-%m-%d %H:%M:%S,%e %v");
     st.logger->set_level(spdlog::level::trace);
     st.logger->flush_on(spdlog::level::trace);
+    // Called inside the logger's sink loop: only note it; emit() reports it.
+    // spdlog names the file in its message; console failures (a closed
+    // stdout) have nowhere better to go and are dropped.
+    st.logger->set_error_handler([](const std::string& message) {
+      State& s = state();
+      const size_t at = s.file_path.empty() ? std::string::npos : message.find(s.file_path + ": ");
+      if (s.file_error.empty() && at != std::string::npos) s.file_error = message.substr(at + s.file_path.size() + 2);
+    });
     return st;
   }();
   return s;
@@ -65,6 +75,13 @@ void emit(Level level, const char* name, const std::string& message) {
   if (level < s.level) return;
   clear_progress(s);
   s.logger->info("{}:  {}", name, message);
+  if (!s.file_error.empty() && s.file_sink) {
+    // A full disk, say: the console keeps the rest of the log.
+    const std::string why = s.file_error, path = s.file_path;
+    remove_file_sink();
+    s.logger->info("{}:  {}", "WARNING", "cannot write the run log " + path + " (" + why +
+                                             "); from here on the log goes to the console only");
+  }
 }
 
 }  // namespace
@@ -86,6 +103,8 @@ void add_file_sink(const std::string& path) {
   remove_file_sink();
   State& s = state();
   s.file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
+  s.file_path = path;
+  s.file_error.clear();
   s.file_sink->set_pattern("%Y-%m-%d %H:%M:%S,%e %v");
   s.logger->sinks().push_back(s.file_sink);
 }

@@ -1,7 +1,9 @@
 // Implementation of runner/metrics.h.
 #include "runner/metrics.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -22,13 +24,22 @@ void MetricsSink::start(std::string phase) {
 
 double MetricsSink::seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
-tensorboard::EventWriter& MetricsSink::events(const std::string& mode) {
-  auto& writer = writers_[mode];
-  if (!writer) {
-    fs::path dir = rc_.summary_dir ? fs::path(*rc_.summary_dir) / mode : fs::path(rc_.model_dir) / mode;
-    writer = std::make_unique<tensorboard::EventWriter>(dir.string());
+void MetricsSink::write_events(const std::string& mode,
+                               const std::function<void(tensorboard::EventWriter&)>& write) {
+  if (failed_writers_.count(mode)) return;
+  try {
+    auto& writer = writers_[mode];
+    if (!writer) {
+      fs::path dir = rc_.summary_dir ? fs::path(*rc_.summary_dir) / mode : fs::path(rc_.model_dir) / mode;
+      writer = std::make_unique<tensorboard::EventWriter>(dir.string());
+    }
+    write(*writer);
+    writer->flush();
+  } catch (const std::exception& e) {
+    failed_writers_.insert(mode);
+    writers_.erase(mode);
+    log::warn(std::string(e.what()) + "; the run goes on without TensorBoard " + mode + " summaries");
   }
-  return *writer;
 }
 
 // modelzoo's "| Train Device=..., Step=..., Loss=..., Rate=..., GlobalRate=..." line.
@@ -45,14 +56,14 @@ MetricsSink::Rates MetricsSink::line(int64_t step, double loss) {
 
 void MetricsSink::step(const TrainLog& log, int64_t samples_per_step) {
   Rates r = line(log.step, log.loss);
-  tensorboard::EventWriter& tb = events("train");
-  tb.add_scalar("loss", log.loss, log.step);
-  for (size_t g = 0; g < log.lrs.size(); ++g) tb.add_scalar("lr/" + std::to_string(g), log.lrs[g], log.step);
-  tb.add_scalar("local_samples_per_sec", r.local, log.step);
-  tb.add_scalar("avg_samples_per_sec", r.global, log.step);
-  tb.add_scalar("avg_steps_per_sec", r.global / double(samples_per_step), log.step);
-  if (log.loss_scale) tb.add_scalar("loss_scale", *log.loss_scale, log.step);
-  tb.flush();
+  write_events("train", [&](tensorboard::EventWriter& tb) {
+    tb.add_scalar("loss", log.loss, log.step);
+    for (size_t g = 0; g < log.lrs.size(); ++g) tb.add_scalar("lr/" + std::to_string(g), log.lrs[g], log.step);
+    tb.add_scalar("local_samples_per_sec", r.local, log.step);
+    tb.add_scalar("avg_samples_per_sec", r.global, log.step);
+    tb.add_scalar("avg_steps_per_sec", r.global / double(samples_per_step), log.step);
+    if (log.loss_scale) tb.add_scalar("loss_scale", *log.loss_scale, log.step);
+  });
   if (!log.lrs.empty()) log::debug(strf("lr=%.6g", log.lrs.front()));
 }
 
@@ -80,34 +91,38 @@ void MetricsSink::done() {
 
 void MetricsSink::norms(int64_t step, const std::vector<torch::Tensor>& parameters) {
   torch::NoGradGuard no_grad;
-  tensorboard::EventWriter& tb = events("train");
-  double grad_sq = 0, param_sq = 0;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    const torch::Tensor& p = parameters[i];
-    param_sq += p.to(torch::kDouble).pow(2).sum().item<double>();
-    if (!p.grad().defined()) continue;
-    double n = p.grad().to(torch::kDouble).norm().item<double>();
-    grad_sq += n * n;
-    tb.add_scalar("per_layer_grad_norm/layer_" + std::to_string(i), n, step);
-  }
-  tb.add_scalar("model_wise_grad_norm", std::sqrt(grad_sq), step);
-  tb.add_scalar("params_norm/model_wise_params_norm", std::sqrt(param_sq), step);
+  write_events("train", [&](tensorboard::EventWriter& tb) {
+    double grad_sq = 0, param_sq = 0;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const torch::Tensor& p = parameters[i];
+      param_sq += p.to(torch::kDouble).pow(2).sum().item<double>();
+      if (!p.grad().defined()) continue;
+      double n = p.grad().to(torch::kDouble).norm().item<double>();
+      grad_sq += n * n;
+      tb.add_scalar("per_layer_grad_norm/layer_" + std::to_string(i), n, step);
+    }
+    tb.add_scalar("model_wise_grad_norm", std::sqrt(grad_sq), step);
+    tb.add_scalar("params_norm/model_wise_params_norm", std::sqrt(param_sq), step);
+  });
 }
 
 void MetricsSink::eval(const EvalLog& r) {
   for (const auto& [name, v] : r.metrics) log::info(strf("Metric: %s = %.6g", name.c_str(), v));
   log::info(strf("Avg Eval Loss: %.6g", r.loss));
-  tensorboard::EventWriter& tb = events("eval");
-  for (const auto& [name, v] : r.metrics) tb.add_scalar(name, v, r.global_step);
-  tb.add_scalar("loss", r.loss, r.global_step);
-  tb.add_scalar("avg_samples_per_sec", r.samples / std::max(r.seconds, 1e-9), r.global_step);
-  tb.flush();
+  write_events("eval", [&](tensorboard::EventWriter& tb) {
+    for (const auto& [name, v] : r.metrics) tb.add_scalar(name, v, r.global_step);
+    tb.add_scalar("loss", r.loss, r.global_step);
+    tb.add_scalar("avg_samples_per_sec", r.samples / std::max(r.seconds, 1e-9), r.global_step);
+  });
 
   // One row per evaluation, so checkpoints can be compared without TensorBoard.
+  // A row that cannot be written is reported, not fatal: the numbers are
+  // in the console lines above and the run log.
   fs::path dir = fs::path(rc_.model_dir) / "eval";
-  fs::create_directories(dir);
   fs::path csv = dir / "results.csv";
-  bool fresh = !fs::exists(csv);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  bool fresh = !fs::exists(csv, ec);
   std::ofstream out(csv, std::ios::app);
   if (fresh) {
     out << "checkpoint,global_step,loss";
@@ -117,6 +132,10 @@ void MetricsSink::eval(const EvalLog& r) {
   out << r.checkpoint << "," << r.global_step << "," << strf("%.6g", r.loss);
   for (const auto& [name, v] : r.metrics) out << "," << strf("%.6g", v);
   out << "\n";
+  out.flush();
+  if (!out)
+    log::error(csv.string() + ": cannot write this evaluation's row (" + std::strerror(errno) +
+               "); its numbers are in the lines above");
   log::info("Evaluation completed successfully!");
 }
 

@@ -7,9 +7,11 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,7 +60,10 @@ class MetricsSink {
 
  private:
   using Clock = std::chrono::steady_clock;
-  tensorboard::EventWriter& events(const std::string& mode);
+  // Runs `write` on the event file of `mode` (train or eval) and flushes
+  // it. A file that cannot be created or written (a full disk) is reported
+  // once and left alone from then on: the run goes on without it.
+  void write_events(const std::string& mode, const std::function<void(tensorboard::EventWriter&)>& write);
   struct Rates {
     double local, global;  // samples/sec since the last line, and since start()
   };
@@ -67,6 +72,7 @@ class MetricsSink {
   RunConfig rc_;
   std::string device_, phase_;
   std::map<std::string, std::unique_ptr<tensorboard::EventWriter>> writers_;  // opened on first use
+  std::set<std::string> failed_writers_;
   Clock::time_point start_ = Clock::now(), last_ = start_, last_bar_ = start_;
   int64_t samples_ = 0, samples_at_last_ = 0;
 };

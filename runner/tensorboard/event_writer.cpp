@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -60,7 +61,14 @@ void EventWriter::add_scalar(const std::string& tag, double value, int64_t step)
   write_record(e.SerializeAsString());
 }
 
-void EventWriter::flush() { out_.flush(); }
+void EventWriter::flush() {
+  out_.flush();
+  check();
+}
+
+void EventWriter::check() {
+  if (!out_) throw std::runtime_error(path_ + ": cannot write TensorBoard events (" + std::strerror(errno) + ")");
+}
 
 void EventWriter::write_record(const std::string& payload) {
   std::string header;
@@ -70,6 +78,7 @@ void EventWriter::write_record(const std::string& payload) {
   record += payload;
   put_le(record, masked_crc32c(payload.data(), payload.size()), 4);
   out_.write(record.data(), static_cast<std::streamsize>(record.size()));
+  check();
 }
 
 std::vector<ScalarRecord> read_event_records(const std::string& path) {

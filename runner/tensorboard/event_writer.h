@@ -16,6 +16,8 @@ uint32_t masked_crc32c(const void* data, size_t size);
 class EventWriter {
  public:
   // Creates `dir` and events.out.tfevents.<unix time>.<host>.zoo in it.
+  // Each call throws std::runtime_error naming the file and the reason
+  // (e.g. a full disk) when it cannot write.
   explicit EventWriter(const std::string& dir);
   void add_scalar(const std::string& tag, double value, int64_t step);
   void flush();
@@ -23,6 +25,7 @@ class EventWriter {
 
  private:
   void write_record(const std::string& payload);
+  void check();
   std::string path_;
   std::ofstream out_;
 };
