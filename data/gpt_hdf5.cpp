@@ -167,11 +167,12 @@ bool Hdf5SampleSource::read_chunk(const File& f, int64_t row, int32_t* out) cons
   const hsize_t offset[3] = {static_cast<hsize_t>(row), 0, 0};
   hsize_t stored = 0;
   if (H5Dget_chunk_storage_size(f.dataset_id, offset, &stored) < 0 || stored == 0) return false;
+  const uLongf want = static_cast<uLongf>(f.rows * msl_ * sizeof(int32_t));
+  if (stored > want + want / 8 + 1024) return false;  // a corrupt chunk index; H5Dread says what is wrong
   thread_local std::vector<unsigned char> packed;
   packed.resize(stored);
   uint32_t skipped_filters = 0;
   if (H5Dread_chunk(f.dataset_id, H5P_DEFAULT, offset, &skipped_filters, packed.data()) < 0) return false;
-  const uLongf want = static_cast<uLongf>(f.rows * msl_ * sizeof(int32_t));
   if (!f.deflated || (skipped_filters & 1u)) {
     if (stored != want) return false;
     std::memcpy(out, packed.data(), want);
