@@ -23,21 +23,8 @@ std::string with_line(const std::string& section, const std::string& line) {
   return y.insert(at, "  " + line + "\n");
 }
 
-// Parses and returns the ConfigError message ("" when none was thrown).
-std::string error_of(const std::string& yaml) {
-  try {
-    params_from_node(config::load_yaml_string(yaml, "p.yaml"), "p.yaml", YAML::Node());
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// Line number of the first line containing `needle`, 1-based, as text.
-std::string line_of(const std::string& yaml, const std::string& needle) {
-  size_t at = yaml.find(needle);
-  return std::to_string(std::count(yaml.begin(), yaml.begin() + at, '\n') + 1);
-}
+using zoo::testing::line_of;
+std::string error_of(const std::string& yaml) { return zoo::testing::params_error(yaml); }
 
 }  // namespace
 

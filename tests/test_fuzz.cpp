@@ -98,32 +98,13 @@ std::string mutate(const std::string& text, Rng& rng) {
   return out;
 }
 
-struct Outcome {
-  int exit_code;
-  std::string error;  // what run() wrote to stderr
-  double seconds;
-};
-
-// zoo's run() in this process, its stderr captured.
-Outcome run_zoo(const std::vector<std::string>& args) {
-  std::stringstream err, out;
-  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
-  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
-  const auto start = std::chrono::steady_clock::now();
-  const int code = run(args);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cerr.rdbuf(old_err);
-  std::cout.rdbuf(old_out);
-  return {code, err.str(), seconds};
-}
-
 }  // namespace
 
 TEST(Fuzz, MutatedParamsFilesEndInZeroOrOneAndEveryErrorNamesTheFile) {
   // Files zoo accepts as they are, so that each refusal is the mutation's doing.
   std::vector<std::string> seeds;
   for (const auto& f : seed_configs())
-    if (run_zoo({"CPU", "--params", f, "--mode", "train", "--validate_only"}).exit_code == 0) seeds.push_back(f);
+    if (zoo::testing::run_in_process({"CPU", "--params", f, "--mode", "train", "--validate_only"}).code == 0) seeds.push_back(f);
   ASSERT_GE(seeds.size(), 8u);  // configs/ alone has 8
   TempDir dir;
   Rng rng(static_cast<uint64_t>(setting("ZOO_FUZZ_SEED", 20261123)));
@@ -135,11 +116,11 @@ TEST(Fuzz, MutatedParamsFilesEndInZeroOrOneAndEveryErrorNamesTheFile) {
     const std::string text = mutate(zoo::testing::read_file(seed), rng);
     const std::string file = "fuzz_" + std::to_string(i) + ".yaml";
     zoo::testing::write_file(dir / file, text);
-    const Outcome o = run_zoo({"CPU", "--params", dir / file, "--mode", modes[pick(rng, 4)], "--validate_only"});
+    const auto o = zoo::testing::run_in_process({"CPU", "--params", dir / file, "--mode", modes[pick(rng, 4)], "--validate_only"});
     const std::string what = "case " + std::to_string(i) + " (from " + seed + "):\n" + text + "\n" + o.error;
-    ASSERT_TRUE(o.exit_code == 0 || o.exit_code == 1) << what;
+    ASSERT_TRUE(o.code == 0 || o.code == 1) << what;
     EXPECT_LT(o.seconds, 30.0) << what;
-    if (o.exit_code == 1) {
+    if (o.code == 1) {
       ++errors;
       EXPECT_NE(o.error.find(file), std::string::npos) << what;
     }

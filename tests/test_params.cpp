@@ -20,19 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// zoo::run in process: its exit code and its "zoo: error: ..." line.
-struct RunResult {
-  int code;
-  std::string error;
-};
-RunResult run_zoo(const std::vector<std::string>& args) {
-  ::testing::internal::CaptureStderr();
-  const int code = zoo::run(args);
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  const size_t at = err.find("zoo: error: ");
-  return {code, at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at)};
-}
-
+using zoo::testing::run_in_process;
+using zoo::testing::RunResult;
 // The tiny params with `from` replaced by `to` (which must occur once).
 std::string tiny_with(const std::string& data, const std::string& model_dir, const std::string& from,
                       const std::string& to) {
@@ -58,10 +47,10 @@ TEST(Params, ReportedCasesFailAtValidateOnly) {
   const std::string model_dir = dir / "m";
   auto expect_error = [&](const std::string& yaml, const std::string& expected) {
     const std::string file = zoo::testing::write_file(dir / "p.yaml", yaml);
-    RunResult v = run_zoo({"CPU", "--params", file, "--mode", "train", "--validate_only"});
+    RunResult v = run_in_process({"CPU", "--params", file, "--mode", "train", "--validate_only"});
     EXPECT_EQ(v.code, 1);
     EXPECT_NE(v.error.find(expected), std::string::npos) << v.error;
-    RunResult real = run_zoo({"CPU", "--params", file, "--mode", "train"});
+    RunResult real = run_in_process({"CPU", "--params", file, "--mode", "train"});
     EXPECT_EQ(real.error, v.error);
     EXPECT_FALSE(fs::exists(model_dir)) << expected;
   };
@@ -70,10 +59,10 @@ TEST(Params, ReportedCasesFailAtValidateOnly) {
   std::string yaml = no_eval;
   yaml.erase(yaml.find("unused_eval_input:"), yaml.find("model:") - yaml.find("unused_eval_input:"));
   const std::string file = zoo::testing::write_file(dir / "noeval.yaml", yaml);
-  EXPECT_EQ(run_zoo({"CPU", "--params", file, "--mode", "train", "--num_steps", "2"}).code, 0);
+  EXPECT_EQ(run_in_process({"CPU", "--params", file, "--mode", "train", "--num_steps", "2"}).code, 0);
   EXPECT_TRUE(fs::exists(model_dir + "/train/params_train.yaml"));
   fs::remove_all(model_dir);
-  RunResult eval = run_zoo({"CPU", "--params", file, "--mode", "eval", "--validate_only"});
+  RunResult eval = run_in_process({"CPU", "--params", file, "--mode", "eval", "--validate_only"});
   EXPECT_NE(eval.error.find("eval_input: required for --mode eval but missing"), std::string::npos) << eval.error;
   // 2. A misspelt scheduler, at its own line.
   yaml = tiny_with(dir / "data", model_dir, "{scheduler: CosineDecay,", "{scheduler: CosineDecayy,");
@@ -156,11 +145,11 @@ TEST(Params, EveryKeyOfARealGptConfigIsCheckedAtItsLine) {
   int checked = 0, out_of_range = 0;
   auto check = [&](const std::string& yaml, const std::string& expected, bool must_fail) {
     const std::string file = zoo::testing::write_file(dir / "p.yaml", yaml);
-    RunResult v = run_zoo({"CPU", "--params", file, "--mode", "train", "--validate_only", "-o", model_dir});
+    RunResult v = run_in_process({"CPU", "--params", file, "--mode", "train", "--validate_only", "-o", model_dir});
     if (!must_fail && v.code == 0) return false;
     EXPECT_EQ(v.code, 1) << expected;
     EXPECT_NE(v.error.find(file + expected), std::string::npos) << "expected '" << expected << "', got: " << v.error;
-    RunResult real = run_zoo({"CPU", "--params", file, "--mode", "train", "-o", model_dir});
+    RunResult real = run_in_process({"CPU", "--params", file, "--mode", "train", "-o", model_dir});
     EXPECT_EQ(real.error, v.error);
     EXPECT_FALSE(fs::exists(model_dir)) << expected;
     ++checked;

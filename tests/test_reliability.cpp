@@ -37,21 +37,8 @@ double eval_loss(const std::string& output) {
   return std::regex_search(output, m, std::regex("Avg Eval Loss: ([-0-9.e+]+)")) ? std::stod(m[1]) : std::nan("");
 }
 
-// The ConfigError that params text gives, as parsed from file p.yaml ("no error" when none).
-std::string params_error(const std::string& yaml) {
-  try {
-    params_from_node(config::load_yaml_string(yaml, "p.yaml"), "p.yaml", YAML::Node());
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-// 1-based line of the first occurrence of `text` in `yaml`.
-int line_of(const std::string& yaml, const std::string& text) {
-  const size_t at = yaml.find(text);
-  return at == std::string::npos ? -1 : 1 + static_cast<int>(std::count(yaml.begin(), yaml.begin() + at, '\n'));
-}
+using zoo::testing::line_of;
+using zoo::testing::params_error;
 
 std::string replaced(std::string s, const std::string& from, const std::string& to) {
   const size_t at = s.find(from);
@@ -122,9 +109,9 @@ torch.save({"decoder." + k: v for k, v in weights.items()}, d + "/renamed.pt")
 TEST(Reliability, DuplicateKeysAnywhereAndKeysThatAreNotNamesAreErrors) {
   const std::string base = zoo::testing::tiny_params_yaml("/d", "/m");
   std::string y = base + "eval_input:\n  batch_size: 2\n";
-  EXPECT_NE(params_error(y).find("p.yaml:" + std::to_string(line_of(y, "eval_input:\n  batch_size: 2")) +
+  EXPECT_NE(params_error(y).find("p.yaml:" + line_of(y, "eval_input:\n  batch_size: 2") +
                                  ":1: eval_input: duplicate key (first given at line " +
-                                 std::to_string(line_of(y, "eval_input:")) + ";"),
+                                 line_of(y, "eval_input:") + ";"),
             std::string::npos) << params_error(y);
   // A stray section line splits the optimizer: what follows it was silently dropped.
   y = replaced(base, "  max_gradient_norm: 1.0\n", "optimizer:\n  max_gradient_norm: 1.0\n");
@@ -133,7 +120,7 @@ TEST(Reliability, DuplicateKeysAnywhereAndKeysThatAreNotNamesAreErrors) {
   EXPECT_NE(params_error(y).find("optimizer.learning_rate.0.end_learning_rate: duplicate key"), std::string::npos)
       << params_error(y);
   y = replaced(base, "  hidden_size: 32\n", "  hidden_size: 32\n  [a, b]: 1\n");
-  EXPECT_NE(params_error(y).find("p.yaml:" + std::to_string(line_of(y, "[a, b]")) +
+  EXPECT_NE(params_error(y).find("p.yaml:" + line_of(y, "[a, b]") +
                                  ":3: model: found a list where a key belongs; expected `key: value`"),
             std::string::npos) << params_error(y);
   y = replaced(base, "  hidden_size: 32\n", "  hidden_size: 32\n  ? {a: 1}\n  : 2\n");
@@ -157,15 +144,15 @@ TEST(Reliability, SettingsThatCannotBeMeantAreRefused) {
   std::string y = replaced(base, "  max_gradient_norm: 1.0\n",
                            "  max_gradient_norm: 1.0\n  loss_scaling_factor: dynamic\n  min_loss_scale: 100.0\n"
                            "  max_loss_scale: 10.0\n");
-  EXPECT_NE(params_error(y).find("p.yaml:" + std::to_string(line_of(y, "min_loss_scale")) +
+  EXPECT_NE(params_error(y).find("p.yaml:" + line_of(y, "min_loss_scale") +
                                  ":19: optimizer.min_loss_scale: min_loss_scale (100) is above max_loss_scale (10)"),
             std::string::npos) << params_error(y);
   // Samples longer than the model's positions: known from the params alone.
   y = replaced(base, "max_position_embeddings: 32", "max_position_embeddings: 16");
-  EXPECT_NE(params_error(y).find("p.yaml:" + std::to_string(line_of(y, "max_sequence_length")) +
+  EXPECT_NE(params_error(y).find("p.yaml:" + line_of(y, "max_sequence_length") +
                                  ":24: train_input.max_sequence_length: 32 tokens per sample, more than "
                                  "model.max_position_embeddings 16 (p.yaml:" +
-                                 std::to_string(line_of(y, "max_position_embeddings")) + ":28)"),
+                                 line_of(y, "max_position_embeddings") + ":28)"),
             std::string::npos) << params_error(y);
 }
 
@@ -273,7 +260,7 @@ TEST(Reliability, ReaderThreadsThatCannotStartAreAnErrorNotAHang) {
   auto r = run_command("ulimit -s 8192 && ulimit -v 4000000 && timeout 120 " + zoo::testing::zoo_binary() +
                        " CPU --params " + params + " --mode train --max_steps 1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("workers.yaml:" + std::to_string(line_of(zoo::testing::read_file(params), "num_workers")) +
+  EXPECT_NE(r.output.find("workers.yaml:" + line_of(zoo::testing::read_file(params), "num_workers") +
                           ":16: train_input.num_workers: cannot start 5000 reader threads ("),
             std::string::npos) << r.output;
 }

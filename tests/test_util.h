@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include "data/registry.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/params.h"
+#include "runner/run.h"
 
 namespace zoo::testing {
 
@@ -112,6 +115,41 @@ inline std::string open_error(const std::string& yaml) {
     return e.what();
   }
   return "no error";
+}
+
+// zoo::run in this process: its exit code, its "zoo: error: ..." line ("" when
+// none) and how long it took. Standard output is captured and dropped.
+struct RunResult {
+  int code;
+  std::string error;
+  double seconds;
+};
+inline RunResult run_in_process(const std::vector<std::string>& args) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  const int code = zoo::run(args);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStdout();
+  const size_t at = err.find("zoo: error: ");
+  return {code, at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at), seconds};
+}
+
+// The ConfigError message that params text read as file p.yaml gives ("" when none).
+inline std::string params_error(const std::string& yaml) {
+  try {
+    params_from_node(config::load_yaml_string(yaml, "p.yaml"), "p.yaml", YAML::Node());
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// 1-based line of the first occurrence of `needle` in `text`, as text.
+inline std::string line_of(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  return std::to_string(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n') + 1);
 }
 
 // Params YAML for a tiny byte-level GPT on the built-in corpus in `data_dir`.
