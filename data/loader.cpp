@@ -77,6 +77,11 @@ StreamLoader::StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOpt
 
 StreamLoader::~StreamLoader() = default;
 
+std::optional<int64_t> StreamLoader::sequence_length() const {
+  const auto* lm = dynamic_cast<const LmSampleSource*>(source_.get());
+  return lm ? std::optional<int64_t>(lm->sequence_length()) : std::nullopt;
+}
+
 DataLoader::Position StreamLoader::position() const {
   Position p;
   p.samples_streamed = streamed_;

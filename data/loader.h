@@ -127,6 +127,10 @@ class DataLoader {
   // From now on next() throws std::runtime_error naming the file and sample
   // when an input or label token id is not below vocab_size (or an input id is negative).
   virtual void check_token_ids(int64_t vocab_size) = 0;
+  // Tokens per sample of LM data (unset for other data), and where the data
+  // comes from, for messages.
+  virtual std::optional<int64_t> sequence_length() const { return std::nullopt; }
+  virtual std::string describe() const = 0;
 };
 
 // The loader's reader threads could not all be started (thread or memory
@@ -161,6 +165,8 @@ class StreamLoader : public DataLoader {
   void seek(int64_t samples_streamed) override;
   Position position() const override;
   void check_token_ids(int64_t vocab_size) override { vocab_size_ = vocab_size; }
+  std::optional<int64_t> sequence_length() const override;
+  std::string describe() const override { return source_->describe(); }
 
  protected:
   StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& options, TaskShard shard);

@@ -35,6 +35,19 @@ models::Features to_device(models::Features batch, const torch::Device& device) 
   return batch;
 }
 
+// What the params could not tell (HDF5 files give their own sequence
+// length): the data must fit the model, or the first step fails far from
+// the file at fault.
+void check_data_fits(data::DataLoader& loader, const models::Model& model, const Params& p, const char* section) {
+  if (model.vocab_size()) loader.check_token_ids(*model.vocab_size());
+  const auto length = loader.sequence_length();
+  if (length && model.max_positions() > 0 && *length > model.max_positions())
+    throw std::runtime_error(loader.describe() + ": samples of " + std::to_string(*length) +
+                             " tokens, more than model.max_position_embeddings " +
+                             std::to_string(model.max_positions()) + " in " + p.file + " (" + section +
+                             "): the model has no positions beyond it");
+}
+
 // Logs "<what> checkpoint <path> (<MB> in <s>, <MB/s>)" for a file written or read since `start`.
 void log_checkpoint_io(const char* what, const std::string& path, std::chrono::steady_clock::time_point start) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -64,7 +77,7 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
   model_ = params_.model->build(torch::TensorOptions().device(device_));
   log::info(strf("Built the model: %ld parameters in %.2f s", static_cast<long>(models::parameter_count(*model_)),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
-  if (train_loader_ && model_->vocab_size()) train_loader_->check_token_ids(*model_->vocab_size());
+  if (train_loader_) check_data_fits(*train_loader_, *model_, params_, "train_input");
   autocast_dtype_ = amp::autocast_dtype(params_.precision.mixed_precision, params_.precision.fp16_type, device_);
   if (!for_training) return;
   auto groups = optim::split_weight_decay_groups(model_->named_parameters().pairs(),
@@ -271,7 +284,7 @@ void Trainer::train(int64_t steps) {
 EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   const RunConfig& rc = params_.runconfig;
   std::unique_ptr<data::DataLoader> loader = open_loader(params_, "eval_input");
-  if (model_->vocab_size()) loader->check_token_ids(*model_->vocab_size());
+  check_data_fits(*loader, *model_, params_, "eval_input");
   // At most one pass: more would count samples twice, weighting the mean
   // toward the ones that come round again (modelzoo stops when the data ends).
   int64_t steps = rc.eval_steps.value_or(loader->batches_per_epoch());

@@ -188,6 +188,7 @@ def write(name, data, **kw):
         f.create_dataset("data", data=data, chunks=(1,) + data.shape[1:], **kw)
 write("rows4", np.concatenate([good, good[:, :1]], 1))
 write("lzf", good, compression="lzf")
+write("long", np.ones((n, 3, 64), np.int32))
 def variant(name, change):
     d = good.copy(); change(d); write(name, d)
 variant("mask_minus_one", lambda d: d.__setitem__((2, 1, 7), -1))
@@ -226,6 +227,20 @@ variant("padding_labels", padded)
                 .find(file("negative_label") + ", sample 3: token id -1 in labels at position 5 is negative"),
             std::string::npos) << first_batch("negative_label");
   EXPECT_EQ(first_batch("padding_labels"), "no error");
+
+  // Samples longer than the model's positions, the length given by the files
+  // alone: refused when the data opens, before the first step.
+  const std::string y = replaced(zoo::testing::tiny_params_yaml(dir.path(), dir / "m"),
+                                 "ByteTextDataProcessor\n  data_dir: " + dir.path() + "/train\n  max_sequence_length: 32",
+                                 "GptHDF5MapDataProcessor\n  data_dir: " + (dir / "long"));
+  try {
+    Trainer t(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+    ADD_FAILURE() << "no error for 64-token samples and max_position_embeddings 32";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(file("long") + ": samples of 64 tokens, more than "
+                                                        "model.max_position_embeddings 32 in p.yaml (train_input)"),
+              std::string::npos) << e.what();
+  }
 }
 
 // One bad file in model_dir does not hide the good ones after it.
