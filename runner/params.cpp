@@ -163,6 +163,17 @@ void check_inputs_for_mode(const Params& p) {
   if (trains && !p.has_optimizer)
     p.context("optimizer").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
                                                       (p.trainer_format ? " (give trainer.init.optimizer)" : ""));
+  // How long to train, and when to evaluate: known from the params (and
+  // flags) alone, so said before anything runs, naming the file.
+  const RunConfig& rc = p.runconfig;
+  const config::Context runconfig = p.context("runconfig");
+  if (trains && !rc.num_epochs && !rc.num_steps && !rc.max_steps)
+    runconfig.fail(YAML::Node(), "", "set one of num_steps, num_epochs or max_steps (in the params or on the command "
+                                     "line) to say how long to train");
+  if (mode == "train_and_eval" && !rc.num_epochs && !rc.eval_frequency)
+    runconfig.fail(YAML::Node(), "eval_frequency", "required for train_and_eval with num_steps or max_steps");
+  if (mode == "train_and_eval" && !rc.num_epochs && rc.steps_per_epoch)
+    runconfig.fail(YAML::Node(), "steps_per_epoch", "cannot be used with num_steps or max_steps in train_and_eval");
   if (evaluates && !p.eval_input)
     p.context("eval_input").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
                                                        (p.trainer_format ? " (give trainer.fit.val_dataloader or "

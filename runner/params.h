@@ -58,8 +58,9 @@ struct Params {
 Params load_params(const std::string& file, const YAML::Node& runconfig_overrides);
 Params params_from_node(const YAML::Node& root, const std::string& name, const YAML::Node& runconfig_overrides);
 
-// The sections runconfig.mode needs (train_input and optimizer to train,
-// eval_input to evaluate): ConfigError naming the missing one.
+// What runconfig.mode needs (train_input, optimizer and a step count to
+// train, eval_frequency for train_and_eval by steps, eval_input to
+// evaluate): ConfigError naming the file and the missing key.
 void check_inputs_for_mode(const Params& params);
 
 // Every schema as text, for `zoo --help-config` and docs.

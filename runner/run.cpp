@@ -106,11 +106,7 @@ void eval_mode(const Params& params, torch::Device device) {
 // In process (modelzoo re-launches itself per segment; the result is the same:
 // each segment continues from the state the previous one left).
 void train_and_eval_mode(const Params& params, torch::Device device) {
-  const RunConfig& rc = params.runconfig;
-  if (!rc.num_epochs && !rc.eval_frequency)
-    throw std::runtime_error("runconfig.eval_frequency is required for train_and_eval with num_steps or max_steps");
-  if (!rc.num_epochs && rc.steps_per_epoch)
-    throw std::runtime_error("runconfig.steps_per_epoch cannot be used with num_steps in train_and_eval");
+  const RunConfig& rc = params.runconfig;  // check_inputs_for_mode checked the step keys
   Trainer t(params, device, /*for_training=*/true);
   t.restore(/*training=*/true);
   if (params.runconfig.save_initial_checkpoint) t.save_checkpoint();

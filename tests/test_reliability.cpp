@@ -154,6 +154,18 @@ TEST(Reliability, SettingsThatCannotBeMeantAreRefused) {
                                  "model.max_position_embeddings 16 (p.yaml:" +
                                  line_of(y, "max_position_embeddings") + ":28)"),
             std::string::npos) << params_error(y);
+  // How long to train and when to evaluate: said before the model is built, naming the file.
+  TempDir dir;
+  const std::string file = zoo::testing::write_file(dir / "steps.yaml", base);
+  auto validate = [&](const std::string& mode) {
+    return zoo::testing::run_in_process({"CPU", "--params", file, "--mode", mode, "--validate_only"}).error;
+  };
+  EXPECT_NE(validate("train").find(file + ": runconfig: set one of num_steps, num_epochs or max_steps"),
+            std::string::npos) << validate("train");
+  zoo::testing::write_file(file, base + "  max_steps: 10\n");
+  EXPECT_NE(validate("train_and_eval").find(file + ": runconfig.eval_frequency: required for train_and_eval"),
+            std::string::npos) << validate("train_and_eval");
+  EXPECT_EQ(validate("train"), "");
 }
 
 // eval_steps beyond the eval data would count samples over and over: zoo
