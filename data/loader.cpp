@@ -11,19 +11,36 @@
 namespace zoo::data {
 
 TaskShard TaskShard::from_environment() {
-  auto read = [](const char* name, int64_t fallback) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return fallback;
-    char* end = nullptr;
-    const long long x = std::strtoll(v, &end, 10);
-    if (*end != '\0') throw std::invalid_argument(std::string("environment variable ") + name + "='" + v + "' is not an integer");
-    return static_cast<int64_t>(x);
+  // torchrun's names first, then Slurm's (srun) and Open MPI's / MPICH's (mpirun).
+  auto read = [](std::initializer_list<const char*> names, int64_t fallback) {
+    for (const char* name : names) {
+      const char* v = std::getenv(name);
+      if (!v || !*v) continue;
+      char* end = nullptr;
+      const long long x = std::strtoll(v, &end, 10);
+      if (*end != '\0')
+        throw std::invalid_argument(std::string("environment variable ") + name + "='" + v + "' is not an integer");
+      return static_cast<int64_t>(x);
+    }
+    return fallback;
   };
-  TaskShard s{read("RANK", 0), read("WORLD_SIZE", 1)};
+  TaskShard s{read({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0),
+              read({"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1)};
   if (s.num_tasks < 1 || s.rank < 0 || s.rank >= s.num_tasks)
     throw std::invalid_argument("RANK=" + std::to_string(s.rank) + " and WORLD_SIZE=" + std::to_string(s.num_tasks) +
                                 ": expected 0 <= RANK < WORLD_SIZE");
   return s;
+}
+
+int64_t per_task_batch_size(const LoaderOptions& o, const TaskShard& shard) {
+  if (o.batch_size % shard.num_tasks != 0)
+    throw std::invalid_argument("batch_size " + std::to_string(o.batch_size) + " (the global batch) does not divide by the " +
+                                std::to_string(shard.num_tasks) + " data-parallel ranks (WORLD_SIZE)");
+  const int64_t per_task = o.batch_size / shard.num_tasks;
+  if (o.micro_batch_size && per_task % *o.micro_batch_size != 0)
+    throw std::invalid_argument("micro_batch_size " + std::to_string(*o.micro_batch_size) + " does not divide each rank's " +
+                                std::to_string(per_task) + " samples (batch_size / WORLD_SIZE)");
+  return per_task;
 }
 
 void DataLoader::resume(const Position& saved) {
@@ -34,11 +51,16 @@ void DataLoader::resume(const Position& saved) {
                                 ", this run has " + seed(now.shuffle_seed) +
                                 "; resuming would repeat and skip samples (set train_input.shuffle/shuffle_seed "
                                 "as they were, or leave 'dataloader' out of load_checkpoint_states)");
-  if (saved.num_tasks != now.num_tasks)
+  if (saved.num_tasks == now.num_tasks) return seek(saved.samples_streamed);
+  // Map-style: every rank takes its share of the same global batches, so
+  // the position is the same stream at any number of ranks.
+  const int64_t global = saved.samples_streamed * saved.num_tasks;
+  if (!same_stream_at_any_world_size() || global % now.num_tasks != 0)
     throw std::invalid_argument("the checkpoint's data was split across " + std::to_string(saved.num_tasks) +
                                 " task(s), this run has " + std::to_string(now.num_tasks) +
+                                (same_stream_at_any_world_size() ? "" : " and this processor shards whole files") +
                                 " (leave 'dataloader' out of load_checkpoint_states to start the data afresh)");
-  seek(saved.samples_streamed);
+  seek(global / now.num_tasks);
 }
 
 c10::impl::GenericDict DataLoader::state_dict() const {
@@ -63,8 +85,8 @@ void DataLoader::load_state_dict(const c10::impl::GenericDict& saved) {
 
 StreamLoader::StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& o, TaskShard shard)
     : source_(std::move(source)),
-      batch_size_(o.micro_batch_size.value_or(o.batch_size)),
-      micro_batches_(o.batch_size / o.micro_batch_size.value_or(o.batch_size)),
+      batch_size_(o.micro_batch_size.value_or(per_task_batch_size(o, shard))),
+      micro_batches_(per_task_batch_size(o, shard) / batch_size_),
       shuffle_(o.shuffle),
       seed_(o.shuffle_seed),
       shard_(shard) {

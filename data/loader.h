@@ -118,6 +118,9 @@ class DataLoader {
     int64_t num_tasks = 1;
   };
   virtual Position position() const = 0;
+  // Whether the ranks together read one stream of global batches whatever
+  // their number (map-style), so a position carries across world sizes.
+  virtual bool same_stream_at_any_world_size() const { return false; }
   void resume(const Position& saved);
   // The position as checkpoints keep it ({samples_streamed, shuffle, seed,
   // num_tasks}, modelzoo's "dataloader" state) and back; load_state_dict
@@ -148,6 +151,10 @@ struct TaskShard {
   int64_t num_tasks = 1;
   static TaskShard from_environment();
 };
+
+// Each rank's share of the global batch_size; std::invalid_argument when
+// it (or micro_batch_size within it) does not divide evenly.
+int64_t per_task_batch_size(const LoaderOptions& options, const TaskShard& shard);
 
 class BatchReaderPool;
 
@@ -202,6 +209,7 @@ class MapStyleLoader : public StreamLoader {
   MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& options,
                  TaskShard shard = TaskShard::from_environment());
   int64_t batches_per_epoch() const override;
+  bool same_stream_at_any_world_size() const override { return true; }
 
  protected:
   int64_t plan_next() override;

