@@ -3,6 +3,9 @@
 
 #include <cxxopts.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "runner/runconfig.h"
 
 namespace zoo {
@@ -30,6 +33,8 @@ cxxopts::Options run_options() {
                 "  zoo convert CKPT --model gpt2 --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
                 "  zoo data create-hdf5 LMData --input_dir D --output_dir O --tokenizer_type T ...   (see its --help)\n"
                 "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
+                "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
+                "{CPU|GPU} --params P.yaml --mode M ...   start data-parallel ranks\n"
                 "  zoo --help-config             every params YAML key with type, default and doc");
   o.positional_help("");
   o.set_width(110);
@@ -247,6 +252,49 @@ CliCommand parse_config(const std::vector<std::string>& args) {
   return c;
 }
 
+// zoo launch [options] -- <zoo arguments>: the options before "--", the rank's command after.
+CliCommand parse_launch(const std::vector<std::string>& args) {
+  const std::string help =
+      "zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr HOST --master_port PORT] -- "
+      "{CPU|GPU} --params P.yaml --mode M ...\n"
+      "  Starts this machine's N ranks of a data-parallel job (runconfig.enable_distributed: true), each the\n"
+      "  zoo command after --, with RANK, LOCAL_RANK, WORLD_SIZE (N * M), LOCAL_WORLD_SIZE, MASTER_ADDR and\n"
+      "  MASTER_PORT set as torchrun sets them (defaults: 1 node, 127.0.0.1:29500). OMP_NUM_THREADS, unless set,\n"
+      "  becomes cores / N. When a rank fails, the others are stopped and zoo launch exits with its code.\n"
+      "  On M machines run it once on each, with --node_rank 0..M-1 and rank 0's address as --master_addr.\n";
+  const auto dash = std::find(args.begin(), args.end(), "--");
+  std::vector<std::string> own(args.begin() + 1, dash);
+  for (const auto& a : own)
+    if (a == "--help" || a == "-h") throw CliHelp(help);
+  CliCommand c;
+  c.kind = CliCommand::Kind::launch;
+  LaunchCommand& l = c.launch;
+  if (dash == args.end() || dash + 1 == args.end()) throw CliError("zoo launch: expected `-- <zoo arguments>`\n" + help);
+  l.args.assign(dash + 1, args.end());
+  std::map<std::string, int64_t*> ints = {{"--nproc_per_node", &l.nproc_per_node}, {"--nnodes", &l.nnodes},
+                                          {"--node_rank", &l.node_rank}, {"--master_port", &l.master_port}};
+  for (size_t i = 0; i < own.size(); ++i) {
+    std::string flag = own[i], value;
+    if (const size_t eq = flag.find('='); eq != std::string::npos) value = flag.substr(eq + 1), flag.resize(eq);
+    else if (i + 1 < own.size()) value = own[++i];
+    else throw CliError("zoo launch: " + flag + " needs a value");
+    if (flag == "--master_addr") {
+      l.master_addr = value;
+    } else if (ints.count(flag)) {
+      char* end = nullptr;
+      *ints[flag] = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0') throw CliError("zoo launch: " + flag + " expects an integer, got '" + value + "'");
+    } else {
+      throw CliError("zoo launch: unknown option '" + flag + "'\n" + help);
+    }
+  }
+  if (l.nproc_per_node < 1 || l.nnodes < 1 || l.node_rank < 0 || l.node_rank >= l.nnodes || l.master_port < 1 ||
+      l.master_port > 65535)
+    throw CliError("zoo launch: expected --nproc_per_node >= 1, --nnodes >= 1, 0 <= --node_rank < --nnodes and a "
+                   "port in 1..65535");
+  return c;
+}
+
 }  // namespace
 
 std::string usage() { return run_options().help(); }
@@ -257,6 +305,7 @@ CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "convert") return parse_convert(args);
   if (!args.empty() && args[0] == "data") return parse_create_hdf5(args);
   if (!args.empty() && args[0] == "config") return parse_config(args);
+  if (!args.empty() && args[0] == "launch") return parse_launch(args);
   cxxopts::Options o = run_options();
   const std::string prog = "zoo";
   auto argv = argv_of(prog, args);

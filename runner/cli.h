@@ -9,6 +9,7 @@
 #include "data/create_hdf5.h"
 #include "runner/convert/convert.h"
 #include "runner/generate_options.h"
+#include "runner/launch.h"
 
 #include <stdexcept>
 #include <string>
@@ -28,7 +29,7 @@ class CliHelp : public CliError {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy };
+  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, launch };
   Kind kind = Kind::run;
   std::string params_file;
   YAML::Node runconfig_overrides{YAML::NodeType::Map};  // device, mode and every flag given
@@ -41,6 +42,7 @@ struct CliCommand {
   convert::ConvertCommand convert;
   data::CreateHdf5Options create_hdf5;  // zoo data create-hdf5 LMData
   std::string output_file;              // zoo config convert-legacy IN OUT (IN in params_file)
+  LaunchCommand launch;                 // zoo launch
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

@@ -13,7 +13,8 @@ namespace zoo {
 
 namespace fs = std::filesystem;
 
-MetricsSink::MetricsSink(const RunConfig& rc, std::string device_name) : rc_(rc), device_(std::move(device_name)) {}
+MetricsSink::MetricsSink(const RunConfig& rc, std::string device_name, bool writes_files)
+    : rc_(rc), device_(std::move(device_name)), writes_files_(writes_files) {}
 MetricsSink::~MetricsSink() = default;
 
 void MetricsSink::start(std::string phase) {
@@ -26,7 +27,7 @@ double MetricsSink::seconds() const { return std::chrono::duration<double>(Clock
 
 void MetricsSink::write_events(const std::string& mode,
                                const std::function<void(tensorboard::EventWriter&)>& write) {
-  if (failed_writers_.count(mode)) return;
+  if (!writes_files_ || failed_writers_.count(mode)) return;
   try {
     auto& writer = writers_[mode];
     if (!writer) {
@@ -118,6 +119,7 @@ void MetricsSink::eval(const EvalLog& r) {
   // One row per evaluation, so checkpoints can be compared without TensorBoard.
   // A row that cannot be written is reported, not fatal: the numbers are
   // in the console lines above and the run log.
+  if (!writes_files_) return;
   fs::path dir = fs::path(rc_.model_dir) / "eval";
   fs::path csv = dir / "results.csv";
   std::error_code ec;

@@ -40,7 +40,9 @@ struct EvalLog {
 
 class MetricsSink {
  public:
-  MetricsSink(const RunConfig& runconfig, std::string device_name);
+  // `writes_files`: false on data-parallel ranks other than the main one,
+  // which keep their numbers to themselves.
+  MetricsSink(const RunConfig& runconfig, std::string device_name, bool writes_files = true);
   ~MetricsSink();
 
   // Training: start() before the first step, samples() every step, step()
@@ -71,6 +73,7 @@ class MetricsSink {
 
   RunConfig rc_;
   std::string device_, phase_;
+  bool writes_files_;
   std::map<std::string, std::unique_ptr<tensorboard::EventWriter>> writers_;  // opened on first use
   std::set<std::string> failed_writers_;
   Clock::time_point start_ = Clock::now(), last_ = start_, last_bar_ = start_;

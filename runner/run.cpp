@@ -15,6 +15,7 @@
 #include "models/registry.h"
 #include "runner/checkpoint.h"
 #include "runner/cli.h"
+#include "runner/distributed.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/generate.h"
 #include "runner/log.h"
@@ -87,8 +88,8 @@ void use_every_core() {
 
 std::string label_of(const std::optional<std::string>& path) { return path ? *path : "initialized model"; }
 
-void train_mode(const Params& params, torch::Device device) {
-  Trainer t(params, device, /*for_training=*/true);
+void train_mode(const Params& params, torch::Device device, Distributed* distributed) {
+  Trainer t(params, device, /*for_training=*/true, distributed);
   t.restore(/*training=*/true);
   int64_t steps = t.planned_steps(params.runconfig.num_steps);
   if (params.runconfig.save_initial_checkpoint) t.save_checkpoint();
@@ -97,17 +98,17 @@ void train_mode(const Params& params, torch::Device device) {
   t.train(steps);
 }
 
-void eval_mode(const Params& params, torch::Device device) {
-  Trainer t(params, device, /*for_training=*/false);
+void eval_mode(const Params& params, torch::Device device, Distributed* distributed) {
+  Trainer t(params, device, /*for_training=*/false, distributed);
   auto path = t.restore(/*training=*/false);
   t.evaluate(label_of(path));
 }
 
 // In process (modelzoo re-launches itself per segment; the result is the same:
 // each segment continues from the state the previous one left).
-void train_and_eval_mode(const Params& params, torch::Device device) {
+void train_and_eval_mode(const Params& params, torch::Device device, Distributed* distributed) {
   const RunConfig& rc = params.runconfig;  // check_inputs_for_mode checked the step keys
-  Trainer t(params, device, /*for_training=*/true);
+  Trainer t(params, device, /*for_training=*/true, distributed);
   t.restore(/*training=*/true);
   if (params.runconfig.save_initial_checkpoint) t.save_checkpoint();
   if (rc.num_epochs) {  // one epoch, then an eval, num_epochs times (capped by max_steps)
@@ -132,12 +133,12 @@ void train_and_eval_mode(const Params& params, torch::Device device) {
   }
 }
 
-void eval_all_mode(const Params& params, torch::Device device) {
+void eval_all_mode(const Params& params, torch::Device device, Distributed* distributed) {
   const RunConfig& rc = params.runconfig;
   if (rc.checkpoint_path) throw std::runtime_error("--checkpoint_path cannot be used with --mode eval_all");
   auto all = ckpt::list_checkpoints(rc.model_dir);
   if (all.empty()) throw std::runtime_error("eval_all: no checkpoint_<step>.mdl files in " + rc.model_dir);
-  Trainer t(params, device, /*for_training=*/false);
+  Trainer t(params, device, /*for_training=*/false, distributed);
   // A bad file (empty, truncated, another model's) is reported and passed
   // over, so the good checkpoints after it are still evaluated; the run
   // still ends in an error naming each one.
@@ -218,6 +219,8 @@ int run_command(const CliCommand& cmd) {
     case CliCommand::Kind::convert_legacy:
       convert_legacy(cmd.params_file, cmd.output_file);
       return 0;
+    case CliCommand::Kind::launch:
+      return launch(cmd.launch);
     case CliCommand::Kind::run:
       break;
   }
@@ -229,12 +232,29 @@ int run_command(const CliCommand& cmd) {
   if (rc.validate_only) return validate_only(params);
 
   torch::Device device = pick_device(rc.target_device);
-  prepare_run_dir(params);
+  std::unique_ptr<Distributed> distributed;
+  if (rc.enable_distributed) {
+    device = Distributed::device_of(device);
+    distributed = Distributed::join(rc, device);
+    // One rank speaks for the job; the others say only what goes wrong.
+    if (!distributed->is_main()) log::set_level(log::Level::warning);
+  } else if (const auto shard = data::TaskShard::from_environment(); shard.num_tasks > 1) {
+    throw std::runtime_error(params.file + ": the environment says this is rank " + std::to_string(shard.rank) + " of " +
+                             std::to_string(shard.num_tasks) + " (WORLD_SIZE), but runconfig.enable_distributed is "
+                             "false; set it to true for data-parallel training");
+  }
+  if (!distributed || distributed->is_main()) prepare_run_dir(params);
   use_every_core();
-  if (rc.mode == "train") train_mode(params, device);
-  else if (rc.mode == "eval") eval_mode(params, device);
-  else if (rc.mode == "train_and_eval") train_and_eval_mode(params, device);
-  else eval_all_mode(params, device);
+  try {
+    if (rc.mode == "train") train_mode(params, device, distributed.get());
+    else if (rc.mode == "eval") eval_mode(params, device, distributed.get());
+    else if (rc.mode == "train_and_eval") train_and_eval_mode(params, device, distributed.get());
+    else eval_all_mode(params, device, distributed.get());
+  } catch (const std::exception& e) {
+    // With several ranks, say whose error this is (collective failures already do).
+    if (!distributed || distributed->world_size() == 1 || std::string(e.what()).rfind("rank ", 0) == 0) throw;
+    throw std::runtime_error(strf("rank %d of %d: %s", distributed->rank(), distributed->world_size(), e.what()));
+  }
   return 0;
 }
 

@@ -53,7 +53,24 @@ const config::Schema<RunConfig>& RunConfig::schema() {
                  "Validate params and build the model, print its size, then exit without running.")
           .field("check_loss_values", &R::check_loss_values, "Stop with an error when the loss is NaN or inf.")
           .field("enable_distributed", &R::enable_distributed,
-                 "Multi-process data parallel training (not supported yet: must be false).")
+                 "Data-parallel training, one process per device, started by `zoo launch`, torchrun, srun or "
+                 "mpirun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); batch_size is the global batch.")
+          .field("dist_backend", &R::dist_backend,
+                 "Collective backend: gloo (CPU) or nccl (GPU; null: gloo on CPU, nccl on GPU). mpi is not built in.",
+                 config::if_set(config::one_of({"gloo", "nccl", "mpi"})))
+          .field("init_method", &R::init_method,
+                 "How the ranks meet: env:// (MASTER_ADDR/MASTER_PORT, else dist_addr), tcp://HOST:PORT or "
+                 "file:///shared/path.")
+          .field("dist_addr", &R::dist_addr, "HOST:PORT of rank 0 for env:// when MASTER_ADDR/MASTER_PORT are unset.")
+          .field("main_process_id", &R::main_process_id,
+                 "The rank that writes checkpoints, TensorBoard files, results.csv and the console log.",
+                 config::non_negative<int64_t>())
+          .field("sync_batchnorm", &R::sync_batchnorm,
+                 "Synchronize batch-norm statistics across ranks (zoo's models have no batch norm: no effect).")
+          .field("dist_timeout", &R::dist_timeout,
+                 "zoo's own: seconds a collective waits for the other ranks before this rank ends with an error "
+                 "(a rank that dies ends the job sooner: its peers see the connection close).",
+                 positive<int64_t>())
           .hardware_only({"num_csx", "mount_dirs", "python_paths", "autogen_policy", "compile_dir",
                           "compile_only", "credentials_path", "debug_args_path", "retrace_every_iteration",
                           "job_labels", "job_time_sec", "mgmt_address", "mgmt_namespace", "num_act_servers",
@@ -62,18 +79,20 @@ const config::Schema<RunConfig>& RunConfig::schema() {
                           "cmd_memory_gi", "wgt_memory_gi", "use_cs_grad_accum", "use_cstorch_optimizer_step",
                           "skip_train_recv_activations", "disable_version_check", "drop_data",
                           "enable_act_frequency", "lazy_initialization", "experimental", "variant",
-                          "wsc_log_level", "main_process_id", "log_initialization", "dump_activations",
+                          "wsc_log_level", "log_initialization", "dump_activations",
                           "log_input_summaries"},
                          "applies to Cerebras CSX systems only")
-          .hardware_only({"dist_addr", "dist_backend", "init_method", "sync_batchnorm"},
-                         "multi-process settings; zoo runs a single process")
           .hardware_only({"save_losses", "show_debug_metrics", "keep_checkpoint_max"},
                          "legacy modelzoo key with no effect")
           .validate([](const R& r, const auto& fail) {
             if (r.num_steps && r.num_epochs)
               fail("num_epochs", "num_steps and num_epochs are mutually exclusive; set only one");
-            if (r.enable_distributed)
-              fail("enable_distributed", "distributed training is not supported yet; set it to false");
+            if (r.dist_backend == "mpi")
+              fail("dist_backend", "mpi is not built into zoo's LibTorch; use gloo (CPU) or nccl (GPU), which "
+                                   "mpirun-started processes use as well");
+            if (r.init_method.rfind("env://", 0) != 0 && r.init_method.rfind("tcp://", 0) != 0 &&
+                r.init_method.rfind("file://", 0) != 0)
+              fail("init_method", "expected env://, tcp://HOST:PORT or file:///path, got '" + r.init_method + "'");
           });
   return s;
 }

@@ -47,6 +47,12 @@ struct RunConfig {
   bool validate_only = false;
   bool check_loss_values = true;
   bool enable_distributed = false;
+  std::optional<std::string> dist_backend;  // null: gloo on CPU, nccl on GPU
+  std::string init_method = "env://";
+  std::string dist_addr = "localhost:8888";
+  int64_t main_process_id = 0;
+  bool sync_batchnorm = false;
+  int64_t dist_timeout = 300;  // zoo's own: seconds a collective may wait for the other ranks
 
   static const config::Schema<RunConfig>& schema();
 };

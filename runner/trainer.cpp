@@ -65,8 +65,11 @@ c10::impl::GenericDict timed_load(const std::string& path) {
 
 }  // namespace
 
-Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
-    : params_(params), device_(device), metrics_(params.runconfig, device.is_cuda() ? "gpu" : "cpu") {
+Trainer::Trainer(const Params& params, torch::Device device, bool for_training, Distributed* distributed)
+    : params_(params),
+      device_(device),
+      distributed_(distributed),
+      metrics_(params.runconfig, device.is_cuda() ? "gpu" : "cpu", !distributed || distributed->is_main()) {
   if (params_.runconfig.seed) torch::manual_seed(static_cast<uint64_t>(*params_.runconfig.seed));
   if (for_training) {
     if (!params_.has_optimizer)
@@ -88,6 +91,17 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training)
 }
 
 std::optional<std::string> Trainer::restore(bool training) {
+  std::optional<std::string> path = restore_checkpoint(training);
+  if (distributed_) {
+    std::vector<torch::Tensor> state;
+    for (const auto& p : model_->parameters()) state.push_back(p.detach());
+    for (const auto& b : model_->buffers()) state.push_back(b.detach());
+    distributed_->broadcast_from_main(state);
+  }
+  return path;
+}
+
+std::optional<std::string> Trainer::restore_checkpoint(bool training) {
   const RunConfig& rc = params_.runconfig;
   if (rc.checkpoint_path) {
     load_checkpoint(*rc.checkpoint_path, training);
@@ -203,7 +217,12 @@ void Trainer::check_loss(double loss, int64_t step) const {
 }
 
 double Trainer::read_losses(std::vector<torch::Tensor>& losses, int64_t last_step, int64_t steps_apart) {
-  torch::Tensor values = torch::stack(losses).to(torch::kCPU, torch::kDouble);  // the one sync
+  torch::Tensor stacked = torch::stack(losses).to(torch::kDouble);
+  if (distributed_) {  // each rank's mean over its share of the batch, averaged
+    distributed_->sum(stacked);
+    stacked.div_(distributed_->world_size());
+  }
+  torch::Tensor values = stacked.to(torch::kCPU);  // the one sync
   const int64_t n = static_cast<int64_t>(losses.size());
   losses.clear();
   for (int64_t i = 0; i < n; ++i) check_loss(values[i].item<double>(), last_step - (n - 1 - i) * steps_apart);
@@ -232,7 +251,7 @@ void Trainer::train(int64_t steps) {
   const RunConfig& rc = params_.runconfig;
   const OptimizerConfig& oc = params_.optimizer;
   const int64_t accum = oc.grad_accum_steps * train_loader_->micro_batches();
-  const int64_t samples_per_step = train_loader_->batch_size() * accum;
+  const int64_t samples_per_step = train_loader_->batch_size() * accum * (distributed_ ? distributed_->world_size() : 1);
   std::vector<torch::Tensor> parameters = optimizer_->parameters();
   // Losses stay on the device until a step that needs them (logging,
   // checkpointing, the last step; every step on the CPU, where reading is
@@ -245,6 +264,7 @@ void Trainer::train(int64_t steps) {
   for (int64_t i = 1; i <= steps; ++i) {
     int64_t tokens = 0;
     unread_losses.push_back(train_step(accum, tokens));
+    if (distributed_) distributed_->average_gradients(parameters);
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
                                  (i % *rc.checkpoint_steps == 0 || i == steps);
@@ -319,13 +339,18 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
       add(sums[name].second, term.count);
       reduce[name] = term.reduce;
     }
-    metrics_.samples(loader->batch_size());
+    metrics_.samples(loader->batch_size() * (distributed_ ? distributed_->world_size() : 1));
     const bool log_step = i % rc.log_steps == 0 || i == steps;
     if (log_step || device_.is_cpu()) {
       // Every batch evaluates the model at global_step_.
       const double loss = read_losses(unread_losses, global_step_, /*steps_apart=*/0);
       if (log_step) metrics_.eval_batch(i, loss);
     }
+  }
+  if (distributed_ && loss_sum.defined()) {  // every rank evaluated its share of each batch
+    distributed_->sum(loss_sum);
+    loss_sum.div_(distributed_->world_size());
+    for (auto& [name, s] : sums) distributed_->sum(s.first), distributed_->sum(s.second);
   }
   EvalLog r;
   r.checkpoint = checkpoint_label;
@@ -345,6 +370,7 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
 // Each component writes its own state under modelzoo's keys.
 std::string Trainer::save_checkpoint() {
   const RunConfig& rc = params_.runconfig;
+  if (distributed_ && !distributed_->is_main()) return "";  // the ranks hold the same state
   fs::create_directories(rc.model_dir);
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", ckpt::model_state_dict(*model_));

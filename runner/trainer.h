@@ -13,6 +13,7 @@
 #include "data/loader.h"
 #include "models/model.h"
 #include "runner/amp/grad_scaler.h"
+#include "runner/distributed.h"
 #include "runner/metrics.h"
 #include "runner/optim/optimizer.h"
 #include "runner/params.h"
@@ -29,14 +30,17 @@ struct EvalResult {
 class Trainer {
  public:
   // Seeds (runconfig.seed), builds the model on `device` and, for training,
-  // the optimizer, schedule and train loader.
-  Trainer(const Params& params, torch::Device device, bool for_training);
+  // the optimizer, schedule and train loader. With `distributed` (one rank
+  // of a data-parallel job, kept alive by the caller) gradients and metrics
+  // are averaged over the ranks and only the main rank writes files.
+  Trainer(const Params& params, torch::Device device, bool for_training, Distributed* distributed = nullptr);
 
   // Loads the checkpoint runconfig selects: checkpoint_path, else the newest
   // readable one in model_dir when autoload_last_checkpoint (a corrupt newest
   // file is skipped with a warning). `training` applies
   // load_checkpoint_states and strictness; eval always loads strictly.
-  // Returns the path loaded, if any.
+  // Returns the path loaded, if any. Data-parallel ranks then take the main
+  // rank's weights, so that all start equal.
   std::optional<std::string> restore(bool training);
   void load_checkpoint(const std::string& path, bool training);
 
@@ -51,6 +55,7 @@ class Trainer {
   // Runs eval_steps batches (a full pass when unset) and prints the metrics.
   EvalResult evaluate(const std::string& checkpoint_label);
 
+  // Writes checkpoint_<global_step>.mdl (the main rank only; others return "").
   std::string save_checkpoint();
   int64_t global_step() const { return global_step_; }
   const amp::GradScaler* grad_scaler() const { return scaler_.get(); }
@@ -65,11 +70,13 @@ class Trainer {
   // returns the last. Loss i of n belongs to step last_step - (n - 1 - i) *
   // steps_apart (1 for training steps; 0 for eval batches, all at one step).
   double read_losses(std::vector<torch::Tensor>& losses, int64_t last_step, int64_t steps_apart);
+  std::optional<std::string> restore_checkpoint(bool training);
   void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training);
   void check_loss(double loss, int64_t step) const;
 
   Params params_;
   torch::Device device_;
+  Distributed* distributed_;  // null: a single process
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;

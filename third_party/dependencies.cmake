@@ -23,6 +23,17 @@ separate_arguments(_zoo_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 add_compile_options(${_zoo_torch_flags})
 message(STATUS "zoo: LibTorch ${Torch_VERSION} (${TORCH_LIBRARIES})")
 
+# --- Gloo headers, which c10d's ProcessGroupGloo.hpp includes (the library
+# itself is inside LibTorch). Debian: libgloo-dev. Without them zoo builds
+# without data-parallel training and says so when it is asked for.
+find_path(ZOO_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
+if(ZOO_GLOO_INCLUDE_DIR)
+  target_compile_definitions(zoo_torch INTERFACE ZOO_HAVE_GLOO=1)
+  message(STATUS "zoo: Gloo headers in ${ZOO_GLOO_INCLUDE_DIR}: data-parallel training on")
+else()
+  message(WARNING "zoo: no gloo/algorithm.h (Debian: libgloo-dev): building without data-parallel training")
+endif()
+
 # --- yaml-cpp (>= 0.7). Debian: libyaml-cpp-dev.
 find_package(yaml-cpp 0.7 REQUIRED)
 add_library(zoo_yaml INTERFACE)

@@ -1,0 +1,277 @@
+// Implementation of runner/distributed.h on c10d's stores and process groups.
+#include "runner/distributed.h"
+
+#if ZOO_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#endif
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+
+#include "data/loader.h"
+#include "runner/log.h"
+
+namespace zoo {
+
+namespace {
+
+// Gradients travel in flat buffers of about this size: few collectives,
+// each large enough to run at the network's speed.
+constexpr int64_t kBucketBytes = int64_t{25} << 20;
+
+std::pair<std::string, uint16_t> host_and_port(const std::string& text, const std::string& what) {
+  const size_t colon = text.rfind(':');
+  char* end = nullptr;
+  const long port = colon == std::string::npos ? -1 : std::strtol(text.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || colon == 0 || *end != '\0' || port <= 0 || port > 65535)
+    throw std::runtime_error(what + " '" + text + "': expected HOST:PORT");
+  return {text.substr(0, colon), static_cast<uint16_t>(port)};
+}
+
+const char* first_env(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n); v && *v) return v;
+  return nullptr;
+}
+
+// Each tensor's values, flattened into buffers of one dtype and device of
+// about kBucketBytes; `op` runs on each buffer and the results are copied back.
+void for_each_bucket(const std::vector<torch::Tensor>& tensors, const std::function<void(torch::Tensor&)>& op) {
+  std::map<std::pair<int, std::string>, std::vector<torch::Tensor>> groups;
+  for (const auto& t : tensors) groups[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
+  for (auto& [key, group] : groups) {
+    size_t begin = 0;
+    while (begin < group.size()) {
+      size_t end = begin;
+      int64_t bytes = 0;
+      while (end < group.size() && (end == begin || bytes + group[end].nbytes() <= kBucketBytes))
+        bytes += group[end++].nbytes();
+      std::vector<torch::Tensor> flat_parts;
+      for (size_t i = begin; i < end; ++i) flat_parts.push_back(group[i].reshape({-1}));
+      torch::Tensor flat = torch::cat(flat_parts);
+      op(flat);
+      int64_t offset = 0;
+      torch::NoGradGuard no_grad;
+      for (size_t i = begin; i < end; ++i) {
+        const int64_t n = group[i].numel();
+        group[i].copy_(flat.narrow(0, offset, n).view(group[i].sizes()));
+        offset += n;
+      }
+      begin = end;
+    }
+  }
+}
+
+}  // namespace
+
+#if ZOO_HAVE_GLOO
+struct Distributed::Group {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  template <class F>
+  void with_backend(F&& f) {
+#ifdef USE_C10D_NCCL
+    if (nccl) return f(*nccl);
+#endif
+    f(*gloo);
+  }
+  void allreduce(std::vector<at::Tensor>& buffers) {
+    with_backend([&](auto& g) { g.allreduce(buffers)->wait(); });
+  }
+  void broadcast(std::vector<at::Tensor>& buffers, int root) {
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    with_backend([&](auto& g) { g.broadcast(buffers, options)->wait(); });
+  }
+};
+#else
+struct Distributed::Group {  // never made: join() refuses first
+  void allreduce(std::vector<at::Tensor>&) {}
+  void broadcast(std::vector<at::Tensor>&, int) {}
+};
+#endif
+
+Distributed::~Distributed() {
+  stopping_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+std::string Distributed::ranks_gone() {
+#if ZOO_HAVE_GLOO
+  auto beats = [&] {
+    std::vector<int64_t> out(static_cast<size_t>(world_size_), -1);
+    for (int r = 0; r < world_size_; ++r) {
+      const std::string key = "zoo_heartbeat_" + std::to_string(r);
+      if (!group_->store->check({key})) continue;
+      const std::vector<uint8_t> v = group_->store->get(key);
+      out[static_cast<size_t>(r)] = std::stoll(std::string(v.begin(), v.end()));
+    }
+    return out;
+  };
+  try {
+    const auto before = beats();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    const auto after = beats();
+    std::string gone;
+    for (int r = 0; r < world_size_; ++r)
+      if (r != rank_ && before[static_cast<size_t>(r)] == after[static_cast<size_t>(r)])
+        gone += (gone.empty() ? "rank " : ", rank ") + std::to_string(r);
+    return gone;
+  } catch (const std::exception&) {
+    return "rank 0 (it holds the store where the ranks meet)";
+  }
+#else
+  return "";
+#endif
+}
+
+torch::Device Distributed::device_of(const torch::Device& requested) {
+  if (!requested.is_cuda()) return requested;
+  const char* local = first_env({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"});
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local ? std::atoi(local) : 0));
+}
+
+std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch::Device& device) {
+  std::unique_ptr<Distributed> d(new Distributed());
+  const data::TaskShard shard = data::TaskShard::from_environment();
+  d->rank_ = static_cast<int>(shard.rank);
+  d->world_size_ = static_cast<int>(shard.num_tasks);
+  const char* local = first_env({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"});
+  d->local_rank_ = local ? std::atoi(local) : 0;
+  if (rc.main_process_id >= d->world_size_)
+    throw std::runtime_error("runconfig.main_process_id " + std::to_string(rc.main_process_id) +
+                             " is not a rank of this job (WORLD_SIZE " + std::to_string(d->world_size_) + ")");
+  d->main_rank_ = static_cast<int>(rc.main_process_id);
+#if !ZOO_HAVE_GLOO
+  (void)device;
+  throw std::runtime_error("runconfig.enable_distributed: this zoo was built without the headers of c10d's Gloo "
+                           "process group (Debian: libgloo-dev); install them and rebuild");
+#else
+  const auto timeout = std::chrono::milliseconds(rc.dist_timeout * 1000);
+  const std::string backend = rc.dist_backend.value_or(device.is_cuda() ? "nccl" : "gloo");
+  d->group_ = std::make_unique<Group>();
+
+  std::string meeting;  // where the ranks meet, for messages
+  try {
+    if (rc.init_method.rfind("file://", 0) == 0) {
+      meeting = rc.init_method.substr(7);
+      d->group_->store = c10::make_intrusive<c10d::FileStore>(meeting, d->world_size_);
+    } else {
+      std::pair<std::string, uint16_t> at;
+      if (rc.init_method.rfind("tcp://", 0) == 0) {
+        at = host_and_port(rc.init_method.substr(6), "runconfig.init_method");
+      } else {  // env://
+        at = host_and_port(rc.dist_addr, "runconfig.dist_addr");
+        if (const char* a = std::getenv("MASTER_ADDR"); a && *a) at.first = a;
+        if (const char* p = std::getenv("MASTER_PORT"); p && *p) at = host_and_port(at.first + ":" + p, "MASTER_PORT");
+      }
+      meeting = at.first + ":" + std::to_string(at.second);
+      c10d::TCPStoreOptions options;
+      options.port = at.second;
+      options.isServer = d->rank_ == 0;
+      options.numWorkers = static_cast<size_t>(d->world_size_);
+      options.waitWorkers = true;
+      options.timeout = timeout;
+      d->group_->store = c10::make_intrusive<c10d::TCPStore>(at.first, options);
+    }
+    if (backend == "gloo") {
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+      const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+      options->devices.push_back(interface && *interface ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+                                                         : c10d::ProcessGroupGloo::createDefaultDevice());
+      d->group_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(d->group_->store, d->rank_, d->world_size_, options);
+    } else {
+#ifdef USE_C10D_NCCL
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      d->group_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->group_->store, d->rank_, d->world_size_, options);
+#else
+      throw std::runtime_error("runconfig.dist_backend nccl: this LibTorch was built without NCCL; use gloo");
+#endif
+    }
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(strf("rank %d of %d: could not meet the other ranks at %s within %ld s (%s)", d->rank_,
+                                  d->world_size_, meeting.c_str(), static_cast<long>(rc.dist_timeout),
+                                  e.what_without_backtrace()));
+  }
+  // Bumped every second, so that when a collective fails the survivors can
+  // name the rank that stopped.
+  Distributed* self = d.get();
+  self->heartbeat_ = std::thread([self] {
+    const std::string key = "zoo_heartbeat_" + std::to_string(self->rank_);
+    for (int64_t beat = 0; !self->stopping_; ++beat) {
+      try {
+        const std::string text = std::to_string(beat);
+        self->group_->store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+      } catch (const std::exception&) {
+        return;  // the store is gone with rank 0; the next collective says so
+      }
+      for (int i = 0; i < 10 && !self->stopping_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  log::info(strf("Data-parallel rank %d of %d (local rank %d), %s, met at %s", d->rank_, d->world_size_,
+                 d->local_rank_, backend.c_str(), meeting.c_str()));
+  return d;
+#endif
+}
+
+void Distributed::run(const char* what, const std::function<void()>& collective) {
+  try {
+    collective();
+  } catch (const std::exception& e) {
+    std::string reason = e.what();
+    if (auto nl = reason.find("\nException raised from"); nl != std::string::npos) reason.resize(nl);
+    const std::string gone = ranks_gone();
+    throw std::runtime_error(strf("rank %d of %d: %s failed: %s (%s)", rank_, world_size_, what,
+                                  gone.empty() ? "another rank has ended or stopped answering"
+                                               : (gone + " has ended; its own log says why").c_str(),
+                                  reason.c_str()));
+  }
+}
+
+void Distributed::broadcast_from_main(const std::vector<torch::Tensor>& tensors) {
+  if (world_size_ == 1) return;
+  for_each_bucket(tensors, [&](torch::Tensor& flat) {
+    run("broadcasting the parameters", [&] {
+      std::vector<at::Tensor> buffers{flat};
+      group_->broadcast(buffers, main_rank_);
+    });
+  });
+}
+
+void Distributed::average_gradients(const std::vector<torch::Tensor>& parameters) {
+  if (world_size_ == 1) return;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) {
+    // A parameter this rank's batch did not reach has a zero gradient here, not none.
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  for_each_bucket(grads, [&](torch::Tensor& flat) {
+    run("averaging the gradients", [&] {
+      std::vector<at::Tensor> buffers{flat};
+      group_->allreduce(buffers);
+    });
+    flat.div_(world_size_);
+  });
+}
+
+void Distributed::sum(torch::Tensor& t) {
+  if (world_size_ == 1) return;
+  run("summing the metrics", [&] {
+    std::vector<at::Tensor> buffers{t};
+    group_->allreduce(buffers);
+  });
+}
+
+}  // namespace zoo

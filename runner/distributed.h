@@ -1,0 +1,61 @@
+// Data-parallel training on PyTorch's c10d: one process per device, started
+// by a launcher (`zoo launch`, torchrun, srun, mpirun) that sets RANK,
+// WORLD_SIZE and LOCAL_RANK. The ranks meet through a c10d store
+// (runconfig.init_method), then gradients are averaged over
+// ProcessGroupGloo (CPU) or ProcessGroupNCCL (GPU, when LibTorch has it).
+// The trainer calls it; it knows nothing of models. Defines: Distributed.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runner/runconfig.h"
+
+namespace zoo {
+
+class Distributed {
+ public:
+  // Joins the job's process group. RANK and WORLD_SIZE come from the
+  // environment (rank 0 of 1 when unset); std::runtime_error names what is
+  // missing or wrong, and a rank that does not arrive within dist_timeout.
+  static std::unique_ptr<Distributed> join(const RunConfig& runconfig, const torch::Device& device);
+  ~Distributed();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }
+  // The rank that writes checkpoints, summaries and the console log.
+  bool is_main() const { return rank_ == main_rank_; }
+  // The device this rank trains on: cuda:LOCAL_RANK on GPU.
+  static torch::Device device_of(const torch::Device& requested);
+
+  // Copies the main rank's values of `tensors` into every rank's.
+  void broadcast_from_main(const std::vector<torch::Tensor>& tensors);
+  // Replaces each parameter's gradient by its mean over the ranks, in
+  // buckets of one dtype and ~25 MB (absent gradients count as zeros).
+  void average_gradients(const std::vector<torch::Tensor>& parameters);
+  // Sums `t` over the ranks, in place.
+  void sum(torch::Tensor& t);
+
+ private:
+  Distributed() = default;
+  // The ranks whose heartbeat (a counter each rank bumps in the store every
+  // second) has stopped, e.g. "rank 1"; "" when none can be named.
+  std::string ranks_gone();
+  // Runs a collective and waits; a failure (a peer gone, the timeout) becomes
+  // std::runtime_error saying which rank this is and what it was doing.
+  void run(const char* what, const std::function<void()>& collective);
+  struct Group;
+  std::unique_ptr<Group> group_;
+  std::atomic<bool> stopping_{false};
+  std::thread heartbeat_;
+  int rank_ = 0, world_size_ = 1, local_rank_ = 0, main_rank_ = 0;
+};
+
+}  // namespace zoo

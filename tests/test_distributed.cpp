@@ -1,0 +1,176 @@
+// Data-parallel training on c10d's Gloo over 127.0.0.1: two ranks train as
+// one process with the same global batch, checkpoints carry across world
+// sizes, and a rank that dies ends the others with its name.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include "runner/checkpoint.h"
+#include "test_util.h"
+
+using namespace zoo;
+using zoo::testing::run_command;
+using zoo::testing::TempDir;
+
+namespace {
+
+// A port per test process, so parallel ctest runs do not meet each other.
+int free_port(int offset) { return 20000 + (getpid() * 7 + offset * 131) % 30000; }
+
+// The tiny run as one process (single.yaml) and as data-parallel ranks
+// (dp.yaml), logging every step.
+struct Job {
+  TempDir dir;
+  std::string single, dp;
+  Job() {
+    zoo::testing::write_small_corpus(dir / "data");
+    std::string y = zoo::testing::tiny_params_yaml(dir / "data", dir / "unused",
+                                                   "  checkpoint_steps: 6\n  eval_steps: 3\n  dist_timeout: 60\n");
+    y.replace(y.find("log_steps: 1000"), 15, "log_steps: 1");
+    single = zoo::testing::write_file(dir / "single.yaml", y);
+    dp = zoo::testing::write_file(dir / "dp.yaml", y + "  enable_distributed: true\n");
+  }
+  zoo::testing::CommandResult zoo(const std::string& args) const {
+    return run_command(zoo::testing::zoo_binary() + " " + args);
+  }
+  zoo::testing::CommandResult ranks(int n, int port, const std::string& args) const {
+    return zoo("launch --nproc_per_node " + std::to_string(n) + " --master_port " + std::to_string(port) +
+               " -- CPU --params " + dp + " " + args);
+  }
+};
+
+std::map<int, double> losses(const std::string& output) {
+  std::map<int, double> out;
+  static const std::regex line("Train Device=cpu, Step=([0-9]+), Loss=([0-9.]+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it)
+    out[std::stoi((*it)[1])] = std::stod((*it)[2]);
+  return out;
+}
+
+double eval_loss(const std::string& output) {
+  std::smatch m;
+  return std::regex_search(output, m, std::regex("Avg Eval Loss: ([0-9.]+)")) ? std::stod(m[1]) : -1;
+}
+
+// Largest |a - b| over the model weights of two checkpoints.
+double weight_distance(const std::string& a, const std::string& b) {
+  auto wa = ckpt::load_checkpoint_file(a).at("model").toGenericDict();
+  auto wb = ckpt::load_checkpoint_file(b).at("model").toGenericDict();
+  double most = 0;
+  for (const auto& kv : wa)
+    most = std::max(most, (kv.value().toTensor() - wb.at(kv.key()).toTensor()).abs().max().item<double>());
+  return most;
+}
+
+void expect_same_losses(const std::map<int, double>& got, const std::map<int, double>& want, int from, int to,
+                        const std::string& what) {
+  for (int s = from; s <= to; ++s) {
+    ASSERT_TRUE(got.count(s)) << what << ": no loss logged for step " << s;
+    EXPECT_NEAR(got.at(s), want.at(s), 2e-5) << what << ", step " << s;  // 5 decimals printed
+  }
+}
+
+}  // namespace
+
+TEST(Distributed, TwoGlooRanksTrainAsOneProcessAndCheckpointsResumeAtAnyWorldSize) {
+  Job job;
+  const std::string d = job.dir.path();
+  auto r = job.zoo("CPU --params " + job.single + " --mode train --max_steps 10 -o " + d + "/one");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto straight = losses(r.output);
+
+  // Two ranks, each with 4 of the global batch's 8 samples, to step 6.
+  r = job.ranks(2, free_port(0), "--mode train --max_steps 6 -o " + d + "/two");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Data-parallel rank 0 of 2"), std::string::npos) << r.output;
+  expect_same_losses(losses(r.output), straight, 1, 6, "2 ranks");
+  EXPECT_LT(weight_distance(d + "/one/checkpoint_6.mdl", d + "/two/checkpoint_6.mdl"), 1e-5);
+  // Only the main rank writes: one checkpoint, one log line per step.
+  EXPECT_EQ(ckpt::list_checkpoints(d + "/two").size(), 1u);
+  size_t lines = 0;
+  for (size_t at = r.output.find("Step=3, "); at != std::string::npos; at = r.output.find("Step=3, ", at + 1)) ++lines;
+  EXPECT_EQ(lines, 1u) << r.output;
+
+  // The 2-rank checkpoint goes on with 2 ranks, and in one process.
+  std::filesystem::copy(d + "/two", d + "/two_then_one", std::filesystem::copy_options::recursive);
+  r = job.ranks(2, free_port(1), "--mode train --max_steps 10 -o " + d + "/two");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_losses(losses(r.output), straight, 7, 10, "2 ranks resumed");
+  EXPECT_LT(weight_distance(d + "/one/checkpoint_10.mdl", d + "/two/checkpoint_10.mdl"), 1e-5);
+  r = job.zoo("CPU --params " + job.single + " --mode train --max_steps 10 -o " + d + "/two_then_one");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_losses(losses(r.output), straight, 7, 10, "1 rank resumed");
+  EXPECT_LT(weight_distance(d + "/one/checkpoint_10.mdl", d + "/two_then_one/checkpoint_10.mdl"), 1e-5);
+
+  // Evaluation: each rank takes its share of every batch; the mean is the same.
+  const std::string ckpt = " --checkpoint_path " + d + "/one/checkpoint_10.mdl";
+  const double alone = eval_loss(job.zoo("CPU --params " + job.single + " --mode eval -o " + d + "/e1" + ckpt).output);
+  r = job.ranks(2, free_port(2), "--mode eval -o " + d + "/e2" + ckpt);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NEAR(eval_loss(r.output), alone, 2e-5) << r.output;
+}
+
+TEST(Distributed, ARankThatDiesEndsTheOthersNamingIt) {
+  Job job;
+  const std::string d = job.dir.path();
+  // Started by hand as torchrun would: rank 1 is killed mid-run.
+  const std::string script = zoo::testing::write_file(d + "/kill.sh", R"SH(
+export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$2 OMP_NUM_THREADS=1
+RANK=0 $1 CPU --params $3 --mode train --max_steps 1000000 -o $4 > $4.rank0 2>&1 & p0=$!
+RANK=1 $1 CPU --params $3 --mode train --max_steps 1000000 -o $4 > $4.rank1 2>&1 & p1=$!
+for i in $(seq 600); do grep -q "Step=5," $4.rank0 && break; sleep 0.1; done
+kill -9 $p1
+start=$(date +%s%N); wait $p0; rc=$?; end=$(date +%s%N)
+echo "rc=$rc ms=$(( (end - start) / 1000000 ))"
+tail -1 $4.rank0
+)SH");
+  auto r = run_command("bash " + script + " " + zoo::testing::zoo_binary() + " " + std::to_string(free_port(3)) + " " +
+                       job.dp + " " + d + "/m");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rc=([0-9]+) ms=([0-9]+)"))) << r.output;
+  EXPECT_EQ(m[1], "1") << r.output;
+  EXPECT_LT(std::stoi(m[2]), 60000) << r.output;  // well within dist_timeout
+  EXPECT_NE(r.output.find("zoo: error: rank 0 of 2: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("failed: rank 1 has ended; its own log says why"), std::string::npos) << r.output;
+
+  // Under zoo launch, the launcher names the rank and stops the rest.
+  const std::string launched = zoo::testing::write_file(d + "/launch.sh", R"SH(
+$1 launch --nproc_per_node 2 --master_port $2 -- CPU --params $3 --mode train --max_steps 1000000 -o $4 > $4.log 2>&1 &
+launcher=$!
+for i in $(seq 600); do grep -q "Step=5," $4.log && break; sleep 0.1; done
+for child in $(pgrep -P $launcher); do
+  tr '\0' '\n' < /proc/$child/environ | grep -qx RANK=1 && kill -9 $child
+done
+wait $launcher; echo "launcher rc=$?"
+cat $4.log
+)SH");
+  r = run_command("bash " + launched + " " + zoo::testing::zoo_binary() + " " + std::to_string(free_port(4)) + " " +
+                  job.dp + " " + d + "/l");
+  EXPECT_NE(r.output.find("zoo launch: rank 1 was killed by signal 9 (Killed); stopping the other ranks"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launcher rc=137"), std::string::npos) << r.output;
+}
+
+TEST(Distributed, TheGlobalBatchMustSplitEvenlyAndTheEnvironmentMustAgree) {
+  TempDir dir;
+  zoo::testing::write_small_corpus(dir / "data");
+  {
+    zoo::testing::EnvGuard env{{"RANK", "0"}, {"WORLD_SIZE", "3"}};
+    const std::string e = zoo::testing::open_error("{data_processor: ByteTextDataProcessor, batch_size: 8, data_dir: " +
+                                                   (dir / "data/train") + "}");
+    EXPECT_NE(e.find("train_input.batch_size: batch_size 8 (the global batch) does not divide by the 3 data-parallel "
+                     "ranks (WORLD_SIZE)"),
+              std::string::npos) << e;
+  }
+  const std::string params = zoo::testing::write_file(
+      dir / "p.yaml", zoo::testing::tiny_params_yaml(dir / "data", dir / "m", "  max_steps: 2\n"));
+  auto r = run_command("RANK=1 WORLD_SIZE=2 " + zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(params + ": the environment says this is rank 1 of 2 (WORLD_SIZE), but "
+                                   "runconfig.enable_distributed is false"),
+            std::string::npos) << r.output;
+}
