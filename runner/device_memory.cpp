@@ -6,7 +6,15 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include <sys/resource.h>
+
 namespace zoo {
+
+double peak_host_memory_gib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / double(1 << 20);  // ru_maxrss is in KiB on Linux
+}
 
 std::optional<double> peak_gpu_memory_gib(const torch::Device& device) {
 #ifdef ZOO_WITH_CUDA

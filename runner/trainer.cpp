@@ -299,6 +299,7 @@ void Trainer::train(int64_t steps) {
   }
   metrics_.done();
   if (auto gib = peak_gpu_memory_gib(device_)) log::info(strf("Peak GPU memory allocated: %.2f GiB", *gib));
+  else log::info(strf("Peak host memory (RSS): %.2f GiB", peak_host_memory_gib()));
 }
 
 EvalResult Trainer::evaluate(const std::string& checkpoint_label) {

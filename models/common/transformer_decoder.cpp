@@ -1,6 +1,8 @@
 // Implementation of models/common/transformer_decoder.h.
 #include "models/common/transformer_decoder.h"
 
+#include "models/common/recompute.h"
+
 namespace zoo::models {
 
 TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o,
@@ -29,7 +31,8 @@ torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, Layer
 }
 
 TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& o,
-                                               const torch::TensorOptions& p) {
+                                               const torch::TensorOptions& p)
+    : recompute_(o.recompute) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerDecoderLayer(o, p));
   norm = register_module("norm", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p, o.rms_norm));
@@ -42,8 +45,13 @@ void TransformerDecoderImpl::reset_parameters() {
 
 torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<LayerKV>* cache) {
   if (cache) cache->resize(layers->size());
-  for (size_t i = 0; i < layers->size(); ++i)
-    x = layers[i]->as<TransformerDecoderLayerImpl>()->forward(x, cache ? &(*cache)[i] : nullptr);
+  // Only a training step has a backward pass to recompute in.
+  const bool recompute = recompute_ && is_training() && !cache && torch::GradMode::is_enabled();
+  for (size_t i = 0; i < layers->size(); ++i) {
+    auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
+    x = recompute ? recompute_in_backward([layer](const torch::Tensor& h) { return layer->forward(h); }, x)
+                  : layer->forward(x, cache ? &(*cache)[i] : nullptr);
+  }
   return norm(x);
 }
 

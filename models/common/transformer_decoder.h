@@ -19,6 +19,7 @@ struct DecoderLayerOptions {
   double layer_norm_epsilon = 1e-5;
   bool rms_norm = false;  // RMSNorm instead of LayerNorm
   double dropout = 0.0;  // on each residual branch
+  bool recompute = false;  // activation checkpointing: each layer recomputed in the backward pass
 };
 
 class TransformerDecoderLayerImpl : public torch::nn::Module {
@@ -48,6 +49,9 @@ class TransformerDecoderImpl : public torch::nn::Module {
 
   torch::nn::ModuleList layers;
   LayerNorm norm{nullptr};
+
+ private:
+  bool recompute_;
 };
 TORCH_MODULE(TransformerDecoder);
 

@@ -112,6 +112,9 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "num_tokens: loss = sum / number of unmasked tokens; batch_size: sum / B * loss_weight.",
                  config::one_of({"num_tokens", "batch_size"}))
           .field("loss_weight", &O::loss_weight, "Loss multiplier for loss_scaling: batch_size.")
+          .field("activation_checkpointing", &O::activation_checkpointing,
+                 "zoo's own: keep only each decoder layer's input in the forward pass and recompute the layer in "
+                 "the backward pass (activation memory of one layer instead of all; ~1/3 more compute).")
           .validate([](const O& o, const auto& fail) {
             if (o.hidden_size % o.num_heads != 0)
               fail("num_heads", "num_heads (" + std::to_string(o.num_heads) + ") must divide hidden_size (" +
@@ -163,6 +166,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o) {
   d.layer_norm_epsilon = o.layer_norm_epsilon;
   d.rms_norm = o.norm_type == "rmsnorm";
   d.dropout = o.dropout_rate;
+  d.recompute = o.activation_checkpointing;
   return d;
 }
 }  // namespace

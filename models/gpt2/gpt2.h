@@ -57,6 +57,7 @@ struct Gpt2Options {
   std::optional<InitializerSpec> output_layer_initializer;
   std::string loss_scaling = "num_tokens";
   double loss_weight = 1.0;
+  bool activation_checkpointing = false;  // zoo's own
 
   static const config::Schema<Gpt2Options>& schema();
 };

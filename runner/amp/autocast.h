@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "models/common/autocast_state.h"
+
 namespace zoo::amp {
 
 // While alive, ops on `device` run in `dtype` where autocast allows it;
@@ -26,8 +28,7 @@ class AutocastGuard {
  private:
   bool active_ = false;
   torch::DeviceType device_type_;
-  bool was_enabled_ = false;
-  torch::ScalarType previous_dtype_ = torch::kFloat;
+  models::AutocastState previous_;
 };
 
 }  // namespace zoo::amp

@@ -1,0 +1,19 @@
+// Activation checkpointing: a block whose activations are not kept for the
+// backward pass but computed again there, trading ~1/3 more compute for the
+// memory of everything inside the block. Defines: recompute_in_backward.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+
+namespace zoo::models {
+
+// block(x), keeping only x. The backward pass runs block again with the
+// random-number state (dropout) and autocast settings of the forward pass,
+// so gradients equal those of block(x) run plainly; gradients of the
+// parameters inside the block accumulate into their .grad as usual.
+torch::Tensor recompute_in_backward(const std::function<torch::Tensor(const torch::Tensor&)>& block,
+                                    const torch::Tensor& x);
+
+}  // namespace zoo::models
