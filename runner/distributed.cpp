@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 
@@ -239,14 +240,30 @@ void Distributed::run(const char* what, const std::function<void()>& collective)
   }
 }
 
-void Distributed::broadcast_from_main(const std::vector<torch::Tensor>& tensors) {
+void Distributed::broadcast(const std::vector<torch::Tensor>& tensors, int root) {
   if (world_size_ == 1) return;
   for_each_bucket(tensors, [&](torch::Tensor& flat) {
     run("broadcasting the parameters", [&] {
       std::vector<at::Tensor> buffers{flat};
-      group_->broadcast(buffers, main_rank_);
+      group_->broadcast(buffers, root);
     });
   });
+}
+
+void Distributed::broadcast_bytes(std::vector<char>& bytes, int root) {
+  if (world_size_ == 1) return;
+  torch::Tensor size = torch::full({1}, static_cast<int64_t>(bytes.size()), torch::kLong);
+  run("sharing the optimizer state", [&] {
+    std::vector<at::Tensor> buffers{size};
+    group_->broadcast(buffers, root);
+  });
+  torch::Tensor data = torch::empty({size.item<int64_t>()}, torch::kUInt8);
+  if (rank_ == root) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+  run("sharing the optimizer state", [&] {
+    std::vector<at::Tensor> buffers{data};
+    group_->broadcast(buffers, root);
+  });
+  if (rank_ != root) bytes.assign(static_cast<char*>(data.data_ptr()), static_cast<char*>(data.data_ptr()) + data.numel());
 }
 
 void Distributed::average_gradients(const std::vector<torch::Tensor>& parameters) {

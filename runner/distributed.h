@@ -36,7 +36,11 @@ class Distributed {
   static torch::Device device_of(const torch::Device& requested);
 
   // Copies the main rank's values of `tensors` into every rank's.
-  void broadcast_from_main(const std::vector<torch::Tensor>& tensors);
+  void broadcast_from_main(const std::vector<torch::Tensor>& tensors) { broadcast(tensors, main_rank_); }
+  // Copies rank `root`'s values of `tensors` into every rank's.
+  void broadcast(const std::vector<torch::Tensor>& tensors, int root);
+  // Rank `root`'s bytes on every rank (`bytes` is read on root, replaced elsewhere).
+  void broadcast_bytes(std::vector<char>& bytes, int root);
   // Replaces each parameter's gradient by its mean over the ranks, in
   // buckets of one dtype and ~25 MB (absent gradients count as zeros).
   void average_gradients(const std::vector<torch::Tensor>& parameters);

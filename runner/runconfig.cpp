@@ -71,6 +71,10 @@ const config::Schema<RunConfig>& RunConfig::schema() {
                  "zoo's own: seconds a collective waits for the other ranks before this rank ends with an error "
                  "(a rank that dies ends the job sooner: its peers see the connection close).",
                  positive<int64_t>())
+          .field("shard_optimizer_state", &R::shard_optimizer_state,
+                 "zoo's own, with enable_distributed: each rank keeps and updates the optimizer state of its share "
+                 "of the parameters only (ZeRO stage 1), then sends the updated values to the others; checkpoints "
+                 "still hold the full state and load at any number of ranks.")
           .hardware_only({"num_csx", "mount_dirs", "python_paths", "autogen_policy", "compile_dir",
                           "compile_only", "credentials_path", "debug_args_path", "retrace_every_iteration",
                           "job_labels", "job_time_sec", "mgmt_address", "mgmt_namespace", "num_act_servers",
@@ -87,6 +91,8 @@ const config::Schema<RunConfig>& RunConfig::schema() {
           .validate([](const R& r, const auto& fail) {
             if (r.num_steps && r.num_epochs)
               fail("num_epochs", "num_steps and num_epochs are mutually exclusive; set only one");
+            if (r.shard_optimizer_state && !r.enable_distributed)
+              fail("shard_optimizer_state", "shards over data-parallel ranks: set enable_distributed: true as well");
             if (r.dist_backend == "mpi")
               fail("dist_backend", "mpi is not built into zoo's LibTorch; use gloo (CPU) or nccl (GPU), which "
                                    "mpirun-started processes use as well");

@@ -53,6 +53,7 @@ struct RunConfig {
   int64_t main_process_id = 0;
   bool sync_batchnorm = false;
   int64_t dist_timeout = 300;  // zoo's own: seconds a collective may wait for the other ranks
+  bool shard_optimizer_state = false;  // zoo's own: ZeRO stage 1
 
   static const config::Schema<RunConfig>& schema();
 };

@@ -88,6 +88,8 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
   scheduler_ = std::make_unique<optim::LRScheduler>(params_.optimizer.learning_rate);
   scaler_ = amp::make_grad_scaler(params_.optimizer, autocast_dtype_);
+  if (distributed_ && params_.runconfig.shard_optimizer_state)
+    sharding_ = std::make_unique<OptimizerSharding>(*distributed_, optimizer_->parameters());
 }
 
 std::optional<std::string> Trainer::restore(bool training) {
@@ -165,6 +167,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
   if (!training) return;
   try {
     if (want("optimizer")) optimizer_->load_state_dict(state("optimizer"));
+    if (sharding_) sharding_->drop_others_state(*optimizer_);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": cannot restore the optimizer state (" + e.what() +
                              "); to start the optimizer afresh, set load_checkpoint_states to the states to keep, "
@@ -279,7 +282,9 @@ void Trainer::train(int64_t steps) {
     if (finite) {
       if (oc.max_gradient_norm) optim::clip_grad_norm(parameters, *oc.max_gradient_norm);
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
+      if (sharding_) sharding_->keep_own_gradients(parameters);
       optimizer_->step();
+      if (sharding_) sharding_->share_updated(parameters);
       scheduler_->step();
     }
     optimizer_->zero_grad();
@@ -371,11 +376,13 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
 // Each component writes its own state under modelzoo's keys.
 std::string Trainer::save_checkpoint() {
   const RunConfig& rc = params_.runconfig;
+  // Sharded: every rank sends its share of the optimizer state (a collective).
+  c10::impl::GenericDict optimizer_state = sharding_ ? sharding_->full_state_dict(*optimizer_) : optimizer_->state_dict();
   if (distributed_ && !distributed_->is_main()) return "";  // the ranks hold the same state
   fs::create_directories(rc.model_dir);
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", ckpt::model_state_dict(*model_));
-  d.insert("optimizer", optimizer_->state_dict());
+  d.insert("optimizer", optimizer_state);
   d.insert("lr_scheduler", scheduler_->state_dict());
   d.insert("grad_scaler", scaler_ ? scaler_->state_dict() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
   d.insert("dataloader", train_loader_->state_dict());

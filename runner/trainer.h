@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "runner/amp/grad_scaler.h"
 #include "runner/distributed.h"
+#include "runner/optimizer_sharding.h"
 #include "runner/metrics.h"
 #include "runner/optim/optimizer.h"
 #include "runner/params.h"
@@ -77,6 +78,7 @@ class Trainer {
   Params params_;
   torch::Device device_;
   Distributed* distributed_;  // null: a single process
+  std::unique_ptr<OptimizerSharding> sharding_;  // shard_optimizer_state
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;

@@ -25,7 +25,7 @@ int free_port(int offset) { return 20000 + (getpid() * 7 + offset * 131) % 30000
 // (dp.yaml), logging every step.
 struct Job {
   TempDir dir;
-  std::string single, dp;
+  std::string single, dp, sharded;
   Job() {
     zoo::testing::write_small_corpus(dir / "data");
     std::string y = zoo::testing::tiny_params_yaml(dir / "data", dir / "unused",
@@ -33,13 +33,14 @@ struct Job {
     y.replace(y.find("log_steps: 1000"), 15, "log_steps: 1");
     single = zoo::testing::write_file(dir / "single.yaml", y);
     dp = zoo::testing::write_file(dir / "dp.yaml", y + "  enable_distributed: true\n");
+    sharded = zoo::testing::write_file(dir / "sharded.yaml", y + "  enable_distributed: true\n  shard_optimizer_state: true\n");
   }
   zoo::testing::CommandResult zoo(const std::string& args) const {
     return run_command(zoo::testing::zoo_binary() + " " + args);
   }
-  zoo::testing::CommandResult ranks(int n, int port, const std::string& args) const {
+  zoo::testing::CommandResult ranks(int n, int port, const std::string& args, const std::string& params = "") const {
     return zoo("launch --nproc_per_node " + std::to_string(n) + " --master_port " + std::to_string(port) +
-               " -- CPU --params " + dp + " " + args);
+               " -- CPU --params " + (params.empty() ? dp : params) + " " + args);
   }
 };
 
@@ -63,6 +64,22 @@ double weight_distance(const std::string& a, const std::string& b) {
   double most = 0;
   for (const auto& kv : wa)
     most = std::max(most, (kv.value().toTensor() - wb.at(kv.key()).toTensor()).abs().max().item<double>());
+  return most;
+}
+
+// Largest |a - b| over the optimizer state tensors; -1 when the entries differ.
+double optimizer_state_distance(const std::string& a, const std::string& b) {
+  auto sa = ckpt::load_checkpoint_file(a).at("optimizer").toGenericDict().at("state").toGenericDict();
+  auto sb = ckpt::load_checkpoint_file(b).at("optimizer").toGenericDict().at("state").toGenericDict();
+  if (sa.size() != sb.size()) return -1;
+  double most = 0;
+  for (const auto& kv : sa) {
+    if (!sb.contains(kv.key())) return -1;
+    auto ea = kv.value().toGenericDict(), eb = sb.at(kv.key()).toGenericDict();
+    if (ea.size() != eb.size()) return -1;
+    for (const auto& e : ea)
+      most = std::max(most, (e.value().toTensor() - eb.at(e.key()).toTensor()).abs().max().item<double>());
+  }
   return most;
 }
 
@@ -105,6 +122,23 @@ TEST(Distributed, TwoGlooRanksTrainAsOneProcessAndCheckpointsResumeAtAnyWorldSiz
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_same_losses(losses(r.output), straight, 7, 10, "1 rank resumed");
   EXPECT_LT(weight_distance(d + "/one/checkpoint_10.mdl", d + "/two_then_one/checkpoint_10.mdl"), 1e-5);
+
+  // Sharded optimizer state (ZeRO-1): the same run, the full state in the checkpoint.
+  r = job.ranks(2, free_port(5), "--mode train --max_steps 6 -o " + d + "/sharded", job.sharded);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Optimizer state sharded over 2 ranks: this rank keeps"), std::string::npos) << r.output;
+  expect_same_losses(losses(r.output), straight, 1, 6, "2 ranks, sharded");
+  EXPECT_LT(weight_distance(d + "/one/checkpoint_6.mdl", d + "/sharded/checkpoint_6.mdl"), 1e-5);
+  const double state = optimizer_state_distance(d + "/two_then_one/checkpoint_6.mdl", d + "/sharded/checkpoint_6.mdl");
+  EXPECT_GE(state, 0) << "the sharded checkpoint lacks optimizer state entries";
+  EXPECT_LT(state, 1e-5);
+  std::filesystem::copy(d + "/sharded", d + "/sharded_then_one", std::filesystem::copy_options::recursive);
+  r = job.ranks(2, free_port(6), "--mode train --max_steps 10 -o " + d + "/sharded", job.sharded);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_losses(losses(r.output), straight, 7, 10, "2 ranks, sharded, resumed");
+  r = job.zoo("CPU --params " + job.single + " --mode train --max_steps 10 -o " + d + "/sharded_then_one");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_losses(losses(r.output), straight, 7, 10, "1 rank from the sharded checkpoint");
 
   // Evaluation: each rank takes its share of every batch; the mean is the same.
   const std::string ckpt = " --checkpoint_path " + d + "/one/checkpoint_10.mdl";

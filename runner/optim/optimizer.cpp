@@ -84,6 +84,25 @@ c10::impl::GenericDict Optimizer::state_dict() const {
   return out;
 }
 
+void Optimizer::keep_state_of(const std::vector<bool>& keep) {
+  for (size_t i = 0; i < state_.size(); ++i)
+    if (i >= keep.size() || !keep[i]) state_[i].clear();
+}
+
+void Optimizer::add_state(const c10::impl::GenericDict& entries) {
+  std::vector<torch::Tensor> params = parameters();
+  for (const auto& kv : entries) {
+    const int64_t i = kv.key().toInt();
+    if (i < 0 || i >= static_cast<int64_t>(state_.size()))
+      throw std::runtime_error("optimizer state names parameter " + std::to_string(i) + " which does not exist");
+    for (const auto& e : kv.value().toGenericDict()) {
+      // Scalars (step counts, beta powers) stay on the CPU, where reading them costs no device sync.
+      const torch::Tensor t = e.value().toTensor();
+      state_[i][e.key().toStringRef()] = t.dim() == 0 && params[i].dim() > 0 ? t.cpu() : t.to(params[i].device());
+    }
+  }
+}
+
 void Optimizer::load_state_dict(const c10::impl::GenericDict& dict) {
   auto groups = dict.at("param_groups").toList();
   if (groups.size() != groups_.size())
@@ -95,18 +114,8 @@ void Optimizer::load_state_dict(const c10::impl::GenericDict& dict) {
       throw std::runtime_error("optimizer state group " + std::to_string(i) + " has a different parameter count");
     groups_[i].lr = gd.at("lr").toDouble();
   }
-  std::vector<torch::Tensor> params = parameters();
   for (auto& s : state_) s.clear();
-  for (const auto& kv : dict.at("state").toGenericDict()) {
-    int64_t i = kv.key().toInt();
-    if (i < 0 || i >= static_cast<int64_t>(state_.size()))
-      throw std::runtime_error("optimizer state names parameter " + std::to_string(i) + " which does not exist");
-    for (const auto& e : kv.value().toGenericDict()) {
-      // Scalars (step counts, beta powers) stay on the CPU, where reading them costs no device sync.
-      const torch::Tensor t = e.value().toTensor();
-      state_[i][e.key().toStringRef()] = t.dim() == 0 && params[i].dim() > 0 ? t.cpu() : t.to(params[i].device());
-    }
-  }
+  add_state(dict.at("state").toGenericDict());
 }
 
 std::vector<ParamGroup> split_weight_decay_groups(

@@ -36,6 +36,11 @@ class Optimizer {
   c10::impl::GenericDict state_dict() const;
   // Throws std::runtime_error when the saved groups do not match these parameters.
   void load_state_dict(const c10::impl::GenericDict& dict);
+  // Sharded optimizer state (runner/optimizer_sharding.h): forget the state
+  // of parameters (flat index) not in `keep`; add entries {index: {name:
+  // tensor}} of state_dict()["state"] form.
+  void keep_state_of(const std::vector<bool>& keep);
+  void add_state(const c10::impl::GenericDict& entries);
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> hyper);
