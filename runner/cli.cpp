@@ -30,7 +30,7 @@ cxxopts::Options run_options() {
                 "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
                 "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
                 "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
-                "  zoo convert CKPT --model gpt2 --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
+                "  zoo convert CKPT --model {gpt2|llama|mistral} --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
                 "  zoo data create-hdf5 LMData --input_dir D --output_dir O --tokenizer_type T ...   (see its --help)\n"
                 "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
                 "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
@@ -140,7 +140,7 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   o.add_options()
       ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
        cxxopts::value<std::string>())
-      ("model", "Model family.", cxxopts::value<std::string>()->default_value("gpt2"))
+      ("model", "Hugging Face model type: gpt2, llama or mistral.", cxxopts::value<std::string>()->default_value("gpt2"))
       ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
       ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
       ("config", "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "

@@ -288,3 +288,40 @@ open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes()
   auto cfg = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
   EXPECT_EQ(cfg["num_key_value_heads"], 2);
 }
+
+// Mistral's sliding window travels both ways; config.json fields that change
+// the math and that zoo cannot represent are refused by name, never dropped.
+TEST(Convert, MistralSlidingWindowIsCarriedAndUnrepresentableFieldsAreRefused) {
+  const models::ModelFamily& family = models::find_model("mistral");
+  const models::HfAdapter& mistral = family.hf.at("mistral");
+  nlohmann::json config = {{"model_type", "mistral"}, {"vocab_size", 64}, {"hidden_size", 32},
+                           {"num_hidden_layers", 2},  {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                           {"intermediate_size", 48}, {"max_position_embeddings", 64}, {"sliding_window", 8},
+                           {"rope_theta", 1e6},       {"hidden_act", "silu"}, {"rope_scaling", nullptr}};
+  YAML::Node model = mistral.config_from_hf(config);
+  EXPECT_EQ(model["attention_sliding_window_length"].as<int64_t>(), 8);
+  model.remove("name");
+  auto spec = family.parse(model, config::Context{"converted", "model", nullptr});
+  const nlohmann::json back = mistral.config_to_hf(*spec);
+  EXPECT_EQ(back.at("model_type"), "mistral");
+  EXPECT_EQ(back.at("sliding_window"), 8);
+  EXPECT_EQ(back.at("rope_theta"), 1e6);
+  try {
+    family.hf.at("llama").config_to_hf(*spec);
+    ADD_FAILURE() << "a LLaMA config.json would drop the sliding window";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("LLaMA has no sliding window; convert with --model mistral"), std::string::npos);
+  }
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}, {"attention_bias", true}, {"mlp_bias", true}}) {
+    nlohmann::json changed = config;
+    changed[key] = value;
+    try {
+      mistral.config_from_hf(changed);
+      ADD_FAILURE() << "no error for " << key;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.json: " + key + " = "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("changes the model's math"), std::string::npos) << e.what();
+    }
+  }
+}

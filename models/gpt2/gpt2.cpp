@@ -231,12 +231,13 @@ double Gpt2Model::forward_flops_per_token() const {
 
 ModelFamily gpt2_family() {
   ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
-      "gpt2", {"gpt3", "llama"},
+      "gpt2", {"gpt3", "llama", "mistral"},
       "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
       "multiquery_attention), as modelzoo builds them.",
       {"input_ids", "attention_mask", "labels"});
   f.hf["gpt2"] = gpt2_hf_adapter();
-  f.hf["llama"] = llama_hf_adapter();
+  f.hf["llama"] = llama_hf_adapter("llama");
+  f.hf["mistral"] = llama_hf_adapter("mistral");
   return f;
 }
 

@@ -169,10 +169,20 @@ torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rota
 
 }  // namespace
 
-HfAdapter llama_hf_adapter() {
+HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
   a.config_from_hf = [](const nlohmann::json& c) {
+    // Fields that change the math: carried, or refused by name, never dropped.
+    auto present = [&](const char* key) { return c.contains(key) && !c.at(key).is_null() && c.at(key) != false; };
+    for (const char* key : {"rope_scaling", "attention_bias", "mlp_bias"})
+      if (present(key))
+        throw std::runtime_error(std::string("config.json: ") + key + " = " + c.at(key).dump() +
+                                 " changes the model's math and zoo cannot represent it yet");
+    if (c.value("hidden_act", std::string("silu")) != "silu")
+      throw std::runtime_error("config.json: hidden_act = " + c.at("hidden_act").dump() +
+                               ": zoo's LLaMA/Mistral uses silu (SwiGLU) only");
     YAML::Node m(YAML::NodeType::Map);
+    if (present("sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
     m["rope_theta"] = c.value("rope_theta", 10000.0);
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
     const int64_t G = c.value("num_key_value_heads", H);
@@ -203,11 +213,17 @@ HfAdapter llama_hf_adapter() {
     m["initializer_range"] = c.value("initializer_range", 0.02);
     return m;
   };
-  a.config_to_hf = [](const ModelSpec& model) {
+  a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = options_of(model);
     const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
-    return nlohmann::json{{"model_type", "llama"},
-                          {"architectures", {"LlamaForCausalLM"}},
+    const bool mistral = model_type == "mistral";
+    if (o.attention_sliding_window_length && !mistral)
+      throw std::runtime_error("model.attention_sliding_window_length: LLaMA has no sliding window; convert with "
+                               "--model mistral");
+    nlohmann::json window = o.attention_sliding_window_length ? nlohmann::json(*o.attention_sliding_window_length)
+                                                              : nlohmann::json(nullptr);
+    nlohmann::json config{{"model_type", model_type},
+                          {"architectures", {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
                           {"vocab_size", o.vocab_size},
                           {"hidden_size", o.hidden_size},
                           {"intermediate_size", o.filter_size},
@@ -220,6 +236,8 @@ HfAdapter llama_hf_adapter() {
                           {"hidden_act", "silu"},
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};
+    if (mistral) config["sliding_window"] = window;
+    return config;
   };
   // One direction's key map; `to_zoo` picks which side the names come from.
   auto convert = [](const StateDict& in, const ModelSpec& model, bool to_zoo) {
