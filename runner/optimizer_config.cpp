@@ -70,6 +70,7 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
           .field("max_loss_scale", &O::max_loss_scale, "Dynamic loss scaling: upper bound.",
                  if_set(positive<double>()))
           .field("log_summaries", &O::log_summaries, "Also log gradient and weight norms.")
+          .hardware_only({"ws_summary"}, "a summary-only key of modelzoo's Cerebras runs; zoo writes no such summary")
           // modelzoo R1.x names, read with a warning.
           .renamed("weight_decay_rate", "weight_decay")
           .renamed("beta1", "betas", 0)

@@ -328,7 +328,10 @@ TEST(Params, RealLegacyConfigsKeepTheirParameterCounts) {
       {"transformers_pytorch_llama_params_llama2_7b.yaml", 6738415616},
       {"transformers_pytorch_llama_params_llama2_70b.yaml", 68976648192},
       {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096},
-      {"transformers_pytorch_llama_params_code_llama_7b.yaml", 6738546688}};  // 16 more tokens than Llama-2 7B
+      {"transformers_pytorch_llama_params_code_llama_7b.yaml", 6738546688},  // 16 more tokens than Llama-2 7B
+      // 44 x (4C^2 + 2CF + biases and norms) + tied (V + P) x C, C 6144, F 24576: its summary-only and
+      // Cerebras-numerics keys (ws_summary, tf_summary, boundary_casting) are accepted with a warning.
+      {"transformers_pytorch_gpt3_params_gpt3_20b.yaml", 20256221184}};
   for (const auto& [name, count] : expected)
     EXPECT_EQ(summarize_model(load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + name, YAML::Node())).parameters,
               count)

@@ -115,6 +115,8 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .field("activation_checkpointing", &O::activation_checkpointing,
                  "zoo's own: keep only each decoder layer's input in the forward pass and recompute the layer in "
                  "the backward pass (activation memory of one layer instead of all; ~1/3 more compute).")
+          .hardware_only({"boundary_casting"}, "Cerebras-only numerics")
+          .hardware_only({"tf_summary"}, "a summary-only key of modelzoo's Cerebras runs; zoo writes no such summary")
           .validate([](const O& o, const auto& fail) {
             if (o.hidden_size % o.num_heads != 0)
               fail("num_heads", "num_heads (" + std::to_string(o.num_heads) + ") must divide hidden_size (" +
