@@ -176,7 +176,9 @@ tail -1 $4.rank0
 $1 launch --nproc_per_node 2 --master_port $2 -- CPU --params $3 --mode train --max_steps 1000000 -o $4 > $4.log 2>&1 &
 launcher=$!
 for i in $(seq 600); do grep -q "Step=5," $4.log && break; sleep 0.1; done
-for child in $(pgrep -P $launcher); do
+for status in /proc/[0-9]*/status; do  # the launcher's children, without procps
+  child=${status#/proc/}; child=${child%/status}
+  grep -qx "PPid:[[:space:]]*$launcher" $status 2>/dev/null || continue
   tr '\0' '\n' < /proc/$child/environ | grep -qx RANK=1 && kill -9 $child
 done
 wait $launcher; echo "launcher rc=$?"
