@@ -34,11 +34,11 @@ TaskShard TaskShard::from_environment() {
 
 int64_t per_task_batch_size(const LoaderOptions& o, const TaskShard& shard) {
   if (o.batch_size % shard.num_tasks != 0)
-    throw std::invalid_argument("batch_size " + std::to_string(o.batch_size) + " (the global batch) does not divide by the " +
+    throw LoaderOptionError("batch_size", "batch_size " + std::to_string(o.batch_size) + " (the global batch) does not divide by the " +
                                 std::to_string(shard.num_tasks) + " data-parallel ranks (WORLD_SIZE)");
   const int64_t per_task = o.batch_size / shard.num_tasks;
   if (o.micro_batch_size && per_task % *o.micro_batch_size != 0)
-    throw std::invalid_argument("micro_batch_size " + std::to_string(*o.micro_batch_size) + " does not divide each rank's " +
+    throw LoaderOptionError("micro_batch_size", "micro_batch_size " + std::to_string(*o.micro_batch_size) + " does not divide each rank's " +
                                 std::to_string(per_task) + " samples (batch_size / WORLD_SIZE)");
   return per_task;
 }

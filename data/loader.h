@@ -1,6 +1,6 @@
 // What the runner consumes from a data processor: an endless, resumable stream
 // of batches. Defines: SampleSource, LoaderOptions (+ add_loader_fields),
-// LmSampleSource, DataLoader, WorkerStartError, TaskShard, StreamLoader, MapStyleLoader.
+// LmSampleSource, DataLoader, LoaderOptionError, TaskShard, StreamLoader, MapStyleLoader.
 #pragma once
 
 #include <torch/torch.h>
@@ -136,11 +136,13 @@ class DataLoader {
   virtual std::string describe() const = 0;
 };
 
-// The loader's reader threads could not all be started (thread or memory
-// limits); what() says how many started and why the next did not.
-class WorkerStartError : public std::runtime_error {
+// A loader option the data cannot be read with as given (reader threads
+// that cannot start, a batch that does not split over the ranks): `key`
+// names it, so that the input spec reports its file and line.
+class LoaderOptionError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  LoaderOptionError(std::string key, const std::string& what) : std::runtime_error(what), key(std::move(key)) {}
+  std::string key;
 };
 
 // This process's place among data-parallel tasks, from the environment
@@ -152,8 +154,8 @@ struct TaskShard {
   static TaskShard from_environment();
 };
 
-// Each rank's share of the global batch_size; std::invalid_argument when
-// it (or micro_batch_size within it) does not divide evenly.
+// Each rank's share of the global batch_size; LoaderOptionError when it
+// (or micro_batch_size within it) does not divide evenly.
 int64_t per_task_batch_size(const LoaderOptions& options, const TaskShard& shard);
 
 class BatchReaderPool;

@@ -14,7 +14,7 @@ BatchReaderPool::BatchReaderPool(int64_t num_workers) {
     // that did start, or destroying the mutex under them would hang.
     const size_t started = threads_.size();
     stop();
-    throw WorkerStartError("cannot start " + std::to_string(num_workers) + " reader threads (" +
+    throw LoaderOptionError("num_workers", "cannot start " + std::to_string(num_workers) + " reader threads (" +
                            std::to_string(started) + " started, then: " + e.what() +
                            "); lower num_workers, or raise the process's thread or memory limits");
   }

@@ -17,7 +17,7 @@ namespace zoo::data {
 
 class BatchReaderPool {
  public:
-  // Throws WorkerStartError when a thread cannot be started.
+  // Throws LoaderOptionError (num_workers) when a thread cannot be started.
   explicit BatchReaderPool(int64_t num_workers);
   ~BatchReaderPool();  // finishes running jobs, drops queued ones, joins
   void submit(std::function<models::Features()> job);

@@ -64,14 +64,9 @@ class TypedInputSpec : public InputSpec {
   YAML::Node to_yaml() const override { return Options::schema().to_yaml(options_); }
   std::unique_ptr<DataLoader> open() const override {
     try {
-      per_task_batch_size(options_, TaskShard::from_environment());
-    } catch (const std::invalid_argument& e) {
-      origin_.fail("batch_size", e.what());
-    }
-    try {
       return open_(options_, origin_);
-    } catch (const WorkerStartError& e) {
-      origin_.fail("num_workers", e.what());
+    } catch (const LoaderOptionError& e) {
+      origin_.fail(e.key, e.what());
     }
   }
   const std::vector<std::string>& produces() const override { return produces_; }

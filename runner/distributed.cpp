@@ -36,10 +36,11 @@ std::pair<std::string, uint16_t> host_and_port(const std::string& text, const st
   return {text.substr(0, colon), static_cast<uint16_t>(port)};
 }
 
-const char* first_env(std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (const char* v = std::getenv(n); v && *v) return v;
-  return nullptr;
+// LOCAL_RANK as torchrun, srun, Open MPI or MPICH set it (0 when unset).
+int local_rank_from_environment() {
+  for (const char* n : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
+    if (const char* v = std::getenv(n); v && *v) return std::atoi(v);
+  return 0;
 }
 
 // Each tensor's values, flattened into buffers of one dtype and device of
@@ -138,8 +139,7 @@ std::string Distributed::ranks_gone() {
 
 torch::Device Distributed::device_of(const torch::Device& requested) {
   if (!requested.is_cuda()) return requested;
-  const char* local = first_env({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"});
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local ? std::atoi(local) : 0));
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank_from_environment()));
 }
 
 std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch::Device& device) {
@@ -147,8 +147,7 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
   const data::TaskShard shard = data::TaskShard::from_environment();
   d->rank_ = static_cast<int>(shard.rank);
   d->world_size_ = static_cast<int>(shard.num_tasks);
-  const char* local = first_env({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"});
-  d->local_rank_ = local ? std::atoi(local) : 0;
+  d->local_rank_ = local_rank_from_environment();
   if (rc.main_process_id >= d->world_size_)
     throw std::runtime_error("runconfig.main_process_id " + std::to_string(rc.main_process_id) +
                              " is not a rank of this job (WORLD_SIZE " + std::to_string(d->world_size_) + ")");

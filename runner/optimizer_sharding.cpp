@@ -50,10 +50,12 @@ void OptimizerSharding::drop_others_state(optim::Optimizer& optimizer) const {
 c10::impl::GenericDict OptimizerSharding::full_state_dict(const optim::Optimizer& optimizer) {
   c10::impl::GenericDict full = optimizer.state_dict();
   c10::impl::GenericDict state = full.at("state").toGenericDict();
+  // This rank's share travels as one pickle (names, shapes and dtypes
+  // included), taken before the others' shares join `state`.
+  const std::vector<char> own = torch::jit::pickle_save(c10::IValue(state));
   for (int r = 0; r < distributed_.world_size(); ++r) {
-    // Rank r's share travels as one pickle (names, shapes and dtypes included).
     std::vector<char> bytes;
-    if (r == distributed_.rank()) bytes = torch::jit::pickle_save(c10::IValue(optimizer.state_dict().at("state")));
+    if (r == distributed_.rank()) bytes = own;
     distributed_.broadcast_bytes(bytes, r);
     if (r == distributed_.rank()) continue;
     for (const auto& kv : torch::jit::pickle_load(bytes).toGenericDict()) state.insert_or_assign(kv.key(), kv.value());

@@ -158,10 +158,10 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
   global_step_ = 0;
   if (want("global_step")) {
     global_step_ = dict.at("global_step").toInt();
-  } else if (states.count("global_step") && ckpt::step_in_name(path)) {
+  } else if (const auto named = ckpt::step_in_name(path); states.count("global_step") && named) {
     // A bare state dict saved as checkpoint_<N>.mdl: resume numbering after
     // it rather than write a second checkpoint_<N> beside it.
-    global_step_ = *ckpt::step_in_name(path);
+    global_step_ = *named;
     log::info(path + ": no global_step in the file; taking " + std::to_string(global_step_) + " from its name");
   }
   if (!training) return;
@@ -223,7 +223,7 @@ double Trainer::read_losses(std::vector<torch::Tensor>& losses, int64_t last_ste
   torch::Tensor stacked = torch::stack(losses).to(torch::kDouble);
   if (distributed_) {  // each rank's mean over its share of the batch, averaged
     distributed_->sum(stacked);
-    stacked.div_(distributed_->world_size());
+    stacked.div_(ranks());
   }
   torch::Tensor values = stacked.to(torch::kCPU);  // the one sync
   const int64_t n = static_cast<int64_t>(losses.size());
@@ -254,7 +254,7 @@ void Trainer::train(int64_t steps) {
   const RunConfig& rc = params_.runconfig;
   const OptimizerConfig& oc = params_.optimizer;
   const int64_t accum = oc.grad_accum_steps * train_loader_->micro_batches();
-  const int64_t samples_per_step = train_loader_->batch_size() * accum * (distributed_ ? distributed_->world_size() : 1);
+  const int64_t samples_per_step = train_loader_->batch_size() * accum * ranks();
   std::vector<torch::Tensor> parameters = optimizer_->parameters();
   // Losses stay on the device until a step that needs them (logging,
   // checkpointing, the last step; every step on the CPU, where reading is
@@ -345,7 +345,7 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
       add(sums[name].second, term.count);
       reduce[name] = term.reduce;
     }
-    metrics_.samples(loader->batch_size() * (distributed_ ? distributed_->world_size() : 1));
+    metrics_.samples(loader->batch_size() * ranks());
     const bool log_step = i % rc.log_steps == 0 || i == steps;
     if (log_step || device_.is_cpu()) {
       // Every batch evaluates the model at global_step_.
@@ -355,7 +355,7 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   }
   if (distributed_ && loss_sum.defined()) {  // every rank evaluated its share of each batch
     distributed_->sum(loss_sum);
-    loss_sum.div_(distributed_->world_size());
+    loss_sum.div_(ranks());
     for (auto& [name, s] : sums) distributed_->sum(s.first), distributed_->sum(s.second);
   }
   EvalLog r;

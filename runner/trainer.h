@@ -74,6 +74,7 @@ class Trainer {
   std::optional<std::string> restore_checkpoint(bool training);
   void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training);
   void check_loss(double loss, int64_t step) const;
+  int ranks() const { return distributed_ ? distributed_->world_size() : 1; }  // data-parallel processes
 
   Params params_;
   torch::Device device_;
