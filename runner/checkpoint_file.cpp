@@ -6,8 +6,9 @@
 #include <ATen/Parallel.h>
 #include <caffe2/serialize/file_adapter.h>
 #include <caffe2/serialize/inline_container.h>
-#include <caffe2/serialize/read_adapter_interface.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
@@ -23,9 +24,7 @@
 #include <functional>
 #include <future>
 #include <map>
-#include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "runner/convert/torch_pickle.h"
 #include "runner/crc32c.h"
@@ -43,17 +42,13 @@ struct ChecksumInput {
   struct Piece {
     const char* data;
     size_t size;
-    std::optional<uint32_t> crc;  // already known (summed while the file was read)
   };
   std::deque<std::string> owned;
   std::vector<torch::Tensor> tensors;  // keeps referenced data alive
   std::vector<Piece> pieces;
 
-  // The CRC32C of bytes read from a checkpoint file, if the read summed them.
-  std::function<std::optional<uint32_t>(const void*, size_t)> known;
-
-  void bytes(const void* p, size_t n, std::optional<uint32_t> crc = std::nullopt) {
-    pieces.push_back({static_cast<const char*>(p), n, crc});
+  void bytes(const void* p, size_t n) {
+    pieces.push_back({static_cast<const char*>(p), n});
   }
   void text(std::string s) {
     owned.push_back(std::move(s));
@@ -83,7 +78,7 @@ void collect(const c10::IValue& v, ChecksumInput& in) {
     in.text(std::string("t:") + c10::toString(t.scalar_type()));
     in.text(std::string(reinterpret_cast<const char*>(t.sizes().data()), t.dim() * sizeof(int64_t)));
     in.tensors.push_back(t);
-    in.bytes(t.data_ptr(), t.nbytes(), in.known ? in.known(t.data_ptr(), t.nbytes()) : std::nullopt);
+    in.bytes(t.data_ptr(), t.nbytes());
   } else if (v.isInt()) {
     in.value(v.toInt());
   } else if (v.isDouble()) {
@@ -100,33 +95,25 @@ void collect(const c10::IValue& v, ChecksumInput& in) {
 // CRC32C of everything in `v`, so corruption of any stored value is caught
 // (LibTorch's zip reader skips its CRC checks). Large tensors are summed in
 // 8 MiB pieces across threads and the pieces combined in order.
-uint32_t content_checksum(
-    const c10::IValue& v, std::function<std::optional<uint32_t>(const void*, size_t)> known = nullptr) {
+uint32_t content_checksum(const c10::IValue& v) {
   ChecksumInput in;
-  in.known = std::move(known);
   collect(v, in);
   constexpr size_t kChunk = size_t{8} << 20;
   struct Chunk {
     const char* data;
     size_t size;
     uint32_t crc;
-    bool summed;  // crc already known (summed while the file was read)
   };
   std::vector<Chunk> chunks;
-  for (const auto& p : in.pieces) {
-    if (p.crc) {
-      chunks.push_back({p.data, p.size, *p.crc, true});
-      continue;
-    }
-    for (size_t off = 0; off < p.size; off += kChunk) chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0, false});
-  }
+  for (const auto& p : in.pieces)
+    for (size_t off = 0; off < p.size; off += kChunk) chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0});
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      if (!chunks[i].summed && chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
+      if (chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
   });
   uint32_t crc = 0;
   for (const Chunk& c : chunks)  // small pieces: cheaper to extend than to combine
-    crc = c.summed || c.size >= 4096 ? crc32c_combine(crc, c.crc, c.size) : crc32c_extend(crc, c.data, c.size);
+    crc = c.size >= 4096 ? crc32c_combine(crc, c.crc, c.size) : crc32c_extend(crc, c.data, c.size);
   return crc;
 }
 
@@ -298,42 +285,109 @@ bool is_plain_state_dict(const c10::impl::GenericDict& dict) {
   return true;
 }
 
-// The checkpoint file as PyTorchStreamReader reads it, summing the CRC32C of
-// each large read (a tensor's record, read straight into its storage) in
-// 4 MiB pieces while they are in cache: verifying the checksum then needs no
-// second pass over the tensors.
-class ChecksummingReader : public caffe2::serialize::ReadAdapterInterface {
+// The checkpoint file mapped copy-on-write into memory: each tensor's
+// storage points at its record in the mapping instead of a fresh buffer the
+// file is copied into (that copy, and zeroing the new pages for it, were most
+// of the read time). Tensors stay writable; a write copies only the page it
+// touches. The mapping lives as long as any tensor that points into it, and
+// zoo replaces checkpoint files by rename, never in place, so a mapped file
+// does not change under a run.
+class MappedFile {
  public:
-  explicit ChecksummingReader(const std::string& path) : file_(path) {}
-  size_t size() const override { return file_.size(); }
-  size_t read(uint64_t pos, void* buf, size_t n, const char* what = "") const override {
-    if (n < kPiece) return file_.read(pos, buf, n, what);
-    char* out = static_cast<char*>(buf);
-    uint32_t crc = 0;
-    size_t done = 0;
-    while (done < n) {
-      const size_t want = std::min(kPiece, n - done), got = file_.read(pos + done, out + done, want, what);
-      crc = crc32c_extend(crc, out + done, got);
-      done += got;
-      if (got < want) break;
+  static std::shared_ptr<MappedFile> open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return nullptr;
+    struct stat st {};
+    void* base = MAP_FAILED;
+    const size_t size = ::fstat(fd, &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
+    // Populated read-only, then made writable: populating a writable private
+    // mapping would copy every page up front.
+    if (size > 0) base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    ::close(fd);
+    if (base == MAP_FAILED) return nullptr;  // a file system without mmap: read instead
+    if (::mprotect(base, size, PROT_READ | PROT_WRITE) != 0) {
+      ::munmap(base, size);
+      return nullptr;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    sums_[buf] = {done, crc};
-    return done;
+    return std::shared_ptr<MappedFile>(new MappedFile(static_cast<char*>(base), size));
   }
-  std::optional<uint32_t> crc_of(const void* data, size_t size) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = sums_.find(data);
-    if (it == sums_.end() || it->second.first != size) return std::nullopt;
-    return it->second.second;
+  ~MappedFile() { ::munmap(base_, size_); }
+  const char* begin() const { return base_; }
+  size_t size() const { return size_; }
+
+  // A DataPtr to the bytes at `offset`, keeping the mapping alive.
+  at::DataPtr data_at(const std::shared_ptr<MappedFile>& self, size_t offset) const {
+    auto* owner = new std::shared_ptr<MappedFile>(self);
+    return at::DataPtr(base_ + offset, owner, [](void* p) { delete static_cast<std::shared_ptr<MappedFile>*>(p); },
+                       at::Device(at::kCPU));
+  }
+  // Whether the record `name` whose data starts at `offset` is stored
+  // uncompressed, read from its zip local header: 30 bytes, the name with the
+  // archive's folder in front, then an extra field PyTorch's writer uses to
+  // pad the data to 64 bytes.
+  bool stored_uncompressed(size_t offset, const std::string& name) const {
+    auto u16 = [&](size_t at) { return static_cast<size_t>(static_cast<uint8_t>(base_[at]) | static_cast<uint8_t>(base_[at + 1]) << 8); };
+    constexpr size_t kFixed = 30, kMaxNameAndExtra = 1024;
+    for (size_t header = offset >= kFixed + kMaxNameAndExtra ? offset - kFixed - kMaxNameAndExtra : 0; header + kFixed <= offset; ++header) {
+      if (std::memcmp(base_ + header, "PK\x03\x04", 4) != 0) continue;
+      const size_t name_len = u16(header + 26);
+      if (header + kFixed + name_len + u16(header + 28) != offset || name_len <= name.size()) continue;
+      const char* stored_name = base_ + header + kFixed;
+      if (std::memcmp(stored_name + name_len - name.size(), name.data(), name.size()) == 0 && stored_name[name_len - name.size() - 1] == '/')
+        return u16(header + 8) == 0;
+    }
+    return false;
   }
 
  private:
-  static constexpr size_t kPiece = size_t{4} << 20;
-  caffe2::serialize::FileAdapter file_;
-  mutable std::mutex mutex_;
-  mutable std::unordered_map<const void*, std::pair<size_t, uint32_t>> sums_;
+  MappedFile(char* base, size_t size) : base_(base), size_(size) {}
+  char* base_;
+  size_t size_;
 };
+
+// Whether every tensor in `v` that points into the mapping ends inside it,
+// checked before any of their bytes are touched (a record shorter than its
+// shape says would otherwise read past the end of the file).
+bool tensors_within(const c10::IValue& v, const MappedFile& file) {
+  if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict())
+      if (!tensors_within(kv.value(), file)) return false;
+  } else if (v.isList()) {
+    for (const auto& item : v.toListRef())
+      if (!tensors_within(item, file)) return false;
+  } else if (v.isTensor()) {
+    const c10::Storage& s = v.toTensor().storage();
+    const char* p = static_cast<const char*>(s.data());
+    const char* end = file.begin() + file.size();
+    if (p >= file.begin() && p < end && s.nbytes() > static_cast<size_t>(end - p)) return false;
+  }
+  return true;
+}
+
+// As torch::jit::readArchiveAndTensors, with tensor records taken from the
+// mapping where they are stored uncompressed (always, for files PyTorch or
+// zoo wrote).
+c10::IValue read_mapped_archive(const std::shared_ptr<MappedFile>& file, caffe2::serialize::PyTorchStreamReader& reader) {
+  auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+  size_t pickle_read = 0;
+  auto read_pickle = [&, data = static_cast<const char*>(pickle.get())](char* out, size_t n) -> size_t {
+    n = std::min(n, pickle_size - pickle_read);
+    std::memcpy(out, data + pickle_read, n);
+    pickle_read += n;
+    return n;
+  };
+  auto read_record = [&](const std::string& key) {
+    const std::string name = "data/" + key;
+    const size_t offset = reader.getRecordOffset(name);
+    if (offset < file->size() && file->stored_uncompressed(offset, name)) return file->data_at(file, offset);
+    return std::get<0>(reader.getRecord(name));
+  };
+  torch::jit::Unpickler unpickler(read_pickle, nullptr, nullptr, read_record, c10::nullopt);
+  unpickler.set_version(reader.version());
+  c10::IValue value = unpickler.parse_ivalue();
+  if (!tensors_within(value, *file)) throw std::runtime_error("a tensor record extends past the end of the file");
+  return value;
+}
 
 }  // namespace
 
@@ -343,10 +397,14 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   if (std::filesystem::file_size(path, ec) == 0 && !ec)
     throw std::runtime_error(path + ": is empty (0 bytes), not a checkpoint; an interrupted copy?");
   c10::IValue value;
-  auto file = std::make_shared<ChecksummingReader>(path);
-  try {  // as torch::pickle_load, but each tensor read from the file into its own storage
-    caffe2::serialize::PyTorchStreamReader reader(file);
-    value = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
+  try {  // as torch::pickle_load, but each tensor's storage is its record in the mapped file
+    if (auto file = MappedFile::open(path)) {
+      caffe2::serialize::PyTorchStreamReader reader(std::make_shared<caffe2::serialize::FileAdapter>(path));
+      value = read_mapped_archive(file, reader);
+    } else {
+      caffe2::serialize::PyTorchStreamReader reader(path);
+      value = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
+    }
   } catch (const std::exception& e) {
     value = c10::IValue();
   }
@@ -360,8 +418,7 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   if (dict.contains("__checksum__")) {
     const int64_t stored = dict.at("__checksum__").toInt();
     (void)dict.erase("__checksum__");
-    auto summed = [&](const void* data, size_t size) { return file->crc_of(data, size); };
-    if (content_checksum(c10::IValue(dict), summed) != static_cast<uint32_t>(stored))
+    if (content_checksum(c10::IValue(dict)) != static_cast<uint32_t>(stored))
       throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt");
   }
   return dict;

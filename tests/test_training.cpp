@@ -329,7 +329,7 @@ TEST(Training, LargeCheckpointRoundTripsExactly) {
   auto loaded = back.at("model").toGenericDict();
   for (const char* k : {"big", "odd", "strided"})
     EXPECT_TRUE(torch::equal(loaded.at(k).toTensor(), model.at(k).toTensor())) << k;
-  {  // one flipped byte inside "big" (summed while it is read) fails the checksum
+  {  // one flipped byte inside "big" fails the checksum
     const std::string bad = dir / "checkpoint_8.mdl";
     std::filesystem::copy_file(path, bad);
     std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
@@ -347,7 +347,32 @@ TEST(Training, LargeCheckpointRoundTripsExactly) {
       EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
     }
   }
+  {  // Loaded tensors are the file's pages mapped copy-on-write: writing one
+     // leaves the file as it was, and a checkpoint saved over the same name
+     // (by rename) leaves tensors still mapped from the old file intact.
+    torch::Tensor big = loaded.at("big").toTensor();
+    big.mul_(2);
+    c10::impl::GenericDict again = ckpt::load_checkpoint_file(path);
+    EXPECT_TRUE(torch::equal(again.at("model").toGenericDict().at("big").toTensor(), model.at("big").toTensor()));
+    c10::impl::GenericDict other(c10::StringType::get(), c10::AnyType::get());
+    other.insert("model", c10::impl::GenericDict(c10::StringType::get(), c10::TensorType::get()));
+    ckpt::save_checkpoint_file(path, other);
+    EXPECT_TRUE(torch::equal(big, model.at("big").toTensor() * 2));
+    EXPECT_TRUE(torch::equal(loaded.at("odd").toTensor(), model.at("odd").toTensor()));
+    ckpt::save_checkpoint_file(path, d);
+  }
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  {  // Records compressed by a zip tool are read through the decompressor, not mapped as they lie.
+    const std::string deflated = dir / "deflated.mdl";
+    auto z = zoo::testing::run_command(
+        "/usr/bin/python3 -c \"import sys, zipfile; src = zipfile.ZipFile(sys.argv[1]); "
+        "dst = zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_DEFLATED); "
+        "[dst.writestr(i.filename, src.read(i.filename)) for i in src.infolist()]; dst.close()\" " + path + " " + deflated);
+    ASSERT_EQ(z.exit_code, 0) << z.output;
+    c10::impl::GenericDict back_deflated = ckpt::load_checkpoint_file(deflated);
+    for (const char* k : {"big", "odd", "strided"})
+      EXPECT_TRUE(torch::equal(back_deflated.at("model").toGenericDict().at(k).toTensor(), model.at(k).toTensor())) << k;
+  }
   auto r = zoo::testing::run_command("/usr/bin/python3 -c \"import torch; m = torch.load('" + path +
                                      "')['model']; print(repr(float(m['strided'][1234].double().sum())))\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
