@@ -2,14 +2,16 @@
 // models/ exposing a `ModelFamily <name>_family()`, and one line below.
 #include "models/registry.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "models/gpt2/gpt2.h"
+#include "models/gptj/gptj.h"
 
 namespace zoo::models {
 
 std::vector<const ModelFamily*> model_families() {
-  static const std::vector<ModelFamily> families = {gpt2_family()};
+  static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -25,6 +27,21 @@ const ModelFamily& find_model(const std::string& name) {
     for (const auto& a : f->aliases) known += ", " + a;
   }
   throw std::invalid_argument("unknown model '" + name + "' (known: " + known + ")");
+}
+
+const ModelFamily* family_taking_keys(const std::vector<std::string>& keys) {
+  auto takes_all = [&](const ModelFamily& f) {
+    return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return f.accepts_key(k); });
+  };
+  const ModelFamily& gpt2 = find_model("gpt2");
+  if (takes_all(gpt2)) return &gpt2;
+  const ModelFamily* found = nullptr;
+  for (const ModelFamily* f : model_families()) {
+    if (!takes_all(*f)) continue;
+    if (found) return nullptr;
+    found = f;
+  }
+  return found;
 }
 
 }  // namespace zoo::models

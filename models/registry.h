@@ -92,6 +92,8 @@ struct ModelFamily {
   std::function<std::shared_ptr<const ModelSpec>(const YAML::Node&, const config::Context&)> parse;
   std::vector<std::string> consumes;  // batch features, for --help-config
   std::vector<config::FieldInfo> fields;
+  // Whether its `model` section takes this key (see Schema::accepts_key).
+  std::function<bool(const std::string&)> accepts_key;
   // Hugging Face converters by HF model type (e.g. "gpt2", "llama").
   std::map<std::string, HfAdapter> hf;
 };
@@ -108,11 +110,17 @@ ModelFamily make_model_family(std::string name, std::vector<std::string> aliases
     return std::make_shared<const TypedModelSpec<Options, ModelT>>(section, ctx, consumes);
   };
   f.fields = Options::schema().describe();
+  f.accepts_key = [](const std::string& key) { return Options::schema().accepts_key(key); };
   return f;
 }
 
 // Throws std::invalid_argument naming the known families.
 const ModelFamily& find_model(const std::string& name);
+// The family for a `model` section without `name` (modelzoo picks it by which
+// run.py starts the run): gpt2 when it takes every key, else the one family
+// that does (a GPT-J/NeoX/Falcon config carries use_untied_layer_norm or
+// residual_dropout_rate); nullptr when none or several do.
+const ModelFamily* family_taking_keys(const std::vector<std::string>& keys);
 std::vector<const ModelFamily*> model_families();
 
 }  // namespace zoo::models

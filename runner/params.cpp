@@ -131,8 +131,23 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   }
   p.precision = PrecisionConfig::schema().parse(precision, section_ctx("model"));
   const models::ModelFamily* family = nullptr;
+  if (!model_in["name"]) {  // modelzoo's configs leave the family to the run.py that starts them
+    std::vector<std::string> keys;
+    for (const auto& kv : model) keys.push_back(kv.first.as<std::string>());
+    family = models::family_taking_keys(keys);
+    const models::ModelFamily& fallback = models::find_model(p.model_name);
+    if (family && family != &fallback) {
+      std::string deciding;
+      for (const auto& k : keys)
+        if (!fallback.accepts_key(k)) deciding += (deciding.empty() ? "" : ", ") + k;
+      p.model_name = family->name;
+      section_ctx("model").warn(model_in, "name",
+                                "not given; " + deciding + " are keys of modelzoo's " + family->name + " model, not of " +
+                                    fallback.name + ", so zoo builds " + family->name + " (set model.name to choose)");
+    }
+  }
   try {
-    family = &models::find_model(p.model_name);
+    if (!family) family = &models::find_model(p.model_name);
   } catch (const std::invalid_argument& e) {
     section_ctx("model").fail(name_node, "name", e.what());
   }

@@ -256,7 +256,9 @@ class Schema {
     return *this;
   }
   // Modelzoo keys that only matter on Cerebras hardware: accepted, one warning.
-  Schema& hardware_only(const std::vector<std::string>& keys, const std::string& why) {
+  Schema& hardware_only(const std::vector<std::string>& keys, const std::string& why) { return ignored(keys, why); }
+  // Keys modelzoo itself accepts and does not read: one warning saying `why`.
+  Schema& ignored(const std::vector<std::string>& keys, const std::string& why) {
     for (const auto& k : keys) tolerated_[k] = why;
     return *this;
   }
@@ -295,6 +297,10 @@ class Schema {
     return out;
   }
   bool has_key(const std::string& key) const { return find(key) != nullptr; }
+  // Whether parse() takes `key` without an error (a field, an old name, or an ignored key).
+  bool accepts_key(const std::string& key) const {
+    return has_key(key) || renamed_.count(key) > 0 || tolerated_.count(key) > 0;
+  }
 
   // Parses a YAML mapping (null = all defaults) into T, or throws ConfigError.
   // `filter` narrows the accepted keys; `origin` (optional) records where

@@ -7,25 +7,32 @@ namespace zoo::models {
 
 TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o,
                                                          const torch::TensorOptions& p)
-    : dropout_(o.dropout) {
+    : dropout_(o.dropout), parallel_(o.parallel_residual) {
   const int64_t C = o.attention.hidden_size;
   norm1 = register_module("norm1", LayerNorm(C, o.layer_norm_epsilon, p, o.rms_norm));
   self_attn = register_module("self_attn", MultiheadAttention(o.attention, p));
-  norm3 = register_module("norm3", LayerNorm(C, o.layer_norm_epsilon, p, o.rms_norm));
+  if (!o.parallel_residual || o.untied_norms)
+    norm3 = register_module("norm3", LayerNorm(C, o.layer_norm_epsilon, p, o.rms_norm));
   ffn = register_module("ffn", FeedForward(o.ffn, p));
 }
 
 void TransformerDecoderLayerImpl::reset_parameters() {
   norm1->reset_parameters();
   self_attn->reset_parameters();
-  norm3->reset_parameters();
+  if (norm3) norm3->reset_parameters();
   ffn->reset_parameters();
 }
 
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache) {
   const bool drop = dropout_ > 0 && is_training();
-  torch::Tensor a = self_attn->forward(norm1(x), cache);
-  torch::Tensor h = x + (drop ? torch::dropout(a, dropout_, true) : a);
+  torch::Tensor normed = norm1(x);
+  torch::Tensor a = self_attn->forward(normed, cache);
+  if (drop) a = torch::dropout(a, dropout_, true);
+  if (parallel_) {
+    torch::Tensor f = ffn(norm3 ? norm3(x) : normed);
+    return x + a + (drop ? torch::dropout(f, dropout_, true) : f);
+  }
+  torch::Tensor h = x + a;
   torch::Tensor f = ffn(norm3(h));
   return h + (drop ? torch::dropout(f, dropout_, true) : f);
 }

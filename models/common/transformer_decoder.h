@@ -1,5 +1,6 @@
 // Pre-norm transformer decoder stack shared by decoder-only families, named as
 // modelzoo's (transformer_decoder.layers.{i}.{norm1,self_attn,norm3,ffn}, .norm).
+// Sequential layers (GPT-2, LLaMA) or parallel ones (GPT-J, GPT-NeoX, Falcon).
 // Defines: DecoderLayerOptions, TransformerDecoderLayer, TransformerDecoder.
 #pragma once
 
@@ -19,23 +20,29 @@ struct DecoderLayerOptions {
   double layer_norm_epsilon = 1e-5;
   bool rms_norm = false;  // RMSNorm instead of LayerNorm
   double dropout = 0.0;  // on each residual branch
+  // Parallel attention and FFN: x + attn(norm1(x)) + ffn(n(x)), with n = norm3
+  // (untied norms: GPT-NeoX, Falcon 40B) or the same norm1 output (GPT-J, Falcon 7B).
+  bool parallel_residual = false;
+  bool untied_norms = true;  // parallel only; a sequential layer always has norm3
   bool recompute = false;  // activation checkpointing: each layer recomputed in the backward pass
 };
 
 class TransformerDecoderLayerImpl : public torch::nn::Module {
  public:
   TransformerDecoderLayerImpl(const DecoderLayerOptions& options, const torch::TensorOptions& p);
-  // x + attn(norm1(x)), then + ffn(norm3(x)). (norm2 is the cross-attention norm
-  // of encoder-decoder models, absent here.)
+  // Sequential: h = x + attn(norm1(x)), then h + ffn(norm3(h)). Parallel: see
+  // DecoderLayerOptions. (norm2 is the cross-attention norm of encoder-decoder
+  // models, absent here.)
   torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr);
   void reset_parameters();
 
-  LayerNorm norm1{nullptr}, norm3{nullptr};
+  LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
   MultiheadAttention self_attn{nullptr};
   FeedForward ffn{nullptr};
 
  private:
   double dropout_;
+  bool parallel_;
 };
 TORCH_MODULE(TransformerDecoderLayer);
 

@@ -1,5 +1,6 @@
 // GPT-2 / GPT-3 (Cerebras-GPT) decoder-only language model built from the
-// modelzoo `model` section. Defines: Gpt2Options, Gpt2Model, Gpt2Spec, gpt2_family.
+// modelzoo `model` section. Defines: Gpt2Options, DecoderVariant, Gpt2Model,
+// Gpt2Spec, gpt2_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "models/common/decoder_lm_fields.h"
 #include "models/common/embedding.h"
 #include "models/common/initializers.h"
 #include "models/common/layers.h"
@@ -16,12 +18,6 @@
 #include "models/registry.h"
 
 namespace zoo::models {
-
-// modelzoo's `extra_attention_params` mapping.
-struct ExtraAttentionParams {
-  int64_t num_kv_groups = 1;  // key/value heads for multiquery_attention
-  static const config::Schema<ExtraAttentionParams>& schema();
-};
 
 // Every key of the gpt2/gpt3 `model` section (also used by LLaMA-style
 // configs, as in modelzoo); defaults are modelzoo's.
@@ -62,9 +58,19 @@ struct Gpt2Options {
   static const config::Schema<Gpt2Options>& schema();
 };
 
+// What a family built on this model changes beyond Gpt2Options (GPT-J,
+// GPT-NeoX and Falcon: models/gptj/).
+struct DecoderVariant {
+  bool parallel_residual = false;  // see DecoderLayerOptions
+  bool untied_norms = true;
+  std::optional<InitializerSpec> ffn_initializer;      // first FFN layer (default: `initializer`)
+  std::optional<InitializerSpec> lm_head_initializer;  // untied LM head (default: `initializer`)
+};
+
 class Gpt2Model : public Model {
  public:
-  Gpt2Model(const Gpt2Options& options, const torch::TensorOptions& param_options);
+  Gpt2Model(const Gpt2Options& options, const torch::TensorOptions& param_options,
+            const DecoderVariant& variant = {});
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids);  // (B, T) -> (B, T, V)
   // (B, T) -> (B, T, V rounded up as OutputHead pads it); what training computes.
@@ -83,6 +89,7 @@ class Gpt2Model : public Model {
 
  private:
   Gpt2Options options_;
+  DecoderVariant variant_;
 };
 
 using Gpt2Spec = TypedModelSpec<Gpt2Options, Gpt2Model>;

@@ -1,0 +1,116 @@
+// The `model` keys every modelzoo decoder-only LM family shares (GPT-2/3,
+// LLaMA, GPT-J, GPT-NeoX, Falcon), declared once for any options struct with
+// these members; each family's struct sets its own defaults, and the family
+// adds the keys only it has. Defines: add_decoder_lm_fields,
+// check_decoder_lm_options.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "configs/schema/schema.h"
+#include "models/common/embedding.h"
+#include "models/common/ffn.h"
+#include "models/common/initializers.h"
+
+namespace zoo::models {
+
+namespace decoder_limits {
+// Sizes beyond these make a model no machine can hold; catching them at
+// validation beats minutes of building followed by bad_alloc.
+constexpr int64_t kMaxLayers = 4096;                   // the deepest published decoders have ~100-1000 layers
+constexpr int64_t kMaxWidth = (int64_t{1} << 31) - 1;  // tensor dims LibTorch kernels index with int32
+constexpr int64_t kMaxParameters = int64_t{1} << 50;   // ~10^15, a thousand times today's largest models
+
+inline config::Check<int64_t> size(int64_t limit) {
+  return [limit](const int64_t& v) {
+    if (v <= 0) return std::string("expected a value > 0");
+    return config::at_most<int64_t>(limit, "zoo's limit")(v);
+  };
+}
+}  // namespace decoder_limits
+
+// modelzoo's `extra_attention_params` mapping.
+struct ExtraAttentionParams {
+  int64_t num_kv_groups = 1;  // key/value heads for multiquery_attention
+  static const config::Schema<ExtraAttentionParams>& schema();
+};
+
+template <class O>
+config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
+  using config::positive;
+  using decoder_limits::kMaxLayers;
+  using decoder_limits::kMaxWidth;
+  using decoder_limits::size;
+  s.field("vocab_size", &O::vocab_size, "Vocabulary size.", size(kMaxWidth))
+      .field("hidden_size", &O::hidden_size, "Model width C.", size(kMaxWidth))
+      .field("num_hidden_layers", &O::num_hidden_layers, "Number of decoder layers.", size(kMaxLayers))
+      .field("num_heads", &O::num_heads, "Attention heads; must divide hidden_size.", size(kMaxWidth))
+      .field("filter_size", &O::filter_size, "FFN hidden units.", size(kMaxWidth))
+      .field("max_position_embeddings", &O::max_position_embeddings, "Longest sequence supported.", size(kMaxWidth))
+      .field("position_embedding_type", &O::position_embedding_type, "Position embeddings.",
+             config::one_of(kPositionEmbeddingTypes))
+      .field("rotary_dim", &O::rotary_dim, "Rotary embeddings: dims per head to rotate (null: the head size).",
+             config::if_set(positive<int64_t>()))
+      .field("rope_theta", &O::rope_theta, "Rotary embeddings: base of the frequencies (Code Llama: 1e6).",
+             positive<double>())
+      .field("norm_type", &O::norm_type, "layernorm or rmsnorm.", config::one_of({"layernorm", "rmsnorm"}))
+      .field("attention_module", &O::attention_module,
+             "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups key/value heads.",
+             config::one_of({"aiayn_attention", "multiquery_attention"}))
+      .field("extra_attention_params", &O::extra_attention_params, "Settings of the attention module.")
+      .field("share_embedding_weights", &O::share_embedding_weights, "Tie the output projection to the word embeddings.")
+      .field("layer_norm_epsilon", &O::layer_norm_epsilon, "LayerNorm epsilon.", positive<double>())
+      .field("nonlinearity", &O::nonlinearity, "FFN activation.", config::one_of(kActivationNames))
+      .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention, "Bias on the q/k/v projections.")
+      .field("use_ffn_bias_in_attention", &O::use_ffn_bias_in_attention, "Bias on the attention output projection.")
+      .field("use_ffn_bias", &O::use_ffn_bias, "Bias in the FFN layers.")
+      .field("use_bias_in_output", &O::use_bias_in_output, "Bias on the LM head.")
+      .field("attention_type", &O::attention_type,
+             "scaled_dot_product divides scores by sqrt(head dim); dot_product does not.",
+             config::one_of({"scaled_dot_product", "dot_product"}))
+      .field("attention_softmax_fp32", &O::attention_softmax_fp32,
+             "Compute the attention softmax in float32 under reduced precision.")
+      .field("initializer_range", &O::initializer_range, "Std of the default truncated-normal initializers.",
+             positive<double>())
+      .field("embedding_initializer", &O::embedding_initializer, "Embedding initializer (null: the `initializer`).")
+      .field("initializer", &O::initializer,
+             "Weight initializer (null: truncated_normal std=initializer_range, +-2 std).")
+      .field("loss_scaling", &O::loss_scaling,
+             "num_tokens: loss = sum / number of unmasked tokens; batch_size: sum / B * loss_weight.",
+             config::one_of({"num_tokens", "batch_size"}))
+      .field("loss_weight", &O::loss_weight, "Loss multiplier for loss_scaling: batch_size.")
+      .field("activation_checkpointing", &O::activation_checkpointing,
+             "zoo's own: keep only each decoder layer's input in the forward pass and recompute the layer in "
+             "the backward pass (activation memory of one layer instead of all; ~1/3 more compute).")
+      .hardware_only({"boundary_casting"}, "Cerebras-only numerics")
+      .hardware_only({"tf_summary"}, "a summary-only key of modelzoo's Cerebras runs; zoo writes no such summary");
+  return s;
+}
+
+// The shared keys' values the cross-key checks read.
+struct DecoderLmShape {
+  int64_t vocab_size, hidden_size, num_hidden_layers, num_heads, filter_size, max_position_embeddings;
+  std::string position_embedding_type;
+  std::optional<int64_t> rotary_dim;
+  std::string attention_module;
+  int64_t num_kv_groups;
+};
+
+// Heads dividing the width, rotary_dim, key/value groups, and a parameter
+// count no machine could hold; `fail(key, what)` reports at the key's line.
+void check_decoder_lm_shape(const DecoderLmShape& shape,
+                            const std::function<void(const std::string&, const std::string&)>& fail);
+
+template <class O>
+void check_decoder_lm_options(const O& o, const std::function<void(const std::string&, const std::string&)>& fail) {
+  check_decoder_lm_shape({o.vocab_size, o.hidden_size, o.num_hidden_layers, o.num_heads, o.filter_size,
+                          o.max_position_embeddings, o.position_embedding_type, o.rotary_dim, o.attention_module,
+                          o.extra_attention_params.num_kv_groups},
+                         fail);
+}
+
+}  // namespace zoo::models

@@ -1,0 +1,88 @@
+// Implementation of models/gptj/gptj.h.
+#include "models/gptj/gptj.h"
+
+namespace zoo::models {
+
+const config::Schema<GptjOptions>& GptjOptions::schema() {
+  using O = GptjOptions;
+  auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
+  static const config::Schema<O> s =
+      add_decoder_lm_fields(config::Schema<O>(
+          "model (gptj)", "GPT-J / GPT-NeoX / Falcon: parallel attention and FFN, as modelzoo's gptj model."))
+          .field("use_untied_layer_norm", &O::use_untied_layer_norm,
+                 "The FFN reads its own norm (norm3) of the layer input instead of the attention's (GPT-NeoX).")
+          .field("residual_dropout_rate", &O::residual_dropout_rate, "Dropout after attention and after the FFN.",
+                 dropout)
+          .field("embedding_dropout_rate", &O::embedding_dropout_rate, "Dropout after the embeddings.", dropout)
+          .field("attention_dropout_rate", &O::attention_dropout_rate, "Dropout on attention probabilities.", dropout)
+          .ignored({"dropout_rate"}, "modelzoo's gptj model does not read it; residual_dropout_rate is the decoder's "
+                                     "dropout")
+          .field("output_layer_initializer", &O::output_layer_initializer,
+                 "Initializer of the attention output and both FFN layers (null: truncated_normal "
+                 "std=initializer_range, +-2 std).")
+          .validate([](const O& o, const auto& fail) { check_decoder_lm_options(o, fail); });
+  return s;
+}
+
+Gpt2Options GptjOptions::as_gpt2() const {
+  Gpt2Options g;
+  g.vocab_size = vocab_size;
+  g.hidden_size = hidden_size;
+  g.num_hidden_layers = num_hidden_layers;
+  g.num_heads = num_heads;
+  g.filter_size = filter_size;
+  g.max_position_embeddings = max_position_embeddings;
+  g.position_embedding_type = position_embedding_type;
+  g.rotary_dim = rotary_dim;
+  g.rope_theta = rope_theta;
+  g.norm_type = norm_type;
+  g.attention_module = attention_module;
+  g.extra_attention_params = extra_attention_params;
+  g.share_embedding_weights = share_embedding_weights;
+  g.dropout_rate = residual_dropout_rate;
+  g.embedding_dropout_rate = embedding_dropout_rate;
+  g.attention_dropout_rate = attention_dropout_rate;
+  g.layer_norm_epsilon = layer_norm_epsilon;
+  g.nonlinearity = nonlinearity;
+  g.use_projection_bias_in_attention = use_projection_bias_in_attention;
+  g.use_ffn_bias_in_attention = use_ffn_bias_in_attention;
+  g.use_ffn_bias = use_ffn_bias;
+  g.use_bias_in_output = use_bias_in_output;
+  g.attention_type = attention_type;
+  g.attention_softmax_fp32 = attention_softmax_fp32;
+  g.initializer_range = initializer_range;
+  // modelzoo's gptj defaults every initializer to the plain truncated normal
+  // (GPT-2 scales the output layers' by depth).
+  const InitializerSpec plain = truncated_normal_spec(initializer_range);
+  g.initializer = initializer.value_or(plain);
+  g.embedding_initializer = embedding_initializer.value_or(plain);
+  g.output_layer_initializer = output_layer_initializer.value_or(plain);
+  g.loss_scaling = loss_scaling;
+  g.loss_weight = loss_weight;
+  g.activation_checkpointing = activation_checkpointing;
+  return g;
+}
+
+DecoderVariant GptjOptions::variant() const {
+  DecoderVariant v;
+  v.parallel_residual = true;
+  v.untied_norms = use_untied_layer_norm;
+  // The FFN's first layer takes the output layers' initializer too, and an
+  // untied LM head a plain normal(0, initializer_range), as modelzoo's gptj.
+  v.ffn_initializer = output_layer_initializer.value_or(truncated_normal_spec(initializer_range));
+  InitializerSpec head;
+  head.name = "normal";
+  head.std = initializer_range;
+  v.lm_head_initializer = head;
+  return v;
+}
+
+ModelFamily gptj_family() {
+  return make_model_family<GptjOptions, GptjModel>(
+      "gptj", {"gpt-neox", "gpt_neox", "neox", "falcon"},
+      "GPT-J / GPT-NeoX / Falcon as modelzoo's gptj model builds them: attention and FFN in parallel off the layer "
+      "input (one shared norm, or untied norms with use_untied_layer_norm), rotary positions.",
+      {"input_ids", "attention_mask", "labels"});
+}
+
+}  // namespace zoo::models

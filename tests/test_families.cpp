@@ -1,0 +1,248 @@
+// Decoder families beyond GPT-2/LLaMA (issue 13): GPT-J, GPT-NeoX and Falcon
+// through modelzoo's gptj model. Logits against an independent forward pass
+// written from the published math, real configs shrunk and trained, and the
+// family picked from the keys when model.name is absent.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "configs/schema/yaml_util.h"
+#include "models/gptj/gptj.h"
+#include "runner/checkpoint.h"
+#include "runner/params.h"
+#include "runner/run.h"
+#include "test_util.h"
+
+using namespace zoo;
+using namespace zoo::models;
+
+namespace {
+
+GptjOptions tiny_gptj() {
+  GptjOptions o;
+  o.vocab_size = 50;
+  o.hidden_size = 32;
+  o.num_hidden_layers = 2;
+  o.num_heads = 4;
+  o.filter_size = 48;
+  o.max_position_embeddings = 16;
+  o.residual_dropout_rate = o.embedding_dropout_rate = o.attention_dropout_rate = 0.0;
+  return o;
+}
+
+// The logits of `model` for `ids`, with a cache fed a prompt then one token at a time.
+torch::Tensor cached_logits(Model& model, const torch::Tensor& ids, int64_t prompt) {
+  GenerationCache cache;
+  std::vector<torch::Tensor> parts = {model.next_logits(ids.narrow(1, 0, prompt), cache)};
+  for (int64_t t = prompt; t < ids.size(1); ++t) parts.push_back(model.next_logits(ids.narrow(1, t, 1), cache));
+  return torch::cat(parts, 1);
+}
+
+}  // namespace
+
+// GPT-J (one norm feeds attention and FFN, partial interleaved rotary),
+// GPT-NeoX (untied norms, projection biases, rope_theta) and Falcon 7B
+// (multi-query attention, full rotary, no biases, tied embeddings): zoo's
+// logits equal a float64 forward written in the test from the papers' math.
+TEST(Families, ParallelDecodersMatchAnIndependentForward) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  const std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
+import sys, torch
+import torch.nn.functional as F
+d = torch.load(sys.argv[1])
+R, theta, G, H = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), 4
+s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
+ids, expected = d["ids"], d["logits"].double()
+
+def rotate(x):  # (B, T, heads, D): pairs (2j, 2j+1) of the first R dims turn by t * theta^(-2j/R)
+    t = torch.arange(x.shape[1], dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, R, 2, dtype=torch.float64) / R)
+    cos, sin = t.cos()[None, :, None, :], t.sin()[None, :, None, :]
+    even, odd = x[..., 0:R:2], x[..., 1:R:2]
+    turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
+    return torch.cat([turned, x[..., R:]], -1)
+
+def norm(x, name):
+    return F.layer_norm(x, (x.shape[-1],), s[name + ".weight"], s[name + ".bias"], 1e-5)
+
+def dense(x, name):
+    return F.linear(x, s[name + ".weight"], s.get(name + ".bias"))
+
+x = s["embedding_layer.word_embeddings.weight"][ids]
+B, T, C = x.shape
+D = C // H
+causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+for i in range(2):
+    p = f"transformer_decoder.layers.{i}."
+    h = norm(x, p + "norm1")
+    q = rotate(dense(h, p + "self_attn.proj_q_dense_layer").view(B, T, H, D)).transpose(1, 2)
+    k = rotate(dense(h, p + "self_attn.proj_k_dense_layer").view(B, T, G, D)).transpose(1, 2)
+    v = dense(h, p + "self_attn.proj_v_dense_layer").view(B, T, G, D).transpose(1, 2)
+    k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
+    att = (q @ k.transpose(-1, -2) / D ** 0.5).masked_fill(causal, float("-inf")).softmax(-1)
+    a = dense((att @ v).transpose(1, 2).reshape(B, T, C), p + "self_attn.proj_output_dense_layer")
+    n = norm(x, p + "norm3") if p + "norm3.weight" in s else h  # untied norms, or the attention's
+    f = dense(F.gelu(dense(n, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+    x = x + a + f  # parallel: both branches read the layer input
+x = norm(x, "transformer_decoder.norm")
+logits = F.linear(x, s.get("lm_head.weight", s["embedding_layer.word_embeddings.weight"]), s.get("lm_head.bias"))
+err = (logits - expected).abs().max().item()
+print("max abs diff", err)
+sys.exit(0 if err < 1e-5 else 1)
+)PY");
+  struct Case {
+    const char* name;
+    std::function<void(GptjOptions&)> set;
+    int64_t rotary_dim, kv_groups;
+    double theta;
+  };
+  const std::vector<Case> cases = {
+      {"gptj", [](GptjOptions& o) {
+         o.rotary_dim = 4;  // half of the head's 8 dims
+         o.use_projection_bias_in_attention = o.use_ffn_bias_in_attention = false;
+         o.use_ffn_bias = true;
+         o.share_embedding_weights = false;
+         o.use_bias_in_output = true;
+       }, 4, 4, 10000.0},
+      {"neox", [](GptjOptions& o) {
+         o.rotary_dim = 2;
+         o.rope_theta = 1e6;
+         o.use_untied_layer_norm = true;
+         o.use_ffn_bias = true;
+         o.share_embedding_weights = false;
+       }, 2, 4, 1e6},
+      {"falcon", [](GptjOptions& o) {
+         o.attention_module = "multiquery_attention";
+         o.extra_attention_params.num_kv_groups = 1;
+         o.use_projection_bias_in_attention = o.use_ffn_bias_in_attention = o.use_ffn_bias = false;
+       }, 8, 1, 10000.0},
+  };
+  for (const Case& c : cases) {
+    torch::manual_seed(11);
+    GptjOptions o = tiny_gptj();
+    c.set(o);
+    GptjModel m(o, torch::TensorOptions());
+    m.reset_parameters();
+    m.eval();
+    torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("state", ckpt::model_state_dict(m));
+    d.insert("ids", ids);
+    d.insert("logits", m.logits(ids).detach());
+    ckpt::save_checkpoint_file(dir / "case.pt", d);
+    auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " " +
+                                       std::to_string(c.rotary_dim) + " " + std::to_string(c.theta) + " " +
+                                       std::to_string(c.kv_groups));
+    EXPECT_EQ(r.exit_code, 0) << c.name << ": " << r.output;
+    // A parallel layer with one shared norm has no norm3 at all (checkpoint keys as modelzoo's).
+    const bool has_norm3 = ckpt::model_state_dict(m).contains("model.transformer_decoder.layers.0.norm3.weight");
+    EXPECT_EQ(has_norm3, o.use_untied_layer_norm) << c.name;
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::allclose(cached_logits(m, ids, 5), m.logits(ids), 1e-5, 1e-5)) << c.name;
+  }
+}
+
+namespace {
+
+// A real modelzoo config with its model shrunk (its own keys and flags kept,
+// widths cut) and zoo's tiny byte-level corpus as data, written to dir/name.yaml.
+std::string shrunk_config(const zoo::testing::TempDir& dir, const std::string& file, int64_t rotary_dim) {
+  YAML::Node y = config::load_yaml_file(zoo::testing::shared_dir() + "/modelzoo_configs/" + file);
+  YAML::Node model = y["model"];
+  model["vocab_size"] = 256;
+  model["hidden_size"] = 32;
+  model["num_heads"] = 4;
+  model["num_hidden_layers"] = 2;
+  model["filter_size"] = 64;
+  model["max_position_embeddings"] = 32;
+  model["rotary_dim"] = rotary_dim;
+  YAML::Node tiny = config::load_yaml_string(zoo::testing::tiny_params_yaml(dir / "data", dir / file), "tiny.yaml");
+  y["train_input"] = tiny["train_input"];
+  y["eval_input"] = tiny["eval_input"];
+  y["optimizer"] = tiny["optimizer"];
+  y["runconfig"] = tiny["runconfig"];
+  y["runconfig"]["max_steps"] = 30;
+  y["runconfig"]["log_steps"] = 1;
+  y["runconfig"]["eval_steps"] = 2;
+  y["runconfig"]["checkpoint_steps"] = 30;
+  y["runconfig"]["eval_frequency"] = 30;
+  YAML::Emitter out;
+  out << y;
+  return zoo::testing::write_file(dir / (file + ".p.yaml"), out.c_str());
+}
+
+}  // namespace
+
+// GPT-J 6B, GPT-NeoX and Falcon 7B as modelzoo ships them (no model.name:
+// the keys pick the family), shrunk: training lowers the loss, evaluation
+// runs, and generation with the KV cache equals the uncached forward.
+TEST(Families, ShrunkRealConfigsTrainEvaluateAndGenerate) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  zoo::testing::TempDir dir;
+  zoo::testing::write_small_corpus(dir / "data");
+  const std::vector<std::pair<std::string, int64_t>> configs = {
+      {"transformers_pytorch_gptj_params_gptj_6B.yaml", 2},        // 25% of the 8-dim head, as GPT-J's 64 of 256
+      {"transformers_pytorch_gptj_params_gpt_neox_small.yaml", 2},  // 25%, as NeoX
+      {"transformers_pytorch_falcon_params_falcon_7b.yaml", 8}};    // all of it, as Falcon (MQA: one kv head)
+  for (const auto& [file, rotary_dim] : configs) {
+    const std::string params = shrunk_config(dir, file, rotary_dim);
+    auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval");
+    ASSERT_EQ(r.exit_code, 0) << file << "\n" << r.output;
+    EXPECT_NE(r.output.find("so zoo builds gptj"), std::string::npos) << file << "\n" << r.output;
+    std::vector<double> losses;
+    const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
+      losses.push_back(std::stod((*it)[1]));
+    ASSERT_EQ(losses.size(), 30u) << file << "\n" << r.output;
+    EXPECT_LT(losses.back(), losses.front() - 1.0) << file << ": " << losses.front() << " -> " << losses.back();
+    EXPECT_NE(r.output.find("Avg Eval Loss:"), std::string::npos) << file;
+
+    Params p = load_params(params, YAML::Node());
+    EXPECT_EQ(p.model_name, "gptj");
+    torch::manual_seed(2);
+    std::shared_ptr<Model> model = p.model->build(torch::TensorOptions());
+    model->eval();
+    torch::NoGradGuard no_grad;
+    torch::Tensor ids = torch::randint(0, 256, {2, 10}, torch::kLong);
+    GenerationCache whole;
+    EXPECT_TRUE(torch::allclose(cached_logits(*model, ids, 4), model->next_logits(ids, whole), 1e-5, 1e-5)) << file;
+  }
+}
+
+// Published sizes: GPT-J 6B is Hugging Face's 6,050,882,784 less the 143
+// padding rows of its 50400-token vocabulary (in wte, lm_head and its bias);
+// Falcon 7B equals Hugging Face's falcon-7b (multi-query: one key/value head).
+TEST(Families, RealConfigsHaveTheirPublishedSizes) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  const std::map<std::string, int64_t> expected = {
+      {"transformers_pytorch_gptj_params_gptj_6B.yaml", 6050882784 - 143 * (2 * 4096 + 1)},
+      {"transformers_pytorch_falcon_params_falcon_7b.yaml", 6921720704},
+      // GPT-2-small widths with untied embeddings and biases: 12 x (4C^2 + 4C + 2CF + F + C + 4C) + 2VC + 2C
+      {"transformers_pytorch_gptj_params_gpt_neox_small.yaml",
+       12 * (4 * 768 * 768 + 4 * 768 + 2 * 768 * 3072 + 3072 + 768 + 4 * 768) + 2 * 50277 * 768 + 2 * 768}};
+  for (const auto& [name, count] : expected)
+    EXPECT_EQ(summarize_model(load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + name, YAML::Node())).parameters,
+              count)
+        << name;
+}
+
+// Without model.name the keys decide, and the choice is said; model.name
+// still chooses, and a key no family takes is the usual unknown-key error.
+TEST(Families, TheKeysPickTheFamilyWhenModelNameIsAbsent) {
+  const std::string base = zoo::testing::tiny_params_yaml("/d", "/m");
+  auto parse = [](const std::string& y) {
+    return params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node());
+  };
+  std::string y = base;
+  y.replace(y.find("  dropout_rate: 0.0\n"), 19, "  residual_dropout_rate: 0.0\n  use_untied_layer_norm: true\n");
+  EXPECT_EQ(parse(y).model_name, "gptj");
+  EXPECT_EQ(parse(base).model_name, "gpt2");
+  std::string named = y;
+  named.insert(named.find("  vocab_size: 256\n"), "  name: gpt2\n");
+  EXPECT_NE(zoo::testing::params_error(named).find("model.residual_dropout_rate: unknown key"), std::string::npos)
+      << zoo::testing::params_error(named);
+  std::string unknown = y;
+  unknown.insert(unknown.find("  vocab_size: 256\n"), "  no_such_key: 1\n");
+  EXPECT_NE(zoo::testing::params_error(unknown).find("model.no_such_key: unknown key"), std::string::npos)
+      << zoo::testing::params_error(unknown);
+}
