@@ -1,10 +1,13 @@
 // Decoder families beyond GPT-2/LLaMA (issue 13): GPT-J, GPT-NeoX and Falcon
-// through modelzoo's gptj model. Logits against an independent forward pass
-// written from the published math, real configs shrunk and trained, and the
-// family picked from the keys when model.name is absent.
+// through modelzoo's gptj model, BLOOM and MPT (ALiBi) through its gpt2 model.
+// Logits against an independent forward pass written from the published
+// math, real configs shrunk and trained, and the family picked from the keys
+// when model.name is absent.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <regex>
+#include <tuple>
 
 #include "configs/schema/yaml_util.h"
 #include "models/gptj/gptj.h"
@@ -30,6 +33,75 @@ GptjOptions tiny_gptj() {
   return o;
 }
 
+// A float64 forward pass of a decoder-only LM written from the papers' math
+// (GPT-2/J/NeoX/Falcon layers, interleaved rotary, ALiBi), reading a
+// checkpoint of {state, ids, logits}; exits 1 when zoo's logits differ by
+// more than 1e-5. Arguments: file rotary_dim theta kv_groups
+// parallel|sequential alibi|none heads.
+std::string write_reference_forward(const zoo::testing::TempDir& dir) {
+  return zoo::testing::write_file(dir / "ref.py", R"PY(
+import sys, torch
+import torch.nn.functional as F
+d = torch.load(sys.argv[1])
+R, theta, G, H = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[7])
+parallel, alibi = sys.argv[5] == "parallel", sys.argv[6] == "alibi"
+s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
+
+def alibi_slopes(n):  # Press et al.: 2^(-8k/n), k = 1..n; other n: the power of two below, then every other of twice it
+    if n & (n - 1) == 0:
+        return [2 ** (-8 * k / n) for k in range(1, n + 1)]
+    below = 2 ** (n.bit_length() - 1)
+    return alibi_slopes(below) + alibi_slopes(2 * below)[0::2][: n - below]
+ids, expected = d["ids"], d["logits"].double()
+
+def rotate(x):  # (B, T, heads, D): pairs (2j, 2j+1) of the first R dims turn by t * theta^(-2j/R)
+    t = torch.arange(x.shape[1], dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, R, 2, dtype=torch.float64) / R)
+    cos, sin = t.cos()[None, :, None, :], t.sin()[None, :, None, :]
+    even, odd = x[..., 0:R:2], x[..., 1:R:2]
+    turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
+    return torch.cat([turned, x[..., R:]], -1) if R else x
+
+def norm(x, name):  # LayerNorm, biasless where the checkpoint has no bias
+    return F.layer_norm(x, (x.shape[-1],), s[name + ".weight"], s.get(name + ".bias"), 1e-5)
+
+def dense(x, name):
+    return F.linear(x, s[name + ".weight"], s.get(name + ".bias"))
+
+x = s["embedding_layer.word_embeddings.weight"][ids]
+B, T, C = x.shape
+if "embedding_layer.position_embeddings.weight" in s:
+    x = x + s["embedding_layer.position_embeddings.weight"][:T]
+if "embedding_ln_f.weight" in s:
+    x = norm(x, "embedding_ln_f")
+D = C // H
+causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+distance = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).double()  # i - j
+bias = -torch.tensor(alibi_slopes(H)).double()[:, None, None] * distance if alibi else 0.0
+if alibi:
+    assert torch.allclose(s["embedding_layer.position_embed_helper.slopes"].view(-1), torch.tensor(alibi_slopes(H)).double())
+for i in range(2):
+    p = f"transformer_decoder.layers.{i}."
+    h = norm(x, p + "norm1")
+    q = rotate(dense(h, p + "self_attn.proj_q_dense_layer").view(B, T, H, D)).transpose(1, 2)
+    k = rotate(dense(h, p + "self_attn.proj_k_dense_layer").view(B, T, G, D)).transpose(1, 2)
+    v = dense(h, p + "self_attn.proj_v_dense_layer").view(B, T, G, D).transpose(1, 2)
+    k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
+    att = (q @ k.transpose(-1, -2) / D ** 0.5 + bias).masked_fill(causal, float("-inf")).softmax(-1)
+    a = dense((att @ v).transpose(1, 2).reshape(B, T, C), p + "self_attn.proj_output_dense_layer")
+    if parallel:  # both branches read the layer input
+        n = norm(x, p + "norm3") if p + "norm3.weight" in s else h  # untied norms, or the attention's
+        x = x + a + dense(F.gelu(dense(n, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+    else:
+        x = x + a
+        x = x + dense(F.gelu(dense(norm(x, p + "norm3"), p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+x = norm(x, "transformer_decoder.norm")
+logits = F.linear(x, s.get("lm_head.weight", s["embedding_layer.word_embeddings.weight"]), s.get("lm_head.bias"))
+err = (logits - expected).abs().max().item()
+print("max abs diff", err)
+sys.exit(0 if err < 1e-5 else 1)
+)PY");
+}
+
 // The logits of `model` for `ids`, with a cache fed a prompt then one token at a time.
 torch::Tensor cached_logits(Model& model, const torch::Tensor& ids, int64_t prompt) {
   GenerationCache cache;
@@ -47,49 +119,7 @@ torch::Tensor cached_logits(Model& model, const torch::Tensor& ids, int64_t prom
 TEST(Families, ParallelDecodersMatchAnIndependentForward) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
-import sys, torch
-import torch.nn.functional as F
-d = torch.load(sys.argv[1])
-R, theta, G, H = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), 4
-s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
-ids, expected = d["ids"], d["logits"].double()
-
-def rotate(x):  # (B, T, heads, D): pairs (2j, 2j+1) of the first R dims turn by t * theta^(-2j/R)
-    t = torch.arange(x.shape[1], dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, R, 2, dtype=torch.float64) / R)
-    cos, sin = t.cos()[None, :, None, :], t.sin()[None, :, None, :]
-    even, odd = x[..., 0:R:2], x[..., 1:R:2]
-    turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
-    return torch.cat([turned, x[..., R:]], -1)
-
-def norm(x, name):
-    return F.layer_norm(x, (x.shape[-1],), s[name + ".weight"], s[name + ".bias"], 1e-5)
-
-def dense(x, name):
-    return F.linear(x, s[name + ".weight"], s.get(name + ".bias"))
-
-x = s["embedding_layer.word_embeddings.weight"][ids]
-B, T, C = x.shape
-D = C // H
-causal = torch.ones(T, T, dtype=torch.bool).triu(1)
-for i in range(2):
-    p = f"transformer_decoder.layers.{i}."
-    h = norm(x, p + "norm1")
-    q = rotate(dense(h, p + "self_attn.proj_q_dense_layer").view(B, T, H, D)).transpose(1, 2)
-    k = rotate(dense(h, p + "self_attn.proj_k_dense_layer").view(B, T, G, D)).transpose(1, 2)
-    v = dense(h, p + "self_attn.proj_v_dense_layer").view(B, T, G, D).transpose(1, 2)
-    k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
-    att = (q @ k.transpose(-1, -2) / D ** 0.5).masked_fill(causal, float("-inf")).softmax(-1)
-    a = dense((att @ v).transpose(1, 2).reshape(B, T, C), p + "self_attn.proj_output_dense_layer")
-    n = norm(x, p + "norm3") if p + "norm3.weight" in s else h  # untied norms, or the attention's
-    f = dense(F.gelu(dense(n, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
-    x = x + a + f  # parallel: both branches read the layer input
-x = norm(x, "transformer_decoder.norm")
-logits = F.linear(x, s.get("lm_head.weight", s["embedding_layer.word_embeddings.weight"]), s.get("lm_head.bias"))
-err = (logits - expected).abs().max().item()
-print("max abs diff", err)
-sys.exit(0 if err < 1e-5 else 1)
-)PY");
+  const std::string script = write_reference_forward(dir);
   struct Case {
     const char* name;
     std::function<void(GptjOptions&)> set;
@@ -132,7 +162,7 @@ sys.exit(0 if err < 1e-5 else 1)
     ckpt::save_checkpoint_file(dir / "case.pt", d);
     auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " " +
                                        std::to_string(c.rotary_dim) + " " + std::to_string(c.theta) + " " +
-                                       std::to_string(c.kv_groups));
+                                       std::to_string(c.kv_groups) + " parallel none 4");
     EXPECT_EQ(r.exit_code, 0) << c.name << ": " << r.output;
     // A parallel layer with one shared norm has no norm3 at all (checkpoint keys as modelzoo's).
     const bool has_norm3 = ckpt::model_state_dict(m).contains("model.transformer_decoder.layers.0.norm3.weight");
@@ -155,7 +185,7 @@ std::string shrunk_config(const zoo::testing::TempDir& dir, const std::string& f
   model["num_hidden_layers"] = 2;
   model["filter_size"] = 64;
   model["max_position_embeddings"] = 32;
-  model["rotary_dim"] = rotary_dim;
+  if (rotary_dim > 0) model["rotary_dim"] = rotary_dim;
   YAML::Node tiny = config::load_yaml_string(zoo::testing::tiny_params_yaml(dir / "data", dir / file), "tiny.yaml");
   y["train_input"] = tiny["train_input"];
   y["eval_input"] = tiny["eval_input"];
@@ -173,22 +203,25 @@ std::string shrunk_config(const zoo::testing::TempDir& dir, const std::string& f
 
 }  // namespace
 
-// GPT-J 6B, GPT-NeoX and Falcon 7B as modelzoo ships them (no model.name:
-// the keys pick the family), shrunk: training lowers the loss, evaluation
-// runs, and generation with the KV cache equals the uncached forward.
+// GPT-J 6B, GPT-NeoX, Falcon 7B, BLOOM 7B and MPT 7B as modelzoo ships them
+// (no model.name: the keys pick the family), shrunk: training lowers the
+// loss, evaluation runs, and generation with the KV cache equals the
+// uncached forward.
 TEST(Families, ShrunkRealConfigsTrainEvaluateAndGenerate) {
   if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   zoo::testing::TempDir dir;
   zoo::testing::write_small_corpus(dir / "data");
-  const std::vector<std::pair<std::string, int64_t>> configs = {
-      {"transformers_pytorch_gptj_params_gptj_6B.yaml", 2},        // 25% of the 8-dim head, as GPT-J's 64 of 256
-      {"transformers_pytorch_gptj_params_gpt_neox_small.yaml", 2},  // 25%, as NeoX
-      {"transformers_pytorch_falcon_params_falcon_7b.yaml", 8}};    // all of it, as Falcon (MQA: one kv head)
-  for (const auto& [file, rotary_dim] : configs) {
+  const std::vector<std::tuple<std::string, int64_t, std::string>> configs = {
+      {"transformers_pytorch_gptj_params_gptj_6B.yaml", 2, "gptj"},        // 25% of the 8-dim head, as GPT-J's 64 of 256
+      {"transformers_pytorch_gptj_params_gpt_neox_small.yaml", 2, "gptj"},  // 25%, as NeoX
+      {"transformers_pytorch_falcon_params_falcon_7b.yaml", 8, "gptj"},     // all of it, as Falcon (MQA: one kv head)
+      {"transformers_pytorch_bloom_params_bloom_7b.yaml", 0, "gpt2"},       // ALiBi
+      {"transformers_pytorch_mpt_params_mpt_7B.yaml", 0, "gpt2"}};
+  for (const auto& [file, rotary_dim, family] : configs) {
     const std::string params = shrunk_config(dir, file, rotary_dim);
     auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval");
     ASSERT_EQ(r.exit_code, 0) << file << "\n" << r.output;
-    EXPECT_NE(r.output.find("so zoo builds gptj"), std::string::npos) << file << "\n" << r.output;
+    EXPECT_EQ(r.output.find("so zoo builds gptj") != std::string::npos, family == "gptj") << file << "\n" << r.output;
     std::vector<double> losses;
     const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
     for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
@@ -198,7 +231,7 @@ TEST(Families, ShrunkRealConfigsTrainEvaluateAndGenerate) {
     EXPECT_NE(r.output.find("Avg Eval Loss:"), std::string::npos) << file;
 
     Params p = load_params(params, YAML::Node());
-    EXPECT_EQ(p.model_name, "gptj");
+    EXPECT_EQ(p.model_name, family);
     torch::manual_seed(2);
     std::shared_ptr<Model> model = p.model->build(torch::TensorOptions());
     model->eval();
@@ -211,12 +244,16 @@ TEST(Families, ShrunkRealConfigsTrainEvaluateAndGenerate) {
 
 // Published sizes: GPT-J 6B is Hugging Face's 6,050,882,784 less the 143
 // padding rows of its 50400-token vocabulary (in wte, lm_head and its bias);
-// Falcon 7B equals Hugging Face's falcon-7b (multi-query: one key/value head).
+// Falcon 7B equals Hugging Face's falcon-7b (multi-query: one key/value
+// head); MPT 7B and BLOOM 7B are mosaicml/mpt-7b and bigscience/bloom-7b1
+// plus their 32 ALiBi slopes, which modelzoo keeps as a (frozen) parameter.
 TEST(Families, RealConfigsHaveTheirPublishedSizes) {
   if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   const std::map<std::string, int64_t> expected = {
       {"transformers_pytorch_gptj_params_gptj_6B.yaml", 6050882784 - 143 * (2 * 4096 + 1)},
       {"transformers_pytorch_falcon_params_falcon_7b.yaml", 6921720704},
+      {"transformers_pytorch_mpt_params_mpt_7B.yaml", 6649286656 + 32},
+      {"transformers_pytorch_bloom_params_bloom_7b.yaml", 7069016064 + 32},
       // GPT-2-small widths with untied embeddings and biases: 12 x (4C^2 + 4C + 2CF + F + C + 4C) + 2VC + 2C
       {"transformers_pytorch_gptj_params_gpt_neox_small.yaml",
        12 * (4 * 768 * 768 + 4 * 768 + 2 * 768 * 3072 + 3072 + 768 + 4 * 768) + 2 * 50277 * 768 + 2 * 768}};
@@ -245,4 +282,55 @@ TEST(Families, TheKeysPickTheFamilyWhenModelNameIsAbsent) {
   unknown.insert(unknown.find("  vocab_size: 256\n"), "  no_such_key: 1\n");
   EXPECT_NE(zoo::testing::params_error(unknown).find("model.no_such_key: unknown key"), std::string::npos)
       << zoo::testing::params_error(unknown);
+}
+
+// ALiBi (BLOOM, MPT): zoo's slopes are the paper's for 8 heads and for 12
+// (not a power of two), and the logits of a BLOOM-shaped model (learned
+// positions off, a norm after the embeddings) and an MPT-shaped one
+// (biasless LayerNorm, no biases) equal the float64 forward with the bias
+// -slope * (i - j); the cache gives the same logits as the full pass.
+TEST(Families, AlibiModelsMatchAnIndependentForward) {
+  EXPECT_EQ(alibi_slopes(8), (std::vector<double>{0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625}));
+  std::vector<double> twelve = alibi_slopes(12);
+  ASSERT_EQ(twelve.size(), 12u);
+  for (int k = 0; k < 8; ++k) EXPECT_DOUBLE_EQ(twelve[k], std::pow(2.0, -(k + 1)));
+  for (int k = 0; k < 4; ++k) EXPECT_DOUBLE_EQ(twelve[8 + k], std::pow(2.0, -0.5 - k));  // 16 heads' 1st, 3rd, ...
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  const std::string script = write_reference_forward(dir);
+  for (const char* family : {"bloom", "mpt"}) {
+    Gpt2Options o;
+    o.vocab_size = 50;
+    o.hidden_size = 48;
+    o.num_hidden_layers = 2;
+    o.num_heads = 6;  // not a power of two
+    o.filter_size = 64;
+    o.max_position_embeddings = 16;
+    o.dropout_rate = 0.0;
+    o.position_embedding_type = "alibi";
+    o.nonlinearity = "gelu";
+    if (std::string(family) == "bloom") {
+      o.embedding_layer_norm = true;
+    } else {
+      o.norm_type = "biasless-layernorm";
+      o.use_projection_bias_in_attention = o.use_ffn_bias_in_attention = o.use_ffn_bias = false;
+    }
+    torch::manual_seed(5);
+    Gpt2Model m(o, torch::TensorOptions());
+    m.reset_parameters();
+    m.eval();
+    torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    auto state = ckpt::model_state_dict(m);
+    EXPECT_EQ(state.contains("model.transformer_decoder.layers.0.norm1.bias"), std::string(family) == "bloom");
+    EXPECT_FALSE(m.embedding_layer->position_embed_helper->slopes.requires_grad());
+    d.insert("state", state);
+    d.insert("ids", ids);
+    d.insert("logits", m.logits(ids).detach());
+    ckpt::save_checkpoint_file(dir / "case.pt", d);
+    auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " 0 10000 6 sequential alibi 6");
+    EXPECT_EQ(r.exit_code, 0) << family << ": " << r.output;
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::allclose(cached_logits(m, ids, 5), m.logits(ids), 1e-5, 1e-5)) << family;
+  }
 }

@@ -50,7 +50,7 @@ torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double ba
   return torch::cat({out, x.narrow(-1, rotary_dim, x.size(-1) - rotary_dim)}, -1);
 }
 
-torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache) {
+torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = options_.num_heads, D = C / H, G = kv_heads();
   // q, k and v from one GEMM over the concatenated weights (one pass over x;
   // the parameters and their checkpoint keys stay separate).
@@ -84,24 +84,30 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
-  if ((past == 0 || T == 1) && options_.sliding_window == 0) {
+  if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined()) {
     torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
     return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, /*attn_mask=*/{}, p_drop,
                                                         /*is_causal=*/past == 0 && T > 1, scale));
   }
 #endif
-  if (past == 0 && p_drop == 0 && causal_attention_available(qkv))
+  if (past == 0 && p_drop == 0 && !alibi_slopes.defined() && causal_attention_available(qkv))
     return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window).view({B, T, C}));
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
-                                         options_.sliding_window, options_.softmax_fp32, p_drop));
+                                         options_.sliding_window, options_.softmax_fp32, p_drop, alibi_slopes));
 }
 
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
-                                  int64_t sliding_window, bool softmax_fp32, double dropout) {
+                                  int64_t sliding_window, bool softmax_fp32, double dropout,
+                                  const torch::Tensor& alibi_slopes) {
   const int64_t H = q.size(1), T = q.size(2), past = k.size(2) - T;
   k = repeat_kv_heads(k, H);
   v = repeat_kv_heads(v, H);
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, past + T)
+  if (alibi_slopes.defined()) {  // in float32 with softmax_fp32: the bias reaches slope * context length
+    if (softmax_fp32) scores = scores.to(torch::kFloat);
+    scores = scores + alibi_slopes.view({1, H, 1, 1}).to(scores.scalar_type()) *
+                          torch::arange(past + T, scores.options()).view({1, 1, 1, past + T});
+  }
   // Query i sits at position past + i and sees keys 0 .. past + i (the last
   // sliding_window of them when set).
   auto bools = torch::dtype(torch::kBool).device(q.device());

@@ -18,9 +18,12 @@ torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double ba
 // One layer's cached keys and values, (B, positions so far, key/value heads, D).
 // Softmax attention written out op by op (the reference the fused kernels are
 // tested against). q: (B, H, T, D); k, v: (B, G, past + T, D), G dividing H;
-// query i sits at position past + i. Returns (B, H, T, D).
+// query i sits at position past + i. alibi_slopes (H), when defined, add
+// slope_h * j to the score of key j (ALiBi; softmax makes that the paper's
+// -slope_h * (i - j)). Returns (B, H, T, D).
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
-                                  int64_t sliding_window, bool softmax_fp32, double dropout);
+                                  int64_t sliding_window, bool softmax_fp32, double dropout,
+                                  const torch::Tensor& alibi_slopes = {});
 
 struct LayerKV {
   torch::Tensor keys, values;
@@ -46,8 +49,8 @@ class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   MultiheadAttentionImpl(const AttentionOptions& options, const torch::TensorOptions& param_options);
   // x: (B, T, C) -> (B, T, C), causal. With a cache, x continues the cached
-  // positions and its keys/values are appended.
-  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr);
+  // positions and its keys/values are appended. alibi_slopes: see reference_attention.
+  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {});
   void reset_parameters();
 
   Dense proj_q_dense_layer{nullptr}, proj_k_dense_layer{nullptr}, proj_v_dense_layer{nullptr},

@@ -57,7 +57,8 @@ config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
              config::if_set(positive<int64_t>()))
       .field("rope_theta", &O::rope_theta, "Rotary embeddings: base of the frequencies (Code Llama: 1e6).",
              positive<double>())
-      .field("norm_type", &O::norm_type, "layernorm or rmsnorm.", config::one_of({"layernorm", "rmsnorm"}))
+      .field("norm_type", &O::norm_type, "layernorm, rmsnorm, or biasless-layernorm (LayerNorm without its bias: MPT).",
+             config::one_of({"layernorm", "rmsnorm", "biasless-layernorm"}))
       .field("attention_module", &O::attention_module,
              "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups key/value heads.",
              config::one_of({"aiayn_attention", "multiquery_attention"}))

@@ -7,7 +7,35 @@
 
 namespace zoo::models {
 
-const std::vector<std::string> kPositionEmbeddingTypes = {"learned", "fixed", "rotary"};
+const std::vector<std::string> kPositionEmbeddingTypes = {"learned", "fixed", "rotary", "alibi"};
+
+std::vector<double> alibi_slopes(int64_t heads) {
+  auto power_of_two = [](int64_t n) {
+    std::vector<double> s;
+    const double start = std::pow(2.0, -8.0 / double(n));
+    for (int64_t k = 1; k <= n; ++k) s.push_back(std::pow(start, double(k)));
+    return s;
+  };
+  int64_t below = 1;
+  while (below * 2 <= heads) below *= 2;
+  std::vector<double> s = power_of_two(below);
+  if (below == heads) return s;
+  const std::vector<double> twice = power_of_two(2 * below);
+  for (int64_t k = 0; static_cast<int64_t>(s.size()) < heads; k += 2) s.push_back(twice[k]);
+  return s;
+}
+
+AlibiSlopesImpl::AlibiSlopesImpl(int64_t heads, bool trainable, const torch::TensorOptions& p) : trainable_(trainable) {
+  slopes = register_parameter("slopes", torch::zeros({heads, 1}, p), trainable);
+}
+
+void AlibiSlopesImpl::reset_parameters(const InitializerSpec& init) {
+  if (trainable_) return apply_initializer(init, slopes);
+  if (slopes.device().is_meta()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<double> s = alibi_slopes(slopes.size(0));
+  slopes.copy_(torch::tensor(s, torch::kDouble).view({-1, 1}));
+}
 
 torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
   torch::Tensor pos = torch::arange(positions, torch::kFloat).unsqueeze(1);  // (P, 1)
@@ -30,12 +58,16 @@ EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::T
     torch::Tensor table = p.device().is_meta() ? torch::empty({o.max_position_embeddings, o.hidden_size}, p)
                                                : sinusoidal_table(o.max_position_embeddings, o.hidden_size).to(p);
     fixed_positions = register_buffer("fixed_positions", table);
+  } else if (o.position_embedding_type == "alibi") {
+    position_embed_helper =
+        register_module("position_embed_helper", AlibiSlopes(o.num_heads, o.alibi_trainable_slopes, p));
   }
 }
 
 void EmbeddingLayerImpl::reset_parameters() {
   word_embeddings->reset_parameters(options_.initializer);
   if (position_embeddings) position_embeddings->reset_parameters(options_.initializer);
+  if (position_embed_helper) position_embed_helper->reset_parameters(options_.initializer);
 }
 
 torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position) {

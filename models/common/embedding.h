@@ -14,17 +14,38 @@
 namespace zoo::models {
 
 // "learned": a trained table; "fixed": sinusoidal, not trained; "rotary":
-// nothing here, attention rotates queries and keys.
+// nothing here, attention rotates queries and keys; "alibi": per-head slopes
+// here (position_embed_helper.slopes, as modelzoo), which attention adds to
+// its scores as a linear bias on distance (Press et al., 2021).
 extern const std::vector<std::string> kPositionEmbeddingTypes;
 
 // (positions, dim) sinusoidal table as in "Attention Is All You Need".
 torch::Tensor sinusoidal_table(int64_t positions, int64_t dim);
+
+// ALiBi's head slopes for `heads` heads: the geometric sequence 2^(-8/n)^k,
+// k = 1..n, for n a power of two; otherwise those of the largest power of two
+// below, then every other slope of twice that many.
+std::vector<double> alibi_slopes(int64_t heads);
+
+// Holds the (heads, 1) slopes, trained when alibi_trainable_slopes is set.
+class AlibiSlopesImpl : public torch::nn::Module {
+ public:
+  AlibiSlopesImpl(int64_t heads, bool trainable, const torch::TensorOptions& options);
+  void reset_parameters(const InitializerSpec& init);  // trained slopes start from `init`; fixed ones from the paper
+  torch::Tensor slopes;
+
+ private:
+  bool trainable_;
+};
+TORCH_MODULE(AlibiSlopes);
 
 struct EmbeddingOptions {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t max_position_embeddings = 0;
   std::string position_embedding_type = "learned";
+  int64_t num_heads = 1;                // alibi: one slope per head
+  bool alibi_trainable_slopes = false;
   double dropout = 0.0;
   InitializerSpec initializer;
 };
@@ -39,6 +60,9 @@ class EmbeddingLayerImpl : public torch::nn::Module {
   EmbeddingTable word_embeddings{nullptr};
   EmbeddingTable position_embeddings{nullptr};  // "learned" only
   torch::Tensor fixed_positions;                // "fixed" only: (P, C) buffer
+  AlibiSlopes position_embed_helper{nullptr};   // "alibi" only
+  // The (heads) slopes attention adds with, or an undefined tensor.
+  torch::Tensor alibi() const { return position_embed_helper ? position_embed_helper->slopes.view({-1}) : torch::Tensor(); }
 
  private:
   EmbeddingOptions options_;

@@ -33,10 +33,10 @@ torch::Tensor EmbeddingTableImpl::forward(const torch::Tensor& ids) {
   return torch::embedding(weight, ids);
 }
 
-LayerNormImpl::LayerNormImpl(int64_t dim, double eps_, const torch::TensorOptions& options, bool rms_)
+LayerNormImpl::LayerNormImpl(int64_t dim, double eps_, const torch::TensorOptions& options, bool rms_, bool with_bias)
     : eps(eps_), rms(rms_) {
   weight = register_parameter("weight", torch::ones({dim}, options));
-  if (!rms) bias = register_parameter("bias", torch::zeros({dim}, options));
+  if (!rms && with_bias) bias = register_parameter("bias", torch::zeros({dim}, options));
 }
 
 void LayerNormImpl::reset_parameters() {

@@ -36,14 +36,15 @@ class EmbeddingTableImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EmbeddingTable);
 
-// LayerNorm, or RMSNorm (rms = true: x / rms(x) * weight, no bias, no centering).
+// LayerNorm, or RMSNorm (rms = true: x / rms(x) * weight, no bias, no
+// centering); with_bias = false drops LayerNorm's bias (MPT's biasless-layernorm).
 class LayerNormImpl : public torch::nn::Module {
  public:
-  LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options, bool rms = false);
+  LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options, bool rms = false, bool with_bias = true);
   torch::Tensor forward(const torch::Tensor& x);
   void reset_parameters();  // weight = 1, bias = 0
   torch::Tensor weight;
-  torch::Tensor bias;  // undefined for RMSNorm
+  torch::Tensor bias;  // undefined for RMSNorm and without bias
   double eps;
   bool rms;
 };

@@ -4,15 +4,20 @@
 #include "models/common/recompute.h"
 
 namespace zoo::models {
+namespace {
+LayerNorm make_norm(const DecoderLayerOptions& o, const torch::TensorOptions& p) {
+  return LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p, o.rms_norm, o.norm_bias);
+}
+}  // namespace
 
 TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o,
                                                          const torch::TensorOptions& p)
     : dropout_(o.dropout), parallel_(o.parallel_residual) {
   const int64_t C = o.attention.hidden_size;
-  norm1 = register_module("norm1", LayerNorm(C, o.layer_norm_epsilon, p, o.rms_norm));
+  norm1 = register_module("norm1", make_norm(o, p));
   self_attn = register_module("self_attn", MultiheadAttention(o.attention, p));
   if (!o.parallel_residual || o.untied_norms)
-    norm3 = register_module("norm3", LayerNorm(C, o.layer_norm_epsilon, p, o.rms_norm));
+    norm3 = register_module("norm3", make_norm(o, p));
   ffn = register_module("ffn", FeedForward(o.ffn, p));
 }
 
@@ -23,10 +28,11 @@ void TransformerDecoderLayerImpl::reset_parameters() {
   ffn->reset_parameters();
 }
 
-torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache) {
+torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
+                                                   const torch::Tensor& alibi_slopes) {
   const bool drop = dropout_ > 0 && is_training();
   torch::Tensor normed = norm1(x);
-  torch::Tensor a = self_attn->forward(normed, cache);
+  torch::Tensor a = self_attn->forward(normed, cache, alibi_slopes);
   if (drop) a = torch::dropout(a, dropout_, true);
   if (parallel_) {
     torch::Tensor f = ffn(norm3 ? norm3(x) : normed);
@@ -42,7 +48,7 @@ TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const Decoder
     : recompute_(o.recompute) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerDecoderLayer(o, p));
-  norm = register_module("norm", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p, o.rms_norm));
+  norm = register_module("norm", make_norm(o, p));
 }
 
 void TransformerDecoderImpl::reset_parameters() {
@@ -50,14 +56,16 @@ void TransformerDecoderImpl::reset_parameters() {
   norm->reset_parameters();
 }
 
-torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<LayerKV>* cache) {
+torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<LayerKV>* cache,
+                                              const torch::Tensor& alibi_slopes) {
   if (cache) cache->resize(layers->size());
   // Only a training step has a backward pass to recompute in.
   const bool recompute = recompute_ && is_training() && !cache && torch::GradMode::is_enabled();
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
-    x = recompute ? recompute_in_backward([layer](const torch::Tensor& h) { return layer->forward(h); }, x)
-                  : layer->forward(x, cache ? &(*cache)[i] : nullptr);
+    x = recompute ? recompute_in_backward(
+                        [layer, alibi_slopes](const torch::Tensor& h) { return layer->forward(h, nullptr, alibi_slopes); }, x)
+                  : layer->forward(x, cache ? &(*cache)[i] : nullptr, alibi_slopes);
   }
   return norm(x);
 }

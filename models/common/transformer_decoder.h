@@ -19,6 +19,7 @@ struct DecoderLayerOptions {
   FeedForwardOptions ffn;
   double layer_norm_epsilon = 1e-5;
   bool rms_norm = false;  // RMSNorm instead of LayerNorm
+  bool norm_bias = true;  // LayerNorm's bias (false: MPT's biasless-layernorm)
   double dropout = 0.0;  // on each residual branch
   // Parallel attention and FFN: x + attn(norm1(x)) + ffn(n(x)), with n = norm3
   // (untied norms: GPT-NeoX, Falcon 40B) or the same norm1 output (GPT-J, Falcon 7B).
@@ -33,7 +34,8 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   // Sequential: h = x + attn(norm1(x)), then h + ffn(norm3(h)). Parallel: see
   // DecoderLayerOptions. (norm2 is the cross-attention norm of encoder-decoder
   // models, absent here.)
-  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr);
+  // alibi_slopes: (heads), ALiBi's per-head slopes when the model uses it.
+  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {});
   void reset_parameters();
 
   LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
@@ -51,7 +53,7 @@ class TransformerDecoderImpl : public torch::nn::Module {
   TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& options, const torch::TensorOptions& p);
   // (B, T, C) -> (B, T, C), final norm applied. `cache`, when given, holds one
   // LayerKV per layer (resized on first use) for incremental decoding.
-  torch::Tensor forward(torch::Tensor x, std::vector<LayerKV>* cache = nullptr);
+  torch::Tensor forward(torch::Tensor x, std::vector<LayerKV>* cache = nullptr, const torch::Tensor& alibi_slopes = {});
   void reset_parameters();
 
   torch::nn::ModuleList layers;

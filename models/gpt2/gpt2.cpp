@@ -16,6 +16,11 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .field("attention_sliding_window_length", &O::attention_sliding_window_length,
                  "Each token attends to at most this many most recent tokens (null: all).",
                  config::if_set(config::positive<int64_t>()))
+          .field("alibi_trainable_slopes", &O::alibi_trainable_slopes,
+                 "position_embedding_type alibi: train the per-head slopes (from the embedding initializer) "
+                 "instead of fixing them to the paper's.")
+          .field("embedding_layer_norm", &O::embedding_layer_norm,
+                 "A norm (embedding_ln_f) on the embeddings before dropout (BLOOM).")
           .field("dropout_rate", &O::dropout_rate, "Dropout on residual branches and in the FFN.", dropout)
           .field("embedding_dropout_rate", &O::embedding_dropout_rate,
                  "Dropout after the embeddings (null: dropout_rate).", config::if_set(dropout))
@@ -64,6 +69,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.ffn.output_initializer = output_init(o);
   d.layer_norm_epsilon = o.layer_norm_epsilon;
   d.rms_norm = o.norm_type == "rmsnorm";
+  d.norm_bias = o.norm_type != "biasless-layernorm";
   d.dropout = o.dropout_rate;
   d.recompute = o.activation_checkpointing;
   return d;
@@ -77,9 +83,16 @@ Gpt2Model::Gpt2Model(const Gpt2Options& o, const torch::TensorOptions& p, const 
   e.hidden_size = o.hidden_size;
   e.max_position_embeddings = o.max_position_embeddings;
   e.position_embedding_type = o.position_embedding_type;
-  e.dropout = o.embedding_dropout_rate.value_or(o.dropout_rate);
+  e.num_heads = o.num_heads;
+  e.alibi_trainable_slopes = o.alibi_trainable_slopes;
+  // With a norm after the embeddings, dropout follows the norm (below).
+  e.dropout = o.embedding_layer_norm ? 0.0 : o.embedding_dropout_rate.value_or(o.dropout_rate);
   e.initializer = o.embedding_initializer ? *o.embedding_initializer : weight_init(o);
   embedding_layer = register_module("embedding_layer", EmbeddingLayer(e, p));
+  if (o.embedding_layer_norm)
+    embedding_ln_f = register_module("embedding_ln_f", LayerNorm(o.hidden_size, o.layer_norm_epsilon, p,
+                                                                 o.norm_type == "rmsnorm",
+                                                                 o.norm_type != "biasless-layernorm"));
   transformer_decoder =
       register_module("transformer_decoder", TransformerDecoder(o.num_hidden_layers, decoder_options(o, v), p));
   lm_head = register_module(
@@ -88,12 +101,21 @@ Gpt2Model::Gpt2Model(const Gpt2Options& o, const torch::TensorOptions& p, const 
 
 void Gpt2Model::reset_parameters() {
   embedding_layer->reset_parameters();
+  if (embedding_ln_f) embedding_ln_f->reset_parameters();
   transformer_decoder->reset_parameters();
   lm_head->reset_parameters(variant_.lm_head_initializer.value_or(weight_init(options_)));
 }
 
+torch::Tensor Gpt2Model::embed(const torch::Tensor& input_ids, int64_t first_position) {
+  torch::Tensor h = embedding_layer->forward(input_ids, first_position);  // (B, T, C)
+  if (!embedding_ln_f) return h;
+  h = embedding_ln_f(h);
+  const double p = options_.embedding_dropout_rate.value_or(options_.dropout_rate);
+  return p > 0 ? torch::dropout(h, p, is_training()) : h;
+}
+
 torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
-  torch::Tensor h = transformer_decoder(embedding_layer(input_ids));  // (B, T, C)
+  torch::Tensor h = transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi());  // (B, T, C)
   return lm_head(h, embedding_layer->word_embeddings->weight);        // (B, T, >= V)
 }
 
@@ -105,7 +127,7 @@ torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationC
   std::vector<LayerKV> kv(options_.num_hidden_layers);  // cache.state: k0, v0, k1, v1, ...
   for (size_t i = 0; 2 * i + 1 < cache.state.size() && i < kv.size(); ++i)
     kv[i] = {cache.state[2 * i], cache.state[2 * i + 1]};
-  torch::Tensor h = transformer_decoder->forward(embedding_layer->forward(input_ids, cache.positions), &kv);
+  torch::Tensor h = transformer_decoder->forward(embed(input_ids, cache.positions), &kv, embedding_layer->alibi());
   cache.state.clear();
   for (const auto& layer : kv) cache.state.insert(cache.state.end(), {layer.keys, layer.values});
   cache.positions += input_ids.size(1);

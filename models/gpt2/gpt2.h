@@ -35,6 +35,8 @@ struct Gpt2Options {
   std::string attention_module = "aiayn_attention";
   ExtraAttentionParams extra_attention_params;
   std::optional<int64_t> attention_sliding_window_length;  // Mistral: attend to this many recent tokens
+  bool alibi_trainable_slopes = false;  // alibi: train the per-head slopes
+  bool embedding_layer_norm = false;    // BLOOM: a norm (embedding_ln_f) after the embeddings
   bool share_embedding_weights = true;
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
@@ -84,10 +86,14 @@ class Gpt2Model : public Model {
   const Gpt2Options& options() const { return options_; }
 
   EmbeddingLayer embedding_layer{nullptr};
+  LayerNorm embedding_ln_f{nullptr};  // embedding_layer_norm only
   TransformerDecoder transformer_decoder{nullptr};
   OutputHead lm_head{nullptr};
 
  private:
+  // Embeddings, their norm and dropout: the decoder's input.
+  torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0);
+
   Gpt2Options options_;
   DecoderVariant variant_;
 };
