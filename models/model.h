@@ -53,6 +53,9 @@ class Model : public torch::nn::Module {
   virtual bool is_causal_lm() const { return false; }
   virtual torch::Tensor next_logits(const torch::Tensor& input_ids, GenerationCache& cache);
   virtual int64_t max_positions() const { return 0; }
+  // Named parameter groups the optimizer's adjust_learning_rate can scale
+  // (muP), each a list of fnmatch globs over parameter names.
+  virtual std::map<std::string, std::vector<std::string>> lr_adjustment_groups() const { return {}; }
 };
 
 inline torch::Tensor Model::next_logits(const torch::Tensor&, GenerationCache&) {

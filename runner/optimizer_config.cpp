@@ -70,6 +70,10 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
           .field("max_loss_scale", &O::max_loss_scale, "Dynamic loss scaling: upper bound.",
                  if_set(positive<double>()))
           .field("log_summaries", &O::log_summaries, "Also log gradient and weight norms.")
+          .field("adjust_learning_rate", &O::adjust_learning_rate,
+                 "Learning-rate multipliers by parameter group, as muP uses (decoder_kernel: 0.1); the groups are "
+                 "the model's (GPT models: embedding, decoder_kernel, decoder_attention, decoder_input_ffn, "
+                 "decoder_output_ffn).")
           .hardware_only({"ws_summary"}, "a summary-only key of modelzoo's Cerebras runs; zoo writes no such summary")
           // modelzoo R1.x names, read with a warning.
           .renamed("weight_decay_rate", "weight_decay")
@@ -88,6 +92,8 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
                             (*o.betas)[1] < 0 || (*o.betas)[1] >= 1))
               fail("betas", "expected two values in [0, 1)");
             if (o.amsgrad) fail("amsgrad", "AMSGrad is not supported; set it to false");
+            for (const auto& [group, scale] : o.adjust_learning_rate)
+              if (!(scale >= 0)) fail("adjust_learning_rate", group + ": expected a multiplier >= 0, got " + std::to_string(scale));
             if (t == "adafactor") {
               if (o.eps && o.eps->items.size() != 2) fail("eps", "Adafactor takes a pair [eps1, eps2]");
             } else if (o.eps && (o.eps->items.size() != 1 || o.eps->items[0] <= 0)) {
@@ -133,7 +139,7 @@ OptimizerConfig OptimizerConfig::parse(const YAML::Node& section, const config::
     std::string takes;
     for (const auto& k : entry->keys) takes += (takes.empty() ? "" : ", ") + k;
     return "not a key of the " + entry->name + " optimizer (it takes " + (takes.empty() ? "none" : takes) +
-           ", besides learning_rate, weight_decay, clipping, grad_accum_steps and loss scaling)";
+           ", besides learning_rate, weight_decay, clipping, grad_accum_steps, loss scaling and adjust_learning_rate)";
   };
   config::Origin origin;
   OptimizerConfig o = schema().parse(section, ctx, filter, &origin, &start);

@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,8 @@ struct OptimizerConfig {
   std::optional<double> min_loss_scale;
   std::optional<double> max_loss_scale;
   bool log_summaries = false;
+  // muP: learning-rate multipliers by the model's named parameter groups (decoder_kernel: 0.1).
+  std::map<std::string, double> adjust_learning_rate;
 
   // The scalar eps (OptimizerConfig::parse fills each optimizer's own default).
   double eps_value() const { return eps.value().items.front(); }

@@ -95,6 +95,10 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
                           "(or modelzoo's trainer:)");
   for (const auto& kv : root_in) {
     const std::string key = kv.first.as<std::string>();
+    if (key == "sparsity")  // modelzoo's weight sparsity: a section zoo knows and cannot honour
+      top.fail(kv.first, key,
+               "weight sparsity is not supported: zoo trains dense weights only, and ignoring the section would "
+               "train a different model than the file describes (remove it to train densely)");
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end())
       top.fail(kv.first, key,
                "unknown section" + config::did_you_mean(key, kSections) +

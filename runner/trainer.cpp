@@ -85,6 +85,12 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   if (!for_training) return;
   auto groups = optim::split_weight_decay_groups(model_->named_parameters().pairs(),
                                                  models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
+  try {
+    groups = optim::adjust_learning_rates(std::move(groups), params_.optimizer.adjust_learning_rate,
+                                          model_->lr_adjustment_groups());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(params_.file + ": optimizer.adjust_learning_rate." + e.what());
+  }
   optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
   scheduler_ = std::make_unique<optim::LRScheduler>(params_.optimizer.learning_rate);
   scaler_ = amp::make_grad_scaler(params_.optimizer, autocast_dtype_);

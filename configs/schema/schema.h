@@ -211,6 +211,24 @@ struct Value<std::vector<V>> {
   }
   static std::string type_name() { return "list of " + Value<V>::type_name(); }
 };
+template <class V>
+struct Value<std::map<std::string, V>> {
+  static std::map<std::string, V> parse(const YAML::Node& n, const Context& c, const std::string& k) {
+    if (!n.IsMap()) c.fail(n, k, "expected a mapping of names to " + Value<V>::type_name() + ", got " + describe_node(n));
+    std::map<std::string, V> out;
+    for (const auto& kv : n) {
+      const std::string name = kv.first.as<std::string>();
+      out[name] = Value<V>::parse(kv.second, c, k + "." + name);
+    }
+    return out;
+  }
+  static YAML::Node emit(const std::map<std::string, V>& m) {
+    YAML::Node n(YAML::NodeType::Map);
+    for (const auto& [name, x] : m) n[name] = Value<V>::emit(x);
+    return n;
+  }
+  static std::string type_name() { return "mapping of names to " + Value<V>::type_name(); }
+};
 
 // Help/doc row for one declared key.
 struct FieldInfo {

@@ -76,7 +76,9 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
     cache->keys = k;
     cache->values = v;
   }
-  const double scale = options_.scale_by_sqrt_head_dim ? 1.0 / std::sqrt(double(D)) : 1.0;
+  const double scale =
+      (options_.scale_by_sqrt_head_dim ? (options_.scale_by_head_dim ? 1.0 / double(D) : 1.0 / std::sqrt(double(D))) : 1.0) *
+      options_.logit_multiplier;
   const double p_drop = is_training() ? options_.dropout : 0.0;
   auto merge_heads = [&](const torch::Tensor& y) {  // (B, H, T, D) -> (B, T, C)
     return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, C}));

@@ -40,6 +40,8 @@ struct AttentionOptions {
   bool use_output_bias = true;       // output projection (modelzoo: use_ffn_bias_in_attention)
   double dropout = 0.0;              // on attention probabilities
   bool scale_by_sqrt_head_dim = true;  // "scaled_dot_product" (true) or "dot_product" (false)
+  bool scale_by_head_dim = false;      // with scale_by_sqrt_head_dim: 1/D instead of 1/sqrt(D) (muP)
+  double logit_multiplier = 1.0;       // further factor on the scores (1/(layer+1): scale_qk_dot_by_layer_idx)
   bool softmax_fp32 = true;          // softmax in float32 under reduced precision
   InitializerSpec initializer;       // q/k/v
   InitializerSpec output_initializer;  // output projection

@@ -47,7 +47,11 @@ TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const Decoder
                                                const torch::TensorOptions& p)
     : recompute_(o.recompute) {
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerDecoderLayer(o, p));
+  for (int64_t i = 0; i < num_layers; ++i) {
+    DecoderLayerOptions layer = o;
+    if (o.scale_scores_by_layer) layer.attention.logit_multiplier /= double(i + 1);
+    layers->push_back(TransformerDecoderLayer(layer, p));
+  }
   norm = register_module("norm", make_norm(o, p));
 }
 

@@ -26,6 +26,7 @@ struct DecoderLayerOptions {
   bool parallel_residual = false;
   bool untied_norms = true;  // parallel only; a sequential layer always has norm3
   bool recompute = false;  // activation checkpointing: each layer recomputed in the backward pass
+  bool scale_scores_by_layer = false;  // layer i's attention scores also times 1/(i+1) (StarCoder's option)
 };
 
 class TransformerDecoderLayerImpl : public torch::nn::Module {

@@ -21,6 +21,14 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "instead of fixing them to the paper's.")
           .field("embedding_layer_norm", &O::embedding_layer_norm,
                  "A norm (embedding_ln_f) on the embeddings before dropout (BLOOM).")
+          .field("embeddings_scale", &O::embeddings_scale, "muP: multiplies the embeddings (after embedding_ln_f).")
+          .field("output_logits_scale", &O::output_logits_scale, "muP: multiplies the logits (null: 1).")
+          .field("scale_qk_dot_by_d", &O::scale_qk_dot_by_d,
+                 "muP: with scaled_dot_product, divide attention scores by the head size instead of its square root.")
+          .field("scale_qk_dot_by_layer_idx", &O::scale_qk_dot_by_layer_idx,
+                 "Also divide layer i's attention scores by i + 1 (counting from 0).")
+          .renamed("scale_by_layer_index", "scale_qk_dot_by_layer_idx")
+          .ignored({"alibi_implementation"}, "embedding and expand compute the same ALiBi bias")
           .field("dropout_rate", &O::dropout_rate, "Dropout on residual branches and in the FFN.", dropout)
           .field("embedding_dropout_rate", &O::embedding_dropout_rate,
                  "Dropout after the embeddings (null: dropout_rate).", config::if_set(dropout))
@@ -57,6 +65,8 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.attention.use_output_bias = o.use_ffn_bias_in_attention;
   d.attention.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);
   d.attention.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
+  d.attention.scale_by_head_dim = o.scale_qk_dot_by_d;
+  d.scale_scores_by_layer = o.scale_qk_dot_by_layer_idx;
   d.attention.softmax_fp32 = o.attention_softmax_fp32;
   d.attention.initializer = weight_init(o);
   d.attention.output_initializer = output_init(o);
@@ -107,16 +117,22 @@ void Gpt2Model::reset_parameters() {
 }
 
 torch::Tensor Gpt2Model::embed(const torch::Tensor& input_ids, int64_t first_position) {
+  // Embeddings, embedding_ln_f, embeddings_scale, dropout (inside
+  // embedding_layer unless there is a norm: it commutes with the scale).
   torch::Tensor h = embedding_layer->forward(input_ids, first_position);  // (B, T, C)
-  if (!embedding_ln_f) return h;
-  h = embedding_ln_f(h);
+  if (embedding_ln_f) h = embedding_ln_f(h);
+  if (options_.embeddings_scale != 1.0) h = h * options_.embeddings_scale;
   const double p = options_.embedding_dropout_rate.value_or(options_.dropout_rate);
-  return p > 0 ? torch::dropout(h, p, is_training()) : h;
+  return embedding_ln_f && p > 0 ? torch::dropout(h, p, is_training()) : h;
+}
+
+torch::Tensor Gpt2Model::head(const torch::Tensor& h) {
+  torch::Tensor out = lm_head(h, embedding_layer->word_embeddings->weight);  // (B, T, >= V)
+  return options_.output_logits_scale ? out * *options_.output_logits_scale : out;
 }
 
 torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
-  torch::Tensor h = transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi());  // (B, T, C)
-  return lm_head(h, embedding_layer->word_embeddings->weight);        // (B, T, >= V)
+  return head(transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi()));
 }
 
 torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
@@ -131,7 +147,16 @@ torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationC
   cache.state.clear();
   for (const auto& layer : kv) cache.state.insert(cache.state.end(), {layer.keys, layer.values});
   cache.positions += input_ids.size(1);
-  return lm_head(h, embedding_layer->word_embeddings->weight).narrow(-1, 0, options_.vocab_size);  // (B, T, V)
+  return head(h).narrow(-1, 0, options_.vocab_size);  // (B, T, V)
+}
+
+// modelzoo's named groups for optimizer.adjust_learning_rate (muP).
+std::map<std::string, std::vector<std::string>> Gpt2Model::lr_adjustment_groups() const {
+  return {{"embedding", {"*embedding*weight"}},
+          {"decoder_kernel", {"*decoder*dense*weight", "*decoder*linear*weight"}},
+          {"decoder_attention", {"*decoder*attn*dense*weight"}},
+          {"decoder_input_ffn", {"*decoder*ffn.ffn.[!1]*weight"}},
+          {"decoder_output_ffn", {"*decoder*ffn.ffn.[1]*weight"}}};
 }
 
 ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {

@@ -37,6 +37,10 @@ struct Gpt2Options {
   std::optional<int64_t> attention_sliding_window_length;  // Mistral: attend to this many recent tokens
   bool alibi_trainable_slopes = false;  // alibi: train the per-head slopes
   bool embedding_layer_norm = false;    // BLOOM: a norm (embedding_ln_f) after the embeddings
+  double embeddings_scale = 1.0;                // muP: times the embeddings (after their norm)
+  std::optional<double> output_logits_scale;    // muP: times the logits
+  bool scale_qk_dot_by_d = false;               // muP: scores / head dim instead of / sqrt(head dim)
+  bool scale_qk_dot_by_layer_idx = false;       // layer i's scores also / (i + 1)
   bool share_embedding_weights = true;
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
@@ -83,6 +87,7 @@ class Gpt2Model : public Model {
   torch::Tensor next_logits(const torch::Tensor& input_ids, GenerationCache& cache) override;
   int64_t max_positions() const override { return options_.max_position_embeddings; }
   std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
+  std::map<std::string, std::vector<std::string>> lr_adjustment_groups() const override;
   const Gpt2Options& options() const { return options_; }
 
   EmbeddingLayer embedding_layer{nullptr};
@@ -91,8 +96,10 @@ class Gpt2Model : public Model {
   OutputHead lm_head{nullptr};
 
  private:
-  // Embeddings, their norm and dropout: the decoder's input.
+  // The decoder's input: embeddings, their norm, scale and dropout.
   torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0);
+  // The LM head and the logits scale: (B, T, C) -> (B, T, >= V).
+  torch::Tensor head(const torch::Tensor& h);
 
   Gpt2Options options_;
   DecoderVariant variant_;

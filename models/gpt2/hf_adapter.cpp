@@ -22,6 +22,23 @@ torch::Tensor take(StateDict& from, const std::string& key) {
   return t;
 }
 
+// An option that changes the math and that the Hugging Face model type has
+// no field for: an error naming the key, never dropped from an export.
+void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type) {
+  auto refuse = [&](const std::string& key, const std::string& value) {
+    throw std::runtime_error("model." + key + " = " + value + ": Hugging Face's " + model_type +
+                             " has no such option; zoo will not export the model without it");
+  };
+  if (o.embeddings_scale != 1.0) refuse("embeddings_scale", std::to_string(o.embeddings_scale));
+  if (o.output_logits_scale && *o.output_logits_scale != 1.0)
+    refuse("output_logits_scale", std::to_string(*o.output_logits_scale));
+  if (o.scale_qk_dot_by_d) refuse("scale_qk_dot_by_d", "true");
+  if (o.scale_qk_dot_by_layer_idx && model_type != "gpt2") refuse("scale_qk_dot_by_layer_idx", "true");
+  if (o.embedding_layer_norm) refuse("embedding_layer_norm", "true");
+  if (o.norm_type == "biasless-layernorm") refuse("norm_type", o.norm_type);
+  if (o.position_embedding_type == "alibi") refuse("position_embedding_type", "alibi");
+}
+
 // Every key a map leaves unconsumed is an error that lists them all.
 void require_consumed(const StateDict& rest, const std::string& what) {
   if (rest.empty()) return;
@@ -51,6 +68,7 @@ HfAdapter gpt2_hf_adapter() {
     m["layer_norm_epsilon"] = c.value("layer_norm_epsilon", 1e-5);
     m["nonlinearity"] = c.value("activation_function", std::string("gelu_new"));
     m["attention_type"] = c.value("scale_attn_weights", true) ? "scaled_dot_product" : "dot_product";
+    m["scale_qk_dot_by_layer_idx"] = c.value("scale_attn_by_inverse_layer_idx", false);
     m["use_bias_in_output"] = false;
     m["initializer_range"] = c.value("initializer_range", 0.02);
     m["name"] = "gpt2";
@@ -58,6 +76,7 @@ HfAdapter gpt2_hf_adapter() {
   };
   a.config_to_hf = [](const ModelSpec& model) {
     const Gpt2Options& o = options_of(model);
+    refuse_unrepresentable(o, "gpt2");
     return nlohmann::json{{"model_type", "gpt2"},
                           {"architectures", {"GPT2LMHeadModel"}},
                           {"vocab_size", o.vocab_size},
@@ -73,6 +92,7 @@ HfAdapter gpt2_hf_adapter() {
                           {"attn_pdrop", o.attention_dropout_rate.value_or(o.dropout_rate)},
                           {"layer_norm_epsilon", o.layer_norm_epsilon},
                           {"scale_attn_weights", o.attention_type == "scaled_dot_product"},
+                          {"scale_attn_by_inverse_layer_idx", o.scale_qk_dot_by_layer_idx},
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};
   };
@@ -215,6 +235,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
   };
   a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = options_of(model);
+    refuse_unrepresentable(o, model_type);
     const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
     const bool mistral = model_type == "mistral";
     if (o.attention_sliding_window_length && !mistral)

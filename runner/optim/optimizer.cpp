@@ -5,6 +5,8 @@
 #include "runner/optim/algorithms.h"
 #include "runner/optim/registry.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -49,7 +51,7 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::set_lr(double lr) {
-  for (auto& g : groups_) g.lr = lr;
+  for (auto& g : groups_) g.lr = lr * g.lr_scale;
 }
 
 std::vector<torch::Tensor> Optimizer::parameters() const {
@@ -116,6 +118,40 @@ void Optimizer::load_state_dict(const c10::impl::GenericDict& dict) {
   }
   for (auto& s : state_) s.clear();
   add_state(dict.at("state").toGenericDict());
+}
+
+std::vector<ParamGroup> adjust_learning_rates(std::vector<ParamGroup> groups, const std::map<std::string, double>& scales,
+                                              const std::map<std::string, std::vector<std::string>>& patterns) {
+  if (scales.empty()) return groups;
+  for (const auto& [name, scale] : scales) {
+    if (patterns.count(name)) continue;
+    std::string known;
+    for (const auto& [k, unused] : patterns) known += (known.empty() ? "" : ", ") + k;
+    throw std::invalid_argument(name + ": the model has no such parameter group (it has: " +
+                                (known.empty() ? "none" : known) + ")");
+  }
+  auto scale_of = [&](const std::string& param) {
+    double s = 1.0;
+    for (const auto& [name, scale] : scales)
+      for (const auto& glob : patterns.at(name))
+        if (fnmatch(glob.c_str(), param.c_str(), 0) == 0) {
+          s *= scale;
+          break;
+        }
+    return s;
+  };
+  std::vector<ParamGroup> out;
+  for (const ParamGroup& g : groups) {
+    std::map<double, ParamGroup> by_scale;  // in order of scale: the same split every run
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const double s = scale_of(g.names[i]);
+      ParamGroup& part = by_scale.try_emplace(s, ParamGroup{{}, {}, g.weight_decay, g.lr, s}).first->second;
+      part.params.push_back(g.params[i]);
+      part.names.push_back(g.names[i]);
+    }
+    for (auto& [s, part] : by_scale) out.push_back(std::move(part));
+  }
+  return out;
 }
 
 std::vector<ParamGroup> split_weight_decay_groups(

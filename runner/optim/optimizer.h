@@ -21,7 +21,8 @@ struct ParamGroup {
   std::vector<torch::Tensor> params;
   std::vector<std::string> names;
   double weight_decay = 0.0;
-  double lr = 0.0;
+  double lr = 0.0;        // this step's: the schedule's times lr_scale
+  double lr_scale = 1.0;  // from optimizer.adjust_learning_rate
 };
 
 class Optimizer {
@@ -84,6 +85,14 @@ class LRScheduler {
 std::vector<ParamGroup> split_weight_decay_groups(
     const std::vector<std::pair<std::string, torch::Tensor>>& named_params, const std::set<std::string>& no_decay,
     double weight_decay);
+
+// Each group split by learning-rate multiplier: a parameter gets the product
+// of `scales[name]` over the adjustment groups whose glob patterns
+// (fnmatch, as modelzoo's LRAdjustmentGroup) match its name. Groups that
+// end up empty are dropped. Throws std::invalid_argument naming a scale
+// whose group the model does not declare.
+std::vector<ParamGroup> adjust_learning_rates(std::vector<ParamGroup> groups, const std::map<std::string, double>& scales,
+                                              const std::map<std::string, std::vector<std::string>>& patterns);
 
 // Through the optimizer registry (runner/optim/registry.h).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::vector<ParamGroup> groups);

@@ -64,7 +64,8 @@ const std::vector<std::string>& common_optimizer_keys() {
   static const std::vector<std::string> keys = {
       "optimizer_type",     "learning_rate",      "weight_decay",       "max_gradient_norm",
       "max_gradient_value", "grad_accum_steps",   "loss_scaling_factor", "initial_loss_scale",
-      "steps_per_increase", "min_loss_scale",     "max_loss_scale",     "log_summaries"};
+      "steps_per_increase", "min_loss_scale",     "max_loss_scale",     "log_summaries",
+      "adjust_learning_rate"};
   return keys;
 }
 
