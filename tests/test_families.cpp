@@ -23,15 +23,28 @@ using namespace zoo::models;
 
 namespace {
 
-GptjOptions tiny_gptj() {
-  GptjOptions o;
+// The small widths every layer test here uses.
+void make_tiny(DecoderLmOptions& o) {
   o.vocab_size = 50;
   o.hidden_size = 32;
   o.num_hidden_layers = 2;
   o.num_heads = 4;
   o.filter_size = 48;
   o.max_position_embeddings = 16;
+  o.nonlinearity = "gelu";
+}
+
+GptjOptions tiny_gptj() {
+  GptjOptions o;
+  make_tiny(o);
   o.residual_dropout_rate = o.embedding_dropout_rate = o.attention_dropout_rate = 0.0;
+  return o;
+}
+
+Gpt2Options tiny_gpt2() {
+  Gpt2Options o;
+  make_tiny(o);
+  o.dropout_rate = 0.0;
   return o;
 }
 
@@ -118,6 +131,26 @@ torch::Tensor cached_logits(Model& model, const torch::Tensor& ids, int64_t prom
   return torch::cat(parts, 1);
 }
 
+// Initializes `m` (seeded), writes its state, 12 random ids and its logits,
+// and expects the reference forward (`script`, run with `args` after the
+// file) to agree, and the KV cache to give the full pass's logits.
+void expect_reference_logits(Gpt2Model& m, const zoo::testing::TempDir& dir, const std::string& script,
+                             const std::string& args, const std::string& label) {
+  torch::manual_seed(11);
+  m.reset_parameters();
+  m.eval();
+  torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("state", ckpt::model_state_dict(m));
+  d.insert("ids", ids);
+  d.insert("logits", m.logits(ids).detach());
+  ckpt::save_checkpoint_file(dir / "case.pt", d);
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << label << ": " << r.output;
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(cached_logits(m, ids, 5), m.logits(ids), 1e-5, 1e-5)) << label;
+}
+
 }  // namespace
 
 // GPT-J (one norm feeds attention and FFN, partial interleaved rotary),
@@ -156,27 +189,16 @@ TEST(Families, ParallelDecodersMatchAnIndependentForward) {
        }, 8, 1, 10000.0},
   };
   for (const Case& c : cases) {
-    torch::manual_seed(11);
     GptjOptions o = tiny_gptj();
     c.set(o);
     GptjModel m(o, torch::TensorOptions());
-    m.reset_parameters();
-    m.eval();
-    torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
-    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-    d.insert("state", ckpt::model_state_dict(m));
-    d.insert("ids", ids);
-    d.insert("logits", m.logits(ids).detach());
-    ckpt::save_checkpoint_file(dir / "case.pt", d);
-    auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " " +
-                                       std::to_string(c.rotary_dim) + " " + std::to_string(c.theta) + " " +
-                                       std::to_string(c.kv_groups) + " parallel none 4");
-    EXPECT_EQ(r.exit_code, 0) << c.name << ": " << r.output;
+    expect_reference_logits(m, dir, script,
+                            std::to_string(c.rotary_dim) + " " + std::to_string(c.theta) + " " +
+                                std::to_string(c.kv_groups) + " parallel none 4",
+                            c.name);
     // A parallel layer with one shared norm has no norm3 at all (checkpoint keys as modelzoo's).
     const bool has_norm3 = ckpt::model_state_dict(m).contains("model.transformer_decoder.layers.0.norm3.weight");
     EXPECT_EQ(has_norm3, o.use_untied_layer_norm) << c.name;
-    torch::NoGradGuard no_grad;
-    EXPECT_TRUE(torch::allclose(cached_logits(m, ids, 5), m.logits(ids), 1e-5, 1e-5)) << c.name;
   }
 }
 
@@ -326,39 +348,21 @@ TEST(Families, AlibiModelsMatchAnIndependentForward) {
   zoo::testing::TempDir dir;
   const std::string script = write_reference_forward(dir);
   for (const char* family : {"bloom", "mpt"}) {
-    Gpt2Options o;
-    o.vocab_size = 50;
+    Gpt2Options o = tiny_gpt2();
     o.hidden_size = 48;
-    o.num_hidden_layers = 2;
     o.num_heads = 6;  // not a power of two
-    o.filter_size = 64;
-    o.max_position_embeddings = 16;
-    o.dropout_rate = 0.0;
     o.position_embedding_type = "alibi";
-    o.nonlinearity = "gelu";
     if (std::string(family) == "bloom") {
       o.embedding_layer_norm = true;
     } else {
       o.norm_type = "biasless-layernorm";
       o.use_projection_bias_in_attention = o.use_ffn_bias_in_attention = o.use_ffn_bias = false;
     }
-    torch::manual_seed(5);
     Gpt2Model m(o, torch::TensorOptions());
-    m.reset_parameters();
-    m.eval();
-    torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
-    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-    auto state = ckpt::model_state_dict(m);
-    EXPECT_EQ(state.contains("model.transformer_decoder.layers.0.norm1.bias"), std::string(family) == "bloom");
+    expect_reference_logits(m, dir, script, "0 10000 6 sequential alibi 6", family);
+    EXPECT_EQ(ckpt::model_state_dict(m).contains("model.transformer_decoder.layers.0.norm1.bias"),
+              std::string(family) == "bloom");
     EXPECT_FALSE(m.embedding_layer->position_embed_helper->slopes.requires_grad());
-    d.insert("state", state);
-    d.insert("ids", ids);
-    d.insert("logits", m.logits(ids).detach());
-    ckpt::save_checkpoint_file(dir / "case.pt", d);
-    auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " 0 10000 6 sequential alibi 6");
-    EXPECT_EQ(r.exit_code, 0) << family << ": " << r.output;
-    torch::NoGradGuard no_grad;
-    EXPECT_TRUE(torch::allclose(cached_logits(m, ids, 5), m.logits(ids), 1e-5, 1e-5)) << family;
   }
 }
 
@@ -371,37 +375,17 @@ TEST(Families, MupAndLayerScalingMatchAnIndependentForward) {
   zoo::testing::TempDir dir;
   const std::string script = write_reference_forward(dir);
   for (const char* position : {"learned", "alibi"}) {
-    Gpt2Options o;
-    o.vocab_size = 50;
-    o.hidden_size = 32;
-    o.num_hidden_layers = 2;
-    o.num_heads = 4;
-    o.filter_size = 48;
-    o.max_position_embeddings = 16;
-    o.dropout_rate = 0.0;
-    o.nonlinearity = "gelu";
+    Gpt2Options o = tiny_gpt2();
     o.position_embedding_type = position;
     o.embeddings_scale = 10.0;
     o.output_logits_scale = 1.0 / 3;
     o.scale_qk_dot_by_d = true;
     o.scale_qk_dot_by_layer_idx = std::string(position) == "learned";
-    torch::manual_seed(9);
     Gpt2Model m(o, torch::TensorOptions());
-    m.reset_parameters();
-    m.eval();
-    torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
-    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-    d.insert("state", ckpt::model_state_dict(m));
-    d.insert("ids", ids);
-    d.insert("logits", m.logits(ids).detach());
-    ckpt::save_checkpoint_file(dir / "case.pt", d);
-    const std::string alibi = std::string(position) == "alibi" ? "alibi" : "none";
-    auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " 0 10000 4 sequential " +
-                                       alibi + " 4 10 " + std::to_string(1.0 / 3) + " d " +
-                                       (o.scale_qk_dot_by_layer_idx ? "1" : "0"));
-    EXPECT_EQ(r.exit_code, 0) << position << ": " << r.output;
-    torch::NoGradGuard no_grad;
-    EXPECT_TRUE(torch::allclose(cached_logits(m, ids, 5), m.logits(ids), 1e-5, 1e-5)) << position;
+    expect_reference_logits(m, dir, script,
+                            std::string("0 10000 4 sequential ") + (o.scale_qk_dot_by_layer_idx ? "none" : "alibi") +
+                                " 4 10 " + std::to_string(1.0 / 3) + " d " + (o.scale_qk_dot_by_layer_idx ? "1" : "0"),
+                            position);
   }
 }
 

@@ -252,9 +252,12 @@ class Schema {
 
   explicit Schema(std::string name, std::string doc = "") : name_(std::move(name)), doc_(std::move(doc)) {}
 
-  template <class V>
-  Schema& field(const std::string& key, V T::*member, const std::string& doc,
+  // `member` may belong to a base of T (options shared by several families).
+  template <class V, class Owner>
+  Schema& field(const std::string& key, V Owner::*owner_member, const std::string& doc,
                 Check<V> check = nullptr) {
+    static_assert(std::is_base_of_v<Owner, T>, "a member of T or of one of its bases");
+    V T::*member = owner_member;
     Field f;
     f.info = {key, Value<V>::type_name(), "", doc};
     f.parse = [member, check, key](T& obj, const YAML::Node& n, const Context& c) {

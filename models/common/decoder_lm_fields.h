@@ -1,7 +1,8 @@
 // The `model` keys every modelzoo decoder-only LM family shares (GPT-2/3,
-// LLaMA, GPT-J, GPT-NeoX, Falcon), declared once for any options struct with
-// these members; each family's struct sets its own defaults, and the family
-// adds the keys only it has. Defines: add_decoder_lm_fields,
+// LLaMA, GPT-J, GPT-NeoX, Falcon, ...): DecoderLmOptions holds them with
+// GPT-2's defaults, a family's options derive from it (changing defaults in
+// their constructor) and add the keys only they have. Defines:
+// ExtraAttentionParams, DecoderLmOptions, add_decoder_lm_fields,
 // check_decoder_lm_options.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "configs/schema/schema.h"
@@ -39,8 +41,40 @@ struct ExtraAttentionParams {
   static const config::Schema<ExtraAttentionParams>& schema();
 };
 
+struct DecoderLmOptions {
+  int64_t vocab_size = 50257;
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_heads = 12;
+  int64_t filter_size = 3072;
+  int64_t max_position_embeddings = 1024;
+  std::string position_embedding_type = "learned";
+  std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: all)
+  double rope_theta = 10000.0;        // rotary: base of the rotation frequencies
+  std::string norm_type = "layernorm";
+  std::string attention_module = "aiayn_attention";
+  ExtraAttentionParams extra_attention_params;
+  bool share_embedding_weights = true;
+  double layer_norm_epsilon = 1e-5;
+  std::string nonlinearity = "gelu";
+  bool use_projection_bias_in_attention = true;
+  bool use_ffn_bias_in_attention = true;
+  bool use_ffn_bias = true;
+  bool use_bias_in_output = false;
+  std::string attention_type = "scaled_dot_product";
+  bool attention_softmax_fp32 = true;
+  double initializer_range = 0.02;
+  std::optional<InitializerSpec> embedding_initializer;
+  std::optional<InitializerSpec> initializer;
+  std::optional<InitializerSpec> output_layer_initializer;  // each family documents what it covers
+  std::string loss_scaling = "num_tokens";
+  double loss_weight = 1.0;
+  bool activation_checkpointing = false;  // zoo's own
+};
+
 template <class O>
 config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
+  static_assert(std::is_base_of_v<DecoderLmOptions, O>);
   using config::positive;
   using decoder_limits::kMaxLayers;
   using decoder_limits::kMaxWidth;
@@ -106,8 +140,8 @@ struct DecoderLmShape {
 void check_decoder_lm_shape(const DecoderLmShape& shape,
                             const std::function<void(const std::string&, const std::string&)>& fail);
 
-template <class O>
-void check_decoder_lm_options(const O& o, const std::function<void(const std::string&, const std::string&)>& fail) {
+inline void check_decoder_lm_options(const DecoderLmOptions& o,
+                                     const std::function<void(const std::string&, const std::string&)>& fail) {
   check_decoder_lm_shape({o.vocab_size, o.hidden_size, o.num_hidden_layers, o.num_heads, o.filter_size,
                           o.max_position_embeddings, o.position_embedding_type, o.rotary_dim, o.attention_module,
                           o.extra_attention_params.num_kv_groups},

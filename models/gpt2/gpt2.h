@@ -21,45 +21,17 @@ namespace zoo::models {
 
 // Every key of the gpt2/gpt3 `model` section (also used by LLaMA-style
 // configs, as in modelzoo); defaults are modelzoo's.
-struct Gpt2Options {
-  int64_t vocab_size = 50257;
-  int64_t hidden_size = 768;
-  int64_t num_hidden_layers = 12;
-  int64_t num_heads = 12;
-  int64_t filter_size = 3072;
-  int64_t max_position_embeddings = 1024;
-  std::string position_embedding_type = "learned";
-  std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: all)
-  double rope_theta = 10000.0;        // rotary: base of the rotation frequencies
-  std::string norm_type = "layernorm";
-  std::string attention_module = "aiayn_attention";
-  ExtraAttentionParams extra_attention_params;
+struct Gpt2Options : DecoderLmOptions {
   std::optional<int64_t> attention_sliding_window_length;  // Mistral: attend to this many recent tokens
-  bool alibi_trainable_slopes = false;  // alibi: train the per-head slopes
-  bool embedding_layer_norm = false;    // BLOOM: a norm (embedding_ln_f) after the embeddings
-  double embeddings_scale = 1.0;                // muP: times the embeddings (after their norm)
-  std::optional<double> output_logits_scale;    // muP: times the logits
-  bool scale_qk_dot_by_d = false;               // muP: scores / head dim instead of / sqrt(head dim)
-  bool scale_qk_dot_by_layer_idx = false;       // layer i's scores also / (i + 1)
-  bool share_embedding_weights = true;
+  bool alibi_trainable_slopes = false;        // alibi: train the per-head slopes
+  bool embedding_layer_norm = false;          // BLOOM: a norm (embedding_ln_f) after the embeddings
+  double embeddings_scale = 1.0;              // muP: times the embeddings (after their norm)
+  std::optional<double> output_logits_scale;  // muP: times the logits
+  bool scale_qk_dot_by_d = false;             // muP: scores / head dim instead of / sqrt(head dim)
+  bool scale_qk_dot_by_layer_idx = false;     // layer i's scores also / (i + 1)
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
   std::optional<double> attention_dropout_rate;  // default: dropout_rate
-  double layer_norm_epsilon = 1e-5;
-  std::string nonlinearity = "gelu";
-  bool use_projection_bias_in_attention = true;
-  bool use_ffn_bias_in_attention = true;
-  bool use_ffn_bias = true;
-  bool use_bias_in_output = false;
-  std::string attention_type = "scaled_dot_product";
-  bool attention_softmax_fp32 = true;
-  double initializer_range = 0.02;
-  std::optional<InitializerSpec> embedding_initializer;
-  std::optional<InitializerSpec> initializer;
-  std::optional<InitializerSpec> output_layer_initializer;
-  std::string loss_scaling = "num_tokens";
-  double loss_weight = 1.0;
-  bool activation_checkpointing = false;  // zoo's own
 
   static const config::Schema<Gpt2Options>& schema();
 };

@@ -26,40 +26,16 @@ const config::Schema<GptjOptions>& GptjOptions::schema() {
 
 Gpt2Options GptjOptions::as_gpt2() const {
   Gpt2Options g;
-  g.vocab_size = vocab_size;
-  g.hidden_size = hidden_size;
-  g.num_hidden_layers = num_hidden_layers;
-  g.num_heads = num_heads;
-  g.filter_size = filter_size;
-  g.max_position_embeddings = max_position_embeddings;
-  g.position_embedding_type = position_embedding_type;
-  g.rotary_dim = rotary_dim;
-  g.rope_theta = rope_theta;
-  g.norm_type = norm_type;
-  g.attention_module = attention_module;
-  g.extra_attention_params = extra_attention_params;
-  g.share_embedding_weights = share_embedding_weights;
+  static_cast<DecoderLmOptions&>(g) = *this;
   g.dropout_rate = residual_dropout_rate;
   g.embedding_dropout_rate = embedding_dropout_rate;
   g.attention_dropout_rate = attention_dropout_rate;
-  g.layer_norm_epsilon = layer_norm_epsilon;
-  g.nonlinearity = nonlinearity;
-  g.use_projection_bias_in_attention = use_projection_bias_in_attention;
-  g.use_ffn_bias_in_attention = use_ffn_bias_in_attention;
-  g.use_ffn_bias = use_ffn_bias;
-  g.use_bias_in_output = use_bias_in_output;
-  g.attention_type = attention_type;
-  g.attention_softmax_fp32 = attention_softmax_fp32;
-  g.initializer_range = initializer_range;
   // modelzoo's gptj defaults every initializer to the plain truncated normal
   // (GPT-2 scales the output layers' by depth).
   const InitializerSpec plain = truncated_normal_spec(initializer_range);
   g.initializer = initializer.value_or(plain);
   g.embedding_initializer = embedding_initializer.value_or(plain);
   g.output_layer_initializer = output_layer_initializer.value_or(plain);
-  g.loss_scaling = loss_scaling;
-  g.loss_weight = loss_weight;
-  g.activation_checkpointing = activation_checkpointing;
   return g;
 }
 
