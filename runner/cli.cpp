@@ -140,7 +140,7 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   o.add_options()
       ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
        cxxopts::value<std::string>())
-      ("model", "Hugging Face model type: gpt2, llama or mistral.", cxxopts::value<std::string>()->default_value("gpt2"))
+      ("model", "Hugging Face model type: gpt2, llama, mistral or gpt-neox.", cxxopts::value<std::string>()->default_value("gpt2"))
       ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
       ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
       ("config", "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "

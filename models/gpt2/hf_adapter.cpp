@@ -1,6 +1,7 @@
 // Implementation of models/gpt2/hf_adapter.h.
 #include "models/gpt2/hf_adapter.h"
 
+#include "models/common/hf_keys.h"
 #include "models/gpt2/gpt2.h"
 
 namespace zoo::models {
@@ -11,15 +12,6 @@ const Gpt2Options& options_of(const ModelSpec& model) {
   const auto* typed = dynamic_cast<const Gpt2Spec*>(&model);
   if (!typed) throw std::invalid_argument("this Hugging Face converter takes a gpt2-family model section");
   return typed->options();
-}
-
-// Takes `key` out of `from`; a clear error when absent.
-torch::Tensor take(StateDict& from, const std::string& key) {
-  auto it = from.find(key);
-  if (it == from.end()) throw std::runtime_error("missing Hugging Face key: " + key);
-  torch::Tensor t = it->second;
-  from.erase(it);
-  return t;
 }
 
 // An option that changes the math and that the Hugging Face model type has
@@ -37,14 +29,6 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type)
   if (o.embedding_layer_norm) refuse("embedding_layer_norm", "true");
   if (o.norm_type == "biasless-layernorm") refuse("norm_type", o.norm_type);
   if (o.position_embedding_type == "alibi") refuse("position_embedding_type", "alibi");
-}
-
-// Every key a map leaves unconsumed is an error that lists them all.
-void require_consumed(const StateDict& rest, const std::string& what) {
-  if (rest.empty()) return;
-  std::string left;
-  for (const auto& [key, t] : rest) left += (left.empty() ? "" : ", ") + key;
-  throw std::runtime_error(what + ": " + left);
 }
 
 }  // namespace
@@ -106,32 +90,32 @@ HfAdapter gpt2_hf_adapter() {
       hf[key] = t;
     }
     StateDict z;
-    z["embedding_layer.word_embeddings.weight"] = take(hf, "wte.weight");
-    z["embedding_layer.position_embeddings.weight"] = take(hf, "wpe.weight");
+    z["embedding_layer.word_embeddings.weight"] = take_key(hf, "wte.weight");
+    z["embedding_layer.position_embeddings.weight"] = take_key(hf, "wpe.weight");
     for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
       const std::string h = "h." + std::to_string(i) + ".", l = "transformer_decoder.layers." + std::to_string(i) + ".";
       for (const char* p : {"weight", "bias"}) {
-        z[l + "norm1." + p] = take(hf, h + "ln_1." + p);
-        z[l + "norm3." + p] = take(hf, h + "ln_2." + p);
+        z[l + "norm1." + p] = take_key(hf, h + "ln_1." + p);
+        z[l + "norm3." + p] = take_key(hf, h + "ln_2." + p);
       }
       // Conv1D stores (in, out): transpose to Linear's (out, in); c_attn holds q, k, v.
-      auto qkv_w = take(hf, h + "attn.c_attn.weight").t().chunk(3, 0);
-      auto qkv_b = take(hf, h + "attn.c_attn.bias").chunk(3, 0);
+      auto qkv_w = take_key(hf, h + "attn.c_attn.weight").t().chunk(3, 0);
+      auto qkv_b = take_key(hf, h + "attn.c_attn.bias").chunk(3, 0);
       const char* names[] = {"q", "k", "v"};
       for (int j = 0; j < 3; ++j) {
         z[l + "self_attn.proj_" + names[j] + "_dense_layer.weight"] = qkv_w[j].contiguous();
         z[l + "self_attn.proj_" + names[j] + "_dense_layer.bias"] = qkv_b[j].contiguous();
       }
-      z[l + "self_attn.proj_output_dense_layer.weight"] = take(hf, h + "attn.c_proj.weight").t().contiguous();
-      z[l + "self_attn.proj_output_dense_layer.bias"] = take(hf, h + "attn.c_proj.bias");
-      z[l + "ffn.ffn.0.linear_layer.weight"] = take(hf, h + "mlp.c_fc.weight").t().contiguous();
-      z[l + "ffn.ffn.0.linear_layer.bias"] = take(hf, h + "mlp.c_fc.bias");
-      z[l + "ffn.ffn.1.linear_layer.weight"] = take(hf, h + "mlp.c_proj.weight").t().contiguous();
-      z[l + "ffn.ffn.1.linear_layer.bias"] = take(hf, h + "mlp.c_proj.bias");
+      z[l + "self_attn.proj_output_dense_layer.weight"] = take_key(hf, h + "attn.c_proj.weight").t().contiguous();
+      z[l + "self_attn.proj_output_dense_layer.bias"] = take_key(hf, h + "attn.c_proj.bias");
+      z[l + "ffn.ffn.0.linear_layer.weight"] = take_key(hf, h + "mlp.c_fc.weight").t().contiguous();
+      z[l + "ffn.ffn.0.linear_layer.bias"] = take_key(hf, h + "mlp.c_fc.bias");
+      z[l + "ffn.ffn.1.linear_layer.weight"] = take_key(hf, h + "mlp.c_proj.weight").t().contiguous();
+      z[l + "ffn.ffn.1.linear_layer.bias"] = take_key(hf, h + "mlp.c_proj.bias");
     }
-    for (const char* p : {"weight", "bias"}) z[std::string("transformer_decoder.norm.") + p] = take(hf, std::string("ln_f.") + p);
+    for (const char* p : {"weight", "bias"}) z[std::string("transformer_decoder.norm.") + p] = take_key(hf, std::string("ln_f.") + p);
     if (o.share_embedding_weights) hf.erase("lm_head.weight");  // a copy of wte when present
-    else z["lm_head.weight"] = take(hf, "lm_head.weight");
+    else z["lm_head.weight"] = take_key(hf, "lm_head.weight");
     require_consumed(hf, "unexpected Hugging Face keys");
     return z;
   };
@@ -139,55 +123,37 @@ HfAdapter gpt2_hf_adapter() {
     const Gpt2Options& o = options_of(model);
     StateDict z = z_in;
     StateDict hf;
-    hf["transformer.wte.weight"] = take(z, "embedding_layer.word_embeddings.weight");
-    hf["transformer.wpe.weight"] = take(z, "embedding_layer.position_embeddings.weight");
+    hf["transformer.wte.weight"] = take_key(z, "embedding_layer.word_embeddings.weight");
+    hf["transformer.wpe.weight"] = take_key(z, "embedding_layer.position_embeddings.weight");
     for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
       const std::string h = "transformer.h." + std::to_string(i) + ".",
                         l = "transformer_decoder.layers." + std::to_string(i) + ".";
       for (const char* p : {"weight", "bias"}) {
-        hf[h + "ln_1." + p] = take(z, l + "norm1." + p);
-        hf[h + "ln_2." + p] = take(z, l + "norm3." + p);
+        hf[h + "ln_1." + p] = take_key(z, l + "norm1." + p);
+        hf[h + "ln_2." + p] = take_key(z, l + "norm3." + p);
       }
       std::vector<torch::Tensor> w, b;
       for (const char* n : {"q", "k", "v"}) {
-        w.push_back(take(z, l + "self_attn.proj_" + n + "_dense_layer.weight"));
-        b.push_back(take(z, l + "self_attn.proj_" + n + "_dense_layer.bias"));
+        w.push_back(take_key(z, l + "self_attn.proj_" + n + "_dense_layer.weight"));
+        b.push_back(take_key(z, l + "self_attn.proj_" + n + "_dense_layer.bias"));
       }
       hf[h + "attn.c_attn.weight"] = torch::cat(w, 0).t().contiguous();
       hf[h + "attn.c_attn.bias"] = torch::cat(b, 0);
-      hf[h + "attn.c_proj.weight"] = take(z, l + "self_attn.proj_output_dense_layer.weight").t().contiguous();
-      hf[h + "attn.c_proj.bias"] = take(z, l + "self_attn.proj_output_dense_layer.bias");
-      hf[h + "mlp.c_fc.weight"] = take(z, l + "ffn.ffn.0.linear_layer.weight").t().contiguous();
-      hf[h + "mlp.c_fc.bias"] = take(z, l + "ffn.ffn.0.linear_layer.bias");
-      hf[h + "mlp.c_proj.weight"] = take(z, l + "ffn.ffn.1.linear_layer.weight").t().contiguous();
-      hf[h + "mlp.c_proj.bias"] = take(z, l + "ffn.ffn.1.linear_layer.bias");
+      hf[h + "attn.c_proj.weight"] = take_key(z, l + "self_attn.proj_output_dense_layer.weight").t().contiguous();
+      hf[h + "attn.c_proj.bias"] = take_key(z, l + "self_attn.proj_output_dense_layer.bias");
+      hf[h + "mlp.c_fc.weight"] = take_key(z, l + "ffn.ffn.0.linear_layer.weight").t().contiguous();
+      hf[h + "mlp.c_fc.bias"] = take_key(z, l + "ffn.ffn.0.linear_layer.bias");
+      hf[h + "mlp.c_proj.weight"] = take_key(z, l + "ffn.ffn.1.linear_layer.weight").t().contiguous();
+      hf[h + "mlp.c_proj.bias"] = take_key(z, l + "ffn.ffn.1.linear_layer.bias");
     }
     for (const char* p : {"weight", "bias"})
-      hf[std::string("transformer.ln_f.") + p] = take(z, std::string("transformer_decoder.norm.") + p);
-    if (!o.share_embedding_weights) hf["lm_head.weight"] = take(z, "lm_head.weight");
+      hf[std::string("transformer.ln_f.") + p] = take_key(z, std::string("transformer_decoder.norm.") + p);
+    if (!o.share_embedding_weights) hf["lm_head.weight"] = take_key(z, "lm_head.weight");
     require_consumed(z, "zoo keys with no Hugging Face name");
     return hf;
   };
   return a;
 }
-
-namespace {
-
-// HF keeps each head's rotary dims as two halves; modelzoo interleaves them:
-// zoo row 2j = HF row j, zoo row 2j+1 = HF row j + R/2 (per head, first R rows).
-torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rotary_dim, bool to_zoo) {
-  const int64_t D = w.size(0) / heads, R = rotary_dim;
-  std::vector<int64_t> order(D);
-  for (int64_t r = 0; r < D; ++r) order[r] = r;
-  for (int64_t j = 0; j < R / 2; ++j) {
-    if (to_zoo) order[2 * j] = j, order[2 * j + 1] = j + R / 2;
-    else order[j] = 2 * j, order[j + R / 2] = 2 * j + 1;
-  }
-  torch::Tensor index = torch::tensor(order, torch::kLong);
-  return w.view({heads, D, -1}).index_select(1, index).reshape(w.sizes()).contiguous();
-}
-
-}  // namespace
 
 HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
@@ -201,19 +167,11 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     if (c.value("hidden_act", std::string("silu")) != "silu")
       throw std::runtime_error("config.json: hidden_act = " + c.at("hidden_act").dump() +
                                ": zoo's LLaMA/Mistral uses silu (SwiGLU) only");
-    YAML::Node m(YAML::NodeType::Map);
-    if (present("sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
-    m["rope_theta"] = c.value("rope_theta", 10000.0);
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
     const int64_t G = c.value("num_key_value_heads", H);
-    m["name"] = "llama";
-    m["vocab_size"] = c.at("vocab_size").get<int64_t>();
-    m["hidden_size"] = C;
-    m["num_hidden_layers"] = c.at("num_hidden_layers").get<int64_t>();
-    m["num_heads"] = H;
-    m["filter_size"] = c.at("intermediate_size").get<int64_t>();
-    m["max_position_embeddings"] = c.at("max_position_embeddings").get<int64_t>();
-    m["position_embedding_type"] = "rotary";
+    YAML::Node m = rotary_decoder_shape(c, "llama");
+    if (present("sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
+    m["rope_theta"] = c.value("rope_theta", 10000.0);
     m["rotary_dim"] = C / H;
     m["norm_type"] = "rmsnorm";
     m["layer_norm_epsilon"] = c.value("rms_norm_eps", 1e-6);
@@ -286,7 +244,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
       it = it->first.find("rotary_emb.inv_freq") != std::string::npos ? rest.erase(it) : std::next(it);
     for (const auto& [hf_name, zoo_name] : names) {
       const std::string& from = to_zoo ? hf_name : zoo_name;
-      torch::Tensor t = take(rest, from);
+      torch::Tensor t = take_key(rest, from);
       const bool q = hf_name.find("q_proj") != std::string::npos, k = hf_name.find("k_proj") != std::string::npos;
       if (q || k) t = permute_rotary(t, q ? H : G, R, to_zoo);
       out[to_zoo ? zoo_name : hf_name] = t;

@@ -1,6 +1,8 @@
 // Implementation of models/gptj/gptj.h.
 #include "models/gptj/gptj.h"
 
+#include "models/gptj/hf_adapter.h"
+
 namespace zoo::models {
 
 const config::Schema<GptjOptions>& GptjOptions::schema() {
@@ -54,11 +56,14 @@ DecoderVariant GptjOptions::variant() const {
 }
 
 ModelFamily gptj_family() {
-  return make_model_family<GptjOptions, GptjModel>(
+  ModelFamily f = make_model_family<GptjOptions, GptjModel>(
       "gptj", {"gpt-neox", "gpt_neox", "neox", "falcon"},
       "GPT-J / GPT-NeoX / Falcon as modelzoo's gptj model builds them: attention and FFN in parallel off the layer "
       "input (one shared norm, or untied norms with use_untied_layer_norm), rotary positions.",
       {"input_ids", "attention_mask", "labels"});
+  f.hf["gpt-neox"] = neox_hf_adapter();  // modelzoo's converter name (Hugging Face's model_type: gpt_neox)
+  f.hf["gpt_neox"] = f.hf["gpt-neox"];
+  return f;
 }
 
 }  // namespace zoo::models

@@ -1,0 +1,49 @@
+// Implementation of models/common/hf_keys.h.
+#include "models/common/hf_keys.h"
+
+#include <stdexcept>
+#include <vector>
+
+namespace zoo::models {
+
+torch::Tensor take_key(std::map<std::string, torch::Tensor>& from, const std::string& key) {
+  auto it = from.find(key);
+  if (it == from.end()) throw std::runtime_error("missing Hugging Face key: " + key);
+  torch::Tensor t = it->second;
+  from.erase(it);
+  return t;
+}
+
+void require_consumed(const std::map<std::string, torch::Tensor>& rest, const std::string& what) {
+  if (rest.empty()) return;
+  std::string left;
+  for (const auto& [key, t] : rest) left += (left.empty() ? "" : ", ") + key;
+  throw std::runtime_error(what + ": " + left);
+}
+
+torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rotary_dim, bool to_zoo) {
+  const int64_t D = w.size(0) / heads, R = rotary_dim;
+  std::vector<int64_t> order(D);
+  for (int64_t r = 0; r < D; ++r) order[r] = r;
+  for (int64_t j = 0; j < R / 2; ++j) {
+    if (to_zoo) order[2 * j] = j, order[2 * j + 1] = j + R / 2;
+    else order[j] = 2 * j, order[j + R / 2] = 2 * j + 1;
+  }
+  torch::Tensor index = torch::tensor(order, torch::kLong);
+  return w.view({heads, D, -1}).index_select(1, index).reshape(w.sizes()).contiguous();
+}
+
+YAML::Node rotary_decoder_shape(const nlohmann::json& c, const std::string& family) {
+  YAML::Node m(YAML::NodeType::Map);
+  m["name"] = family;
+  m["vocab_size"] = c.at("vocab_size").get<int64_t>();
+  m["hidden_size"] = c.at("hidden_size").get<int64_t>();
+  m["num_hidden_layers"] = c.at("num_hidden_layers").get<int64_t>();
+  m["num_heads"] = c.at("num_attention_heads").get<int64_t>();
+  m["filter_size"] = c.at("intermediate_size").get<int64_t>();
+  m["max_position_embeddings"] = c.at("max_position_embeddings").get<int64_t>();
+  m["position_embedding_type"] = "rotary";
+  return m;
+}
+
+}  // namespace zoo::models
