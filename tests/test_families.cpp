@@ -468,3 +468,24 @@ TEST(Families, SparsitySectionIsRefusedByName) {
             std::string::npos)
       << e;
 }
+
+// Grouped-query attention with as many key/value groups as heads is
+// multi-head attention: the same weights give the same logits, cached or not.
+TEST(Families, GroupedQueryAttentionWithAGroupPerHeadIsFullAttention) {
+  Gpt2Options o = tiny_gpt2();
+  o.position_embedding_type = "rotary";
+  Gpt2Model full(o, torch::TensorOptions());
+  o.attention_module = "multiquery_attention";
+  o.extra_attention_params.num_kv_groups = o.num_heads;
+  Gpt2Model grouped(o, torch::TensorOptions());
+  torch::manual_seed(3);
+  full.reset_parameters();
+  torch::NoGradGuard no_grad;
+  auto source = full.named_parameters();
+  for (auto& kv : grouped.named_parameters()) kv.value().copy_(source[kv.key()]);
+  full.eval();
+  grouped.eval();
+  torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
+  EXPECT_TRUE(torch::allclose(grouped.logits(ids), full.logits(ids), 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(cached_logits(grouped, ids, 4), full.logits(ids), 1e-5, 1e-5));
+}
