@@ -81,6 +81,12 @@ struct HfAdapter {
   std::function<nlohmann::json(const ModelSpec& model)> config_to_hf;
   std::function<StateDict(const StateDict& hf, const ModelSpec& model)> from_hf;
   std::function<StateDict(const StateDict& zoo, const ModelSpec& model)> to_hf;
+  // config.json's model_type values this converter reads, and (optional) a
+  // finer test when several converters read one (SantaCoder is a "gpt2").
+  std::vector<std::string> model_types;
+  std::function<bool(const nlohmann::json& config)> claims;
+  // Optional: `optimizer` keys the model's math implies (BTLM's muP width).
+  std::function<YAML::Node(const nlohmann::json& config)> optimizer_from_hf;
 };
 
 struct ModelFamily {
@@ -94,7 +100,7 @@ struct ModelFamily {
   std::vector<config::FieldInfo> fields;
   // Whether its `model` section takes this key (see Schema::accepts_key).
   std::function<bool(const std::string&)> accepts_key;
-  // Hugging Face converters by HF model type (e.g. "gpt2", "llama").
+  // Hugging Face converters by modelzoo's converter name (e.g. "gpt2", "llama", "gpt-neox").
   std::map<std::string, HfAdapter> hf;
 };
 
@@ -122,5 +128,14 @@ const ModelFamily& find_model(const std::string& name);
 // residual_dropout_rate); nullptr when none or several do.
 const ModelFamily* family_taking_keys(const std::vector<std::string>& keys);
 std::vector<const ModelFamily*> model_families();
+
+// The Hugging Face converter named `name` (`zoo convert --model`); an error
+// listing every converter when none is.
+const HfAdapter& find_hf_converter(const std::string& name);
+// The converter name for a config.json, from its model_type; an error naming
+// the model_type and the converters there are when none reads it.
+std::string hf_converter_for(const nlohmann::json& config);
+// Every converter name, sorted.
+std::vector<std::string> hf_converter_names();
 
 }  // namespace zoo::models

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "models/registry.h"
 #include "runner/runconfig.h"
 
 namespace zoo {
@@ -30,7 +31,8 @@ cxxopts::Options run_options() {
                 "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
                 "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
                 "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
-                "  zoo convert CKPT --model {gpt2|llama|mistral} --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D\n"
+                "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
+                "(see its --help)\n"
                 "  zoo data create-hdf5 LMData --input_dir D --output_dir O --tokenizer_type T ...   (see its --help)\n"
                 "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
                 "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
@@ -135,12 +137,21 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   return c;
 }
 
+namespace {
+std::string converter_names() {
+  std::string out;
+  for (const auto& n : models::hf_converter_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+}  // namespace
+
 CliCommand parse_convert(const std::vector<std::string>& args) {
   cxxopts::Options o("zoo convert", "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo.");
   o.add_options()
       ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
        cxxopts::value<std::string>())
-      ("model", "Hugging Face model type: gpt2, llama, mistral or gpt-neox.", cxxopts::value<std::string>()->default_value("gpt2"))
+      ("model", "Converter: " + converter_names() + ". hf -> zoo: default from config.json's model_type; "
+                "zoo -> hf: required.", cxxopts::value<std::string>()->default_value(""))
       ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
       ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
       ("config", "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "

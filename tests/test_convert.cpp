@@ -10,44 +10,15 @@
 #include "runner/convert/safetensors.h"
 #include "runner/convert/torch_pickle.h"
 #include "runner/params.h"
+#include "convert_fixtures.h"
 #include "test_util.h"
 
 using namespace zoo;
+using zoo::testing::load_converted;
+using zoo::testing::read_raw;
+using zoo::testing::run_fixture;
 
 namespace {
-
-// Prepended to the Python fixtures: safetensors written by hand (no package needed).
-const char* kPySafetensors = R"PY(
-import json, struct, torch
-def write_safetensors(path, sd):
-    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL"}
-    header, blobs, off = {}, [], 0
-    for k in sorted(sd):
-        t = sd[k].contiguous()
-        b = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
-        header[k] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    hj = json.dumps(header).encode()
-    open(path, "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
-)PY";
-
-// Runs a Python fixture (with write_safetensors available) on `dir`.
-void run_fixture(const zoo::testing::TempDir& dir, const std::string& name, const std::string& body) {
-  std::string script = zoo::testing::write_file(dir / name, std::string(kPySafetensors) + body);
-  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-}
-
-// The model a conversion wrote to dir/zoo, built from its params with its weights loaded.
-std::shared_ptr<models::Model> load_converted(const zoo::testing::TempDir& dir) {
-  Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
-  auto model = p.model->build(torch::TensorOptions());
-  ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
-                              true, "converted");
-  model->eval();
-  return model;
-}
 
 // Writes hf/model.safetensors + hf/config.json for a tiny GPT-2 with random
 // weights, and ids.bin / logits.bin: GPT-2's forward pass (Conv1D, gelu_new,
@@ -98,14 +69,6 @@ shutil.copy(out + "/hf/config.json", out + "/hf_bin/config.json")
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
 )PY";
-
-torch::Tensor read_raw(const std::string& path, torch::ScalarType type, std::vector<int64_t> shape) {
-  std::string bytes = zoo::testing::read_file(path);
-  torch::Tensor t = torch::empty(shape, type);
-  EXPECT_EQ(bytes.size(), t.nbytes()) << path;
-  std::memcpy(t.data_ptr(), bytes.data(), std::min<size_t>(bytes.size(), t.nbytes()));
-  return t;
-}
 
 }  // namespace
 
@@ -162,7 +125,10 @@ TEST(Convert, MissingAndUnexpectedKeysAreNamed) {
     convert::run_convert({dir / "hf", "gpt2", "hf", "zoo", std::nullopt, dir / "zoo"});
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("missing Hugging Face key: h.0.ln_1.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing Hugging Face keys: transformer.h.0.ln_1.weight"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("unexpected Hugging Face keys: transformer.extra.weight"), std::string::npos)
+        << e.what();
   }
   // A sharded checkpoint: the index's weight_map names each tensor's file.
   std::filesystem::create_directories(dir / "sharded");

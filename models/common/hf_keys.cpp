@@ -1,7 +1,10 @@
 // Implementation of models/common/hf_keys.h.
 #include "models/common/hf_keys.h"
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "models/common/ffn.h"
 #include <vector>
 
 namespace zoo::models {
@@ -44,6 +47,42 @@ YAML::Node rotary_decoder_shape(const nlohmann::json& c, const std::string& fami
   m["max_position_embeddings"] = c.at("max_position_embeddings").get<int64_t>();
   m["position_embedding_type"] = "rotary";
   return m;
+}
+
+bool config_sets(const nlohmann::json& c, const std::string& key) {
+  return c.contains(key) && !c.at(key).is_null() && c.at(key) != false;
+}
+
+nlohmann::json config_value(const nlohmann::json& c, const std::vector<std::string>& names,
+                            const std::optional<nlohmann::json>& fallback) {
+  for (const auto& n : names)
+    if (c.contains(n) && !c.at(n).is_null()) return c.at(n);
+  if (fallback) return *fallback;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : " or ") + n;
+  throw std::runtime_error("config.json: missing " + list);
+}
+
+void refuse_config(const nlohmann::json& c, const std::string& key, const std::string& why, const std::string& section) {
+  const std::string value = c.contains(key) ? c.at(key).dump() : std::string("(absent)");
+  throw std::runtime_error("config.json: " + (section.empty() ? key : section + "." + key) + " = " + value + " " + why +
+                           "; zoo will not convert the model without it");
+}
+
+std::string zoo_activation(const nlohmann::json& c, const std::string& key, const std::string& fallback) {
+  std::string name = c.contains(key) && c.at(key).is_string() ? c.at(key).get<std::string>() : fallback;
+  if (name == "gelu_pytorch_tanh") name = "gelu_new";  // both are GELU's tanh approximation
+  if (std::find(kActivationNames.begin(), kActivationNames.end(), name) == kActivationNames.end() || is_glu(name))
+    refuse_config(c, key, "is not an activation zoo has for this model");
+  return name;
+}
+
+const ExportCheck& ExportCheck::expect(bool ok, const std::string& key, const std::string& value,
+                                       const std::string& has) const {
+  if (!ok)
+    throw std::runtime_error("model." + key + " = " + value + ": Hugging Face's " + model_type_ + " " + has +
+                             "; zoo will not export the model without it");
+  return *this;
 }
 
 }  // namespace zoo::models

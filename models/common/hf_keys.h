@@ -1,13 +1,17 @@
 // Helpers every Hugging Face converter uses: taking keys out of a state dict
 // with clear errors, and the rotary row order between HF's half-split layout
-// and modelzoo's interleaved one. Defines: take_key, require_consumed,
-// permute_rotary, rotary_decoder_shape.
+// and modelzoo's interleaved one, reading config.json and checking an
+// export. Defines: take_key, require_consumed, permute_rotary,
+// rotary_decoder_shape, config_sets, config_value, refuse_config,
+// zoo_activation, ExportCheck.
 #pragma once
 
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <optional>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -29,5 +33,35 @@ torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rota
 // num_hidden_layers, num_attention_heads, intermediate_size,
 // max_position_embeddings), with model.name `family`.
 YAML::Node rotary_decoder_shape(const nlohmann::json& config, const std::string& family);
+
+// True when config.json sets `key` to something other than null or false.
+bool config_sets(const nlohmann::json& config, const std::string& key);
+
+// The first of `names` config.json has (HF renamed several fields over
+// time: n_embed / hidden_size, n_head / num_attention_heads); `fallback`
+// when none is there and it is given, else an error naming them.
+nlohmann::json config_value(const nlohmann::json& config, const std::vector<std::string>& names,
+                            const std::optional<nlohmann::json>& fallback = std::nullopt);
+
+// "config.json: <key> = <value> <why>; zoo will not convert the model without it";
+// `config` may be a nested object, named `section` (MPT's attn_config).
+[[noreturn]] void refuse_config(const nlohmann::json& config, const std::string& key, const std::string& why,
+                                const std::string& section = "");
+
+// zoo's name for the activation config.json's `key` names (default
+// `fallback`): HF's gelu_pytorch_tanh is gelu_new; gated or unknown ones are refused.
+std::string zoo_activation(const nlohmann::json& config, const std::string& key, const std::string& fallback);
+
+// Export checks: each model option a Hugging Face model type has no field
+// for is an error naming it, never dropped from the export.
+class ExportCheck {
+ public:
+  explicit ExportCheck(std::string model_type) : model_type_(std::move(model_type)) {}
+  // Unless `ok`: "model.<key> = <value>: Hugging Face's <type> <has>; ...".
+  const ExportCheck& expect(bool ok, const std::string& key, const std::string& value, const std::string& has) const;
+
+ private:
+  std::string model_type_;
+};
 
 }  // namespace zoo::models

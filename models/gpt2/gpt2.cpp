@@ -185,6 +185,11 @@ ModelFamily gpt2_family() {
   f.hf["gpt2"] = gpt2_hf_adapter();
   f.hf["llama"] = llama_hf_adapter("llama");
   f.hf["mistral"] = llama_hf_adapter("mistral");
+  f.hf["btlm"] = btlm_hf_adapter();
+  f.hf["bloom"] = bloom_hf_adapter();
+  f.hf["mpt"] = mpt_hf_adapter();
+  f.hf["santacoder"] = santacoder_hf_adapter();
+  f.hf["starcoder"] = starcoder_hf_adapter();
   return f;
 }
 

@@ -1,165 +1,203 @@
-// Implementation of models/gpt2/hf_adapter.h.
+// Implementation of models/gpt2/hf_adapter.h: the helpers, GPT-2, BTLM, LLaMA and Mistral.
 #include "models/gpt2/hf_adapter.h"
 
 #include "models/common/hf_keys.h"
-#include "models/gpt2/gpt2.h"
 
 namespace zoo::models {
-namespace {
 
-// The decoder options of a spec of this family.
-const Gpt2Options& options_of(const ModelSpec& model) {
+const Gpt2Options& gpt2_options_of(const ModelSpec& model) {
   const auto* typed = dynamic_cast<const Gpt2Spec*>(&model);
   if (!typed) throw std::invalid_argument("this Hugging Face converter takes a gpt2-family model section");
   return typed->options();
 }
 
-// An option that changes the math and that the Hugging Face model type has
-// no field for: an error naming the key, never dropped from an export.
-void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type) {
-  auto refuse = [&](const std::string& key, const std::string& value) {
-    throw std::runtime_error("model." + key + " = " + value + ": Hugging Face's " + model_type +
-                             " has no such option; zoo will not export the model without it");
-  };
-  if (o.embeddings_scale != 1.0) refuse("embeddings_scale", std::to_string(o.embeddings_scale));
-  if (o.output_logits_scale && *o.output_logits_scale != 1.0)
-    refuse("output_logits_scale", std::to_string(*o.output_logits_scale));
-  if (o.scale_qk_dot_by_d) refuse("scale_qk_dot_by_d", "true");
-  if (o.scale_qk_dot_by_layer_idx && model_type != "gpt2") refuse("scale_qk_dot_by_layer_idx", "true");
-  if (o.embedding_layer_norm) refuse("embedding_layer_norm", "true");
-  if (o.norm_type == "biasless-layernorm") refuse("norm_type", o.norm_type);
-  if (o.position_embedding_type == "alibi") refuse("position_embedding_type", "alibi");
+QkvShape qkv_shape(const DecoderLmOptions& o) {
+  const int64_t H = o.num_heads;
+  return {H, o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : H, o.hidden_size / H};
+}
+
+void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type, const HfHas& has) {
+  const ExportCheck check(model_type);
+  const std::string no = "has no such option";
+  const std::string& pos = o.position_embedding_type;
+  check.expect(has.mup || o.embeddings_scale == 1.0, "embeddings_scale", std::to_string(o.embeddings_scale), no)
+      .expect(has.mup || !o.output_logits_scale || *o.output_logits_scale == 1.0, "output_logits_scale",
+              std::to_string(o.output_logits_scale.value_or(1.0)), no)
+      .expect(has.mup || !o.scale_qk_dot_by_d, "scale_qk_dot_by_d", "true", no)
+      .expect(has.layer_idx_scaling || !o.scale_qk_dot_by_layer_idx, "scale_qk_dot_by_layer_idx", "true", no)
+      .expect(has.embedding_norm || !o.embedding_layer_norm, "embedding_layer_norm", "true", no)
+      .expect((pos == "alibi" && has.alibi) || (pos == "learned" && has.learned_positions) || (pos == "rotary" && has.rotary),
+              "position_embedding_type", pos, "has other position embeddings")
+      .expect(o.norm_type == (has.rms_norm ? "rmsnorm" : "layernorm") || (has.biasless_norm && o.norm_type == "biasless-layernorm"),
+              "norm_type", o.norm_type, "has other norms")
+      .expect(!is_glu(o.nonlinearity) || has.gated_ffn, "nonlinearity", o.nonlinearity, "has no gated FFN");
+}
+
+HfKeyMap gpt2_layout(const Gpt2Options& o, bool conv1d) {
+  HfKeyMap m;
+  m.qkv = qkv_shape(o);
+  m.hf_prefix = "transformer.";
+  m.hf_buffers = {".attn.bias", ".attn.masked_bias"};  // causal-mask buffers
+  m.tensors.push_back({"transformer.wte.weight", "embedding_layer.word_embeddings.weight"});
+  if (o.position_embedding_type == "learned")
+    m.tensors.push_back({"transformer.wpe.weight", "embedding_layer.position_embeddings.weight"});
+  if (o.position_embedding_type == "alibi")  // BTLM keeps its slopes; zoo too
+    m.tensors.push_back({"transformer.relative_pe.slopes", "embedding_layer.position_embed_helper.slopes"});
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".", z = zoo_layer(i);
+    m.norm(h + "ln_1", z + "norm1");
+    m.norm(h + "ln_2", z + "norm3");
+    m.linear(h + "attn.c_proj", z + "self_attn.proj_output_dense_layer", conv1d);
+    m.linear(h + "mlp.c_fc", z + "ffn.ffn.0.linear_layer", conv1d);
+    if (is_glu(o.nonlinearity)) m.linear(h + "mlp.c_fc2", z + "ffn.ffn.0.linear_layer_for_glu", conv1d);  // BTLM
+    m.linear(h + "mlp.c_proj", z + "ffn.ffn.1.linear_layer", conv1d);
+  }
+  m.norm("transformer.ln_f", "transformer_decoder.norm");
+  m.lm_head(o.share_embedding_weights);
+  return m;
+}
+
+namespace {
+
+// GPT-2's map with its fused, Conv1D c_attn (all q, then k, then v).
+HfKeyMap gpt2_keys(const Gpt2Options& o) {
+  HfKeyMap m = gpt2_layout(o, /*conv1d=*/true);
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i)
+    m.fused_qkv("transformer.h." + std::to_string(i) + ".attn.c_attn", zoo_layer(i) + "self_attn.", QkvLayout::kBlocks, true);
+  return m;
 }
 
 }  // namespace
 
+// The `model` keys every GPT-2-style config.json (n_embd, n_layer, ...) gives.
+YAML::Node gpt2_shape(const nlohmann::json& c, const std::string& default_activation) {
+  YAML::Node m(YAML::NodeType::Map);
+  const int64_t C = c.at("n_embd").get<int64_t>();
+  m["name"] = "gpt2";
+  m["vocab_size"] = c.at("vocab_size").get<int64_t>();
+  m["hidden_size"] = C;
+  m["num_hidden_layers"] = c.at("n_layer").get<int64_t>();
+  m["num_heads"] = c.at("n_head").get<int64_t>();
+  m["filter_size"] = config_value(c, {"n_inner"}, 4 * C).get<int64_t>();
+  m["max_position_embeddings"] = c.at("n_positions").get<int64_t>();
+  m["position_embedding_type"] = "learned";
+  m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
+  m["dropout_rate"] = c.value("resid_pdrop", 0.1);
+  m["embedding_dropout_rate"] = c.value("embd_pdrop", 0.1);
+  m["attention_dropout_rate"] = c.value("attn_pdrop", 0.1);
+  m["layer_norm_epsilon"] = c.value("layer_norm_epsilon", 1e-5);
+  if (default_activation != "swiglu") m["nonlinearity"] = zoo_activation(c, "activation_function", default_activation);
+  m["attention_type"] = c.value("scale_attn_weights", true) ? "scaled_dot_product" : "dot_product";
+  m["scale_qk_dot_by_layer_idx"] = c.value("scale_attn_by_inverse_layer_idx", false);
+  m["use_bias_in_output"] = false;
+  m["initializer_range"] = c.value("initializer_range", 0.02);
+  return m;
+}
+
+nlohmann::json gpt2_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture) {
+  return nlohmann::json{{"model_type", model_type},
+                        {"architectures", {architecture}},
+                        {"vocab_size", o.vocab_size},
+                        {"n_embd", o.hidden_size},
+                        {"n_layer", o.num_hidden_layers},
+                        {"n_head", o.num_heads},
+                        {"n_inner", o.filter_size},
+                        {"n_positions", o.max_position_embeddings},
+                        {"n_ctx", o.max_position_embeddings},
+                        {"activation_function", o.nonlinearity},
+                        {"resid_pdrop", o.dropout_rate},
+                        {"embd_pdrop", o.embedding_dropout_rate.value_or(o.dropout_rate)},
+                        {"attn_pdrop", o.attention_dropout_rate.value_or(o.dropout_rate)},
+                        {"layer_norm_epsilon", o.layer_norm_epsilon},
+                        {"scale_attn_weights", o.attention_type == "scaled_dot_product"},
+                        {"scale_attn_by_inverse_layer_idx", o.scale_qk_dot_by_layer_idx},
+                        {"tie_word_embeddings", o.share_embedding_weights},
+                        {"initializer_range", o.initializer_range}};
+}
+
+// The GPT-2 layout's model is dense: every projection has its bias, the head none.
+void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type) {
+  ExportCheck(model_type)
+      .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "false",
+              "has a bias on every projection")
+      .expect(!o.use_bias_in_output, "use_bias_in_output", "true", "has no LM-head bias");
+}
+
+HfAdapter key_mapped(HfAdapter a, std::function<HfKeyMap(const Gpt2Options&)> keys) {
+  a.from_hf = [keys](const StateDict& hf, const ModelSpec& model) { return map_to_zoo(keys(gpt2_options_of(model)), hf); };
+  a.to_hf = [keys](const StateDict& z, const ModelSpec& model) { return map_to_hf(keys(gpt2_options_of(model)), z); };
+  return a;
+}
+
 HfAdapter gpt2_hf_adapter() {
   HfAdapter a;
+  a.model_types = {"gpt2"};
+  a.claims = [](const nlohmann::json& c) { return c.value("attention_head_type", std::string("multihead")) == "multihead"; };
+  a.config_from_hf = [](const nlohmann::json& c) { return gpt2_shape(c, "gelu_new"); };
+  a.config_to_hf = [](const ModelSpec& model) {
+    const Gpt2Options& o = gpt2_options_of(model);
+    refuse_unrepresentable(o, "gpt2", HfHas{.layer_idx_scaling = true});
+    ExportCheck("gpt2").expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module,
+                               "has multi-head attention only (convert with --model santacoder or starcoder)");
+    expect_gpt2_biases(o, "gpt2");
+    return gpt2_config(o, "gpt2", "GPT2LMHeadModel");
+  };
+  return key_mapped(a, gpt2_keys);
+}
+
+// BTLM (Cerebras' remote-code model): GPT-2's layout with SwiGLU (mlp.c_fc2
+// is the gate), ALiBi with stored slopes, and muP: embeddings times
+// mup_embeddings_scale, scores / head dim, logits times mup_output_alpha x
+// mup_width_scale (zoo's output_logits_scale; the width also scales the
+// decoder's learning rate, as modelzoo's converter sets it).
+HfAdapter btlm_hf_adapter() {
+  HfAdapter a;
+  a.model_types = {"btlm"};
   a.config_from_hf = [](const nlohmann::json& c) {
-    YAML::Node m(YAML::NodeType::Map);
-    const int64_t C = c.at("n_embd").get<int64_t>();
-    m["vocab_size"] = c.at("vocab_size").get<int64_t>();
-    m["hidden_size"] = C;
-    m["num_hidden_layers"] = c.at("n_layer").get<int64_t>();
-    m["num_heads"] = c.at("n_head").get<int64_t>();
-    m["filter_size"] = c.contains("n_inner") && !c["n_inner"].is_null() ? c["n_inner"].get<int64_t>() : 4 * C;
-    m["max_position_embeddings"] = c.at("n_positions").get<int64_t>();
-    m["position_embedding_type"] = "learned";
-    m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
-    m["dropout_rate"] = c.value("resid_pdrop", 0.1);
-    m["embedding_dropout_rate"] = c.value("embd_pdrop", 0.1);
-    m["attention_dropout_rate"] = c.value("attn_pdrop", 0.1);
-    m["layer_norm_epsilon"] = c.value("layer_norm_epsilon", 1e-5);
-    m["nonlinearity"] = c.value("activation_function", std::string("gelu_new"));
-    m["attention_type"] = c.value("scale_attn_weights", true) ? "scaled_dot_product" : "dot_product";
-    m["scale_qk_dot_by_layer_idx"] = c.value("scale_attn_by_inverse_layer_idx", false);
-    m["use_bias_in_output"] = false;
-    m["initializer_range"] = c.value("initializer_range", 0.02);
-    m["name"] = "gpt2";
+    YAML::Node m = gpt2_shape(c, "swiglu");
+    const std::string act = c.value("activation_function", std::string("swiglu"));
+    m["nonlinearity"] = act == "swiglu" ? act : zoo_activation(c, "activation_function", act);
+    const std::string pos = c.value("position_embedding_type", std::string("learned"));
+    if (pos != "alibi" && pos != "learned") refuse_config(c, "position_embedding_type", "is not alibi or learned");
+    if (config_sets(c, "alibi_scaling")) refuse_config(c, "alibi_scaling", "(ALiBi position interpolation) is not in zoo");
+    m["position_embedding_type"] = pos;
+    m["embeddings_scale"] = c.value("mup_embeddings_scale", 1.0);
+    m["output_logits_scale"] = c.value("mup_output_alpha", 1.0) * c.value("mup_width_scale", 1.0);
+    m["scale_qk_dot_by_d"] = c.value("mup_scale_qk_dot_by_d", false);
     return m;
   };
+  a.optimizer_from_hf = [](const nlohmann::json& c) {
+    YAML::Node opt(YAML::NodeType::Map);
+    if (c.contains("mup_width_scale")) opt["adjust_learning_rate"]["decoder_kernel"] = c.at("mup_width_scale").get<double>();
+    return opt;
+  };
   a.config_to_hf = [](const ModelSpec& model) {
-    const Gpt2Options& o = options_of(model);
-    refuse_unrepresentable(o, "gpt2");
-    return nlohmann::json{{"model_type", "gpt2"},
-                          {"architectures", {"GPT2LMHeadModel"}},
-                          {"vocab_size", o.vocab_size},
-                          {"n_embd", o.hidden_size},
-                          {"n_layer", o.num_hidden_layers},
-                          {"n_head", o.num_heads},
-                          {"n_inner", o.filter_size},
-                          {"n_positions", o.max_position_embeddings},
-                          {"n_ctx", o.max_position_embeddings},
-                          {"activation_function", o.nonlinearity},
-                          {"resid_pdrop", o.dropout_rate},
-                          {"embd_pdrop", o.embedding_dropout_rate.value_or(o.dropout_rate)},
-                          {"attn_pdrop", o.attention_dropout_rate.value_or(o.dropout_rate)},
-                          {"layer_norm_epsilon", o.layer_norm_epsilon},
-                          {"scale_attn_weights", o.attention_type == "scaled_dot_product"},
-                          {"scale_attn_by_inverse_layer_idx", o.scale_qk_dot_by_layer_idx},
-                          {"tie_word_embeddings", o.share_embedding_weights},
-                          {"initializer_range", o.initializer_range}};
+    const Gpt2Options& o = gpt2_options_of(model);
+    refuse_unrepresentable(o, "btlm", HfHas{.alibi = true, .mup = true, .layer_idx_scaling = true, .gated_ffn = true});
+    expect_gpt2_biases(o, "btlm");
+    ExportCheck("btlm").expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module,
+                               "has multi-head attention only");
+    nlohmann::json c = gpt2_config(o, "btlm", "BTLMLMHeadModel");
+    // The logits scale goes whole into mup_output_alpha: the product is what the forward uses.
+    c["position_embedding_type"] = o.position_embedding_type;
+    c["mup_width_scale"] = 1.0;
+    c["mup_output_alpha"] = o.output_logits_scale.value_or(1.0);
+    c["mup_embeddings_scale"] = o.embeddings_scale;
+    c["mup_scale_qk_dot_by_d"] = o.scale_qk_dot_by_d;
+    c["alibi_scaling"] = nullptr;
+    c["auto_map"] = {{"AutoConfig", "cerebras/btlm-3b-8k-base--configuration_btlm.BTLMConfig"},
+                     {"AutoModel", "cerebras/btlm-3b-8k-base--modeling_btlm.BTLMModel"},
+                     {"AutoModelForCausalLM", "cerebras/btlm-3b-8k-base--modeling_btlm.BTLMLMHeadModel"}};
+    return c;
   };
-  a.from_hf = [](const StateDict& hf_in, const ModelSpec& model) {
-    const Gpt2Options& o = options_of(model);
-    StateDict hf;
-    for (const auto& [k, t] : hf_in) {
-      std::string key = k.rfind("transformer.", 0) == 0 ? k.substr(12) : k;
-      // Buffers HF keeps for the causal mask carry no weights.
-      if (key.find(".attn.bias") != std::string::npos || key.find(".attn.masked_bias") != std::string::npos) continue;
-      hf[key] = t;
-    }
-    StateDict z;
-    z["embedding_layer.word_embeddings.weight"] = take_key(hf, "wte.weight");
-    z["embedding_layer.position_embeddings.weight"] = take_key(hf, "wpe.weight");
-    for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
-      const std::string h = "h." + std::to_string(i) + ".", l = "transformer_decoder.layers." + std::to_string(i) + ".";
-      for (const char* p : {"weight", "bias"}) {
-        z[l + "norm1." + p] = take_key(hf, h + "ln_1." + p);
-        z[l + "norm3." + p] = take_key(hf, h + "ln_2." + p);
-      }
-      // Conv1D stores (in, out): transpose to Linear's (out, in); c_attn holds q, k, v.
-      auto qkv_w = take_key(hf, h + "attn.c_attn.weight").t().chunk(3, 0);
-      auto qkv_b = take_key(hf, h + "attn.c_attn.bias").chunk(3, 0);
-      const char* names[] = {"q", "k", "v"};
-      for (int j = 0; j < 3; ++j) {
-        z[l + "self_attn.proj_" + names[j] + "_dense_layer.weight"] = qkv_w[j].contiguous();
-        z[l + "self_attn.proj_" + names[j] + "_dense_layer.bias"] = qkv_b[j].contiguous();
-      }
-      z[l + "self_attn.proj_output_dense_layer.weight"] = take_key(hf, h + "attn.c_proj.weight").t().contiguous();
-      z[l + "self_attn.proj_output_dense_layer.bias"] = take_key(hf, h + "attn.c_proj.bias");
-      z[l + "ffn.ffn.0.linear_layer.weight"] = take_key(hf, h + "mlp.c_fc.weight").t().contiguous();
-      z[l + "ffn.ffn.0.linear_layer.bias"] = take_key(hf, h + "mlp.c_fc.bias");
-      z[l + "ffn.ffn.1.linear_layer.weight"] = take_key(hf, h + "mlp.c_proj.weight").t().contiguous();
-      z[l + "ffn.ffn.1.linear_layer.bias"] = take_key(hf, h + "mlp.c_proj.bias");
-    }
-    for (const char* p : {"weight", "bias"}) z[std::string("transformer_decoder.norm.") + p] = take_key(hf, std::string("ln_f.") + p);
-    if (o.share_embedding_weights) hf.erase("lm_head.weight");  // a copy of wte when present
-    else z["lm_head.weight"] = take_key(hf, "lm_head.weight");
-    require_consumed(hf, "unexpected Hugging Face keys");
-    return z;
-  };
-  a.to_hf = [](const StateDict& z_in, const ModelSpec& model) {
-    const Gpt2Options& o = options_of(model);
-    StateDict z = z_in;
-    StateDict hf;
-    hf["transformer.wte.weight"] = take_key(z, "embedding_layer.word_embeddings.weight");
-    hf["transformer.wpe.weight"] = take_key(z, "embedding_layer.position_embeddings.weight");
-    for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
-      const std::string h = "transformer.h." + std::to_string(i) + ".",
-                        l = "transformer_decoder.layers." + std::to_string(i) + ".";
-      for (const char* p : {"weight", "bias"}) {
-        hf[h + "ln_1." + p] = take_key(z, l + "norm1." + p);
-        hf[h + "ln_2." + p] = take_key(z, l + "norm3." + p);
-      }
-      std::vector<torch::Tensor> w, b;
-      for (const char* n : {"q", "k", "v"}) {
-        w.push_back(take_key(z, l + "self_attn.proj_" + n + "_dense_layer.weight"));
-        b.push_back(take_key(z, l + "self_attn.proj_" + n + "_dense_layer.bias"));
-      }
-      hf[h + "attn.c_attn.weight"] = torch::cat(w, 0).t().contiguous();
-      hf[h + "attn.c_attn.bias"] = torch::cat(b, 0);
-      hf[h + "attn.c_proj.weight"] = take_key(z, l + "self_attn.proj_output_dense_layer.weight").t().contiguous();
-      hf[h + "attn.c_proj.bias"] = take_key(z, l + "self_attn.proj_output_dense_layer.bias");
-      hf[h + "mlp.c_fc.weight"] = take_key(z, l + "ffn.ffn.0.linear_layer.weight").t().contiguous();
-      hf[h + "mlp.c_fc.bias"] = take_key(z, l + "ffn.ffn.0.linear_layer.bias");
-      hf[h + "mlp.c_proj.weight"] = take_key(z, l + "ffn.ffn.1.linear_layer.weight").t().contiguous();
-      hf[h + "mlp.c_proj.bias"] = take_key(z, l + "ffn.ffn.1.linear_layer.bias");
-    }
-    for (const char* p : {"weight", "bias"})
-      hf[std::string("transformer.ln_f.") + p] = take_key(z, std::string("transformer_decoder.norm.") + p);
-    if (!o.share_embedding_weights) hf["lm_head.weight"] = take_key(z, "lm_head.weight");
-    require_consumed(z, "zoo keys with no Hugging Face name");
-    return hf;
-  };
-  return a;
+  return key_mapped(a, gpt2_keys);
 }
 
 HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
   a.config_from_hf = [](const nlohmann::json& c) {
     // Fields that change the math: carried, or refused by name, never dropped.
-    auto present = [&](const char* key) { return c.contains(key) && !c.at(key).is_null() && c.at(key) != false; };
+    auto present = [&](const char* key) { return config_sets(c, key); };
     for (const char* key : {"rope_scaling", "attention_bias", "mlp_bias"})
       if (present(key))
         throw std::runtime_error(std::string("config.json: ") + key + " = " + c.at(key).dump() +
@@ -192,8 +230,12 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     return m;
   };
   a.config_to_hf = [model_type](const ModelSpec& model) {
-    const Gpt2Options& o = options_of(model);
-    refuse_unrepresentable(o, model_type);
+    const Gpt2Options& o = gpt2_options_of(model);
+    refuse_unrepresentable(o, model_type, HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true, .rms_norm = true});
+    ExportCheck(model_type)
+        .expect(o.nonlinearity == "swiglu", "nonlinearity", o.nonlinearity, "uses SwiGLU")
+        .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && !o.use_ffn_bias && !o.use_bias_in_output,
+                "use_*bias*", "true", "has no biases");
     const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
     const bool mistral = model_type == "mistral";
     if (o.attention_sliding_window_length && !mistral)
@@ -218,43 +260,28 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     if (mistral) config["sliding_window"] = window;
     return config;
   };
-  // One direction's key map; `to_zoo` picks which side the names come from.
-  auto convert = [](const StateDict& in, const ModelSpec& model, bool to_zoo) {
-    const Gpt2Options& o = options_of(model);
-    const int64_t H = o.num_heads, D = o.hidden_size / H;
-    const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : H;
-    const int64_t R = o.rotary_dim.value_or(D);
-    std::vector<std::pair<std::string, std::string>> names = {  // (hf, zoo)
-        {"model.embed_tokens.weight", "embedding_layer.word_embeddings.weight"},
-        {"model.norm.weight", "transformer_decoder.norm.weight"}};
-    if (!o.share_embedding_weights) names.emplace_back("lm_head.weight", "lm_head.weight");
+  a.model_types = {model_type};
+  return key_mapped(a, [](const Gpt2Options& o) {
+    HfKeyMap m;
+    m.qkv = qkv_shape(o);
+    m.half_split_rotary_dim = o.rotary_dim.value_or(m.qkv.head_dim);
+    m.hf_buffers = {"rotary_emb.inv_freq"};
+    m.tensors.push_back({"model.embed_tokens.weight", "embedding_layer.word_embeddings.weight"});
+    m.norm("model.norm", "transformer_decoder.norm");
+    m.lm_head(o.share_embedding_weights);
     for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
-      const std::string h = "model.layers." + std::to_string(i) + ".", z = "transformer_decoder.layers." + std::to_string(i) + ".";
+      const std::string h = "model.layers." + std::to_string(i) + ".", z = zoo_layer(i);
       for (const char* p : {"q", "k", "v"})
-        names.emplace_back(h + "self_attn." + p + "_proj.weight", z + "self_attn.proj_" + p + "_dense_layer.weight");
-      names.emplace_back(h + "self_attn.o_proj.weight", z + "self_attn.proj_output_dense_layer.weight");
-      names.emplace_back(h + "input_layernorm.weight", z + "norm1.weight");
-      names.emplace_back(h + "post_attention_layernorm.weight", z + "norm3.weight");
-      names.emplace_back(h + "mlp.up_proj.weight", z + "ffn.ffn.0.linear_layer.weight");
-      names.emplace_back(h + "mlp.gate_proj.weight", z + "ffn.ffn.0.linear_layer_for_glu.weight");
-      names.emplace_back(h + "mlp.down_proj.weight", z + "ffn.ffn.1.linear_layer.weight");
+        m.linear(h + "self_attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
+      m.linear(h + "self_attn.o_proj", z + "self_attn.proj_output_dense_layer");
+      m.norm(h + "input_layernorm", z + "norm1");
+      m.norm(h + "post_attention_layernorm", z + "norm3");
+      m.linear(h + "mlp.up_proj", z + "ffn.ffn.0.linear_layer");
+      m.linear(h + "mlp.gate_proj", z + "ffn.ffn.0.linear_layer_for_glu");
+      m.linear(h + "mlp.down_proj", z + "ffn.ffn.1.linear_layer");
     }
-    StateDict rest = in, out;
-    for (auto it = rest.begin(); it != rest.end();)  // buffers HF rebuilds itself
-      it = it->first.find("rotary_emb.inv_freq") != std::string::npos ? rest.erase(it) : std::next(it);
-    for (const auto& [hf_name, zoo_name] : names) {
-      const std::string& from = to_zoo ? hf_name : zoo_name;
-      torch::Tensor t = take_key(rest, from);
-      const bool q = hf_name.find("q_proj") != std::string::npos, k = hf_name.find("k_proj") != std::string::npos;
-      if (q || k) t = permute_rotary(t, q ? H : G, R, to_zoo);
-      out[to_zoo ? zoo_name : hf_name] = t;
-    }
-    require_consumed(rest, to_zoo ? "unexpected Hugging Face keys" : "zoo keys with no Hugging Face name");
-    return out;
-  };
-  a.from_hf = [convert](const StateDict& hf, const ModelSpec& model) { return convert(hf, model, true); };
-  a.to_hf = [convert](const StateDict& z, const ModelSpec& model) { return convert(z, model, false); };
-  return a;
+    return m;
+  });
 }
 
 }  // namespace zoo::models

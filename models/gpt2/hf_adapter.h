@@ -1,18 +1,61 @@
-// Hugging Face GPT-2 and LLaMA / Mistral <-> zoo: config.json <-> `model` section and state-dict
-// key maps (Conv1D weights transposed, c_attn split into q/k/v), as the
-// reference's gpt2_hf_cs and llama converters do. Defines: gpt2_hf_adapter,
-// llama_hf_adapter.
+// Hugging Face <-> zoo's gpt2 family: config.json <-> `model` section and
+// each HF model type's checkpoint layout as an HfKeyMap. The converters, by
+// modelzoo's names (HF model_type in brackets):
+//   gpt2, btlm                      GPT-2's layout (Conv1D weights, c_attn),
+//                                   BTLM adding SwiGLU, ALiBi slopes and muP;
+//   llama, mistral                  q/k rows re-ordered for the interleaved rotary;
+//   bloom, mpt                      ALiBi (hf_alibi.cpp);
+//   santacoder (gpt2), starcoder    multi-query GPT-2s (hf_bigcode.cpp).
+//     (gpt_bigcode)
+// config.json fields that change the math are carried or refused by name,
+// and an export refuses options the HF type has no field for.
+// Defines: the *_hf_adapter functions, gpt2_options_of, qkv_shape, HfHas,
+// refuse_unrepresentable, gpt2_layout, gpt2_shape, gpt2_config,
+// expect_gpt2_biases, key_mapped.
 #pragma once
 
+#include "models/common/hf_key_map.h"
+#include "models/gpt2/gpt2.h"
 #include "models/registry.h"
 
 namespace zoo::models {
 
 HfAdapter gpt2_hf_adapter();
-// LLaMA and Mistral (model_type "llama" or "mistral": Mistral adds the
-// sliding window): q/k rows re-ordered per head for modelzoo's interleaved
-// rotary layout. config.json fields that change the math and that zoo cannot
-// represent (rope_scaling, attention_bias, ...) are an error naming them.
+HfAdapter btlm_hf_adapter();
 HfAdapter llama_hf_adapter(const std::string& model_type);
+HfAdapter bloom_hf_adapter();
+HfAdapter mpt_hf_adapter();
+HfAdapter santacoder_hf_adapter();
+HfAdapter starcoder_hf_adapter();
+
+// The options of a gpt2-family spec (an error for another family's).
+const Gpt2Options& gpt2_options_of(const ModelSpec& model);
+
+// Query and key/value heads of a decoder's attention.
+QkvShape qkv_shape(const DecoderLmOptions& o);
+
+// Which of zoo's gpt2 extras a Hugging Face model type can hold.
+struct HfHas {
+  bool alibi = false, embedding_norm = false, biasless_norm = false, mup = false, layer_idx_scaling = false;
+  bool learned_positions = true, rotary = false, gated_ffn = false, rms_norm = false;
+};
+void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type, const HfHas& has);
+
+// GPT-2's checkpoint layout (transformer.{wte, wpe, h.<i>.{ln_1, attn.c_proj,
+// ln_2, mlp.c_fc, mlp.c_proj}, ln_f}, lm_head) without the q/k/v tensors,
+// which the model types lay out differently. `conv1d`: weights stored (in, out).
+HfKeyMap gpt2_layout(const Gpt2Options& o, bool conv1d);
+
+// The `model` keys a GPT-2-style config.json (n_embd, n_layer, ...) gives;
+// the activation from activation_function (default `default_activation`;
+// "swiglu": left to the caller).
+YAML::Node gpt2_shape(const nlohmann::json& c, const std::string& default_activation);
+// The GPT-2-style config.json fields of `o`.
+nlohmann::json gpt2_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture);
+// GPT-2's layout is dense: every projection has its bias, the head none.
+void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type);
+
+// `a` with from_hf / to_hf applying the map `keys` gives for the model's options.
+HfAdapter key_mapped(HfAdapter a, std::function<HfKeyMap(const Gpt2Options&)> keys);
 
 }  // namespace zoo::models

@@ -1,10 +1,9 @@
 // Implementation of models/gptj/hf_adapter.h.
 #include "models/gptj/hf_adapter.h"
 
-#include <algorithm>
-#include <cmath>
-
+#include "models/common/hf_key_map.h"
 #include "models/common/hf_keys.h"
+#include "models/gpt2/hf_adapter.h"
 #include "models/gptj/gptj.h"
 
 namespace zoo::models {
@@ -12,87 +11,125 @@ namespace {
 
 const GptjOptions& options_of(const ModelSpec& model) {
   const auto* typed = dynamic_cast<const GptjSpec*>(&model);
-  if (!typed) throw std::invalid_argument("the GPT-NeoX converter takes a gptj-family model section");
+  if (!typed) throw std::invalid_argument("this Hugging Face converter takes a gptj-family model section");
   return typed->options();
-}
-
-[[noreturn]] void refuse(const std::string& what) {
-  throw std::runtime_error(what + "; zoo will not convert the model without it");
 }
 
 int64_t rotary_dims(const GptjOptions& o) { return o.rotary_dim.value_or(o.hidden_size / o.num_heads); }
 
-// The HF <-> zoo names of one direction's tensors, with the per-layer
-// query_key_value split into (or joined from) q, k, v.
-StateDict convert(const StateDict& in, const GptjOptions& o, bool to_zoo) {
-  const int64_t C = o.hidden_size, H = o.num_heads, D = C / H, R = rotary_dims(o);
-  StateDict rest = in, out;
-  for (auto it = rest.begin(); it != rest.end();) {  // buffers HF rebuilds itself
-    const std::string& k = it->first;
-    const bool buffer = k.find("rotary_emb.inv_freq") != std::string::npos || k.find(".attention.bias") != std::string::npos ||
-                        k.find(".attention.masked_bias") != std::string::npos;
-    it = to_zoo && buffer ? rest.erase(it) : std::next(it);
-  }
-  std::vector<std::pair<std::string, std::string>> names = {  // (hf, zoo)
-      {"gpt_neox.embed_in.weight", "embedding_layer.word_embeddings.weight"},
-      {"gpt_neox.final_layer_norm.weight", "transformer_decoder.norm.weight"},
-      {"gpt_neox.final_layer_norm.bias", "transformer_decoder.norm.bias"},
-      {"embed_out.weight", "lm_head.weight"}};
+HfAdapter key_mapped(HfAdapter a, std::function<HfKeyMap(const GptjOptions&)> keys) {
+  a.from_hf = [keys](const StateDict& hf, const ModelSpec& model) { return map_to_zoo(keys(options_of(model)), hf); };
+  a.to_hf = [keys](const StateDict& z, const ModelSpec& model) { return map_to_hf(keys(options_of(model)), z); };
+  return a;
+}
+
+// The checks every gptj-family export shares: rotary positions and LayerNorm.
+ExportCheck expect_rotary_layernorm(const GptjOptions& o, const std::string& model_type) {
+  ExportCheck check(model_type);
+  check.expect(o.position_embedding_type == "rotary", "position_embedding_type", o.position_embedding_type, "uses rotary")
+      .expect(o.norm_type == "layernorm", "norm_type", o.norm_type, "uses LayerNorm")
+      .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)");
+  return check;
+}
+
+// The `model` keys of a parallel decoder: shape, dropouts and what the caller passes.
+YAML::Node parallel_shape(int64_t vocab, int64_t C, int64_t L, int64_t H, int64_t filter, int64_t positions) {
+  YAML::Node m(YAML::NodeType::Map);
+  m["name"] = "gptj";
+  m["vocab_size"] = vocab;
+  m["hidden_size"] = C;
+  m["num_hidden_layers"] = L;
+  m["num_heads"] = H;
+  m["filter_size"] = filter;
+  m["max_position_embeddings"] = positions;
+  m["position_embedding_type"] = "rotary";
+  m["use_bias_in_output"] = false;
+  m["embedding_dropout_rate"] = 0.0;
+  return m;
+}
+
+HfKeyMap neox_keys(const GptjOptions& o) {
+  HfKeyMap m;
+  m.qkv = qkv_shape(o);
+  m.half_split_rotary_dim = rotary_dims(o);
+  m.hf_buffers = {"rotary_emb.inv_freq", ".attention.bias", ".attention.masked_bias"};
+  m.tensors.push_back({"gpt_neox.embed_in.weight", "embedding_layer.word_embeddings.weight"});
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
-    const std::string h = "gpt_neox.layers." + std::to_string(i) + ".", z = "transformer_decoder.layers." + std::to_string(i) + ".";
-    for (const char* p : {"weight", "bias"}) {
-      names.emplace_back(h + "input_layernorm." + p, z + "norm1." + p);
-      names.emplace_back(h + "post_attention_layernorm." + p, z + "norm3." + p);
-      names.emplace_back(h + "attention.dense." + p, z + "self_attn.proj_output_dense_layer." + p);
-      names.emplace_back(h + "mlp.dense_h_to_4h." + p, z + "ffn.ffn.0.linear_layer." + p);
-      names.emplace_back(h + "mlp.dense_4h_to_h." + p, z + "ffn.ffn.1.linear_layer." + p);
-      // query_key_value rows are per head [q_h; k_h; v_h], D rows each.
-      const std::string qkv = h + "attention.query_key_value." + p;
-      const std::string q = z + "self_attn.proj_q_dense_layer." + p, k = z + "self_attn.proj_k_dense_layer." + p,
-                        v = z + "self_attn.proj_v_dense_layer." + p;
-      if (to_zoo) {
-        torch::Tensor t = take_key(rest, qkv);
-        auto parts = t.view({H, 3, D, -1}).unbind(1);  // each (H, D, in or 1)
-        auto flat = [&](const torch::Tensor& x) { return x.reshape(t.dim() == 1 ? std::vector<int64_t>{C} : std::vector<int64_t>{C, t.size(1)}); };
-        out[q] = permute_rotary(flat(parts[0]), H, R, true);
-        out[k] = permute_rotary(flat(parts[1]), H, R, true);
-        out[v] = flat(parts[2]).contiguous();
-      } else {
-        torch::Tensor tq = permute_rotary(take_key(rest, q), H, R, false), tk = permute_rotary(take_key(rest, k), H, R, false),
-                      tv = take_key(rest, v);
-        const bool bias = tq.dim() == 1;
-        auto heads = [&](const torch::Tensor& x) { return x.reshape({H, D, bias ? 1 : x.size(1)}); };
-        torch::Tensor joined = torch::stack({heads(tq), heads(tk), heads(tv)}, 1);  // (H, 3, D, in or 1)
-        out[qkv] = bias ? joined.reshape({3 * C}).contiguous() : joined.reshape({3 * C, tq.size(1)}).contiguous();
-      }
-    }
+    const std::string h = "gpt_neox.layers." + std::to_string(i) + ".", z = zoo_layer(i);
+    m.norm(h + "input_layernorm", z + "norm1");
+    m.norm(h + "post_attention_layernorm", z + "norm3");
+    m.fused_qkv(h + "attention.query_key_value", z + "self_attn.", QkvLayout::kPerGroup);  // per head [q; k; v]
+    m.linear(h + "attention.dense", z + "self_attn.proj_output_dense_layer");
+    m.linear(h + "mlp.dense_h_to_4h", z + "ffn.ffn.0.linear_layer");
+    m.linear(h + "mlp.dense_4h_to_h", z + "ffn.ffn.1.linear_layer");
   }
-  for (const auto& [hf_name, zoo_name] : names) out[to_zoo ? zoo_name : hf_name] = take_key(rest, to_zoo ? hf_name : zoo_name);
-  require_consumed(rest, to_zoo ? "unexpected Hugging Face keys" : "zoo keys with no Hugging Face name");
-  return out;
+  m.norm("gpt_neox.final_layer_norm", "transformer_decoder.norm");
+  m.lm_head(/*tied=*/false, "embed_out.weight");
+  return m;
+}
+
+HfKeyMap gptj_keys(const GptjOptions& o) {
+  HfKeyMap m;
+  m.qkv = qkv_shape(o);
+  m.hf_prefix = "transformer.";
+  m.hf_buffers = {".attn.bias", ".attn.masked_bias", ".attn.embed_positions"};
+  m.tensors.push_back({"transformer.wte.weight", "embedding_layer.word_embeddings.weight"});
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".", z = zoo_layer(i);
+    m.norm(h + "ln_1", z + "norm1");
+    for (const char* p : {"q", "k", "v"}) m.linear(h + "attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
+    m.linear(h + "attn.out_proj", z + "self_attn.proj_output_dense_layer");
+    m.linear(h + "mlp.fc_in", z + "ffn.ffn.0.linear_layer");
+    m.linear(h + "mlp.fc_out", z + "ffn.ffn.1.linear_layer");
+  }
+  m.norm("transformer.ln_f", "transformer_decoder.norm");
+  m.lm_head(o.share_embedding_weights);
+  m.tensors.push_back({"lm_head.bias", "lm_head.bias"});
+  return m;
+}
+
+HfKeyMap falcon_keys(const GptjOptions& o) {
+  HfKeyMap m;
+  m.qkv = qkv_shape(o);
+  m.half_split_rotary_dim = rotary_dims(o);
+  m.hf_prefix = "transformer.";
+  m.hf_buffers = {"rotary_emb.inv_freq"};
+  m.tensors.push_back({"transformer.word_embeddings.weight", "embedding_layer.word_embeddings.weight"});
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".", z = zoo_layer(i);
+    if (o.use_untied_layer_norm) {
+      m.norm(h + "ln_attn", z + "norm1");
+      m.norm(h + "ln_mlp", z + "norm3");
+    } else {
+      m.norm(h + "input_layernorm", z + "norm1");
+    }
+    m.fused_qkv(h + "self_attention.query_key_value", z + "self_attn.", QkvLayout::kPerGroup);
+    m.linear(h + "self_attention.dense", z + "self_attn.proj_output_dense_layer");
+    m.linear(h + "mlp.dense_h_to_4h", z + "ffn.ffn.0.linear_layer");
+    m.linear(h + "mlp.dense_4h_to_h", z + "ffn.ffn.1.linear_layer");
+  }
+  m.norm("transformer.ln_f", "transformer_decoder.norm");
+  m.lm_head(o.share_embedding_weights);
+  return m;
 }
 
 }  // namespace
 
 HfAdapter neox_hf_adapter() {
   HfAdapter a;
+  a.model_types = {"gpt_neox"};
   a.config_from_hf = [](const nlohmann::json& c) {
-    auto present = [&](const char* key) { return c.contains(key) && !c.at(key).is_null() && c.at(key) != false; };
-    if (present("rope_scaling")) refuse("config.json: rope_scaling = " + c.at("rope_scaling").dump() + " changes the math");
+    if (config_sets(c, "rope_scaling")) refuse_config(c, "rope_scaling", "changes the math");
     if (!c.value("use_parallel_residual", true))
-      refuse("config.json: use_parallel_residual = false (a sequential NeoX layer) is not zoo's gptj layout");
-    if (!c.value("attention_bias", true)) refuse("config.json: attention_bias = false is not GPT-NeoX's layout");
-    const std::string act = c.value("hidden_act", std::string("gelu"));
-    if (std::find(kActivationNames.begin(), kActivationNames.end(), act) == kActivationNames.end() || is_glu(act))
-      refuse("config.json: hidden_act = \"" + act + "\" is not an activation zoo has");
+      refuse_config(c, "use_parallel_residual", "(a sequential NeoX layer) is not zoo's gptj layout");
+    if (!c.value("attention_bias", true)) refuse_config(c, "attention_bias", "is not GPT-NeoX's layout");
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
-    const int64_t R = static_cast<int64_t>(double(C / H) * c.value("rotary_pct", 0.25));
     YAML::Node m = rotary_decoder_shape(c, "gptj");
-    m["rotary_dim"] = R;
-    m["rope_theta"] = c.contains("rope_theta") ? c.at("rope_theta").get<double>() : c.value("rotary_emb_base", 10000.0);
+    m["rotary_dim"] = static_cast<int64_t>(double(C / H) * c.value("rotary_pct", 0.25));
+    m["rope_theta"] = config_value(c, {"rope_theta", "rotary_emb_base"}, 10000.0).get<double>();
     m["use_untied_layer_norm"] = true;
     m["layer_norm_epsilon"] = c.value("layer_norm_eps", 1e-5);
-    m["nonlinearity"] = act;
+    m["nonlinearity"] = zoo_activation(c, "hidden_act", "gelu");
     m["share_embedding_weights"] = c.value("tie_word_embeddings", false);
     m["use_projection_bias_in_attention"] = true;
     m["use_ffn_bias_in_attention"] = true;
@@ -107,14 +144,12 @@ HfAdapter neox_hf_adapter() {
   a.config_to_hf = [](const ModelSpec& model) {
     const GptjOptions& o = options_of(model);
     const int64_t D = o.hidden_size / o.num_heads;
-    if (!o.use_untied_layer_norm) refuse("model.use_untied_layer_norm = false (GPT-J / Falcon 7B): GPT-NeoX unties them");
-    if (o.attention_module == "multiquery_attention") refuse("model.attention_module = multiquery_attention: GPT-NeoX has none");
-    if (o.position_embedding_type != "rotary") refuse("model.position_embedding_type = " + o.position_embedding_type);
-    if (o.norm_type != "layernorm") refuse("model.norm_type = " + o.norm_type + ": GPT-NeoX uses LayerNorm");
-    if (!o.use_projection_bias_in_attention || !o.use_ffn_bias_in_attention || !o.use_ffn_bias || o.use_bias_in_output)
-      refuse("model: GPT-NeoX has biases on every projection and none on the output");
-    if (o.share_embedding_weights) refuse("model.share_embedding_weights = true: GPT-NeoX unties embed_out");
-    if (o.attention_type != "scaled_dot_product") refuse("model.attention_type = " + o.attention_type);
+    expect_rotary_layernorm(o, "gpt_neox")
+        .expect(o.use_untied_layer_norm, "use_untied_layer_norm", "false", "unties the norms (GPT-J / Falcon 7B do not)")
+        .expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module, "has multi-head attention only")
+        .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias && !o.use_bias_in_output,
+                "use_*bias*", "as set", "has biases on every projection and none on the output")
+        .expect(!o.share_embedding_weights, "share_embedding_weights", "true", "unties embed_out");
     return nlohmann::json{{"model_type", "gpt_neox"},
                           {"architectures", {"GPTNeoXForCausalLM"}},
                           {"vocab_size", o.vocab_size},
@@ -135,9 +170,131 @@ HfAdapter neox_hf_adapter() {
                           {"tie_word_embeddings", false},
                           {"initializer_range", o.initializer_range}};
   };
-  a.from_hf = [](const StateDict& hf, const ModelSpec& model) { return convert(hf, options_of(model), true); };
-  a.to_hf = [](const StateDict& z, const ModelSpec& model) { return convert(z, options_of(model), false); };
-  return a;
+  return key_mapped(a, neox_keys);
+}
+
+// GPT-J: one norm feeding attention and FFN, no attention biases, biased FFN
+// and LM head, interleaved partial rotary with base 10000.
+HfAdapter gptj_hf_adapter() {
+  HfAdapter a;
+  a.model_types = {"gptj"};
+  a.config_from_hf = [](const nlohmann::json& c) {
+    if (!config_sets(c, "rotary_dim"))
+      refuse_config(c, "rotary_dim", "(Hugging Face's GPT-J then rotates by the model width, not per head) is not in zoo");
+    const int64_t C = c.at("n_embd").get<int64_t>();
+    YAML::Node m = parallel_shape(c.at("vocab_size").get<int64_t>(), C, c.at("n_layer").get<int64_t>(),
+                                  c.at("n_head").get<int64_t>(), config_value(c, {"n_inner"}, 4 * C).get<int64_t>(),
+                                  c.at("n_positions").get<int64_t>());
+    m["rotary_dim"] = c.at("rotary_dim").get<int64_t>();
+    m["rope_theta"] = 10000.0;
+    m["use_untied_layer_norm"] = false;
+    m["layer_norm_epsilon"] = c.value("layer_norm_epsilon", 1e-5);
+    m["nonlinearity"] = zoo_activation(c, "activation_function", "gelu_new");
+    m["share_embedding_weights"] = c.value("tie_word_embeddings", false);
+    m["use_projection_bias_in_attention"] = false;
+    m["use_ffn_bias_in_attention"] = false;
+    m["use_ffn_bias"] = true;
+    m["use_bias_in_output"] = true;
+    m["residual_dropout_rate"] = c.value("resid_pdrop", 0.0);
+    m["attention_dropout_rate"] = c.value("attn_pdrop", 0.0);
+    m["embedding_dropout_rate"] = c.value("embd_pdrop", 0.0);
+    m["initializer_range"] = c.value("initializer_range", 0.02);
+    return m;
+  };
+  a.config_to_hf = [](const ModelSpec& model) {
+    const GptjOptions& o = options_of(model);
+    expect_rotary_layernorm(o, "gptj")
+        .expect(!o.use_untied_layer_norm, "use_untied_layer_norm", "true", "has one norm per layer")
+        .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta), "has base 10000 and no field for it")
+        .expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module, "has multi-head attention only")
+        .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "as set",
+                "has biases on the FFN and none on the attention")
+        .expect(o.use_bias_in_output, "use_bias_in_output", "false", "has an LM-head bias");
+    // GPT-J's config.json has GPT-2's field names.
+    nlohmann::json c = gpt2_config(o.as_gpt2(), "gptj", "GPTJForCausalLM");
+    for (const char* gpt2_only : {"n_ctx", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"}) c.erase(gpt2_only);
+    c["rotary_dim"] = rotary_dims(o);
+    return c;
+  };
+  return key_mapped(a, gptj_keys);
+}
+
+// Falcon: parallel attention and FFN, rotary on the whole head (half-split),
+// query_key_value per key/value group: multi_query (7B) has one group;
+// new_decoder_architecture (40B, 180B) num_kv_heads groups and, with
+// num_ln_in_parallel_attn 2, untied norms ln_attn / ln_mlp.
+HfAdapter falcon_hf_adapter() {
+  HfAdapter a;
+  a.model_types = {"falcon", "RefinedWebModel", "RefinedWeb"};
+  a.config_from_hf = [](const nlohmann::json& c) {
+    if (!c.value("parallel_attn", true)) refuse_config(c, "parallel_attn", "(a sequential Falcon layer) is not zoo's gptj layout");
+    if (config_sets(c, "alibi")) refuse_config(c, "alibi", "(Falcon's ALiBi, scaled with the scores) is not in zoo");
+    if (config_sets(c, "rope_scaling")) refuse_config(c, "rope_scaling", "changes the math");
+    const int64_t C = config_value(c, {"hidden_size", "n_embed"}).get<int64_t>();
+    const int64_t H = config_value(c, {"num_attention_heads", "n_head"}).get<int64_t>();
+    const bool new_arch = c.value("new_decoder_architecture", false);
+    const int64_t G = new_arch ? config_value(c, {"num_kv_heads", "n_head_kv"}, H).get<int64_t>()
+                               : (c.value("multi_query", true) ? 1 : H);
+    const bool bias = c.value("bias", false);
+    YAML::Node m = parallel_shape(c.at("vocab_size").get<int64_t>(), C,
+                                  config_value(c, {"num_hidden_layers", "n_layer"}).get<int64_t>(), H,
+                                  config_value(c, {"ffn_hidden_size"}, 4 * C).get<int64_t>(),
+                                  c.value("max_position_embeddings", 2048));
+    m["rotary_dim"] = C / H;
+    m["rope_theta"] = c.value("rope_theta", 10000.0);
+    m["use_untied_layer_norm"] = new_arch && config_value(c, {"num_ln_in_parallel_attn"}, 2).get<int64_t>() == 2;
+    if (G != H) {
+      m["attention_module"] = "multiquery_attention";
+      m["extra_attention_params"]["num_kv_groups"] = G;
+    }
+    m["layer_norm_epsilon"] = c.value("layer_norm_epsilon", 1e-5);
+    m["nonlinearity"] = zoo_activation(c, "activation", "gelu");
+    m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
+    m["use_projection_bias_in_attention"] = bias;
+    m["use_ffn_bias_in_attention"] = bias;
+    m["use_ffn_bias"] = bias;
+    m["residual_dropout_rate"] = c.value("hidden_dropout", 0.0);
+    m["attention_dropout_rate"] = c.value("attention_dropout", 0.0);
+    m["initializer_range"] = c.value("initializer_range", 0.02);
+    return m;
+  };
+  a.config_to_hf = [](const ModelSpec& model) {
+    const GptjOptions& o = options_of(model);
+    const QkvShape s = qkv_shape(o);
+    const bool bias = o.use_projection_bias_in_attention;
+    expect_rotary_layernorm(o, "falcon")
+        .expect(rotary_dims(o) == s.head_dim, "rotary_dim", std::to_string(rotary_dims(o)), "rotates the whole head")
+        .expect(o.use_ffn_bias_in_attention == bias && o.use_ffn_bias == bias && !o.use_bias_in_output, "use_*bias*", "as set",
+                "has one `bias` switch for every projection and no LM-head bias");
+    // The original layout holds one group (multi_query) or one per head; any other needs the new one.
+    const bool new_arch = o.use_untied_layer_norm || (s.kv_heads != 1 && s.kv_heads != s.heads);
+    nlohmann::json c{{"model_type", "falcon"},
+                     {"architectures", {"FalconForCausalLM"}},
+                     {"vocab_size", o.vocab_size},
+                     {"hidden_size", o.hidden_size},
+                     {"num_hidden_layers", o.num_hidden_layers},
+                     {"num_attention_heads", o.num_heads},
+                     {"ffn_hidden_size", o.filter_size},
+                     {"max_position_embeddings", o.max_position_embeddings},
+                     {"rope_theta", o.rope_theta},
+                     {"parallel_attn", true},
+                     {"alibi", false},
+                     {"bias", bias},
+                     {"new_decoder_architecture", new_arch},
+                     {"multi_query", s.kv_heads == 1},
+                     {"layer_norm_epsilon", o.layer_norm_epsilon},
+                     {"activation", o.nonlinearity},
+                     {"hidden_dropout", o.residual_dropout_rate},
+                     {"attention_dropout", o.attention_dropout_rate},
+                     {"tie_word_embeddings", o.share_embedding_weights},
+                     {"initializer_range", o.initializer_range}};
+    if (new_arch) {
+      c["num_kv_heads"] = s.kv_heads;
+      c["num_ln_in_parallel_attn"] = o.use_untied_layer_norm ? 2 : 1;
+    }
+    return c;
+  };
+  return key_mapped(a, falcon_keys);
 }
 
 }  // namespace zoo::models

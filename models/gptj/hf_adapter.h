@@ -1,8 +1,10 @@
-// Hugging Face GPT-NeoX <-> zoo's gptj family: config.json <-> `model`
-// section (rotary_pct, rotary_emb_base/rope_theta, use_parallel_residual
-// carried or refused) and the key map (query_key_value split per head into
-// q/k/v, q/k rows re-ordered for modelzoo's interleaved rotary).
-// Defines: neox_hf_adapter.
+// Hugging Face GPT-NeoX, GPT-J and Falcon <-> zoo's gptj family (parallel
+// attention and FFN): config.json <-> `model` section, and each model type's
+// checkpoint layout as an HfKeyMap. NeoX and Falcon fuse q/k/v per key/value
+// group and half-split the rotary dims (re-ordered for zoo's interleaved
+// layout); GPT-J keeps q/k/v apart and interleaves as zoo does. Fields that
+// change the math are carried or refused by name.
+// Defines: neox_hf_adapter, gptj_hf_adapter, falcon_hf_adapter.
 #pragma once
 
 #include "models/registry.h"
@@ -10,5 +12,7 @@
 namespace zoo::models {
 
 HfAdapter neox_hf_adapter();
+HfAdapter gptj_hf_adapter();
+HfAdapter falcon_hf_adapter();
 
 }  // namespace zoo::models

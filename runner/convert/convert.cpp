@@ -18,16 +18,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const models::HfAdapter& adapter_for(const std::string& model) {
-  const models::ModelFamily& f = models::find_model(model);
-  auto it = f.hf.find(model);
-  if (it == f.hf.end()) throw std::runtime_error("model '" + model + "' has no Hugging Face converter yet");
-  return it->second;
+std::string converter_list() {
+  std::string out;
+  for (const auto& n : models::hf_converter_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 // Params for fine-tuning the converted weights: the model as converted, and
 // placeholders the user fills in (data_dir) before training.
-YAML::Node finetune_params(const YAML::Node& model, const std::string& checkpoint, const std::string& output_dir) {
+YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer, const std::string& checkpoint,
+                           const std::string& output_dir) {
   YAML::Node p;
   for (const char* section : {"train_input", "eval_input"}) {
     p[section]["data_processor"] = "GptHDF5MapDataProcessor";
@@ -39,6 +39,7 @@ YAML::Node finetune_params(const YAML::Node& model, const std::string& checkpoin
   p["optimizer"]["learning_rate"] = 1e-5;
   p["optimizer"]["weight_decay"] = 0.01;
   p["optimizer"]["max_gradient_norm"] = 1.0;
+  for (const auto& kv : optimizer) p["optimizer"][kv.first.as<std::string>()] = kv.second;
   p["runconfig"]["num_steps"] = 1000;
   p["runconfig"]["checkpoint_steps"] = 500;
   p["runconfig"]["log_steps"] = 10;
@@ -49,16 +50,28 @@ YAML::Node finetune_params(const YAML::Node& model, const std::string& checkpoin
 }
 
 void hf_to_zoo(const ConvertCommand& c) {
-  const models::HfAdapter& a = adapter_for(c.model);
   fs::path weights(c.checkpoint);
   std::string config_path = c.config ? *c.config
                                      : ((fs::is_directory(weights) ? weights : weights.parent_path()) / "config.json").string();
   std::ifstream in(config_path);
   if (!in) throw std::runtime_error(config_path + ": cannot read the Hugging Face config.json (pass --config)");
-  nlohmann::json hf_config = nlohmann::json::parse(in);
-  YAML::Node model = a.config_from_hf(hf_config);
+  nlohmann::json hf_config;
+  try {
+    hf_config = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(config_path + ": not valid JSON (" + e.what() + ")");
+  }
+  const std::string converter = c.model.empty() ? models::hf_converter_for(hf_config) : c.model;
+  const models::HfAdapter& a = models::find_hf_converter(converter);
+  YAML::Node model, optimizer;
+  try {
+    model = a.config_from_hf(hf_config);
+    if (a.optimizer_from_hf) optimizer = a.optimizer_from_hf(hf_config);
+  } catch (const std::exception& e) {  // runtime_error, or nlohmann's for a missing or mistyped field
+    throw std::runtime_error(config_path + " (" + converter + "): " + e.what());
+  }
   const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
-  YAML::Node params_yaml = finetune_params(model, ckpt_path, c.output_dir);
+  YAML::Node params_yaml = finetune_params(model, optimizer, ckpt_path, c.output_dir);
   Params params = params_from_node(params_yaml, config_path + " (converted)", YAML::Node());
   models::StateDict state;
   try {
@@ -85,7 +98,10 @@ void hf_to_zoo(const ConvertCommand& c) {
 }
 
 void zoo_to_hf(const ConvertCommand& c) {
-  const models::HfAdapter& a = adapter_for(c.model);
+  if (c.model.empty())
+    throw std::runtime_error("zoo convert: zoo -> hf needs --model, the Hugging Face model to write (one of: " +
+                             converter_list() + ")");
+  const models::HfAdapter& a = models::find_hf_converter(c.model);
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(c.checkpoint);
   Params params = ckpt::params_of(dict, c.checkpoint, c.config, "--config");
   models::StateDict state;
@@ -93,15 +109,17 @@ void zoo_to_hf(const ConvertCommand& c) {
     std::string k = kv.key().toStringRef();
     state[k.rfind("model.", 0) == 0 ? k.substr(6) : k] = kv.value().toTensor();
   }
+  // The config first: a model HF cannot hold is refused before anything is written.
   models::StateDict hf;
+  nlohmann::json cfg;
   try {
+    cfg = a.config_to_hf(*params.model);
     hf = a.to_hf(state, *params.model);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }
   fs::create_directories(c.output_dir);
   write_safetensors((fs::path(c.output_dir) / "model.safetensors").string(), hf, {{"format", "pt"}});
-  nlohmann::json cfg = a.config_to_hf(*params.model);
   const std::string cfg_path = (fs::path(c.output_dir) / "config.json").string();
   std::ofstream(cfg_path) << cfg.dump(2) << "\n";
   std::cout << "Wrote " << (fs::path(c.output_dir) / "model.safetensors").string() << " and " << cfg_path << "\n";

@@ -10,7 +10,7 @@ namespace zoo::convert {
 
 struct ConvertCommand {
   std::string checkpoint;             // source: HF file/dir, or a zoo checkpoint
-  std::string model = "gpt2";         // model family
+  std::string model;                  // converter (zoo convert --model); empty: config.json's model_type
   std::string src_fmt, tgt_fmt;       // "hf" or "zoo"
   std::optional<std::string> config;  // hf source: config.json (default: beside the weights)
   std::string output_dir;
