@@ -10,10 +10,14 @@
 #endif
 #endif
 
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "data/loader.h"
@@ -23,9 +27,17 @@ namespace zoo {
 
 namespace {
 
-// Gradients travel in flat buffers of about this size: few collectives,
-// each large enough to run at the network's speed.
-constexpr int64_t kBucketBytes = int64_t{25} << 20;
+// Gradients travel in flat buffers of about this size (25 MB, DDP's
+// default; ZOO_BUCKET_MB changes it): few collectives, each large enough to
+// run at the network's speed, and the first starting early in the backward pass.
+int64_t bucket_bytes() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("ZOO_BUCKET_MB");
+    const double mb = v && *v ? std::atof(v) : 25.0;
+    return mb > 0 ? static_cast<int64_t>(mb * (1 << 20)) : int64_t{25} << 20;
+  }();
+  return bytes;
+}
 
 std::pair<std::string, uint16_t> host_and_port(const std::string& text, const std::string& what) {
   const size_t colon = text.rfind(':');
@@ -53,7 +65,7 @@ void for_each_bucket(const std::vector<torch::Tensor>& tensors, const std::funct
     while (begin < group.size()) {
       size_t end = begin;
       int64_t bytes = 0;
-      while (end < group.size() && (end == begin || bytes + group[end].nbytes() <= kBucketBytes))
+      while (end < group.size() && (end == begin || bytes + static_cast<int64_t>(group[end].nbytes()) <= bucket_bytes()))
         bytes += group[end++].nbytes();
       std::vector<torch::Tensor> flat_parts;
       for (size_t i = begin; i < end; ++i) flat_parts.push_back(group[i].reshape({-1}));
@@ -90,6 +102,15 @@ struct Distributed::Group {
   void allreduce(std::vector<at::Tensor>& buffers) {
     with_backend([&](auto& g) { g.allreduce(buffers)->wait(); });
   }
+  // Starts an all-reduce; the returned function waits for it.
+  std::function<void()> start_allreduce(std::vector<at::Tensor>& buffers) {
+    std::function<void()> wait;
+    with_backend([&](auto& g) {
+      auto work = g.allreduce(buffers);
+      wait = [work] { work->wait(); };
+    });
+    return wait;
+  }
   void broadcast(std::vector<at::Tensor>& buffers, int root) {
     c10d::BroadcastOptions options;
     options.rootRank = root;
@@ -99,9 +120,118 @@ struct Distributed::Group {
 #else
 struct Distributed::Group {  // never made: join() refuses first
   void allreduce(std::vector<at::Tensor>&) {}
+  std::function<void()> start_allreduce(std::vector<at::Tensor>&) { return [] {}; }
   void broadcast(std::vector<at::Tensor>&, int) {}
 };
 #endif
+
+// The state of overlap_with_backward. The hooks may run on autograd's
+// device threads, hence the mutex.
+struct Distributed::Overlap {
+  std::vector<torch::Tensor> parameters;
+  // A leaf holds its accumulator weakly: without these, hooks could vanish with it.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<std::vector<size_t>> buckets;  // parameter indices; the backward pass reaches the last parameters first
+  std::vector<size_t> bucket_of;
+  std::mutex mutex;
+  bool armed = false, backward_done = false, repeated = false;
+  std::vector<char> seen;                  // per parameter: its gradient is accumulated
+  std::vector<size_t> waiting;             // per bucket: gradients still to come
+  size_t next_bucket = 0;                  // buckets start in order
+  std::vector<torch::Tensor> flat;         // per started bucket
+  std::vector<std::function<void()>> wait; // per started bucket
+  int64_t started_early = 0;
+
+  void reset() {
+    seen.assign(parameters.size(), 0);
+    waiting.clear();
+    for (const auto& b : buckets) waiting.push_back(b.size());
+    next_bucket = 0;
+    flat.assign(buckets.size(), torch::Tensor());
+    wait.assign(buckets.size(), nullptr);
+    repeated = backward_done = false;
+    started_early = 0;
+  }
+};
+
+namespace {
+// Calls `fn` after the accumulator has added a backward pass's gradient.
+struct AccumulatedHook : torch::autograd::FunctionPostHook {
+  explicit AccumulatedHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn_();
+    return outputs;
+  }
+  std::function<void()> fn_;
+};
+}  // namespace
+
+void Distributed::overlap_with_backward(const std::vector<torch::Tensor>& parameters) {
+  if (world_size_ == 1) return;
+  overlap_ = std::make_shared<Overlap>();
+  Overlap& o = *overlap_;
+  o.parameters = parameters;
+  o.bucket_of.assign(parameters.size(), 0);
+  int64_t bytes = 0;
+  for (size_t k = parameters.size(); k-- > 0;) {
+    const torch::Tensor& p = parameters[k];
+    const int64_t n = static_cast<int64_t>(p.numel() * p.element_size());
+    const bool fits = !o.buckets.empty() && bytes + n <= bucket_bytes() &&
+                      parameters[o.buckets.back().front()].scalar_type() == p.scalar_type() &&
+                      parameters[o.buckets.back().front()].device() == p.device();
+    if (!fits) o.buckets.emplace_back(), bytes = 0;
+    o.buckets.back().push_back(k);
+    o.bucket_of[k] = o.buckets.size() - 1;
+    bytes += n;
+  }
+  for (size_t k = 0; k < parameters.size(); ++k) {
+    if (!parameters[k].requires_grad()) continue;  // it never gets a gradient: averaged as zeros at the end
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters[k]);
+    accumulator->add_post_hook(std::make_unique<AccumulatedHook>([this, k, weak = std::weak_ptr<Overlap>(overlap_)] {
+      const std::shared_ptr<Overlap> held = weak.lock();
+      if (!held) return;
+      Overlap& o = *held;
+      std::lock_guard<std::mutex> lock(o.mutex);
+      if (!o.armed) return;
+      if (o.seen[k]) {  // a second accumulation in one pass: its bucket may have left already
+        o.repeated = true;
+        return;
+      }
+      o.seen[k] = 1;
+      --o.waiting[o.bucket_of[k]];
+      start_ready_buckets(o);
+    }));
+    o.accumulators.push_back(std::move(accumulator));
+  }
+  o.reset();
+}
+
+void Distributed::arm() {
+  if (!overlap_) return;
+  std::lock_guard<std::mutex> lock(overlap_->mutex);
+  for (auto& w : overlap_->wait)  // a step that failed part-way: finish its collectives, in order
+    if (w) w();
+  overlap_->reset();
+  overlap_->armed = true;
+}
+
+void Distributed::start_ready_buckets(Overlap& o) {
+  while (o.next_bucket < o.buckets.size() && o.waiting[o.next_bucket] == 0 && !o.repeated) {
+    const size_t b = o.next_bucket++;
+    std::vector<torch::Tensor> parts;
+    torch::NoGradGuard no_grad;
+    for (size_t k : o.buckets[b]) {
+      torch::Tensor& g = o.parameters[k].mutable_grad();
+      if (!g.defined()) g = torch::zeros_like(o.parameters[k]);
+      parts.push_back(g.reshape({-1}));
+    }
+    o.flat[b] = torch::cat(parts);
+    std::vector<at::Tensor> buffers{o.flat[b]};
+    o.wait[b] = group_->start_allreduce(buffers);
+    if (!o.backward_done) ++o.started_early;
+  }
+}
 
 Distributed::~Distributed() {
   stopping_ = true;
@@ -267,6 +397,34 @@ void Distributed::broadcast_bytes(std::vector<char>& bytes, int root) {
 
 void Distributed::average_gradients(const std::vector<torch::Tensor>& parameters) {
   if (world_size_ == 1) return;
+  if (overlap_ && overlap_->armed) {
+    Overlap& o = *overlap_;
+    std::unique_lock<std::mutex> lock(o.mutex);
+    o.armed = false;
+    o.backward_done = true;
+    for (size_t k = 0; k < o.parameters.size(); ++k)  // the parameters this pass did not reach
+      if (!o.seen[k]) o.seen[k] = 1, --o.waiting[o.bucket_of[k]];
+    start_ready_buckets(o);
+    for (size_t b = 0; b < o.buckets.size(); ++b)
+      if (o.wait[b]) run("averaging the gradients", o.wait[b]), o.wait[b] = nullptr;
+    last_overlap_ = {static_cast<int64_t>(o.buckets.size()), o.started_early};
+    if (!o.repeated) {
+      torch::NoGradGuard no_grad;
+      for (size_t b = 0; b < o.buckets.size(); ++b) {
+        o.flat[b].div_(world_size_);
+        int64_t offset = 0;
+        for (size_t k : o.buckets[b]) {
+          torch::Tensor& g = o.parameters[k].mutable_grad();
+          g.copy_(o.flat[b].narrow(0, offset, g.numel()).view(g.sizes()));
+          offset += g.numel();
+        }
+        o.flat[b] = torch::Tensor();
+      }
+      return;
+    }
+    // A gradient accumulated twice in one pass (the same on every rank):
+    // what left early is stale, so average the gradients as they are now.
+  }
   std::vector<torch::Tensor> grads;
   for (const auto& p : parameters) {
     // A parameter this rank's batch did not reach has a zero gradient here, not none.

@@ -42,8 +42,22 @@ class Distributed {
   // Rank `root`'s bytes on every rank (`bytes` is read on root, replaced elsewhere).
   void broadcast_bytes(std::vector<char>& bytes, int root);
   // Replaces each parameter's gradient by its mean over the ranks, in
-  // buckets of one dtype and ~25 MB (absent gradients count as zeros).
+  // buckets of one dtype and ~25 MB (absent gradients count as zeros). After
+  // an armed backward pass it waits for the buckets already under way.
   void average_gradients(const std::vector<torch::Tensor>& parameters);
+
+  // Overlaps the averaging with the backward pass, as PyTorch's DDP does:
+  // each parameter's gradient accumulator gets a hook, and once a bucket's
+  // gradients are all accumulated its all-reduce starts (buckets start in
+  // one fixed order, the same on every rank, as c10d needs) while the
+  // backward pass goes on. Call once with the parameters average_gradients
+  // will get; then arm() before each backward pass whose gradients are to be
+  // averaged (a step's last micro-batch). ZOO_BUCKET_MB sets the bucket size.
+  void overlap_with_backward(const std::vector<torch::Tensor>& parameters);
+  void arm();
+  // Of the last averaged step: buckets, and those whose all-reduce started
+  // before the backward pass had ended.
+  std::pair<int64_t, int64_t> last_overlap() const { return last_overlap_; }
   // Sums `t` over the ranks, in place.
   void sum(torch::Tensor& t);
 
@@ -57,6 +71,11 @@ class Distributed {
   void run(const char* what, const std::function<void()>& collective);
   struct Group;
   std::unique_ptr<Group> group_;
+  struct Overlap;
+  std::shared_ptr<Overlap> overlap_;  // the hooks hold it weakly
+  std::pair<int64_t, int64_t> last_overlap_{0, 0};
+  // Starts the all-reduce of every bucket that is ready, in bucket order.
+  void start_ready_buckets(Overlap& o);
   std::atomic<bool> stopping_{false};
   std::thread heartbeat_;
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, main_rank_ = 0;

@@ -96,6 +96,7 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   scaler_ = amp::make_grad_scaler(params_.optimizer, autocast_dtype_);
   if (distributed_ && params_.runconfig.shard_optimizer_state)
     sharding_ = std::make_unique<OptimizerSharding>(*distributed_, optimizer_->parameters());
+  if (distributed_) distributed_->overlap_with_backward(optimizer_->parameters());
 }
 
 std::optional<std::string> Trainer::restore(bool training) {
@@ -250,6 +251,7 @@ torch::Tensor Trainer::train_step(int64_t accum, int64_t& tokens) {
       out = model_->forward(to_device(std::move(batch), device_), false);
     }
     torch::Tensor micro_loss = accum > 1 ? out.loss / double(accum) : out.loss;
+    if (distributed_ && micro == accum - 1) distributed_->arm();  // its backward pass starts the averaging
     (scaler_ ? scaler_->scale(micro_loss) : micro_loss).backward();
     loss = loss.defined() ? loss + micro_loss.detach() : micro_loss.detach();
   }
@@ -273,7 +275,14 @@ void Trainer::train(int64_t steps) {
   for (int64_t i = 1; i <= steps; ++i) {
     int64_t tokens = 0;
     unread_losses.push_back(train_step(accum, tokens));
-    if (distributed_) distributed_->average_gradients(parameters);
+    if (distributed_) {
+      distributed_->average_gradients(parameters);
+      if (i == 1 && distributed_->is_main() && distributed_->world_size() > 1) {
+        const auto [buckets, early] = distributed_->last_overlap();
+        log::info(strf("Gradient averaging: %ld of %ld buckets started during the backward pass", static_cast<long>(early),
+                       static_cast<long>(buckets)));
+      }
+    }
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
                                  (i % *rc.checkpoint_steps == 0 || i == steps);

@@ -148,6 +148,31 @@ TEST(Distributed, TwoGlooRanksTrainAsOneProcessAndCheckpointsResumeAtAnyWorldSiz
   EXPECT_NEAR(eval_loss(r.output), alone, 2e-5) << r.output;
 }
 
+// With small buckets the all-reduces start while the backward pass still
+// runs (on the step's last micro-batch only, when gradients are accumulated
+// over two), and the run still equals one process with the same batch.
+TEST(Distributed, GradientAveragingOverlapsTheBackwardPass) {
+  Job job;
+  const std::string d = job.dir.path();
+  std::string y = zoo::testing::read_file(job.single);
+  y.replace(y.find("optimizer:\n"), 11, "optimizer:\n  grad_accum_steps: 2\n");
+  const std::string single = zoo::testing::write_file(d + "/accum.yaml", y);
+  const std::string dp = zoo::testing::write_file(d + "/accum_dp.yaml", y + "  enable_distributed: true\n");
+  auto r = job.zoo("CPU --params " + single + " --mode train --max_steps 4 -o " + d + "/one");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto one = losses(r.output);
+  r = run_command("ZOO_BUCKET_MB=0.02 " + zoo::testing::zoo_binary() + " launch --nproc_per_node 2 --master_port " +
+                  std::to_string(free_port(7)) + " -- CPU --params " + dp + " --mode train --max_steps 4 -o " + d + "/two");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_losses(losses(r.output), one, 1, 4, "2 ranks, overlapped, 2 micro-batches");
+  EXPECT_LT(weight_distance(d + "/one/checkpoint_4.mdl", d + "/two/checkpoint_4.mdl"), 1e-5);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Gradient averaging: ([0-9]+) of ([0-9]+) buckets started during")))
+      << r.output;
+  EXPECT_GT(std::stoi(m[2]), 2) << "the test needs several buckets";
+  EXPECT_GE(std::stoi(m[1]), 1) << r.output;
+}
+
 TEST(Distributed, ARankThatDiesEndsTheOthersNamingIt) {
   Job job;
   const std::string d = job.dir.path();
