@@ -251,6 +251,12 @@ TEST(ConvertFamilies, FalconNewDecoderArchitecture) {
     EXPECT_EQ(c["new_decoder_architecture"], true);
     EXPECT_EQ(c["num_kv_heads"], 2);
     EXPECT_EQ(c["bias"], true);
+    // Falcon 40B's original config.json: model_type RefinedWeb, n_head_kv, no new_decoder_architecture.
+    nlohmann::json old{{"model_type", "RefinedWeb"}, {"vocab_size", 50}, {"n_embed", 32}, {"n_layer", 2}, {"n_head", 4},
+                       {"n_head_kv", 2}, {"bias", true}, {"parallel_attn", true}, {"ffn_hidden_size", 64}};
+    YAML::Node m = models::find_hf_converter(models::hf_converter_for(old)).config_from_hf(old);
+    EXPECT_TRUE(m["use_untied_layer_norm"].as<bool>());
+    EXPECT_EQ(m["extra_attention_params"]["num_kv_groups"].as<int>(), 2);
   });
 }
 

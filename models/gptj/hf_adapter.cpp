@@ -232,7 +232,8 @@ HfAdapter falcon_hf_adapter() {
     if (config_sets(c, "rope_scaling")) refuse_config(c, "rope_scaling", "changes the math");
     const int64_t C = config_value(c, {"hidden_size", "n_embed"}).get<int64_t>();
     const int64_t H = config_value(c, {"num_attention_heads", "n_head"}).get<int64_t>();
-    const bool new_arch = c.value("new_decoder_architecture", false);
+    // Falcon 40B's original config.json (model_type RefinedWeb) implies the new architecture.
+    const bool new_arch = c.value("new_decoder_architecture", c.value("model_type", std::string()) == "RefinedWeb");
     const int64_t G = new_arch ? config_value(c, {"num_kv_heads", "n_head_kv"}, H).get<int64_t>()
                                : (c.value("multi_query", true) ? 1 : H);
     const bool bias = c.value("bias", false);
