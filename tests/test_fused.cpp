@@ -11,6 +11,7 @@
 #include "models/common/causal_attention.h"
 #include "models/common/cpu_gemm.h"
 #include "models/common/dense_kernel.h"
+#include "models/common/embedding.h"
 #include "models/common/embedding_kernel.h"
 #include "models/common/lm_loss.h"
 #include "models/common/norm_kernel.h"
@@ -23,6 +24,7 @@ namespace {
 
 struct AttentionCase {
   int64_t B, T, H, G, D, window;
+  bool alibi = false;
 };
 
 // q, k, v as the attention module makes them: (B, T, heads, D) views into one
@@ -83,10 +85,14 @@ TEST(Fused, CpuCausalAttentionMatchesTheReferenceInValueAndGradient) {
   // T <= 6 D the kernel keeps the probabilities, beyond it recomputes them.
   const std::vector<AttentionCase> cases = {{2, 64, 4, 4, 16, 0},   {2, 200, 4, 4, 16, 0}, {1, 1, 2, 2, 8, 0},
                                             {2, 130, 8, 2, 16, 0},  {1, 97, 4, 1, 32, 0},  {2, 150, 4, 2, 16, 5},
-                                            {1, 200, 2, 2, 8, 100}, {2, 90, 4, 2, 16, 7}};
+                                            {1, 200, 2, 2, 8, 100}, {2, 90, 4, 2, 16, 7},
+                                            // ALiBi with 6 heads: probabilities kept, recomputed, and windowed
+                                            {2, 64, 6, 2, 16, 0, true}, {2, 200, 6, 6, 16, 0, true},
+                                            {1, 150, 6, 3, 16, 9, true}};
   for (const auto& c : cases) {
     SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
-                 " G=" + std::to_string(c.G) + " D=" + std::to_string(c.D) + " window=" + std::to_string(c.window));
+                 " G=" + std::to_string(c.G) + " D=" + std::to_string(c.D) + " window=" + std::to_string(c.window) +
+                 (c.alibi ? " alibi" : ""));
     torch::manual_seed(c.T);
     const double scale = 1.0 / std::sqrt(double(c.D));
     Qkv fast = make_qkv(c, torch::kFloat);
@@ -94,9 +100,11 @@ TEST(Fused, CpuCausalAttentionMatchesTheReferenceInValueAndGradient) {
     ref.q = ref.qkv.narrow(-1, 0, c.H * c.D).view({c.B, c.T, c.H, c.D});
     ref.k = ref.qkv.narrow(-1, c.H * c.D, c.G * c.D).view({c.B, c.T, c.G, c.D});
     ref.v = ref.qkv.narrow(-1, (c.H + c.G) * c.D, c.G * c.D).view({c.B, c.T, c.G, c.D});
-    torch::Tensor y = causal_attention(fast.qkv, c.H, c.G, scale, c.window);  // (B, T, H, D)
+    const std::vector<double> slopes = c.alibi ? alibi_slopes(c.H) : std::vector<double>();
+    torch::Tensor y = causal_attention(fast.qkv, c.H, c.G, scale, c.window, slopes);  // (B, T, H, D)
     torch::Tensor y_ref = reference_attention(ref.q.transpose(1, 2), ref.k.transpose(1, 2), ref.v.transpose(1, 2),
-                                              scale, c.window, true, 0.0)
+                                              scale, c.window, /*softmax_fp32=*/false, 0.0,
+                                              c.alibi ? torch::tensor(slopes, torch::kDouble) : torch::Tensor())
                               .transpose(1, 2);
     torch::Tensor upstream = torch::randn_like(y_ref);
     (y * upstream.to(torch::kFloat)).sum().backward();

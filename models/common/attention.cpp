@@ -92,8 +92,16 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
                                                         /*is_causal=*/past == 0 && T > 1, scale));
   }
 #endif
-  if (past == 0 && p_drop == 0 && !alibi_slopes.defined() && causal_attention_available(qkv))
-    return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window).view({B, T, C}));
+  // Trained ALiBi slopes need their gradient: the reference path gives it.
+  if (past == 0 && p_drop == 0 && (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) &&
+      causal_attention_available(qkv)) {
+    std::vector<double> slopes;
+    if (alibi_slopes.defined()) {
+      const torch::Tensor s = alibi_slopes.detach().to(torch::kDouble).contiguous();
+      slopes.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
+    }
+    return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window, slopes).view({B, T, C}));
+  }
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
                                          options_.sliding_window, options_.softmax_fp32, p_drop, alibi_slopes));
 }

@@ -43,7 +43,17 @@ Rows rows_of(const torch::Tensor& t, int64_t b, int64_t head) {
 struct Shape {
   int64_t B, T, H, G, D, window;
   float scale;
+  float slope = 0;  // this head's ALiBi slope (0: none)
 };
+
+// ALiBi: adds slope * (key - query position) to the m x n block of scores at (r0, c0).
+ZOO_VECTOR_CLONES void add_alibi(float* s, int64_t ld, int64_t m, int64_t n, int64_t r0, int64_t c0, float slope) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = s + i * ld;
+    const float first = slope * float(c0 - (r0 + i));
+    for (int64_t j = 0; j < n; ++j) row[j] += first + slope * float(j);
+  }
+}
 
 // Softmax of each row of s (m rows of n, row stride ld; only the visible
 // columns count), the rest set to 0; lse[i] = log-sum-exp of row i.
@@ -81,6 +91,7 @@ void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse,
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
     float* p = probs.block(r0, c0, sh.T);
     cpu_gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
+    if (sh.slope != 0) add_alibi(p, sh.T, m, n, r0, c0, sh.slope);
     softmax_rows(p, sh.T, m, n, r0, c0, sh, lse + r0);
     cpu_gemm(false, false, m, sh.D, n, 1, p, sh.T, v.row(c0), v.row_stride, 0, out.row(r0), out.row_stride);
   }
@@ -94,8 +105,10 @@ ZOO_VECTOR_CLONES void backward_head(const Shape& sh, Rows q, Rows k, Rows v, Ro
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
     const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
     float* p = probs.block(r0, c0, sh.T);
-    if (!probs.whole)
+    if (!probs.whole) {
       cpu_gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
+      if (sh.slope != 0) add_alibi(p, sh.T, m, n, r0, c0, sh.slope);
+    }
     cpu_gemm(false, true, m, n, sh.D, 1, dout.row(r0), dout.row_stride, v.row(c0), v.row_stride, 0, dp, sh.T);
     for (int64_t i = 0; i < m; ++i) {
       float* pr = p + i * sh.T;
@@ -172,10 +185,15 @@ Packed unpack(const torch::Tensor& qkv, int64_t H, int64_t G) {
   return {heads(0, H), heads(H, G), heads(H + G, G)};
 }
 
+Shape with_slope(Shape sh, const std::vector<double>& slopes, int64_t head) {
+  if (!slopes.empty()) sh.slope = float(slopes[static_cast<size_t>(head)]);
+  return sh;
+}
+
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor qkv, int64_t H, int64_t G,
-                               double scale, int64_t window) {
+                               double scale, int64_t window, std::vector<double> slopes) {
     const Packed in = unpack(qkv, H, G);
     const Shape sh{qkv.size(0), qkv.size(1), H, G, in.q.size(3), window, float(scale)};
     torch::Tensor out = torch::empty({sh.B, sh.T, sh.H, sh.D}, qkv.options());
@@ -188,12 +206,13 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const int64_t per_group = sh.H / sh.G;
     for_each_kv_head(sh, 1, [&](int64_t b, int64_t g, std::vector<std::vector<float>>& buf) {
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
-        forward_head(sh, rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
+        forward_head(with_slope(sh, slopes, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
                      lse.data_ptr<float>() + (b * sh.H + h) * sh.T, head_probabilities(probs, b, h, buf[0]));
     });
     ctx->save_for_backward({qkv, out, lse, probs});
     ctx->saved_data["shape"] = std::vector<int64_t>{H, G, window};
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["slopes"] = slopes;
     return out;
   }
 
@@ -209,6 +228,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     torch::Tensor dout = grads[0].contiguous();
     torch::Tensor dqkv = torch::empty_like(qkv, at::MemoryFormat::Contiguous);
     const Packed d = unpack(dqkv, sh.H, sh.G);
+    const std::vector<double> slopes = ctx->saved_data["slopes"].toDoubleVector();
     const int64_t per_group = sh.H / sh.G;
     for_each_kv_head(sh, 2, [&](int64_t b, int64_t g, std::vector<std::vector<float>>& buf) {
       const Rows dk = rows_of(d.k, b, g), dv = rows_of(d.v, b, g);
@@ -217,11 +237,11 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
         std::fill_n(dv.row(t), sh.D, 0.0f);
       }
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
-        backward_head(sh, rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
+        backward_head(with_slope(sh, slopes, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
                       rows_of(dout, b, h), lse.data_ptr<float>() + (b * sh.H + h) * sh.T, rows_of(d.q, b, h), dk, dv,
                       head_probabilities(probs, b, h, buf[0]), buf[1].data());
     });
-    return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -232,11 +252,13 @@ bool causal_attention_available(const torch::Tensor& q) {
 }
 
 torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, double scale,
-                               int64_t window) {
+                               int64_t window, const std::vector<double>& alibi_slopes) {
   TORCH_CHECK(qkv.dim() == 3 && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
                   qkv.size(2) % (num_heads + 2 * num_kv_heads) == 0 && qkv.stride(2) == 1,
               "causal_attention: expected qkv (B, T, (H + 2G) D) with G dividing H, dense in its last dim");
-  return CausalAttentionFunction::apply(qkv, num_heads, num_kv_heads, scale, window);
+  TORCH_CHECK(alibi_slopes.empty() || static_cast<int64_t>(alibi_slopes.size()) == num_heads,
+              "causal_attention: expected one ALiBi slope per query head");
+  return CausalAttentionFunction::apply(qkv, num_heads, num_kv_heads, scale, window, alibi_slopes);
 }
 
 }  // namespace zoo::models

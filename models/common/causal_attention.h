@@ -11,6 +11,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace zoo::models {
 
 // True when this process has a CPU GEMM for the kernel (models/common/cpu_gemm.h) and
@@ -21,8 +23,10 @@ bool causal_attention_available(const torch::Tensor& qkv);
 // G key heads, then G value heads, G dividing H (query head h reads key/value
 // head h / (H / G)); unit stride in the last dim. Position i attends to
 // positions max(0, i - window + 1) .. i (window 0: 0 .. i), scores scaled by
-// `scale`. Returns (B, T, H, D), differentiable in qkv.
+// `scale`; `alibi_slopes` (one per query head, or none) add ALiBi's
+// slope_h * (j - i) to score (i, j), the slopes taken as constants.
+// Returns (B, T, H, D), differentiable in qkv.
 torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, double scale,
-                               int64_t window);
+                               int64_t window, const std::vector<double>& alibi_slopes = {});
 
 }  // namespace zoo::models
