@@ -119,6 +119,25 @@ TEST(Model, TruncatedNormalStaysInBoundsWithTheRightSpread) {
   EXPECT_NEAR(w.abs().max().item<double>(), std::sqrt(6.0 / 400), 1e-3);
 }
 
+// An untied LM head starts from normal(0, initializer_range) whatever
+// `initializer` says, as modelzoo's gpt2 model initializes it.
+TEST(Model, UntiedLmHeadStartsFromModelzoosNormal) {
+  torch::manual_seed(0);
+  Gpt2Options o = tiny_options();
+  o.vocab_size = 512;
+  o.hidden_size = 64;
+  o.share_embedding_weights = false;
+  InitializerSpec xavier;
+  xavier.name = "xavier_uniform";
+  o.initializer = xavier;
+  Gpt2Model m(o, torch::TensorOptions());
+  m.reset_parameters();
+  const torch::Tensor w = m.lm_head->weight;
+  EXPECT_NEAR(w.std().item<double>(), 0.02, 0.0005);
+  EXPECT_NEAR(w.mean().item<double>(), 0.0, 0.0005);
+  EXPECT_GT(w.abs().max().item<double>(), 0.05);  // not truncated at 2 std
+}
+
 TEST(Model, RegistryKnowsGpt2AndAliases) {
   EXPECT_EQ(find_model("gpt3").name, "gpt2");
   try {

@@ -113,7 +113,11 @@ void Gpt2Model::reset_parameters() {
   embedding_layer->reset_parameters();
   if (embedding_ln_f) embedding_ln_f->reset_parameters();
   transformer_decoder->reset_parameters();
-  lm_head->reset_parameters(variant_.lm_head_initializer.value_or(weight_init(options_)));
+  // An untied head starts from normal(0, initializer_range) whatever `initializer` says, as modelzoo's.
+  InitializerSpec head;
+  head.name = "normal";
+  head.std = options_.initializer_range;
+  lm_head->reset_parameters(head);
 }
 
 torch::Tensor Gpt2Model::embed(const torch::Tensor& input_ids, int64_t first_position) {

@@ -41,8 +41,7 @@ struct Gpt2Options : DecoderLmOptions {
 struct DecoderVariant {
   bool parallel_residual = false;  // see DecoderLayerOptions
   bool untied_norms = true;
-  std::optional<InitializerSpec> ffn_initializer;      // first FFN layer (default: `initializer`)
-  std::optional<InitializerSpec> lm_head_initializer;  // untied LM head (default: `initializer`)
+  std::optional<InitializerSpec> ffn_initializer;  // first FFN layer (default: `initializer`)
 };
 
 class Gpt2Model : public Model {

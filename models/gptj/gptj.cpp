@@ -45,13 +45,8 @@ DecoderVariant GptjOptions::variant() const {
   DecoderVariant v;
   v.parallel_residual = true;
   v.untied_norms = use_untied_layer_norm;
-  // The FFN's first layer takes the output layers' initializer too, and an
-  // untied LM head a plain normal(0, initializer_range), as modelzoo's gptj.
+  // The FFN's first layer takes the output layers' initializer too, as modelzoo's gptj.
   v.ffn_initializer = output_layer_initializer.value_or(truncated_normal_spec(initializer_range));
-  InitializerSpec head;
-  head.name = "normal";
-  head.std = initializer_range;
-  v.lm_head_initializer = head;
   return v;
 }
 
