@@ -155,6 +155,16 @@ HfAdapter mpt_hf_adapter() {
     const int64_t C = c.at("d_model").get<int64_t>(), H = c.at("n_heads").get<int64_t>();
     auto refuse_attn = [&](const std::string& key, const std::string& why) { refuse_config(attn, key, why, "attn_config"); };
     if (!attn.value("alibi", true)) refuse_attn("alibi", "(learned positions) is not what Hugging Face's mpt computes");
+    if (attn.value("attn_type", std::string("multihead_attention")) != "multihead_attention")
+      refuse_attn("attn_type", "is not the multi-head attention Hugging Face's mpt computes");
+    if (attn.contains("kv_n_heads") && attn.at("kv_n_heads") != c.at("n_heads"))
+      refuse_attn("kv_n_heads", "(grouped key/value heads) is not in Hugging Face's mpt");
+    if (config_sets(attn, "rope")) refuse_attn("rope", "(rotary positions) is not in Hugging Face's mpt");
+    const std::string norm = c.value("norm_type", std::string("low_precision_layernorm"));
+    if (norm != "layernorm" && norm != "low_precision_layernorm")
+      refuse_config(c, "norm_type", "is not the LayerNorm Hugging Face's mpt computes");
+    if (c.contains("ffn_config") && c.at("ffn_config").value("ffn_type", std::string("mptmlp")) != "mptmlp")
+      refuse_config(c.at("ffn_config"), "ffn_type", "is not MPT's GELU MLP", "ffn_config");
     if (attn.value("alibi_bias_max", 8) != 8) refuse_attn("alibi_bias_max", "changes the ALiBi slopes from the paper's");
     for (const char* key : {"clip_qkv", "qk_ln", "prefix_lm", "attn_uses_sequence_id"})
       if (config_sets(attn, key)) refuse_attn(key, "changes the attention and zoo has no such option");

@@ -229,6 +229,8 @@ HfAdapter falcon_hf_adapter() {
   a.config_from_hf = [](const nlohmann::json& c) {
     if (!c.value("parallel_attn", true)) refuse_config(c, "parallel_attn", "(a sequential Falcon layer) is not zoo's gptj layout");
     if (config_sets(c, "alibi")) refuse_config(c, "alibi", "(Falcon's ALiBi, scaled with the scores) is not in zoo");
+    if (c.value("apply_residual_connection_post_layernorm", false))
+      refuse_config(c, "apply_residual_connection_post_layernorm", "(the residual taken after the norm) is not zoo's layer");
     if (config_sets(c, "rope_scaling")) refuse_config(c, "rope_scaling", "changes the math");
     const int64_t C = config_value(c, {"hidden_size", "n_embed"}).get<int64_t>();
     const int64_t H = config_value(c, {"num_attention_heads", "n_head"}).get<int64_t>();
