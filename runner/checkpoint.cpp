@@ -137,20 +137,21 @@ c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {
   return out;
 }
 
-std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
-                                               bool strict, const std::string& source) {
-  bool all_prefixed = state.size() > 0;
-  for (const auto& kv : state)
-    if (kv.key().toStringRef().rfind("model.", 0) != 0) all_prefixed = false;
-  std::map<std::string, torch::Tensor> saved;
-  for (const auto& kv : state) {
-    std::string k = kv.key().toStringRef();
-    saved[all_prefixed ? k.substr(6) : k] = kv.value().toTensor();
-  }
+namespace {
+
+// The model's parameters and buffers by name.
+std::map<std::string, torch::Tensor> model_tensors(const torch::nn::Module& model) {
   std::map<std::string, torch::Tensor> targets;
   for (const auto& p : model.named_parameters()) targets[p.key()] = p.value();
   for (const auto& b : model.named_buffers()) targets[b.key()] = b.value();
+  return targets;
+}
 
+// Missing, unexpected and mis-shaped keys: an error (missing or unexpected
+// ones only when strict, else returned as warnings).
+std::vector<std::string> check_state(const std::map<std::string, torch::Tensor>& targets,
+                                     const std::map<std::string, torch::Tensor>& saved, bool strict,
+                                     const std::string& source) {
   std::vector<std::string> missing, unexpected;
   for (const auto& [k, t] : targets)
     if (!saved.count(k)) missing.push_back(k);
@@ -175,16 +176,49 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
     for (size_t i = 0; i < report.size(); ++i) msg += (i ? "; " : "") + report[i];
     throw std::runtime_error(msg + "); use --disable_strict_checkpoint_loading to load what matches");
   }
+  for (const auto& [k, t] : targets) {
+    auto it = saved.find(k);
+    if (it != saved.end() && it->second.sizes() != t.sizes())
+      throw std::runtime_error(source + ": model key " + k + " has shape " + c10::str(it->second.sizes()) +
+                               " in the checkpoint but " + c10::str(t.sizes()) + " in the model");
+  }
+  return report;
+}
+
+}  // namespace
+
+std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
+                                               bool strict, const std::string& source) {
+  bool all_prefixed = state.size() > 0;
+  for (const auto& kv : state)
+    if (kv.key().toStringRef().rfind("model.", 0) != 0) all_prefixed = false;
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& kv : state) {
+    std::string k = kv.key().toStringRef();
+    saved[all_prefixed ? k.substr(6) : k] = kv.value().toTensor();
+  }
+  std::map<std::string, torch::Tensor> targets = model_tensors(model);
+  std::vector<std::string> report = check_state(targets, saved, strict, source);
   torch::NoGradGuard no_grad;
   for (auto& [k, t] : targets) {
     auto it = saved.find(k);
-    if (it == saved.end()) continue;
-    if (it->second.sizes() != t.sizes())
-      throw std::runtime_error(source + ": model key " + k + " has shape " + c10::str(it->second.sizes()) +
-                               " in the checkpoint but " + c10::str(t.sizes()) + " in the model");
-    t.copy_(it->second);
+    if (it != saved.end()) t.copy_(it->second);
   }
   return report;
+}
+
+c10::impl::GenericDict model_state_dict_from(const torch::nn::Module& model, std::map<std::string, torch::Tensor> state,
+                                             const std::string& source) {
+  check_state(model_tensors(model), state, /*strict=*/true, source);
+  c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
+  auto add = [&](const std::string& name, const torch::Tensor& like) {
+    auto it = state.find(name);
+    out.insert("model." + name, it->second.to(like.scalar_type()).contiguous());
+    state.erase(it);  // its source is freed here unless shared
+  };
+  for (const auto& p : model.named_parameters()) add(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) add(b.key(), b.value());
+  return out;
 }
 
 }  // namespace zoo::ckpt

@@ -68,5 +68,12 @@ c10::impl::GenericDict model_state_dict(const torch::nn::Module& model);
 // matches the model, are always an error.
 std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
                                                bool strict, const std::string& source);
+// `state` (keys without "model.") as the model's checkpoint holds it:
+// {"model.<name>": tensor} in the model's order, each cast to the model's
+// dtype, checked as a strict load checks it. `model` may be on the meta
+// device, so a conversion never holds a second copy of the weights; each
+// tensor leaves `state` as it is cast.
+c10::impl::GenericDict model_state_dict_from(const torch::nn::Module& model, std::map<std::string, torch::Tensor> state,
+                                             const std::string& source);
 
 }  // namespace zoo::ckpt

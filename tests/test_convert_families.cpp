@@ -241,6 +241,17 @@ TEST(ConvertFamilies, Falcon7BMultiQuery) {
     EXPECT_EQ(p["model"]["extra_attention_params"]["num_kv_groups"].as<int>(), 1);
     EXPECT_FALSE(p["model"]["use_untied_layer_norm"].as<bool>());
     expect_config_refused(dir, [](nlohmann::json& c) { c["alibi"] = true; }, {"config.json: alibi = true"});
+    // Falcon ships bfloat16 weights: they become the model's float32, value for value.
+    auto weights = convert::read_safetensors(dir / "hf/model.safetensors");
+    for (auto& [k, t] : weights) t = t.to(torch::kBFloat16);
+    std::filesystem::create_directories(dir / "hf16");
+    convert::write_safetensors(dir / "hf16/model.safetensors", weights);
+    std::filesystem::copy_file(dir / "hf/config.json", dir / "hf16/config.json");
+    convert::run_convert({dir / "hf16", "", "hf", "zoo", std::nullopt, dir / "zoo16"});
+    auto saved = ckpt::load_checkpoint_file(dir / "zoo16/checkpoint_0.mdl").at("model").toGenericDict();
+    torch::Tensor wte = saved.at("model.embedding_layer.word_embeddings.weight").toTensor();
+    EXPECT_EQ(wte.scalar_type(), torch::kFloat);
+    EXPECT_TRUE(torch::equal(wte, weights.at("transformer.word_embeddings.weight").to(torch::kFloat)));
     expect_config_refused(dir, [](nlohmann::json& c) { c["parallel_attn"] = false; }, {"parallel_attn = false"});
   });
 }

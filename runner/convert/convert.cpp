@@ -79,15 +79,14 @@ void hf_to_zoo(const ConvertCommand& c) {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }
+  // Checked against the model built on the meta device, as a strict load
+  // checks it, and cast to its dtype one tensor at a time: a 7B conversion
+  // never holds a second copy of the weights.
+  auto shapes = params.model->build(torch::TensorOptions().device(torch::kMeta));
+  c10::impl::GenericDict converted = ckpt::model_state_dict_from(*shapes, std::move(state), c.checkpoint);
   fs::create_directories(c.output_dir);
-  // Load into a real model: shapes and keys are checked the way training will.
-  auto built = params.model->build(torch::TensorOptions());
-  c10::impl::GenericDict weights_dict(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [k, t] : state) weights_dict.insert("model." + k, t);
-  ckpt::load_model_state_dict(*built, weights_dict, /*strict=*/true, c.checkpoint);
-
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-  d.insert("model", ckpt::model_state_dict(*built));
+  d.insert("model", converted);
   d.insert("global_step", int64_t{0});
   d.insert("__metadata__", ckpt::checkpoint_metadata(params, {{"converted_from", c.checkpoint}}));
   ckpt::save_checkpoint_file(ckpt_path, d);
