@@ -93,7 +93,9 @@ void hf_to_zoo(const ConvertCommand& c) {
   const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
   config::write_yaml_file(params_path, params_yaml);
   std::cout << "Wrote " << ckpt_path << " and " << params_path
-            << " (set train_input/eval_input data_dir, then: zoo CPU --params " << params_path << " --mode train)\n";
+            << " (set train_input/eval_input data_dir, then: zoo CPU --params " << params_path
+            << " --mode train; back to Hugging Face: zoo convert CHECKPOINT --model " << converter
+            << " --src-fmt zoo --tgt-fmt hf --output-dir DIR)\n";
 }
 
 void zoo_to_hf(const ConvertCommand& c) {
