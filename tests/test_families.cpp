@@ -16,6 +16,7 @@
 #include "runner/params.h"
 #include "runner/run.h"
 #include "runner/trainer.h"
+#include "reference_case.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -140,11 +141,7 @@ void expect_reference_logits(Gpt2Model& m, const zoo::testing::TempDir& dir, con
   m.reset_parameters();
   m.eval();
   torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
-  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-  d.insert("state", ckpt::model_state_dict(m));
-  d.insert("ids", ids);
-  d.insert("logits", m.logits(ids).detach());
-  ckpt::save_checkpoint_file(dir / "case.pt", d);
+  zoo::testing::write_reference_case(m, ids, dir / "case.pt");
   auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " " + args);
   EXPECT_EQ(r.exit_code, 0) << label << ": " << r.output;
   torch::NoGradGuard no_grad;

@@ -12,6 +12,7 @@
 #include "runner/checkpoint.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/run.h"
+#include "reference_case.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -164,11 +165,7 @@ TEST(Model, LogitsMatchAnIndependentPyTorchForward) {
     m.reset_parameters();
     m.eval();
     torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
-    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-    d.insert("state", ckpt::model_state_dict(m));
-    d.insert("ids", ids);
-    d.insert("logits", m.logits(ids).detach());
-    ckpt::save_checkpoint_file(dir / "case.pt", d);
+    zoo::testing::write_reference_case(m, ids, dir / "case.pt");
     std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
 import math, sys, torch
 import torch.nn.functional as F
