@@ -151,7 +151,7 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
       ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
        cxxopts::value<std::string>())
       ("model", "Converter: " + converter_names() + ". hf -> zoo: default from config.json's model_type; "
-                "zoo -> hf: required.", cxxopts::value<std::string>()->default_value(""))
+                "zoo -> hf: default the one Hugging Face model type that can hold the model.", cxxopts::value<std::string>()->default_value(""))
       ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
       ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
       ("config", "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "

@@ -344,6 +344,9 @@ finish(sd, {"model_type": "mpt", "vocab_size": V, "d_model": C, "n_heads": H, "n
                             "softmax_scale": None}}, logits, ids)
 )PY",
                   [](const TempDir& dir) {
+                    // Only MPT's config.json holds this model: the export needs no --model.
+                    convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "auto"});
+                    EXPECT_EQ(read_json(dir / "auto/config.json")["model_type"], "mpt");
                     expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["clip_qkv"] = 6.0; },
                                           {"config.json: attn_config.clip_qkv = 6.0"});
                     expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["alibi_bias_max"] = 16; },
@@ -476,6 +479,9 @@ TEST(ConvertFamilies, StarCoderMultiQuery) {
   SKIP_WITHOUT_PYTHON();
   expect_converts("starcoder", std::string("MULTI_QUERY = True\n") + kPyStarcoder, [](const TempDir& dir) {
     EXPECT_EQ(read_json(dir / "back/config.json")["multi_query"], true);
+    // SantaCoder's and StarCoder's layouts both hold a multi-query GPT-2: the export asks which.
+    expect_refused([&] { convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "a"}); },
+                   {"pass --model", "the model exports as santacoder, starcoder"});
   });
 }
 
@@ -501,8 +507,6 @@ TEST(ConvertFamilies, ConverterFromModelTypeAndItsErrors) {
   expect_refused([] { models::hf_converter_for({{"model_type", "t5"}}); },
                  {"model_type \"t5\" has no zoo converter", "bloom", "starcoder"});
   expect_refused([] { models::hf_converter_for(nlohmann::json::object()); }, {"no model_type", "--model"});
-  expect_refused([] { convert::run_convert({"ckpt.mdl", "", "zoo", "hf", std::nullopt, "out"}); },
-                 {"zoo -> hf needs --model", "falcon"});
   expect_refused([] { models::find_hf_converter("gpt-5"); }, {"no Hugging Face converter named 'gpt-5'", "mpt"});
 }
 

@@ -1,6 +1,7 @@
 // Implementation of runner/convert/convert.h.
 #include "runner/convert/convert.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -98,11 +99,22 @@ void hf_to_zoo(const ConvertCommand& c) {
             << " --src-fmt zoo --tgt-fmt hf --output-dir DIR)\n";
 }
 
+// The converters whose Hugging Face model can hold `model` (their config.json
+// does not refuse it), each with that config.json; one per distinct config.
+std::vector<std::pair<std::string, nlohmann::json>> converters_holding(const models::ModelSpec& model) {
+  std::vector<std::pair<std::string, nlohmann::json>> out;
+  for (const auto& name : models::hf_converter_names()) {
+    try {
+      nlohmann::json cfg = models::find_hf_converter(name).config_to_hf(model);
+      const bool alias = std::any_of(out.begin(), out.end(), [&](const auto& o) { return o.second == cfg; });
+      if (!alias) out.emplace_back(name, std::move(cfg));
+    } catch (const std::exception&) {  // this one cannot hold it (or is another family's)
+    }
+  }
+  return out;
+}
+
 void zoo_to_hf(const ConvertCommand& c) {
-  if (c.model.empty())
-    throw std::runtime_error("zoo convert: zoo -> hf needs --model, the Hugging Face model to write (one of: " +
-                             converter_list() + ")");
-  const models::HfAdapter& a = models::find_hf_converter(c.model);
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(c.checkpoint);
   Params params = ckpt::params_of(dict, c.checkpoint, c.config, "--config");
   models::StateDict state;
@@ -110,6 +122,21 @@ void zoo_to_hf(const ConvertCommand& c) {
     std::string k = kv.key().toStringRef();
     state[k.rfind("model.", 0) == 0 ? k.substr(6) : k] = kv.value().toTensor();
   }
+  // Without --model: the one Hugging Face model type that can hold this model.
+  std::string converter = c.model;
+  if (converter.empty()) {
+    const auto holding = converters_holding(*params.model);
+    std::string names;
+    for (const auto& [name, cfg] : holding) names += (names.empty() ? "" : ", ") + name;
+    if (holding.size() != 1)
+      throw std::runtime_error("zoo convert: " + c.checkpoint + ": pass --model: " +
+                               (holding.empty() ? "no Hugging Face model type can hold this model (--model NAME says why "
+                                                  "NAME cannot; converters: " + converter_list() + ")"
+                                                : "the model exports as " + names));
+    converter = holding.front().first;
+    std::cout << "Exporting as " << converter << ", the one Hugging Face model type that holds this model\n";
+  }
+  const models::HfAdapter& a = models::find_hf_converter(converter);
   // The config first: a model HF cannot hold is refused before anything is written.
   models::StateDict hf;
   nlohmann::json cfg;

@@ -10,7 +10,9 @@ namespace zoo::convert {
 
 struct ConvertCommand {
   std::string checkpoint;             // source: HF file/dir, or a zoo checkpoint
-  std::string model;                  // converter (zoo convert --model); empty: config.json's model_type
+  // Converter (zoo convert --model); empty: hf -> zoo, config.json's
+  // model_type; zoo -> hf, the one HF model type that can hold the model.
+  std::string model;
   std::string src_fmt, tgt_fmt;       // "hf" or "zoo"
   std::optional<std::string> config;  // hf source: config.json (default: beside the weights)
   std::string output_dir;
