@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,16 @@ inline torch::Tensor read_raw(const std::string& path, torch::ScalarType type, s
   EXPECT_EQ(bytes.size(), t.nbytes()) << path;
   std::memcpy(t.data_ptr(), bytes.data(), std::min<size_t>(bytes.size(), t.nbytes()));
   return t;
+}
+
+// `run` must throw std::runtime_error whose message contains every `parts`.
+inline void expect_refused(const std::function<void()>& run, const std::vector<std::string>& parts) {
+  try {
+    run();
+    ADD_FAILURE() << "no error; expected one naming " << parts.front();
+  } catch (const std::runtime_error& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace zoo::testing

@@ -12,14 +12,13 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "configs/schema/yaml_util.h"
 #include "convert_fixtures.h"
 #include "models/registry.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
-#include "runner/run.h"
 
 using namespace zoo;
+using zoo::testing::expect_refused;
 using zoo::testing::TempDir;
 
 namespace {
@@ -127,16 +126,6 @@ void expect_converts(const std::string& converter, const std::string& fixture,
 }
 
 nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(zoo::testing::read_file(path)); }
-
-// `run` must throw std::runtime_error whose message contains every `parts`.
-void expect_refused(const std::function<void()>& run, const std::vector<std::string>& parts) {
-  try {
-    run();
-    ADD_FAILURE() << "no error; expected one naming " << parts.front();
-  } catch (const std::runtime_error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 // hf/config.json changed by `edit`, converted again: an error naming `parts`.
 void expect_config_refused(const TempDir& dir, const std::function<void(nlohmann::json&)>& edit,
@@ -490,138 +479,4 @@ TEST(ConvertFamilies, StarCoderMultiHead) {
   expect_converts("starcoder", std::string("MULTI_QUERY = False\n") + kPyStarcoder, [](const TempDir& dir) {
     EXPECT_EQ(read_json(dir / "back/config.json")["multi_query"], false);
   });
-}
-
-// Without --model the converter comes from model_type; an unknown one, or an
-// export without --model, is an error listing the converters there are.
-TEST(ConvertFamilies, ConverterFromModelTypeAndItsErrors) {
-  nlohmann::json c{{"model_type", "gpt2"}};
-  EXPECT_EQ(models::hf_converter_for(c), "gpt2");
-  c["attention_head_type"] = "multiquery";
-  EXPECT_EQ(models::hf_converter_for(c), "santacoder");
-  for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
-           {"gpt_bigcode", "starcoder"}, {"gpt_neox", "gpt-neox"}, {"gptj", "gptj"}, {"falcon", "falcon"},
-           {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"},
-           {"llama", "llama"}, {"mistral", "mistral"}})
-    EXPECT_EQ(models::hf_converter_for({{"model_type", type}}), name) << type;
-  expect_refused([] { models::hf_converter_for({{"model_type", "t5"}}); },
-                 {"model_type \"t5\" has no zoo converter", "bloom", "starcoder"});
-  expect_refused([] { models::hf_converter_for(nlohmann::json::object()); }, {"no model_type", "--model"});
-  expect_refused([] { models::find_hf_converter("gpt-5"); }, {"no Hugging Face converter named 'gpt-5'", "mpt"});
-}
-
-// modelzoo's own configs of each family export to the Hugging Face model
-// they were made from, and that config.json reads back as the same shape.
-TEST(ConvertFamilies, RealModelzooConfigsExportToTheirHuggingFaceModels) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  for (const auto& [file, converter] : std::vector<std::pair<std::string, std::string>>{
-           {"transformers_pytorch_gpt2_params_gpt2_small.yaml", "gpt2"},
-           {"transformers_pytorch_gptj_params_gptj_6B.yaml", "gptj"},
-           {"transformers_pytorch_gptj_params_gpt_neox_small.yaml", "gpt-neox"},
-           {"transformers_pytorch_falcon_params_falcon_7b.yaml", "falcon"},
-           {"transformers_pytorch_bloom_params_bloom_7b.yaml", "bloom"},
-           {"transformers_pytorch_mpt_params_mpt_7B.yaml", "mpt"},
-           {"transformers_pytorch_btlm_params_btlm_2p7b_2k.yaml", "btlm"},
-           {"transformers_pytorch_santacoder_params_santacoder_1b.yaml", "santacoder"},
-           {"transformers_pytorch_starcoder_params_starcoder_15b.yaml", "starcoder"},
-           {"transformers_pytorch_llama_params_code_llama_7b.yaml", "llama"},
-           {"transformers_pytorch_llama_params_llama2_70b.yaml", "llama"},
-           {"transformers_pytorch_mistral_params_mistral_7B.yaml", "mistral"}}) {
-    SCOPED_TRACE(file);
-    Params p = load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + file, YAML::Node());
-    const models::HfAdapter& a = models::find_hf_converter(converter);
-    nlohmann::json config;
-    ASSERT_NO_THROW(config = a.config_to_hf(*p.model));
-    EXPECT_EQ(models::hf_converter_for(config), converter);
-    YAML::Node back = a.config_from_hf(config);
-    const YAML::Node original = config::load_yaml_file(zoo::testing::shared_dir() + "/modelzoo_configs/" + file)["model"];
-    for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_heads", "filter_size"})
-      EXPECT_EQ(back[key].as<int64_t>(), original[key].as<int64_t>()) << key;
-    const bool multi_query = original["attention_module"] && original["attention_module"].as<std::string>() == "multiquery_attention";
-    EXPECT_EQ(back["attention_module"] && back["attention_module"].as<std::string>() == "multiquery_attention", multi_query);
-    if (multi_query)
-      EXPECT_EQ(back["extra_attention_params"]["num_kv_groups"].as<int64_t>(),
-                original["extra_attention_params"]["num_kv_groups"].as<int64_t>());
-  }
-}
-
-// Hugging Face's own config.json files (their fields as published, the ones
-// that do not change the math included) convert to zoo models of the
-// models' parameter counts: as their cards and papers give them (BLOOM-560m,
-// Falcon-7B, MPT-7B, GPT-J-6B, Pythia-160m), or where those round (SantaCoder
-// "1.1B", StarCoder "15.5B", BTLM "3B"), HF's architecture's count for that
-// config. zoo adds only BLOOM's and MPT's ALiBi slopes, which HF computes
-// instead of storing.
-TEST(ConvertFamilies, PublishedConfigJsonsGiveThePublishedParameterCounts) {
-  struct Published {
-    const char* name;
-    const char* config;
-    int64_t parameters;
-  };
-  const std::vector<Published> models_ = {
-      {"bigscience/bloom-560m",
-       R"({"apply_residual_connection_post_layernorm": false, "architectures": ["BloomForCausalLM"], "attention_dropout": 0.0,
-           "attention_softmax_in_fp32": true, "bias_dropout_fusion": true, "hidden_dropout": 0.0, "hidden_size": 1024,
-           "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "masked_softmax_fusion": true, "model_type": "bloom",
-           "n_head": 16, "n_inner": null, "n_layer": 24, "offset_alibi": 100, "pretraining_tp": 1, "skip_bias_add": true,
-           "slow_but_exact": false, "use_cache": true, "vocab_size": 250880})",
-       559214592 + 16},
-      {"tiiuae/falcon-7b",
-       R"({"alibi": false, "apply_residual_connection_post_layernorm": false, "architectures": ["FalconForCausalLM"],
-           "attention_dropout": 0.0, "bias": false, "hidden_dropout": 0.0, "hidden_size": 4544, "initializer_range": 0.02,
-           "layer_norm_epsilon": 1e-05, "model_type": "falcon", "multi_query": true, "new_decoder_architecture": false,
-           "num_attention_heads": 71, "num_hidden_layers": 32, "parallel_attn": true, "torch_dtype": "bfloat16",
-           "use_cache": true, "vocab_size": 65024})",
-       6921720704},
-      {"mosaicml/mpt-7b",
-       R"({"architectures": ["MPTForCausalLM"], "attn_config": {"alibi": true, "alibi_bias_max": 8, "attn_impl": "torch",
-           "attn_pdrop": 0, "attn_type": "multihead_attention", "attn_uses_sequence_id": false, "clip_qkv": null,
-           "prefix_lm": false, "qk_ln": false, "softmax_scale": null}, "d_model": 4096, "emb_pdrop": 0,
-           "embedding_fraction": 1.0, "expansion_ratio": 4, "learned_pos_emb": true, "logit_scale": null,
-           "max_seq_len": 2048, "model_type": "mpt", "n_heads": 32, "n_layers": 32, "no_bias": true,
-           "norm_type": "low_precision_layernorm", "resid_pdrop": 0, "vocab_size": 50432})",
-       6649286656 + 32},
-      {"EleutherAI/gpt-j-6b",
-       R"({"activation_function": "gelu_new", "architectures": ["GPTJForCausalLM"], "attn_pdrop": 0.0, "embd_pdrop": 0.0,
-           "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "gptj", "n_embd": 4096, "n_head": 16,
-           "n_inner": null, "n_layer": 28, "n_positions": 2048, "resid_pdrop": 0.0, "rotary": true, "rotary_dim": 64,
-           "scale_attn_weights": true, "tie_word_embeddings": false, "vocab_size": 50400})",
-       6050882784},
-      {"EleutherAI/pythia-160m",
-       R"({"architectures": ["GPTNeoXForCausalLM"], "hidden_act": "gelu", "hidden_size": 768, "initializer_range": 0.02,
-           "intermediate_size": 3072, "layer_norm_eps": 1e-05, "max_position_embeddings": 2048, "model_type": "gpt_neox",
-           "num_attention_heads": 12, "num_hidden_layers": 12, "rotary_emb_base": 10000, "rotary_pct": 0.25,
-           "tie_word_embeddings": false, "use_parallel_residual": true, "vocab_size": 50304})",
-       162322944},
-      {"bigcode/santacoder",
-       R"({"activation_function": "gelu_fast", "architectures": ["GPT2LMHeadCustomModel"], "attention_head_type": "multiquery",
-           "attn_pdrop": 0.1, "embd_pdrop": 0.1, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
-           "model_type": "gpt2", "n_embd": 2048, "n_head": 16, "n_inner": 8192, "n_layer": 24, "n_positions": 2048,
-           "reorder_and_upcast_attn": false, "resid_pdrop": 0.1, "scale_attn_by_inverse_layer_idx": false,
-           "scale_attn_weights": true, "vocab_size": 49280})",
-       1124886528},
-      {"bigcode/starcoder",
-       R"({"activation_function": "gelu_pytorch_tanh", "architectures": ["GPTBigCodeForCausalLM"],
-           "attention_softmax_in_fp32": true, "attn_pdrop": 0.1, "embd_pdrop": 0.1, "initializer_range": 0.02,
-           "layer_norm_epsilon": 1e-05, "model_type": "gpt_bigcode", "multi_query": true, "n_embd": 6144, "n_head": 48,
-           "n_inner": 24576, "n_layer": 40, "n_positions": 8192, "resid_pdrop": 0.1,
-           "scale_attention_softmax_in_fp32": true, "scale_attn_weights": true, "vocab_size": 49152})",
-       15517456384},
-      {"cerebras/btlm-3b-8k-base",
-       R"({"activation_function": "swiglu", "architectures": ["BTLMLMHeadModel"], "attn_pdrop": 0.0, "embd_pdrop": 0.0,
-           "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "btlm", "mup_embeddings_scale": 14.6,
-           "mup_output_alpha": 2.22, "mup_scale_qk_dot_by_d": true, "mup_width_scale": 0.1, "n_embd": 2560, "n_head": 32,
-           "n_inner": 6826, "n_layer": 32, "n_positions": 8192, "position_embedding_type": "alibi",
-           "reorder_and_upcast_attn": false, "resid_pdrop": 0.0, "scale_attn_by_inverse_layer_idx": false,
-           "scale_attn_weights": true, "vocab_size": 50257})",
-       // 32 x (4C^2 + 4C + SwiGLU's 3CF + 2F + C + four norm vectors) + VC + 2C + 32 stored slopes
-       int64_t{32} * (4 * 2560 * 2560 + 4 * 2560 + 3 * 2560 * 6826 + 2 * 6826 + 2560 + 4 * 2560) + 50257 * 2560 + 2 * 2560 +
-           32}};
-  for (const auto& m : models_) {
-    SCOPED_TRACE(m.name);
-    const nlohmann::json config = nlohmann::json::parse(m.config);
-    YAML::Node params = config::load_yaml_string(zoo::testing::tiny_params_yaml("/d", "/m"), "tiny.yaml");
-    params["model"] = models::find_hf_converter(models::hf_converter_for(config)).config_from_hf(config);
-    EXPECT_EQ(summarize_model(params_from_node(params, m.name, YAML::Node())).parameters, m.parameters);
-  }
 }
