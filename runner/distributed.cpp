@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -55,31 +56,72 @@ int local_rank_from_environment() {
   return 0;
 }
 
-// Each tensor's values, flattened into buffers of one dtype and device of
-// about kBucketBytes; `op` runs on each buffer and the results are copied back.
-void for_each_bucket(const std::vector<torch::Tensor>& tensors, const std::function<void(torch::Tensor&)>& op) {
-  std::map<std::pair<int, std::string>, std::vector<torch::Tensor>> groups;
-  for (const auto& t : tensors) groups[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
-  for (auto& [key, group] : groups) {
-    size_t begin = 0;
-    while (begin < group.size()) {
-      size_t end = begin;
-      int64_t bytes = 0;
-      while (end < group.size() && (end == begin || bytes + static_cast<int64_t>(group[end].nbytes()) <= bucket_bytes()))
-        bytes += group[end++].nbytes();
-      std::vector<torch::Tensor> flat_parts;
-      for (size_t i = begin; i < end; ++i) flat_parts.push_back(group[i].reshape({-1}));
-      torch::Tensor flat = torch::cat(flat_parts);
-      op(flat);
-      int64_t offset = 0;
-      torch::NoGradGuard no_grad;
-      for (size_t i = begin; i < end; ++i) {
-        const int64_t n = group[i].numel();
-        group[i].copy_(flat.narrow(0, offset, n).view(group[i].sizes()));
-        offset += n;
-      }
-      begin = end;
+// The indices of `tensors`, taken in `order` within each dtype and device,
+// packed into buckets of one dtype and device and about bucket_bytes().
+std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& tensors, const std::vector<size_t>& order) {
+  std::map<std::pair<int, std::string>, std::vector<size_t>> groups;
+  for (size_t i : order) groups[{static_cast<int>(tensors[i].scalar_type()), tensors[i].device().str()}].push_back(i);
+  std::vector<std::vector<size_t>> buckets;
+  for (const auto& [key, group] : groups) {
+    int64_t bytes = 0;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const int64_t n = static_cast<int64_t>(tensors[group[k]].nbytes());
+      if (k == 0 || bytes + n > bucket_bytes()) buckets.emplace_back(), bytes = 0;
+      buckets.back().push_back(group[k]);
+      bytes += n;
     }
+  }
+  return buckets;
+}
+
+std::vector<size_t> indices(size_t n) {
+  std::vector<size_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
+
+// tensors[i], i in `which`.
+std::vector<torch::Tensor> pick(const std::vector<torch::Tensor>& tensors, const std::vector<size_t>& which) {
+  std::vector<torch::Tensor> out;
+  for (size_t i : which) out.push_back(tensors[i]);
+  return out;
+}
+
+// The gradients of parameters[i], i in `which`; a parameter this rank's pass
+// did not reach gets a zero gradient here, not none (every rank sends the same sizes).
+std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& parameters, const std::vector<size_t>& which) {
+  std::vector<torch::Tensor> out;
+  for (size_t i : which) {
+    const torch::Tensor& p = parameters[i];
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    out.push_back(p.grad());
+  }
+  return out;
+}
+
+// Tensors as one flat buffer, and the buffer's values copied back into them.
+torch::Tensor flatten(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& t : tensors) parts.push_back(t.reshape({-1}));
+  return torch::cat(parts);
+}
+void copy_back(const torch::Tensor& flat, const std::vector<torch::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (torch::Tensor t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+// Each tensor's values, flattened into buckets (make_buckets, in order);
+// `op` runs on each buffer and the results are copied back.
+void for_each_bucket(const std::vector<torch::Tensor>& tensors, const std::function<void(torch::Tensor&)>& op) {
+  for (const auto& bucket : make_buckets(tensors, indices(tensors.size()))) {
+    const std::vector<torch::Tensor> part = pick(tensors, bucket);
+    torch::Tensor flat = flatten(part);
+    op(flat);
+    copy_back(flat, part);
   }
 }
 
@@ -134,13 +176,12 @@ struct Distributed::Overlap {
   std::vector<std::vector<size_t>> buckets;  // parameter indices; the backward pass reaches the last parameters first
   std::vector<size_t> bucket_of;
   std::mutex mutex;
-  bool armed = false, backward_done = false, repeated = false;
+  bool armed = false, repeated = false;
   std::vector<char> seen;                  // per parameter: its gradient is accumulated
   std::vector<size_t> waiting;             // per bucket: gradients still to come
   size_t next_bucket = 0;                  // buckets start in order
   std::vector<torch::Tensor> flat;         // per started bucket
   std::vector<std::function<void()>> wait; // per started bucket
-  int64_t started_early = 0;
 
   void reset() {
     seen.assign(parameters.size(), 0);
@@ -149,8 +190,7 @@ struct Distributed::Overlap {
     next_bucket = 0;
     flat.assign(buckets.size(), torch::Tensor());
     wait.assign(buckets.size(), nullptr);
-    repeated = backward_done = false;
-    started_early = 0;
+    repeated = false;
   }
 };
 
@@ -172,19 +212,12 @@ void Distributed::overlap_with_backward(const std::vector<torch::Tensor>& parame
   overlap_ = std::make_shared<Overlap>();
   Overlap& o = *overlap_;
   o.parameters = parameters;
+  std::vector<size_t> reversed = indices(parameters.size());
+  std::reverse(reversed.begin(), reversed.end());
+  o.buckets = make_buckets(parameters, reversed);
   o.bucket_of.assign(parameters.size(), 0);
-  int64_t bytes = 0;
-  for (size_t k = parameters.size(); k-- > 0;) {
-    const torch::Tensor& p = parameters[k];
-    const int64_t n = static_cast<int64_t>(p.numel() * p.element_size());
-    const bool fits = !o.buckets.empty() && bytes + n <= bucket_bytes() &&
-                      parameters[o.buckets.back().front()].scalar_type() == p.scalar_type() &&
-                      parameters[o.buckets.back().front()].device() == p.device();
-    if (!fits) o.buckets.emplace_back(), bytes = 0;
-    o.buckets.back().push_back(k);
-    o.bucket_of[k] = o.buckets.size() - 1;
-    bytes += n;
-  }
+  for (size_t b = 0; b < o.buckets.size(); ++b)
+    for (size_t k : o.buckets[b]) o.bucket_of[k] = b;
   for (size_t k = 0; k < parameters.size(); ++k) {
     if (!parameters[k].requires_grad()) continue;  // it never gets a gradient: averaged as zeros at the end
     auto accumulator = torch::autograd::impl::grad_accumulator(parameters[k]);
@@ -219,17 +252,9 @@ void Distributed::arm() {
 void Distributed::start_ready_buckets(Overlap& o) {
   while (o.next_bucket < o.buckets.size() && o.waiting[o.next_bucket] == 0 && !o.repeated) {
     const size_t b = o.next_bucket++;
-    std::vector<torch::Tensor> parts;
-    torch::NoGradGuard no_grad;
-    for (size_t k : o.buckets[b]) {
-      torch::Tensor& g = o.parameters[k].mutable_grad();
-      if (!g.defined()) g = torch::zeros_like(o.parameters[k]);
-      parts.push_back(g.reshape({-1}));
-    }
-    o.flat[b] = torch::cat(parts);
+    o.flat[b] = flatten(gradients_of(o.parameters, o.buckets[b]));
     std::vector<at::Tensor> buffers{o.flat[b]};
     o.wait[b] = group_->start_allreduce(buffers);
-    if (!o.backward_done) ++o.started_early;
   }
 }
 
@@ -401,23 +426,16 @@ void Distributed::average_gradients(const std::vector<torch::Tensor>& parameters
     Overlap& o = *overlap_;
     std::unique_lock<std::mutex> lock(o.mutex);
     o.armed = false;
-    o.backward_done = true;
+    const size_t started_early = o.next_bucket;
     for (size_t k = 0; k < o.parameters.size(); ++k)  // the parameters this pass did not reach
       if (!o.seen[k]) o.seen[k] = 1, --o.waiting[o.bucket_of[k]];
     start_ready_buckets(o);
     for (size_t b = 0; b < o.buckets.size(); ++b)
       if (o.wait[b]) run("averaging the gradients", o.wait[b]), o.wait[b] = nullptr;
-    last_overlap_ = {static_cast<int64_t>(o.buckets.size()), o.started_early};
+    last_overlap_ = {static_cast<int64_t>(o.buckets.size()), static_cast<int64_t>(started_early)};
     if (!o.repeated) {
-      torch::NoGradGuard no_grad;
       for (size_t b = 0; b < o.buckets.size(); ++b) {
-        o.flat[b].div_(world_size_);
-        int64_t offset = 0;
-        for (size_t k : o.buckets[b]) {
-          torch::Tensor& g = o.parameters[k].mutable_grad();
-          g.copy_(o.flat[b].narrow(0, offset, g.numel()).view(g.sizes()));
-          offset += g.numel();
-        }
+        copy_back(o.flat[b].div_(world_size_), gradients_of(o.parameters, o.buckets[b]));
         o.flat[b] = torch::Tensor();
       }
       return;
@@ -425,13 +443,7 @@ void Distributed::average_gradients(const std::vector<torch::Tensor>& parameters
     // A gradient accumulated twice in one pass (the same on every rank):
     // what left early is stale, so average the gradients as they are now.
   }
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : parameters) {
-    // A parameter this rank's batch did not reach has a zero gradient here, not none.
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  for_each_bucket(grads, [&](torch::Tensor& flat) {
+  for_each_bucket(gradients_of(parameters, indices(parameters.size())), [&](torch::Tensor& flat) {
     run("averaging the gradients", [&] {
       std::vector<at::Tensor> buffers{flat};
       group_->allreduce(buffers);
