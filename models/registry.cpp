@@ -52,27 +52,25 @@ std::vector<std::string> hf_converter_names() {
   return names;
 }
 
-namespace {
-std::string joined(const std::vector<std::string>& names) {
+std::string hf_converter_list() {
   std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  for (const auto& n : hf_converter_names()) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
-}  // namespace
 
 const HfAdapter& find_hf_converter(const std::string& name) {
   for (const ModelFamily* f : model_families()) {
     auto it = f->hf.find(name);
     if (it != f->hf.end()) return it->second;
   }
-  throw std::runtime_error("no Hugging Face converter named '" + name + "' (there are: " + joined(hf_converter_names()) + ")");
+  throw std::runtime_error("no Hugging Face converter named '" + name + "' (there are: " + hf_converter_list() + ")");
 }
 
 std::string hf_converter_for(const nlohmann::json& config) {
   const std::string type = config.contains("model_type") && config.at("model_type").is_string()
                                ? config.at("model_type").get<std::string>()
                                : std::string();
-  if (type.empty()) throw std::runtime_error("config.json has no model_type: pass --model (one of " + joined(hf_converter_names()) + ")");
+  if (type.empty()) throw std::runtime_error("config.json has no model_type: pass --model (one of " + hf_converter_list() + ")");
   for (const ModelFamily* f : model_families())
     for (const auto& [name, adapter] : f->hf) {
       const auto& types = adapter.model_types;
@@ -81,7 +79,7 @@ std::string hf_converter_for(const nlohmann::json& config) {
       return name;
     }
   throw std::runtime_error("config.json: model_type \"" + type + "\" has no zoo converter (there are: " +
-                           joined(hf_converter_names()) + ")");
+                           hf_converter_list() + ")");
 }
 
 }  // namespace zoo::models

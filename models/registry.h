@@ -135,7 +135,8 @@ const HfAdapter& find_hf_converter(const std::string& name);
 // The converter name for a config.json, from its model_type; an error naming
 // the model_type and the converters there are when none reads it.
 std::string hf_converter_for(const nlohmann::json& config);
-// Every converter name, sorted.
+// Every converter name, sorted; and as one "a, b, c" list for messages.
 std::vector<std::string> hf_converter_names();
+std::string hf_converter_list();
 
 }  // namespace zoo::models

@@ -137,20 +137,12 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   return c;
 }
 
-namespace {
-std::string converter_names() {
-  std::string out;
-  for (const auto& n : models::hf_converter_names()) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-}  // namespace
-
 CliCommand parse_convert(const std::vector<std::string>& args) {
   cxxopts::Options o("zoo convert", "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo.");
   o.add_options()
       ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
        cxxopts::value<std::string>())
-      ("model", "Converter: " + converter_names() + ". hf -> zoo: default from config.json's model_type; "
+      ("model", "Converter: " + models::hf_converter_list() + ". hf -> zoo: default from config.json's model_type; "
                 "zoo -> hf: default the one Hugging Face model type that can hold the model.", cxxopts::value<std::string>()->default_value(""))
       ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
       ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())

@@ -4,16 +4,17 @@
 // Each converter declares its HfKeyMap; map_to_zoo / map_to_hf apply it
 // either way, so the two directions cannot disagree. Defines: QkvLayout,
 // QkvShape, split_qkv, join_qkv, HfTensor, HfFusedQkv, HfKeyMap, map_to_zoo,
-// map_to_hf, zoo_layer.
+// map_to_hf, key_mapped, zoo_layer.
 #pragma once
 
 #include <torch/torch.h>
 
-#include <array>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "models/registry.h"
 
 namespace zoo::models {
 
@@ -83,5 +84,14 @@ std::string zoo_layer(int64_t i);
 // missing, is an error naming every such key.
 std::map<std::string, torch::Tensor> map_to_zoo(const HfKeyMap& map, const std::map<std::string, torch::Tensor>& hf);
 std::map<std::string, torch::Tensor> map_to_hf(const HfKeyMap& map, const std::map<std::string, torch::Tensor>& zoo);
+
+// `a` with from_hf / to_hf applying the map `keys(options)` gives for the
+// model's options (`options_of`: the family's typed options of a spec).
+template <class Options, class Keys>
+HfAdapter key_mapped(HfAdapter a, const Options& (*options_of)(const ModelSpec&), Keys keys) {
+  a.from_hf = [options_of, keys](const StateDict& hf, const ModelSpec& m) { return map_to_zoo(keys(options_of(m)), hf); };
+  a.to_hf = [options_of, keys](const StateDict& z, const ModelSpec& m) { return map_to_hf(keys(options_of(m)), z); };
+  return a;
+}
 
 }  // namespace zoo::models

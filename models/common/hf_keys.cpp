@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "models/common/ffn.h"
-#include <vector>
 
 namespace zoo::models {
 
@@ -15,13 +15,6 @@ torch::Tensor take_key(std::map<std::string, torch::Tensor>& from, const std::st
   torch::Tensor t = it->second;
   from.erase(it);
   return t;
-}
-
-void require_consumed(const std::map<std::string, torch::Tensor>& rest, const std::string& what) {
-  if (rest.empty()) return;
-  std::string left;
-  for (const auto& [key, t] : rest) left += (left.empty() ? "" : ", ") + key;
-  throw std::runtime_error(what + ": " + left);
 }
 
 torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rotary_dim, bool to_zoo) {

@@ -1,7 +1,7 @@
 // Helpers every Hugging Face converter uses: taking keys out of a state dict
 // with clear errors, and the rotary row order between HF's half-split layout
 // and modelzoo's interleaved one, reading config.json and checking an
-// export. Defines: take_key, require_consumed, permute_rotary,
+// export. Defines: take_key, permute_rotary,
 // rotary_decoder_shape, config_sets, config_value, refuse_config,
 // zoo_activation, ExportCheck.
 #pragma once
@@ -10,18 +10,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
-#include <optional>
-#include <vector>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace zoo::models {
 
 // Takes `key` out of `from`; "missing Hugging Face key: <key>" when absent.
 torch::Tensor take_key(std::map<std::string, torch::Tensor>& from, const std::string& key);
-
-// Every key a map leaves unconsumed is an error (`what`: <keys>) that lists them all.
-void require_consumed(const std::map<std::string, torch::Tensor>& rest, const std::string& what);
 
 // HF keeps each head's rotary dims as two halves; modelzoo interleaves them:
 // zoo row 2j = HF row j, zoo row 2j+1 = HF row j + R/2 (per head of w's

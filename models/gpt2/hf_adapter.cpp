@@ -123,10 +123,9 @@ void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type) {
       .expect(!o.use_bias_in_output, "use_bias_in_output", "true", "has no LM-head bias");
 }
 
-HfAdapter key_mapped(HfAdapter a, std::function<HfKeyMap(const Gpt2Options&)> keys) {
-  a.from_hf = [keys](const StateDict& hf, const ModelSpec& model) { return map_to_zoo(keys(gpt2_options_of(model)), hf); };
-  a.to_hf = [keys](const StateDict& z, const ModelSpec& model) { return map_to_hf(keys(gpt2_options_of(model)), z); };
-  return a;
+void expect_mha(const DecoderLmOptions& o, const std::string& model_type) {
+  ExportCheck(model_type).expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module,
+                                 "has multi-head attention only");
 }
 
 HfAdapter gpt2_hf_adapter() {
@@ -142,7 +141,7 @@ HfAdapter gpt2_hf_adapter() {
     expect_gpt2_biases(o, "gpt2");
     return gpt2_config(o, "gpt2", "GPT2LMHeadModel");
   };
-  return key_mapped(a, gpt2_keys);
+  return key_mapped(a, gpt2_options_of, gpt2_keys);
 }
 
 // BTLM (Cerebras' remote-code model): GPT-2's layout with SwiGLU (mlp.c_fc2
@@ -175,8 +174,7 @@ HfAdapter btlm_hf_adapter() {
     const Gpt2Options& o = gpt2_options_of(model);
     refuse_unrepresentable(o, "btlm", HfHas{.alibi = true, .mup = true, .layer_idx_scaling = true, .gated_ffn = true});
     expect_gpt2_biases(o, "btlm");
-    ExportCheck("btlm").expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module,
-                               "has multi-head attention only");
+    expect_mha(o, "btlm");
     nlohmann::json c = gpt2_config(o, "btlm", "BTLMLMHeadModel");
     // The logits scale goes whole into mup_output_alpha: the product is what the forward uses.
     c["position_embedding_type"] = o.position_embedding_type;
@@ -190,16 +188,15 @@ HfAdapter btlm_hf_adapter() {
                      {"AutoModelForCausalLM", "cerebras/btlm-3b-8k-base--modeling_btlm.BTLMLMHeadModel"}};
     return c;
   };
-  return key_mapped(a, gpt2_keys);
+  return key_mapped(a, gpt2_options_of, gpt2_keys);
 }
 
 HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
   a.config_from_hf = [](const nlohmann::json& c) {
     // Fields that change the math: carried, or refused by name, never dropped.
-    auto present = [&](const char* key) { return config_sets(c, key); };
     for (const char* key : {"rope_scaling", "attention_bias", "mlp_bias"})
-      if (present(key))
+      if (config_sets(c, key))
         throw std::runtime_error(std::string("config.json: ") + key + " = " + c.at(key).dump() +
                                  " changes the model's math and zoo cannot represent it yet");
     if (c.value("hidden_act", std::string("silu")) != "silu")
@@ -208,7 +205,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
     const int64_t G = c.value("num_key_value_heads", H);
     YAML::Node m = rotary_decoder_shape(c, "llama");
-    if (present("sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
+    if (config_sets(c, "sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
     m["rope_theta"] = c.value("rope_theta", 10000.0);
     m["rotary_dim"] = C / H;
     m["norm_type"] = "rmsnorm";
@@ -261,7 +258,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     return config;
   };
   a.model_types = {model_type};
-  return key_mapped(a, [](const Gpt2Options& o) {
+  return key_mapped(a, gpt2_options_of, [](const Gpt2Options& o) {
     HfKeyMap m;
     m.qkv = qkv_shape(o);
     m.half_split_rotary_dim = o.rotary_dim.value_or(m.qkv.head_dim);

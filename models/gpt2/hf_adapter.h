@@ -11,7 +11,7 @@
 // and an export refuses options the HF type has no field for.
 // Defines: the *_hf_adapter functions, gpt2_options_of, qkv_shape, HfHas,
 // refuse_unrepresentable, gpt2_layout, gpt2_shape, gpt2_config,
-// expect_gpt2_biases, key_mapped.
+// expect_gpt2_biases, expect_mha.
 #pragma once
 
 #include "models/common/hf_key_map.h"
@@ -55,7 +55,7 @@ nlohmann::json gpt2_config(const Gpt2Options& o, const std::string& model_type, 
 // GPT-2's layout is dense: every projection has its bias, the head none.
 void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type);
 
-// `a` with from_hf / to_hf applying the map `keys` gives for the model's options.
-HfAdapter key_mapped(HfAdapter a, std::function<HfKeyMap(const Gpt2Options&)> keys);
+// Unless the attention is multi-head: "model.attention_module = ...: Hugging Face's <type> has multi-head attention only".
+void expect_mha(const DecoderLmOptions& o, const std::string& model_type);
 
 }  // namespace zoo::models

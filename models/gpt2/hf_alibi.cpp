@@ -13,30 +13,24 @@ namespace {
 
 const char* kSlopes = "embedding_layer.position_embed_helper.slopes";
 
-// The key map plus the slopes HF leaves out of its checkpoint.
-HfAdapter with_computed_slopes(HfAdapter a, const std::string& model_type, std::function<HfKeyMap(const Gpt2Options&)> keys) {
-  a.from_hf = [keys](const StateDict& hf, const ModelSpec& model) {
-    const Gpt2Options& o = gpt2_options_of(model);
-    StateDict z = map_to_zoo(keys(o), hf);
-    z[kSlopes] = torch::tensor(alibi_slopes(o.num_heads), torch::kDouble).to(torch::kFloat).view({o.num_heads, 1});
+// `a` (key-mapped) plus the slopes HF leaves out of its checkpoint.
+HfAdapter with_computed_slopes(HfAdapter a, const std::string& model_type) {
+  a.from_hf = [from_hf = a.from_hf](const StateDict& hf, const ModelSpec& model) {
+    const int64_t H = gpt2_options_of(model).num_heads;
+    StateDict z = from_hf(hf, model);
+    z[kSlopes] = torch::tensor(alibi_slopes(H), torch::kDouble).to(torch::kFloat).view({H, 1});
     return z;
   };
-  a.to_hf = [keys, model_type](const StateDict& z_in, const ModelSpec& model) {
-    const Gpt2Options& o = gpt2_options_of(model);
+  a.to_hf = [to_hf = a.to_hf, model_type](const StateDict& z_in, const ModelSpec& model) {
     StateDict z = z_in;
     torch::Tensor slopes = take_key(z, kSlopes).to(torch::kDouble).view({-1});
-    torch::Tensor fixed = torch::tensor(alibi_slopes(o.num_heads), torch::kDouble);
+    torch::Tensor fixed = torch::tensor(alibi_slopes(gpt2_options_of(model).num_heads), torch::kDouble);
     if (!torch::allclose(slopes, fixed, /*rtol=*/1e-6, /*atol=*/0))
       throw std::runtime_error(std::string(kSlopes) + ": the model's ALiBi slopes were trained away from the fixed ones "
                                "Hugging Face's " + model_type + " computes; zoo will not export the model without them");
-    return map_to_hf(keys(o), z);
+    return to_hf(z, model);
   };
   return a;
-}
-
-void expect_mha(const Gpt2Options& o, const std::string& model_type) {
-  ExportCheck(model_type).expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module,
-                                 "has multi-head attention only");
 }
 
 HfKeyMap bloom_keys(const Gpt2Options& o) {
@@ -117,10 +111,9 @@ HfAdapter bloom_hf_adapter() {
     ExportCheck("bloom")
         .expect(o.position_embedding_type == "alibi", "position_embedding_type", o.position_embedding_type, "uses ALiBi")
         .expect(o.embedding_layer_norm, "embedding_layer_norm", "false", "always has the embedding norm")
-        .expect(o.filter_size == 4 * o.hidden_size, "filter_size", std::to_string(o.filter_size), "has 4 x hidden_size")
-        .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "false",
-                "has a bias on every projection")
-        .expect(!o.use_bias_in_output, "use_bias_in_output", "true", "has no LM-head bias")
+        .expect(o.filter_size == 4 * o.hidden_size, "filter_size", std::to_string(o.filter_size), "has 4 x hidden_size");
+    expect_gpt2_biases(o, "bloom");
+    ExportCheck("bloom")
         .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
         .expect(o.nonlinearity == "gelu" || o.nonlinearity == "gelu_new" || o.nonlinearity == "gelu_fast", "nonlinearity",
                 o.nonlinearity, "uses GELU");
@@ -141,7 +134,7 @@ HfAdapter bloom_hf_adapter() {
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};
   };
-  return with_computed_slopes(a, "bloom", bloom_keys);
+  return with_computed_slopes(key_mapped(a, gpt2_options_of, bloom_keys), "bloom");
 }
 
 // MPT: biasless LayerNorm and projections, ALiBi, Wqkv as [q; k; v], exact
@@ -230,7 +223,7 @@ HfAdapter mpt_hf_adapter() {
                             {"qk_ln", false}}},
                           {"initializer_range", o.initializer_range}};
   };
-  return with_computed_slopes(a, "mpt", mpt_keys);
+  return with_computed_slopes(key_mapped(a, gpt2_options_of, mpt_keys), "mpt");
 }
 
 }  // namespace zoo::models

@@ -66,7 +66,7 @@ HfAdapter santacoder_hf_adapter() {
                      {"AutoModelForCausalLM", "bigcode/santacoder--modeling_gpt2_mq.GPT2LMHeadCustomModel"}};
     return c;
   };
-  return key_mapped(a, santacoder_keys);
+  return key_mapped(a, gpt2_options_of, santacoder_keys);
 }
 
 HfAdapter starcoder_hf_adapter() {
@@ -94,7 +94,7 @@ HfAdapter starcoder_hf_adapter() {
     c["scale_attention_softmax_in_fp32"] = o.attention_softmax_fp32;
     return c;
   };
-  return key_mapped(a, starcoder_keys);
+  return key_mapped(a, gpt2_options_of, starcoder_keys);
 }
 
 }  // namespace zoo::models

@@ -17,12 +17,6 @@ const GptjOptions& options_of(const ModelSpec& model) {
 
 int64_t rotary_dims(const GptjOptions& o) { return o.rotary_dim.value_or(o.hidden_size / o.num_heads); }
 
-HfAdapter key_mapped(HfAdapter a, std::function<HfKeyMap(const GptjOptions&)> keys) {
-  a.from_hf = [keys](const StateDict& hf, const ModelSpec& model) { return map_to_zoo(keys(options_of(model)), hf); };
-  a.to_hf = [keys](const StateDict& z, const ModelSpec& model) { return map_to_hf(keys(options_of(model)), z); };
-  return a;
-}
-
 // The checks every gptj-family export shares: rotary positions and LayerNorm.
 ExportCheck expect_rotary_layernorm(const GptjOptions& o, const std::string& model_type) {
   ExportCheck check(model_type);
@@ -145,8 +139,9 @@ HfAdapter neox_hf_adapter() {
     const GptjOptions& o = options_of(model);
     const int64_t D = o.hidden_size / o.num_heads;
     expect_rotary_layernorm(o, "gpt_neox")
-        .expect(o.use_untied_layer_norm, "use_untied_layer_norm", "false", "unties the norms (GPT-J / Falcon 7B do not)")
-        .expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module, "has multi-head attention only")
+        .expect(o.use_untied_layer_norm, "use_untied_layer_norm", "false", "unties the norms (GPT-J / Falcon 7B do not)");
+    expect_mha(o, "gpt_neox");
+    ExportCheck("gpt_neox")
         .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias && !o.use_bias_in_output,
                 "use_*bias*", "as set", "has biases on every projection and none on the output")
         .expect(!o.share_embedding_weights, "share_embedding_weights", "true", "unties embed_out");
@@ -170,7 +165,7 @@ HfAdapter neox_hf_adapter() {
                           {"tie_word_embeddings", false},
                           {"initializer_range", o.initializer_range}};
   };
-  return key_mapped(a, neox_keys);
+  return key_mapped(a, options_of, neox_keys);
 }
 
 // GPT-J: one norm feeding attention and FFN, no attention biases, biased FFN
@@ -205,8 +200,9 @@ HfAdapter gptj_hf_adapter() {
     const GptjOptions& o = options_of(model);
     expect_rotary_layernorm(o, "gptj")
         .expect(!o.use_untied_layer_norm, "use_untied_layer_norm", "true", "has one norm per layer")
-        .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta), "has base 10000 and no field for it")
-        .expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module, "has multi-head attention only")
+        .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta), "has base 10000 and no field for it");
+    expect_mha(o, "gptj");
+    ExportCheck("gptj")
         .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "as set",
                 "has biases on the FFN and none on the attention")
         .expect(o.use_bias_in_output, "use_bias_in_output", "false", "has an LM-head bias");
@@ -216,7 +212,7 @@ HfAdapter gptj_hf_adapter() {
     c["rotary_dim"] = rotary_dims(o);
     return c;
   };
-  return key_mapped(a, gptj_keys);
+  return key_mapped(a, options_of, gptj_keys);
 }
 
 // Falcon: parallel attention and FFN, rotary on the whole head (half-split),
@@ -297,7 +293,7 @@ HfAdapter falcon_hf_adapter() {
     }
     return c;
   };
-  return key_mapped(a, falcon_keys);
+  return key_mapped(a, options_of, falcon_keys);
 }
 
 }  // namespace zoo::models

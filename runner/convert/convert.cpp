@@ -19,12 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string converter_list() {
-  std::string out;
-  for (const auto& n : models::hf_converter_names()) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 // Params for fine-tuning the converted weights: the model as converted, and
 // placeholders the user fills in (data_dir) before training.
 YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer, const std::string& checkpoint,
@@ -124,6 +118,7 @@ void zoo_to_hf(const ConvertCommand& c) {
   }
   // Without --model: the one Hugging Face model type that can hold this model.
   std::string converter = c.model;
+  nlohmann::json cfg;  // its config.json; a model HF cannot hold is refused before anything is written
   if (converter.empty()) {
     const auto holding = converters_holding(*params.model);
     std::string names;
@@ -131,17 +126,16 @@ void zoo_to_hf(const ConvertCommand& c) {
     if (holding.size() != 1)
       throw std::runtime_error("zoo convert: " + c.checkpoint + ": pass --model: " +
                                (holding.empty() ? "no Hugging Face model type can hold this model (--model NAME says why "
-                                                  "NAME cannot; converters: " + converter_list() + ")"
+                                                  "NAME cannot; converters: " + models::hf_converter_list() + ")"
                                                 : "the model exports as " + names));
     converter = holding.front().first;
+    cfg = holding.front().second;
     std::cout << "Exporting as " << converter << ", the one Hugging Face model type that holds this model\n";
   }
   const models::HfAdapter& a = models::find_hf_converter(converter);
-  // The config first: a model HF cannot hold is refused before anything is written.
   models::StateDict hf;
-  nlohmann::json cfg;
   try {
-    cfg = a.config_to_hf(*params.model);
+    if (cfg.is_null()) cfg = a.config_to_hf(*params.model);
     hf = a.to_hf(state, *params.model);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
