@@ -93,7 +93,9 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
         .field("shuffle_buffer", &O::shuffle_buffer,
                "Samples in the shuffle buffer (GptHDF5DataProcessor; null: 10 * batch_size).",
                config::if_set(config::positive<int64_t>()))
-        .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).");
+        .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).")
+        .ignored({"vocab_size"}, "deprecated and unused in modelzoo's HDF5 processors; the model's vocab_size "
+                                 "is checked against the token ids read");
     return sc;
   }();
   return s;

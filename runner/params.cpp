@@ -169,7 +169,11 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
 }
 
 Params load_params(const std::string& file, const YAML::Node& overrides) {
-  return params_from_node(config::load_yaml_file(file), file, overrides);
+  std::vector<std::string> warnings;  // the file's, before those of its sections
+  const YAML::Node root = config::load_yaml_file(file, &warnings);
+  Params p = params_from_node(root, file, overrides);
+  p.warnings.insert(p.warnings.begin(), warnings.begin(), warnings.end());
+  return p;
 }
 
 void check_inputs_for_mode(const Params& p) {

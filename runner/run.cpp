@@ -170,7 +170,8 @@ void convert_legacy(const std::string& in, const std::string& out) {
   if (legacy.trainer_format) throw std::runtime_error(in + ": already in the Trainer format");
   std::vector<std::string> warnings;
   config::Context ctx{in, "", &warnings};
-  YAML::Node trainer = trainer_format::from_legacy(config::load_yaml_file(in), ctx);
+  std::vector<std::string> said_above;  // the file's own warnings, logged with `legacy`'s
+  YAML::Node trainer = trainer_format::from_legacy(config::load_yaml_file(in, &said_above), ctx);
   for (const auto& w : warnings) log::warn(w);
   YAML::Emitter text;
   text << trainer;

@@ -320,7 +320,9 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
     if (key == "autorestart") return r.warn(key_node, path, "ignored (zoo resumes by autoload_last_checkpoint)");
     if (key == "sparsity") r.fail(key_node, path, "sparsity is not supported by zoo");
     if (const KeyMap* m = by_trainer(path)) return r.put(m->legacy, v, path);
-    r.each(v, path, group_keys(path), [&](const std::string& sub, const YAML::Node& sub_key, const YAML::Node& sv) {
+    std::vector<std::string> known = group_keys(path);
+    if (key == "backend") known.push_back("cluster_config");
+    r.each(v, path, known, [&](const std::string& sub, const YAML::Node& sub_key, const YAML::Node& sv) {
       if (key == "backend" && sub == "cluster_config")
         return r.warn(sub_key, path + "." + sub, "ignored (applies to Cerebras clusters only)");
       r.put(by_trainer(path + "." + sub)->legacy, sv, path + "." + sub);

@@ -186,13 +186,16 @@ write_safetensors(out + "/expected.safetensors", dict(sd))
 
 // LLaMA: rotary (HF half-split vs modelzoo interleaved rows), grouped-query
 // attention, RMSNorm and SwiGLU against a LLaMA forward written out in Python.
-TEST(Convert, LlamaFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
-  zoo::testing::TempDir dir;
-  run_fixture(dir, "make_llama.py", R"PY(
+namespace {
+
+// A tiny LLaMA (grouped-query attention, SwiGLU, RMSNorm, half-split rotary,
+// `rope_scaling` as given) in Hugging Face's layout, and its logits written
+// in Python from the published math.
+const char* kMakeLlama = R"PY(
 import json, math, os, struct, sys, torch
 import torch.nn.functional as F
 out = sys.argv[1]
+SCALING = json.loads(open(out + "/rope_scaling.json").read())
 torch.manual_seed(1)
 V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6
 D = C // H
@@ -209,9 +212,15 @@ os.makedirs(out + "/hf", exist_ok=True)
 write_safetensors(out + "/hf/model.safetensors", sd)
 json.dump({"model_type": "llama", "vocab_size": V, "hidden_size": C, "intermediate_size": I, "num_hidden_layers": L,
            "num_attention_heads": H, "num_key_value_heads": G, "max_position_embeddings": P, "rms_norm_eps": eps,
-           "tie_word_embeddings": False}, open(out + "/hf/config.json", "w"))
+           "tie_word_embeddings": False, "rope_scaling": SCALING}, open(out + "/hf/config.json", "w"))
 rms = lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+if SCALING:  # Llama 3.1's bands: short wavelengths kept, long ones / factor, the ones between blended
+    f, lo, hi, orig = (SCALING[k] for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
+    wavelen = 2 * math.pi / inv
+    blend = (orig / wavelen - lo) / (hi - lo)
+    inv = torch.where(wavelen > orig / lo, inv / f,
+                      torch.where(wavelen < orig / hi, inv, (1 - blend) * inv / f + blend * inv))
 ang = torch.outer(torch.arange(P).float(), inv)
 cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
 rot = lambda x: torch.cat([-x[..., D // 2:], x[..., :D // 2]], -1)
@@ -232,7 +241,14 @@ for i in range(L):
 logits = rms(x, sd["model.norm.weight"]) @ sd["lm_head.weight"].t()
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
-)PY");
+)PY";
+
+// Converts that model to zoo and checks the logits (whole and decoded with a
+// cache), and the export back: the same tensors bit for bit, the same config.
+void check_llama_conversion(const nlohmann::json& rope_scaling) {
+  zoo::testing::TempDir dir;
+  zoo::testing::write_file(dir / "rope_scaling.json", rope_scaling.dump());
+  run_fixture(dir, "make_llama.py", kMakeLlama);
   convert::run_convert({dir / "hf", "llama", "hf", "zoo", std::nullopt, dir / "zoo"});
   auto model = load_converted(dir);
   torch::NoGradGuard no_grad;
@@ -253,6 +269,23 @@ open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes()
   for (const auto& [k, t] : original) EXPECT_TRUE(back.count(k) && torch::equal(t, back[k])) << k;
   auto cfg = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
   EXPECT_EQ(cfg["num_key_value_heads"], 2);
+  EXPECT_EQ(cfg["rope_scaling"], rope_scaling);
+}
+
+}  // namespace
+
+TEST(Convert, LlamaFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  check_llama_conversion(nullptr);
+}
+
+// Llama 3.1 / 3.2 / 3.3 checkpoints: rope_scaling llama3 becomes modelzoo's
+// pos_scaling_type llama3. The head size (8) and original context (64) put
+// one frequency in each band: kept, blended and divided by the factor.
+TEST(Convert, Llama31RopeScalingMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  check_llama_conversion({{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}});
 }
 
 // Mistral's sliding window travels both ways; config.json fields that change
@@ -279,7 +312,10 @@ TEST(Convert, MistralSlidingWindowIsCarriedAndUnrepresentableFieldsAreRefused) {
     EXPECT_NE(std::string(e.what()).find("LLaMA has no sliding window; convert with --model mistral"), std::string::npos);
   }
   for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}, {"attention_bias", true}, {"mlp_bias", true}}) {
+           {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}},
+           {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"beta_fast", 2.0}}},
+           {"attention_bias", true},
+           {"mlp_bias", true}}) {
     nlohmann::json changed = config;
     changed[key] = value;
     try {

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <regex>
+#include <sstream>
 
 #include "models/common/initializers.h"
+#include "models/common/rotary.h"
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
 #include "runner/checkpoint.h"
@@ -141,6 +143,10 @@ TEST(Model, UntiedLmHeadStartsFromModelzoosNormal) {
 
 TEST(Model, RegistryKnowsGpt2AndAliases) {
   EXPECT_EQ(find_model("gpt3").name, "gpt2");
+  // Trainer-format files name modelzoo's model classes that are its gpt2 model under another name.
+  for (const char* name : {"bloom", "btlm", "jais", "santacoder", "starcoder", "LlamaModel"})
+    EXPECT_EQ(find_model(name).name, "gpt2") << name;
+  EXPECT_EQ(find_model("falcon").name, "gptj");
   try {
     find_model("gpt5");
     FAIL();
@@ -285,4 +291,67 @@ TEST(Model, ActivationCheckpointingLowersPeakMemory) {
   const double plain = peak_gib(false), recomputed = peak_gib(true);
   std::cout << "peak RSS, one step: " << plain << " GiB plain, " << recomputed << " GiB with activation checkpointing\n";
   EXPECT_LT(recomputed, plain - 0.2) << plain << " vs " << recomputed;
+}
+
+// Rotary position scaling (modelzoo's pos_scaling_*): linear interpolation
+// rotates position p as unscaled p / factor would; llama3 and YaRN change
+// the frequencies as Hugging Face's modeling_rope_utils computes them
+// (written out in Python here from the published formulas).
+TEST(Model, RotaryPositionScalingMatchesThePublishedFormulas) {
+  torch::manual_seed(0);
+  const torch::Tensor x = torch::randn({1, 8, 2, 16});
+  models::RotaryOptions plain, linear;
+  plain.dim = linear.dim = 12;  // partial rotary: the last 4 dims pass through
+  linear.scaling_factor = 4.0;
+  const torch::Tensor scaled = models::apply_rotary(x, linear, 0), unscaled = models::apply_rotary(x, plain, 0);
+  for (int64_t p : {0, 4}) {  // scaled position p sits where the plain rotation puts p / 4
+    EXPECT_TRUE(torch::allclose(scaled.select(1, p), models::apply_rotary(x.narrow(1, p, 1), plain, p / 4).select(1, 0),
+                                1e-6, 1e-6));
+  }
+  EXPECT_FALSE(torch::allclose(scaled, unscaled));
+  EXPECT_TRUE(torch::equal(scaled.narrow(-1, 12, 4), x.narrow(-1, 12, 4)));
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  const std::string script = zoo::testing::write_file(dir / "rope.py", R"PY(
+import math, sys, torch
+dim, base = 64, 10000.0
+inv = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+# llama3: factor 8, low 1, high 4, original context 8192
+f, lo, hi, orig = 8.0, 1.0, 4.0, 8192
+wl = 2 * math.pi / inv
+smooth = (orig / wl - lo) / (hi - lo)
+llama3 = torch.where(wl > orig / lo, inv / f, torch.where(wl < orig / hi, inv, (1 - smooth) * inv / f + smooth * inv))
+# yarn: factor 4, original context 4096, beta_fast 32, beta_slow 1
+f, orig, fast, slow = 4.0, 4096, 32.0, 1.0
+corr = lambda rot: dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+low, high = max(math.floor(corr(fast)), 0), min(math.ceil(corr(slow)), dim - 1)
+ramp = ((torch.arange(dim // 2).float() - low) / (high - low)).clamp(0, 1)
+extrapolate = 1 - ramp
+yarn = inv / f * (1 - extrapolate) + inv * extrapolate
+print(" ".join(f"{v:.9g}" for v in torch.cat([llama3, yarn]).tolist()), 0.1 * math.log(f) + 1.0)
+)PY");
+  const zoo::testing::CommandResult r = zoo::testing::run_command("/usr/bin/python3 " + script);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream in(r.output);
+  std::vector<double> expected(64);
+  for (double& v : expected) in >> v;
+  double yarn_magnitude = 0;
+  in >> yarn_magnitude;
+  models::RotaryOptions llama3, yarn;
+  llama3.dim = yarn.dim = 64;
+  llama3.scaling_type = "llama3";
+  llama3.scaling_factor = 8.0;
+  yarn.scaling_type = "yarn";
+  yarn.scaling_factor = 4.0;
+  yarn.original_max_position_embeddings = 4096;
+  const torch::Tensor got = torch::cat({models::rotary_inverse_frequencies(llama3), models::rotary_inverse_frequencies(yarn)});
+  const torch::Tensor want = torch::tensor(expected, torch::kFloat);
+  EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-12)) << (got - want).abs().max();
+  // YaRN also scales cos and sin by 0.1 ln(factor) + 1: position 0 leaves each rotated dim times that.
+  const torch::Tensor y = models::apply_rotary(x.narrow(1, 0, 1).narrow(-1, 0, 16), [&] {
+    models::RotaryOptions o = yarn;
+    o.dim = 16;
+    return o;
+  }(), 0);
+  EXPECT_TRUE(torch::allclose(y, x.narrow(1, 0, 1).narrow(-1, 0, 16) * yarn_magnitude, 1e-6, 1e-6));
 }

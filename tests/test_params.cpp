@@ -254,6 +254,67 @@ TEST(TrainerFormat, ErrorsNameTheTrainerKeys) {
       << error_of(y);
 }
 
+// Keys of newer modelzoo releases (2.2 - 2.10): Llama 3.1's position
+// scaling is read; Cerebras-only settings (cluster_config, attention_kernel)
+// and a deprecated data key are accepted with a warning naming their line;
+// position-scaling arguments that do not fit the model are errors.
+TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
+  const std::string base =
+      "trainer:\n"
+      "  init:\n"
+      "    backend:\n"
+      "      backend_type: CSX\n"
+      "      cluster_config: {num_workers_per_csx: 1}\n"
+      "    model: {name: LlamaModel, vocab_size: 256, hidden_size: 32, num_hidden_layers: 2, num_heads: 2,\n"
+      "            filter_size: 64, max_position_embeddings: 32, position_embedding_type: rotary,\n"
+      "            attention_kernel: optimized_beta, pos_scaling_factor: 8.0, pos_scaling_type: llama3,\n"
+      "            pos_scaling_extra_args: {original_max_position_embeddings: 16, high_freq_factor: 4.0}}\n"
+      "    optimizer:\n"
+      "      AdamW: {weight_decay: 0.1, learning_rate: 0.001}\n"
+      "    loop: {max_steps: 20}\n"
+      "  fit:\n"
+      "    train_dataloader: {data_processor: GptHDF5MapDataProcessor, data_dir: ./d, vocab_size: 256, batch_size: 8}\n";
+  Params p = params_from_node(config::load_yaml_string(base, "t.yaml"), "t.yaml", YAML::Node());
+  const YAML::Node model = p.resolved()["model"];
+  EXPECT_EQ(model["pos_scaling_type"].as<std::string>(), "llama3");
+  EXPECT_EQ(model["pos_scaling_factor"].as<double>(), 8.0);
+  EXPECT_EQ(model["pos_scaling_extra_args"]["original_max_position_embeddings"].as<int>(), 16);
+  ASSERT_EQ(p.warnings.size(), 3u);
+  EXPECT_NE(p.warnings[0].find("t.yaml:5:7: trainer.init.backend.cluster_config: ignored (applies to Cerebras"),
+            std::string::npos) << p.warnings[0];
+  EXPECT_NE(p.warnings[1].find("t.yaml:8:13: trainer.init.model.attention_kernel: ignored"), std::string::npos)
+      << p.warnings[1];
+  EXPECT_NE(p.warnings[2].find("trainer.fit.train_dataloader.vocab_size: ignored (deprecated"), std::string::npos)
+      << p.warnings[2];
+  auto error_of = [](const std::string& yaml) {
+    try {
+      params_from_node(config::load_yaml_string(yaml, "t.yaml"), "t.yaml", YAML::Node());
+    } catch (const config::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string y = base;
+    return y.replace(y.find(from), from.size(), to);
+  };
+  std::string y = with("high_freq_factor: 4.0", "beta_fast: 32");
+  EXPECT_NE(error_of(y).find("trainer.init.model.pos_scaling_extra_args: beta_fast belongs to pos_scaling_type yarn, "
+                             "not llama3"),
+            std::string::npos) << error_of(y);
+  y = with("high_freq_factor: 4.0", "high_freq_factor: 0.5");
+  EXPECT_NE(error_of(y).find("high_freq_factor must be greater than low_freq_factor"), std::string::npos) << error_of(y);
+  y = with("pos_scaling_type: llama3", "pos_scaling_type: yarn");
+  EXPECT_NE(error_of(y).find("high_freq_factor belongs to pos_scaling_type llama3, not yarn"), std::string::npos)
+      << error_of(y);
+  y = with("position_embedding_type: rotary", "position_embedding_type: learned");
+  EXPECT_NE(error_of(y).find("trainer.init.model.pos_scaling_factor: applies to rotary and alibi position embeddings "
+                             "only (this model's are learned)"),
+            std::string::npos) << error_of(y);
+  y = with("pos_scaling_type: llama3", "pos_scaling_type: longrope");
+  EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
+}
+
 // convert-legacy writes the Trainer form, which resolves to the same params;
 // and a converted file trains like the original.
 TEST(TrainerFormat, ConvertLegacyRoundTripsAndTrains) {

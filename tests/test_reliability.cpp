@@ -111,7 +111,7 @@ TEST(Reliability, DuplicateKeysAnywhereAndKeysThatAreNotNamesAreErrors) {
   std::string y = base + "eval_input:\n  batch_size: 2\n";
   EXPECT_NE(params_error(y).find("p.yaml:" + line_of(y, "eval_input:\n  batch_size: 2") +
                                  ":1: eval_input: duplicate key (first given at line " +
-                                 line_of(y, "eval_input:") + ";"),
+                                 line_of(y, "eval_input:") + " with another value;"),
             std::string::npos) << params_error(y);
   // A stray section line splits the optimizer: what follows it was silently dropped.
   y = replaced(base, "  max_gradient_norm: 1.0\n", "optimizer:\n  max_gradient_norm: 1.0\n");
@@ -125,6 +125,19 @@ TEST(Reliability, DuplicateKeysAnywhereAndKeysThatAreNotNamesAreErrors) {
             std::string::npos) << params_error(y);
   y = replaced(base, "  hidden_size: 32\n", "  hidden_size: 32\n  ? {a: 1}\n  : 2\n");
   EXPECT_NE(params_error(y).find("model: found a mapping where a key belongs"), std::string::npos) << params_error(y);
+  // A key repeated with the same value (modelzoo's Cerebras_GPT_256m_mup.yaml
+  // repeats `a: -0.16` in an initializer) loses nothing: a warning naming
+  // both lines, and the file reads as with one copy.
+  y = replaced(base, "  hidden_size: 32\n", "  hidden_size: 32\n  hidden_size: 32\n");
+  std::vector<std::string> warnings;
+  Params p = params_from_node(config::load_yaml_string(y, "p.yaml", &warnings), "p.yaml", YAML::Node());
+  EXPECT_EQ(p.resolved()["model"]["hidden_size"].as<int>(), 32);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("p.yaml:" + std::to_string(std::stoi(line_of(y, "  hidden_size: 32")) + 1) +
+                             ":16: model.hidden_size: repeats the key of line " + line_of(y, "  hidden_size: 32") +
+                             " with the same value"),
+            std::string::npos)
+      << warnings[0];
 }
 
 // Values no one can mean: refused when the params are read, naming the key.

@@ -10,33 +10,50 @@ namespace zoo::config {
 
 namespace {
 
+std::string flow(const YAML::Node& node) {
+  YAML::Emitter e;
+  e << YAML::Flow << node;
+  return e.c_str();
+}
+
 // YAML loaders keep one of two equal keys without a word (yaml-cpp's lookup
-// finds the first), so a second `eval_input:` or a stray line that repeats a
-// key silently drops settings; and a mapping used as a key fails later as a
-// bare "bad conversion". Both are caught here, for every mapping in the file,
-// naming the line and the key path.
-void check_keys(const YAML::Node& node, const Context& ctx) {
+// finds the first, PyYAML's the last), so a second `eval_input:` or a stray
+// line that repeats a key silently drops settings; and a mapping used as a
+// key fails later as a bare "bad conversion". Both are errors here, for every
+// mapping in the file, naming the line and the key path. A key repeated with
+// the same value loses nothing (real modelzoo configs have such lines): a
+// warning, and one copy is kept.
+void check_keys(YAML::Node node, const Context& ctx) {
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) check_keys(node[i], ctx.child(std::to_string(i)));
     return;
   }
   if (!node.IsMap()) return;
-  std::map<std::string, YAML::Mark> seen;
+  std::map<std::string, std::pair<YAML::Mark, YAML::Node>> seen;
+  std::vector<std::string> repeated;
   for (const auto& kv : node) {
     if (!kv.first.IsScalar())
       ctx.fail(kv.first, "",
                "found " + describe_node(kv.first) + " where a key belongs; expected `key: value` (check the "
                "indentation and brackets of this line)");
     const std::string key = kv.first.Scalar();
-    auto [first, inserted] = seen.emplace(key, kv.first.Mark());
-    if (!inserted)
-      ctx.fail(kv.first, key, "duplicate key (first given at line " + std::to_string(first->second.line + 1) +
-                                  "; a YAML mapping keeps only one, so remove or rename one of them)");
+    auto [first, inserted] = seen.emplace(key, std::make_pair(kv.first.Mark(), kv.second));
+    const std::string first_line = std::to_string(first->second.first.line + 1);
+    if (!inserted && flow(first->second.second) != flow(kv.second))
+      ctx.fail(kv.first, key, "duplicate key (first given at line " + first_line +
+                                  " with another value; a YAML mapping keeps only one, so remove or rename one "
+                                  "of them)");
+    if (!inserted) {
+      ctx.warn(kv.second, key, "repeats the key of line " + first_line + " with the same value; one is kept");
+      repeated.push_back(key);
+      continue;
+    }
     check_keys(kv.second, ctx.child(key));
   }
+  for (const std::string& key : repeated) node.remove(key);  // the first of the equal pair
 }
 
-YAML::Node load(const std::string& text, const std::string& name) {
+YAML::Node load(const std::string& text, const std::string& name, std::vector<std::string>* warnings) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -44,22 +61,22 @@ YAML::Node load(const std::string& text, const std::string& name) {
     throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
   }
-  check_keys(root, Context{name, "", nullptr});
+  check_keys(root, Context{name, "", warnings});
   return root;
 }
 
 }  // namespace
 
-YAML::Node load_yaml_file(const std::string& path) {
+YAML::Node load_yaml_file(const std::string& path, std::vector<std::string>* warnings) {
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot read params file (does it exist?)");
   std::stringstream ss;
   ss << in.rdbuf();
-  return load(ss.str(), path);
+  return load(ss.str(), path, warnings);
 }
 
-YAML::Node load_yaml_string(const std::string& text, const std::string& name) {
-  return load(text, name);
+YAML::Node load_yaml_string(const std::string& text, const std::string& name, std::vector<std::string>* warnings) {
+  return load(text, name, warnings);
 }
 
 void write_yaml_file(const std::string& path, const YAML::Node& node) {

@@ -11,9 +11,12 @@
 
 namespace zoo::config {
 
-// Throws ConfigError "FILE:LINE:COL: YAML syntax error: ..." or "FILE: cannot read ...".
-YAML::Node load_yaml_file(const std::string& path);
-YAML::Node load_yaml_string(const std::string& text, const std::string& name);
+// Throws ConfigError "FILE:LINE:COL: YAML syntax error: ..." or "FILE: cannot read ...",
+// or names a key given twice with different values; a key repeated with the
+// same value is a warning (into `warnings`, or stderr when null).
+YAML::Node load_yaml_file(const std::string& path, std::vector<std::string>* warnings = nullptr);
+YAML::Node load_yaml_string(const std::string& text, const std::string& name,
+                            std::vector<std::string>* warnings = nullptr);
 // Writes atomically (temp file + rename).
 void write_yaml_file(const std::string& path, const YAML::Node& node);
 // A fixed-width "key  type  default  doc" table for --help-config and docs.

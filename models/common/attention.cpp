@@ -34,22 +34,6 @@ void MultiheadAttentionImpl::reset_parameters() {
   proj_output_dense_layer->reset_parameters(options_.output_initializer);
 }
 
-torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double base, int64_t first_position) {
-  const int64_t B = x.size(0), T = x.size(1), heads = x.size(2);
-  auto f = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
-  torch::Tensor inv_freq = torch::pow(base, -torch::arange(0, rotary_dim, 2, f) / double(rotary_dim));  // (R/2)
-  torch::Tensor angle = (torch::arange(first_position, first_position + T, f).unsqueeze(1) * inv_freq)
-                            .unsqueeze(1);  // (T, 1, R/2): the same for every head
-  torch::Tensor cos = angle.cos(), sin = angle.sin();
-  torch::Tensor rot = x.narrow(-1, 0, rotary_dim).to(torch::kFloat);
-  torch::Tensor pairs = rot.reshape({B, T, heads, rotary_dim / 2, 2});
-  torch::Tensor even = pairs.select(-1, 0), odd = pairs.select(-1, 1);
-  torch::Tensor out = torch::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).flatten(-2);
-  out = out.to(x.scalar_type());
-  if (rotary_dim == x.size(-1)) return out;
-  return torch::cat({out, x.narrow(-1, rotary_dim, x.size(-1) - rotary_dim)}, -1);
-}
-
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = options_.num_heads, D = C / H, G = kv_heads();
   // q, k and v from one GEMM over the concatenated weights (one pass over x;
@@ -60,9 +44,9 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       bias ? torch::cat({proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias})
            : torch::Tensor());
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
-  if (options_.rotary_dim > 0) {  // q and k rotate alike: one call for both
+  if (options_.rotary.dim > 0) {  // q and k rotate alike: one call for both
     torch::Tensor qk = qkv.narrow(-1, 0, (H + G) * D).view({B, T, H + G, D});
-    qk = apply_rotary(qk, options_.rotary_dim, options_.rotary_base, past);
+    qk = apply_rotary(qk, options_.rotary, past);
     qkv = torch::cat({qk.flatten(2), qkv.narrow(-1, (H + G) * D, G * D)}, -1);
   }
   // (B, T, heads, D) views into qkv

@@ -1,19 +1,15 @@
 // Multi-head causal self-attention with modelzoo's projection names
 // (proj_{q,k,v,output}_dense_layer) so checkpoints map one-to-one.
-// Defines: apply_rotary, reference_attention, LayerKV, AttentionOptions, MultiheadAttention.
+// Defines: reference_attention, LayerKV, AttentionOptions, MultiheadAttention.
 #pragma once
 
 #include <torch/torch.h>
 
 #include "models/common/initializers.h"
 #include "models/common/layers.h"
+#include "models/common/rotary.h"
 
 namespace zoo::models {
-
-// Rotary position embedding on the first `rotary_dim` dims of each head, in
-// modelzoo's interleaved layout: dims (2j, 2j+1) rotate by position * base^(-2j/rotary_dim).
-// x: (B, T, heads, D), positions start at `first_position`.
-torch::Tensor apply_rotary(const torch::Tensor& x, int64_t rotary_dim, double base, int64_t first_position);
 
 // One layer's cached keys and values, (B, positions so far, key/value heads, D).
 // Softmax attention written out op by op (the reference the fused kernels are
@@ -33,8 +29,7 @@ struct AttentionOptions {
   int64_t hidden_size = 0;
   int64_t num_heads = 1;
   int64_t num_kv_groups = 0;         // key/value heads (GQA/MQA); 0: num_heads
-  int64_t rotary_dim = 0;            // rotary position embedding on this many dims per head; 0: none
-  double rotary_base = 10000.0;
+  RotaryOptions rotary;              // rotary position embedding (rotary.dim 0: none)
   int64_t sliding_window = 0;        // attend to at most this many most recent positions; 0: all
   bool use_projection_bias = true;   // q/k/v projections
   bool use_output_bias = true;       // output projection (modelzoo: use_ffn_bias_in_attention)

@@ -12,6 +12,66 @@ const config::Schema<ExtraAttentionParams>& ExtraAttentionParams::schema() {
   return s;
 }
 
+const config::Schema<PosScalingExtraArgs>& PosScalingExtraArgs::schema() {
+  using E = PosScalingExtraArgs;
+  static const config::Schema<E> s =
+      config::Schema<E>("pos_scaling_extra_args", "Arguments of the position scaling type.")
+          .field("original_max_position_embeddings", &E::original_max_position_embeddings,
+                 "llama3, yarn: the context the model was pre-trained with.", config::if_set(config::positive<int64_t>()))
+          .field("low_freq_factor", &E::low_freq_factor, "llama3: wavelengths beyond original / this are scaled.",
+                 config::if_set(config::positive<double>()))
+          .field("high_freq_factor", &E::high_freq_factor, "llama3: wavelengths below original / this are kept.",
+                 config::if_set(config::positive<double>()))
+          .field("beta_fast", &E::beta_fast, "yarn: rotations bounding the kept (extrapolated) frequencies.",
+                 config::if_set(config::positive<double>()))
+          .field("beta_slow", &E::beta_slow, "yarn: rotations bounding the interpolated frequencies.",
+                 config::if_set(config::positive<double>()))
+          .field("extrapolation_factor", &E::extrapolation_factor, "yarn: weight of the extrapolated frequencies.")
+          .field("mscale_a", &E::mscale_a, "yarn: cos/sin are scaled by mscale_a * ln(factor) + mscale_b.")
+          .field("mscale_b", &E::mscale_b, "yarn: see mscale_a.")
+          .field("truncate", &E::truncate, "yarn: round the blended band's bounds to whole dims.");
+  return s;
+}
+
+void check_position_scaling(const DecoderLmOptions& o,
+                            const std::function<void(const std::string&, const std::string&)>& fail) {
+  const std::string& type = o.pos_scaling_type;
+  if (type == "longrope")
+    fail("pos_scaling_type", "longrope is not supported by zoo (linear, llama3 and yarn are)");
+  const bool rotary = o.position_embedding_type == "rotary", alibi = o.position_embedding_type == "alibi";
+  if (o.pos_scaling_factor != 1.0 && !rotary && !alibi)
+    fail("pos_scaling_factor", "applies to rotary and alibi position embeddings only (this model's are " +
+                                   o.position_embedding_type + ")");
+  if (type != "linear" && !rotary)
+    fail("pos_scaling_type", type + " scales rotary position embeddings; with " + o.position_embedding_type +
+                                 " use linear");
+  if (!o.pos_scaling_extra_args) {
+    if (type == "yarn" || type == "YaRN")
+      fail("pos_scaling_extra_args", "yarn needs original_max_position_embeddings, the pre-trained context");
+    return;
+  }
+  const PosScalingExtraArgs& e = *o.pos_scaling_extra_args;
+  const std::vector<std::pair<std::string, bool>> llama3_only = {{"low_freq_factor", e.low_freq_factor.has_value()},
+                                                                 {"high_freq_factor", e.high_freq_factor.has_value()}};
+  const std::vector<std::pair<std::string, bool>> yarn_only = {
+      {"beta_fast", e.beta_fast.has_value()},       {"beta_slow", e.beta_slow.has_value()},
+      {"extrapolation_factor", e.extrapolation_factor.has_value()}, {"mscale_a", e.mscale_a.has_value()},
+      {"mscale_b", e.mscale_b.has_value()},         {"truncate", e.truncate.has_value()}};
+  auto refuse = [&](const std::vector<std::pair<std::string, bool>>& keys, const std::string& owner) {
+    for (const auto& [key, given] : keys)
+      if (given)
+        fail("pos_scaling_extra_args", key + " belongs to pos_scaling_type " + owner + ", not " + type);
+  };
+  if (type != "llama3") refuse(llama3_only, "llama3");
+  if (type != "yarn" && type != "YaRN") refuse(yarn_only, "yarn");
+  if (type == "linear" && e.original_max_position_embeddings)
+    fail("pos_scaling_extra_args", "original_max_position_embeddings belongs to llama3 and yarn, not linear");
+  if ((type == "yarn" || type == "YaRN") && !e.original_max_position_embeddings)
+    fail("pos_scaling_extra_args", "yarn needs original_max_position_embeddings, the pre-trained context");
+  if (type == "llama3" && e.high_freq_factor.value_or(4.0) <= e.low_freq_factor.value_or(1.0))
+    fail("pos_scaling_extra_args", "high_freq_factor must be greater than low_freq_factor");
+}
+
 namespace {
 // The parameter count, with every product checked: the first one that
 // overflows (or passes kMaxParameters) names its key.

@@ -41,6 +41,16 @@ struct ExtraAttentionParams {
   static const config::Schema<ExtraAttentionParams>& schema();
 };
 
+// modelzoo's `pos_scaling_extra_args`: which keys apply depends on
+// pos_scaling_type (unset: modelzoo's defaults, see the schema).
+struct PosScalingExtraArgs {
+  std::optional<int64_t> original_max_position_embeddings;
+  std::optional<double> low_freq_factor, high_freq_factor;                                     // llama3
+  std::optional<double> beta_fast, beta_slow, extrapolation_factor, mscale_a, mscale_b;         // yarn
+  std::optional<bool> truncate;                                                                 // yarn
+  static const config::Schema<PosScalingExtraArgs>& schema();
+};
+
 struct DecoderLmOptions {
   int64_t vocab_size = 50257;
   int64_t hidden_size = 768;
@@ -51,6 +61,9 @@ struct DecoderLmOptions {
   std::string position_embedding_type = "learned";
   std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: all)
   double rope_theta = 10000.0;        // rotary: base of the rotation frequencies
+  double pos_scaling_factor = 1.0;    // rotary or alibi: longer contexts than trained (see the schema)
+  std::string pos_scaling_type = "linear";
+  std::optional<PosScalingExtraArgs> pos_scaling_extra_args;
   std::string norm_type = "layernorm";
   std::string attention_module = "aiayn_attention";
   ExtraAttentionParams extra_attention_params;
@@ -91,6 +104,18 @@ config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
              config::if_set(positive<int64_t>()))
       .field("rope_theta", &O::rope_theta, "Rotary embeddings: base of the frequencies (Code Llama: 1e6).",
              positive<double>())
+      .field("pos_scaling_factor", &O::pos_scaling_factor,
+             "rotary or alibi: stretch positions by this factor for contexts longer than trained (linear: "
+             "positions / factor, alibi: slopes / factor).",
+             positive<double>())
+      .field("pos_scaling_type", &O::pos_scaling_type,
+             "rotary: linear (position interpolation), llama3 (Llama 3.1's frequency bands) or yarn (YaRN); "
+             "alibi: linear.",
+             config::one_of({"linear", "llama3", "yarn", "YaRN", "longrope"}))
+      .field("pos_scaling_extra_args", &O::pos_scaling_extra_args,
+             "llama3: original_max_position_embeddings (8192), low_freq_factor (1), high_freq_factor (4); yarn: "
+             "original_max_position_embeddings (required), beta_fast (32), beta_slow (1), extrapolation_factor "
+             "(1), mscale_a (0.1), mscale_b (1), truncate (true).")
       .field("norm_type", &O::norm_type, "layernorm, rmsnorm, or biasless-layernorm (LayerNorm without its bias: MPT).",
              config::one_of({"layernorm", "rmsnorm", "biasless-layernorm"}))
       .field("attention_module", &O::attention_module,
@@ -122,6 +147,7 @@ config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
              "zoo's own: keep only each decoder layer's input in the forward pass and recompute the layer in "
              "the backward pass (activation memory of one layer instead of all; ~1/3 more compute).")
       .hardware_only({"boundary_casting"}, "Cerebras-only numerics")
+      .hardware_only({"attention_kernel"}, "selects a Cerebras attention kernel; the math is the same")
       .hardware_only({"tf_summary"}, "a summary-only key of modelzoo's Cerebras runs; zoo writes no such summary");
   return s;
 }
@@ -140,8 +166,14 @@ struct DecoderLmShape {
 void check_decoder_lm_shape(const DecoderLmShape& shape,
                             const std::function<void(const std::string&, const std::string&)>& fail);
 
+// pos_scaling_*: a scaling the position embedding can take, and extra
+// arguments that belong to the scaling type.
+void check_position_scaling(const DecoderLmOptions& o,
+                            const std::function<void(const std::string&, const std::string&)>& fail);
+
 inline void check_decoder_lm_options(const DecoderLmOptions& o,
                                      const std::function<void(const std::string&, const std::string&)>& fail) {
+  check_position_scaling(o, fail);
   check_decoder_lm_shape({o.vocab_size, o.hidden_size, o.num_hidden_layers, o.num_heads, o.filter_size,
                           o.max_position_embeddings, o.position_embedding_type, o.rotary_dim, o.attention_module,
                           o.extra_attention_params.num_kv_groups},

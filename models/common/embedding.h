@@ -46,6 +46,7 @@ struct EmbeddingOptions {
   std::string position_embedding_type = "learned";
   int64_t num_heads = 1;                // alibi: one slope per head
   bool alibi_trainable_slopes = false;
+  double alibi_scaling_factor = 1.0;    // alibi: slopes divided by it (modelzoo's pos_scaling_factor)
   double dropout = 0.0;
   InitializerSpec initializer;
 };
@@ -62,7 +63,11 @@ class EmbeddingLayerImpl : public torch::nn::Module {
   torch::Tensor fixed_positions;                // "fixed" only: (P, C) buffer
   AlibiSlopes position_embed_helper{nullptr};   // "alibi" only
   // The (heads) slopes attention adds with, or an undefined tensor.
-  torch::Tensor alibi() const { return position_embed_helper ? position_embed_helper->slopes.view({-1}) : torch::Tensor(); }
+  torch::Tensor alibi() const {
+    if (!position_embed_helper) return {};
+    const torch::Tensor s = position_embed_helper->slopes.view({-1});
+    return options_.alibi_scaling_factor == 1.0 ? s : s / options_.alibi_scaling_factor;
+  }
 
  private:
   EmbeddingOptions options_;

@@ -51,6 +51,26 @@ InitializerSpec output_init(const Gpt2Options& o) {
              : truncated_normal_spec(o.initializer_range / std::sqrt(2.0 * o.num_hidden_layers));
 }
 
+RotaryOptions rotary_options(const Gpt2Options& o) {
+  RotaryOptions r;
+  if (o.position_embedding_type != "rotary") return r;
+  r.dim = o.rotary_dim.value_or(o.hidden_size / o.num_heads);
+  r.base = o.rope_theta;
+  r.scaling_type = o.pos_scaling_type == "YaRN" ? "yarn" : o.pos_scaling_type;
+  r.scaling_factor = o.pos_scaling_factor;
+  const PosScalingExtraArgs e = o.pos_scaling_extra_args.value_or(PosScalingExtraArgs{});
+  r.original_max_position_embeddings = e.original_max_position_embeddings.value_or(r.original_max_position_embeddings);
+  r.low_freq_factor = e.low_freq_factor.value_or(r.low_freq_factor);
+  r.high_freq_factor = e.high_freq_factor.value_or(r.high_freq_factor);
+  r.beta_fast = e.beta_fast.value_or(r.beta_fast);
+  r.beta_slow = e.beta_slow.value_or(r.beta_slow);
+  r.extrapolation_factor = e.extrapolation_factor.value_or(r.extrapolation_factor);
+  r.mscale_a = e.mscale_a.value_or(r.mscale_a);
+  r.mscale_b = e.mscale_b.value_or(r.mscale_b);
+  r.truncate = e.truncate.value_or(r.truncate);
+  return r;
+}
+
 DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& v) {
   DecoderLayerOptions d;
   d.parallel_residual = v.parallel_residual;
@@ -59,8 +79,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.attention.num_heads = o.num_heads;
   if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
   d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
-  if (o.position_embedding_type == "rotary") d.attention.rotary_dim = o.rotary_dim.value_or(o.hidden_size / o.num_heads);
-  d.attention.rotary_base = o.rope_theta;
+  d.attention.rotary = rotary_options(o);
   d.attention.use_projection_bias = o.use_projection_bias_in_attention;
   d.attention.use_output_bias = o.use_ffn_bias_in_attention;
   d.attention.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);
@@ -95,6 +114,7 @@ Gpt2Model::Gpt2Model(const Gpt2Options& o, const torch::TensorOptions& p, const 
   e.position_embedding_type = o.position_embedding_type;
   e.num_heads = o.num_heads;
   e.alibi_trainable_slopes = o.alibi_trainable_slopes;
+  e.alibi_scaling_factor = o.pos_scaling_factor;
   // With a norm after the embeddings, dropout follows the norm (below).
   e.dropout = o.embedding_layer_norm ? 0.0 : o.embedding_dropout_rate.value_or(o.dropout_rate);
   e.initializer = o.embedding_initializer ? *o.embedding_initializer : weight_init(o);
@@ -182,7 +202,8 @@ double Gpt2Model::forward_flops_per_token() const {
 
 ModelFamily gpt2_family() {
   ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
-      "gpt2", {"gpt3", "llama", "mistral"},
+      // modelzoo's bloom, btlm, jais, santacoder and starcoder models are its gpt2 model under another name.
+      "gpt2", {"gpt3", "llama", "mistral", "bloom", "btlm", "jais", "santacoder", "starcoder", "mpt", "LlamaModel"},
       "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
       "multiquery_attention), as modelzoo builds them.",
       {"input_ids", "attention_mask", "labels"});

@@ -1,6 +1,8 @@
 // Implementation of models/gpt2/hf_adapter.h: the helpers, GPT-2, BTLM, LLaMA and Mistral.
 #include "models/gpt2/hf_adapter.h"
 
+#include <set>
+
 #include "models/common/hf_keys.h"
 
 namespace zoo::models {
@@ -30,7 +32,11 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
               "position_embedding_type", pos, "has other position embeddings")
       .expect(o.norm_type == (has.rms_norm ? "rmsnorm" : "layernorm") || (has.biasless_norm && o.norm_type == "biasless-layernorm"),
               "norm_type", o.norm_type, "has other norms")
-      .expect(!is_glu(o.nonlinearity) || has.gated_ffn, "nonlinearity", o.nonlinearity, "has no gated FFN");
+      .expect(!is_glu(o.nonlinearity) || has.gated_ffn, "nonlinearity", o.nonlinearity, "has no gated FFN")
+      .expect((o.pos_scaling_factor == 1.0 && o.pos_scaling_type == "linear") ||
+                  (has.rope_scaling && (o.pos_scaling_type == "linear" || o.pos_scaling_type == "llama3")),
+              "pos_scaling_*", o.pos_scaling_type + " x" + std::to_string(o.pos_scaling_factor),
+              has.rope_scaling ? "converts linear and llama3 rope_scaling only" : "has no position scaling");
 }
 
 HfKeyMap gpt2_layout(const Gpt2Options& o, bool conv1d) {
@@ -191,11 +197,46 @@ HfAdapter btlm_hf_adapter() {
   return key_mapped(a, gpt2_options_of, gpt2_keys);
 }
 
+namespace {
+
+// LLaMA's rope_scaling (Llama 3.1's llama3, or linear) as modelzoo's pos_scaling_* keys of `m`.
+void read_rope_scaling(const nlohmann::json& c, YAML::Node& m) {
+  if (!config_sets(c, "rope_scaling")) return;
+  const nlohmann::json& r = c.at("rope_scaling");
+  const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+  std::set<std::string> known = {"rope_type", "type", "factor"};
+  if (type == "llama3") known.insert({"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
+  if (type != "linear" && type != "llama3")
+    refuse_config(c, "rope_scaling", "changes the model's math and is not one zoo converts (linear and llama3 are)");
+  for (const auto& [key, value] : r.items())
+    if (!known.count(key)) refuse_config(c, "rope_scaling", "changes the model's math: zoo does not convert `" + key + "` for " + type);
+  m["pos_scaling_type"] = type;
+  m["pos_scaling_factor"] = r.at("factor").get<double>();
+  if (type == "llama3")
+    for (const char* key : {"original_max_position_embeddings", "low_freq_factor", "high_freq_factor"})
+      if (r.contains(key)) m["pos_scaling_extra_args"][key] = YAML::Load(r.at(key).dump());
+}
+
+// The rope_scaling config.json field of `o` (null: none).
+nlohmann::json rope_scaling(const Gpt2Options& o) {
+  if (o.pos_scaling_type == "linear" && o.pos_scaling_factor == 1.0) return nullptr;
+  nlohmann::json r{{"rope_type", o.pos_scaling_type}, {"factor", o.pos_scaling_factor}};
+  if (o.pos_scaling_type == "llama3") {
+    const PosScalingExtraArgs e = o.pos_scaling_extra_args.value_or(PosScalingExtraArgs{});
+    r["original_max_position_embeddings"] = e.original_max_position_embeddings.value_or(8192);
+    r["low_freq_factor"] = e.low_freq_factor.value_or(1.0);
+    r["high_freq_factor"] = e.high_freq_factor.value_or(4.0);
+  }
+  return r;
+}
+
+}  // namespace
+
 HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
   a.config_from_hf = [](const nlohmann::json& c) {
     // Fields that change the math: carried, or refused by name, never dropped.
-    for (const char* key : {"rope_scaling", "attention_bias", "mlp_bias"})
+    for (const char* key : {"attention_bias", "mlp_bias"})
       if (config_sets(c, key))
         throw std::runtime_error(std::string("config.json: ") + key + " = " + c.at(key).dump() +
                                  " changes the model's math and zoo cannot represent it yet");
@@ -207,6 +248,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     YAML::Node m = rotary_decoder_shape(c, "llama");
     if (config_sets(c, "sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
     m["rope_theta"] = c.value("rope_theta", 10000.0);
+    read_rope_scaling(c, m);
     m["rotary_dim"] = C / H;
     m["norm_type"] = "rmsnorm";
     m["layer_norm_epsilon"] = c.value("rms_norm_eps", 1e-6);
@@ -228,7 +270,8 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
   };
   a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = gpt2_options_of(model);
-    refuse_unrepresentable(o, model_type, HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true, .rms_norm = true});
+    refuse_unrepresentable(o, model_type, HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true,
+                                                 .rms_norm = true, .rope_scaling = true});
     ExportCheck(model_type)
         .expect(o.nonlinearity == "swiglu", "nonlinearity", o.nonlinearity, "uses SwiGLU")
         .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && !o.use_ffn_bias && !o.use_bias_in_output,
@@ -251,6 +294,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                           {"max_position_embeddings", o.max_position_embeddings},
                           {"rms_norm_eps", o.layer_norm_epsilon},
                           {"rope_theta", o.rope_theta},
+                          {"rope_scaling", rope_scaling(o)},
                           {"hidden_act", "silu"},
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};

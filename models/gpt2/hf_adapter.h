@@ -38,6 +38,7 @@ QkvShape qkv_shape(const DecoderLmOptions& o);
 struct HfHas {
   bool alibi = false, embedding_norm = false, biasless_norm = false, mup = false, layer_idx_scaling = false;
   bool learned_positions = true, rotary = false, gated_ffn = false, rms_norm = false;
+  bool rope_scaling = false;  // linear and llama3 (LLaMA's rope_scaling)
 };
 void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type, const HfHas& has);
 
