@@ -37,6 +37,12 @@ struct GenerationCache {
   std::vector<torch::Tensor> state;  // model-defined, e.g. per-layer keys and values
 };
 
+// Parameters matched by fnmatch globs over their names, and the factor on their learning rate.
+struct LrAdjustmentGroup {
+  std::vector<std::string> patterns;
+  double scale = 1.0;
+};
+
 class Model : public torch::nn::Module {
  public:
   // with_metrics: also fill ModelOutput::metrics (eval).
@@ -53,9 +59,9 @@ class Model : public torch::nn::Module {
   virtual bool is_causal_lm() const { return false; }
   virtual torch::Tensor next_logits(const torch::Tensor& input_ids, GenerationCache& cache);
   virtual int64_t max_positions() const { return 0; }
-  // Named parameter groups the optimizer's adjust_learning_rate can scale
-  // (muP), each a list of fnmatch globs over parameter names.
-  virtual std::map<std::string, std::vector<std::string>> lr_adjustment_groups() const { return {}; }
+  // Named parameter groups whose learning rate muP scales (the model's own
+  // scale; optimizer.adjust_learning_rate overrides it by name).
+  virtual std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const { return {}; }
 };
 
 inline torch::Tensor Model::next_logits(const torch::Tensor&, GenerationCache&) {

@@ -85,9 +85,16 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   if (!for_training) return;
   auto groups = optim::split_weight_decay_groups(model_->named_parameters().pairs(),
                                                  models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
+  // The model's muP scales, each replaced by optimizer.adjust_learning_rate's for the same group (as modelzoo).
+  std::map<std::string, std::vector<std::string>> lr_patterns;
+  std::map<std::string, double> lr_scales;
+  for (const auto& [name, group] : model_->lr_adjustment_groups()) {
+    lr_patterns[name] = group.patterns;
+    if (group.scale != 1.0) lr_scales[name] = group.scale;
+  }
+  for (const auto& [name, scale] : params_.optimizer.adjust_learning_rate) lr_scales[name] = scale;
   try {
-    groups = optim::adjust_learning_rates(std::move(groups), params_.optimizer.adjust_learning_rate,
-                                          model_->lr_adjustment_groups());
+    groups = optim::adjust_learning_rates(std::move(groups), lr_scales, lr_patterns);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(params_.file + ": optimizer.adjust_learning_rate." + e.what());
   }

@@ -189,13 +189,20 @@ YAML::Node legacy_scheduler(const Reader& r, const YAML::Node& item, const std::
   return m;
 }
 
-void read_schedulers(Reader& r, const YAML::Node& node) {
-  if (!node.IsSequence() || node.size() != 1)
-    r.fail(node, "init.schedulers", "expected a list with one scheduler (zoo drives one learning rate for all groups)");
-  const auto [name, inner] = r.single(node[0], "init.schedulers.0");
-  const std::string cls = name.as<std::string>(), path = "init.schedulers.0." + cls;
+// One scheduler entry {Class: {...}} at trainer path `at`.
+void read_scheduler(Reader& r, const YAML::Node& entry, const std::string& at) {
+  const auto [name, inner] = r.single(entry, at);
+  const std::string cls = name.as<std::string>(), path = at + "." + cls;
+  // modelzoo 2.4+ wraps muP runs' schedule in ScalePerParamLR, which applies
+  // each parameter group's learning-rate scale: zoo always does.
+  if (cls == "ScalePerParamLR") {
+    YAML::Node wrapped;
+    r.each(inner, path, {"scheduler"}, [&](const std::string&, const YAML::Node&, const YAML::Node& v) { wrapped = v; });
+    if (!present(wrapped)) r.fail(inner, path, "expected scheduler: {...}, the schedule whose rate it scales");
+    return read_scheduler(r, wrapped, path + ".scheduler");
+  }
   if (cls != "SequentialLR" && cls != "ChainedScheduler") {
-    r.section("optimizer")["learning_rate"] = legacy_scheduler(r, node[0], "init.schedulers.0");
+    r.section("optimizer")["learning_rate"] = legacy_scheduler(r, entry, at);
     r.alias("optimizer.learning_rate", "trainer." + path);
     return;
   }
@@ -230,6 +237,12 @@ void read_schedulers(Reader& r, const YAML::Node& node) {
   }
   r.section("optimizer")["learning_rate"] = list;
   r.alias("optimizer.learning_rate", "trainer." + path + ".schedulers");
+}
+
+void read_schedulers(Reader& r, const YAML::Node& node) {
+  if (!node.IsSequence() || node.size() != 1)
+    r.fail(node, "init.schedulers", "expected a list with one scheduler (zoo drives one learning rate for all groups)");
+  read_scheduler(r, node[0], "init.schedulers.0");
 }
 
 // callbacks: / loggers: lists of {Name: {...}}.

@@ -255,7 +255,7 @@ TEST(TrainerFormat, ErrorsNameTheTrainerKeys) {
 }
 
 // Keys of newer modelzoo releases (2.2 - 2.10): Llama 3.1's position
-// scaling is read; Cerebras-only settings (cluster_config, attention_kernel)
+// scaling and the ScalePerParamLR scheduler wrapper are read; Cerebras-only settings (cluster_config, attention_kernel)
 // and a deprecated data key are accepted with a warning naming their line;
 // position-scaling arguments that do not fit the model are errors.
 TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
@@ -270,7 +270,11 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
       "            attention_kernel: optimized_beta, pos_scaling_factor: 8.0, pos_scaling_type: llama3,\n"
       "            pos_scaling_extra_args: {original_max_position_embeddings: 16, high_freq_factor: 4.0}}\n"
       "    optimizer:\n"
-      "      AdamW: {weight_decay: 0.1, learning_rate: 0.001}\n"
+      "      AdamW: {weight_decay: 0.1}\n"
+      "    schedulers:\n"
+      "    - ScalePerParamLR:\n"
+      "        scheduler:\n"
+      "          LinearLR: {initial_learning_rate: 0.0, end_learning_rate: 0.1, total_iters: 10}\n"
       "    loop: {max_steps: 20}\n"
       "  fit:\n"
       "    train_dataloader: {data_processor: GptHDF5MapDataProcessor, data_dir: ./d, vocab_size: 256, batch_size: 8}\n";
@@ -279,6 +283,8 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_EQ(model["pos_scaling_type"].as<std::string>(), "llama3");
   EXPECT_EQ(model["pos_scaling_factor"].as<double>(), 8.0);
   EXPECT_EQ(model["pos_scaling_extra_args"]["original_max_position_embeddings"].as<int>(), 16);
+  // muP's ScalePerParamLR wrapper (modelzoo 2.4+): the schedule inside it (zoo always scales per group).
+  EXPECT_DOUBLE_EQ(optim::make_lr_schedule(p.optimizer.learning_rate)->at(5), 0.05);
   ASSERT_EQ(p.warnings.size(), 3u);
   EXPECT_NE(p.warnings[0].find("t.yaml:5:7: trainer.init.backend.cluster_config: ignored (applies to Cerebras"),
             std::string::npos) << p.warnings[0];

@@ -8,6 +8,27 @@
 
 namespace zoo::models {
 
+namespace {
+// modelzoo's muP needs both base widths, and scales only (truncated) normal initializers.
+void check_mup(const Gpt2Options& o, const std::function<void(const std::string&, const std::string&)>& fail) {
+  if (!o.mup_base_hidden_size && !o.mup_base_filter_size) return;
+  if (!o.mup_base_hidden_size || !o.mup_base_filter_size)
+    fail(o.mup_base_hidden_size ? "mup_base_filter_size" : "mup_base_hidden_size",
+         "muP needs both mup_base_hidden_size and mup_base_filter_size");
+  if (o.output_logits_scale)
+    fail("output_logits_scale", "is the muP form of modelzoo 2.2 and before; with mup_base_* the logits scale comes "
+                                "from output_logits_alpha (remove one of them)");
+  const std::vector<std::pair<std::string, std::optional<InitializerSpec>>> scaled = {
+      {"initializer", o.initializer},
+      {"output_layer_initializer", o.output_layer_initializer},
+      {"ffn_initializer", o.ffn_initializer},
+      {"ffn_output_layer_initializer", o.ffn_output_layer_initializer}};
+  for (const auto& [key, spec] : scaled)
+    if (spec && spec->name != "normal" && spec->name != "truncated_normal")
+      fail(key, "muP scales normal and truncated_normal initializers only, not " + spec->name);
+}
+}  // namespace
+
 const config::Schema<Gpt2Options>& Gpt2Options::schema() {
   using O = Gpt2Options;
   auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
@@ -25,6 +46,24 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .field("output_logits_scale", &O::output_logits_scale, "muP: multiplies the logits (null: 1).")
           .field("scale_qk_dot_by_d", &O::scale_qk_dot_by_d,
                  "muP: with scaled_dot_product, divide attention scores by the head size instead of its square root.")
+          .field("attention_logits_alpha", &O::attention_logits_alpha, "muP: multiplies the attention scores.")
+          .field("mup_base_hidden_size", &O::mup_base_hidden_size,
+                 "muP: hidden_size of the base model the hyperparameters were tuned on. The attention and first "
+                 "FFN initializers' std scale by sqrt(base / hidden_size), the output layer's also by "
+                 "1/sqrt(2 * num_hidden_layers), the logits by output_logits_alpha * base / hidden_size, and the "
+                 "learning rates of decoder_attention and decoder_input_ffn by base / hidden_size.",
+                 config::if_set(config::positive<double>()))
+          .field("mup_base_filter_size", &O::mup_base_filter_size,
+                 "muP: filter_size of the base model. The last FFN layer's initializer std scales by "
+                 "sqrt(base / filter_size) / sqrt(2 * num_hidden_layers) and its learning rate (decoder_output_ffn) "
+                 "by base / filter_size.",
+                 config::if_set(config::positive<double>()))
+          .field("output_logits_alpha", &O::output_logits_alpha, "muP: see mup_base_hidden_size (null: 1).")
+          .field("scale_output_logits_by_d", &O::scale_output_logits_by_d,
+                 "muP: the logits scale by base / hidden_size (true) or by its square root (false).")
+          .field("ffn_initializer", &O::ffn_initializer, "Initializer of the first FFN layer (null: `initializer`).")
+          .field("ffn_output_layer_initializer", &O::ffn_output_layer_initializer,
+                 "Initializer of the last FFN layer (null: output_layer_initializer).")
           .field("scale_qk_dot_by_layer_idx", &O::scale_qk_dot_by_layer_idx,
                  "Also divide layer i's attention scores by i + 1 (counting from 0).")
           .renamed("scale_by_layer_index", "scale_qk_dot_by_layer_idx")
@@ -35,20 +74,52 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .field("attention_dropout_rate", &O::attention_dropout_rate,
                  "Dropout on attention probabilities (null: dropout_rate).", config::if_set(dropout))
           .field("output_layer_initializer", &O::output_layer_initializer,
-                 "Initializer of the attention output and last FFN layer (null: truncated_normal "
-                 "std=initializer_range/sqrt(2*num_hidden_layers)).")
-          .validate([](const O& o, const auto& fail) { check_decoder_lm_options(o, fail); });
+                 "Initializer of the attention output and last FFN layer (null: `initializer`, or without one "
+                 "truncated_normal std=initializer_range/sqrt(2*num_hidden_layers)).")
+          .validate([](const O& o, const auto& fail) {
+            check_decoder_lm_options(o, fail);
+            check_mup(o, fail);
+          });
   return s;
 }
 
 namespace {
-InitializerSpec weight_init(const Gpt2Options& o) {
-  return o.initializer ? *o.initializer : truncated_normal_spec(o.initializer_range);
+
+// A (truncated) normal initializer with its spread times `by` (bounds too: muP).
+InitializerSpec scaled(InitializerSpec s, double by) {
+  s.std *= by;
+  if (s.name == "truncated_normal") s.a *= by, s.b *= by;
+  return s;
 }
-InitializerSpec output_init(const Gpt2Options& o) {
-  return o.output_layer_initializer
-             ? *o.output_layer_initializer
-             : truncated_normal_spec(o.initializer_range / std::sqrt(2.0 * o.num_hidden_layers));
+
+// Each layer's initializer as modelzoo's gpt2 model picks it: `initializer`
+// or else truncated_normal(initializer_range) for the projections; the
+// output layers get output_layer_initializer, else `initializer`, else the
+// default scaled by depth; with muP, widths scale them (see the schema).
+struct LayerInitializers {
+  InitializerSpec embedding, attention, attention_output, ffn, ffn_output;
+};
+
+LayerInitializers layer_initializers(const Gpt2Options& o, const DecoderVariant& v) {
+  const InitializerSpec fallback = truncated_normal_spec(o.initializer_range);
+  const double depth = 1.0 / std::sqrt(2.0 * o.num_hidden_layers);
+  LayerInitializers i;
+  i.embedding = o.embedding_initializer.value_or(fallback);
+  i.attention = o.initializer.value_or(fallback);
+  i.ffn = v.ffn_initializer ? *v.ffn_initializer : o.ffn_initializer.value_or(i.attention);
+  std::optional<InitializerSpec> output = o.output_layer_initializer, ffn_output = o.ffn_output_layer_initializer;
+  if (o.mup_base_hidden_size) {
+    const double width = std::sqrt(*o.mup_base_hidden_size / double(o.hidden_size));
+    i.attention = scaled(i.attention, width);
+    i.ffn = scaled(i.ffn, width);
+    output = scaled(output.value_or(fallback), width * depth);
+  }
+  if (o.mup_base_filter_size)
+    ffn_output = scaled(ffn_output.value_or(fallback), std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * depth);
+  if (!output && !o.initializer) output = scaled(fallback, depth);
+  i.attention_output = output.value_or(i.attention);
+  i.ffn_output = ffn_output ? *ffn_output : output.value_or(i.ffn);
+  return i;
 }
 
 RotaryOptions rotary_options(const Gpt2Options& o) {
@@ -87,15 +158,17 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.attention.scale_by_head_dim = o.scale_qk_dot_by_d;
   d.scale_scores_by_layer = o.scale_qk_dot_by_layer_idx;
   d.attention.softmax_fp32 = o.attention_softmax_fp32;
-  d.attention.initializer = weight_init(o);
-  d.attention.output_initializer = output_init(o);
+  const LayerInitializers init = layer_initializers(o, v);
+  d.attention.initializer = init.attention;
+  d.attention.output_initializer = init.attention_output;
+  d.attention.logit_multiplier = o.attention_logits_alpha;
   d.ffn.input_size = o.hidden_size;
   d.ffn.filter_size = o.filter_size;
   d.ffn.nonlinearity = o.nonlinearity;
   d.ffn.use_bias = o.use_ffn_bias;
   d.ffn.dropout = o.dropout_rate;
-  d.ffn.initializer = v.ffn_initializer.value_or(weight_init(o));
-  d.ffn.output_initializer = output_init(o);
+  d.ffn.initializer = init.ffn;
+  d.ffn.output_initializer = init.ffn_output;
   d.layer_norm_epsilon = o.layer_norm_epsilon;
   d.rms_norm = o.norm_type == "rmsnorm";
   d.norm_bias = o.norm_type != "biasless-layernorm";
@@ -117,7 +190,7 @@ Gpt2Model::Gpt2Model(const Gpt2Options& o, const torch::TensorOptions& p, const 
   e.alibi_scaling_factor = o.pos_scaling_factor;
   // With a norm after the embeddings, dropout follows the norm (below).
   e.dropout = o.embedding_layer_norm ? 0.0 : o.embedding_dropout_rate.value_or(o.dropout_rate);
-  e.initializer = o.embedding_initializer ? *o.embedding_initializer : weight_init(o);
+  e.initializer = layer_initializers(o, v).embedding;
   embedding_layer = register_module("embedding_layer", EmbeddingLayer(e, p));
   if (o.embedding_layer_norm)
     embedding_ln_f = register_module("embedding_ln_f", LayerNorm(o.hidden_size, o.layer_norm_epsilon, p,
@@ -150,9 +223,19 @@ torch::Tensor Gpt2Model::embed(const torch::Tensor& input_ids, int64_t first_pos
   return embedding_ln_f && p > 0 ? torch::dropout(h, p, is_training()) : h;
 }
 
+namespace {
+// The factor on the logits: muP's from the base width, or output_logits_scale (modelzoo <= 2.2).
+std::optional<double> logits_scale(const Gpt2Options& o) {
+  if (!o.mup_base_hidden_size) return o.output_logits_scale;
+  const double ratio = *o.mup_base_hidden_size / double(o.hidden_size);
+  return o.output_logits_alpha.value_or(1.0) * (o.scale_output_logits_by_d ? ratio : std::sqrt(ratio));
+}
+}  // namespace
+
 torch::Tensor Gpt2Model::head(const torch::Tensor& h) {
   torch::Tensor out = lm_head(h, embedding_layer->word_embeddings->weight);  // (B, T, >= V)
-  return options_.output_logits_scale ? out * *options_.output_logits_scale : out;
+  const std::optional<double> scale = logits_scale(options_);
+  return scale ? out * *scale : out;
 }
 
 torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
@@ -174,13 +257,16 @@ torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationC
   return head(h).narrow(-1, 0, options_.vocab_size);  // (B, T, V)
 }
 
-// modelzoo's named groups for optimizer.adjust_learning_rate (muP).
-std::map<std::string, std::vector<std::string>> Gpt2Model::lr_adjustment_groups() const {
-  return {{"embedding", {"*embedding*weight"}},
-          {"decoder_kernel", {"*decoder*dense*weight", "*decoder*linear*weight"}},
-          {"decoder_attention", {"*decoder*attn*dense*weight"}},
-          {"decoder_input_ffn", {"*decoder*ffn.ffn.[!1]*weight"}},
-          {"decoder_output_ffn", {"*decoder*ffn.ffn.[1]*weight"}}};
+// modelzoo's named groups for optimizer.adjust_learning_rate, with muP's scales.
+std::map<std::string, LrAdjustmentGroup> Gpt2Model::lr_adjustment_groups() const {
+  const Gpt2Options& o = options_;
+  const double hidden = o.mup_base_hidden_size ? *o.mup_base_hidden_size / double(o.hidden_size) : 1.0;
+  const double filter = o.mup_base_filter_size ? *o.mup_base_filter_size / double(o.filter_size) : 1.0;
+  return {{"embedding", {{"*embedding*weight"}}},
+          {"decoder_kernel", {{"*decoder*dense*weight", "*decoder*linear*weight"}}},
+          {"decoder_attention", {{"*decoder*attn*dense*weight"}, hidden}},
+          {"decoder_input_ffn", {{"*decoder*ffn.ffn.[!1]*weight"}, hidden}},
+          {"decoder_output_ffn", {{"*decoder*ffn.ffn.[1]*weight"}, filter}}};
 }
 
 ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {

@@ -29,6 +29,14 @@ struct Gpt2Options : DecoderLmOptions {
   std::optional<double> output_logits_scale;  // muP: times the logits
   bool scale_qk_dot_by_d = false;             // muP: scores / head dim instead of / sqrt(head dim)
   bool scale_qk_dot_by_layer_idx = false;     // layer i's scores also / (i + 1)
+  double attention_logits_alpha = 1.0;        // muP: times the attention scores
+  // muP (modelzoo >= 2.3): the base model's widths; from them the
+  // initializers, the logits scale and the learning rates of the wider model.
+  std::optional<double> mup_base_hidden_size, mup_base_filter_size;
+  std::optional<double> output_logits_alpha;  // muP: logits times alpha * base / hidden_size
+  bool scale_output_logits_by_d = true;       // muP: ... or alpha * sqrt(base / hidden_size)
+  std::optional<InitializerSpec> ffn_initializer;               // first FFN layer (null: `initializer`)
+  std::optional<InitializerSpec> ffn_output_layer_initializer;  // last FFN layer (null: output_layer_initializer)
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
   std::optional<double> attention_dropout_rate;  // default: dropout_rate
@@ -41,7 +49,7 @@ struct Gpt2Options : DecoderLmOptions {
 struct DecoderVariant {
   bool parallel_residual = false;  // see DecoderLayerOptions
   bool untied_norms = true;
-  std::optional<InitializerSpec> ffn_initializer;  // first FFN layer (default: `initializer`)
+  std::optional<InitializerSpec> ffn_initializer;  // first FFN layer (overrides the options')
 };
 
 class Gpt2Model : public Model {
@@ -58,7 +66,7 @@ class Gpt2Model : public Model {
   torch::Tensor next_logits(const torch::Tensor& input_ids, GenerationCache& cache) override;
   int64_t max_positions() const override { return options_.max_position_embeddings; }
   std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
-  std::map<std::string, std::vector<std::string>> lr_adjustment_groups() const override;
+  std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const override;
   const Gpt2Options& options() const { return options_; }
 
   EmbeddingLayer embedding_layer{nullptr};

@@ -26,6 +26,9 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
       .expect(has.mup || !o.output_logits_scale || *o.output_logits_scale == 1.0, "output_logits_scale",
               std::to_string(o.output_logits_scale.value_or(1.0)), no)
       .expect(has.mup || !o.scale_qk_dot_by_d, "scale_qk_dot_by_d", "true", no)
+      .expect(!o.mup_base_hidden_size && !o.mup_base_filter_size, "mup_base_*", "set",
+              "has no muP base widths")
+      .expect(o.attention_logits_alpha == 1.0, "attention_logits_alpha", std::to_string(o.attention_logits_alpha), no)
       .expect(has.layer_idx_scaling || !o.scale_qk_dot_by_layer_idx, "scale_qk_dot_by_layer_idx", "true", no)
       .expect(has.embedding_norm || !o.embedding_layer_norm, "embedding_layer_norm", "true", no)
       .expect((pos == "alibi" && has.alibi) || (pos == "learned" && has.learned_positions) || (pos == "rotary" && has.rotary),
