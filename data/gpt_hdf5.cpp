@@ -95,7 +95,9 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
                config::if_set(config::positive<int64_t>()))
         .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).")
         .ignored({"vocab_size"}, "deprecated and unused in modelzoo's HDF5 processors; the model's vocab_size "
-                                 "is checked against the token ids read");
+                                 "is checked against the token ids read")
+        .ignored({"repeat"}, "deprecated and unused in modelzoo's HDF5 processors; epochs follow one another "
+                             "as num_steps asks");
     return sc;
   }();
   return s;

@@ -41,6 +41,19 @@ const DataProcessor& find_data_processor(const YAML::Node& section, const config
 }
 
 std::shared_ptr<const InputSpec> parse_input(const YAML::Node& section, const config::Context& ctx) {
+  // micro_batch_size: auto / explore let the Cerebras compiler choose; zoo
+  // then runs whole batches. A copy without the key (nodes keep their lines).
+  const YAML::Node micro =
+      section.IsMap() && section["micro_batch_size"].IsDefined() ? section["micro_batch_size"] : YAML::Node();
+  if (micro.IsScalar() && (micro.Scalar() == "auto" || micro.Scalar() == "explore")) {
+    ctx.warn(micro, "micro_batch_size",
+             micro.Scalar() + " asks the Cerebras compiler to choose; zoo runs whole batches (give a number to "
+                              "accumulate gradients over micro-batches)");
+    YAML::Node without(YAML::NodeType::Map);
+    for (const auto& kv : section)
+      if (kv.first.Scalar() != "micro_batch_size") without[kv.first] = kv.second;
+    return find_data_processor(without, ctx).parse(without, ctx);
+  }
   return find_data_processor(section, ctx).parse(section, ctx);
 }
 

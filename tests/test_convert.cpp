@@ -195,16 +195,17 @@ const char* kMakeLlama = R"PY(
 import json, math, os, struct, sys, torch
 import torch.nn.functional as F
 out = sys.argv[1]
-SCALING = json.loads(open(out + "/rope_scaling.json").read())
+CASE = json.loads(open(out + "/case.json").read())
+SCALING = CASE["rope_scaling"]
 torch.manual_seed(1)
 V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6
-D = C // H
+D = CASE["head_dim"] or C // H
 sd = {"model.embed_tokens.weight": torch.randn(V, C) * 0.3, "model.norm.weight": 1 + 0.1 * torch.randn(C),
       "lm_head.weight": torch.randn(V, C) * 0.2}
 for i in range(L):
     p = f"model.layers.{i}."
-    sd.update({p + "self_attn.q_proj.weight": torch.randn(C, C) * 0.2, p + "self_attn.k_proj.weight": torch.randn(G * D, C) * 0.2,
-               p + "self_attn.v_proj.weight": torch.randn(G * D, C) * 0.2, p + "self_attn.o_proj.weight": torch.randn(C, C) * 0.2,
+    sd.update({p + "self_attn.q_proj.weight": torch.randn(H * D, C) * 0.2, p + "self_attn.k_proj.weight": torch.randn(G * D, C) * 0.2,
+               p + "self_attn.v_proj.weight": torch.randn(G * D, C) * 0.2, p + "self_attn.o_proj.weight": torch.randn(C, H * D) * 0.2,
                p + "mlp.gate_proj.weight": torch.randn(I, C) * 0.2, p + "mlp.up_proj.weight": torch.randn(I, C) * 0.2,
                p + "mlp.down_proj.weight": torch.randn(C, I) * 0.2,
                p + "input_layernorm.weight": 1 + 0.1 * torch.randn(C), p + "post_attention_layernorm.weight": 1 + 0.1 * torch.randn(C)})
@@ -212,7 +213,7 @@ os.makedirs(out + "/hf", exist_ok=True)
 write_safetensors(out + "/hf/model.safetensors", sd)
 json.dump({"model_type": "llama", "vocab_size": V, "hidden_size": C, "intermediate_size": I, "num_hidden_layers": L,
            "num_attention_heads": H, "num_key_value_heads": G, "max_position_embeddings": P, "rms_norm_eps": eps,
-           "tie_word_embeddings": False, "rope_scaling": SCALING}, open(out + "/hf/config.json", "w"))
+           "tie_word_embeddings": False, "rope_scaling": SCALING, "head_dim": D}, open(out + "/hf/config.json", "w"))
 rms = lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
 if SCALING:  # Llama 3.1's bands: short wavelengths kept, long ones / factor, the ones between blended
@@ -235,7 +236,7 @@ for i in range(L):
     q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
     k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
     w = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(torch.tril(torch.ones(P, P)) == 0, float("-inf")).softmax(-1)
-    x = x + (w @ v).transpose(1, 2).reshape(2, P, C) @ sd[p + "self_attn.o_proj.weight"].t()
+    x = x + (w @ v).transpose(1, 2).reshape(2, P, H * D) @ sd[p + "self_attn.o_proj.weight"].t()
     m = rms(x, sd[p + "post_attention_layernorm.weight"])
     x = x + (F.silu(m @ sd[p + "mlp.gate_proj.weight"].t()) * (m @ sd[p + "mlp.up_proj.weight"].t())) @ sd[p + "mlp.down_proj.weight"].t()
 logits = rms(x, sd["model.norm.weight"]) @ sd["lm_head.weight"].t()
@@ -245,9 +246,9 @@ open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes()
 
 // Converts that model to zoo and checks the logits (whole and decoded with a
 // cache), and the export back: the same tensors bit for bit, the same config.
-void check_llama_conversion(const nlohmann::json& rope_scaling) {
+void check_llama_conversion(const nlohmann::json& rope_scaling, const nlohmann::json& head_dim = nullptr) {
   zoo::testing::TempDir dir;
-  zoo::testing::write_file(dir / "rope_scaling.json", rope_scaling.dump());
+  zoo::testing::write_file(dir / "case.json", nlohmann::json{{"rope_scaling", rope_scaling}, {"head_dim", head_dim}}.dump());
   run_fixture(dir, "make_llama.py", kMakeLlama);
   convert::run_convert({dir / "hf", "llama", "hf", "zoo", std::nullopt, dir / "zoo"});
   auto model = load_converted(dir);
@@ -270,6 +271,7 @@ void check_llama_conversion(const nlohmann::json& rope_scaling) {
   auto cfg = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
   EXPECT_EQ(cfg["num_key_value_heads"], 2);
   EXPECT_EQ(cfg["rope_scaling"], rope_scaling);
+  EXPECT_EQ(cfg["head_dim"], head_dim.is_null() ? nlohmann::json(8) : head_dim);
 }
 
 }  // namespace
@@ -286,6 +288,13 @@ TEST(Convert, Llama31RopeScalingMatchesTheReferenceAndRoundTrips) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   check_llama_conversion({{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}});
+}
+
+// Mistral NeMo's head_dim (128 at hidden_size 5120, 32 heads) is modelzoo's
+// attention_inner_dim: q/k/v 64 wide here at hidden_size 32.
+TEST(Convert, LlamaHeadDimIsTheAttentionInnerDim) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  check_llama_conversion(nullptr, 16);
 }
 
 // Mistral's sliding window travels both ways; config.json fields that change

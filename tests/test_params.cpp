@@ -255,8 +255,8 @@ TEST(TrainerFormat, ErrorsNameTheTrainerKeys) {
 }
 
 // Keys of newer modelzoo releases (2.2 - 2.10): Llama 3.1's position
-// scaling and the ScalePerParamLR scheduler wrapper are read; Cerebras-only settings (cluster_config, attention_kernel)
-// and a deprecated data key are accepted with a warning naming their line;
+// scaling and the ScalePerParamLR scheduler wrapper are read; Cerebras-only settings (cluster_config, attention_kernel,
+// micro_batch_size: auto) and a deprecated data key are accepted with a warning naming their line;
 // position-scaling arguments that do not fit the model are errors.
 TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   const std::string base =
@@ -276,6 +276,8 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
       "        scheduler:\n"
       "          LinearLR: {initial_learning_rate: 0.0, end_learning_rate: 0.1, total_iters: 10}\n"
       "    loop: {max_steps: 20}\n"
+      "    callbacks:\n"
+      "    - ScopedTrainFlags: {csx.performance.micro_batch_size: auto}\n"
       "  fit:\n"
       "    train_dataloader: {data_processor: GptHDF5MapDataProcessor, data_dir: ./d, vocab_size: 256, batch_size: 8}\n";
   Params p = params_from_node(config::load_yaml_string(base, "t.yaml"), "t.yaml", YAML::Node());
@@ -285,13 +287,19 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_EQ(model["pos_scaling_extra_args"]["original_max_position_embeddings"].as<int>(), 16);
   // muP's ScalePerParamLR wrapper (modelzoo 2.4+): the schedule inside it (zoo always scales per group).
   EXPECT_DOUBLE_EQ(optim::make_lr_schedule(p.optimizer.learning_rate)->at(5), 0.05);
-  ASSERT_EQ(p.warnings.size(), 3u);
+  ASSERT_EQ(p.warnings.size(), 4u);
   EXPECT_NE(p.warnings[0].find("t.yaml:5:7: trainer.init.backend.cluster_config: ignored (applies to Cerebras"),
             std::string::npos) << p.warnings[0];
   EXPECT_NE(p.warnings[1].find("t.yaml:8:13: trainer.init.model.attention_kernel: ignored"), std::string::npos)
       << p.warnings[1];
-  EXPECT_NE(p.warnings[2].find("trainer.fit.train_dataloader.vocab_size: ignored (deprecated"), std::string::npos)
+  EXPECT_NE(p.warnings[2].find("t.yaml:18:60: trainer.init.callbacks.0.ScopedTrainFlags.csx.performance."
+                               "micro_batch_size: auto asks the Cerebras compiler to choose; zoo runs whole batches"),
+            std::string::npos)
       << p.warnings[2];
+  EXPECT_FALSE(p.resolved()["train_input"]["micro_batch_size"].IsDefined() &&
+               !p.resolved()["train_input"]["micro_batch_size"].IsNull());
+  EXPECT_NE(p.warnings[3].find("trainer.fit.train_dataloader.vocab_size: ignored (deprecated"), std::string::npos)
+      << p.warnings[3];
   auto error_of = [](const std::string& yaml) {
     try {
       params_from_node(config::load_yaml_string(yaml, "t.yaml"), "t.yaml", YAML::Node());

@@ -20,11 +20,11 @@ torch::Tensor repeat_kv_heads(const torch::Tensor& t, int64_t H) {
 MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
                                                const torch::TensorOptions& p)
     : options_(o) {
-  const int64_t C = o.hidden_size, KV = kv_heads() * (C / o.num_heads);
-  proj_q_dense_layer = register_module("proj_q_dense_layer", Dense(C, C, o.use_projection_bias, p));
+  const int64_t C = o.hidden_size, inner = inner_dim(), KV = kv_heads() * (inner / o.num_heads);
+  proj_q_dense_layer = register_module("proj_q_dense_layer", Dense(C, inner, o.use_projection_bias, p));
   proj_k_dense_layer = register_module("proj_k_dense_layer", Dense(C, KV, o.use_projection_bias, p));
   proj_v_dense_layer = register_module("proj_v_dense_layer", Dense(C, KV, o.use_projection_bias, p));
-  proj_output_dense_layer = register_module("proj_output_dense_layer", Dense(C, C, o.use_output_bias, p));
+  proj_output_dense_layer = register_module("proj_output_dense_layer", Dense(inner, C, o.use_output_bias, p));
 }
 
 void MultiheadAttentionImpl::reset_parameters() {
@@ -35,7 +35,7 @@ void MultiheadAttentionImpl::reset_parameters() {
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = options_.num_heads, D = C / H, G = kv_heads();
+  const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H, G = kv_heads();
   // q, k and v from one GEMM over the concatenated weights (one pass over x;
   // the parameters and their checkpoint keys stay separate).
   const bool bias = options_.use_projection_bias;
@@ -65,7 +65,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       options_.logit_multiplier;
   const double p_drop = is_training() ? options_.dropout : 0.0;
   auto merge_heads = [&](const torch::Tensor& y) {  // (B, H, T, D) -> (B, T, C)
-    return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, C}));
+    return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, inner}));
   };
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
@@ -84,7 +84,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       const torch::Tensor s = alibi_slopes.detach().to(torch::kDouble).contiguous();
       slopes.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
     }
-    return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window, slopes).view({B, T, C}));
+    return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
   }
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
                                          options_.sliding_window, options_.softmax_fp32, p_drop, alibi_slopes));

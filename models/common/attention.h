@@ -29,6 +29,7 @@ struct AttentionOptions {
   int64_t hidden_size = 0;
   int64_t num_heads = 1;
   int64_t num_kv_groups = 0;         // key/value heads (GQA/MQA); 0: num_heads
+  int64_t inner_dim = 0;             // heads x head size of q/k/v; 0: hidden_size
   RotaryOptions rotary;              // rotary position embedding (rotary.dim 0: none)
   int64_t sliding_window = 0;        // attend to at most this many most recent positions; 0: all
   bool use_projection_bias = true;   // q/k/v projections
@@ -55,6 +56,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
  private:
   int64_t kv_heads() const { return options_.num_kv_groups > 0 ? options_.num_kv_groups : options_.num_heads; }
+  int64_t inner_dim() const { return options_.inner_dim > 0 ? options_.inner_dim : options_.hidden_size; }
   AttentionOptions options_;
 };
 TORCH_MODULE(MultiheadAttention);

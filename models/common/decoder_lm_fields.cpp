@@ -102,9 +102,17 @@ void check_decoder_lm_shape(const DecoderLmShape& o,
                           std::to_string(o.hidden_size) + ")");
   if (o.position_embedding_type == "fixed" && o.hidden_size % 2 != 0)
     fail("hidden_size", "fixed position embeddings need an even hidden_size");
-  const int64_t head = o.hidden_size / o.num_heads;
+  const int64_t inner = o.attention_inner_dim.value_or(o.hidden_size);
+  if (inner % o.num_heads != 0)
+    fail("attention_inner_dim", "num_heads (" + std::to_string(o.num_heads) + ") must divide attention_inner_dim (" +
+                                    std::to_string(inner) + ")");
+  const int64_t head = inner / o.num_heads;
   if (o.rotary_dim && (*o.rotary_dim % 2 != 0 || *o.rotary_dim > head))
     fail("rotary_dim", "expected an even number <= the head size (" + std::to_string(head) + ")");
+  if (o.position_embedding_type == "rotary" && !o.rotary_dim && o.hidden_size / o.num_heads > head)
+    fail("rotary_dim", "required with attention_inner_dim: its default, hidden_size / num_heads (" +
+                           std::to_string(o.hidden_size / o.num_heads) + "), exceeds the head size (" +
+                           std::to_string(head) + ")");
   if (o.attention_module == "multiquery_attention" && o.num_heads % o.num_kv_groups)
     fail("extra_attention_params", "num_kv_groups must divide num_heads (" + std::to_string(o.num_heads) + ")");
   check_parameter_count(o, fail);

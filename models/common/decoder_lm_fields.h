@@ -59,7 +59,8 @@ struct DecoderLmOptions {
   int64_t filter_size = 3072;
   int64_t max_position_embeddings = 1024;
   std::string position_embedding_type = "learned";
-  std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: all)
+  std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: hidden_size / num_heads)
+  std::optional<int64_t> attention_inner_dim;  // heads x head size of q/k/v (null: hidden_size); gpt2 family
   double rope_theta = 10000.0;        // rotary: base of the rotation frequencies
   double pos_scaling_factor = 1.0;    // rotary or alibi: longer contexts than trained (see the schema)
   std::string pos_scaling_type = "linear";
@@ -148,6 +149,7 @@ config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
              "the backward pass (activation memory of one layer instead of all; ~1/3 more compute).")
       .hardware_only({"boundary_casting"}, "Cerebras-only numerics")
       .hardware_only({"attention_kernel"}, "selects a Cerebras attention kernel; the math is the same")
+      .hardware_only({"fold_rope_consts"}, "folds rotary tables into Cerebras constants; the math is the same")
       .hardware_only({"tf_summary"}, "a summary-only key of modelzoo's Cerebras runs; zoo writes no such summary");
   return s;
 }
@@ -159,6 +161,7 @@ struct DecoderLmShape {
   std::optional<int64_t> rotary_dim;
   std::string attention_module;
   int64_t num_kv_groups;
+  std::optional<int64_t> attention_inner_dim;
 };
 
 // Heads dividing the width, rotary_dim, key/value groups, and a parameter
@@ -176,7 +179,7 @@ inline void check_decoder_lm_options(const DecoderLmOptions& o,
   check_position_scaling(o, fail);
   check_decoder_lm_shape({o.vocab_size, o.hidden_size, o.num_hidden_layers, o.num_heads, o.filter_size,
                           o.max_position_embeddings, o.position_embedding_type, o.rotary_dim, o.attention_module,
-                          o.extra_attention_params.num_kv_groups},
+                          o.extra_attention_params.num_kv_groups, o.attention_inner_dim},
                          fail);
 }
 

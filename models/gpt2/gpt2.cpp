@@ -47,6 +47,10 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .field("scale_qk_dot_by_d", &O::scale_qk_dot_by_d,
                  "muP: with scaled_dot_product, divide attention scores by the head size instead of its square root.")
           .field("attention_logits_alpha", &O::attention_logits_alpha, "muP: multiplies the attention scores.")
+          .field("attention_inner_dim", &O::attention_inner_dim,
+                 "Width of the q/k/v projections, num_heads x head size (Mistral NeMo: 4096 at hidden_size 5120; "
+                 "null: hidden_size).",
+                 config::if_set(decoder_limits::size(decoder_limits::kMaxWidth)))
           .field("mup_base_hidden_size", &O::mup_base_hidden_size,
                  "muP: hidden_size of the base model the hyperparameters were tuned on. The attention and first "
                  "FFN initializers' std scale by sqrt(base / hidden_size), the output layer's also by "
@@ -148,6 +152,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.untied_norms = v.untied_norms;
   d.attention.hidden_size = o.hidden_size;
   d.attention.num_heads = o.num_heads;
+  d.attention.inner_dim = o.attention_inner_dim.value_or(0);
   if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
   d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
   d.attention.rotary = rotary_options(o);
@@ -278,12 +283,13 @@ ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
 // Kaplan et al. (2020): forward ~ 2 * (matmul parameters) + 2 * layers * context * width.
 double Gpt2Model::forward_flops_per_token() const {
   const double C = options_.hidden_size, F = options_.filter_size, L = options_.num_hidden_layers;
+  const double inner = options_.attention_inner_dim.value_or(options_.hidden_size);
   const double kv = options_.attention_module == "multiquery_attention"
-                        ? C * options_.extra_attention_params.num_kv_groups / options_.num_heads
-                        : C;
+                        ? inner * options_.extra_attention_params.num_kv_groups / options_.num_heads
+                        : inner;
   const double ffn = (is_glu(options_.nonlinearity) ? 3 : 2) * C * F;
-  const double matmul_params = L * (2 * C * C + 2 * C * kv + ffn) + C * options_.vocab_size;
-  return 2 * matmul_params + 2 * L * options_.max_position_embeddings * C;
+  const double matmul_params = L * (2 * C * inner + 2 * C * kv + ffn) + C * options_.vocab_size;
+  return 2 * matmul_params + 2 * L * options_.max_position_embeddings * inner;
 }
 
 ModelFamily gpt2_family() {

@@ -15,7 +15,8 @@ const Gpt2Options& gpt2_options_of(const ModelSpec& model) {
 
 QkvShape qkv_shape(const DecoderLmOptions& o) {
   const int64_t H = o.num_heads;
-  return {H, o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : H, o.hidden_size / H};
+  return {H, o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : H,
+          o.attention_inner_dim.value_or(o.hidden_size) / H};
 }
 
 void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type, const HfHas& has) {
@@ -29,6 +30,8 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
       .expect(!o.mup_base_hidden_size && !o.mup_base_filter_size, "mup_base_*", "set",
               "has no muP base widths")
       .expect(o.attention_logits_alpha == 1.0, "attention_logits_alpha", std::to_string(o.attention_logits_alpha), no)
+      .expect(has.head_dim || o.attention_inner_dim.value_or(o.hidden_size) == o.hidden_size, "attention_inner_dim",
+              std::to_string(o.attention_inner_dim.value_or(0)), "has q/k/v as wide as hidden_size")
       .expect(has.layer_idx_scaling || !o.scale_qk_dot_by_layer_idx, "scale_qk_dot_by_layer_idx", "true", no)
       .expect(has.embedding_norm || !o.embedding_layer_norm, "embedding_layer_norm", "true", no)
       .expect((pos == "alibi" && has.alibi) || (pos == "learned" && has.learned_positions) || (pos == "rotary" && has.rotary),
@@ -252,7 +255,10 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     if (config_sets(c, "sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
     m["rope_theta"] = c.value("rope_theta", 10000.0);
     read_rope_scaling(c, m);
-    m["rotary_dim"] = C / H;
+    // Mistral NeMo and others set head_dim apart from hidden_size / heads.
+    const int64_t head_dim = config_sets(c, "head_dim") ? c.at("head_dim").get<int64_t>() : C / H;
+    if (head_dim * H != C) m["attention_inner_dim"] = head_dim * H;
+    m["rotary_dim"] = head_dim;
     m["norm_type"] = "rmsnorm";
     m["layer_norm_epsilon"] = c.value("rms_norm_eps", 1e-6);
     m["nonlinearity"] = "swiglu";
@@ -274,7 +280,11 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
   a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = gpt2_options_of(model);
     refuse_unrepresentable(o, model_type, HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true,
-                                                 .rms_norm = true, .rope_scaling = true});
+                                                 .rms_norm = true, .rope_scaling = true, .head_dim = true});
+    const int64_t head = o.attention_inner_dim.value_or(o.hidden_size) / o.num_heads;
+    ExportCheck(model_type).expect(o.rotary_dim.value_or(o.hidden_size / o.num_heads) == head, "rotary_dim",
+                                   std::to_string(o.rotary_dim.value_or(o.hidden_size / o.num_heads)),
+                                   "rotates the whole head (" + std::to_string(head) + " dims)");
     ExportCheck(model_type)
         .expect(o.nonlinearity == "swiglu", "nonlinearity", o.nonlinearity, "uses SwiGLU")
         .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && !o.use_ffn_bias && !o.use_bias_in_output,
@@ -298,6 +308,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                           {"rms_norm_eps", o.layer_norm_epsilon},
                           {"rope_theta", o.rope_theta},
                           {"rope_scaling", rope_scaling(o)},
+                          {"head_dim", o.attention_inner_dim.value_or(o.hidden_size) / o.num_heads},
                           {"hidden_act", "silu"},
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};

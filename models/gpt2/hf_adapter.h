@@ -39,6 +39,7 @@ struct HfHas {
   bool alibi = false, embedding_norm = false, biasless_norm = false, mup = false, layer_idx_scaling = false;
   bool learned_positions = true, rotary = false, gated_ffn = false, rms_norm = false;
   bool rope_scaling = false;  // linear and llama3 (LLaMA's rope_scaling)
+  bool head_dim = false;      // q/k/v narrower than hidden_size (attention_inner_dim)
 };
 void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type, const HfHas& has);
 
