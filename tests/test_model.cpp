@@ -14,7 +14,6 @@
 #include "runner/checkpoint.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/run.h"
-#include "runner/trainer.h"
 #include "reference_case.h"
 #include "test_util.h"
 
@@ -355,64 +354,6 @@ print(" ".join(f"{v:.9g}" for v in torch.cat([llama3, yarn]).tolist()), 0.1 * ma
     return o;
   }(), 0);
   EXPECT_TRUE(torch::allclose(y, x.narrow(1, 0, 1).narrow(-1, 0, 16) * yarn_magnitude, 1e-6, 1e-6));
-}
-
-// muP as modelzoo >= 2.3 writes it (mup_base_hidden_size/filter_size,
-// output_logits_alpha) trains exactly as the explicit form it stands for:
-// initializers scaled by sqrt(base / width) (output layers also by
-// 1/sqrt(2 L); the last FFN layer from the default initializer), the logits
-// times alpha * base / hidden_size, and the learning rates of
-// decoder_attention, decoder_input_ffn and decoder_output_ffn times base /
-// width. Both runs start from the same weights and end with the same ones.
-TEST(Model, MupBaseWidthsTrainAsTheExplicitScalesTheyStandFor) {
-  zoo::testing::TempDir dir;
-  zoo::testing::write_small_corpus(dir / "data");
-  const std::string common =
-      "  embedding_initializer: {name: truncated_normal, std: 0.3, a: -0.6, b: 0.6}\n"
-      "  scale_qk_dot_by_d: true\n"
-      "  attention_logits_alpha: 0.5\n"
-      "  embeddings_scale: 4.0\n";
-  const std::string mup = common +
-                          "  initializer: {name: truncated_normal, std: 0.4, a: -0.8, b: 0.8}\n"
-                          "  output_layer_initializer: {name: truncated_normal, std: 0.4, a: -0.8, b: 0.8}\n"
-                          "  mup_base_hidden_size: 8\n"   // hidden_size 32: width ratio 1/4
-                          "  mup_base_filter_size: 16\n"  // filter_size 64: 1/4
-                          "  output_logits_alpha: 2.0\n";
-  const std::string explicit_form = common +
-                                    "  initializer: {name: truncated_normal, std: 0.2, a: -0.4, b: 0.4}\n"
-                                    "  output_layer_initializer: {name: truncated_normal, std: 0.1, a: -0.2, b: 0.2}\n"
-                                    "  ffn_output_layer_initializer: {name: truncated_normal, std: 0.005, a: -0.01, "
-                                    "b: 0.01}\n"
-                                    "  output_logits_scale: 0.5\n";
-  auto train = [&](const std::string& model_keys, const std::string& optimizer_keys, const std::string& name) {
-    std::string y = zoo::testing::tiny_params_yaml(dir / "data", dir / name, "  max_steps: 4\n");
-    y.replace(y.find("  dropout_rate: 0.0\n"), 19, "  dropout_rate: 0.0\n" + model_keys);
-    y.replace(y.find("  max_gradient_norm: 1.0\n"), 24, "  max_gradient_norm: 1.0\n" + optimizer_keys);
-    Trainer t(params_from_node(config::load_yaml_string(y, name + ".yaml"), name + ".yaml", YAML::Node()), torch::kCPU,
-              true);
-    std::map<std::string, torch::Tensor> start;
-    for (const auto& kv : t.model().named_parameters()) start[kv.key()] = kv.value().detach().clone();
-    t.train(4);
-    std::map<std::string, torch::Tensor> end;
-    for (const auto& kv : t.model().named_parameters()) end[kv.key()] = kv.value().detach().clone();
-    return std::make_pair(start, end);
-  };
-  const auto a = train(mup, "", "mup");
-  const auto b = train(explicit_form,
-                       "  adjust_learning_rate: {decoder_attention: 0.25, decoder_input_ffn: 0.25, "
-                       "decoder_output_ffn: 0.25}\n",
-                       "explicit");
-  ASSERT_EQ(a.first.size(), b.first.size());
-  for (const auto& [name, t] : a.first) EXPECT_TRUE(torch::equal(t, b.first.at(name))) << "initial " << name;
-  for (const auto& [name, t] : a.second) EXPECT_TRUE(torch::equal(t, b.second.at(name))) << "trained " << name;
-  // The last FFN layer starts from truncated_normal(initializer_range) scaled: within 0.04 / 4.
-  const torch::Tensor ffn_out = a.first.at("transformer_decoder.layers.0.ffn.ffn.1.linear_layer.weight");
-  EXPECT_LE(ffn_out.abs().max().item<double>(), 0.01);
-  // The params' own adjust_learning_rate replaces the model's scale for that group (as modelzoo).
-  const auto frozen = train(mup, "  adjust_learning_rate: {decoder_output_ffn: 0.0}\n", "override");
-  for (const auto& [name, t] : frozen.second)
-    EXPECT_EQ(torch::equal(t, frozen.first.at(name)), name.find("ffn.ffn.1.linear_layer.weight") != std::string::npos)
-        << name;
 }
 
 // ALiBi with pos_scaling_factor (modelzoo's linear scaling for ALiBi): the

@@ -72,6 +72,21 @@ void check_position_scaling(const DecoderLmOptions& o,
     fail("pos_scaling_extra_args", "high_freq_factor must be greater than low_freq_factor");
 }
 
+void check_mup(const DecoderLmOptions& o, const std::function<void(const std::string&, const std::string&)>& fail) {
+  if (!o.mup_base_hidden_size && !o.mup_base_filter_size) return;
+  if (!o.mup_base_hidden_size || !o.mup_base_filter_size)
+    fail(o.mup_base_hidden_size ? "mup_base_filter_size" : "mup_base_hidden_size",
+         "muP needs both mup_base_hidden_size and mup_base_filter_size");
+  const std::vector<std::pair<std::string, std::optional<InitializerSpec>>> scaled = {
+      {"initializer", o.initializer},
+      {"output_layer_initializer", o.output_layer_initializer},
+      {"ffn_initializer", o.ffn_initializer},
+      {"ffn_output_layer_initializer", o.ffn_output_layer_initializer}};
+  for (const auto& [key, spec] : scaled)
+    if (spec && spec->name != "normal" && spec->name != "truncated_normal")
+      fail(key, "muP scales normal and truncated_normal initializers only, not " + spec->name);
+}
+
 namespace {
 // The parameter count, with every product checked: the first one that
 // overflows (or passes kMaxParameters) names its key.

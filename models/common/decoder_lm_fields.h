@@ -81,6 +81,17 @@ struct DecoderLmOptions {
   std::optional<InitializerSpec> embedding_initializer;
   std::optional<InitializerSpec> initializer;
   std::optional<InitializerSpec> output_layer_initializer;  // each family documents what it covers
+  std::optional<InitializerSpec> ffn_initializer;               // first FFN layer (each family documents its default)
+  std::optional<InitializerSpec> ffn_output_layer_initializer;  // last FFN layer (default: output_layer_initializer)
+  // muP: embeddings_scale, scale_qk_dot_by_d and attention_logits_alpha
+  // shape the forward pass; from the base model's widths (modelzoo >= 2.3)
+  // come the initializers, the logits scale and the learning rates.
+  double embeddings_scale = 1.0;       // times the embeddings (after their norm)
+  bool scale_qk_dot_by_d = false;      // scores / head dim instead of / sqrt(head dim)
+  double attention_logits_alpha = 1.0;  // times the attention scores
+  std::optional<double> mup_base_hidden_size, mup_base_filter_size;
+  std::optional<double> output_logits_alpha;  // logits times alpha * base / hidden_size
+  bool scale_output_logits_by_d = true;       // ... or alpha * sqrt(base / hidden_size)
   std::string loss_scaling = "num_tokens";
   double loss_weight = 1.0;
   bool activation_checkpointing = false;  // zoo's own
@@ -140,6 +151,28 @@ config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
       .field("embedding_initializer", &O::embedding_initializer, "Embedding initializer (null: the `initializer`).")
       .field("initializer", &O::initializer,
              "Weight initializer (null: truncated_normal std=initializer_range, +-2 std).")
+      .field("ffn_initializer", &O::ffn_initializer, "Initializer of the first FFN layer (null: see initializer / "
+                                                     "output_layer_initializer).")
+      .field("ffn_output_layer_initializer", &O::ffn_output_layer_initializer,
+             "Initializer of the last FFN layer (null: output_layer_initializer).")
+      .field("embeddings_scale", &O::embeddings_scale, "muP: multiplies the embeddings (after embedding_ln_f).")
+      .field("scale_qk_dot_by_d", &O::scale_qk_dot_by_d,
+             "muP: with scaled_dot_product, divide attention scores by the head size instead of its square root.")
+      .field("attention_logits_alpha", &O::attention_logits_alpha, "muP: multiplies the attention scores.")
+      .field("mup_base_hidden_size", &O::mup_base_hidden_size,
+             "muP: hidden_size of the base model the hyperparameters were tuned on. The attention and first FFN "
+             "initializers' std scale by sqrt(base / hidden_size), the output layer's too (gpt2: also by "
+             "1/sqrt(2 * num_hidden_layers)), the logits by output_logits_alpha * base / hidden_size, and the "
+             "learning rates of decoder_attention and decoder_input_ffn by base / hidden_size.",
+             config::if_set(positive<double>()))
+      .field("mup_base_filter_size", &O::mup_base_filter_size,
+             "muP: filter_size of the base model. The last FFN layer's initializer std scales by "
+             "sqrt(base / filter_size) (gpt2: also by 1/sqrt(2 * num_hidden_layers)) and its learning rate "
+             "(decoder_output_ffn) by base / filter_size.",
+             config::if_set(positive<double>()))
+      .field("output_logits_alpha", &O::output_logits_alpha, "muP: see mup_base_hidden_size (null: 1).")
+      .field("scale_output_logits_by_d", &O::scale_output_logits_by_d,
+             "muP: the logits scale by base / hidden_size (true) or by its square root (false).")
       .field("loss_scaling", &O::loss_scaling,
              "num_tokens: loss = sum / number of unmasked tokens; batch_size: sum / B * loss_weight.",
              config::one_of({"num_tokens", "batch_size"}))
@@ -174,9 +207,13 @@ void check_decoder_lm_shape(const DecoderLmShape& shape,
 void check_position_scaling(const DecoderLmOptions& o,
                             const std::function<void(const std::string&, const std::string&)>& fail);
 
+// muP needs both base widths, and scales only (truncated) normal initializers.
+void check_mup(const DecoderLmOptions& o, const std::function<void(const std::string&, const std::string&)>& fail);
+
 inline void check_decoder_lm_options(const DecoderLmOptions& o,
                                      const std::function<void(const std::string&, const std::string&)>& fail) {
   check_position_scaling(o, fail);
+  check_mup(o, fail);
   check_decoder_lm_shape({o.vocab_size, o.hidden_size, o.num_hidden_layers, o.num_heads, o.filter_size,
                           o.max_position_embeddings, o.position_embedding_type, o.rotary_dim, o.attention_module,
                           o.extra_attention_params.num_kv_groups, o.attention_inner_dim},

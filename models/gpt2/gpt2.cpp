@@ -8,26 +8,6 @@
 
 namespace zoo::models {
 
-namespace {
-// modelzoo's muP needs both base widths, and scales only (truncated) normal initializers.
-void check_mup(const Gpt2Options& o, const std::function<void(const std::string&, const std::string&)>& fail) {
-  if (!o.mup_base_hidden_size && !o.mup_base_filter_size) return;
-  if (!o.mup_base_hidden_size || !o.mup_base_filter_size)
-    fail(o.mup_base_hidden_size ? "mup_base_filter_size" : "mup_base_hidden_size",
-         "muP needs both mup_base_hidden_size and mup_base_filter_size");
-  if (o.output_logits_scale)
-    fail("output_logits_scale", "is the muP form of modelzoo 2.2 and before; with mup_base_* the logits scale comes "
-                                "from output_logits_alpha (remove one of them)");
-  const std::vector<std::pair<std::string, std::optional<InitializerSpec>>> scaled = {
-      {"initializer", o.initializer},
-      {"output_layer_initializer", o.output_layer_initializer},
-      {"ffn_initializer", o.ffn_initializer},
-      {"ffn_output_layer_initializer", o.ffn_output_layer_initializer}};
-  for (const auto& [key, spec] : scaled)
-    if (spec && spec->name != "normal" && spec->name != "truncated_normal")
-      fail(key, "muP scales normal and truncated_normal initializers only, not " + spec->name);
-}
-}  // namespace
 
 const config::Schema<Gpt2Options>& Gpt2Options::schema() {
   using O = Gpt2Options;
@@ -42,32 +22,11 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "instead of fixing them to the paper's.")
           .field("embedding_layer_norm", &O::embedding_layer_norm,
                  "A norm (embedding_ln_f) on the embeddings before dropout (BLOOM).")
-          .field("embeddings_scale", &O::embeddings_scale, "muP: multiplies the embeddings (after embedding_ln_f).")
           .field("output_logits_scale", &O::output_logits_scale, "muP: multiplies the logits (null: 1).")
-          .field("scale_qk_dot_by_d", &O::scale_qk_dot_by_d,
-                 "muP: with scaled_dot_product, divide attention scores by the head size instead of its square root.")
-          .field("attention_logits_alpha", &O::attention_logits_alpha, "muP: multiplies the attention scores.")
           .field("attention_inner_dim", &O::attention_inner_dim,
                  "Width of the q/k/v projections, num_heads x head size (Mistral NeMo: 4096 at hidden_size 5120; "
                  "null: hidden_size).",
                  config::if_set(decoder_limits::size(decoder_limits::kMaxWidth)))
-          .field("mup_base_hidden_size", &O::mup_base_hidden_size,
-                 "muP: hidden_size of the base model the hyperparameters were tuned on. The attention and first "
-                 "FFN initializers' std scale by sqrt(base / hidden_size), the output layer's also by "
-                 "1/sqrt(2 * num_hidden_layers), the logits by output_logits_alpha * base / hidden_size, and the "
-                 "learning rates of decoder_attention and decoder_input_ffn by base / hidden_size.",
-                 config::if_set(config::positive<double>()))
-          .field("mup_base_filter_size", &O::mup_base_filter_size,
-                 "muP: filter_size of the base model. The last FFN layer's initializer std scales by "
-                 "sqrt(base / filter_size) / sqrt(2 * num_hidden_layers) and its learning rate (decoder_output_ffn) "
-                 "by base / filter_size.",
-                 config::if_set(config::positive<double>()))
-          .field("output_logits_alpha", &O::output_logits_alpha, "muP: see mup_base_hidden_size (null: 1).")
-          .field("scale_output_logits_by_d", &O::scale_output_logits_by_d,
-                 "muP: the logits scale by base / hidden_size (true) or by its square root (false).")
-          .field("ffn_initializer", &O::ffn_initializer, "Initializer of the first FFN layer (null: `initializer`).")
-          .field("ffn_output_layer_initializer", &O::ffn_output_layer_initializer,
-                 "Initializer of the last FFN layer (null: output_layer_initializer).")
           .field("scale_qk_dot_by_layer_idx", &O::scale_qk_dot_by_layer_idx,
                  "Also divide layer i's attention scores by i + 1 (counting from 0).")
           .renamed("scale_by_layer_index", "scale_qk_dot_by_layer_idx")
@@ -82,7 +41,9 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "truncated_normal std=initializer_range/sqrt(2*num_hidden_layers)).")
           .validate([](const O& o, const auto& fail) {
             check_decoder_lm_options(o, fail);
-            check_mup(o, fail);
+            if ((o.mup_base_hidden_size || o.mup_base_filter_size) && o.output_logits_scale)
+              fail("output_logits_scale", "is the muP form of modelzoo 2.2 and before; with mup_base_* the logits "
+                                          "scale comes from output_logits_alpha (remove one of them)");
           });
   return s;
 }
@@ -107,19 +68,21 @@ struct LayerInitializers {
 LayerInitializers layer_initializers(const Gpt2Options& o, const DecoderVariant& v) {
   const InitializerSpec fallback = truncated_normal_spec(o.initializer_range);
   const double depth = 1.0 / std::sqrt(2.0 * o.num_hidden_layers);
+  const double mup_depth = v.mup_depth_scaling ? depth : 1.0;
   LayerInitializers i;
   i.embedding = o.embedding_initializer.value_or(fallback);
   i.attention = o.initializer.value_or(fallback);
-  i.ffn = v.ffn_initializer ? *v.ffn_initializer : o.ffn_initializer.value_or(i.attention);
+  i.ffn = o.ffn_initializer.value_or(i.attention);
   std::optional<InitializerSpec> output = o.output_layer_initializer, ffn_output = o.ffn_output_layer_initializer;
   if (o.mup_base_hidden_size) {
     const double width = std::sqrt(*o.mup_base_hidden_size / double(o.hidden_size));
     i.attention = scaled(i.attention, width);
     i.ffn = scaled(i.ffn, width);
-    output = scaled(output.value_or(fallback), width * depth);
+    output = scaled(output.value_or(fallback), width * mup_depth);
   }
   if (o.mup_base_filter_size)
-    ffn_output = scaled(ffn_output.value_or(fallback), std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * depth);
+    ffn_output =
+        scaled(ffn_output.value_or(fallback), std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * mup_depth);
   if (!output && !o.initializer) output = scaled(fallback, depth);
   i.attention_output = output.value_or(i.attention);
   i.ffn_output = ffn_output ? *ffn_output : output.value_or(i.ffn);

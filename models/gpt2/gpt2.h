@@ -25,18 +25,8 @@ struct Gpt2Options : DecoderLmOptions {
   std::optional<int64_t> attention_sliding_window_length;  // Mistral: attend to this many recent tokens
   bool alibi_trainable_slopes = false;        // alibi: train the per-head slopes
   bool embedding_layer_norm = false;          // BLOOM: a norm (embedding_ln_f) after the embeddings
-  double embeddings_scale = 1.0;              // muP: times the embeddings (after their norm)
-  std::optional<double> output_logits_scale;  // muP: times the logits
-  bool scale_qk_dot_by_d = false;             // muP: scores / head dim instead of / sqrt(head dim)
+  std::optional<double> output_logits_scale;  // muP of modelzoo <= 2.2: times the logits
   bool scale_qk_dot_by_layer_idx = false;     // layer i's scores also / (i + 1)
-  double attention_logits_alpha = 1.0;        // muP: times the attention scores
-  // muP (modelzoo >= 2.3): the base model's widths; from them the
-  // initializers, the logits scale and the learning rates of the wider model.
-  std::optional<double> mup_base_hidden_size, mup_base_filter_size;
-  std::optional<double> output_logits_alpha;  // muP: logits times alpha * base / hidden_size
-  bool scale_output_logits_by_d = true;       // muP: ... or alpha * sqrt(base / hidden_size)
-  std::optional<InitializerSpec> ffn_initializer;               // first FFN layer (null: `initializer`)
-  std::optional<InitializerSpec> ffn_output_layer_initializer;  // last FFN layer (null: output_layer_initializer)
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
   std::optional<double> attention_dropout_rate;  // default: dropout_rate
@@ -49,7 +39,7 @@ struct Gpt2Options : DecoderLmOptions {
 struct DecoderVariant {
   bool parallel_residual = false;  // see DecoderLayerOptions
   bool untied_norms = true;
-  std::optional<InitializerSpec> ffn_initializer;  // first FFN layer (overrides the options')
+  bool mup_depth_scaling = true;  // muP also scales the output layers' initializers by 1/sqrt(2 L) (gpt2; gptj not)
 };
 
 class Gpt2Model : public Model {

@@ -20,8 +20,8 @@ const config::Schema<GptjOptions>& GptjOptions::schema() {
           .ignored({"dropout_rate"}, "modelzoo's gptj model does not read it; residual_dropout_rate is the decoder's "
                                      "dropout")
           .field("output_layer_initializer", &O::output_layer_initializer,
-                 "Initializer of the attention output and both FFN layers (null: truncated_normal "
-                 "std=initializer_range, +-2 std).")
+                 "Initializer of the attention output and, unless ffn_initializer / ffn_output_layer_initializer "
+                 "say otherwise, both FFN layers (null: truncated_normal std=initializer_range, +-2 std).")
           .validate([](const O& o, const auto& fail) { check_decoder_lm_options(o, fail); });
   return s;
 }
@@ -33,11 +33,14 @@ Gpt2Options GptjOptions::as_gpt2() const {
   g.embedding_dropout_rate = embedding_dropout_rate;
   g.attention_dropout_rate = attention_dropout_rate;
   // modelzoo's gptj defaults every initializer to the plain truncated normal
-  // (GPT-2 scales the output layers' by depth).
+  // (GPT-2 scales the output layers' by depth), and both FFN layers to the
+  // output layers' (before muP scales them apart).
   const InitializerSpec plain = truncated_normal_spec(initializer_range);
   g.initializer = initializer.value_or(plain);
   g.embedding_initializer = embedding_initializer.value_or(plain);
   g.output_layer_initializer = output_layer_initializer.value_or(plain);
+  g.ffn_initializer = ffn_initializer.value_or(*g.output_layer_initializer);
+  g.ffn_output_layer_initializer = ffn_output_layer_initializer.value_or(*g.output_layer_initializer);
   return g;
 }
 
@@ -45,8 +48,7 @@ DecoderVariant GptjOptions::variant() const {
   DecoderVariant v;
   v.parallel_residual = true;
   v.untied_norms = use_untied_layer_norm;
-  // The FFN's first layer takes the output layers' initializer too, as modelzoo's gptj.
-  v.ffn_initializer = output_layer_initializer.value_or(truncated_normal_spec(initializer_range));
+  v.mup_depth_scaling = false;  // modelzoo's gptj scales its output layers by width only
   return v;
 }
 

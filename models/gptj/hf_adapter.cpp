@@ -23,6 +23,9 @@ ExportCheck expect_rotary_layernorm(const GptjOptions& o, const std::string& mod
   check.expect(o.position_embedding_type == "rotary", "position_embedding_type", o.position_embedding_type, "uses rotary")
       .expect(o.norm_type == "layernorm", "norm_type", o.norm_type, "uses LayerNorm")
       .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
+      .expect(o.embeddings_scale == 1.0 && !o.scale_qk_dot_by_d && o.attention_logits_alpha == 1.0 &&
+                  !o.mup_base_hidden_size && !o.mup_base_filter_size,
+              "muP keys", "set", "has no muP")
       .expect(o.pos_scaling_factor == 1.0 && o.pos_scaling_type == "linear", "pos_scaling_*",
               o.pos_scaling_type + " x" + std::to_string(o.pos_scaling_factor), "is converted without position scaling");
   return check;
