@@ -206,7 +206,7 @@ sys.exit(0 if err < 1e-5 else 1)
 }
 
 // Mistral's sliding window: a token sees only the last `window` positions.
-TEST(Model, SlidingWindowLimitsAttention) {
+TEST(Model, SlidingWindowLimitsAttentionAndSinksStayVisible) {
   torch::manual_seed(0);
   Gpt2Options o = tiny_options();
   o.position_embedding_type = "rotary";
@@ -221,6 +221,22 @@ TEST(Model, SlidingWindowLimitsAttention) {
   torch::Tensor la = m.logits(a), lb = m.logits(b);
   EXPECT_FALSE(torch::allclose(la.narrow(1, 6, 1), lb.narrow(1, 6, 1)));
   EXPECT_TRUE(torch::allclose(la.narrow(1, 7, 3), lb.narrow(1, 7, 3)));
+  // attention_sink_tokens: the first tokens stay visible to every query
+  // (StreamingLLM), the rest of the window as before; decoding with the cache agrees.
+  o.attention_sink_tokens = 1;
+  Gpt2Model sinks(o, torch::TensorOptions());
+  for (auto& kv : sinks.named_parameters()) kv.value().copy_(m.named_parameters()[kv.key()]);
+  sinks.eval();
+  torch::Tensor c = a.clone();
+  c[0][0] = (a[0][0].item<int64_t>() + 1) % 50;
+  EXPECT_TRUE(torch::allclose(sinks.logits(a).narrow(1, 7, 3), sinks.logits(b).narrow(1, 7, 3)));
+  EXPECT_FALSE(torch::allclose(sinks.logits(a).narrow(1, 9, 1), sinks.logits(c).narrow(1, 9, 1)));
+  EXPECT_TRUE(torch::allclose(m.logits(a).narrow(1, 9, 1), m.logits(c).narrow(1, 9, 1)));
+  models::GenerationCache full, cache;
+  const torch::Tensor whole = sinks.next_logits(a, full);
+  std::vector<torch::Tensor> parts = {sinks.next_logits(a.narrow(1, 0, 4), cache)};
+  for (int64_t t = 4; t < 10; ++t) parts.push_back(sinks.next_logits(a.narrow(1, t, 1), cache));
+  EXPECT_TRUE(torch::allclose(torch::cat(parts, 1), whole, 1e-5, 1e-5));
 }
 
 // LLaMA-style modelzoo configs build through the same decoder; their sizes

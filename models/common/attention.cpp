@@ -77,7 +77,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   }
 #endif
   // Trained ALiBi slopes need their gradient: the reference path gives it.
-  if (past == 0 && p_drop == 0 && (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) &&
+  if (past == 0 && p_drop == 0 && options_.sink_tokens == 0 &&
+      (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) &&
       causal_attention_available(qkv)) {
     std::vector<double> slopes;
     if (alibi_slopes.defined()) {
@@ -87,12 +88,13 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
     return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
   }
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
-                                         options_.sliding_window, options_.softmax_fp32, p_drop, alibi_slopes));
+                                         options_.sliding_window, options_.softmax_fp32, p_drop, alibi_slopes,
+                                         options_.sink_tokens));
 }
 
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
                                   int64_t sliding_window, bool softmax_fp32, double dropout,
-                                  const torch::Tensor& alibi_slopes) {
+                                  const torch::Tensor& alibi_slopes, int64_t sink_tokens) {
   const int64_t H = q.size(1), T = q.size(2), past = k.size(2) - T;
   k = repeat_kv_heads(k, H);
   v = repeat_kv_heads(v, H);
@@ -103,10 +105,15 @@ torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch
                           torch::arange(past + T, scores.options()).view({1, 1, 1, past + T});
   }
   // Query i sits at position past + i and sees keys 0 .. past + i (the last
-  // sliding_window of them when set).
+  // sliding_window of them when set, and the first sink_tokens).
   auto bools = torch::dtype(torch::kBool).device(q.device());
-  torch::Tensor mask = torch::ones({T, past + T}, bools).triu(past + 1);
-  if (sliding_window > 0) mask = mask | torch::ones({T, past + T}, bools).tril(past - sliding_window);
+  const torch::Tensor future = torch::ones({T, past + T}, bools).triu(past + 1);
+  torch::Tensor mask = future;
+  if (sliding_window > 0) {
+    mask = future | torch::ones({T, past + T}, bools).tril(past - sliding_window);
+    const int64_t sinks = std::min(sink_tokens, past + T);
+    if (sinks > 0) mask.narrow(1, 0, sinks).copy_(future.narrow(1, 0, sinks));
+  }
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   torch::Tensor probs =
       softmax_fp32 ? torch::softmax(scores.to(torch::kFloat), -1).to(v.scalar_type()) : torch::softmax(scores, -1);

@@ -19,7 +19,7 @@ namespace zoo::models {
 // -slope_h * (i - j)). Returns (B, H, T, D).
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
                                   int64_t sliding_window, bool softmax_fp32, double dropout,
-                                  const torch::Tensor& alibi_slopes = {});
+                                  const torch::Tensor& alibi_slopes = {}, int64_t sink_tokens = 0);
 
 struct LayerKV {
   torch::Tensor keys, values;
@@ -32,6 +32,7 @@ struct AttentionOptions {
   int64_t inner_dim = 0;             // heads x head size of q/k/v; 0: hidden_size
   RotaryOptions rotary;              // rotary position embedding (rotary.dim 0: none)
   int64_t sliding_window = 0;        // attend to at most this many most recent positions; 0: all
+  int64_t sink_tokens = 0;           // with sliding_window: the first positions stay visible (StreamingLLM)
   bool use_projection_bias = true;   // q/k/v projections
   bool use_output_bias = true;       // output projection (modelzoo: use_ffn_bias_in_attention)
   double dropout = 0.0;              // on attention probabilities

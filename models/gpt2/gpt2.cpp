@@ -17,6 +17,10 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .field("attention_sliding_window_length", &O::attention_sliding_window_length,
                  "Each token attends to at most this many most recent tokens (null: all).",
                  config::if_set(config::positive<int64_t>()))
+          .field("attention_sink_tokens", &O::attention_sink_tokens,
+                 "With attention_sliding_window_length: the first this many tokens stay visible to every query "
+                 "(StreamingLLM's attention sinks).",
+                 config::if_set(config::positive<int64_t>()))
           .field("alibi_trainable_slopes", &O::alibi_trainable_slopes,
                  "position_embedding_type alibi: train the per-head slopes (from the embedding initializer) "
                  "instead of fixing them to the paper's.")
@@ -41,6 +45,8 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "truncated_normal std=initializer_range/sqrt(2*num_hidden_layers)).")
           .validate([](const O& o, const auto& fail) {
             check_decoder_lm_options(o, fail);
+            if (o.attention_sink_tokens && !o.attention_sliding_window_length)
+              fail("attention_sink_tokens", "applies to a sliding window: set attention_sliding_window_length too");
             if ((o.mup_base_hidden_size || o.mup_base_filter_size) && o.output_logits_scale)
               fail("output_logits_scale", "is the muP form of modelzoo 2.2 and before; with mup_base_* the logits "
                                           "scale comes from output_logits_alpha (remove one of them)");
@@ -118,6 +124,7 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.attention.inner_dim = o.attention_inner_dim.value_or(0);
   if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
   d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
+  d.attention.sink_tokens = o.attention_sink_tokens.value_or(0);
   d.attention.rotary = rotary_options(o);
   d.attention.use_projection_bias = o.use_projection_bias_in_attention;
   d.attention.use_output_bias = o.use_ffn_bias_in_attention;

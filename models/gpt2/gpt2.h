@@ -23,6 +23,7 @@ namespace zoo::models {
 // configs, as in modelzoo); defaults are modelzoo's.
 struct Gpt2Options : DecoderLmOptions {
   std::optional<int64_t> attention_sliding_window_length;  // Mistral: attend to this many recent tokens
+  std::optional<int64_t> attention_sink_tokens;            // with the window: the first tokens stay visible
   bool alibi_trainable_slopes = false;        // alibi: train the per-head slopes
   bool embedding_layer_norm = false;          // BLOOM: a norm (embedding_ln_f) after the embeddings
   std::optional<double> output_logits_scale;  // muP of modelzoo <= 2.2: times the logits
