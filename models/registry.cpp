@@ -17,7 +17,58 @@ std::vector<const ModelFamily*> model_families() {
   return out;
 }
 
+namespace {
+
+// modelzoo's models zoo does not build: their names (the Trainer format's
+// model.name) and keys only they have (legacy files name no model).
+struct UnbuiltModel {
+  std::vector<std::string> names;
+  std::string what;
+  std::vector<std::string> keys;
+};
+
+const std::vector<UnbuiltModel>& unbuilt_models() {
+  static const std::vector<UnbuiltModel> m = {
+      {{"bert", "bert/classifier", "bert/extractive_summarization", "bert/token_classifier", "roberta"},
+       "BERT, an encoder trained by masked language modelling",
+       {"pooler_nonlinearity", "mlm_loss_weight", "disable_nsp", "num_segments"}},
+      {{"t5"}, "T5, an encoder-decoder", {"extra_ids", "d_kv", "encoder_num_hidden_layers", "decoder_num_hidden_layers"}},
+      {{"transformer"}, "the encoder-decoder Transformer", {"src_vocab_size", "tgt_vocab_size"}},
+      {{"mixtral"}, "Mixtral, a mixture of experts", {"moe"}},
+      {{"gemma2"}, "Gemma 2", {"attention_logit_softcapping", "final_logit_softcapping", "norm_first_sandwich"}},
+      {{"dpo"}, "DPO, preference optimization of a decoder", {"dpo"}},
+      {{"dpr"}, "DPR, a dense passage retriever", {}},
+      {{"esm2"}, "ESM-2, a protein encoder", {}},
+      {{"llava", "multimodal_simple"}, "a vision-language model", {}},
+      {{"unet"}, "UNet, an image segmentation model",
+       {"skip_connect", "downscale_method", "encoder_filters", "decoder_filters", "convs_per_block"}},
+      {{"dino", "dit", "vision_transformer", "resnet"}, "a vision model", {}},
+      {{"fc_mnist"}, "an MLP classifier for MNIST", {}},
+  };
+  return m;
+}
+
+std::string builds() {
+  std::string list;
+  for (const ModelFamily* f : model_families()) list += (list.empty() ? "" : ", ") + f->name;
+  return "zoo builds decoder-only language models (" + list + " and their aliases; see `zoo --help-config`)";
+}
+
+}  // namespace
+
+std::optional<std::pair<std::string, std::string>> unbuilt_model_key(const std::vector<std::string>& keys) {
+  for (const UnbuiltModel& m : unbuilt_models())  // in table order: T5's own keys before the Transformer's it shares
+    for (const auto& key : keys)
+      if (std::find(m.keys.begin(), m.keys.end(), key) != m.keys.end())
+        return std::make_pair(key, "a key of modelzoo's " + m.names.front() + " model (" + m.what +
+                                       "), which zoo does not build; " + builds());
+  return std::nullopt;
+}
+
 const ModelFamily& find_model(const std::string& name) {
+  for (const UnbuiltModel& m : unbuilt_models())
+    if (std::find(m.names.begin(), m.names.end(), name) != m.names.end())
+      throw std::invalid_argument("modelzoo's " + name + " model (" + m.what + ") is not one zoo builds; " + builds());
   std::string known;
   for (const ModelFamily* f : model_families()) {
     if (f->name == name) return *f;

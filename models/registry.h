@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
+#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
@@ -122,6 +124,10 @@ ModelFamily make_model_family(std::string name, std::vector<std::string> aliases
 
 // Throws std::invalid_argument naming the known families.
 const ModelFamily& find_model(const std::string& name);
+// For a `model` section without a name: the first of `keys` that only a
+// modelzoo model zoo does not build has (BERT's pooler_nonlinearity, T5's
+// d_kv, ...), with a message saying so; nullopt when none.
+std::optional<std::pair<std::string, std::string>> unbuilt_model_key(const std::vector<std::string>& keys);
 // The family for a `model` section without `name` (modelzoo picks it by which
 // run.py starts the run): gpt2 when it takes every key, else the one family
 // that does (a GPT-J/NeoX/Falcon config carries use_untied_layer_norm or

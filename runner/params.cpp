@@ -138,6 +138,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   if (!model_in["name"]) {  // modelzoo's configs leave the family to the run.py that starts them
     std::vector<std::string> keys;
     for (const auto& kv : model) keys.push_back(kv.first.as<std::string>());
+    if (auto unbuilt = models::unbuilt_model_key(keys)) section_ctx("model").fail(model_in[unbuilt->first], unbuilt->first, unbuilt->second);
     family = models::family_taking_keys(keys);
     const models::ModelFamily& fallback = models::find_model(p.model_name);
     if (family && family != &fallback) {

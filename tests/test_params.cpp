@@ -329,6 +329,40 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
+// modelzoo's models that zoo does not build (BERT, T5, the Transformer,
+// Mixtral, vision models, ...) are named as such, whether the Trainer
+// format names them or a legacy file only has their keys.
+TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
+  const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
+  std::string legacy = tiny;
+  legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  src_vocab_size: 256\n");
+  EXPECT_NE(zoo::testing::params_error(legacy).find(
+                "model.src_vocab_size: a key of modelzoo's transformer model (the encoder-decoder Transformer), which "
+                "zoo does not build; zoo builds decoder-only language models (gpt2, gptj"),
+            std::string::npos)
+      << zoo::testing::params_error(legacy);
+  std::string named = tiny;
+  named.replace(named.find("model:\n"), 7, "model:\n  name: bert/classifier\n");
+  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's bert/classifier model (BERT, an encoder "
+                                                   "trained by masked language modelling) is not one zoo builds"),
+            std::string::npos)
+      << zoo::testing::params_error(named);
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
+           {"transformers_pytorch_bert_bert_base_MSL128.yaml", "bert"},
+           {"transformers_pytorch_t5_t5_small.yaml", "t5"},
+           {"vision_pytorch_unet_params_severstal_binary.yaml", "unet"},
+           {"fc_mnist_pytorch_params.yaml", "fc_mnist"}}) {
+    std::string error;
+    try {
+      load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + file, YAML::Node());
+    } catch (const config::ConfigError& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("modelzoo's " + model + " model ("), std::string::npos) << file << ": " << error;
+  }
+}
+
 // convert-legacy writes the Trainer form, which resolves to the same params;
 // and a converted file trains like the original.
 TEST(TrainerFormat, ConvertLegacyRoundTripsAndTrains) {
