@@ -35,7 +35,6 @@ const std::vector<UnbuiltModel>& unbuilt_models() {
       {{"t5"}, "T5, an encoder-decoder", {"extra_ids", "d_kv", "encoder_num_hidden_layers", "decoder_num_hidden_layers"}},
       {{"transformer"}, "the encoder-decoder Transformer", {"src_vocab_size", "tgt_vocab_size"}},
       {{"mixtral"}, "Mixtral, a mixture of experts", {"moe"}},
-      {{"gemma2"}, "Gemma 2", {"attention_logit_softcapping", "final_logit_softcapping", "norm_first_sandwich"}},
       {{"dpo"}, "DPO, preference optimization of a decoder", {"dpo"}},
       {{"dpr"}, "DPR, a dense passage retriever", {}},
       {{"esm2"}, "ESM-2, a protein encoder", {}},

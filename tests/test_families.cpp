@@ -54,7 +54,8 @@ Gpt2Options tiny_gpt2() {
 // checkpoint of {state, ids, logits}; exits 1 when zoo's logits differ by
 // more than 1e-5. Arguments: file rotary_dim theta kv_groups
 // parallel|sequential alibi|none heads [embeddings_scale logits_scale
-// sqrt|d by_layer(0|1)].
+// sqrt|d by_layer(0|1) [attention_softcap final_softcap odd_layer_window]];
+// norm1_post / norm3_post in the state are Gemma 2's sandwich norms.
 std::string write_reference_forward(const zoo::testing::TempDir& dir) {
   return zoo::testing::write_file(dir / "ref.py", R"PY(
 import sys, torch
@@ -66,6 +67,9 @@ parallel, alibi = sys.argv[5] == "parallel", sys.argv[6] == "alibi"
 emb_scale, logits_scale, by_d, by_layer = (float(sys.argv[8]), float(sys.argv[9]), sys.argv[10] == "d", sys.argv[11] == "1") \
     if len(sys.argv) > 8 else (1.0, 1.0, False, False)
 s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
+# Gemma 2: attention scores and logits softcapped, the window on odd layers only (0: none)
+att_cap, final_cap, odd_window = (float(sys.argv[12]), float(sys.argv[13]), int(sys.argv[14])) \
+    if len(sys.argv) > 12 else (0.0, 0.0, 0)
 
 def alibi_slopes(n):  # Press et al.: 2^(-8k/n), k = 1..n; other n: the power of two below, then every other of twice it
     if n & (n - 1) == 0:
@@ -108,16 +112,24 @@ for i in range(2):
     v = dense(h, p + "self_attn.proj_v_dense_layer").view(B, T, G, D).transpose(1, 2)
     k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
     scores = q @ k.transpose(-1, -2) / (D if by_d else D ** 0.5) / ((i + 1) if by_layer else 1)
-    att = (scores + bias).masked_fill(causal, float("-inf")).softmax(-1)
+    if att_cap:
+        scores = att_cap * torch.tanh(scores / att_cap)
+    mask = causal | (distance >= odd_window) if odd_window and i % 2 == 1 else causal
+    att = (scores + bias).masked_fill(mask, float("-inf")).softmax(-1)
     a = dense((att @ v).transpose(1, 2).reshape(B, T, C), p + "self_attn.proj_output_dense_layer")
+    if p + "norm1_post.weight" in s:
+        a = norm(a, p + "norm1_post")
     if parallel:  # both branches read the layer input
         n = norm(x, p + "norm3") if p + "norm3.weight" in s else h  # untied norms, or the attention's
         x = x + a + dense(F.gelu(dense(n, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
     else:
         x = x + a
-        x = x + dense(F.gelu(dense(norm(x, p + "norm3"), p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+        f = dense(F.gelu(dense(norm(x, p + "norm3"), p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+        x = x + (norm(f, p + "norm3_post") if p + "norm3_post.weight" in s else f)
 x = norm(x, "transformer_decoder.norm")
 logits = F.linear(x, s.get("lm_head.weight", s["embedding_layer.word_embeddings.weight"]), s.get("lm_head.bias")) * logits_scale
+if final_cap:
+    logits = final_cap * torch.tanh(logits / final_cap)
 err = (logits - expected).abs().max().item()
 print("max abs diff", err)
 sys.exit(0 if err < 1e-5 else 1)
@@ -384,6 +396,25 @@ TEST(Families, MupAndLayerScalingMatchAnIndependentForward) {
                                 " 4 10 " + std::to_string(1.0 / 3) + " d " + (o.scale_qk_dot_by_layer_idx ? "1" : "0"),
                             position);
   }
+}
+
+// Gemma 2's options on a GPT-2 base: attention scores and logits softcapped,
+// sandwich norms after attention and FFN, and the sliding window on every
+// other layer (layer 1 here, modelzoo's full_attention_first) give the
+// logits of the float64 forward written with them; decoding with the cache agrees.
+TEST(Families, Gemma2OptionsMatchAnIndependentForward) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  zoo::testing::TempDir dir;
+  Gpt2Options o = tiny_gpt2();
+  o.attention_logit_softcapping = 1.0;
+  o.final_logit_softcapping = 2.0;
+  o.norm_first_sandwich = true;
+  o.attention_sliding_window_length = 3;
+  o.sliding_window_every_other_decoder_layer = true;
+  o.output_logits_scale = 4.0;  // logits well into the cap's curve
+  Gpt2Model m(o, torch::TensorOptions());
+  EXPECT_TRUE(ckpt::model_state_dict(m).contains("model.transformer_decoder.layers.1.norm3_post.weight"));
+  expect_reference_logits(m, dir, write_reference_forward(dir), "0 10000 4 sequential none 4 1 4 sqrt 0 1 2 3", "gemma2");
 }
 
 // optimizer.adjust_learning_rate scales the learning rate of the model's

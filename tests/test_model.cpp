@@ -144,7 +144,7 @@ TEST(Model, UntiedLmHeadStartsFromModelzoosNormal) {
 TEST(Model, RegistryKnowsGpt2AndAliases) {
   EXPECT_EQ(find_model("gpt3").name, "gpt2");
   // Trainer-format files name modelzoo's model classes that are its gpt2 model under another name.
-  for (const char* name : {"bloom", "btlm", "jais", "santacoder", "starcoder", "LlamaModel"})
+  for (const char* name : {"bloom", "btlm", "jais", "santacoder", "starcoder", "LlamaModel", "gemma2"})
     EXPECT_EQ(find_model(name).name, "gpt2") << name;
   EXPECT_EQ(find_model("falcon").name, "gptj");
   try {

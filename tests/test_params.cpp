@@ -212,14 +212,7 @@ TEST(TrainerFormat, ErrorsNameTheTrainerKeys) {
       "  fit:\n"
       "    train_dataloader: {data_processor: SyntheticDataProcessor, vocab_size: 256, max_sequence_length: 32,\n"
       "                       num_examples: 64, batch_size: 8}\n";
-  auto error_of = [](const std::string& yaml) {
-    try {
-      params_from_node(config::load_yaml_string(yaml, "t.yaml"), "t.yaml", YAML::Node());
-    } catch (const config::ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error_of = [](const std::string& yaml) { return zoo::testing::params_error(yaml, "t.yaml"); };
   Params p = params_from_node(config::load_yaml_string(base, "t.yaml"), "t.yaml", YAML::Node());
   EXPECT_DOUBLE_EQ(optim::make_lr_schedule(p.optimizer.learning_rate)->at(15), 0.1);
   ASSERT_EQ(p.warnings.size(), 1u);
@@ -300,14 +293,7 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
                !p.resolved()["train_input"]["micro_batch_size"].IsNull());
   EXPECT_NE(p.warnings[3].find("trainer.fit.train_dataloader.vocab_size: ignored (deprecated"), std::string::npos)
       << p.warnings[3];
-  auto error_of = [](const std::string& yaml) {
-    try {
-      params_from_node(config::load_yaml_string(yaml, "t.yaml"), "t.yaml", YAML::Node());
-    } catch (const config::ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error_of = [](const std::string& yaml) { return zoo::testing::params_error(yaml, "t.yaml"); };
   auto with = [&](const std::string& from, const std::string& to) {
     std::string y = base;
     return y.replace(y.find(from), from.size(), to);

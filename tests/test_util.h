@@ -151,9 +151,9 @@ inline RunResult run_in_process(const std::vector<std::string>& args) {
 }
 
 // The ConfigError message that params text read as file p.yaml gives ("" when none).
-inline std::string params_error(const std::string& yaml) {
+inline std::string params_error(const std::string& yaml, const std::string& name = "p.yaml") {
   try {
-    params_from_node(config::load_yaml_string(yaml, "p.yaml"), "p.yaml", YAML::Node());
+    params_from_node(config::load_yaml_string(yaml, name), name, YAML::Node());
   } catch (const config::ConfigError& e) {
     return e.what();
   }

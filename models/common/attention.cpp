@@ -70,14 +70,15 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
-  if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined()) {
+  if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined() &&
+      options_.logit_softcapping == 0) {
     torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
     return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, /*attn_mask=*/{}, p_drop,
                                                         /*is_causal=*/past == 0 && T > 1, scale));
   }
 #endif
   // Trained ALiBi slopes need their gradient: the reference path gives it.
-  if (past == 0 && p_drop == 0 && options_.sink_tokens == 0 &&
+  if (past == 0 && p_drop == 0 && options_.sink_tokens == 0 && options_.logit_softcapping == 0 &&
       (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) &&
       causal_attention_available(qkv)) {
     std::vector<double> slopes;
@@ -89,16 +90,17 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   }
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
                                          options_.sliding_window, options_.softmax_fp32, p_drop, alibi_slopes,
-                                         options_.sink_tokens));
+                                         options_.sink_tokens, options_.logit_softcapping));
 }
 
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
                                   int64_t sliding_window, bool softmax_fp32, double dropout,
-                                  const torch::Tensor& alibi_slopes, int64_t sink_tokens) {
+                                  const torch::Tensor& alibi_slopes, int64_t sink_tokens, double logit_softcapping) {
   const int64_t H = q.size(1), T = q.size(2), past = k.size(2) - T;
   k = repeat_kv_heads(k, H);
   v = repeat_kv_heads(v, H);
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, past + T)
+  if (logit_softcapping > 0) scores = torch::tanh(scores / logit_softcapping) * logit_softcapping;
   if (alibi_slopes.defined()) {  // in float32 with softmax_fp32: the bias reaches slope * context length
     if (softmax_fp32) scores = scores.to(torch::kFloat);
     scores = scores + alibi_slopes.view({1, H, 1, 1}).to(scores.scalar_type()) *

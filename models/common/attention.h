@@ -19,7 +19,8 @@ namespace zoo::models {
 // -slope_h * (i - j)). Returns (B, H, T, D).
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
                                   int64_t sliding_window, bool softmax_fp32, double dropout,
-                                  const torch::Tensor& alibi_slopes = {}, int64_t sink_tokens = 0);
+                                  const torch::Tensor& alibi_slopes = {}, int64_t sink_tokens = 0,
+                                  double logit_softcapping = 0.0);
 
 struct LayerKV {
   torch::Tensor keys, values;
@@ -39,6 +40,7 @@ struct AttentionOptions {
   bool scale_by_sqrt_head_dim = true;  // "scaled_dot_product" (true) or "dot_product" (false)
   bool scale_by_head_dim = false;      // with scale_by_sqrt_head_dim: 1/D instead of 1/sqrt(D) (muP)
   double logit_multiplier = 1.0;       // further factor on the scores (1/(layer+1): scale_qk_dot_by_layer_idx)
+  double logit_softcapping = 0.0;      // scores -> cap * tanh(scores / cap) before the mask (Gemma 2); 0: none
   bool softmax_fp32 = true;          // softmax in float32 under reduced precision
   InitializerSpec initializer;       // q/k/v
   InitializerSpec output_initializer;  // output projection

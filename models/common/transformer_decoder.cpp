@@ -19,6 +19,10 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptio
   if (!o.parallel_residual || o.untied_norms)
     norm3 = register_module("norm3", make_norm(o, p));
   ffn = register_module("ffn", FeedForward(o.ffn, p));
+  if (o.sandwich_norms) {
+    norm1_post = register_module("norm1_post", make_norm(o, p));
+    norm3_post = register_module("norm3_post", make_norm(o, p));
+  }
 }
 
 void TransformerDecoderLayerImpl::reset_parameters() {
@@ -26,6 +30,7 @@ void TransformerDecoderLayerImpl::reset_parameters() {
   self_attn->reset_parameters();
   if (norm3) norm3->reset_parameters();
   ffn->reset_parameters();
+  if (norm1_post) norm1_post->reset_parameters(), norm3_post->reset_parameters();
 }
 
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
@@ -38,9 +43,11 @@ torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, Layer
     torch::Tensor f = ffn(norm3 ? norm3(x) : normed);
     return x + a + (drop ? torch::dropout(f, dropout_, true) : f);
   }
+  if (norm1_post) a = norm1_post(a);
   torch::Tensor h = x + a;
   torch::Tensor f = ffn(norm3(h));
-  return h + (drop ? torch::dropout(f, dropout_, true) : f);
+  if (drop) f = torch::dropout(f, dropout_, true);
+  return h + (norm3_post ? norm3_post(f) : f);
 }
 
 TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& o,
@@ -50,6 +57,7 @@ TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const Decoder
   for (int64_t i = 0; i < num_layers; ++i) {
     DecoderLayerOptions layer = o;
     if (o.scale_scores_by_layer) layer.attention.logit_multiplier /= double(i + 1);
+    if (o.sliding_window_parity >= 0 && i % 2 != o.sliding_window_parity) layer.attention.sliding_window = 0;
     layers->push_back(TransformerDecoderLayer(layer, p));
   }
   norm = register_module("norm", make_norm(o, p));

@@ -27,6 +27,11 @@ struct DecoderLayerOptions {
   bool untied_norms = true;  // parallel only; a sequential layer always has norm3
   bool recompute = false;  // activation checkpointing: each layer recomputed in the backward pass
   bool scale_scores_by_layer = false;  // layer i's attention scores also times 1/(i+1) (StarCoder's option)
+  // Sequential only: x + norm1_post(attn(norm1(x))), then h + norm3_post(ffn(norm3(h))) (Gemma 2's sandwich).
+  bool sandwich_norms = false;
+  // Which layers the attention's sliding window applies to: every one (-1),
+  // or only the even (0) or the odd (1) ones (Gemma 2 alternates).
+  int sliding_window_parity = -1;
 };
 
 class TransformerDecoderLayerImpl : public torch::nn::Module {
@@ -40,6 +45,7 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   void reset_parameters();
 
   LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
+  LayerNorm norm1_post{nullptr}, norm3_post{nullptr};  // sandwich_norms only
   MultiheadAttention self_attn{nullptr};
   FeedForward ffn{nullptr};
 

@@ -21,6 +21,20 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "With attention_sliding_window_length: the first this many tokens stay visible to every query "
                  "(StreamingLLM's attention sinks).",
                  config::if_set(config::positive<int64_t>()))
+          .field("sliding_window_every_other_decoder_layer", &O::sliding_window_every_other_decoder_layer,
+                 "Apply attention_sliding_window_length on every other layer only (Gemma 2).")
+          .field("sliding_window_every_other_decoder_layer_pattern",
+                 &O::sliding_window_every_other_decoder_layer_pattern,
+                 "full_attention_first: layers 1, 3, ... use the window; sliding_window_first: layers 0, 2, ...",
+                 config::one_of({"full_attention_first", "sliding_window_first"}))
+          .field("attention_logit_softcapping", &O::attention_logit_softcapping,
+                 "Attention scores become cap * tanh(scores / cap) before the mask (Gemma 2: 50).",
+                 config::if_set(config::positive<double>()))
+          .field("final_logit_softcapping", &O::final_logit_softcapping,
+                 "Logits become cap * tanh(logits / cap) (Gemma 2: 30).", config::if_set(config::positive<double>()))
+          .field("norm_first_sandwich", &O::norm_first_sandwich,
+                 "Also normalize the attention and FFN outputs before the residual adds (norm1_post, norm3_post: "
+                 "Gemma 2).")
           .field("alibi_trainable_slopes", &O::alibi_trainable_slopes,
                  "position_embedding_type alibi: train the per-head slopes (from the embedding initializer) "
                  "instead of fixing them to the paper's.")
@@ -47,6 +61,12 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
             check_decoder_lm_options(o, fail);
             if (o.attention_sink_tokens && !o.attention_sliding_window_length)
               fail("attention_sink_tokens", "applies to a sliding window: set attention_sliding_window_length too");
+            if (o.sliding_window_every_other_decoder_layer && !o.attention_sliding_window_length)
+              fail("sliding_window_every_other_decoder_layer", "needs attention_sliding_window_length");
+            if (!o.sliding_window_every_other_decoder_layer &&
+                o.sliding_window_every_other_decoder_layer_pattern != "full_attention_first")
+              fail("sliding_window_every_other_decoder_layer_pattern",
+                   "applies with sliding_window_every_other_decoder_layer: true only");
             if ((o.mup_base_hidden_size || o.mup_base_filter_size) && o.output_logits_scale)
               fail("output_logits_scale", "is the muP form of modelzoo 2.2 and before; with mup_base_* the logits "
                                           "scale comes from output_logits_alpha (remove one of them)");
@@ -125,6 +145,10 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
   d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
   d.attention.sink_tokens = o.attention_sink_tokens.value_or(0);
+  d.attention.logit_softcapping = o.attention_logit_softcapping.value_or(0.0);
+  if (o.sliding_window_every_other_decoder_layer)
+    d.sliding_window_parity = o.sliding_window_every_other_decoder_layer_pattern == "sliding_window_first" ? 0 : 1;
+  d.sandwich_norms = o.norm_first_sandwich;
   d.attention.rotary = rotary_options(o);
   d.attention.use_projection_bias = o.use_projection_bias_in_attention;
   d.attention.use_output_bias = o.use_ffn_bias_in_attention;
@@ -210,7 +234,9 @@ std::optional<double> logits_scale(const Gpt2Options& o) {
 torch::Tensor Gpt2Model::head(const torch::Tensor& h) {
   torch::Tensor out = lm_head(h, embedding_layer->word_embeddings->weight);  // (B, T, >= V)
   const std::optional<double> scale = logits_scale(options_);
-  return scale ? out * *scale : out;
+  if (scale) out = out * *scale;
+  if (const auto cap = options_.final_logit_softcapping) out = torch::tanh(out / *cap) * *cap;
+  return out;
 }
 
 torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
@@ -264,8 +290,9 @@ double Gpt2Model::forward_flops_per_token() const {
 
 ModelFamily gpt2_family() {
   ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
-      // modelzoo's bloom, btlm, jais, santacoder and starcoder models are its gpt2 model under another name.
-      "gpt2", {"gpt3", "llama", "mistral", "bloom", "btlm", "jais", "santacoder", "starcoder", "mpt", "LlamaModel"},
+      // modelzoo's bloom, btlm, jais, santacoder, starcoder and gemma2 models are its gpt2 model under another name.
+      "gpt2", {"gpt3", "llama", "mistral", "bloom", "btlm", "jais", "santacoder", "starcoder", "mpt", "LlamaModel",
+               "gemma2"},
       "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
       "multiquery_attention), as modelzoo builds them.",
       {"input_ids", "attention_mask", "labels"});

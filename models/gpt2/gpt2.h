@@ -24,6 +24,11 @@ namespace zoo::models {
 struct Gpt2Options : DecoderLmOptions {
   std::optional<int64_t> attention_sliding_window_length;  // Mistral: attend to this many recent tokens
   std::optional<int64_t> attention_sink_tokens;            // with the window: the first tokens stay visible
+  bool sliding_window_every_other_decoder_layer = false;   // Gemma 2: the window on alternate layers
+  std::string sliding_window_every_other_decoder_layer_pattern = "full_attention_first";
+  std::optional<double> attention_logit_softcapping;  // Gemma 2: scores -> cap * tanh(scores / cap)
+  std::optional<double> final_logit_softcapping;      // Gemma 2: logits -> cap * tanh(logits / cap)
+  bool norm_first_sandwich = false;                   // Gemma 2: norms after attention and FFN too
   bool alibi_trainable_slopes = false;        // alibi: train the per-head slopes
   bool embedding_layer_norm = false;          // BLOOM: a norm (embedding_ln_f) after the embeddings
   std::optional<double> output_logits_scale;  // muP of modelzoo <= 2.2: times the logits

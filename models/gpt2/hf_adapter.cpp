@@ -31,6 +31,9 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
               "has no muP base widths")
       .expect(o.attention_logits_alpha == 1.0, "attention_logits_alpha", std::to_string(o.attention_logits_alpha), no)
       .expect(!o.attention_sink_tokens, "attention_sink_tokens", std::to_string(o.attention_sink_tokens.value_or(0)), no)
+      .expect(!o.attention_logit_softcapping && !o.final_logit_softcapping && !o.norm_first_sandwich &&
+                  !o.sliding_window_every_other_decoder_layer,
+              "Gemma 2's options", "set", "is not Gemma 2")
       .expect(has.head_dim || o.attention_inner_dim.value_or(o.hidden_size) == o.hidden_size, "attention_inner_dim",
               std::to_string(o.attention_inner_dim.value_or(0)), "has q/k/v as wide as hidden_size")
       .expect(has.layer_idx_scaling || !o.scale_qk_dot_by_layer_idx, "scale_qk_dot_by_layer_idx", "true", no)
