@@ -36,6 +36,7 @@ const config::Schema<PosScalingExtraArgs>& PosScalingExtraArgs::schema() {
 void check_position_scaling(const DecoderLmOptions& o,
                             const std::function<void(const std::string&, const std::string&)>& fail) {
   const std::string& type = o.pos_scaling_type;
+  const bool yarn = type == "yarn" || type == "YaRN";
   if (type == "longrope")
     fail("pos_scaling_type", "longrope is not supported by zoo (linear, llama3 and yarn are)");
   const bool rotary = o.position_embedding_type == "rotary", alibi = o.position_embedding_type == "alibi";
@@ -46,7 +47,7 @@ void check_position_scaling(const DecoderLmOptions& o,
     fail("pos_scaling_type", type + " scales rotary position embeddings; with " + o.position_embedding_type +
                                  " use linear");
   if (!o.pos_scaling_extra_args) {
-    if (type == "yarn" || type == "YaRN")
+    if (yarn)
       fail("pos_scaling_extra_args", "yarn needs original_max_position_embeddings, the pre-trained context");
     return;
   }
@@ -63,10 +64,10 @@ void check_position_scaling(const DecoderLmOptions& o,
         fail("pos_scaling_extra_args", key + " belongs to pos_scaling_type " + owner + ", not " + type);
   };
   if (type != "llama3") refuse(llama3_only, "llama3");
-  if (type != "yarn" && type != "YaRN") refuse(yarn_only, "yarn");
+  if (!yarn) refuse(yarn_only, "yarn");
   if (type == "linear" && e.original_max_position_embeddings)
     fail("pos_scaling_extra_args", "original_max_position_embeddings belongs to llama3 and yarn, not linear");
-  if ((type == "yarn" || type == "YaRN") && !e.original_max_position_embeddings)
+  if (yarn && !e.original_max_position_embeddings)
     fail("pos_scaling_extra_args", "yarn needs original_max_position_embeddings, the pre-trained context");
   if (type == "llama3" && e.high_freq_factor.value_or(4.0) <= e.low_freq_factor.value_or(1.0))
     fail("pos_scaling_extra_args", "high_freq_factor must be greater than low_freq_factor");

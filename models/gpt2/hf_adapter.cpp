@@ -233,9 +233,11 @@ nlohmann::json rope_scaling(const Gpt2Options& o) {
   nlohmann::json r{{"rope_type", o.pos_scaling_type}, {"factor", o.pos_scaling_factor}};
   if (o.pos_scaling_type == "llama3") {
     const PosScalingExtraArgs e = o.pos_scaling_extra_args.value_or(PosScalingExtraArgs{});
-    r["original_max_position_embeddings"] = e.original_max_position_embeddings.value_or(8192);
-    r["low_freq_factor"] = e.low_freq_factor.value_or(1.0);
-    r["high_freq_factor"] = e.high_freq_factor.value_or(4.0);
+    const RotaryOptions defaults;  // modelzoo's llama3 defaults, kept in one place
+    r["original_max_position_embeddings"] =
+        e.original_max_position_embeddings.value_or(defaults.original_max_position_embeddings);
+    r["low_freq_factor"] = e.low_freq_factor.value_or(defaults.low_freq_factor);
+    r["high_freq_factor"] = e.high_freq_factor.value_or(defaults.high_freq_factor);
   }
   return r;
 }
