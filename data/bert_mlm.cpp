@@ -59,12 +59,12 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
   const int64_t B = static_cast<int64_t>(samples.size()), T = o_.max_sequence_length, P = o_.max_predictions_per_seq;
   torch::Tensor input_ids = torch::full({B, T}, o_.pad_id, torch::kLong), attention = torch::zeros({B, T}, torch::kLong),
                 segments = torch::zeros({B, T}, torch::kLong), positions = torch::zeros({B, P}, torch::kLong),
-                mlm_labels = torch::zeros({B, P}, torch::kLong), mlm_mask = torch::zeros({B, P}, torch::kLong),
+                labels = torch::zeros({B, P}, torch::kLong), mlm_mask = torch::zeros({B, P}, torch::kLong),
                 nsp = torch::zeros({B}, torch::kLong);
   // Element writes through accessors: Tensor indexing makes a view per element.
   auto ids_at = input_ids.accessor<int64_t, 2>(), attention_at = attention.accessor<int64_t, 2>(),
        segments_at = segments.accessor<int64_t, 2>(), positions_at = positions.accessor<int64_t, 2>(),
-       labels_at = mlm_labels.accessor<int64_t, 2>(), mask_at = mlm_mask.accessor<int64_t, 2>();
+       labels_at = labels.accessor<int64_t, 2>(), mask_at = mlm_mask.accessor<int64_t, 2>();
   auto nsp_at = nsp.accessor<int64_t, 1>();
   for (int64_t b = 0; b < B; ++b) {
     const int64_t i = samples[b];
@@ -118,7 +118,7 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
     nsp_at[b] = not_next ? 1 : 0;
   }
   return {{"input_ids", input_ids},         {"attention_mask", attention},    {"token_type_ids", segments},
-          {"masked_lm_positions", positions}, {"mlm_labels", mlm_labels},     {"masked_lm_mask", mlm_mask},
+          {"masked_lm_positions", positions}, {"labels", labels},         {"masked_lm_mask", mlm_mask},
           {"next_sentence_label", nsp}};
 }
 
@@ -144,7 +144,7 @@ DataProcessor bert_mlm_processor() {
       "BertMlmDataProcessor",
       "BERT masked-LM and next-sentence samples from tokenized HDF5 data (zoo's own; masks fixed per sample and "
       "shuffle_seed).",
-      {"input_ids", "attention_mask", "token_type_ids", "masked_lm_positions", "mlm_labels", "masked_lm_mask",
+      {"input_ids", "attention_mask", "token_type_ids", "masked_lm_positions", "labels", "masked_lm_mask",
        "next_sentence_label"},
       open_bert);
 }

@@ -38,7 +38,7 @@ struct BertMlmOptions : LoaderOptions {
 //    of the n non-special positions; each becomes [MASK] 80%, a random id
 //    10%, itself 10% of the time.
 // Batches: input_ids, attention_mask, token_type_ids (B, msl);
-// masked_lm_positions, mlm_labels, masked_lm_mask (B, max_predictions_per_seq),
+// masked_lm_positions, labels, masked_lm_mask (B, max_predictions_per_seq),
 // padded with 0; next_sentence_label (B).
 class BertMlmSource : public SampleSource {
  public:

@@ -194,13 +194,14 @@ int64_t MapStyleLoader::plan_next() {
   const int64_t position = ((p / B) * shard().num_tasks + shard().rank) * B + p % B;
   const int64_t n = source().num_samples();
   const int64_t epoch = position / n, offset = position % n;
-  if (!shuffle()) return offset;
+  const int64_t epoch_base = source().reads_epoch() ? epoch * n : 0;
+  if (!shuffle()) return epoch_base + offset;
   if (epoch != perm_epoch_) {
     auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed() + epoch));
     perm_ = torch::randperm(n, gen, torch::kLong);
     perm_epoch_ = epoch;
   }
-  return perm_.data_ptr<int64_t>()[offset];
+  return epoch_base + perm_.data_ptr<int64_t>()[offset];
 }
 
 }  // namespace zoo::data

@@ -28,6 +28,9 @@ class SampleSource {
   // outside `vocab_size`, or negative). Called from reader threads: must not
   // change the source.
   virtual Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const = 0;
+  // Sources whose samples change with the epoch (BERT's dynamic masking):
+  // MapStyleLoader passes ids epoch * num_samples() + sample.
+  virtual bool reads_epoch() const { return false; }
 };
 
 // Fixed-length LM samples: int64 (B, T) input_ids / attention_mask (loss

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "data/bert_csv.h"
 #include "data/bert_mlm.h"
 #include "data/byte_text.h"
 #include "data/gpt_hdf5.h"
@@ -16,7 +17,7 @@ namespace zoo::data {
 std::vector<const DataProcessor*> data_processors() {
   static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
                                                  gpt_hdf5_map_processor(), synthetic_processor(),
-                                                 mnist_processor(), bert_mlm_processor()};
+                                                 mnist_processor(), bert_mlm_processor(), bert_csv_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
   return out;

@@ -51,13 +51,18 @@ struct DataProcessor {
 template <class Options>
 using Opener = std::function<std::unique_ptr<DataLoader>(const Options&, const config::Origin&)>;
 
+// The features a processor's batches hold when its options decide them.
+template <class Options>
+using ProducesFor = std::function<std::vector<std::string>(const Options&)>;
+
 template <class Options>
 class TypedInputSpec : public InputSpec {
  public:
   TypedInputSpec(std::string name, std::vector<std::string> produces, Opener<Options> opener,
-                 const YAML::Node& section, const config::Context& ctx)
+                 const YAML::Node& section, const config::Context& ctx, const ProducesFor<Options>& produces_for = {})
       : name_(std::move(name)), produces_(std::move(produces)), open_(std::move(opener)) {
     options_ = Options::schema().parse(section, ctx, nullptr, &origin_);
+    if (produces_for) produces_ = produces_for(options_);
   }
   const Options& options() const { return options_; }
   const std::string& processor() const override { return name_; }
@@ -83,16 +88,18 @@ class TypedInputSpec : public InputSpec {
   Options options_;
 };
 
+// produces: every feature it may yield (for --help-config); produces_for,
+// when given, the ones a parsed section yields.
 template <class Options>
 DataProcessor make_data_processor(std::string name, std::string doc, std::vector<std::string> produces,
-                                  Opener<Options> open) {
+                                  Opener<Options> open, ProducesFor<Options> produces_for = {}) {
   DataProcessor p;
   p.name = name;
   p.doc = std::move(doc);
   p.produces = produces;
   p.fields = Options::schema().describe();
-  p.parse = [name, produces, open](const YAML::Node& section, const config::Context& ctx) {
-    return std::make_shared<const TypedInputSpec<Options>>(name, produces, open, section, ctx);
+  p.parse = [name, produces, open, produces_for](const YAML::Node& section, const config::Context& ctx) {
+    return std::make_shared<const TypedInputSpec<Options>>(name, produces, open, section, ctx, produces_for);
   };
   return p;
 }

@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "models/bert/bert.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
 
 namespace zoo::models {
 
 std::vector<const ModelFamily*> model_families() {
-  static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family()};
+  static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -29,9 +30,10 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"bert", "bert/classifier", "bert/extractive_summarization", "bert/token_classifier", "roberta"},
-       "BERT, an encoder trained by masked language modelling",
-       {"pooler_nonlinearity", "mlm_loss_weight", "disable_nsp", "num_segments"}},
+      {{"bert/classifier"}, "BERT fine-tuned to classify sequences", {"num_labels", "problem_type", "task_dropout"}},
+      {{"bert/extractive_summarization"}, "BERTSUM, BERT fine-tuned to pick summary sentences", {"use_cls_bias"}},
+      {{"bert/token_classifier"}, "BERT fine-tuned to classify tokens",
+       {"encoder_output_dropout_rate", "include_padding_in_loss"}},
       {{"t5"}, "T5, an encoder-decoder", {"extra_ids", "d_kv", "encoder_num_hidden_layers", "decoder_num_hidden_layers"}},
       {{"transformer"}, "the encoder-decoder Transformer", {"src_vocab_size", "tgt_vocab_size"}},
       {{"mixtral"}, "Mixtral, a mixture of experts", {"moe"}},
@@ -50,7 +52,7 @@ const std::vector<UnbuiltModel>& unbuilt_models() {
 std::string builds() {
   std::string list;
   for (const ModelFamily* f : model_families()) list += (list.empty() ? "" : ", ") + f->name;
-  return "zoo builds decoder-only language models (" + list + " and their aliases; see `zoo --help-config`)";
+  return "zoo builds " + list + " and their aliases (see `zoo --help-config`)";
 }
 
 }  // namespace

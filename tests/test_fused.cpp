@@ -102,10 +102,13 @@ TEST(Fused, CpuCausalAttentionMatchesTheReferenceInValueAndGradient) {
     ref.v = ref.qkv.narrow(-1, (c.H + c.G) * c.D, c.G * c.D).view({c.B, c.T, c.G, c.D});
     const std::vector<double> slopes = c.alibi ? alibi_slopes(c.H) : std::vector<double>();
     torch::Tensor y = causal_attention(fast.qkv, c.H, c.G, scale, c.window, slopes);  // (B, T, H, D)
-    torch::Tensor y_ref = reference_attention(ref.q.transpose(1, 2), ref.k.transpose(1, 2), ref.v.transpose(1, 2),
-                                              scale, c.window, /*softmax_fp32=*/false, 0.0,
-                                              c.alibi ? torch::tensor(slopes, torch::kDouble) : torch::Tensor())
-                              .transpose(1, 2);
+    ScoreOptions math;
+    math.scale = scale;
+    math.sliding_window = c.window;
+    math.softmax_fp32 = false;
+    if (c.alibi) math.alibi_slopes = torch::tensor(slopes, torch::kDouble);
+    torch::Tensor y_ref =
+        reference_attention(ref.q.transpose(1, 2), ref.k.transpose(1, 2), ref.v.transpose(1, 2), math).transpose(1, 2);
     torch::Tensor upstream = torch::randn_like(y_ref);
     (y * upstream.to(torch::kFloat)).sum().backward();
     (y_ref * upstream).sum().backward();

@@ -422,7 +422,7 @@ with h5py.File(sys.argv[1] + "/tokens_0.h5", "w") as h:
         const int64_t pos = b.at("masked_lm_positions")[r][k].item<int64_t>();
         ++masked;
         as_mask += seq[pos] == MASK;
-        seq[pos] = b.at("mlm_labels")[r][k].item<int64_t>();
+        seq[pos] = b.at("labels")[r][k].item<int64_t>();
       }
       EXPECT_EQ(b.at("masked_lm_mask")[r].sum().item<int64_t>(), 2);  // round(0.15 * 13)
       ASSERT_EQ(seq[0], CLS);

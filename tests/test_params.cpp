@@ -75,11 +75,10 @@ TEST(Params, ReportedCasesFailAtValidateOnly) {
   // 4. A data processor whose batches lack what the model reads.
   yaml = tiny_with(dir / "data", model_dir, "  data_processor: ByteTextDataProcessor\n  data_dir: " + (dir / "data") +
                                                 "/train\n  max_sequence_length: 32\n",
-                   "  data_processor: BertMlmDataProcessor\n  data_dir: " + (dir / "data") +
-                       "/train\n  max_sequence_length: 32\n  vocab_size: 256\n");
-  expect_error(yaml, "p.yaml:" + line_col(yaml, "BertMlmDataProcessor") +
-                         ": train_input.data_processor: BertMlmDataProcessor does not produce labels, which model "
-                         "'gpt2' needs");
+                   "  data_processor: MNISTDataProcessor\n  data_dir: " + (dir / "data") + "/train\n");
+  expect_error(yaml, "p.yaml:" + line_col(yaml, "MNISTDataProcessor") +
+                         ": train_input.data_processor: MNISTDataProcessor does not produce input_ids, "
+                         "attention_mask, which model 'gpt2' needs");
   // 5. Keys foreign to the chosen optimizer or scheduler.
   yaml = tiny_with(dir / "data", model_dir, "  weight_decay: 0.01\n", "  weight_decay: 0.01\n  momentum: 0.9\n");
   expect_error(yaml, "p.yaml:" + line_col(yaml, "momentum") + ": optimizer.momentum: not a key of the AdamW optimizer");
@@ -315,7 +314,7 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (BERT, T5, the Transformer,
+// modelzoo's models that zoo does not build (BERT's fine-tuning heads, T5, the Transformer,
 // Mixtral, vision models, ...) are named as such, whether the Trainer
 // format names them or a legacy file only has their keys.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
@@ -324,18 +323,18 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  src_vocab_size: 256\n");
   EXPECT_NE(zoo::testing::params_error(legacy).find(
                 "model.src_vocab_size: a key of modelzoo's transformer model (the encoder-decoder Transformer), which "
-                "zoo does not build; zoo builds decoder-only language models (gpt2, gptj"),
+                "zoo does not build; zoo builds gpt2, gptj, bert and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(legacy);
   std::string named = tiny;
   named.replace(named.find("model:\n"), 7, "model:\n  name: bert/classifier\n");
-  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's bert/classifier model (BERT, an encoder "
-                                                   "trained by masked language modelling) is not one zoo builds"),
+  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's bert/classifier model (BERT fine-tuned to "
+                                                   "classify sequences) is not one zoo builds"),
             std::string::npos)
       << zoo::testing::params_error(named);
   if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
-           {"transformers_pytorch_bert_bert_base_MSL128.yaml", "bert"},
+           {"transformers_pytorch_bert_fine_tuning_classifier_bert_base_classifier_sst2.yaml", "bert/classifier"},
            {"transformers_pytorch_t5_t5_small.yaml", "t5"},
            {"vision_pytorch_unet_params_severstal_binary.yaml", "unet"},
            {"fc_mnist_pytorch_params.yaml", "fc_mnist"}}) {

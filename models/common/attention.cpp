@@ -34,7 +34,8 @@ void MultiheadAttentionImpl::reset_parameters() {
   proj_output_dense_layer->reset_parameters(options_.output_initializer);
 }
 
-torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes) {
+torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes,
+                                              const torch::Tensor& key_mask) {
   const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H, G = kv_heads();
   // q, k and v from one GEMM over the concatenated weights (one pass over x;
   // the parameters and their checkpoint keys stay separate).
@@ -70,15 +71,18 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
+  const bool causal = options_.causal && past == 0 && T > 1;
   if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined() &&
-      options_.logit_softcapping == 0) {
+      options_.logit_softcapping == 0 && !(causal && key_mask.defined())) {
     torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
-    return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, /*attn_mask=*/{}, p_drop,
-                                                        /*is_causal=*/past == 0 && T > 1, scale));
+    const torch::Tensor mask = key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1}) : torch::Tensor();
+    return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, mask, p_drop,
+                                                        /*is_causal=*/causal, scale));
   }
 #endif
   // Trained ALiBi slopes need their gradient: the reference path gives it.
-  if (past == 0 && p_drop == 0 && options_.sink_tokens == 0 && options_.logit_softcapping == 0 &&
+  if (options_.causal && !key_mask.defined() && past == 0 && p_drop == 0 && options_.sink_tokens == 0 &&
+      options_.logit_softcapping == 0 &&
       (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) &&
       causal_attention_available(qkv)) {
     std::vector<double> slopes;
@@ -88,38 +92,48 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
     }
     return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
   }
-  return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
-                                         options_.sliding_window, options_.softmax_fp32, p_drop, alibi_slopes,
-                                         options_.sink_tokens, options_.logit_softcapping));
+  ScoreOptions scores;
+  scores.scale = scale;
+  scores.causal = options_.causal;
+  scores.sliding_window = options_.sliding_window;
+  scores.sink_tokens = options_.sink_tokens;
+  scores.alibi_slopes = alibi_slopes;
+  scores.key_mask = key_mask.defined() ? key_mask.to(torch::kBool) : key_mask;
+  scores.logit_softcapping = options_.logit_softcapping;
+  scores.softmax_fp32 = options_.softmax_fp32;
+  scores.dropout = p_drop;
+  return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scores));
 }
 
-torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
-                                  int64_t sliding_window, bool softmax_fp32, double dropout,
-                                  const torch::Tensor& alibi_slopes, int64_t sink_tokens, double logit_softcapping) {
-  const int64_t H = q.size(1), T = q.size(2), past = k.size(2) - T;
+torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const ScoreOptions& o) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), past = k.size(2) - T;
   k = repeat_kv_heads(k, H);
   v = repeat_kv_heads(v, H);
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, past + T)
-  if (logit_softcapping > 0) scores = torch::tanh(scores / logit_softcapping) * logit_softcapping;
-  if (alibi_slopes.defined()) {  // in float32 with softmax_fp32: the bias reaches slope * context length
-    if (softmax_fp32) scores = scores.to(torch::kFloat);
-    scores = scores + alibi_slopes.view({1, H, 1, 1}).to(scores.scalar_type()) *
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * o.scale;  // (B, H, T, past + T)
+  if (o.logit_softcapping > 0) scores = torch::tanh(scores / o.logit_softcapping) * o.logit_softcapping;
+  if (o.alibi_slopes.defined()) {  // in float32 with softmax_fp32: the bias reaches slope * context length
+    if (o.softmax_fp32) scores = scores.to(torch::kFloat);
+    scores = scores + o.alibi_slopes.view({1, H, 1, 1}).to(scores.scalar_type()) *
                           torch::arange(past + T, scores.options()).view({1, 1, 1, past + T});
   }
-  // Query i sits at position past + i and sees keys 0 .. past + i (the last
-  // sliding_window of them when set, and the first sink_tokens).
+  // Query i sits at position past + i and, causal, sees keys 0 .. past + i
+  // (the last sliding_window of them when set, and the first sink_tokens).
   auto bools = torch::dtype(torch::kBool).device(q.device());
-  const torch::Tensor future = torch::ones({T, past + T}, bools).triu(past + 1);
-  torch::Tensor mask = future;
-  if (sliding_window > 0) {
-    mask = future | torch::ones({T, past + T}, bools).tril(past - sliding_window);
-    const int64_t sinks = std::min(sink_tokens, past + T);
-    if (sinks > 0) mask.narrow(1, 0, sinks).copy_(future.narrow(1, 0, sinks));
+  torch::Tensor mask = torch::zeros({T, past + T}, bools);
+  if (o.causal) {
+    const torch::Tensor future = torch::ones({T, past + T}, bools).triu(past + 1);
+    mask = future;
+    if (o.sliding_window > 0) {
+      mask = future | torch::ones({T, past + T}, bools).tril(past - o.sliding_window);
+      const int64_t sinks = std::min(o.sink_tokens, past + T);
+      if (sinks > 0) mask.narrow(1, 0, sinks).copy_(future.narrow(1, 0, sinks));
+    }
   }
+  if (o.key_mask.defined()) mask = mask | o.key_mask.logical_not().view({B, 1, 1, past + T});
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   torch::Tensor probs =
-      softmax_fp32 ? torch::softmax(scores.to(torch::kFloat), -1).to(v.scalar_type()) : torch::softmax(scores, -1);
-  if (dropout > 0) probs = torch::dropout(probs, dropout, true);
+      o.softmax_fp32 ? torch::softmax(scores.to(torch::kFloat), -1).to(v.scalar_type()) : torch::softmax(scores, -1);
+  if (o.dropout > 0) probs = torch::dropout(probs, o.dropout, true);
   return torch::matmul(probs, v);  // (B, H, T, D)
 }
 

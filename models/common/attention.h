@@ -1,6 +1,6 @@
-// Multi-head causal self-attention with modelzoo's projection names
+// Multi-head self-attention (causal, or an encoder's) with modelzoo's projection names
 // (proj_{q,k,v,output}_dense_layer) so checkpoints map one-to-one.
-// Defines: reference_attention, LayerKV, AttentionOptions, MultiheadAttention.
+// Defines: ScoreOptions, reference_attention, LayerKV, AttentionOptions, MultiheadAttention.
 #pragma once
 
 #include <torch/torch.h>
@@ -11,17 +11,26 @@
 
 namespace zoo::models {
 
-// One layer's cached keys and values, (B, positions so far, key/value heads, D).
+// How reference_attention turns scores q.k into probabilities.
+struct ScoreOptions {
+  double scale = 1.0;
+  bool causal = true;           // query i sees keys up to its own position (false: an encoder's, all keys)
+  int64_t sliding_window = 0;   // causal: at most this many most recent keys; 0: all
+  int64_t sink_tokens = 0;      // with sliding_window: the first keys stay visible (StreamingLLM)
+  torch::Tensor alibi_slopes;   // (H): add slope_h * j to the score of key j (ALiBi; causal only)
+  torch::Tensor key_mask;       // (B, keys) bool: false hides a key (padding) from every query
+  double logit_softcapping = 0.0;  // scores -> cap * tanh(scores / cap) before the mask; 0: none
+  bool softmax_fp32 = true;
+  double dropout = 0.0;         // on the probabilities
+};
+
 // Softmax attention written out op by op (the reference the fused kernels are
 // tested against). q: (B, H, T, D); k, v: (B, G, past + T, D), G dividing H;
-// query i sits at position past + i. alibi_slopes (H), when defined, add
-// slope_h * j to the score of key j (ALiBi; softmax makes that the paper's
-// -slope_h * (i - j)). Returns (B, H, T, D).
-torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, double scale,
-                                  int64_t sliding_window, bool softmax_fp32, double dropout,
-                                  const torch::Tensor& alibi_slopes = {}, int64_t sink_tokens = 0,
-                                  double logit_softcapping = 0.0);
+// query i sits at position past + i. ALiBi's slope_h * j is, after softmax,
+// the paper's -slope_h * (i - j). Returns (B, H, T, D).
+torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const ScoreOptions& o);
 
+// One layer's cached keys and values, (B, positions so far, key/value heads, D).
 struct LayerKV {
   torch::Tensor keys, values;
 };
@@ -41,6 +50,7 @@ struct AttentionOptions {
   bool scale_by_head_dim = false;      // with scale_by_sqrt_head_dim: 1/D instead of 1/sqrt(D) (muP)
   double logit_multiplier = 1.0;       // further factor on the scores (1/(layer+1): scale_qk_dot_by_layer_idx)
   double logit_softcapping = 0.0;      // scores -> cap * tanh(scores / cap) before the mask (Gemma 2); 0: none
+  bool causal = true;                  // false: every query sees every (unpadded) key, as in an encoder
   bool softmax_fp32 = true;          // softmax in float32 under reduced precision
   InitializerSpec initializer;       // q/k/v
   InitializerSpec output_initializer;  // output projection
@@ -49,9 +59,11 @@ struct AttentionOptions {
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   MultiheadAttentionImpl(const AttentionOptions& options, const torch::TensorOptions& param_options);
-  // x: (B, T, C) -> (B, T, C), causal. With a cache, x continues the cached
-  // positions and its keys/values are appended. alibi_slopes: see reference_attention.
-  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {});
+  // x: (B, T, C) -> (B, T, C), causal unless options.causal is false. With a
+  // cache, x continues the cached positions and its keys/values are appended.
+  // alibi_slopes, key_mask (B, T): see ScoreOptions.
+  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
+                        const torch::Tensor& key_mask = {});
   void reset_parameters();
 
   Dense proj_q_dense_layer{nullptr}, proj_k_dense_layer{nullptr}, proj_v_dense_layer{nullptr},

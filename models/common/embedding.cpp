@@ -50,10 +50,11 @@ torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
 }
 
 EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::TensorOptions& p) : options_(o) {
-  word_embeddings = register_module("word_embeddings", EmbeddingTable(o.vocab_size, o.hidden_size, p));
+  word_embeddings =
+      register_module("word_embeddings", EmbeddingTable(o.vocab_size, o.hidden_size, p, o.pad_token_id));
   if (o.position_embedding_type == "learned") {
-    position_embeddings =
-        register_module("position_embeddings", EmbeddingTable(o.max_position_embeddings, o.hidden_size, p));
+    const int64_t rows = o.max_position_embeddings + (o.mask_padding_positions ? o.pad_token_id + 1 : 0);
+    position_embeddings = register_module("position_embeddings", EmbeddingTable(rows, o.hidden_size, p));
   } else if (o.position_embedding_type == "fixed") {
     torch::Tensor table = p.device().is_meta() ? torch::empty({o.max_position_embeddings, o.hidden_size}, p)
                                                : sinusoidal_table(o.max_position_embeddings, o.hidden_size).to(p);
@@ -62,30 +63,42 @@ EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::T
     position_embed_helper =
         register_module("position_embed_helper", AlibiSlopes(o.num_heads, o.alibi_trainable_slopes, p));
   }
+  if (o.num_segments > 0)
+    segment_embeddings = register_module("segment_embeddings", EmbeddingTable(o.num_segments, o.hidden_size, p));
 }
 
 void EmbeddingLayerImpl::reset_parameters() {
   word_embeddings->reset_parameters(options_.initializer);
-  if (position_embeddings) position_embeddings->reset_parameters(options_.initializer);
+  if (position_embeddings) position_embeddings->reset_parameters(options_.position_initializer.value_or(options_.initializer));
+  if (segment_embeddings) segment_embeddings->reset_parameters(options_.segment_initializer.value_or(options_.initializer));
   if (position_embed_helper) position_embed_helper->reset_parameters(options_.initializer);
 }
 
-torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position) {
+torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position,
+                                           const torch::Tensor& segment_ids) {
   const int64_t T = input_ids.size(1), end = first_position + T;
   TORCH_CHECK(end <= options_.max_position_embeddings, "sequence length ", end, " exceeds max_position_embeddings ",
               options_.max_position_embeddings);
   torch::Tensor h;
-  if (position_embeddings && cpu_embedding_available(input_ids, word_embeddings->weight, position_embeddings->weight)) {
+  if (position_embeddings && options_.pad_token_id < 0 &&
+      cpu_embedding_available(input_ids, word_embeddings->weight, position_embeddings->weight)) {
     h = cpu_embedding_sum(input_ids, word_embeddings->weight, position_embeddings->weight, first_position);
   } else {
     h = word_embeddings(input_ids);  // (B, T, C)
-    if (position_embeddings) {
+    if (position_embeddings && options_.mask_padding_positions) {  // assumes padding only at the end, as modelzoo
+      torch::Tensor counted = torch::arange(first_position + 1, end + 1, input_ids.options().dtype(torch::kLong));
+      h = h + position_embeddings(torch::where(input_ids != options_.pad_token_id, counted, torch::zeros_like(counted)) +
+                                  options_.pad_token_id);
+    } else if (position_embeddings) {
       torch::Tensor positions = torch::arange(first_position, end, input_ids.options().dtype(torch::kLong));
       h = h + position_embeddings(positions);  // broadcast (T, C)
     } else if (fixed_positions.defined()) {
       h = h + fixed_positions.narrow(0, first_position, T).to(h.scalar_type());
     }
   }
+  if (segment_embeddings)  // without ids every token is segment 0, as Hugging Face's BERT takes it
+    h = h + (segment_ids.defined() ? segment_embeddings(segment_ids.to(torch::kLong))
+                                   : segment_embeddings->weight[0].to(h.scalar_type()));
   if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
   return h;
 }

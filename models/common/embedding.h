@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,17 +50,28 @@ struct EmbeddingOptions {
   double alibi_scaling_factor = 1.0;    // alibi: slopes divided by it (modelzoo's pos_scaling_factor)
   double dropout = 0.0;
   InitializerSpec initializer;
+  std::optional<InitializerSpec> position_initializer;  // learned positions (unset: `initializer`)
+  int64_t num_segments = 0;                              // BERT's token types: a segment_embeddings table when > 0
+  std::optional<InitializerSpec> segment_initializer;   // (unset: `initializer`)
+  int64_t pad_token_id = -1;  // >= 0: that word embedding row gets no gradient (torch's padding_idx)
+  // learned, RoBERTa's: tokens take positions pad_token_id + 1, + 2, ... and
+  // padding position pad_token_id (the table has pad_token_id + 1 more rows).
+  bool mask_padding_positions = false;
 };
 
 class EmbeddingLayerImpl : public torch::nn::Module {
  public:
   EmbeddingLayerImpl(const EmbeddingOptions& options, const torch::TensorOptions& param_options);
-  // (B, T) -> (B, T, C); positions start at `first_position` (> 0 when decoding with a cache).
-  torch::Tensor forward(const torch::Tensor& input_ids, int64_t first_position = 0);
+  // (B, T) -> (B, T, C); positions start at `first_position` (> 0 when
+  // decoding with a cache); segment_ids (B, T) add their segment embedding
+  // (undefined: segment 0's).
+  torch::Tensor forward(const torch::Tensor& input_ids, int64_t first_position = 0,
+                        const torch::Tensor& segment_ids = {});
   void reset_parameters();
 
   EmbeddingTable word_embeddings{nullptr};
   EmbeddingTable position_embeddings{nullptr};  // "learned" only
+  EmbeddingTable segment_embeddings{nullptr};   // num_segments > 0 only
   torch::Tensor fixed_positions;                // "fixed" only: (P, C) buffer
   AlibiSlopes position_embed_helper{nullptr};   // "alibi" only
   // The (heads) slopes attention adds with, or an undefined tensor.

@@ -61,4 +61,12 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return ffn[1]->as<FFNLayerImpl>()->linear_layer(h);
 }
 
+std::shared_ptr<torch::nn::Module> one_layer_network(const std::shared_ptr<torch::nn::Module>& layer) {
+  auto slot = std::make_shared<torch::nn::Module>();
+  slot->register_module("linear_layer", layer);
+  auto network = std::make_shared<torch::nn::Module>();
+  network->register_module("ffn", torch::nn::ModuleList(slot));
+  return network;
+}
+
 }  // namespace zoo::models

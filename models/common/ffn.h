@@ -1,6 +1,6 @@
 // Position-wise feed-forward network with modelzoo's layout
 // (ffn.{i}.linear_layer), and the named activations the configs use.
-// Defines: kActivationNames, activation, is_glu, FeedForwardOptions, FeedForward.
+// Defines: kActivationNames, activation, is_glu, FeedForwardOptions, FeedForward, one_layer_network.
 #pragma once
 
 #include <torch/torch.h>
@@ -49,5 +49,9 @@ class FeedForwardImpl : public torch::nn::Module {
   FeedForwardOptions options_;
 };
 TORCH_MODULE(FeedForward);
+
+// modelzoo's FeedForwardNetwork of one layer (poolers, classifier heads): a
+// module whose only layer, `layer` (a Dense, an OutputHead), sits at ffn.0.linear_layer.
+std::shared_ptr<torch::nn::Module> one_layer_network(const std::shared_ptr<torch::nn::Module>& layer);
 
 }  // namespace zoo::models

@@ -81,6 +81,12 @@ InitializerSpec truncated_normal_spec(double std) {
   return s;
 }
 
+InitializerSpec scaled_initializer(InitializerSpec s, double by) {
+  s.std *= by;
+  if (s.name == "truncated_normal") s.a *= by, s.b *= by;
+  return s;
+}
+
 void apply_initializer(const InitializerSpec& spec, torch::Tensor w) {
   if (!w.defined() || w.device().is_meta()) return;
   torch::NoGradGuard no_grad;

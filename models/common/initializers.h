@@ -1,6 +1,6 @@
 // Weight initializers named as in modelzoo's `initializer` / `embedding_initializer`
 // / `output_layer_initializer` mappings. Defines: InitializerSpec (with its
-// schema), truncated_normal_defaults, apply_initializer.
+// schema), truncated_normal_spec, scaled_initializer, apply_initializer.
 #pragma once
 
 #include <torch/torch.h>
@@ -28,6 +28,9 @@ struct InitializerSpec {
 
 // modelzoo's default: truncated normal(0, std) cut at +-2 std.
 InitializerSpec truncated_normal_spec(double std);
+
+// A (truncated) normal initializer with its spread times `by`, bounds too (muP).
+InitializerSpec scaled_initializer(InitializerSpec spec, double by);
 
 // Fills `weight` in place; no-op for meta tensors. Throws std::invalid_argument
 // for an unknown name (the schema already rejects those when read from YAML).

@@ -24,13 +24,14 @@ torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const t
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }
 
-EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim,
-                                       const torch::TensorOptions& options) {
+EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options,
+                                       int64_t padding_idx_)
+    : padding_idx(padding_idx_) {
   weight = register_parameter("weight", torch::empty({num_embeddings, dim}, options));
 }
 
 torch::Tensor EmbeddingTableImpl::forward(const torch::Tensor& ids) {
-  return torch::embedding(weight, ids);
+  return torch::embedding(weight, ids, padding_idx);
 }
 
 LayerNormImpl::LayerNormImpl(int64_t dim, double eps_, const torch::TensorOptions& options, bool rms_, bool with_bias)

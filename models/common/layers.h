@@ -29,8 +29,10 @@ TORCH_MODULE(Dense);
 
 class EmbeddingTableImpl : public torch::nn::Module {
  public:
-  EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options);
+  // padding_idx >= 0: that row gets no gradient (torch.nn.Embedding's padding_idx).
+  EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options, int64_t padding_idx = -1);
   torch::Tensor forward(const torch::Tensor& ids);  // (B, T) int64 -> (B, T, dim)
+  int64_t padding_idx;
   void reset_parameters(const InitializerSpec& init) { apply_initializer(init, weight); }
   torch::Tensor weight;  // (num_embeddings, dim)
 };

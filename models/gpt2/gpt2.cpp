@@ -76,13 +76,6 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
 
 namespace {
 
-// A (truncated) normal initializer with its spread times `by` (bounds too: muP).
-InitializerSpec scaled(InitializerSpec s, double by) {
-  s.std *= by;
-  if (s.name == "truncated_normal") s.a *= by, s.b *= by;
-  return s;
-}
-
 // Each layer's initializer as modelzoo's gpt2 model picks it: `initializer`
 // or else truncated_normal(initializer_range) for the projections; the
 // output layers get output_layer_initializer, else `initializer`, else the
@@ -102,14 +95,15 @@ LayerInitializers layer_initializers(const Gpt2Options& o, const DecoderVariant&
   std::optional<InitializerSpec> output = o.output_layer_initializer, ffn_output = o.ffn_output_layer_initializer;
   if (o.mup_base_hidden_size) {
     const double width = std::sqrt(*o.mup_base_hidden_size / double(o.hidden_size));
-    i.attention = scaled(i.attention, width);
-    i.ffn = scaled(i.ffn, width);
-    output = scaled(output.value_or(fallback), width * mup_depth);
+    i.attention = scaled_initializer(i.attention, width);
+    i.ffn = scaled_initializer(i.ffn, width);
+    output = scaled_initializer(output.value_or(fallback), width * mup_depth);
   }
   if (o.mup_base_filter_size)
     ffn_output =
-        scaled(ffn_output.value_or(fallback), std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * mup_depth);
-  if (!output && !o.initializer) output = scaled(fallback, depth);
+        scaled_initializer(ffn_output.value_or(fallback),
+                           std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * mup_depth);
+  if (!output && !o.initializer) output = scaled_initializer(fallback, depth);
   i.attention_output = output.value_or(i.attention);
   i.ffn_output = ffn_output ? *ffn_output : output.value_or(i.ffn);
   return i;

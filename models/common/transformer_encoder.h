@@ -1,0 +1,53 @@
+// Bidirectional transformer encoder stack (BERT's), named as modelzoo's
+// TransformerEncoder (transformer_encoder.layers.{i}.{self_attn,norm1,ffn,norm2},
+// .norm). Post-norm as in the original Transformer unless norm_first.
+// Defines: EncoderLayerOptions, TransformerEncoderLayer, TransformerEncoder.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "models/common/attention.h"
+#include "models/common/ffn.h"
+#include "models/common/layers.h"
+
+namespace zoo::models {
+
+struct EncoderLayerOptions {
+  AttentionOptions attention;  // attention.causal is false
+  FeedForwardOptions ffn;      // its dropout follows the activation
+  double layer_norm_epsilon = 1e-5;
+  double dropout = 0.0;        // on the attention output and the FFN output
+  bool norm_first = false;     // pre-norm: x + attn(norm1(x)), then h + ffn(norm2(h))
+  bool final_norm = false;     // a norm after the last layer (modelzoo's use_final_layer_norm)
+};
+
+class TransformerEncoderLayerImpl : public torch::nn::Module {
+ public:
+  TransformerEncoderLayerImpl(const EncoderLayerOptions& options, const torch::TensorOptions& p);
+  // Post-norm: h = norm1(x + attn(x)), then norm2(h + ffn(h)). key_mask (B, T)
+  // bool: false for padding, which no position attends to.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
+  void reset_parameters();
+
+  MultiheadAttention self_attn{nullptr};
+  LayerNorm norm1{nullptr}, norm2{nullptr};
+  FeedForward ffn{nullptr};
+
+ private:
+  double dropout_;
+  bool norm_first_;
+};
+TORCH_MODULE(TransformerEncoderLayer);
+
+class TransformerEncoderImpl : public torch::nn::Module {
+ public:
+  TransformerEncoderImpl(int64_t num_layers, const EncoderLayerOptions& options, const torch::TensorOptions& p);
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask);  // (B, T, C) -> (B, T, C)
+  void reset_parameters();
+
+  torch::nn::ModuleList layers;
+  LayerNorm norm{nullptr};  // final_norm only
+};
+TORCH_MODULE(TransformerEncoder);
+
+}  // namespace zoo::models
