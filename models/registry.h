@@ -89,6 +89,13 @@ struct HfAdapter {
   std::function<bool(const nlohmann::json& config)> claims;
   // Optional: `optimizer` keys the model's math implies (BTLM's muP width).
   std::function<YAML::Node(const nlohmann::json& config)> optimizer_from_hf;
+  // Optional: completes the `model` section from the checkpoint's tensors
+  // (what config.json leaves open: BERT with or without its NSP head).
+  std::function<void(YAML::Node& model, const StateDict& hf)> config_from_weights;
+  // Optional: the train/eval input section the converted params start from
+  // (data_dir and batch_size are added); unset: GPT-style HDF5 token data.
+  std::function<YAML::Node(const nlohmann::json& config, const YAML::Node& model, const std::string& hf_dir)>
+      input_from_hf;
 };
 
 struct ModelFamily {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/common/ffn.h"
+#include "models/bert/hf_adapter.h"
 #include "models/common/lm_loss.h"
 
 namespace zoo::models {
@@ -360,6 +361,7 @@ ModelFamily bert_family() {
   f.parse = [](const YAML::Node& section, const config::Context& ctx) {
     return std::make_shared<const BertSpec>(section, ctx);
   };
+  f.hf["bert"] = bert_hf_adapter();
   return f;
 }
 

@@ -21,11 +21,11 @@ namespace {
 
 // Params for fine-tuning the converted weights: the model as converted, and
 // placeholders the user fills in (data_dir) before training.
-YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer, const std::string& checkpoint,
-                           const std::string& output_dir) {
+YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer, const YAML::Node& input,
+                           const std::string& checkpoint, const std::string& output_dir) {
   YAML::Node p;
   for (const char* section : {"train_input", "eval_input"}) {
-    p[section]["data_processor"] = "GptHDF5MapDataProcessor";
+    p[section] = YAML::Clone(input);
     p[section]["data_dir"] = std::string("./data/") + (std::string(section) == "train_input" ? "train" : "val");
     p[section]["batch_size"] = 8;
   }
@@ -65,12 +65,17 @@ void hf_to_zoo(const ConvertCommand& c) {
   } catch (const std::exception& e) {  // runtime_error, or nlohmann's for a missing or mistyped field
     throw std::runtime_error(config_path + " (" + converter + "): " + e.what());
   }
+  models::StateDict hf_weights = read_hf_weights(c.checkpoint);
+  if (a.config_from_weights) a.config_from_weights(model, hf_weights);
+  YAML::Node input(YAML::NodeType::Map);
+  input["data_processor"] = "GptHDF5MapDataProcessor";
+  if (a.input_from_hf) input = a.input_from_hf(hf_config, model, fs::path(config_path).parent_path().string());
   const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
-  YAML::Node params_yaml = finetune_params(model, optimizer, ckpt_path, c.output_dir);
+  YAML::Node params_yaml = finetune_params(model, optimizer, input, ckpt_path, c.output_dir);
   Params params = params_from_node(params_yaml, config_path + " (converted)", YAML::Node());
   models::StateDict state;
   try {
-    state = a.from_hf(read_hf_weights(c.checkpoint), *params.model);
+    state = a.from_hf(std::move(hf_weights), *params.model);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }

@@ -1,0 +1,167 @@
+// Implementation of models/bert/hf_adapter.h.
+#include "models/bert/hf_adapter.h"
+
+#include <fstream>
+
+#include "models/bert/bert.h"
+#include "models/common/hf_key_map.h"
+#include "models/common/hf_keys.h"
+
+namespace zoo::models {
+namespace {
+
+const BertOptions& options_of(const ModelSpec& model) {
+  const auto* typed = dynamic_cast<const BertSpec*>(&model);
+  if (!typed) throw std::invalid_argument("the bert Hugging Face converter takes a bert model section");
+  return typed->options();
+}
+
+const char* kTokenTypes = "bert.embeddings.token_type_embeddings.weight";
+
+// HF's names for zoo's: bert.embeddings / bert.encoder.layer.{i} / bert.pooler, and the cls heads.
+HfKeyMap bert_keys(const BertOptions& o) {
+  HfKeyMap m;
+  m.hf_prefix = "bert.";
+  m.hf_buffers = {"embeddings.position_ids", "embeddings.token_type_ids"};
+  // The decoder is tied to the word embeddings and its bias is cls.predictions.bias.
+  m.hf_tied_copies = {"cls.predictions.decoder.bias"};
+  const std::string e = "bert_encoder.embedding_layer.";
+  m.tensors.push_back({"bert.embeddings.word_embeddings.weight", e + "word_embeddings.weight"});
+  m.tensors.push_back({"bert.embeddings.position_embeddings.weight", e + "position_embeddings.weight"});
+  if (o.segments() > 0) m.tensors.push_back({kTokenTypes, e + "segment_embeddings.weight"});
+  m.norm("bert.embeddings.LayerNorm", "bert_encoder.embed_ln_f");
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string h = "bert.encoder.layer." + std::to_string(i) + ".",
+                      z = "bert_encoder.transformer_encoder.layers." + std::to_string(i) + ".";
+    m.linear(h + "attention.self.query", z + "self_attn.proj_q_dense_layer");
+    m.linear(h + "attention.self.key", z + "self_attn.proj_k_dense_layer");
+    m.linear(h + "attention.self.value", z + "self_attn.proj_v_dense_layer");
+    m.linear(h + "attention.output.dense", z + "self_attn.proj_output_dense_layer");
+    m.norm(h + "attention.output.LayerNorm", z + "norm1");
+    m.linear(h + "intermediate.dense", z + "ffn.ffn.0.linear_layer");
+    m.linear(h + "output.dense", z + "ffn.ffn.1.linear_layer");
+    m.norm(h + "output.LayerNorm", z + "norm2");
+  }
+  m.linear("cls.predictions.transform.dense", "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer");
+  m.norm("cls.predictions.transform.LayerNorm", "bert_mlm_head.mlm_transform.ln");
+  m.tensors.push_back({"cls.predictions.bias", "bert_mlm_head.classifier.ffn.0.linear_layer.bias"});
+  if (o.share_embedding_weights)
+    m.hf_tied_copies.push_back("cls.predictions.decoder.weight");
+  else
+    m.tensors.push_back({"cls.predictions.decoder.weight", "bert_mlm_head.classifier.ffn.0.linear_layer.weight"});
+  if (!o.disable_nsp) {
+    m.linear("bert.pooler.dense", "bert_encoder.pooler.pooler.ffn.0.linear_layer");
+    m.linear("cls.seq_relationship", "bert_cls_head.classifier.ffn.0.linear_layer");
+  }
+  return m;
+}
+
+// What HF's BERT computes and zoo's bert can also be set to compute otherwise.
+void refuse_unrepresentable(const BertOptions& o) {
+  const ExportCheck check("bert");
+  const std::string no = "has no such option";
+  const std::string act = o.encoder_nonlinearity;
+  check.expect(o.position_embedding_type == "learned" && !o.mask_padding_in_positional_embed, "position_embedding_type",
+               o.position_embedding_type + (o.mask_padding_in_positional_embed ? " counted past padding" : ""),
+               "has learned absolute positions from 0")
+      .expect(!o.norm_first, "norm_first", "true", "normalizes after each residual add")
+      .expect(o.embedding_layer_norm, "embedding_layer_norm", "false", "normalizes the embeddings")
+      .expect(!o.use_final_layer_norm, "use_final_layer_norm", "true", no)
+      .expect(o.attention_module == "aiayn_attention", "attention_module", o.attention_module, "has one key/value head per query head")
+      .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
+      .expect(!o.mup() && o.embeddings_scale == 1.0 && !o.scale_qk_dot_by_d.value_or(false) &&
+                  o.attention_logits_alpha == 1.0,
+              "muP keys", "set", "has no muP")
+      .expect(o.mlm_nonlinearity.value_or(act) == act, "mlm_nonlinearity", o.mlm_nonlinearity.value_or(act),
+              "applies hidden_act in the masked-LM head too")
+      .expect(o.disable_nsp || o.pooler_nonlinearity.value_or(act) == "tanh", "pooler_nonlinearity",
+              o.pooler_nonlinearity.value_or(act), "pools with tanh")
+      .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias &&
+                  o.use_ffn_bias_in_mlm && o.use_output_bias_in_mlm,
+              "use_*bias*", "false", "has every bias");
+}
+
+}  // namespace
+
+HfAdapter bert_hf_adapter() {
+  HfAdapter a;
+  a.model_types = {"bert"};
+  a.config_from_hf = [](const nlohmann::json& c) {
+    const std::string positions = c.value("position_embedding_type", "absolute");
+    if (positions != "absolute") refuse_config(c, "position_embedding_type", "is not absolute (learned) positions");
+    if (c.value("is_decoder", false)) refuse_config(c, "is_decoder", "makes BERT causal; zoo's bert is an encoder");
+    YAML::Node m(YAML::NodeType::Map);
+    m["name"] = "bert";
+    m["vocab_size"] = c.at("vocab_size").get<int64_t>();
+    m["hidden_size"] = c.at("hidden_size").get<int64_t>();
+    m["num_hidden_layers"] = c.at("num_hidden_layers").get<int64_t>();
+    m["num_heads"] = c.at("num_attention_heads").get<int64_t>();
+    m["filter_size"] = c.at("intermediate_size").get<int64_t>();
+    m["max_position_embeddings"] = c.at("max_position_embeddings").get<int64_t>();
+    m["num_segments"] = c.value("type_vocab_size", 2);
+    m["encoder_nonlinearity"] = zoo_activation(c, "hidden_act", "gelu");
+    m["pooler_nonlinearity"] = "tanh";
+    m["dropout_rate"] = c.value("hidden_dropout_prob", 0.1);
+    m["attention_dropout_rate"] = c.value("attention_probs_dropout_prob", 0.1);
+    m["layer_norm_epsilon"] = c.value("layer_norm_eps", 1e-12);
+    m["initializer_range"] = c.value("initializer_range", 0.02);
+    m["pad_token_id"] = c.value("pad_token_id", 0);
+    m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
+    return m;
+  };
+  // A checkpoint without the next-sentence head (BertForMaskedLM) converts to masked LM only.
+  a.config_from_weights = [](YAML::Node& model, const StateDict& hf) {
+    const bool nsp = hf.count("cls.seq_relationship.weight") > 0;
+    model["disable_nsp"] = !nsp;
+    if (!nsp) model.remove("pooler_nonlinearity");
+  };
+  a.config_to_hf = [](const ModelSpec& spec) {
+    const BertOptions& o = options_of(spec);
+    refuse_unrepresentable(o);
+    return nlohmann::json{{"model_type", "bert"},
+                          {"architectures", {o.disable_nsp ? "BertForMaskedLM" : "BertForPreTraining"}},
+                          {"vocab_size", o.vocab_size},
+                          {"hidden_size", o.hidden_size},
+                          {"num_hidden_layers", o.num_hidden_layers},
+                          {"num_attention_heads", o.num_heads},
+                          {"intermediate_size", o.filter_size},
+                          {"hidden_act", o.encoder_nonlinearity},
+                          {"hidden_dropout_prob", o.dropout_rate},
+                          {"attention_probs_dropout_prob", o.attention_dropout_rate.value_or(o.dropout_rate)},
+                          {"max_position_embeddings", o.max_position_embeddings},
+                          {"type_vocab_size", std::max<int64_t>(1, o.segments())},
+                          {"initializer_range", o.initializer_range},
+                          {"layer_norm_eps", o.layer_norm_epsilon},
+                          {"pad_token_id", o.pad_token_id},
+                          {"position_embedding_type", "absolute"},
+                          {"tie_word_embeddings", o.share_embedding_weights}};
+  };
+  a.from_hf = [](const StateDict& hf, const ModelSpec& m) { return map_to_zoo(bert_keys(options_of(m)), hf); };
+  a.to_hf = [](const StateDict& zoo, const ModelSpec& m) {
+    const BertOptions& o = options_of(m);
+    StateDict hf = map_to_hf(bert_keys(o), zoo);
+    if (o.segments() == 0) {  // HF always adds token type 0's row: a zero row adds nothing
+      const torch::Tensor& words = hf.at("bert.embeddings.word_embeddings.weight");
+      hf[kTokenTypes] = torch::zeros({1, o.hidden_size}, words.options());
+    }
+    return hf;
+  };
+  // Fine-tuning reads modelzoo's BERT CSV data, tokenized with the checkpoint's vocab.txt.
+  a.input_from_hf = [](const nlohmann::json& c, const YAML::Node& model, const std::string& hf_dir) {
+    YAML::Node in(YAML::NodeType::Map);
+    in["data_processor"] = "BertCSVDynamicMaskDataProcessor";
+    in["vocab_file"] = hf_dir + "/vocab.txt";
+    in["max_sequence_length"] = std::min<int64_t>(128, c.at("max_position_embeddings").get<int64_t>());
+    in["max_predictions_per_seq"] = 20;
+    if (model["disable_nsp"] && model["disable_nsp"].as<bool>()) in["disable_nsp"] = true;
+    std::ifstream tokenizer(hf_dir + "/tokenizer_config.json");
+    if (tokenizer) {  // uncased checkpoints lower-case their input
+      const nlohmann::json t = nlohmann::json::parse(tokenizer, nullptr, /*allow_exceptions=*/false);
+      if (t.is_object() && t.value("do_lower_case", false)) in["do_lower"] = true;
+    }
+    return in;
+  };
+  return a;
+}
+
+}  // namespace zoo::models

@@ -1,0 +1,184 @@
+// zoo convert for BERT: Python writes a tiny random checkpoint in Hugging
+// Face's BertForPreTraining (or BertForMaskedLM) layout with the masked-LM
+// and next-sentence logits of BERT's forward pass written here from the
+// paper (transformers cannot be installed here). zoo must convert it, give
+// those logits to 1e-5 on a padded batch, and convert back to the same
+// tensors bit for bit; what HF's BERT cannot hold must be refused by name.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "convert_fixtures.h"
+#include "models/bert/bert.h"
+#include "runner/convert/convert.h"
+#include "runner/convert/safetensors.h"
+
+using namespace zoo;
+using zoo::testing::TempDir;
+
+namespace {
+
+// argv: dir, "nsp" (BertForPreTraining) or "mlm" (BertForMaskedLM: no pooler, no NSP head).
+const char* kPyBert = R"PY(
+import os, sys
+import torch.nn.functional as F
+out, nsp = sys.argv[1], sys.argv[2] == "nsp"
+torch.manual_seed(0)
+B, T, V, C, L, H, FF, P = 2, 12, 50, 32, 2, 4, 48, 16
+
+def rnd(*shape):
+    return torch.randn(*shape) * 0.2
+
+sd = {"bert.embeddings.word_embeddings.weight": rnd(V, C), "bert.embeddings.position_embeddings.weight": rnd(P, C),
+      "bert.embeddings.token_type_embeddings.weight": rnd(2, C),
+      "bert.embeddings.LayerNorm.weight": 1 + rnd(C), "bert.embeddings.LayerNorm.bias": rnd(C),
+      "bert.embeddings.position_ids": torch.arange(P)[None]}
+def linear(name, n_in, n_out):
+    sd[name + ".weight"], sd[name + ".bias"] = rnd(n_out, n_in), rnd(n_out)
+def norm(name):
+    sd[name + ".weight"], sd[name + ".bias"] = 1 + rnd(C), rnd(C)
+for i in range(L):
+    p = "bert.encoder.layer.%d." % i
+    for n in ("query", "key", "value"):
+        linear(p + "attention.self." + n, C, C)
+    linear(p + "attention.output.dense", C, C)
+    norm(p + "attention.output.LayerNorm")
+    linear(p + "intermediate.dense", C, FF)
+    linear(p + "output.dense", FF, C)
+    norm(p + "output.LayerNorm")
+linear("cls.predictions.transform.dense", C, C)
+norm("cls.predictions.transform.LayerNorm")
+sd["cls.predictions.bias"] = rnd(V)
+sd["cls.predictions.decoder.weight"] = sd["bert.embeddings.word_embeddings.weight"]  # tied, as HF saves it
+if nsp:
+    linear("bert.pooler.dense", C, C)
+    linear("cls.seq_relationship", C, 2)
+
+def lin(x, name):
+    return x @ sd[name + ".weight"].t() + sd[name + ".bias"]
+def ln(x, name):
+    return F.layer_norm(x, (C,), sd[name + ".weight"], sd[name + ".bias"], 1e-12)
+
+ids = torch.randint(1, V, (B, T))
+types = torch.cat([torch.zeros(B, 5), torch.ones(B, T - 5)], 1).long()
+mask = torch.ones(B, T)
+mask[1, 8:] = 0
+ids[1, 8:] = 0
+x = sd["bert.embeddings.word_embeddings.weight"][ids] + sd["bert.embeddings.position_embeddings.weight"][:T] \
+    + sd["bert.embeddings.token_type_embeddings.weight"][types]
+x = ln(x, "bert.embeddings.LayerNorm")
+D = C // H
+for i in range(L):
+    p = "bert.encoder.layer.%d." % i
+    q, k, v = [lin(x, p + "attention.self." + n).view(B, T, H, D).transpose(1, 2) for n in ("query", "key", "value")]
+    s = q @ k.transpose(-1, -2) / D ** 0.5 + (1 - mask)[:, None, None, :] * -1e9   # padding keys hidden
+    a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+    x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+    x = ln(x + lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
+m = ln(F.gelu(lin(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
+mlm = m @ sd["bert.embeddings.word_embeddings.weight"].t() + sd["cls.predictions.bias"]
+os.makedirs(out + "/hf", exist_ok=True)
+write_safetensors(out + "/hf/model.safetensors", sd)
+config = {"model_type": "bert", "architectures": ["BertForPreTraining" if nsp else "BertForMaskedLM"],
+          "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
+          "intermediate_size": FF, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+          "attention_probs_dropout_prob": 0.1, "max_position_embeddings": P, "type_vocab_size": 2,
+          "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0,
+          "position_embedding_type": "absolute"}
+json.dump(config, open(out + "/hf/config.json", "w"))
+open(out + "/hf/vocab.txt", "w").write("\n".join("t%d" % i for i in range(V)) + "\n")
+json.dump({"do_lower_case": True}, open(out + "/hf/tokenizer_config.json", "w"))
+for name, t in [("ids", ids), ("types", types), ("mask", mask.long()), ("mlm", mlm)]:
+    open(out + "/" + name + ".bin", "wb").write(t.detach().numpy().tobytes())
+if nsp:
+    nsp_logits = lin(torch.tanh(lin(x[:, 0], "bert.pooler.dense")), "cls.seq_relationship")
+    open(out + "/nsp.bin", "wb").write(nsp_logits.detach().numpy().tobytes())
+)PY";
+
+void expect_bert_converts(const std::string& kind) {
+  TempDir dir;
+  const std::string script = zoo::testing::write_file(dir / "bert.py", std::string(zoo::testing::kPySafetensors) + kPyBert);
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path() + " " + kind);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
+  auto model = std::dynamic_pointer_cast<models::BertModel>(zoo::testing::load_converted(dir));
+  ASSERT_TRUE(model);
+  using zoo::testing::read_raw;
+  const torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12}),
+                      types = read_raw(dir / "types.bin", torch::kLong, {2, 12}),
+                      mask = read_raw(dir / "mask.bin", torch::kLong, {2, 12});
+  torch::NoGradGuard no_grad;
+  auto out = model->run(ids, mask, types, {});
+  const torch::Tensor mlm = read_raw(dir / "mlm.bin", torch::kFloat, {2, 12, 50});
+  // Padding positions' outputs are not compared: HF adds -1e9 where zoo hides the key outright.
+  const torch::Tensor real = mask.to(torch::kBool).unsqueeze(-1);
+  EXPECT_LT(((out.mlm_logits.narrow(-1, 0, 50) - mlm) * real).abs().max().item<double>(), 1e-5) << kind;
+  if (kind == "nsp") {
+    EXPECT_LT((out.nsp_logits - read_raw(dir / "nsp.bin", torch::kFloat, {2, 2})).abs().max().item<double>(), 1e-5);
+  } else {
+    EXPECT_FALSE(out.nsp_logits.defined());
+  }
+  // Fine-tuning params: modelzoo's CSV data with the checkpoint's vocabulary, lower-cased as its tokenizer.
+  const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
+  EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "BertCSVDynamicMaskDataProcessor");
+  EXPECT_EQ(params["train_input"]["vocab_file"].as<std::string>(), dir / "hf/vocab.txt");
+  EXPECT_TRUE(params["train_input"]["do_lower"].as<bool>());
+  EXPECT_EQ(params["model"]["disable_nsp"].as<bool>(), kind == "mlm");
+
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "bert", "zoo", "hf", std::nullopt, dir / "back"});
+  auto original = convert::read_safetensors(dir / "hf/model.safetensors");
+  auto back = convert::read_safetensors(dir / "back/model.safetensors");
+  size_t compared = 0;
+  for (const auto& [k, t] : original) {
+    if (k == "bert.embeddings.position_ids" || k == "cls.predictions.decoder.weight") continue;  // buffer, tied copy
+    ASSERT_TRUE(back.count(k)) << kind << ": " << k << " did not come back";
+    EXPECT_TRUE(torch::equal(t, back[k])) << kind << ": " << k;
+    ++compared;
+  }
+  EXPECT_EQ(compared, back.size()) << kind << ": the export wrote tensors the original did not have";
+  const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
+  EXPECT_EQ(config.at("architectures")[0], kind == "nsp" ? "BertForPreTraining" : "BertForMaskedLM");
+}
+
+}  // namespace
+
+// BertForPreTraining: both heads; the next-sentence head's pooler is tanh.
+TEST(ConvertBert, PreTrainingMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  expect_bert_converts("nsp");
+}
+
+// BertForMaskedLM weights (no pooler, no cls.seq_relationship) become a
+// masked-LM-only model (disable_nsp), exported back as BertForMaskedLM.
+TEST(ConvertBert, MaskedLmOnlyCheckpointConvertsWithoutTheNspHead) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  expect_bert_converts("mlm");
+}
+
+// Options HF's BERT has no field for are refused by name, never dropped;
+// so is a config.json zoo's bert cannot build.
+TEST(ConvertBert, UnrepresentableOptionsAreRefused) {
+  const auto export_error = [](const std::string& extra) {
+    YAML::Node y = YAML::Load("{vocab_size: 50, hidden_size: 32, num_hidden_layers: 1, num_heads: 4, filter_size: 48, "
+                              "max_position_embeddings: 16, pooler_nonlinearity: tanh" + extra + "}");
+    auto spec = models::find_model("bert").parse(y, config::Context{"m.yaml", "model"});
+    try {
+      models::find_hf_converter("bert").config_to_hf(*spec);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(export_error(""), "");
+  EXPECT_NE(export_error(", norm_first: true").find("model.norm_first = true: Hugging Face's bert normalizes after each "
+                                                    "residual add"),
+            std::string::npos);
+  EXPECT_NE(export_error(", mup_base_hidden_size: 8, mup_base_filter_size: 12").find("has no muP"), std::string::npos);
+  EXPECT_NE(export_error(", position_embedding_type: rotary").find("model.position_embedding_type = rotary"),
+            std::string::npos);
+  nlohmann::json c = {{"model_type", "bert"}, {"vocab_size", 50}, {"hidden_size", 32}, {"num_hidden_layers", 1},
+                      {"num_attention_heads", 4}, {"intermediate_size", 48}, {"max_position_embeddings", 16},
+                      {"position_embedding_type", "relative_key"}};
+  zoo::testing::expect_refused([&] { models::find_hf_converter("bert").config_from_hf(c); },
+                               {"position_embedding_type", "relative_key"});
+}
