@@ -94,10 +94,17 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
                "Samples in the shuffle buffer (GptHDF5DataProcessor; null: 10 * batch_size).",
                config::if_set(config::positive<int64_t>()))
         .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).")
+        .field("data_transforms", &O::data_transforms,
+               "GptHDF5MapDataProcessor: transforms of each batch, in order (add_sink_tokens: see --help-config).")
+        .ignored({"num_examples"}, "modelzoo's HDF5 processors do not read it; the files decide the samples")
         .ignored({"vocab_size"}, "deprecated and unused in modelzoo's HDF5 processors; the model's vocab_size "
                                  "is checked against the token ids read")
         .ignored({"repeat"}, "deprecated and unused in modelzoo's HDF5 processors; epochs follow one another "
-                             "as num_steps asks");
+                             "as num_steps asks")
+        .validate([](const O& o, const auto& fail) {
+          if (!o.data_transforms.empty() && o.data_processor != "GptHDF5MapDataProcessor")
+            fail("data_transforms", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
+        });
     return sc;
   }();
   return s;
@@ -286,7 +293,8 @@ std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& fi
 }
 
 std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const config::Origin& at) {
-  return std::make_unique<MapStyleLoader>(open_source(sorted_hdf5_files(o.data_dir, at), o, at), o);
+  return with_transforms(std::make_unique<MapStyleLoader>(open_source(sorted_hdf5_files(o.data_dir, at), o, at), o),
+                         o.data_transforms);
 }
 
 std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const config::Origin& at) {

@@ -12,6 +12,7 @@
 
 #include "data/loader.h"
 #include "data/registry.h"
+#include "data/transforms.h"
 
 namespace zoo::data {
 
@@ -19,6 +20,7 @@ struct GptHdf5Options : LoaderOptions {
   std::optional<int64_t> max_sequence_length;  // checked against the files' msl when set
   std::optional<int64_t> shuffle_buffer;
   bool use_worker_cache = false;
+  std::vector<DataTransformSpec> data_transforms;  // map-style only, as modelzoo
   static const config::Schema<GptHdf5Options>& schema();
 };
 

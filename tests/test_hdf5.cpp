@@ -318,6 +318,41 @@ TEST(Hdf5Map, DataParallelTasksTakeAlternateBatches) {
     }
 }
 
+// modelzoo's add_sink_tokens transform (its long-context Llama 3.1 and
+// Gemma 2 configs): sink tokens inserted in input_ids and labels with no
+// loss on them, the rest of the sample as read; cut back with
+// truncate_to_original_length; refused for the iterable processor.
+TEST(Hdf5Map, AddSinkTokensInsertsSinksWithoutLoss) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_sample_files(dir.path(), {4});
+  const std::string base = "{data_processor: GptHDF5MapDataProcessor, data_dir: " + dir.path() + ", batch_size: 2";
+  const data::Features plain = open_loader(base + "}")->next();
+  auto loader = open_loader(base + ", data_transforms: [{name: add_sink_tokens, sink_token_id: 7, num_sink_tokens: 3, "
+                                   "sink_token_start_pos: 1}]}");
+  EXPECT_EQ(loader->sequence_length(), 11);
+  const data::Features f = loader->next();
+  using torch::indexing::None;
+  using torch::indexing::Slice;
+  for (const char* name : {"input_ids", "labels", "attention_mask"}) {
+    const torch::Tensor t = f.at(name), p = plain.at(name);
+    ASSERT_EQ(t.size(1), 11) << name;
+    EXPECT_TRUE(torch::equal(t.index({Slice(), Slice(0, 1)}), p.index({Slice(), Slice(0, 1)}))) << name;
+    EXPECT_TRUE(torch::equal(t.index({Slice(), Slice(4, None)}), p.index({Slice(), Slice(1, None)}))) << name;
+    const int64_t fill = std::string(name) == "attention_mask" ? 0 : 7;
+    EXPECT_TRUE((t.index({Slice(), Slice(1, 4)}) == fill).all().item<bool>()) << name;
+  }
+  auto cut = open_loader(base + ", data_transforms: [{name: add_sink_tokens, num_sink_tokens: 3, "
+                                "truncate_to_original_length: true}]}");
+  EXPECT_EQ(cut->next().at("input_ids").size(1), 8);
+  EXPECT_NE(testing::open_error("{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() +
+                                ", batch_size: 2, data_transforms: [{name: add_sink_tokens}]}")
+                .find("data_transforms: applies to GptHDF5MapDataProcessor only"),
+            std::string::npos);
+  EXPECT_NE(testing::open_error(base + ", data_transforms: [{name: add_memory_tokens}]}").find("add_memory_tokens"),
+            std::string::npos);
+}
+
 // Stop after k batches, resume a fresh loader from the saved position, and the
 // remaining batches equal an uninterrupted run: both processors, shuffled or
 // not, read inline or by background workers.
