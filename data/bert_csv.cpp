@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "data/splitmix.h"
+#include "data/text/utf8.h"
 
 namespace zoo::data {
 
@@ -80,20 +81,6 @@ std::vector<std::string> split_csv_record(const std::string& line) {
 
 namespace {
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18)), out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 std::string lower_ascii(std::string s) {
   for (char& c : s)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
@@ -155,7 +142,7 @@ std::vector<std::string> parse_python_string_list(const std::string& text) {
         if (i + digits > text.size()) bad("a short \\x/\\u escape");
         const uint32_t cp = static_cast<uint32_t>(std::stoul(text.substr(i, digits), nullptr, 16));
         i += digits;
-        append_utf8(s, cp);
+        text::append_utf8(s, cp);
       };
       switch (e) {
         case 'n': s += '\n'; break;

@@ -7,6 +7,7 @@
 
 #include "data/bert_csv.h"
 #include "data/bert_mlm.h"
+#include "data/glue.h"
 #include "data/byte_text.h"
 #include "data/gpt_hdf5.h"
 #include "data/mnist.h"
@@ -17,7 +18,8 @@ namespace zoo::data {
 std::vector<const DataProcessor*> data_processors() {
   static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
                                                  gpt_hdf5_map_processor(), synthetic_processor(),
-                                                 mnist_processor(), bert_mlm_processor(), bert_csv_processor()};
+                                                 mnist_processor(), bert_mlm_processor(), bert_csv_processor(),
+                                                 sst2_processor(), mnli_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
   return out;

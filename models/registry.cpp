@@ -6,13 +6,15 @@
 #include <stdexcept>
 
 #include "models/bert/bert.h"
+#include "models/bert/classifier.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
 
 namespace zoo::models {
 
 std::vector<const ModelFamily*> model_families() {
-  static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family()};
+  static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
+                                                     bert_classifier_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -30,7 +32,6 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"bert/classifier"}, "BERT fine-tuned to classify sequences", {"num_labels", "problem_type", "task_dropout"}},
       {{"bert/extractive_summarization"}, "BERTSUM, BERT fine-tuned to pick summary sentences", {"use_cls_bias"}},
       {{"bert/token_classifier"}, "BERT fine-tuned to classify tokens",
        {"encoder_output_dropout_rate", "include_padding_in_loss"}},
@@ -83,7 +84,10 @@ const ModelFamily& find_model(const std::string& name) {
 
 const ModelFamily* family_taking_keys(const std::vector<std::string>& keys) {
   auto takes_all = [&](const ModelFamily& f) {
-    return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return f.accepts_key(k); });
+    return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return f.accepts_key(k); }) &&
+           std::all_of(f.required_keys.begin(), f.required_keys.end(), [&](const std::string& k) {
+             return std::find(keys.begin(), keys.end(), k) != keys.end();
+           });
   };
   const ModelFamily& gpt2 = find_model("gpt2");
   if (takes_all(gpt2)) return &gpt2;

@@ -109,6 +109,9 @@ struct ModelFamily {
   std::vector<config::FieldInfo> fields;
   // Whether its `model` section takes this key (see Schema::accepts_key).
   std::function<bool(const std::string&)> accepts_key;
+  // Keys its section must have (a fine-tuning head's num_labels): a legacy
+  // file without them is not this family's.
+  std::vector<std::string> required_keys;
   // Hugging Face converters by modelzoo's converter name (e.g. "gpt2", "llama", "gpt-neox").
   std::map<std::string, HfAdapter> hf;
 };
@@ -137,8 +140,10 @@ const ModelFamily& find_model(const std::string& name);
 std::optional<std::pair<std::string, std::string>> unbuilt_model_key(const std::vector<std::string>& keys);
 // The family for a `model` section without `name` (modelzoo picks it by which
 // run.py starts the run): gpt2 when it takes every key, else the one family
-// that does (a GPT-J/NeoX/Falcon config carries use_untied_layer_norm or
-// residual_dropout_rate); nullptr when none or several do.
+// that takes them all and finds its required keys among them (a
+// GPT-J/NeoX/Falcon config carries use_untied_layer_norm or
+// residual_dropout_rate, a BERT one encoder_nonlinearity, its classifier
+// num_labels); nullptr when none or several do.
 const ModelFamily* family_taking_keys(const std::vector<std::string>& keys);
 std::vector<const ModelFamily*> model_families();
 

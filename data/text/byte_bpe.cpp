@@ -1,6 +1,8 @@
 // Implementation of data/text/byte_bpe.h.
 #include "data/text/byte_bpe.h"
 
+#include "data/text/utf8.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,19 +14,6 @@
 
 namespace zoo::text {
 namespace {
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the
 // other 68 bytes get code points 256, 257, ... in byte order.

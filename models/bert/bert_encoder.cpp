@@ -1,0 +1,164 @@
+// Implementation of models/bert/bert_encoder.h.
+#include "models/bert/bert_encoder.h"
+
+#include <cmath>
+
+#include "models/common/ffn.h"
+
+namespace zoo::models {
+
+void check_bert_encoder(const BertEncoderOptions& o,
+                        const std::function<void(const std::string&, const std::string&)>& fail) {
+  if (o.position_embedding_type == "alibi" || o.position_embedding_type == "relative")
+    fail("position_embedding_type", "zoo's BERT builds learned, fixed and rotary positions, not " +
+                                        o.position_embedding_type);
+  if (o.mask_padding_in_positional_embed && o.position_embedding_type != "learned")
+    fail("mask_padding_in_positional_embed", "applies to learned position embeddings only");
+  DecoderLmShape shape{o.vocab_size, o.hidden_size, o.num_hidden_layers, o.num_heads, o.filter_size,
+                       o.max_position_embeddings, o.position_embedding_type,
+                       o.rotary_dim.value_or(o.hidden_size / o.num_heads / 4), o.attention_module,
+                       o.extra_attention_params.num_kv_groups, std::nullopt};
+  check_decoder_lm_shape(shape, fail);
+  if (o.mup_base_hidden_size.has_value() != o.mup_base_filter_size.has_value())
+    fail(o.mup_base_hidden_size ? "mup_base_filter_size" : "mup_base_hidden_size",
+         "muP needs both mup_base_hidden_size and mup_base_filter_size");
+  const InitializerSpec d = o.default_init();
+  if (o.mup() && d.name != "normal" && d.name != "truncated_normal")
+    fail("default_initializer", "muP scales normal and truncated_normal initializers only, not " + d.name);
+}
+
+std::optional<double> BertEncoderOptions::logits_scale() const {
+  if (!mup_base_hidden_size) return std::nullopt;
+  const double ratio = *mup_base_hidden_size / double(hidden_size);
+  return output_logits_alpha * (scale_output_logits_by_d ? ratio : std::sqrt(ratio));
+}
+
+namespace {
+
+// The encoder's initializers as modelzoo's BertModel picks them: all from
+// default_initializer, scaled by muP's width (and depth for output layers).
+struct EncoderInitializers {
+  InitializerSpec attention, attention_output, ffn, ffn_output;
+};
+
+EncoderInitializers encoder_initializers(const BertEncoderOptions& o) {
+  const InitializerSpec d = o.default_init();
+  EncoderInitializers i{d, d, d, d};
+  const double depth = 1.0 / std::sqrt(2.0 * o.num_hidden_layers);
+  if (o.mup_base_hidden_size) {
+    const double width = std::sqrt(*o.mup_base_hidden_size / double(o.hidden_size));
+    i.attention = i.ffn = scaled_initializer(d, width);
+    i.attention_output = scaled_initializer(d, width * depth);
+  }
+  if (o.mup_base_filter_size)
+    i.ffn_output = scaled_initializer(d, std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * depth);
+  return i;
+}
+
+EncoderLayerOptions layer_options(const BertEncoderOptions& o) {
+  const EncoderInitializers init = encoder_initializers(o);
+  EncoderLayerOptions e;
+  AttentionOptions& a = e.attention;
+  a.hidden_size = o.hidden_size;
+  a.num_heads = o.num_heads;
+  if (o.attention_module == "multiquery_attention") a.num_kv_groups = o.extra_attention_params.num_kv_groups;
+  if (o.position_embedding_type == "rotary") {
+    a.rotary.dim = o.rotary_dim.value_or(o.hidden_size / o.num_heads / 4);
+    a.rotary.base = o.rope_theta;
+  }
+  a.use_projection_bias = o.use_projection_bias_in_attention;
+  a.use_output_bias = o.use_ffn_bias_in_attention;
+  a.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);
+  a.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
+  a.scale_by_head_dim = o.scale_qk_dot_by_d.value_or(o.mup());
+  a.logit_multiplier = o.attention_logits_alpha;
+  a.softmax_fp32 = o.attention_softmax_fp32;
+  a.initializer = init.attention;
+  a.output_initializer = init.attention_output;
+  a.causal = false;
+  e.ffn.input_size = o.hidden_size;
+  e.ffn.filter_size = o.filter_size;
+  e.ffn.nonlinearity = o.encoder_nonlinearity;
+  e.ffn.use_bias = o.use_ffn_bias;
+  e.ffn.dropout = o.dropout_rate;
+  e.ffn.initializer = init.ffn;
+  e.ffn.output_initializer = init.ffn_output;
+  e.layer_norm_epsilon = o.layer_norm_epsilon;
+  e.dropout = o.dropout_rate;
+  e.norm_first = o.norm_first;
+  e.final_norm = o.use_final_layer_norm;
+  return e;
+}
+
+}  // namespace
+
+BertEncoderImpl::BertEncoderImpl(const BertEncoderOptions& o, const BertEncoderShape& shape,
+                                 const torch::TensorOptions& p)
+    : options_(o), shape_(shape) {
+  const InitializerSpec d = o.default_init();
+  EmbeddingOptions e;
+  e.vocab_size = o.vocab_size;
+  e.hidden_size = o.hidden_size;
+  e.max_position_embeddings = o.max_position_embeddings;
+  e.position_embedding_type = o.position_embedding_type;
+  e.num_heads = o.num_heads;
+  e.initializer = o.embeddings_initializer.value_or(d);
+  e.position_initializer = o.position_embeddings_initializer.value_or(d);
+  e.segment_initializer = o.segment_embeddings_initializer.value_or(d);
+  e.num_segments = shape.segments;
+  e.pad_token_id = o.pad_token_id;
+  e.mask_padding_positions = o.mask_padding_in_positional_embed;
+  embedding_layer = register_module("embedding_layer", EmbeddingLayer(e, p));
+  if (o.embedding_layer_norm)
+    embed_ln_f = register_module("embed_ln_f", LayerNorm(o.hidden_size, o.layer_norm_epsilon, p));
+  transformer_encoder =
+      register_module("transformer_encoder", TransformerEncoder(o.num_hidden_layers, layer_options(o), p));
+  if (shape.pooler) {
+    pooler = Dense(o.hidden_size, o.hidden_size, o.use_ffn_bias, p);
+    auto holder = register_module("pooler", std::make_shared<torch::nn::Module>());
+    holder->register_module("pooler", one_layer_network(pooler.ptr()));
+  }
+}
+
+void BertEncoderImpl::reset_parameters() {
+  embedding_layer->reset_parameters();
+  if (embed_ln_f) embed_ln_f->reset_parameters();
+  transformer_encoder->reset_parameters();
+  if (pooler) pooler->reset_parameters(encoder_initializers(options_).attention);  // as modelzoo's
+}
+
+std::pair<torch::Tensor, torch::Tensor> BertEncoderImpl::forward(const torch::Tensor& input_ids,
+                                                                 const torch::Tensor& attention_mask,
+                                                                 const torch::Tensor& token_type_ids) {
+  const BertEncoderOptions& o = options_;
+  torch::Tensor h = embedding_layer->forward(input_ids, 0, token_type_ids);
+  if (o.embeddings_scale != 1.0) h = h * o.embeddings_scale;
+  if (embed_ln_f) h = embed_ln_f(h);
+  if (shape_.embedding_dropout > 0) h = torch::dropout(h, shape_.embedding_dropout, is_training());
+  const torch::Tensor key_mask = attention_mask.defined() ? attention_mask != 0 : torch::Tensor();
+  h = transformer_encoder->forward(h, key_mask);
+  torch::Tensor pooled;
+  if (pooler) pooled = activation(o.pooler_nonlinearity.value_or(o.encoder_nonlinearity), pooler(h.select(1, 0)));
+  return {h, pooled};
+}
+
+std::map<std::string, LrAdjustmentGroup> BertEncoderImpl::lr_adjustment_groups() const {
+  const BertEncoderOptions& o = options_;
+  const double hidden = o.mup_base_hidden_size ? *o.mup_base_hidden_size / double(o.hidden_size) : 1.0;
+  const double filter = o.mup_base_filter_size ? *o.mup_base_filter_size / double(o.filter_size) : 1.0;
+  return {{"embedding", {{"*embedding*weight"}}},
+          {"encoder_attention", {{"*transformer_encoder*attn*dense*weight"}, hidden}},
+          {"encoder_input_ffn", {{"*transformer_encoder*ffn.ffn.[!1]*weight"}, hidden}},
+          {"encoder_output_ffn", {{"*transformer_encoder*ffn.ffn.[1]*weight"}, filter}},
+          {"pooler", {{"*pooler*weight"}, hidden}}};
+}
+
+double BertEncoderImpl::forward_flops_per_token() const {
+  const double C = options_.hidden_size, F = options_.filter_size, L = options_.num_hidden_layers;
+  const double kv = options_.attention_module == "multiquery_attention"
+                        ? C * options_.extra_attention_params.num_kv_groups / options_.num_heads
+                        : C;
+  return 2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 2 * L * options_.max_position_embeddings * C;
+}
+
+}  // namespace zoo::models

@@ -1,0 +1,98 @@
+// Implementation of models/bert/classifier.h.
+#include "models/bert/classifier.h"
+
+namespace zoo::models {
+
+const config::Schema<BertClassifierOptions>& BertClassifierOptions::schema() {
+  using O = BertClassifierOptions;
+  auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
+  static const config::Schema<O> s =
+      add_bert_encoder_fields(config::Schema<O>("model (bert/classifier)",
+                                                "BERT sequence classification, as modelzoo's bert/classifier model."))
+          .field("num_labels", &O::num_labels, "Classes (1: regression).", config::if_set(config::positive<int64_t>()))
+          .field("problem_type", &O::problem_type,
+                 "single_label_classification, multi_label_classification or regression.",
+                 config::if_set(config::one_of({"single_label_classification", "multi_label_classification",
+                                                "regression"})))
+          .field("task_dropout", &O::task_dropout, "Dropout on the pooled [CLS] state.", config::if_set(dropout))
+          .field("embedding_pad_token_id", &O::pad_token_id, "The word embedding row of this id gets no gradient.",
+                 config::non_negative<int64_t>())
+          .field("embedding_dropout_rate", &O::embedding_dropout_rate,
+                 "Dropout after the embeddings (null: dropout_rate).", config::if_set(dropout))
+          .field("compute_eval_metrics", &O::compute_eval_metrics,
+                 "Eval also reports accuracy (and MNLI's accuracy_matched / accuracy_mismatched).")
+          .ignored({"mlm_loss_weight", "mlm_nonlinearity", "share_embedding_weights"},
+                   "deprecated and unused by modelzoo's bert/classifier model")
+          .ignored({"nonlinearity"}, "modelzoo's bert/classifier model replaces it by encoder_nonlinearity")
+          .validate([](const O& o, const auto& fail) {
+            check_bert_encoder(o, fail);
+            if (!o.num_labels) fail("num_labels", "required: the number of classes");
+            if (!o.problem_type) fail("problem_type", "required: single_label_classification, "
+                                                      "multi_label_classification or regression");
+            if (!o.task_dropout) fail("task_dropout", "required: the dropout on the pooled state");
+            if (o.pad_token_id >= o.vocab_size) fail("embedding_pad_token_id", "must be below vocab_size");
+          });
+  return s;
+}
+
+BertClassifierModel::BertClassifierModel(const BertClassifierOptions& o, const torch::TensorOptions& p) : options_(o) {
+  const BertEncoderShape shape{o.num_segments.value_or(2), true, o.embedding_dropout_rate.value_or(o.dropout_rate)};
+  bert = register_module("bert", BertEncoder(o, shape, p));
+  classifier = register_module("classifier", Dense(o.hidden_size, o.num_labels.value_or(2), true, p));
+}
+
+void BertClassifierModel::reset_parameters() {
+  bert->reset_parameters();
+  InitializerSpec head;  // normal(0, 0.02), as modelzoo's classifier
+  head.name = "normal";
+  head.std = 0.02;
+  classifier->reset_parameters(head);
+}
+
+torch::Tensor BertClassifierModel::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                          const torch::Tensor& token_type_ids) {
+  torch::Tensor pooled = bert->forward(input_ids, attention_mask, token_type_ids).second;
+  const double p = options_.task_dropout.value_or(0.0);
+  if (p > 0) pooled = torch::dropout(pooled, p, is_training());
+  return classifier(pooled);
+}
+
+ModelOutput BertClassifierModel::forward(const Features& batch, bool with_metrics) {
+  auto optional = [&](const char* name) { return batch.count(name) ? batch.at(name) : torch::Tensor(); };
+  const torch::Tensor out = logits(batch.at("input_ids"), optional("attention_mask"), optional("token_type_ids"))
+                                .to(torch::kFloat);
+  const torch::Tensor& labels = batch.at("labels");
+  const std::string& type = *options_.problem_type;
+  ModelOutput result;
+  if (type == "regression") {
+    result.loss = torch::mse_loss(out.squeeze(-1), labels.to(torch::kFloat).reshape({-1}));
+  } else if (type == "multi_label_classification") {
+    result.loss = torch::binary_cross_entropy_with_logits(out, labels.to(torch::kFloat).reshape(out.sizes()));
+  } else {
+    result.loss = torch::cross_entropy_loss(out, labels.reshape({-1}).to(torch::kLong));
+  }
+  if (with_metrics && options_.compute_eval_metrics && type == "single_label_classification") {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor correct = (out.argmax(-1) == labels.reshape({-1}).to(torch::kLong)).to(torch::kFloat);
+    result.metrics["accuracy"] = {correct.sum(), torch::tensor(double(correct.numel())), MetricTerm::Reduce::mean};
+    for (const auto& [feature, metric] : {std::pair<const char*, const char*>{"is_matched", "accuracy_matched"},
+                                          {"is_mismatched", "accuracy_mismatched"}})
+      if (batch.count(feature)) {
+        const torch::Tensor w = batch.at(feature).reshape({-1}).to(torch::kFloat);
+        result.metrics[metric] = {(correct * w).sum(), w.sum(), MetricTerm::Reduce::mean};
+      }
+  }
+  return result;
+}
+
+ModelFamily bert_classifier_family() {
+  ModelFamily f = make_model_family<BertClassifierOptions, BertClassifierModel>(
+      "bert/classifier", {},
+      "BERT fine-tuned to classify sequences (SST-2, MNLI): the pooled [CLS] state, dropout and a linear layer, "
+      "as modelzoo's bert/classifier model.",
+      {"input_ids", "attention_mask", "token_type_ids", "labels"});
+  f.required_keys = {"num_labels", "problem_type", "task_dropout"};
+  return f;
+}
+
+}  // namespace zoo::models

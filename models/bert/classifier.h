@@ -1,0 +1,59 @@
+// BERT fine-tuned to classify sequences (modelzoo's bert/classifier model,
+// its BertForSequenceClassification): the BERT encoder's pooled [CLS] state,
+// dropout, one linear layer. Parameter names are modelzoo's (bert.*,
+// classifier.*). Defines: BertClassifierOptions, BertClassifierModel,
+// bert_classifier_family.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+
+#include "models/bert/bert_encoder.h"
+#include "models/model.h"
+#include "models/registry.h"
+
+namespace zoo::models {
+
+struct BertClassifierOptions : BertEncoderOptions {
+  BertClassifierOptions() {
+    vocab_size = 30522;
+    max_position_embeddings = 1024;
+  }
+  std::optional<int64_t> num_labels;    // required
+  std::optional<std::string> problem_type;  // required: single_label_classification, multi_label_classification, regression
+  std::optional<double> task_dropout;   // required: dropout on the pooled state
+  std::optional<double> embedding_dropout_rate;  // null: dropout_rate
+  bool compute_eval_metrics = false;
+
+  static const config::Schema<BertClassifierOptions>& schema();
+};
+
+class BertClassifierModel : public Model {
+ public:
+  BertClassifierModel(const BertClassifierOptions& options, const torch::TensorOptions& param_options);
+  // Cross-entropy (single label), binary cross-entropy per label (multi
+  // label) or mean squared error (regression) of the logits; eval also
+  // reports accuracy, and accuracy_matched / accuracy_mismatched when the
+  // batch has is_matched / is_mismatched (MNLI's two dev sets).
+  ModelOutput forward(const Features& batch, bool with_metrics) override;
+  torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                       const torch::Tensor& token_type_ids);  // (B, num_labels)
+  double forward_flops_per_token() const override { return bert->forward_flops_per_token(); }
+  void reset_parameters() override;
+  std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
+  std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const override {
+    return bert->lr_adjustment_groups();
+  }
+
+  BertEncoder bert{nullptr};
+  Dense classifier{nullptr};
+
+ private:
+  BertClassifierOptions options_;
+};
+
+ModelFamily bert_classifier_family();
+
+}  // namespace zoo::models

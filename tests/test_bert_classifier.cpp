@@ -1,0 +1,241 @@
+// BERT fine-tuned for sequence classification (modelzoo's bert/classifier
+// with SST2DataProcessor / MNLIDataProcessor): WordPiece against BERT's
+// tokenizer written in Python, GLUE rows encoded as BERT's paper says, and
+// the classifier trained and evaluated from a modelzoo-style config.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "data/glue.h"
+#include "data/text/wordpiece.h"
+#include "models/bert/classifier.h"
+#include "runner/params.h"
+#include "runner/run.h"
+#include "test_util.h"
+
+using namespace zoo;
+using zoo::testing::TempDir;
+
+namespace {
+
+bool have_python() { return zoo::testing::run_command("/usr/bin/python3 -c 'import unicodedata'").exit_code == 0; }
+
+// A vocabulary of specials, whole words and ## pieces, one per line.
+std::string write_vocab(const TempDir& dir) {
+  return zoo::testing::write_file(
+      dir / "vocab.txt",
+      "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nfilm\nwas\ngreat\nbad\nun\n##aff\n##able\n##s\ncafe\nnaive\n"
+      "a\nman\nsleeps\nis\nawake\nnot\n.\n,\n!\n\"\n'\nhello\nworld\n\xe4\xb8\xad\n\xe6\x96\x87\nresume\n");
+}
+
+// BERT's BasicTokenizer + WordPiece (Devlin et al.'s tokenization.py, as
+// modelzoo's FullTokenizer), written from the algorithm with Python's
+// unicodedata. argv: vocab file, do_lower (0|1), text file; prints one
+// line of space-joined pieces per text line.
+const char* kPyWordPiece = R"PY(
+import sys, unicodedata
+vocab = [l.strip() for l in open(sys.argv[1], encoding="utf-8")]
+lower = sys.argv[2] == "1"
+if lower:
+    vocab = [v.lower() for v in vocab]
+vocab = set(vocab)
+def is_ws(c):
+    return c in " \t\n\r" or unicodedata.category(c) == "Zs"
+def is_ctrl(c):
+    return not is_ws(c) and unicodedata.category(c) in ("Cc", "Cf")
+def is_punc(c):
+    cp = ord(c)
+    return 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or unicodedata.category(c).startswith("P")
+def is_cjk(cp):
+    return 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF
+def basic(text):
+    text = "".join(" " if is_ws(c) else c for c in text if ord(c) not in (0, 0xFFFD) and not is_ctrl(c))
+    text = "".join(" %s " % c if is_cjk(ord(c)) else c for c in text)
+    out = []
+    for tok in text.split():
+        if lower:
+            tok = tok.lower()
+        tok = "".join(c for c in unicodedata.normalize("NFD", tok) if unicodedata.category(c) != "Mn")
+        word = ""
+        for c in tok:
+            if is_punc(c):
+                if word: out.append(word)
+                out.append(c); word = ""
+            else:
+                word += c
+        if word: out.append(word)
+    return out
+def wordpiece(word):
+    if len(word) > 200: return ["[UNK]"]
+    pieces, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while end > start:
+            p = ("##" if start else "") + word[start:end]
+            if p in vocab: break
+            end -= 1
+        if end == start: return ["[UNK]"]
+        pieces.append(p); start = end
+    return pieces
+for line in open(sys.argv[3], encoding="utf-8").read().split("\n"):
+    print(" ".join(p for w in basic(line) for p in wordpiece(w)))
+)PY";
+
+}  // namespace
+
+// Cased and uncased, zoo's WordPiece gives the pieces of BERT's tokenizer on
+// accents (Latin-1 and Latin Extended-A, precomposed or combining),
+// punctuation (ASCII symbols and Unicode quotes), CJK characters, control
+// characters, tabs and unknown words.
+TEST(WordPiece, MatchesBertsTokenizer) {
+  if (!have_python()) GTEST_SKIP() << "/usr/bin/python3 is not installed";
+  TempDir dir;
+  const std::string vocab = write_vocab(dir);
+  const std::vector<std::string> texts = {
+      "The film was unaffable!",
+      "Caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9s \xc4\x8c\xc5\xa1 e\xcc\x81",  // Café naïve résumés Čš é (combining)
+      "\xe2\x80\x9cHello,\xe2\x80\x9d   world\t\x07(ok) $5 a+b",  // “Hello,” world<TAB><BEL>(ok) $5 a+b
+      "\xe4\xb8\xad\xe6\x96\x87the man sleeps",                  // 中文the
+      "THE MAN IS NOT AWAKE. zzzz unaffs"};
+  std::string joined;
+  for (const auto& t : texts) joined += (joined.empty() ? "" : "\n") + t;
+  const std::string text_file = zoo::testing::write_file(dir / "texts.txt", joined);
+  const std::string script = zoo::testing::write_file(dir / "wp.py", kPyWordPiece);
+  for (bool lower : {true, false}) {
+    auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + vocab + " " + (lower ? "1" : "0") + " " +
+                                       text_file);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::istringstream expected(r.output);
+    text::WordPieceTokenizer wp(vocab, lower);
+    for (const auto& t : texts) {
+      std::string want;
+      std::getline(expected, want);
+      std::string got;
+      for (const auto& p : wp.tokenize(t)) got += (got.empty() ? "" : " ") + p;
+      EXPECT_EQ(got, want) << (lower ? "uncased: " : "cased: ") << t;
+    }
+  }
+  EXPECT_EQ(text::WordPieceTokenizer(vocab, true).id("[CLS]"), 2);
+  EXPECT_THROW(text::WordPieceTokenizer(dir / "missing.txt", true), std::runtime_error);
+}
+
+namespace {
+
+void write_mnli(const TempDir& dir) {
+  std::filesystem::create_directories(dir / "mnli");
+  const std::string header = "index\tsentence1\tsentence2\tgold_label\n";
+  zoo::testing::write_file(dir / "mnli/train.tsv", header + "0\tthe man sleeps\tthe man is awake\tcontradiction\n"
+                                                             "1\tthe man sleeps\tthe man is not awake\tentailment\n");
+  zoo::testing::write_file(dir / "mnli/dev_matched.tsv", header + "0\tthe film was great great great great great\t"
+                                                                   "the film\tneutral\n");
+  zoo::testing::write_file(dir / "mnli/dev_mismatched.tsv", header + "0\ta man\tthe man sleeps\tentailment\n");
+}
+
+}  // namespace
+
+// MNLI pairs are [CLS] a [SEP] b [SEP] with token type 1 on b and its [SEP]
+// (modelzoo's processor marks two positions too early); a pair too long
+// loses the longer text's last tokens; the dev split is matched then
+// mismatched, flagged as such; a label outside MNLI's three is named.
+TEST(Glue, MnliPairsAreEncodedAsBertsPaperSays) {
+  TempDir dir;
+  write_vocab(dir);
+  write_mnli(dir);
+  const std::string base = "{data_processor: MNLIDataProcessor, data_dir: " + (dir / "mnli") + ", vocab_file: " +
+                           (dir / "vocab.txt") + ", do_lower: true, batch_size: 2, shuffle: false, ";
+  data::Features train = zoo::testing::open_loader(base + "is_training: true, max_sequence_length: 12}")->next();
+  // the man sleeps | the man is awake  ->  [CLS]=2 the=5 man=17 sleeps=18 [SEP]=3 the man is=19 awake=20 [SEP]
+  EXPECT_TRUE(torch::equal(train.at("input_ids")[0],
+                           torch::tensor({2, 5, 17, 18, 3, 5, 17, 19, 20, 3, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(train.at("token_type_ids")[0],
+                           torch::tensor({0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0}, torch::kLong)));
+  EXPECT_EQ(train.at("attention_mask")[1].sum().item<int64_t>(), 11);
+  EXPECT_TRUE(torch::equal(train.at("labels"), torch::tensor({2, 0}, torch::kLong)));
+  EXPECT_EQ(train.count("is_matched"), 0u);
+  data::Features dev = zoo::testing::open_loader(base + "is_training: false, max_sequence_length: 8}")->next();
+  // 8 + 2 tokens into 5: the first text, the longer, loses 5 -> [CLS] the film was [SEP] the film [SEP]
+  EXPECT_TRUE(torch::equal(dev.at("input_ids")[0], torch::tensor({2, 5, 6, 7, 3, 5, 6, 3}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(dev.at("is_matched"), torch::tensor({1, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(dev.at("is_mismatched"), torch::tensor({0, 1}, torch::kLong)));
+  zoo::testing::write_file(dir / "mnli/train.tsv", "index\tsentence1\tsentence2\tgold_label\n0\ta\tb\tmaybe\n1\ta\tb\tneutral\n");
+  EXPECT_NE(zoo::testing::open_error(base + "is_training: true, max_sequence_length: 12}")
+                .find("train.tsv, row 1: gold_label 'maybe', expected entailment, neutral or contradiction"),
+            std::string::npos);
+}
+
+// A modelzoo SST-2 config's model (no model.name: its keys pick
+// bert/classifier), shrunk, trains on SST-2 TSV files: the loss falls and
+// eval reports accuracy; on MNLI it also reports matched / mismatched accuracy.
+TEST(BertClassifier, TrainsOnGlueAndReportsAccuracy) {
+  TempDir dir;
+  write_vocab(dir);
+  write_mnli(dir);
+  std::filesystem::create_directories(dir / "sst2");
+  std::string train = "sentence\tlabel\n", dev = "sentence\tlabel\n";
+  for (int i = 0; i < 8; ++i) {
+    train += std::string(i % 2 ? "the film was great !" : "the film was bad .") + "\t" + std::to_string(i % 2) + "\n";
+    dev += std::string(i % 2 ? "great film" : "bad film") + "\t" + std::to_string(i % 2) + "\n";
+  }
+  zoo::testing::write_file(dir / "sst2/train.tsv", train);
+  zoo::testing::write_file(dir / "sst2/dev.tsv", dev);
+  auto params = [&](const std::string& processor, const std::string& data, int64_t labels) {
+    const std::string input = "  data_processor: " + processor + "\n  data_dir: " + (dir / data) +
+                              "\n  vocab_file: " + (dir / "vocab.txt") +
+                              "\n  max_sequence_length: 16\n  batch_size: 2\n  do_lower: true\n  shuffle: false\n";
+    return zoo::testing::write_file(dir / (data + ".yaml"), "train_input:\n" + input + "  is_training: true\n"
+        "eval_input:\n" + input + "  is_training: false\n" + R"(model:
+  vocab_size: 32
+  hidden_size: 32
+  num_hidden_layers: 2
+  num_heads: 4
+  filter_size: 64
+  max_position_embeddings: 16
+  encoder_nonlinearity: gelu
+  pooler_nonlinearity: tanh
+  dropout_rate: 0.0
+  attention_dropout_rate: 0.0
+  task_dropout: 0.0
+  problem_type: single_label_classification
+  compute_eval_metrics: true
+  num_labels: )" + std::to_string(labels) + R"(
+optimizer:
+  optimizer_type: AdamW
+  learning_rate: 0.001
+runconfig:
+  max_steps: 40
+  log_steps: 1
+  eval_steps: 1
+  eval_frequency: 40
+  checkpoint_steps: 40
+)");
+  };
+  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params("SST2DataProcessor", "sst2", 2) +
+                                     " --mode train_and_eval --model_dir " + (dir / "m"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("so zoo builds bert/classifier"), std::string::npos) << r.output;
+  std::vector<double> losses;
+  const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(losses.size(), 40u) << r.output;
+  EXPECT_LT(losses.back(), 0.25 * losses.front()) << losses.front() << " -> " << losses.back();
+  EXPECT_NE(r.output.find("eval/accuracy = 1"), std::string::npos) << r.output;
+  auto m = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params("MNLIDataProcessor", "mnli", 3) +
+                                     " --mode train_and_eval --model_dir " + (dir / "m2"));
+  ASSERT_EQ(m.exit_code, 0) << m.output;
+  for (const char* metric : {"eval/accuracy = ", "eval/accuracy_matched = ", "eval/accuracy_mismatched = "})
+    EXPECT_NE(m.output.find(metric), std::string::npos) << metric << "\n" << m.output;
+}
+
+// modelzoo's SST-2 config builds Hugging Face's BertForSequenceClassification
+// (bert-base-uncased, 2 labels: 109,483,778 parameters).
+TEST(BertClassifier, RealConfigHasItsPublishedSize) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  Params p = load_params(zoo::testing::shared_dir() +
+                             "/modelzoo_configs/transformers_pytorch_bert_fine_tuning_classifier_bert_base_classifier_sst2.yaml",
+                         YAML::Node());
+  EXPECT_EQ(p.model_name, "bert/classifier");
+  EXPECT_EQ(summarize_model(p).parameters, 109483778);
+}
