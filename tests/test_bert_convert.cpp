@@ -19,26 +19,36 @@ using zoo::testing::TempDir;
 namespace {
 
 // argv: dir, "nsp" (BertForPreTraining) or "mlm" (BertForMaskedLM: no pooler, no NSP head).
+// argv: dir, then "nsp" (BertForPreTraining), "mlm" (BertForMaskedLM: no
+// pooler, no NSP head) or "roberta" (RobertaForMaskedLM: roberta. and
+// lm_head names, one token type, positions counted from pad_token_id + 1).
 const char* kPyBert = R"PY(
 import os, sys
 import torch.nn.functional as F
-out, nsp = sys.argv[1], sys.argv[2] == "nsp"
+out, kind = sys.argv[1], sys.argv[2]
+nsp, roberta = kind == "nsp", kind == "roberta"
 torch.manual_seed(0)
 B, T, V, C, L, H, FF, P = 2, 12, 50, 32, 2, 4, 48, 16
+PAD = 1 if roberta else 0
+base = "roberta." if roberta else "bert."
+head = ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder") if roberta else \
+       ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias", "cls.predictions.decoder")
 
 def rnd(*shape):
     return torch.randn(*shape) * 0.2
 
-sd = {"bert.embeddings.word_embeddings.weight": rnd(V, C), "bert.embeddings.position_embeddings.weight": rnd(P, C),
-      "bert.embeddings.token_type_embeddings.weight": rnd(2, C),
-      "bert.embeddings.LayerNorm.weight": 1 + rnd(C), "bert.embeddings.LayerNorm.bias": rnd(C),
-      "bert.embeddings.position_ids": torch.arange(P)[None]}
+TYPES = 1 if roberta else 2
+sd = {base + "embeddings.word_embeddings.weight": rnd(V, C),
+      base + "embeddings.position_embeddings.weight": rnd(P + (PAD + 1 if roberta else 0), C),
+      base + "embeddings.token_type_embeddings.weight": rnd(TYPES, C),
+      base + "embeddings.LayerNorm.weight": 1 + rnd(C), base + "embeddings.LayerNorm.bias": rnd(C),
+      base + "embeddings.position_ids": torch.arange(P)[None]}
 def linear(name, n_in, n_out):
     sd[name + ".weight"], sd[name + ".bias"] = rnd(n_out, n_in), rnd(n_out)
 def norm(name):
     sd[name + ".weight"], sd[name + ".bias"] = 1 + rnd(C), rnd(C)
 for i in range(L):
-    p = "bert.encoder.layer.%d." % i
+    p = base + "encoder.layer.%d." % i
     for n in ("query", "key", "value"):
         linear(p + "attention.self." + n, C, C)
     linear(p + "attention.output.dense", C, C)
@@ -46,44 +56,48 @@ for i in range(L):
     linear(p + "intermediate.dense", C, FF)
     linear(p + "output.dense", FF, C)
     norm(p + "output.LayerNorm")
-linear("cls.predictions.transform.dense", C, C)
-norm("cls.predictions.transform.LayerNorm")
-sd["cls.predictions.bias"] = rnd(V)
-sd["cls.predictions.decoder.weight"] = sd["bert.embeddings.word_embeddings.weight"]  # tied, as HF saves it
+linear(head[0], C, C)
+norm(head[1])
+sd[head[2]] = rnd(V)
+sd[head[3] + ".weight"] = sd[base + "embeddings.word_embeddings.weight"]  # tied, as HF saves it
 if nsp:
-    linear("bert.pooler.dense", C, C)
+    linear(base + "pooler.dense", C, C)
     linear("cls.seq_relationship", C, 2)
 
 def lin(x, name):
     return x @ sd[name + ".weight"].t() + sd[name + ".bias"]
+EPS = 1e-5 if roberta else 1e-12
 def ln(x, name):
-    return F.layer_norm(x, (C,), sd[name + ".weight"], sd[name + ".bias"], 1e-12)
+    return F.layer_norm(x, (C,), sd[name + ".weight"], sd[name + ".bias"], EPS)
 
-ids = torch.randint(1, V, (B, T))
-types = torch.cat([torch.zeros(B, 5), torch.ones(B, T - 5)], 1).long()
+ids = torch.randint(2, V, (B, T))
+types = torch.zeros(B, T).long() if roberta else torch.cat([torch.zeros(B, 5), torch.ones(B, T - 5)], 1).long()
 mask = torch.ones(B, T)
 mask[1, 8:] = 0
-ids[1, 8:] = 0
-x = sd["bert.embeddings.word_embeddings.weight"][ids] + sd["bert.embeddings.position_embeddings.weight"][:T] \
-    + sd["bert.embeddings.token_type_embeddings.weight"][types]
-x = ln(x, "bert.embeddings.LayerNorm")
+ids[1, 8:] = PAD
+# RoBERTa numbers tokens from PAD + 1 and gives padding position PAD (HF's create_position_ids_from_input_ids)
+positions = torch.where(ids != PAD, torch.arange(T) + PAD + 1, torch.full_like(ids, PAD)) if roberta else torch.arange(T)
+x = sd[base + "embeddings.word_embeddings.weight"][ids] + sd[base + "embeddings.position_embeddings.weight"][positions] \
+    + sd[base + "embeddings.token_type_embeddings.weight"][types]
+x = ln(x, base + "embeddings.LayerNorm")
 D = C // H
 for i in range(L):
-    p = "bert.encoder.layer.%d." % i
+    p = base + "encoder.layer.%d." % i
     q, k, v = [lin(x, p + "attention.self." + n).view(B, T, H, D).transpose(1, 2) for n in ("query", "key", "value")]
     s = q @ k.transpose(-1, -2) / D ** 0.5 + (1 - mask)[:, None, None, :] * -1e9   # padding keys hidden
     a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
     x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
     x = ln(x + lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
-m = ln(F.gelu(lin(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
-mlm = m @ sd["bert.embeddings.word_embeddings.weight"].t() + sd["cls.predictions.bias"]
+m = ln(F.gelu(lin(x, head[0])), head[1])
+mlm = m @ sd[base + "embeddings.word_embeddings.weight"].t() + sd[head[2]]
 os.makedirs(out + "/hf", exist_ok=True)
 write_safetensors(out + "/hf/model.safetensors", sd)
-config = {"model_type": "bert", "architectures": ["BertForPreTraining" if nsp else "BertForMaskedLM"],
+arch = "RobertaForMaskedLM" if roberta else "BertForPreTraining" if nsp else "BertForMaskedLM"
+config = {"model_type": "roberta" if roberta else "bert", "architectures": [arch],
           "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
           "intermediate_size": FF, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-          "attention_probs_dropout_prob": 0.1, "max_position_embeddings": P, "type_vocab_size": 2,
-          "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0,
+          "attention_probs_dropout_prob": 0.1, "max_position_embeddings": P + (PAD + 1 if roberta else 0),
+          "type_vocab_size": TYPES, "initializer_range": 0.02, "layer_norm_eps": EPS, "pad_token_id": PAD,
           "position_embedding_type": "absolute"}
 json.dump(config, open(out + "/hf/config.json", "w"))
 open(out + "/hf/vocab.txt", "w").write("\n".join("t%d" % i for i in range(V)) + "\n")
@@ -91,7 +105,7 @@ json.dump({"do_lower_case": True}, open(out + "/hf/tokenizer_config.json", "w"))
 for name, t in [("ids", ids), ("types", types), ("mask", mask.long()), ("mlm", mlm)]:
     open(out + "/" + name + ".bin", "wb").write(t.detach().numpy().tobytes())
 if nsp:
-    nsp_logits = lin(torch.tanh(lin(x[:, 0], "bert.pooler.dense")), "cls.seq_relationship")
+    nsp_logits = lin(torch.tanh(lin(x[:, 0], base + "pooler.dense")), "cls.seq_relationship")
     open(out + "/nsp.bin", "wb").write(nsp_logits.detach().numpy().tobytes())
 )PY";
 
@@ -108,7 +122,8 @@ void expect_bert_converts(const std::string& kind) {
                       types = read_raw(dir / "types.bin", torch::kLong, {2, 12}),
                       mask = read_raw(dir / "mask.bin", torch::kLong, {2, 12});
   torch::NoGradGuard no_grad;
-  auto out = model->run(ids, mask, types, {});
+  // RoBERTa takes no token types (HF adds type 0's row, as zoo does without them).
+  auto out = model->run(ids, mask, kind == "roberta" ? torch::Tensor() : types, {});
   const torch::Tensor mlm = read_raw(dir / "mlm.bin", torch::kFloat, {2, 12, 50});
   // Padding positions' outputs are not compared: HF adds -1e9 where zoo hides the key outright.
   const torch::Tensor real = mask.to(torch::kBool).unsqueeze(-1);
@@ -118,26 +133,36 @@ void expect_bert_converts(const std::string& kind) {
   } else {
     EXPECT_FALSE(out.nsp_logits.defined());
   }
-  // Fine-tuning params: modelzoo's CSV data with the checkpoint's vocabulary, lower-cased as its tokenizer.
+  // Fine-tuning params: BERT reads modelzoo's CSV data with the checkpoint's vocabulary, lower-cased as its
+  // tokenizer; RoBERTa (BPE, no WordPiece vocabulary) token-id HDF5 windows.
   const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
-  EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "BertCSVDynamicMaskDataProcessor");
-  EXPECT_EQ(params["train_input"]["vocab_file"].as<std::string>(), dir / "hf/vocab.txt");
-  EXPECT_TRUE(params["train_input"]["do_lower"].as<bool>());
-  EXPECT_EQ(params["model"]["disable_nsp"].as<bool>(), kind == "mlm");
+  if (kind == "roberta") {
+    EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "BertMlmDataProcessor");
+    EXPECT_TRUE(params["model"]["mask_padding_in_positional_embed"].as<bool>());
+  } else {
+    EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "BertCSVDynamicMaskDataProcessor");
+    EXPECT_EQ(params["train_input"]["vocab_file"].as<std::string>(), dir / "hf/vocab.txt");
+    EXPECT_TRUE(params["train_input"]["do_lower"].as<bool>());
+  }
+  EXPECT_EQ(params["model"]["disable_nsp"].as<bool>(), kind != "nsp");
 
-  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "bert", "zoo", "hf", std::nullopt, dir / "back"});
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", kind == "roberta" ? "roberta" : "bert", "zoo", "hf",
+                        std::nullopt, dir / "back"});
   auto original = convert::read_safetensors(dir / "hf/model.safetensors");
   auto back = convert::read_safetensors(dir / "back/model.safetensors");
   size_t compared = 0;
   for (const auto& [k, t] : original) {
-    if (k == "bert.embeddings.position_ids" || k == "cls.predictions.decoder.weight") continue;  // buffer, tied copy
+    if (k.find("embeddings.position_ids") != std::string::npos || k.find("decoder.weight") != std::string::npos)
+      continue;  // a buffer, a tied copy
     ASSERT_TRUE(back.count(k)) << kind << ": " << k << " did not come back";
     EXPECT_TRUE(torch::equal(t, back[k])) << kind << ": " << k;
     ++compared;
   }
   EXPECT_EQ(compared, back.size()) << kind << ": the export wrote tensors the original did not have";
   const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
-  EXPECT_EQ(config.at("architectures")[0], kind == "nsp" ? "BertForPreTraining" : "BertForMaskedLM");
+  EXPECT_EQ(config.at("architectures")[0],
+            kind == "roberta" ? "RobertaForMaskedLM" : kind == "nsp" ? "BertForPreTraining" : "BertForMaskedLM");
+  EXPECT_EQ(config.at("max_position_embeddings"), kind == "roberta" ? 18 : 16);
 }
 
 }  // namespace
@@ -153,6 +178,13 @@ TEST(ConvertBert, PreTrainingMatchesTheReferenceAndRoundTrips) {
 TEST(ConvertBert, MaskedLmOnlyCheckpointConvertsWithoutTheNspHead) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   expect_bert_converts("mlm");
+}
+
+// RobertaForMaskedLM: positions counted past the padding id, one token type,
+// gelu in the head: zoo's bert with disable_nsp and mask_padding_in_positional_embed.
+TEST(ConvertBert, RobertaMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  expect_bert_converts("roberta");
 }
 
 // Options HF's BERT has no field for are refused by name, never dropped;

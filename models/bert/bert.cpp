@@ -151,6 +151,7 @@ ModelFamily bert_family() {
     return std::make_shared<const BertSpec>(section, ctx);
   };
   f.hf["bert"] = bert_hf_adapter();
+  f.hf["roberta"] = roberta_hf_adapter();
   return f;
 }
 

@@ -1,6 +1,6 @@
 // Hugging Face's BERT (model_type bert: BertForPreTraining, or
 // BertForMaskedLM without the next-sentence head) <-> zoo's bert family.
-// Defines: bert_hf_adapter.
+// Defines: bert_hf_adapter, roberta_hf_adapter.
 #pragma once
 
 #include "models/registry.h"
@@ -8,5 +8,8 @@
 namespace zoo::models {
 
 HfAdapter bert_hf_adapter();
+// Hugging Face's RoBERTa (RobertaForMaskedLM) <-> zoo's bert with
+// disable_nsp and positions counted past padding.
+HfAdapter roberta_hf_adapter();
 
 }  // namespace zoo::models
