@@ -15,8 +15,10 @@ const config::Schema<MnistOptions>& MnistOptions::schema() {
                          "MNIST IDX files (train-images-idx3-ubyte, ... raw or .gz) in data_dir, data_dir/MNIST/raw "
                          "or data_dir/raw.");
     add_loader_fields(sc)
-        .field("split", &O::split, "train or test (default: train for train_input, test for eval_input).",
-               config::one_of({"", "train", "test"}))
+        .field("split", &O::split,
+               "train, or test (val: the same, as modelzoo's fc_mnist reads it); default: test for eval_input and "
+               "val_dataloader, else train.",
+               config::one_of({"", "train", "test", "val"}))
         .field("drop_last_batch", &O::drop_last_batch,
                "modelzoo's FC-MNIST name for drop_last: only full batches (the remainder carries over).")
         .field("to_float16", &O::to_float16,
@@ -99,7 +101,9 @@ std::string find_idx(const std::string& data_dir, const std::string& name) {
 std::unique_ptr<DataLoader> open_mnist(const MnistOptions& given, const config::Origin& at) {
   if (given.data_dir.items.size() != 1) at.fail("data_dir", "required: the one directory holding MNIST");
   const std::string dir = require_directory(given.data_dir.items.front(), at);
-  const std::string split = !given.split.empty() ? given.split : at.context().path == "eval_input" ? "test" : "train";
+  const std::string& section = at.context().path;
+  const bool eval_section = section == "eval_input" || section.find("val_dataloader") != std::string::npos;
+  const std::string split = !given.split.empty() ? given.split : eval_section ? "test" : "train";
   const std::string prefix = split == "train" ? "train" : "t10k";
   const std::string images = find_idx(dir, prefix + "-images-idx3-ubyte"), labels = find_idx(dir, prefix + "-labels-idx1-ubyte");
   if (images.empty() || labels.empty())

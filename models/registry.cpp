@@ -7,6 +7,7 @@
 
 #include "models/bert/bert.h"
 #include "models/bert/classifier.h"
+#include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
 
@@ -14,7 +15,7 @@ namespace zoo::models {
 
 std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
-                                                     bert_classifier_family()};
+                                                     bert_classifier_family(), fc_mnist_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -45,7 +46,6 @@ const std::vector<UnbuiltModel>& unbuilt_models() {
       {{"unet"}, "UNet, an image segmentation model",
        {"skip_connect", "downscale_method", "encoder_filters", "decoder_filters", "convs_per_block"}},
       {{"dino", "dit", "vision_transformer", "resnet"}, "a vision model", {}},
-      {{"fc_mnist"}, "an MLP classifier for MNIST", {}},
   };
   return m;
 }

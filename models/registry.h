@@ -112,6 +112,9 @@ struct ModelFamily {
   // Keys its section must have (a fine-tuning head's num_labels): a legacy
   // file without them is not this family's.
   std::vector<std::string> required_keys;
+  // The data processor of input sections that name none (modelzoo's
+  // fc_mnist/run.py chooses its loader itself); "" when they must name one.
+  std::string default_data_processor;
   // Hugging Face converters by modelzoo's converter name (e.g. "gpt2", "llama", "gpt-neox").
   std::map<std::string, HfAdapter> hf;
 };

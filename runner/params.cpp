@@ -159,8 +159,14 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   p.model = family->parse(model, section_ctx("model"));
 
   for (const char* section : {"train_input", "eval_input"}) {
-    const YAML::Node in = root_in[section];
+    YAML::Node in = root_in[section];
     if (!present(in)) continue;  // modelzoo trains without eval_input, evaluates without train_input
+    if (in.IsMap() && !in["data_processor"] && !family->default_data_processor.empty()) {
+      YAML::Node named(YAML::NodeType::Map);  // a copy naming the family's processor (nodes keep their lines)
+      named["data_processor"] = family->default_data_processor;
+      for (const auto& kv : in) named[kv.first] = kv.second;
+      in = named;
+    }
     auto spec = data::parse_input(in, section_ctx(section));
     check_features(*p.model, p.model_name, *spec, section);
     check_sequence_length(*p.model, *spec);

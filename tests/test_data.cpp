@@ -10,6 +10,8 @@
 #include "data/gpt_hdf5.h"
 #include "data/mnist.h"
 #include "data/registry.h"
+#include "models/registry.h"
+#include "runner/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -267,4 +269,63 @@ TEST(Data, MnistIdxFilesRawOrGzippedBecomeNormalizedImagesAndLabels) {
   EXPECT_NE(error_of("{data_processor: MNISTDataProcessor, batch_size: 2, data_dir: " + (dir / "none") + "}")
                 .find("expected train-images-idx3-ubyte and train-labels-idx1-ubyte"),
             std::string::npos);
+}
+
+// modelzoo's FC-MNIST config as it ships (input sections naming no
+// data_processor, drop_last_batch, to_float16), with AdamW and fewer steps,
+// trains on MNIST IDX files whose digit is drawn as a bright row: the loss
+// falls, eval reads the test split and reports accuracy, and the weights
+// carry modelzoo's names.
+TEST(FcMnist, ModelzooConfigTrainsOnMnistFiles) {
+  TempDir dir;
+  auto digits = [](int n, std::vector<uint8_t>& labels) {
+    std::vector<uint8_t> v(static_cast<size_t>(n) * 784, 0);
+    labels.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      labels[i] = static_cast<uint8_t>(i % 10);
+      for (int x = 0; x < 28; ++x) v[static_cast<size_t>(i) * 784 + static_cast<size_t>(2 * labels[i] + 3) * 28 + x] = 255;
+    }
+    return v;
+  };
+  std::vector<uint8_t> train_labels, test_labels;
+  write_idx(dir / "mnist/train-images-idx3-ubyte", {80, 28, 28}, digits(80, train_labels));
+  write_idx(dir / "mnist/train-labels-idx1-ubyte", {80}, train_labels);
+  write_idx(dir / "mnist/t10k-images-idx3-ubyte", {20, 28, 28}, digits(20, test_labels));
+  write_idx(dir / "mnist/t10k-labels-idx1-ubyte", {20}, test_labels);
+  const std::string input = "    data_dir: " + (dir / "mnist") + "\n    batch_size: 10\n    drop_last_batch: True\n";
+  const std::string params = zoo::testing::write_file(dir / "p.yaml", "train_input:\n" + input +
+      "    to_float16: True\n    shuffle: True\neval_input:\n" + input + "    shuffle: False\n" + R"(model:
+    name: "fc_mnist"
+    mixed_precision: False
+    depth: 2
+    hidden_size: 32
+    dropout: 0.0
+    activation_fn: "relu"
+    to_float16: False
+    compute_eval_metrics: True
+optimizer:
+    optimizer_type: "AdamW"
+    learning_rate: 0.01
+runconfig:
+    max_steps: 40
+    log_steps: 1
+    eval_steps: 2
+    eval_frequency: 40
+    checkpoint_steps: 40
+)");
+  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                     " --mode train_and_eval --model_dir " + (dir / "m"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<double> losses;
+  for (size_t at = r.output.find(", Loss="); at != std::string::npos; at = r.output.find(", Loss=", at + 1))
+    if (r.output.rfind("Train", at) > r.output.rfind("\n", at)) losses.push_back(std::stod(r.output.substr(at + 7)));
+  ASSERT_EQ(losses.size(), 40u) << r.output;
+  EXPECT_LT(losses.back(), 0.2 * losses.front()) << losses.front() << " -> " << losses.back();
+  EXPECT_NE(r.output.find("eval/accuracy = 1"), std::string::npos) << r.output;
+  Params p = load_params(params, YAML::Node());
+  auto model = p.model->build(torch::TensorOptions());
+  std::set<std::string> names;
+  for (const auto& kv : model->named_parameters()) names.insert(kv.key());
+  EXPECT_EQ(names, (std::set<std::string>{"fc_layers.0.weight", "fc_layers.0.bias", "fc_layers.1.weight",
+                                          "fc_layers.1.bias", "last_layer.weight", "last_layer.bias"}));
 }

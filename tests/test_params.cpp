@@ -314,7 +314,7 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (BERT's fine-tuning heads, T5, the Transformer,
+// modelzoo's models that zoo does not build (BERT's token classifier, T5, the Transformer,
 // Mixtral, vision models, ...) are named as such, whether the Trainer
 // format names them or a legacy file only has their keys.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
@@ -323,7 +323,7 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  src_vocab_size: 256\n");
   EXPECT_NE(zoo::testing::params_error(legacy).find(
                 "model.src_vocab_size: a key of modelzoo's transformer model (the encoder-decoder Transformer), which "
-                "zoo does not build; zoo builds gpt2, gptj, bert, bert/classifier and their aliases"),
+                "zoo does not build; zoo builds gpt2, gptj, bert, bert/classifier, fc_mnist and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(legacy);
   std::string named = tiny;
@@ -337,8 +337,7 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
            {"transformers_pytorch_bert_fine_tuning_token_classifier_bert_base_ner_bc5cdr_chem.yaml",
             "bert/token_classifier"},
            {"transformers_pytorch_t5_t5_small.yaml", "t5"},
-           {"vision_pytorch_unet_params_severstal_binary.yaml", "unet"},
-           {"fc_mnist_pytorch_params.yaml", "fc_mnist"}}) {
+           {"vision_pytorch_unet_params_severstal_binary.yaml", "unet"}}) {
     std::string error;
     try {
       load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + file, YAML::Node());
