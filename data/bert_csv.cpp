@@ -2,6 +2,7 @@
 #include "data/bert_csv.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,7 +10,6 @@
 #include <stdexcept>
 
 #include "data/splitmix.h"
-#include "data/text/utf8.h"
 
 namespace zoo::data {
 
@@ -59,26 +59,6 @@ const config::Schema<BertCsvOptions>& BertCsvOptions::schema() {
   return s;
 }
 
-std::vector<std::string> split_csv_record(const std::string& line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
-      else if (c == '"') quoted = false;
-      else fields.back() += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c != '\r' && c != '\n') {
-      fields.back() += c;
-    }
-  }
-  return fields;
-}
-
 namespace {
 
 std::string lower_ascii(std::string s) {
@@ -87,85 +67,12 @@ std::string lower_ascii(std::string s) {
   return s;
 }
 
-std::string strip(const std::string& s) {
+std::string strip(const std::string& s) {  // as Python's str.strip() on a vocabulary line
   const size_t a = s.find_first_not_of(" \t\r\n\f\v"), b = s.find_last_not_of(" \t\r\n\f\v");
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
-// Reads one CSV record at the stream's position (quoted fields may hold newlines); false at the end.
-bool read_record(std::istream& in, std::string& record) {
-  record.clear();
-  std::string line;
-  bool quoted = false;
-  while (std::getline(in, line)) {
-    for (char c : line)
-      if (c == '"') quoted = !quoted;
-    record += line;
-    if (!quoted) return true;
-    record += '\n';
-  }
-  return !record.empty();
-}
-
 }  // namespace
-
-std::vector<std::string> parse_python_string_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  auto skip = [&] {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  };
-  auto bad = [&](const std::string& what) {
-    throw std::invalid_argument("expected a Python list of strings, " + what + " at character " + std::to_string(i));
-  };
-  skip();
-  if (i >= text.size() || text[i] != '[') bad("no '['");
-  ++i;
-  skip();
-  if (i < text.size() && text[i] == ']') return out;
-  while (true) {
-    skip();
-    if (i >= text.size() || (text[i] != '\'' && text[i] != '"')) bad("no quoted string");
-    const char quote = text[i++];
-    std::string s;
-    while (true) {
-      if (i >= text.size()) bad("an unterminated string");
-      const char c = text[i++];
-      if (c == quote) break;
-      if (c != '\\') {
-        s += c;
-        continue;
-      }
-      if (i >= text.size()) bad("an unterminated escape");
-      const char e = text[i++];
-      auto hex = [&](int digits) {
-        if (i + digits > text.size()) bad("a short \\x/\\u escape");
-        const uint32_t cp = static_cast<uint32_t>(std::stoul(text.substr(i, digits), nullptr, 16));
-        i += digits;
-        text::append_utf8(s, cp);
-      };
-      switch (e) {
-        case 'n': s += '\n'; break;
-        case 't': s += '\t'; break;
-        case 'r': s += '\r'; break;
-        case 'x': hex(2); break;
-        case 'u': hex(4); break;
-        case 'U': hex(8); break;
-        default: s += e;  // \\, \', \"
-      }
-    }
-    out.push_back(std::move(s));
-    skip();
-    if (i < text.size() && text[i] == ',') {
-      ++i;
-      skip();
-      if (i < text.size() && text[i] == ']') return out;
-      continue;
-    }
-    if (i < text.size() && text[i] == ']') return out;
-    bad("no ',' or ']'");
-  }
-}
 
 BertCsvSource::BertCsvSource(const BertCsvOptions& o) : o_(o) {
   // The vocabulary: line k is id k (a repeated token keeps its last line, as modelzoo's dict).
@@ -192,43 +99,9 @@ BertCsvSource::BertCsvSource(const BertCsvOptions& o) : o_(o) {
   for (int64_t id = 0; id < lines; ++id)
     if (!excluded[static_cast<size_t>(id)]) replacement_pool_.push_back(id);
 
-  // meta.dat in each data_dir: "file rows" per line; the rows' byte offsets are indexed.
-  for (const std::string& dir : o.data_dir.items) {
-    const std::string meta = (std::filesystem::path(dir) / "meta.dat").string();
-    std::ifstream mf(meta);
-    if (!mf) throw std::runtime_error(meta + ": missing (modelzoo's CSV data lists its files and rows there)");
-    for (int line_no = 1; std::getline(mf, line); ++line_no) {
-      std::istringstream fields(line);
-      std::string name;
-      int64_t count = -1;
-      if (!(fields >> name)) continue;
-      if (!(fields >> count) || count < 0)
-        throw std::runtime_error(meta + ":" + std::to_string(line_no) + ": expected 'file rows', got '" + line + "'");
-      const std::string file = (std::filesystem::path(dir) / name).string();
-      std::ifstream csv(file, std::ios::binary);
-      if (!csv) throw std::runtime_error(file + " (listed in " + meta + "): cannot be read");
-      std::string record;
-      if (!read_record(csv, record)) throw std::runtime_error(file + ": empty, expected a header row");
-      std::vector<std::string> header = split_csv_record(record);
-      for (const char* column : {"tokens", "segment_ids", "is_random_next"})
-        if ((column == std::string("tokens") || !o.disable_nsp) &&
-            std::find(header.begin(), header.end(), column) == header.end())
-          throw std::runtime_error(file + ": no '" + column + "' column (has: " + record + ")");
-      const int32_t f = static_cast<int32_t>(files_.size());
-      files_.push_back(file);
-      headers_.push_back(std::move(header));
-      int64_t found = 0;
-      for (int64_t at = csv.tellg(); found < count && read_record(csv, record); at = csv.tellg()) {
-        if (strip(record).empty()) continue;
-        rows_.push_back({f, at});
-        ++found;
-      }
-      if (found < count)
-        throw std::runtime_error(meta + " says " + name + " has " + std::to_string(count) + " rows; it has " +
-                                 std::to_string(found));
-    }
-  }
-  if (rows_.empty()) throw std::runtime_error("no rows in the files meta.dat lists");
+  std::vector<std::string> required = {"tokens"};
+  if (!o.disable_nsp) required.insert(required.end(), {"segment_ids", "is_random_next"});
+  rows_ = std::make_unique<CsvTable>(o.data_dir.items, required);
 }
 
 std::string BertCsvSource::describe() const {
@@ -237,40 +110,16 @@ std::string BertCsvSource::describe() const {
   return dirs;
 }
 
-std::string BertCsvSource::where(int64_t i) const {
-  // the row's number in its file: count the rows before it in that file
-  int64_t first = i;
-  while (first > 0 && rows_[static_cast<size_t>(first - 1)].file == rows_[static_cast<size_t>(i)].file) --first;
-  return files_[static_cast<size_t>(rows_[static_cast<size_t>(i)].file)] + ", row " + std::to_string(i - first + 1);
-}
-
 BertCsvSource::Sample BertCsvSource::read_row(int64_t i) const {
-  const Row& row = rows_[static_cast<size_t>(i)];
-  std::ifstream in(files_[static_cast<size_t>(row.file)], std::ios::binary);
-  in.seekg(row.offset);
-  std::string record;
-  if (!in || !read_record(in, record)) throw std::runtime_error(where(i) + ": cannot be read");
-  const std::vector<std::string> fields = split_csv_record(record);
-  const std::vector<std::string>& header = headers_[static_cast<size_t>(row.file)];
-  auto column = [&](const std::string& name) -> const std::string& {
-    const size_t k = static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
-    if (k >= fields.size())
-      throw std::runtime_error(where(i) + ": " + std::to_string(fields.size()) + " fields, no '" + name + "'");
-    return fields[k];
-  };
+  const CsvTable::Row row = rows_->row(i);
   Sample s;
   try {
-    s.tokens = parse_python_string_list(column("tokens"));
+    s.tokens = parse_python_string_list(row["tokens"]);
     if (o_.disable_nsp) return s;
-    std::string segs = column("segment_ids");
-    std::replace(segs.begin(), segs.end(), '[', ' ');
-    std::replace(segs.begin(), segs.end(), ']', ' ');
-    std::replace(segs.begin(), segs.end(), ',', ' ');
-    std::istringstream in_segs(segs);
-    for (int64_t v; in_segs >> v;) s.segments.push_back(v);
-    s.is_random_next = std::stoll(column("is_random_next"));
+    s.segments = parse_python_int_list(row["segment_ids"]);
+    s.is_random_next = std::stoll(row["is_random_next"]);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(where(i) + ": " + e.what());
+    throw std::runtime_error(rows_->where(i) + ": " + e.what());
   }
   return s;
 }
@@ -311,7 +160,7 @@ Features BertCsvSource::read_batch(const std::vector<int64_t>& ids, std::optiona
     if (o_.disable_nsp && static_cast<int64_t>(s.tokens.size()) > T) s.tokens.resize(static_cast<size_t>(T));
     const int64_t n = static_cast<int64_t>(s.tokens.size());
     if (n > T)
-      throw std::runtime_error(where(i) + ": " + std::to_string(n) + " tokens, more than max_sequence_length " +
+      throw std::runtime_error(rows_->where(i) + ": " + std::to_string(n) + " tokens, more than max_sequence_length " +
                                std::to_string(T) + " (with NSP rows are not cut)");
     std::vector<int64_t> token_ids(static_cast<size_t>(n)), row_labels(static_cast<size_t>(T), o_.labels_pad_id);
     for (int64_t t = 0; t < n; ++t) {
@@ -320,7 +169,7 @@ Features BertCsvSource::read_batch(const std::vector<int64_t>& ids, std::optiona
       const auto it = vocab_.find(token);
       token_ids[static_cast<size_t>(t)] = it == vocab_.end() ? oov_id_ : it->second;
       if (vocab_size && token_ids[static_cast<size_t>(t)] >= *vocab_size)
-        throw std::runtime_error(where(i) + ": token '" + token + "' has id " +
+        throw std::runtime_error(rows_->where(i) + ": token '" + token + "' has id " +
                                  std::to_string(token_ids[static_cast<size_t>(t)]) + " in vocab_file, not below the "
                                  "model's vocab_size " + std::to_string(*vocab_size));
     }
@@ -413,6 +262,107 @@ DataProcessor bert_csv_processor() {
       {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions", "token_type_ids",
        "next_sentence_label"},
       open_bert_csv, produced);
+}
+
+const config::Schema<BertCsvStaticOptions>& BertCsvStaticOptions::schema() {
+  using O = BertCsvStaticOptions;
+  static const config::Schema<O> s = [] {
+    config::Schema<O> sc("train_input/eval_input (BertCSVDataProcessor)",
+                         "BERT samples masked ahead of time, one per row of modelzoo's pre-training CSV files.");
+    add_loader_fields(sc)
+        .field("disable_nsp", &O::disable_nsp, "Masked LM only: no token_type_ids or next_sentence_label.")
+        .field("dynamic_mlm_scale", &O::dynamic_mlm_scale, "Not in zoo: scale the loss by each batch's masked count.")
+        .field("shuffle_buffer", &O::shuffle_buffer,
+               "modelzoo shuffles through a buffer of this many rows; zoo permutes all rows each epoch, so the "
+               "value changes nothing.",
+               config::if_set(config::positive<int64_t>()))
+        .ignored({"vocab_size", "vocab_file", "whole_word_masking", "max_predictions_per_seq", "do_lower",
+                  "masked_lm_prob", "max_sequence_length", "max_position_embeddings", "mask_whole_word"},
+                 "deprecated in modelzoo: the rows were masked when the CSV files were written")
+        .ignored({"buckets"}, "zoo batches rows in order without length buckets; the samples are the same")
+        .validate([](const O& o, const auto& fail) {
+          if (o.dynamic_mlm_scale) fail("dynamic_mlm_scale", "is not in zoo (the loss uses mlm_loss_weight)");
+        });
+    return sc;
+  }();
+  return s;
+}
+
+BertCsvStaticSource::BertCsvStaticSource(const BertCsvStaticOptions& o) : o_(o) {
+  std::vector<std::string> required = {"input_ids", "attention_mask", "labels"};
+  if (!o.disable_nsp) required.insert(required.end(), {"token_type_ids", "next_sentence_label"});
+  rows_ = std::make_unique<CsvTable>(o.data_dir.items, required);
+}
+
+std::string BertCsvStaticSource::describe() const {
+  std::string dirs;
+  for (const auto& d : o_.data_dir.items) dirs += (dirs.empty() ? "" : ", ") + d;
+  return dirs;
+}
+
+Features BertCsvStaticSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
+  // Each feature's rows, stacked; every row of a feature must have one length.
+  std::map<std::string, std::vector<std::vector<int64_t>>> columns;
+  std::vector<std::string> names = {"input_ids", "attention_mask", "labels", "masked_lm_positions", "masked_lm_weights"};
+  if (!o_.disable_nsp) names.insert(names.end(), {"token_type_ids", "next_sentence_label"});
+  for (int64_t i : ids) {
+    const CsvTable::Row row = rows_->row(i);
+    for (const auto& name : names) {
+      if (!rows_->has_column(i, name)) continue;
+      try {
+        columns[name].push_back(parse_python_int_list(row[name]));
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(rows_->where(i) + ", column " + name + ": " + e.what());
+      }
+      const auto& rows = columns[name];
+      if (rows.back().size() != rows.front().size())
+        throw std::runtime_error(rows_->where(i) + ": " + name + " has " + std::to_string(rows.back().size()) +
+                                 " values where the batch's first row has " + std::to_string(rows.front().size()));
+    }
+    if (vocab_size)
+      for (int64_t id : columns["input_ids"].back())
+        if (id < 0 || id >= *vocab_size)
+          throw std::runtime_error(rows_->where(i) + ": input id " + std::to_string(id) + " is not below vocab_size " +
+                                   std::to_string(*vocab_size));
+  }
+  Features f;
+  for (const auto& [name, rows] : columns) {
+    if (rows.size() != ids.size()) throw std::runtime_error(describe() + ": some rows have no " + name + " column");
+    torch::Tensor t = torch::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.front().size())},
+                                   torch::kLong);
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::copy(rows[r].begin(), rows[r].end(), t.data_ptr<int64_t>() + r * rows.front().size());
+    f[name == "masked_lm_weights" ? "masked_lm_mask" : name] =
+        name == "next_sentence_label" ? t.reshape({-1}) : t;
+  }
+  return f;
+}
+
+DataProcessor bert_csv_static_processor() {
+  return make_data_processor<BertCsvStaticOptions>(
+      "BertCSVDataProcessor",
+      "BERT samples masked ahead of time: modelzoo's CSV rows of input_ids, attention_mask, labels, "
+      "masked_lm_positions, masked_lm_weights (and with NSP token_type_ids, next_sentence_label).",
+      {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions", "token_type_ids",
+       "next_sentence_label"},
+      [](const BertCsvStaticOptions& o, const config::Origin& at) -> std::unique_ptr<DataLoader> {
+        for (const auto& dir : o.data_dir.items) require_directory(dir, at);
+        std::shared_ptr<BertCsvStaticSource> source;
+        try {
+          source = std::make_shared<BertCsvStaticSource>(o);
+        } catch (const std::exception& e) {
+          at.fail("data_dir", e.what());
+        }
+        if (source->num_samples() < o.batch_size)
+          at.fail("data_dir", std::to_string(source->num_samples()) + " row(s), fewer than batch_size " +
+                                  std::to_string(o.batch_size));
+        return std::make_unique<MapStyleLoader>(source, o);
+      },
+      [](const BertCsvStaticOptions& o) {
+        std::vector<std::string> p = {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions"};
+        if (!o.disable_nsp) p.insert(p.end(), {"token_type_ids", "next_sentence_label"});
+        return p;
+      });
 }
 
 }  // namespace zoo::data

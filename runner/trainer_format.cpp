@@ -202,7 +202,11 @@ void read_scheduler(Reader& r, const YAML::Node& entry, const std::string& at) {
     return read_scheduler(r, wrapped, path + ".scheduler");
   }
   if (cls != "SequentialLR" && cls != "ChainedScheduler") {
-    r.section("optimizer")["learning_rate"] = legacy_scheduler(r, entry, at);
+    YAML::Node m = legacy_scheduler(r, entry, at);
+    // A ConstantLR with nothing but its rate is a plain learning rate (what a legacy scalar converts to).
+    r.section("optimizer")["learning_rate"] = cls == "ConstantLR" && m.size() == 2 && m["learning_rate"]
+                                                  ? m["learning_rate"]
+                                                  : m;
     r.alias("optimizer.learning_rate", "trainer." + path);
     return;
   }

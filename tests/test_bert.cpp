@@ -358,6 +358,52 @@ TEST(BertCsv, BadDataIsNamed) {
   EXPECT_NE(error({}).find("meta.dat: missing"), std::string::npos) << error({});
 }
 
+// BertCSVDataProcessor's rows, masked ahead of time, become batches as
+// written (masked_lm_weights as masked_lm_mask); rows of other lengths and
+// missing columns are named.
+TEST(BertCsv, StaticRowsReadAsWritten) {
+  if (zoo::testing::run_command("/usr/bin/python3 -c 'import csv'").exit_code != 0)
+    GTEST_SKIP() << "/usr/bin/python3 is not installed";
+  zoo::testing::TempDir dir;
+  const std::string script = zoo::testing::write_file(dir / "static.py", R"PY(
+import csv, os, sys
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+cols = ["input_ids", "attention_mask", "labels", "masked_lm_positions", "masked_lm_weights", "token_type_ids",
+        "next_sentence_label"]
+with open(out + "/a.csv", "w", newline="") as fh:
+    w = csv.DictWriter(fh, fieldnames=cols)
+    w.writeheader()
+    for r in range(4):
+        w.writerow({"input_ids": str([2, 10 + r, 4, 3, 0, 0]), "attention_mask": str([1, 1, 1, 1, 0, 0]),
+                    "labels": str([20 + r, 0]), "masked_lm_positions": str([2, 0]),
+                    "masked_lm_weights": str([1, 0]), "token_type_ids": str([0, 0, 1, 1, 0, 0]),
+                    "next_sentence_label": str(r % 2)})
+open(out + "/meta.dat", "w").write("a.csv 4\n")
+)PY");
+  ASSERT_EQ(zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "csv")).exit_code, 0);
+  data::Features b = zoo::testing::open_loader("{data_processor: BertCSVDataProcessor, data_dir: " + (dir / "csv") +
+                                               ", batch_size: 4, max_sequence_length: 6, vocab_file: v.txt}")
+                         ->next();
+  EXPECT_TRUE(torch::equal(b.at("input_ids")[3], torch::tensor({2, 13, 4, 3, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(b.at("labels").select(1, 0), torch::tensor({20, 21, 22, 23}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(b.at("masked_lm_mask")[0], torch::tensor({1, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(b.at("next_sentence_label"), torch::tensor({0, 1, 0, 1}, torch::kLong)));
+  EXPECT_EQ(b.at("token_type_ids")[1].sum().item<int64_t>(), 2);
+  std::string text = zoo::testing::read_file(dir / "csv/a.csv");
+  text.replace(text.rfind("[2, 13, 4, 3, 0, 0]"), 19, "[2, 13, 4, 3, 0]");
+  zoo::testing::write_file(dir / "csv/a.csv", text);
+  std::string error;
+  try {
+    zoo::testing::open_loader("{data_processor: BertCSVDataProcessor, data_dir: " + (dir / "csv") + ", batch_size: 4}")
+        ->next();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("a.csv, row 4: input_ids has 5 values where the batch's first row has 6"), std::string::npos)
+      << error;
+}
+
 // A modelzoo BERT config (its model section, shrunk) trains on modelzoo's
 // CSV data: the loss falls, eval reports the masked-LM and NSP metrics, and
 // the run resumes from its checkpoint.
