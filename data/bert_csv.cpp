@@ -104,12 +104,6 @@ BertCsvSource::BertCsvSource(const BertCsvOptions& o) : o_(o) {
   rows_ = std::make_unique<CsvTable>(o.data_dir.items, required);
 }
 
-std::string BertCsvSource::describe() const {
-  std::string dirs;
-  for (const auto& d : o_.data_dir.items) dirs += (dirs.empty() ? "" : ", ") + d;
-  return dirs;
-}
-
 BertCsvSource::Sample BertCsvSource::read_row(int64_t i) const {
   const CsvTable::Row row = rows_->row(i);
   Sample s;
@@ -237,13 +231,15 @@ std::vector<std::string> produced(const BertCsvOptions& o) {
   return p;
 }
 
-std::unique_ptr<DataLoader> open_bert_csv(const BertCsvOptions& o, const config::Origin& at) {
+// A map-style loader over a CSV source; problems with the files are named at data_dir.
+template <class Source, class Options>
+std::unique_ptr<DataLoader> open_csv(const Options& o, const config::Origin& at) {
   for (const auto& dir : o.data_dir.items) require_directory(dir, at);
-  std::shared_ptr<BertCsvSource> source;
+  std::shared_ptr<Source> source;
   try {
-    source = std::make_shared<BertCsvSource>(o);
+    source = std::make_shared<Source>(o);
   } catch (const LoaderOptionError&) {
-    throw;
+    throw;  // a vocabulary key, named as such
   } catch (const std::exception& e) {
     at.fail("data_dir", e.what());
   }
@@ -261,7 +257,7 @@ DataProcessor bert_csv_processor() {
       "`is_random_next`), masked anew each epoch.",
       {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions", "token_type_ids",
        "next_sentence_label"},
-      open_bert_csv, produced);
+      open_csv<BertCsvSource, BertCsvOptions>, produced);
 }
 
 const config::Schema<BertCsvStaticOptions>& BertCsvStaticOptions::schema() {
@@ -292,12 +288,6 @@ BertCsvStaticSource::BertCsvStaticSource(const BertCsvStaticOptions& o) : o_(o) 
   std::vector<std::string> required = {"input_ids", "attention_mask", "labels"};
   if (!o.disable_nsp) required.insert(required.end(), {"token_type_ids", "next_sentence_label"});
   rows_ = std::make_unique<CsvTable>(o.data_dir.items, required);
-}
-
-std::string BertCsvStaticSource::describe() const {
-  std::string dirs;
-  for (const auto& d : o_.data_dir.items) dirs += (dirs.empty() ? "" : ", ") + d;
-  return dirs;
 }
 
 Features BertCsvStaticSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
@@ -345,19 +335,7 @@ DataProcessor bert_csv_static_processor() {
       "masked_lm_positions, masked_lm_weights (and with NSP token_type_ids, next_sentence_label).",
       {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions", "token_type_ids",
        "next_sentence_label"},
-      [](const BertCsvStaticOptions& o, const config::Origin& at) -> std::unique_ptr<DataLoader> {
-        for (const auto& dir : o.data_dir.items) require_directory(dir, at);
-        std::shared_ptr<BertCsvStaticSource> source;
-        try {
-          source = std::make_shared<BertCsvStaticSource>(o);
-        } catch (const std::exception& e) {
-          at.fail("data_dir", e.what());
-        }
-        if (source->num_samples() < o.batch_size)
-          at.fail("data_dir", std::to_string(source->num_samples()) + " row(s), fewer than batch_size " +
-                                  std::to_string(o.batch_size));
-        return std::make_unique<MapStyleLoader>(source, o);
-      },
+      open_csv<BertCsvStaticSource, BertCsvStaticOptions>,
       [](const BertCsvStaticOptions& o) {
         std::vector<std::string> p = {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions"};
         if (!o.disable_nsp) p.insert(p.end(), {"token_type_ids", "next_sentence_label"});

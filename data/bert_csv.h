@@ -46,7 +46,7 @@ class BertCsvSource : public SampleSource {
   // Throws LoaderOptionError naming a vocabulary key, std::runtime_error naming the file.
   explicit BertCsvSource(const BertCsvOptions& options);
   int64_t num_samples() const override { return rows_->size(); }
-  std::string describe() const override;
+  std::string describe() const override { return rows_->describe(); }
   bool reads_epoch() const override { return true; }
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
 
@@ -81,7 +81,7 @@ class BertCsvStaticSource : public SampleSource {
  public:
   explicit BertCsvStaticSource(const BertCsvStaticOptions& options);  // std::runtime_error naming the file
   int64_t num_samples() const override { return rows_->size(); }
-  std::string describe() const override;
+  std::string describe() const override { return rows_->describe(); }
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
 
  private:

@@ -123,7 +123,7 @@ std::vector<int64_t> parse_python_int_list(const std::string& text) {
   return out;
 }
 
-CsvTable::CsvTable(const std::vector<std::string>& dirs, const std::vector<std::string>& required) {
+CsvTable::CsvTable(const std::vector<std::string>& dirs, const std::vector<std::string>& required) : dirs_(dirs) {
   std::string line;
   for (const std::string& dir : dirs) {
     const std::string meta = (std::filesystem::path(dir) / "meta.dat").string();
@@ -160,6 +160,12 @@ CsvTable::CsvTable(const std::vector<std::string>& dirs, const std::vector<std::
     }
   }
   if (rows_.empty()) throw std::runtime_error("no rows in the files meta.dat lists");
+}
+
+std::string CsvTable::describe() const {
+  std::string out;
+  for (const auto& d : dirs_) out += (out.empty() ? "" : ", ") + d;
+  return out;
 }
 
 std::string CsvTable::where(int64_t i) const {

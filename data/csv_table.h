@@ -25,6 +25,7 @@ class CsvTable {
   // the `required` columns. Throws std::runtime_error naming the file.
   CsvTable(const std::vector<std::string>& dirs, const std::vector<std::string>& required);
   int64_t size() const { return static_cast<int64_t>(rows_.size()); }
+  std::string describe() const;  // the data_dir entries
   // "<file>, row <n>" (n counted from 1 after the header), for messages.
   std::string where(int64_t i) const;
   bool has_column(int64_t i, const std::string& name) const;
@@ -46,7 +47,7 @@ class CsvTable {
     int32_t file;
     int64_t at;
   };
-  std::vector<std::string> files_;
+  std::vector<std::string> dirs_, files_;
   std::vector<std::vector<std::string>> headers_;
   std::vector<Offset> rows_;
 };
