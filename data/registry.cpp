@@ -11,6 +11,7 @@
 #include "data/byte_text.h"
 #include "data/gpt_hdf5.h"
 #include "data/mnist.h"
+#include "data/ner.h"
 #include "data/synthetic.h"
 
 namespace zoo::data {
@@ -19,7 +20,8 @@ std::vector<const DataProcessor*> data_processors() {
   static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
                                                  gpt_hdf5_map_processor(), synthetic_processor(),
                                                  mnist_processor(), bert_mlm_processor(), bert_csv_processor(),
-                                                 bert_csv_static_processor(), sst2_processor(), mnli_processor()};
+                                                 bert_csv_static_processor(), sst2_processor(), mnli_processor(),
+                                                 ner_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
   return out;

@@ -20,7 +20,10 @@ using Features = std::map<std::string, torch::Tensor>;
 
 // One eval metric as a ratio of sums, accumulated by the runner over batches.
 struct MetricTerm {
-  enum class Reduce { mean, exp_mean };  // sum/count, or exp(sum/count) for perplexity
+  // sum/count; exp(sum/count) for perplexity; macro_mean: sum and count are
+  // vectors (one entry per class) and the metric is the mean of sum/count
+  // over the entries whose count is > 0 (macro-averaged F1).
+  enum class Reduce { mean, exp_mean, macro_mean };
   torch::Tensor sum;
   torch::Tensor count;
   Reduce reduce = Reduce::mean;

@@ -7,6 +7,7 @@
 
 #include "models/bert/bert.h"
 #include "models/bert/classifier.h"
+#include "models/bert/token_classifier.h"
 #include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
@@ -15,7 +16,8 @@ namespace zoo::models {
 
 std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
-                                                     bert_classifier_family(), fc_mnist_family()};
+                                                     bert_classifier_family(), bert_token_classifier_family(),
+                                                     fc_mnist_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -34,8 +36,6 @@ struct UnbuiltModel {
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
       {{"bert/extractive_summarization"}, "BERTSUM, BERT fine-tuned to pick summary sentences", {"use_cls_bias"}},
-      {{"bert/token_classifier"}, "BERT fine-tuned to classify tokens",
-       {"encoder_output_dropout_rate", "include_padding_in_loss"}},
       {{"t5"}, "T5, an encoder-decoder", {"extra_ids", "d_kv", "encoder_num_hidden_layers", "decoder_num_hidden_layers"}},
       {{"transformer"}, "the encoder-decoder Transformer", {"src_vocab_size", "tgt_vocab_size"}},
       {{"mixtral"}, "Mixtral, a mixture of experts", {"moe"}},

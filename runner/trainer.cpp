@@ -387,6 +387,13 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   r.samples = metrics_.samples_seen();
   r.seconds = metrics_.seconds();
   for (const auto& [name, s] : sums) {
+    if (reduce[name] == models::MetricTerm::Reduce::macro_mean) {
+      const torch::Tensor seen = s.second.cpu() > 0;
+      r.metrics["eval/" + name] =
+          seen.any().item<bool>() ? (s.first.cpu().index({seen}) / s.second.cpu().index({seen})).mean().item<double>()
+                                  : 0.0;
+      continue;
+    }
     const double count = s.second.item<double>();
     double mean = count > 0 ? s.first.item<double>() / count : 0.0;
     r.metrics["eval/" + name] = reduce[name] == models::MetricTerm::Reduce::exp_mean ? std::exp(mean) : mean;

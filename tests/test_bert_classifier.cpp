@@ -1,7 +1,8 @@
 // BERT fine-tuned for sequence classification (modelzoo's bert/classifier
-// with SST2DataProcessor / MNLIDataProcessor): WordPiece against BERT's
-// tokenizer written in Python, GLUE rows encoded as BERT's paper says, and
-// the classifier trained and evaluated from a modelzoo-style config.
+// with SST2DataProcessor / MNLIDataProcessor) and token classification
+// (bert/token_classifier with BertTokenClassifierDataProcessor): WordPiece
+// against BERT's tokenizer written in Python, GLUE rows encoded as BERT's
+// paper says, and both heads trained and evaluated from modelzoo-style configs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "data/glue.h"
 #include "data/text/wordpiece.h"
 #include "models/bert/classifier.h"
+#include "models/bert/token_classifier.h"
 #include "runner/params.h"
 #include "runner/run.h"
 #include "test_util.h"
@@ -238,4 +240,99 @@ TEST(BertClassifier, RealConfigHasItsPublishedSize) {
                          YAML::Node());
   EXPECT_EQ(p.model_name, "bert/classifier");
   EXPECT_EQ(summarize_model(p).parameters, 109483778);
+}
+
+// The token classifier's F1 terms: with every prediction class 1, class 1
+// (B-X) has F1 2 TP / (2 TP + FP) and class 2 (I-X) 0; O is not scored;
+// padding is not counted.
+TEST(BertTokenClassifier, F1TermsCountTheBAndIClasses) {
+  TempDir dir;
+  const std::string labels = zoo::testing::write_file(dir / "label2id.json", R"({"O": 0, "B-X": 1, "I-X": 2})");
+  YAML::Node y = YAML::Load("{vocab_size: 32, hidden_size: 16, num_hidden_layers: 1, num_heads: 2, filter_size: 32, "
+                            "max_position_embeddings: 8, num_classes: 3, encoder_output_dropout_rate: 0.0, "
+                            "compute_eval_metrics: true, label_vocab_file: " + labels + "}");
+  auto spec = models::find_model("bert/token_classifier").parse(y, config::Context{"m.yaml", "model"});
+  auto model = std::dynamic_pointer_cast<models::BertTokenClassifierModel>(spec->build(torch::TensorOptions()));
+  ASSERT_TRUE(model);
+  {
+    torch::NoGradGuard no_grad;
+    model->classifier->weight.zero_();
+    model->classifier->bias.copy_(torch::tensor({0.0, 5.0, 0.0}));
+  }
+  model->eval();
+  models::Features f;
+  f["input_ids"] = torch::randint(1, 32, {1, 6}, torch::kLong);
+  f["attention_mask"] = torch::tensor({{1, 1, 1, 1, 1, 0}}, torch::kLong);
+  f["labels"] = torch::tensor({{1, 2, 0, 1, 0, 1}}, torch::kLong);  // the last is padding
+  f["loss_mask"] = f["attention_mask"];
+  const auto out = model->forward(f, true);
+  const models::MetricTerm& f1 = out.metrics.at("f1_score");
+  EXPECT_EQ(f1.reduce, models::MetricTerm::Reduce::macro_mean);
+  // class 1: TP 2, FP 3 (O, I, O), FN 0 -> 4 / 7; class 2: TP 0, FN 1 -> 0 / 1; class 0 not scored: 0 / 0
+  EXPECT_TRUE(torch::equal(f1.sum, torch::tensor({0.0, 4.0, 0.0}, torch::kDouble)));
+  EXPECT_TRUE(torch::equal(f1.count, torch::tensor({0.0, 7.0, 1.0}, torch::kDouble)));
+}
+
+// modelzoo's NER config shape (no model.name: num_classes and
+// encoder_output_dropout_rate pick bert/token_classifier) trains on its CSV
+// data: the loss falls and eval reports f1_score 1.
+TEST(BertTokenClassifier, TrainsOnNerCsvAndReportsF1) {
+  TempDir dir;
+  write_vocab(dir);
+  std::filesystem::create_directories(dir / "ner");
+  zoo::testing::write_file(dir / "ner/label2id.json", R"({"O": 0, "B-X": 1, "I-X": 2})");
+  std::string csv = "tokens,labels\n";
+  for (int i = 0; i < 8; ++i)
+    csv += i % 2 ? "the man sleeps,O B-X I-X\n" : "a film was great,O O O B-X\n";
+  zoo::testing::write_file(dir / "ner/part.csv", csv);
+  zoo::testing::write_file(dir / "ner/meta.dat", "part.csv 8\n");
+  const std::string input = "  data_processor: BertTokenClassifierDataProcessor\n  data_dir: " + (dir / "ner") +
+                            "\n  vocab_file: " + (dir / "vocab.txt") + "\n  label_vocab_file: " +
+                            (dir / "ner/label2id.json") + "\n  max_sequence_length: 8\n  batch_size: 4\n"
+                            "  do_lower: true\n  shuffle: false\n";
+  const std::string params = zoo::testing::write_file(dir / "ner.yaml", "train_input:\n" + input + "eval_input:\n" +
+      input + R"(model:
+  vocab_size: 32
+  hidden_size: 32
+  num_hidden_layers: 2
+  num_heads: 4
+  filter_size: 64
+  max_position_embeddings: 8
+  encoder_nonlinearity: gelu
+  encoder_output_dropout_rate: 0.0
+  include_padding_in_loss: false
+  compute_eval_metrics: true
+  num_classes: 3
+  label_vocab_file: )" + (dir / "ner/label2id.json") + R"(
+optimizer:
+  optimizer_type: AdamW
+  learning_rate: 0.002
+runconfig:
+  max_steps: 40
+  log_steps: 1
+  eval_steps: 2
+  eval_frequency: 40
+  checkpoint_steps: 40
+)");
+  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                     " --mode train_and_eval --model_dir " + (dir / "m"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("so zoo builds bert/token_classifier"), std::string::npos) << r.output;
+  std::vector<double> losses;
+  const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(losses.size(), 40u) << r.output;
+  EXPECT_LT(losses.back(), 0.1 * losses.front()) << losses.front() << " -> " << losses.back();
+  EXPECT_NE(r.output.find("eval/f1_score = 1"), std::string::npos) << r.output;
+}
+
+// modelzoo's BC5CDR-chem NER config: BERT-base without the pooler plus a 7-class layer.
+TEST(BertTokenClassifier, RealConfigHasItsSize) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  Params p = load_params(zoo::testing::shared_dir() +
+                             "/modelzoo_configs/transformers_pytorch_bert_fine_tuning_token_classifier_bert_base_ner_bc5cdr_chem.yaml",
+                         YAML::Node());
+  EXPECT_EQ(p.model_name, "bert/token_classifier");
+  EXPECT_EQ(summarize_model(p).parameters, 109482240 - (768 * 768 + 768) + 7 * 768 + 7);
 }
