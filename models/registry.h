@@ -115,6 +115,9 @@ struct ModelFamily {
   // The data processor of input sections that name none (modelzoo's
   // fc_mnist/run.py chooses its loader itself); "" when they must name one.
   std::string default_data_processor;
+  // Model keys an input section takes from the model when it lacks them
+  // (modelzoo's NER data reads the model's label_vocab_file).
+  std::vector<std::string> input_keys_from_model;
   // Hugging Face converters by modelzoo's converter name (e.g. "gpt2", "llama", "gpt-neox").
   std::map<std::string, HfAdapter> hf;
 };

@@ -161,11 +161,21 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   for (const char* section : {"train_input", "eval_input"}) {
     YAML::Node in = root_in[section];
     if (!present(in)) continue;  // modelzoo trains without eval_input, evaluates without train_input
-    if (in.IsMap() && !in["data_processor"] && !family->default_data_processor.empty()) {
+    if (in.IsMap() && !static_cast<const YAML::Node&>(in)["data_processor"] &&
+        !family->default_data_processor.empty()) {
       YAML::Node named(YAML::NodeType::Map);  // a copy naming the family's processor (nodes keep their lines)
       named["data_processor"] = family->default_data_processor;
       for (const auto& kv : in) named[kv.first] = kv.second;
       in = named;
+    }
+    for (const auto& key : family->input_keys_from_model) {
+      const YAML::Node given = static_cast<const YAML::Node&>(in)[key], from = static_cast<const YAML::Node&>(model)[key];
+      if (in.IsMap() && !given && from) {
+        YAML::Node with(YAML::NodeType::Map);  // a copy with the model's value (nodes keep their lines)
+        for (const auto& kv : in) with[kv.first] = kv.second;
+        with[key] = from;
+        in = with;
+      }
     }
     auto spec = data::parse_input(in, section_ctx(section));
     check_features(*p.model, p.model_name, *spec, section);
