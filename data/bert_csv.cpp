@@ -1,6 +1,8 @@
 // Implementation of data/bert_csv.h.
 #include "data/bert_csv.h"
 
+#include "data/csv_loader.h"
+
 #include <algorithm>
 #include <map>
 #include <cmath>
@@ -231,23 +233,6 @@ std::vector<std::string> produced(const BertCsvOptions& o) {
   return p;
 }
 
-// A map-style loader over a CSV source; problems with the files are named at data_dir.
-template <class Source, class Options>
-std::unique_ptr<DataLoader> open_csv(const Options& o, const config::Origin& at) {
-  for (const auto& dir : o.data_dir.items) require_directory(dir, at);
-  std::shared_ptr<Source> source;
-  try {
-    source = std::make_shared<Source>(o);
-  } catch (const LoaderOptionError&) {
-    throw;  // a vocabulary key, named as such
-  } catch (const std::exception& e) {
-    at.fail("data_dir", e.what());
-  }
-  if (source->num_samples() < o.batch_size)
-    at.fail("data_dir", std::to_string(source->num_samples()) + " row(s), fewer than batch_size " +
-                            std::to_string(o.batch_size));
-  return std::make_unique<MapStyleLoader>(source, o);
-}
 }  // namespace
 
 DataProcessor bert_csv_processor() {

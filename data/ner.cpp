@@ -1,6 +1,8 @@
 // Implementation of data/ner.h.
 #include "data/ner.h"
 
+#include "data/csv_loader.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -97,21 +99,7 @@ DataProcessor ner_processor() {
       "BertTokenClassifierDataProcessor",
       "NER: modelzoo's CSV rows of split `tokens` and their `labels`, with vocab_file and label_vocab_file.",
       {"input_ids", "attention_mask", "loss_mask", "token_type_ids", "labels"},
-      [](const NerOptions& o, const config::Origin& at) -> std::unique_ptr<DataLoader> {
-        for (const auto& dir : o.data_dir.items) require_directory(dir, at);
-        std::shared_ptr<NerSource> source;
-        try {
-          source = std::make_shared<NerSource>(o);
-        } catch (const LoaderOptionError&) {
-          throw;
-        } catch (const std::exception& e) {
-          at.fail("data_dir", e.what());
-        }
-        if (source->num_samples() < o.batch_size)
-          at.fail("data_dir", std::to_string(source->num_samples()) + " row(s), fewer than batch_size " +
-                                  std::to_string(o.batch_size));
-        return std::make_unique<MapStyleLoader>(source, o);
-      });
+      open_csv<NerSource, NerOptions>);
 }
 
 }  // namespace zoo::data

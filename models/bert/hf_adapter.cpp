@@ -153,7 +153,7 @@ StateDict to_hf(const StateDict& zoo, const BertOptions& o, const HfLayout& layo
 }
 
 // Fine-tuning reads modelzoo's BERT CSV data, tokenized with the checkpoint's vocab.txt.
-YAML::Node csv_input(const nlohmann::json& c, const YAML::Node& model, const std::string& hf_dir) {
+YAML::Node csv_input(const nlohmann::json&, const YAML::Node& model, const std::string& hf_dir) {
   YAML::Node in(YAML::NodeType::Map);
   in["data_processor"] = "BertCSVDynamicMaskDataProcessor";
   in["vocab_file"] = hf_dir + "/vocab.txt";
@@ -165,7 +165,6 @@ YAML::Node csv_input(const nlohmann::json& c, const YAML::Node& model, const std
     const nlohmann::json t = nlohmann::json::parse(tokenizer, nullptr, /*allow_exceptions=*/false);
     if (t.is_object() && t.value("do_lower_case", false)) in["do_lower"] = true;
   }
-  (void)c;
   return in;
 }
 
