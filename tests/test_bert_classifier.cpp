@@ -178,7 +178,7 @@ TEST(BertClassifier, TrainsOnGlueAndReportsAccuracy) {
   std::string train = "sentence\tlabel\n", dev = "sentence\tlabel\n";
   for (int i = 0; i < 8; ++i) {
     train += std::string(i % 2 ? "the film was great !" : "the film was bad .") + "\t" + std::to_string(i % 2) + "\n";
-    dev += std::string(i % 2 ? "great film" : "bad film") + "\t" + std::to_string(i % 2) + "\n";
+    dev += std::string(i % 2 ? "the film was great !" : "the film was bad .") + "\t" + std::to_string(i % 2) + "\n";
   }
   zoo::testing::write_file(dir / "sst2/train.tsv", train);
   zoo::testing::write_file(dir / "sst2/dev.tsv", dev);
