@@ -38,7 +38,6 @@ const std::vector<UnbuiltModel>& unbuilt_models() {
       {{"bert/extractive_summarization"}, "BERTSUM, BERT fine-tuned to pick summary sentences", {"use_cls_bias"}},
       {{"t5"}, "T5, an encoder-decoder", {"extra_ids", "d_kv", "encoder_num_hidden_layers", "decoder_num_hidden_layers"}},
       {{"transformer"}, "the encoder-decoder Transformer", {"src_vocab_size", "tgt_vocab_size"}},
-      {{"mixtral"}, "Mixtral, a mixture of experts", {"moe"}},
       {{"dpo"}, "DPO, preference optimization of a decoder", {"dpo"}},
       {{"dpr"}, "DPR, a dense passage retriever", {}},
       {{"esm2"}, "ESM-2, a protein encoder", {}},

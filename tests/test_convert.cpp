@@ -200,20 +200,31 @@ SCALING = CASE["rope_scaling"]
 torch.manual_seed(1)
 V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6
 D = CASE["head_dim"] or C // H
+E, K = CASE["experts"], 2  # Mixtral: E experts per layer, each token through the top K
 sd = {"model.embed_tokens.weight": torch.randn(V, C) * 0.3, "model.norm.weight": 1 + 0.1 * torch.randn(C),
       "lm_head.weight": torch.randn(V, C) * 0.2}
 for i in range(L):
     p = f"model.layers.{i}."
     sd.update({p + "self_attn.q_proj.weight": torch.randn(H * D, C) * 0.2, p + "self_attn.k_proj.weight": torch.randn(G * D, C) * 0.2,
                p + "self_attn.v_proj.weight": torch.randn(G * D, C) * 0.2, p + "self_attn.o_proj.weight": torch.randn(C, H * D) * 0.2,
-               p + "mlp.gate_proj.weight": torch.randn(I, C) * 0.2, p + "mlp.up_proj.weight": torch.randn(I, C) * 0.2,
-               p + "mlp.down_proj.weight": torch.randn(C, I) * 0.2,
                p + "input_layernorm.weight": 1 + 0.1 * torch.randn(C), p + "post_attention_layernorm.weight": 1 + 0.1 * torch.randn(C)})
+    if E:
+        sd[p + "block_sparse_moe.gate.weight"] = torch.randn(E, C)
+        for e in range(E):
+            q = p + f"block_sparse_moe.experts.{e}."
+            sd.update({q + "w1.weight": torch.randn(I, C) * 0.2, q + "w3.weight": torch.randn(I, C) * 0.2,
+                       q + "w2.weight": torch.randn(C, I) * 0.2})
+    else:
+        sd.update({p + "mlp.gate_proj.weight": torch.randn(I, C) * 0.2, p + "mlp.up_proj.weight": torch.randn(I, C) * 0.2,
+                   p + "mlp.down_proj.weight": torch.randn(C, I) * 0.2})
 os.makedirs(out + "/hf", exist_ok=True)
 write_safetensors(out + "/hf/model.safetensors", sd)
-json.dump({"model_type": "llama", "vocab_size": V, "hidden_size": C, "intermediate_size": I, "num_hidden_layers": L,
-           "num_attention_heads": H, "num_key_value_heads": G, "max_position_embeddings": P, "rms_norm_eps": eps,
-           "tie_word_embeddings": False, "rope_scaling": SCALING, "head_dim": D}, open(out + "/hf/config.json", "w"))
+config = {"model_type": "mixtral" if E else "llama", "vocab_size": V, "hidden_size": C, "intermediate_size": I,
+          "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G, "max_position_embeddings": P,
+          "rms_norm_eps": eps, "tie_word_embeddings": False, "rope_scaling": SCALING, "head_dim": D}
+if E:
+    config.update({"num_local_experts": E, "num_experts_per_tok": K, "router_aux_loss_coef": 0.02, "sliding_window": None})
+json.dump(config, open(out + "/hf/config.json", "w"))
 rms = lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
 if SCALING:  # Llama 3.1's bands: short wavelengths kept, long ones / factor, the ones between blended
@@ -238,7 +249,17 @@ for i in range(L):
     w = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(torch.tril(torch.ones(P, P)) == 0, float("-inf")).softmax(-1)
     x = x + (w @ v).transpose(1, 2).reshape(2, P, H * D) @ sd[p + "self_attn.o_proj.weight"].t()
     m = rms(x, sd[p + "post_attention_layernorm.weight"])
-    x = x + (F.silu(m @ sd[p + "mlp.gate_proj.weight"].t()) * (m @ sd[p + "mlp.up_proj.weight"].t())) @ sd[p + "mlp.down_proj.weight"].t()
+    swiglu = lambda gate, up, down: (F.silu(m @ sd[gate].t()) * (m @ sd[up].t())) @ sd[down].t()
+    if not E:
+        x = x + swiglu(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight")
+        continue
+    # Mixtral's block: a float32 softmax router, the top K renormalized to sum to 1
+    probs = (m @ sd[p + "block_sparse_moe.gate.weight"].t()).float().softmax(-1)
+    top, chosen = probs.topk(K)
+    top = top / top.sum(-1, keepdim=True)
+    for e in range(E):
+        q = p + f"block_sparse_moe.experts.{e}."
+        x = x + (top * (chosen == e)).sum(-1, keepdim=True) * swiglu(q + "w1.weight", q + "w3.weight", q + "w2.weight")
 logits = rms(x, sd["model.norm.weight"]) @ sd["lm_head.weight"].t()
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
@@ -246,11 +267,15 @@ open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes()
 
 // Converts that model to zoo and checks the logits (whole and decoded with a
 // cache), and the export back: the same tensors bit for bit, the same config.
-void check_llama_conversion(const nlohmann::json& rope_scaling, const nlohmann::json& head_dim = nullptr) {
+// experts > 0: Mixtral's sparse experts in place of the MLPs.
+void check_llama_conversion(const nlohmann::json& rope_scaling, const nlohmann::json& head_dim = nullptr,
+                            int64_t experts = 0) {
   zoo::testing::TempDir dir;
-  zoo::testing::write_file(dir / "case.json", nlohmann::json{{"rope_scaling", rope_scaling}, {"head_dim", head_dim}}.dump());
+  zoo::testing::write_file(dir / "case.json", nlohmann::json{{"rope_scaling", rope_scaling}, {"head_dim", head_dim},
+                                                             {"experts", experts}}.dump());
   run_fixture(dir, "make_llama.py", kMakeLlama);
-  convert::run_convert({dir / "hf", "llama", "hf", "zoo", std::nullopt, dir / "zoo"});
+  const std::string converter = experts ? "mixtral" : "llama";
+  convert::run_convert({dir / "hf", converter, "hf", "zoo", std::nullopt, dir / "zoo"});
   auto model = load_converted(dir);
   torch::NoGradGuard no_grad;
   torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 16});
@@ -263,7 +288,7 @@ void check_llama_conversion(const nlohmann::json& rope_scaling, const nlohmann::
   for (int64_t t = 9; t < 16; ++t) parts.push_back(model->next_logits(ids.narrow(1, t, 1), cache));
   EXPECT_LT((torch::cat(parts, 1) - expected).abs().max().item<double>(), 1e-4);
 
-  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "llama", "zoo", "hf", std::nullopt, dir / "back"});
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", converter, "zoo", "hf", std::nullopt, dir / "back"});
   auto original = convert::read_safetensors(dir / "hf/model.safetensors");
   auto back = convert::read_safetensors(dir / "back/model.safetensors");
   ASSERT_EQ(original.size(), back.size());
@@ -272,6 +297,12 @@ void check_llama_conversion(const nlohmann::json& rope_scaling, const nlohmann::
   EXPECT_EQ(cfg["num_key_value_heads"], 2);
   EXPECT_EQ(cfg["rope_scaling"], rope_scaling);
   EXPECT_EQ(cfg["head_dim"], head_dim.is_null() ? nlohmann::json(8) : head_dim);
+  if (experts) {
+    EXPECT_EQ(cfg["architectures"][0], "MixtralForCausalLM");
+    EXPECT_EQ(cfg["num_local_experts"], experts);
+    EXPECT_EQ(cfg["num_experts_per_tok"], 2);
+    EXPECT_EQ(cfg["router_aux_loss_coef"], 0.02);
+  }
 }
 
 }  // namespace
@@ -288,6 +319,14 @@ TEST(Convert, Llama31RopeScalingMatchesTheReferenceAndRoundTrips) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   check_llama_conversion({{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}});
+}
+
+// Mixtral: each layer's router and 4 SwiGLU experts (w1 gate, w3 up, w2
+// down) become modelzoo's `moe` block; logits match HF's routing (float32
+// softmax, top 2 renormalized) and the export is bitwise the original.
+TEST(Convert, MixtralFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  check_llama_conversion(nullptr, nullptr, 4);
 }
 
 // Mistral NeMo's head_dim (128 at hidden_size 5120, 32 heads) is modelzoo's

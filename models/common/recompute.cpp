@@ -12,7 +12,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct Block : torch::CustomClassHolder {
-  std::function<torch::Tensor(const torch::Tensor&)> run;
+  std::function<variable_list(const torch::Tensor&)> run;
   at::Generator generator;  // the one dropout draws from on x's device
   torch::Tensor rng_state;
   AutocastState cpu_autocast, cuda_autocast;
@@ -20,7 +20,7 @@ struct Block : torch::CustomClassHolder {
 
 class Recompute : public torch::autograd::Function<Recompute> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, c10::intrusive_ptr<Block> block) {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, c10::intrusive_ptr<Block> block) {
     block->generator = x.is_cuda() ? at::globalContext().defaultGenerator(x.device())
                                    : at::detail::getDefaultCPUGenerator();
     block->rng_state = block->generator.get_state();
@@ -41,7 +41,7 @@ class Recompute : public torch::autograd::Function<Recompute> {
     block->generator.set_state(block->rng_state);
     block->cpu_autocast.apply();
     block->cuda_autocast.apply();
-    torch::Tensor y;
+    variable_list y;
     {
       torch::AutoGradMode grad(true);
       y = block->run(x);
@@ -49,18 +49,26 @@ class Recompute : public torch::autograd::Function<Recompute> {
     block->generator.set_state(rng_now);
     cpu_now.apply();
     cuda_now.apply();
-    torch::autograd::backward({y}, {grad_outputs[0]});
+    variable_list outputs, grads;  // those a gradient flows back from
+    for (size_t i = 0; i < y.size(); ++i)
+      if (y[i].requires_grad() && grad_outputs[i].defined()) outputs.push_back(y[i]), grads.push_back(grad_outputs[i]);
+    if (!outputs.empty()) torch::autograd::backward(outputs, grads);
     return {x.grad(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor recompute_in_backward(const std::function<torch::Tensor(const torch::Tensor&)>& block,
-                                    const torch::Tensor& x) {
+std::vector<torch::Tensor> recompute_outputs_in_backward(
+    const std::function<std::vector<torch::Tensor>(const torch::Tensor&)>& block, const torch::Tensor& x) {
   auto holder = c10::make_intrusive<Block>();
   holder->run = block;
   return Recompute::apply(x, holder);
+}
+
+torch::Tensor recompute_in_backward(const std::function<torch::Tensor(const torch::Tensor&)>& block,
+                                    const torch::Tensor& x) {
+  return recompute_outputs_in_backward([block](const torch::Tensor& h) { return variable_list{block(h)}; }, x)[0];
 }
 
 }  // namespace zoo::models

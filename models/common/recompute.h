@@ -1,11 +1,13 @@
 // Activation checkpointing: a block whose activations are not kept for the
 // backward pass but computed again there, trading ~1/3 more compute for the
-// memory of everything inside the block. Defines: recompute_in_backward.
+// memory of everything inside the block. Defines: recompute_in_backward,
+// recompute_outputs_in_backward.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <functional>
+#include <vector>
 
 namespace zoo::models {
 
@@ -15,5 +17,10 @@ namespace zoo::models {
 // parameters inside the block accumulate into their .grad as usual.
 torch::Tensor recompute_in_backward(const std::function<torch::Tensor(const torch::Tensor&)>& block,
                                     const torch::Tensor& x);
+
+// The same for a block with several outputs (a layer and its router
+// statistics): gradients flow back from each output that has one.
+std::vector<torch::Tensor> recompute_outputs_in_backward(
+    const std::function<std::vector<torch::Tensor>(const torch::Tensor&)>& block, const torch::Tensor& x);
 
 }  // namespace zoo::models

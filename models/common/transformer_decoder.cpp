@@ -18,7 +18,10 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptio
   self_attn = register_module("self_attn", MultiheadAttention(o.attention, p));
   if (!o.parallel_residual || o.untied_norms)
     norm3 = register_module("norm3", make_norm(o, p));
-  ffn = register_module("ffn", FeedForward(o.ffn, p));
+  if (o.moe.enabled())
+    moe = register_module("ffn", SparseMoeBlock(o.moe, o.ffn, o.moe_gate_initializer, p));
+  else
+    ffn = register_module("ffn", FeedForward(o.ffn, p));
   if (o.sandwich_norms) {
     norm1_post = register_module("norm1_post", make_norm(o, p));
     norm3_post = register_module("norm3_post", make_norm(o, p));
@@ -29,23 +32,30 @@ void TransformerDecoderLayerImpl::reset_parameters() {
   norm1->reset_parameters();
   self_attn->reset_parameters();
   if (norm3) norm3->reset_parameters();
-  ffn->reset_parameters();
+  if (moe)
+    moe->reset_parameters();
+  else
+    ffn->reset_parameters();
   if (norm1_post) norm1_post->reset_parameters(), norm3_post->reset_parameters();
 }
 
+torch::Tensor TransformerDecoderLayerImpl::feed_forward(const torch::Tensor& h, MoeContext* context) {
+  return moe ? moe->forward(h, context) : ffn(h);
+}
+
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
-                                                   const torch::Tensor& alibi_slopes) {
+                                                   const torch::Tensor& alibi_slopes, MoeContext* moe_context) {
   const bool drop = dropout_ > 0 && is_training();
   torch::Tensor normed = norm1(x);
   torch::Tensor a = self_attn->forward(normed, cache, alibi_slopes);
   if (drop) a = torch::dropout(a, dropout_, true);
   if (parallel_) {
-    torch::Tensor f = ffn(norm3 ? norm3(x) : normed);
+    torch::Tensor f = feed_forward(norm3 ? norm3(x) : normed, moe_context);
     return x + a + (drop ? torch::dropout(f, dropout_, true) : f);
   }
   if (norm1_post) a = norm1_post(a);
   torch::Tensor h = x + a;
-  torch::Tensor f = ffn(norm3(h));
+  torch::Tensor f = feed_forward(norm3(h), moe_context);
   if (drop) f = torch::dropout(f, dropout_, true);
   return h + (norm3_post ? norm3_post(f) : f);
 }
@@ -69,15 +79,32 @@ void TransformerDecoderImpl::reset_parameters() {
 }
 
 torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<LayerKV>* cache,
-                                              const torch::Tensor& alibi_slopes) {
+                                              const torch::Tensor& alibi_slopes, MoeContext* moe) {
   if (cache) cache->resize(layers->size());
   // Only a training step has a backward pass to recompute in.
   const bool recompute = recompute_ && is_training() && !cache && torch::GradMode::is_enabled();
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
-    x = recompute ? recompute_in_backward(
-                        [layer, alibi_slopes](const torch::Tensor& h) { return layer->forward(h, nullptr, alibi_slopes); }, x)
-                  : layer->forward(x, cache ? &(*cache)[i] : nullptr, alibi_slopes);
+    if (!recompute) {
+      x = layer->forward(x, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe);
+    } else if (moe && layer->moe) {
+      // The router statistics come out of the recomputed block as outputs, so
+      // the load-balancing loss's gradient reaches the router.
+      MoeContext reads{moe->input_ids, moe->token_weights};  // by value: the backward pass runs after this frame
+      auto outs = recompute_outputs_in_backward(
+          [layer, alibi_slopes, reads](const torch::Tensor& h) {
+            MoeContext c = reads;
+            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, &c);
+            return c.layers ? std::vector<torch::Tensor>{y, c.tokens_per_expert, c.prob_per_expert}
+                            : std::vector<torch::Tensor>{y};
+          },
+          x);
+      x = outs[0];
+      if (outs.size() == 3) moe->record(outs[1], outs[2]);
+    } else {
+      x = recompute_in_backward(
+          [layer, alibi_slopes](const torch::Tensor& h) { return layer->forward(h, nullptr, alibi_slopes); }, x);
+    }
   }
   return norm(x);
 }

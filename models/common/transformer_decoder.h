@@ -11,6 +11,7 @@
 #include "models/common/attention.h"
 #include "models/common/ffn.h"
 #include "models/common/layers.h"
+#include "models/common/moe.h"
 
 namespace zoo::models {
 
@@ -32,6 +33,9 @@ struct DecoderLayerOptions {
   // Which layers the attention's sliding window applies to: every one (-1),
   // or only the even (0) or the odd (1) ones (Gemma 2 alternates).
   int sliding_window_parity = -1;
+  // moe.enabled(): a SparseMoeBlock of experts shaped as `ffn` in place of the FFN.
+  MoeOptions moe;
+  InitializerSpec moe_gate_initializer;
 };
 
 class TransformerDecoderLayerImpl : public torch::nn::Module {
@@ -41,15 +45,19 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   // DecoderLayerOptions. (norm2 is the cross-attention norm of encoder-decoder
   // models, absent here.)
   // alibi_slopes: (heads), ALiBi's per-head slopes when the model uses it.
-  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {});
+  // moe: what an MoE layer reads and records (null: nothing recorded).
+  torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
+                        MoeContext* moe = nullptr);
   void reset_parameters();
 
   LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
   LayerNorm norm1_post{nullptr}, norm3_post{nullptr};  // sandwich_norms only
   MultiheadAttention self_attn{nullptr};
   FeedForward ffn{nullptr};
+  SparseMoeBlock moe{nullptr};  // in place of ffn (and under its name) when DecoderLayerOptions::moe is on
 
  private:
+  torch::Tensor feed_forward(const torch::Tensor& h, MoeContext* context);
   double dropout_;
   bool parallel_;
 };
@@ -60,7 +68,9 @@ class TransformerDecoderImpl : public torch::nn::Module {
   TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& options, const torch::TensorOptions& p);
   // (B, T, C) -> (B, T, C), final norm applied. `cache`, when given, holds one
   // LayerKV per layer (resized on first use) for incremental decoding.
-  torch::Tensor forward(torch::Tensor x, std::vector<LayerKV>* cache = nullptr, const torch::Tensor& alibi_slopes = {});
+  // moe: see TransformerDecoderLayer::forward.
+  torch::Tensor forward(torch::Tensor x, std::vector<LayerKV>* cache = nullptr, const torch::Tensor& alibi_slopes = {},
+                        MoeContext* moe = nullptr);
   void reset_parameters();
 
   torch::nn::ModuleList layers;

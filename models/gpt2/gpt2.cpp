@@ -54,6 +54,7 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  "Dropout after the embeddings (null: dropout_rate).", config::if_set(dropout))
           .field("attention_dropout_rate", &O::attention_dropout_rate,
                  "Dropout on attention probabilities (null: dropout_rate).", config::if_set(dropout))
+          .field("moe", &O::moe, "Mixture of experts in place of each layer's FFN (modelzoo's mixtral model).")
           .field("output_layer_initializer", &O::output_layer_initializer,
                  "Initializer of the attention output and last FFN layer (null: `initializer`, or without one "
                  "truncated_normal std=initializer_range/sqrt(2*num_hidden_layers)).")
@@ -167,6 +168,9 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.norm_bias = o.norm_type != "biasless-layernorm";
   d.dropout = o.dropout_rate;
   d.recompute = o.activation_checkpointing;
+  d.moe = o.moe;
+  // modelzoo's router initializer: `initializer` when given, else moe.gate_initializer, else the default.
+  d.moe_gate_initializer = o.initializer.value_or(o.moe.gate_initializer.value_or(truncated_normal_spec(o.initializer_range)));
   return d;
 }
 }  // namespace
@@ -233,8 +237,16 @@ torch::Tensor Gpt2Model::head(const torch::Tensor& h) {
   return out;
 }
 
+MoeContext* Gpt2Model::moe_context(const torch::Tensor& input_ids, MoeContext& context) const {
+  if (!options_.moe.enabled()) return nullptr;
+  context.input_ids = input_ids;
+  return &context;
+}
+
 torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
-  return head(transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi()));
+  MoeContext moe;
+  return head(transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi(),
+                                           moe_context(input_ids, moe)));
 }
 
 torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
@@ -245,7 +257,9 @@ torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationC
   std::vector<LayerKV> kv(options_.num_hidden_layers);  // cache.state: k0, v0, k1, v1, ...
   for (size_t i = 0; 2 * i + 1 < cache.state.size() && i < kv.size(); ++i)
     kv[i] = {cache.state[2 * i], cache.state[2 * i + 1]};
-  torch::Tensor h = transformer_decoder->forward(embed(input_ids, cache.positions), &kv, embedding_layer->alibi());
+  MoeContext moe;
+  torch::Tensor h = transformer_decoder->forward(embed(input_ids, cache.positions), &kv, embedding_layer->alibi(),
+                                                 moe_context(input_ids, moe));
   cache.state.clear();
   for (const auto& layer : kv) cache.state.insert(cache.state.end(), {layer.keys, layer.values});
   cache.positions += input_ids.size(1);
@@ -260,14 +274,27 @@ std::map<std::string, LrAdjustmentGroup> Gpt2Model::lr_adjustment_groups() const
   return {{"embedding", {{"*embedding*weight"}}},
           {"decoder_kernel", {{"*decoder*dense*weight", "*decoder*linear*weight"}}},
           {"decoder_attention", {{"*decoder*attn*dense*weight"}, hidden}},
-          {"decoder_input_ffn", {{"*decoder*ffn.ffn.[!1]*weight"}, hidden}},
-          {"decoder_output_ffn", {{"*decoder*ffn.ffn.[1]*weight"}, filter}}};
+          {"decoder_input_ffn", {{"*decoder*ffn.ffn.[!1]*weight", "*decoder*ffn.experts.experts.*.ffn.[!1]*weight"}, hidden}},
+          {"decoder_output_ffn", {{"*decoder*ffn.ffn.[1]*weight", "*decoder*ffn.experts.experts.*.ffn.[1]*weight"}, filter}}};
 }
 
 ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
-  torch::Tensor out = padded_logits(batch.at("input_ids"));  // the loss skips the padding columns
+  const torch::Tensor& ids = batch.at("input_ids");
+  const torch::Tensor& mask = batch.at("attention_mask");
+  MoeContext moe;
+  MoeContext* routing = moe_context(ids, moe);
+  // Training with a load-balancing loss: the MoE layers record router statistics over the loss mask's tokens.
+  if (routing && is_training() && options_.moe.load_balancing_loss_coef > 0) {
+    torch::Tensor m = mask.to(torch::kFloat);
+    moe.token_weights = m / m.sum(1, true).clamp_min(1.0);
+  }
+  torch::Tensor out = head(transformer_decoder->forward(embed(ids), nullptr, embedding_layer->alibi(), routing));
   LossScaling scaling{options_.loss_scaling, options_.loss_weight};
-  return lm_loss(out, batch.at("labels"), batch.at("attention_mask"), scaling, with_metrics, options_.vocab_size);
+  // The loss skips the padding columns.
+  ModelOutput result = lm_loss(out, batch.at("labels"), mask, scaling, with_metrics, options_.vocab_size);
+  if (moe.layers > 0)
+    result.loss = result.loss + options_.moe.load_balancing_loss_coef * load_balancing_loss(moe, options_.moe.num_experts);
+  return result;
 }
 
 // Kaplan et al. (2020): forward ~ 2 * (matmul parameters) + 2 * layers * context * width.
@@ -277,15 +304,20 @@ double Gpt2Model::forward_flops_per_token() const {
   const double kv = options_.attention_module == "multiquery_attention"
                         ? inner * options_.extra_attention_params.num_kv_groups / options_.num_heads
                         : inner;
-  const double ffn = (is_glu(options_.nonlinearity) ? 3 : 2) * C * F;
+  // An MoE token runs through top_k routed experts and the shared ones, after the router.
+  const MoeOptions& moe = options_.moe;
+  const double experts_per_token = moe.enabled() ? double(moe.top_k + moe.shared_experts()) : 1.0;
+  const double ffn = (is_glu(options_.nonlinearity) ? 3 : 2) * C * F * experts_per_token +
+                     (moe.enabled() ? C * moe.num_experts : 0.0);
   const double matmul_params = L * (2 * C * inner + 2 * C * kv + ffn) + C * options_.vocab_size;
   return 2 * matmul_params + 2 * L * options_.max_position_embeddings * inner;
 }
 
 ModelFamily gpt2_family() {
   ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
-      // modelzoo's bloom, btlm, jais, santacoder, starcoder and gemma2 models are its gpt2 model under another name.
-      "gpt2", {"gpt3", "llama", "mistral", "bloom", "btlm", "jais", "santacoder", "starcoder", "mpt", "LlamaModel",
+      // modelzoo's bloom, btlm, jais, mixtral, santacoder, starcoder and gemma2 models are its gpt2 model under
+      // another name.
+      "gpt2", {"gpt3", "llama", "mistral", "mixtral", "bloom", "btlm", "jais", "santacoder", "starcoder", "mpt", "LlamaModel",
                "gemma2"},
       "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
       "multiquery_attention), as modelzoo builds them.",
@@ -293,6 +325,7 @@ ModelFamily gpt2_family() {
   f.hf["gpt2"] = gpt2_hf_adapter();
   f.hf["llama"] = llama_hf_adapter("llama");
   f.hf["mistral"] = llama_hf_adapter("mistral");
+  f.hf["mixtral"] = llama_hf_adapter("mixtral");
   f.hf["btlm"] = btlm_hf_adapter();
   f.hf["bloom"] = bloom_hf_adapter();
   f.hf["mpt"] = mpt_hf_adapter();

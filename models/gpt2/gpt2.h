@@ -13,6 +13,7 @@
 #include "models/common/initializers.h"
 #include "models/common/layers.h"
 #include "models/common/lm_loss.h"
+#include "models/common/moe.h"
 #include "models/common/transformer_decoder.h"
 #include "models/model.h"
 #include "models/registry.h"
@@ -36,6 +37,7 @@ struct Gpt2Options : DecoderLmOptions {
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
   std::optional<double> attention_dropout_rate;  // default: dropout_rate
+  MoeOptions moe;  // Mixtral: experts in place of each layer's FFN (modelzoo's mixtral model is this one)
 
   static const config::Schema<Gpt2Options>& schema();
 };
@@ -75,6 +77,8 @@ class Gpt2Model : public Model {
   torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0);
   // The LM head and the logits scale: (B, T, C) -> (B, T, >= V).
   torch::Tensor head(const torch::Tensor& h);
+  // What MoE layers read for `input_ids` (null without MoE); `context` holds it.
+  MoeContext* moe_context(const torch::Tensor& input_ids, MoeContext& context) const;
 
   Gpt2Options options_;
   DecoderVariant variant_;

@@ -1,4 +1,4 @@
-// Implementation of models/gpt2/hf_adapter.h: the helpers, GPT-2, BTLM, LLaMA and Mistral.
+// Implementation of models/gpt2/hf_adapter.h: the helpers, GPT-2, BTLM, LLaMA, Mistral and Mixtral.
 #include "models/gpt2/hf_adapter.h"
 
 #include <set>
@@ -242,6 +242,41 @@ nlohmann::json rope_scaling(const Gpt2Options& o) {
   return r;
 }
 
+// Mixtral's experts (HF's router: a float32 softmax, the top k renormalized)
+// as modelzoo's `moe` keys of `m`.
+void read_mixtral_experts(const nlohmann::json& c, YAML::Node& m) {
+  if (c.value("router_jitter_noise", 0.0) != 0.0)
+    refuse_config(c, "router_jitter_noise", "changes the model's math and is not one zoo converts");
+  YAML::Node moe(YAML::NodeType::Map);
+  moe["num_experts"] = c.at("num_local_experts").get<int64_t>();
+  moe["top_k"] = c.value("num_experts_per_tok", int64_t(2));
+  moe["load_balancing_loss_coef"] = c.value("router_aux_loss_coef", 0.02);
+  moe["router_fp32"] = true;
+  m["moe"] = moe;
+  m["name"] = "mixtral";
+}
+
+// The Mixtral config.json fields of `moe`, refusing routing HF's router does not compute.
+void write_mixtral_experts(const MoeOptions& moe, nlohmann::json& config) {
+  const std::string routing = "routes with a learned softmax router and renormalized top-k weights";
+  ExportCheck("mixtral")
+      .expect(moe.routing_algorithm == "learned", "moe.routing_algorithm", moe.routing_algorithm, routing)
+      .expect(moe.router_selection_nonlinearity.value_or("softmax") == "softmax" &&
+                  moe.expert_weighting_nonlinearity.value_or("softmax") == "softmax",
+              "moe.*_nonlinearity", "not softmax", routing)
+      .expect(moe.expert_weighting_normalization.value_or(false) && moe.null_expert_bias.value_or(0.0) == 0.0,
+              "moe.expert_weighting_normalization / null_expert_bias", "other", routing)
+      .expect(moe.router_fp32, "moe.router_fp32", "false", "routes in float32")
+      .expect(!moe.num_shared_experts, "moe.num_shared_experts", std::to_string(moe.shared_experts()),
+              "has no shared experts")
+      .expect(!moe.router_use_bias.value_or(false), "moe.router_use_bias", "true", "has no router bias")
+      .expect(!moe.probability_before_ffn, "moe.probability_before_ffn", "true", "weights the experts' outputs");
+  config["num_local_experts"] = moe.num_experts;
+  config["num_experts_per_tok"] = moe.top_k;
+  config["router_aux_loss_coef"] = moe.load_balancing_loss_coef;
+  config["router_jitter_noise"] = 0.0;
+}
+
 }  // namespace
 
 HfAdapter llama_hf_adapter(const std::string& model_type) {
@@ -281,6 +316,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     m["embedding_dropout_rate"] = 0.0;
     m["attention_dropout_rate"] = 0.0;
     m["initializer_range"] = c.value("initializer_range", 0.02);
+    if (c.contains("num_local_experts")) read_mixtral_experts(c, m);
     return m;
   };
   a.config_to_hf = [model_type](const ModelSpec& model) {
@@ -296,14 +332,22 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
         .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && !o.use_ffn_bias && !o.use_bias_in_output,
                 "use_*bias*", "true", "has no biases");
     const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
-    const bool mistral = model_type == "mistral";
+    const bool mistral = model_type != "llama";  // Mixtral is Mistral's layers with experts
+    const bool mixtral = model_type == "mixtral";
+    if (o.moe.enabled() != mixtral)
+      throw std::runtime_error(mixtral ? "model.moe: Hugging Face's mixtral has experts: set moe.num_experts > 1, or "
+                                         "convert with --model llama or mistral"
+                                       : "model.moe: Hugging Face's " + model_type +
+                                             " has no experts; convert with --model mixtral");
     if (o.attention_sliding_window_length && !mistral)
       throw std::runtime_error("model.attention_sliding_window_length: LLaMA has no sliding window; convert with "
                                "--model mistral");
     nlohmann::json window = o.attention_sliding_window_length ? nlohmann::json(*o.attention_sliding_window_length)
                                                               : nlohmann::json(nullptr);
     nlohmann::json config{{"model_type", model_type},
-                          {"architectures", {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
+                          {"architectures", {mixtral   ? "MixtralForCausalLM"
+                                             : mistral ? "MistralForCausalLM"
+                                                       : "LlamaForCausalLM"}},
                           {"vocab_size", o.vocab_size},
                           {"hidden_size", o.hidden_size},
                           {"intermediate_size", o.filter_size},
@@ -319,6 +363,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                           {"tie_word_embeddings", o.share_embedding_weights},
                           {"initializer_range", o.initializer_range}};
     if (mistral) config["sliding_window"] = window;
+    if (mixtral) write_mixtral_experts(o.moe, config);
     return config;
   };
   a.model_types = {model_type};
@@ -337,9 +382,21 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
       m.linear(h + "self_attn.o_proj", z + "self_attn.proj_output_dense_layer");
       m.norm(h + "input_layernorm", z + "norm1");
       m.norm(h + "post_attention_layernorm", z + "norm3");
-      m.linear(h + "mlp.up_proj", z + "ffn.ffn.0.linear_layer");
-      m.linear(h + "mlp.gate_proj", z + "ffn.ffn.0.linear_layer_for_glu");
-      m.linear(h + "mlp.down_proj", z + "ffn.ffn.1.linear_layer");
+      if (!o.moe.enabled()) {
+        m.linear(h + "mlp.up_proj", z + "ffn.ffn.0.linear_layer");
+        m.linear(h + "mlp.gate_proj", z + "ffn.ffn.0.linear_layer_for_glu");
+        m.linear(h + "mlp.down_proj", z + "ffn.ffn.1.linear_layer");
+        continue;
+      }
+      // Mixtral: w1 is the gate, w3 the up projection, w2 the down (modelzoo's converter's names too).
+      m.linear(h + "block_sparse_moe.gate", z + "ffn.gate");
+      for (int64_t e = 0; e < o.moe.num_experts; ++e) {
+        const std::string he = h + "block_sparse_moe.experts." + std::to_string(e) + ".",
+                          ze = z + "ffn.experts.experts." + std::to_string(e) + ".ffn.";
+        m.linear(he + "w1", ze + "0.linear_layer_for_glu");
+        m.linear(he + "w3", ze + "0.linear_layer");
+        m.linear(he + "w2", ze + "1.linear_layer");
+      }
     }
     return m;
   });

@@ -3,7 +3,8 @@
 // modelzoo's names (HF model_type in brackets):
 //   gpt2, btlm                      GPT-2's layout (Conv1D weights, c_attn),
 //                                   BTLM adding SwiGLU, ALiBi slopes and muP;
-//   llama, mistral                  q/k rows re-ordered for the interleaved rotary;
+//   llama, mistral, mixtral         q/k rows re-ordered for the interleaved rotary;
+//                                   Mixtral's experts as modelzoo's `moe`;
 //   bloom, mpt                      ALiBi (hf_alibi.cpp);
 //   santacoder (gpt2), starcoder    multi-query GPT-2s (hf_bigcode.cpp).
 //     (gpt_bigcode)
