@@ -28,7 +28,7 @@ const config::Schema<PrecisionConfig>& PrecisionConfig::schema() {
 
 namespace {
 
-const std::vector<std::string> kSections = {"train_input", "eval_input", "model", "optimizer", "runconfig"};
+const std::vector<std::string> kSections = {"train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity"};
 const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type", "use_bfloat16"};
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
@@ -95,14 +95,10 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
                           "(or modelzoo's trainer:)");
   for (const auto& kv : root_in) {
     const std::string key = kv.first.as<std::string>();
-    if (key == "sparsity")  // modelzoo's weight sparsity: a section zoo knows and cannot honour
-      top.fail(kv.first, key,
-               "weight sparsity is not supported: zoo trains dense weights only, and ignoring the section would "
-               "train a different model than the file describes (remove it to train densely)");
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end())
       top.fail(kv.first, key,
                "unknown section" + config::did_you_mean(key, kSections) +
-                   " (expected train_input, eval_input, model, optimizer, runconfig, or modelzoo's trainer:)");
+                   " (expected train_input, eval_input, model, optimizer, runconfig, sparsity, or modelzoo's trainer:)");
   }
 
   // runconfig: CLI overrides win over the file. A fresh map holding the
@@ -116,6 +112,8 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   if (overrides.IsMap())
     for (const auto& kv : overrides) runconfig[kv.first.as<std::string>()] = kv.second;
   p.runconfig = RunConfig::schema().parse(runconfig, section_ctx("runconfig"));
+
+  if (present(root_in["sparsity"])) p.sparsity = SparsityConfig::schema().parse(root_in["sparsity"], section_ctx("sparsity"));
 
   if (present(root_in["optimizer"])) {
     p.has_optimizer = true;
@@ -232,6 +230,7 @@ YAML::Node Params::resolved() const {
   out["model"] = model_out;
   if (has_optimizer) out["optimizer"] = optimizer.to_yaml();
   out["runconfig"] = RunConfig::schema().to_yaml(runconfig);
+  if (sparsity) out["sparsity"] = SparsityConfig::schema().to_yaml(*sparsity);
   return out;
 }
 
@@ -249,6 +248,7 @@ std::string describe_all_schemas() {
   for (const auto& k : optim::common_optimizer_keys()) s += k + (k == "log_summaries" ? "" : ", ");
   s += ") and only its own:\n" + per + "\n";
   s += config::format_field_table("optimizer.learning_rate (each scheduler mapping):", optim::scheduler_fields()) + "\n";
+  s += config::format_field_table("sparsity: " + SparsityConfig::schema().doc(), SparsityConfig::schema().describe()) + "\n";
   s += config::format_field_table("model (all families): " + PrecisionConfig::schema().doc(),
                                   PrecisionConfig::schema().describe()) + "\n";
   for (const models::ModelFamily* f : models::model_families()) {

@@ -18,6 +18,7 @@
 #include "configs/schema/schema.h"
 #include "runner/optimizer_config.h"
 #include "runner/runconfig.h"
+#include "runner/sparsity_config.h"
 
 namespace zoo::models {
 class ModelSpec;
@@ -45,6 +46,7 @@ struct Params {
   std::shared_ptr<const models::ModelSpec> model;
   std::shared_ptr<const data::InputSpec> train_input;  // null when absent
   std::shared_ptr<const data::InputSpec> eval_input;   // null when absent
+  std::optional<SparsityConfig> sparsity;  // modelzoo's weight sparsity, when given
   std::vector<std::string> warnings;
 
   // For errors found at run time about a section as a whole.

@@ -104,6 +104,14 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   if (distributed_ && params_.runconfig.shard_optimizer_state)
     sharding_ = std::make_unique<OptimizerSharding>(*distributed_, optimizer_->parameters());
   if (distributed_) distributed_->overlap_with_backward(optimizer_->parameters());
+  if (params_.sparsity) {
+    try {  // its own generator, seeded alike on every rank, so masks agree without a broadcast
+      sparsity_ = std::make_unique<WeightSparsity>(*params_.sparsity, *model_,
+                                                   static_cast<uint64_t>(params_.runconfig.seed.value_or(0)) + 1);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(params_.file + ": " + e.what());
+    }
+  }
 }
 
 std::optional<std::string> Trainer::restore(bool training) {
@@ -179,6 +187,14 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
     log::info(path + ": no global_step in the file; taking " + std::to_string(global_step_) + " from its name");
   }
   if (!training) return;
+  // The masks travel with the weights they belong to.
+  if (sparsity_ && states.count("model") && dict.contains("sparsity")) {
+    try {
+      sparsity_->load_state_dict(state("sparsity"));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": " + e.what());
+    }
+  }
   try {
     if (want("optimizer")) optimizer_->load_state_dict(state("optimizer"));
     if (sharding_) sharding_->drop_others_state(*optimizer_);
@@ -277,6 +293,8 @@ void Trainer::train(int64_t steps) {
   // and a non-finite one is reported with its own step number.
   std::vector<torch::Tensor> unread_losses;
   double last_loss = std::nan("");
+  if (sparsity_ && !sparsity_->ready()) sparsity_->initialize();  // after any checkpoint's (broadcast) weights
+  if (sparsity_) log::info(sparsity_->summary());
   model_->train();
   metrics_.start("Train");
   for (int64_t i = 1; i <= steps; ++i) {
@@ -302,11 +320,13 @@ void Trainer::train(int64_t steps) {
     TrainLog log{global_step_ + 1, last_loss, {}, std::nullopt};
     for (const auto& g : optimizer_->param_groups()) log.lrs.push_back(g.lr);  // as used by this step
     if (finite) {
+      if (sparsity_) sparsity_->mask_gradients(global_step_ + 1);
       if (oc.max_gradient_norm) optim::clip_grad_norm(parameters, *oc.max_gradient_norm);
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
       if (sharding_) sharding_->keep_own_gradients(parameters);
       optimizer_->step();
       if (sharding_) sharding_->share_updated(parameters);
+      if (sparsity_) sparsity_->after_step(global_step_ + 1);
       scheduler_->step();
     }
     optimizer_->zero_grad();
@@ -417,6 +437,7 @@ std::string Trainer::save_checkpoint() {
   d.insert("dataloader", train_loader_->state_dict());
   d.insert("global_step", global_step_);
   d.insert("rng_state", ckpt::rng_state_dict());
+  if (sparsity_ && sparsity_->ready()) d.insert("sparsity", sparsity_->state_dict());
   d.insert("__metadata__", ckpt::checkpoint_metadata(params_));
   std::string path = ckpt::new_checkpoint_path(rc.model_dir, global_step_);
   const auto start = std::chrono::steady_clock::now();

@@ -18,6 +18,7 @@
 #include "runner/metrics.h"
 #include "runner/optim/optimizer.h"
 #include "runner/params.h"
+#include "runner/sparsity.h"
 
 namespace zoo {
 
@@ -86,6 +87,7 @@ class Trainer {
   std::unique_ptr<data::DataLoader> train_loader_;
   std::optional<torch::ScalarType> autocast_dtype_;  // mixed precision, when enabled
   std::unique_ptr<amp::GradScaler> scaler_;          // loss scaling, when enabled
+  std::unique_ptr<WeightSparsity> sparsity_;         // weight sparsity, when the params have it
   MetricsSink metrics_;
   int64_t global_step_ = 0;
   std::string resumed_from_;

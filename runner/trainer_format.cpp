@@ -89,7 +89,7 @@ std::string join(const std::vector<std::string>& v) {
 class Reader {
  public:
   Reader(const config::Context& ctx) : ctx_(ctx), aliases_(std::make_shared<config::PathAliases>()) {
-    for (const char* s : {"runconfig", "optimizer", "model", "train_input", "eval_input"})
+    for (const char* s : {"runconfig", "optimizer", "model", "train_input", "eval_input", "sparsity"})
       sections_[s] = YAML::Node(YAML::NodeType::Map);
   }
 
@@ -335,7 +335,7 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
     if (key == "schedulers") return;  // after the optimizer, whose learning_rate they replace
     if (key == "callbacks" || key == "loggers") return read_callbacks(r, v, key);
     if (key == "autorestart") return r.warn(key_node, path, "ignored (zoo resumes by autoload_last_checkpoint)");
-    if (key == "sparsity") r.fail(key_node, path, "sparsity is not supported by zoo");
+    if (key == "sparsity") return r.copy_into("sparsity", v, path);
     if (const KeyMap* m = by_trainer(path)) return r.put(m->legacy, v, path);
     std::vector<std::string> known = group_keys(path);
     if (key == "backend") known.push_back("cluster_config");
@@ -386,7 +386,7 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
 
   LegacyView view;
   view.root = YAML::Node(YAML::NodeType::Map);
-  for (const char* s : {"train_input", "eval_input", "model", "optimizer", "runconfig"})
+  for (const char* s : {"train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity"})
     if (r.section(s).size() > 0 || std::string(s) == "model" || std::string(s) == "runconfig") view.root[s] = r.section(s);
   view.aliases = r.aliases();
   return view;

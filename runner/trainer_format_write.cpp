@@ -92,8 +92,12 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
       }
       continue;
     }
+    if (name == "sparsity") {
+      set_path(t, "init.sparsity", body);
+      continue;
+    }
     if (name != "model" && name != "optimizer" && name != "runconfig")
-      ctx.fail(section.first, name, "unknown section (expected train_input, eval_input, model, optimizer, runconfig)");
+      ctx.fail(section.first, name, "unknown section (expected train_input, eval_input, model, optimizer, runconfig, sparsity)");
     if (name == "optimizer") has_optimizer = true;
     for (const auto& kv : body) {
       const std::string key = kv.first.as<std::string>(), path = name + "." + key;

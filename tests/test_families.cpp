@@ -487,16 +487,6 @@ TEST(Families, HuggingFaceExportRefusesWhatItCannotHold) {
   EXPECT_TRUE(gpt2.hf.at("gpt2").config_from_hf(config)["scale_qk_dot_by_layer_idx"].as<bool>());
 }
 
-// modelzoo's sparsity section changes what is trained: refused by name, not
-// ignored and not reported as an unknown section.
-TEST(Families, SparsitySectionIsRefusedByName) {
-  const std::string y = zoo::testing::tiny_params_yaml("/d", "/m") + "sparsity:\n  type: static\n  sparsity: 0.75\n";
-  const std::string e = zoo::testing::params_error(y);
-  EXPECT_NE(e.find("p.yaml:" + zoo::testing::line_of(y, "sparsity:\n  type") + ":1: sparsity: weight sparsity is not supported"),
-            std::string::npos)
-      << e;
-}
-
 // Grouped-query attention with as many key/value groups as heads is
 // multi-head attention: the same weights give the same logits, cached or not.
 TEST(Families, GroupedQueryAttentionWithAGroupPerHeadIsFullAttention) {
