@@ -7,6 +7,7 @@
 
 #include "data/bert_csv.h"
 #include "data/bert_mlm.h"
+#include "data/bertsum.h"
 #include "data/glue.h"
 #include "data/byte_text.h"
 #include "data/gpt_hdf5.h"
@@ -21,7 +22,7 @@ std::vector<const DataProcessor*> data_processors() {
                                                  gpt_hdf5_map_processor(), synthetic_processor(),
                                                  mnist_processor(), bert_mlm_processor(), bert_csv_processor(),
                                                  bert_csv_static_processor(), sst2_processor(), mnli_processor(),
-                                                 ner_processor()};
+                                                 ner_processor(), bertsum_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
   return out;

@@ -7,6 +7,7 @@
 
 #include "models/bert/bert.h"
 #include "models/bert/classifier.h"
+#include "models/bert/summarizer.h"
 #include "models/bert/token_classifier.h"
 #include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
@@ -17,6 +18,7 @@ namespace zoo::models {
 std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
+                                                     bert_summarizer_family(),
                                                      fc_mnist_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
@@ -35,7 +37,6 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"bert/extractive_summarization"}, "BERTSUM, BERT fine-tuned to pick summary sentences", {"use_cls_bias"}},
       {{"t5"}, "T5, an encoder-decoder", {"extra_ids", "d_kv", "encoder_num_hidden_layers", "decoder_num_hidden_layers"}},
       {{"transformer"}, "the encoder-decoder Transformer", {"src_vocab_size", "tgt_vocab_size"}},
       {{"dpo"}, "DPO, preference optimization of a decoder", {"dpo"}},

@@ -314,8 +314,8 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (BERT's summarizer, T5, the Transformer,
-// Mixtral, vision models, ...) are named as such, whether the Trainer
+// modelzoo's models that zoo does not build (T5, the Transformer, DPO,
+// vision models, ...) are named as such, whether the Trainer
 // format names them or a legacy file only has their keys.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
@@ -324,20 +324,18 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   EXPECT_NE(zoo::testing::params_error(legacy).find(
                 "model.src_vocab_size: a key of modelzoo's transformer model (the encoder-decoder Transformer), which "
                 "zoo does not build; zoo builds gpt2, gptj, bert, bert/classifier, bert/token_classifier, "
-                "fc_mnist and their aliases"),
+                "bert/extractive_summarization, fc_mnist and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(legacy);
   std::string named = tiny;
-  named.replace(named.find("model:\n"), 7, "model:\n  name: bert/extractive_summarization\n");
-  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's bert/extractive_summarization model "
-                                                   "(BERTSUM, BERT fine-tuned to pick summary sentences) is not one "
+  named.replace(named.find("model:\n"), 7, "model:\n  name: dpo\n");
+  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's dpo model "
+                                                   "(DPO, preference optimization of a decoder) is not one "
                                                    "zoo builds"),
             std::string::npos)
       << zoo::testing::params_error(named);
   if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
-           {"transformers_pytorch_bert_fine_tuning_extractive_summarization_bert_base_summarization.yaml",
-            "bert/extractive_summarization"},
            {"transformers_pytorch_t5_t5_small.yaml", "t5"},
            {"vision_pytorch_unet_params_severstal_binary.yaml", "unet"}}) {
     std::string error;

@@ -7,6 +7,13 @@
 
 namespace zoo::models {
 
+InitializerSpec fine_tuning_head_initializer() {
+  InitializerSpec head;
+  head.name = "normal";
+  head.std = 0.02;
+  return head;
+}
+
 void check_bert_encoder(const BertEncoderOptions& o,
                         const std::function<void(const std::string&, const std::string&)>& fail) {
   if (o.position_embedding_type == "alibi" || o.position_embedding_type == "relative")

@@ -3,7 +3,7 @@
 // encoder and the tanh pooler of [CLS], with the `model` keys they read.
 // Pre-training (bert.h) and fine-tuning heads (classifier.h) compose it.
 // Defines: BertEncoderOptions, add_bert_encoder_fields, check_bert_encoder,
-// BertEncoderShape, BertEncoder.
+// BertEncoderShape, BertEncoder, fine_tuning_head_initializer.
 #pragma once
 
 #include <torch/torch.h>
@@ -153,6 +153,10 @@ config::Schema<O> add_bert_encoder_fields(config::Schema<O> s) {
       .hardware_only({"fold_rope_consts"}, "folds rotary tables into Cerebras constants; the math is the same");
   return s;
 }
+
+// normal(0, 0.02): how modelzoo's fine-tuning heads (classifier,
+// token classifier, summarizer) start, whatever the encoder's initializers.
+InitializerSpec fine_tuning_head_initializer();
 
 // Cross-key checks of the shared keys; `fail(key, what)` reports at the key's line.
 void check_bert_encoder(const BertEncoderOptions& o,

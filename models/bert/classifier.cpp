@@ -43,10 +43,7 @@ BertClassifierModel::BertClassifierModel(const BertClassifierOptions& o, const t
 
 void BertClassifierModel::reset_parameters() {
   bert->reset_parameters();
-  InitializerSpec head;  // normal(0, 0.02), as modelzoo's classifier
-  head.name = "normal";
-  head.std = 0.02;
-  classifier->reset_parameters(head);
+  classifier->reset_parameters(fine_tuning_head_initializer());
 }
 
 torch::Tensor BertClassifierModel::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

@@ -44,7 +44,7 @@ BertTokenClassifierModel::BertTokenClassifierModel(const BertTokenClassifierOpti
   bert = register_module("bert", BertEncoder(o, shape, p));
   const int64_t K = o.num_classes.value_or(2);
   classifier = register_module("classifier", Dense(o.hidden_size, K, true, p));
-  scored_.assign(static_cast<size_t>(K), true);
+  scored_ = torch::ones({K}, torch::kDouble);
   if (o.label_vocab_file && o.compute_eval_metrics) {  // modelzoo ignores O, [CLS], [SEP], X, ... in the F1
     std::ifstream in(*o.label_vocab_file);
     const nlohmann::json labels = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -53,16 +53,13 @@ BertTokenClassifierModel::BertTokenClassifierModel(const BertTokenClassifierOpti
     for (const auto& [name, id] : labels.items())
       if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < K && name.rfind('B', 0) != 0 &&
           name.rfind('I', 0) != 0)
-        scored_[static_cast<size_t>(id.get<int64_t>())] = false;
+        scored_[id.get<int64_t>()] = 0.0;
   }
 }
 
 void BertTokenClassifierModel::reset_parameters() {
   bert->reset_parameters();
-  InitializerSpec head;  // normal(0, 0.02), as modelzoo's classifier
-  head.name = "normal";
-  head.std = 0.02;
-  classifier->reset_parameters(head);
+  classifier->reset_parameters(fine_tuning_head_initializer());
 }
 
 torch::Tensor BertTokenClassifierModel::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
@@ -96,8 +93,7 @@ ModelOutput BertTokenClassifierModel::forward(const Features& batch, bool with_m
     const torch::Tensor p = (pred.unsqueeze(0) == classes), g = (gold.unsqueeze(0) == classes);
     const torch::Tensor tp = (p & g).sum(1).to(torch::kDouble), fp = (p & ~g).sum(1).to(torch::kDouble),
                         fn = (~p & g).sum(1).to(torch::kDouble);
-    torch::Tensor scored = torch::zeros({K}, torch::kDouble);
-    for (int64_t c = 0; c < K; ++c) scored[c] = scored_[static_cast<size_t>(c)] ? 1.0 : 0.0;
+    const torch::Tensor& scored = scored_;
     result.metrics["f1_score"] = {2 * tp * scored, (2 * tp + fp + fn) * scored, MetricTerm::Reduce::macro_mean};
   }
   return result;

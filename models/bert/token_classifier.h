@@ -57,7 +57,7 @@ class BertTokenClassifierModel : public Model {
 
  private:
   BertTokenClassifierOptions options_;
-  std::vector<bool> scored_;  // per class: counted in f1_score
+  torch::Tensor scored_;  // (num_classes) double: 1 where the class counts in f1_score
 };
 
 ModelFamily bert_token_classifier_family();
