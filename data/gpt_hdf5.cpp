@@ -101,9 +101,16 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
                                  "is checked against the token ids read")
         .ignored({"repeat"}, "deprecated and unused in modelzoo's HDF5 processors; epochs follow one another "
                              "as num_steps asks")
+        .field("mixture", &O::mixture,
+               "GptHDF5MapDataProcessor, instead of data_dir: items {data_dir, weight}; each data set takes its "
+               "weight's share of the samples, an epoch seeing every sample of each set weighing > 5% once.")
         .validate([](const O& o, const auto& fail) {
           if (!o.data_transforms.empty() && o.data_processor != "GptHDF5MapDataProcessor")
             fail("data_transforms", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
+          if (!o.mixture.empty() && o.data_processor != "GptHDF5MapDataProcessor")
+            fail("mixture", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
+          if (!o.mixture.empty() && !o.data_dir.items.empty())
+            fail("mixture", "give data_dir or mixture, not both");
         });
     return sc;
   }();
@@ -292,9 +299,32 @@ std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& fi
   return source;
 }
 
+// modelzoo interleaves the mixture's data sets when it does not shuffle.
+std::shared_ptr<LmSampleSource> open_mixture(const GptHdf5Options& o, const config::Origin& at) {
+  std::vector<std::shared_ptr<LmSampleSource>> sources;
+  std::vector<double> weights;
+  GptHdf5Options each = o;
+  each.batch_size = 1;  // a small set may be smaller than a batch: the mixture repeats it
+  for (const MixtureEntry& m : o.mixture) {
+    sources.push_back(open_source(sorted_hdf5_files(m.data_dir, at), each, at));
+    weights.push_back(m.weight);
+  }
+  try {
+    return std::make_shared<MixtureSource>(sources, weights, !o.shuffle, static_cast<uint64_t>(o.shuffle_seed));
+  } catch (const std::invalid_argument& e) {
+    at.fail("mixture", e.what());
+  }
+}
+
 std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const config::Origin& at) {
-  return with_transforms(std::make_unique<MapStyleLoader>(open_source(sorted_hdf5_files(o.data_dir, at), o, at), o),
-                         o.data_transforms);
+  std::shared_ptr<LmSampleSource> source =
+      o.mixture.empty() ? std::shared_ptr<LmSampleSource>(open_source(sorted_hdf5_files(o.data_dir, at), o, at))
+                        : open_mixture(o, at);
+  if (source->num_samples() < o.batch_size)
+    at.fail(o.mixture.empty() ? "data_dir" : "mixture",
+            source->describe() + ": " + std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
+                std::to_string(o.batch_size));
+  return with_transforms(std::make_unique<MapStyleLoader>(source, o), o.data_transforms);
 }
 
 std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const config::Origin& at) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "data/mixture.h"
 #include "data/registry.h"
 #include "data/transforms.h"
 
@@ -21,6 +22,7 @@ struct GptHdf5Options : LoaderOptions {
   std::optional<int64_t> shuffle_buffer;
   bool use_worker_cache = false;
   std::vector<DataTransformSpec> data_transforms;  // map-style only, as modelzoo
+  std::vector<MixtureEntry> mixture;               // map-style: instead of data_dir
   static const config::Schema<GptHdf5Options>& schema();
 };
 

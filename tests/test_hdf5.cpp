@@ -177,14 +177,16 @@ namespace {
 // h5py-written sample files (msl 8, as modelzoo writes them), one per count:
 // sample i of file f starts with token 100 * f + i, so a batch tells which
 // samples it holds.
-void write_sample_files(const std::string& dir, const std::vector<int>& counts) {
-  std::string list;
+// first_file: the number of the first file (another data set's files can follow another's).
+void write_sample_files(const std::string& dir, const std::vector<int>& counts, int first_file = 0) {
+  std::string list = std::to_string(first_file) + ":";
   for (int c : counts) list += std::to_string(c) + ",";
   TempDir tmp;
   const std::string script = testing::write_file(tmp / "w.py", R"PY(
 import sys, h5py, numpy as np
-out, counts = sys.argv[1], [int(c) for c in sys.argv[2].split(",") if c]
-for f, n in enumerate(counts):
+out, (first, counts) = sys.argv[1], sys.argv[2].split(":")
+counts = [int(c) for c in counts.split(",") if c]
+for f, n in enumerate(counts, int(first)):
     x = np.zeros((n, 3, 8), dtype=np.int32)
     for i in range(n):
         toks = 100 * f + i + np.arange(9) * 1000
@@ -291,6 +293,45 @@ TEST(Hdf5Iterable, DataParallelTasksReadDisjointFileShards) {
   EnvGuard env{{"RANK", "3"}, {"WORLD_SIZE", "4"}};
   const std::string e = open_error(yaml);
   EXPECT_NE(e.find("3 *.h5 file(s) for 4 data-parallel tasks (WORLD_SIZE): task 3 gets none"), std::string::npos) << e;
+}
+
+// modelzoo's `mixture` (Jais): weights 0.75 / 0.25 over data sets of 10 and
+// 6 samples make an epoch of 24, 18 from the first (each sample once, the
+// first 8 twice) and 6 from the second (each once). Shuffled, the epoch is a
+// permutation of that; unshuffled, the sets interleave with each set's
+// samples in their own order.
+TEST(Hdf5Map, MixtureTakesEachSetsShareOfAnEpoch) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_sample_files(dir / "a", {10});
+  write_sample_files(dir / "b", {6}, 1);  // first tokens 100..105
+  const std::string base = "{data_processor: GptHDF5MapDataProcessor, batch_size: 4, mixture: [{data_dir: " +
+                           (dir / "a") + ", weight: 0.75}, {data_dir: " + (dir / "b") + ", weight: 0.25}, " +
+                           "{data_dir: " + (dir / "a") + ", weight: 0}]";
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 18; ++i) expected.push_back(i % 10);
+  for (int64_t i = 0; i < 6; ++i) expected.push_back(100 + i);
+  std::vector<int64_t> expected_sorted = expected;
+  std::sort(expected_sorted.begin(), expected_sorted.end());
+  for (const bool shuffle : {true, false}) {
+    auto loader = open_loader(base + ", shuffle: " + (shuffle ? "true" : "false") + ", shuffle_seed: 3}");
+    std::vector<int64_t> epoch = take(*loader, 6);
+    std::vector<int64_t> sorted = epoch;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, expected_sorted) << (shuffle ? "shuffled" : "interleaved");
+    if (shuffle) continue;
+    std::vector<int64_t> a, b;
+    for (int64_t t : epoch) (t < 100 ? a : b).push_back(t);
+    EXPECT_EQ(b, range_of(1, 0, 6)) << "the second set's samples keep their order";
+    std::vector<int64_t> in_order(expected.begin(), expected.begin() + 18);
+    EXPECT_EQ(a, in_order);
+    EXPECT_NE(epoch, expected) << "interleaved, not one set after the other";
+  }
+  EXPECT_NE(open_error("{data_processor: GptHDF5MapDataProcessor, batch_size: 4, data_dir: " + (dir / "a") +
+                       ", mixture: [{data_dir: " + (dir / "b") + ", weight: 1}]}")
+                .find("give data_dir or mixture, not both"),
+            std::string::npos);
+  EXPECT_NE(open_error(base + ", shuffle: false}").find("no error"), std::string::npos);
 }
 
 TEST(Hdf5Map, DataParallelTasksTakeAlternateBatches) {
