@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <map>
-#include <regex>
 
 #include "data/bert_csv.h"
 #include "models/bert/bert.h"
@@ -442,10 +441,7 @@ runconfig:
 )");
   auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval --model_dir " + (dir / "m"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<double> losses;
-  const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
-  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 160u) << r.output;
   const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[157] + losses[158] + losses[159]) / 3;
   EXPECT_LT(last, 0.75 * first) << first << " -> " << last;
@@ -456,10 +452,7 @@ runconfig:
                                            " --mode train --model_dir " + (dir / "m2") + " --checkpoint_path " +
                                            (dir / "m/checkpoint_80.mdl"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  std::vector<double> again;
-  for (auto it = std::sregex_iterator(resumed.output.begin(), resumed.output.end(), loss_re);
-       it != std::sregex_iterator(); ++it)
-    again.push_back(std::stod((*it)[1]));
+  const std::vector<double> again = zoo::testing::train_losses(resumed.output);
   ASSERT_EQ(again.size(), 80u) << resumed.output;
   for (size_t k = 0; k < 80; ++k) EXPECT_NEAR(again[k], losses[80 + k], 1e-4 * losses[80 + k]) << "step " << 81 + k;
 }

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <regex>
 #include <sstream>
 
 #include "data/glue.h"
@@ -217,10 +216,7 @@ runconfig:
                                      " --mode train_and_eval --model_dir " + (dir / "m"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("so zoo builds bert/classifier"), std::string::npos) << r.output;
-  std::vector<double> losses;
-  const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
-  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 40u) << r.output;
   EXPECT_LT(losses.back(), 0.25 * losses.front()) << losses.front() << " -> " << losses.back();
   EXPECT_NE(r.output.find("eval/accuracy = 1"), std::string::npos) << r.output;
@@ -323,10 +319,7 @@ runconfig:
                                      " --mode train_and_eval --model_dir " + (dir / "m"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("so zoo builds bert/token_classifier"), std::string::npos) << r.output;
-  std::vector<double> losses;
-  const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
-  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 40u) << r.output;
   EXPECT_LT(losses.back(), 0.1 * losses.front()) << losses.front() << " -> " << losses.back();
   EXPECT_NE(r.output.find("eval/f1_score = 1"), std::string::npos) << r.output;

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <regex>
 #include <tuple>
 
 #include "configs/schema/yaml_util.h"
@@ -268,10 +267,7 @@ TEST(Families, ShrunkRealConfigsTrainEvaluateAndGenerate) {
     auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval");
     ASSERT_EQ(r.exit_code, 0) << file << "\n" << r.output;
     EXPECT_EQ(r.output.find("so zoo builds gptj") != std::string::npos, family == "gptj") << file << "\n" << r.output;
-    std::vector<double> losses;
-    const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
-    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
-      losses.push_back(std::stod((*it)[1]));
+    const std::vector<double> losses = zoo::testing::train_losses(r.output);
     ASSERT_EQ(losses.size(), 30u) << file << "\n" << r.output;
     // (BTLM's loss is per sample / max_sequence_length: compare relatively)
     EXPECT_LT(losses.back(), 0.8 * losses.front()) << file << ": " << losses.front() << " -> " << losses.back();

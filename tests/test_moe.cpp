@@ -253,10 +253,7 @@ TEST(Moe, TrainsEvaluatesAndGeneratesThroughTheRunner) {
   const std::string params = zoo::testing::write_file(dir / "moe.yaml", out.c_str());
   auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<double> losses;
-  const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
-  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), loss_re); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 30u) << r.output;
   EXPECT_LT(losses.back(), 0.8 * losses.front()) << losses.front() << " -> " << losses.back();
   EXPECT_NE(r.output.find("Avg Eval Loss:"), std::string::npos) << r.output;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <system_error>
 
@@ -164,6 +165,15 @@ inline std::string params_error(const std::string& yaml, const std::string& name
 inline std::string line_of(const std::string& text, const std::string& needle) {
   const size_t at = text.find(needle);
   return std::to_string(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n') + 1);
+}
+
+// The training losses a CPU run of zoo printed ("Train Device=cpu, Step=N, Loss=L"), in step order.
+inline std::vector<double> train_losses(const std::string& output) {
+  static const std::regex loss_re("Train Device=cpu, Step=\\d+, Loss=([0-9.]+)");
+  std::vector<double> losses;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), loss_re); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
 }
 
 // Params YAML for a tiny byte-level GPT on the built-in corpus in `data_dir`.

@@ -194,6 +194,8 @@ struct Value<std::optional<V>> {
     return v ? Value<V>::emit(*v) : YAML::Node(YAML::NodeType::Null);
   }
   static std::string type_name() { return Value<V>::type_name() + " or null"; }
+  template <class W = V>  // only for nested option structs
+  static auto nested_fields() -> decltype(Value<W>::nested_fields()) { return Value<W>::nested_fields(); }
 };
 template <class V>
 struct Value<std::vector<V>> {
@@ -210,6 +212,12 @@ struct Value<std::vector<V>> {
     return n;
   }
   static std::string type_name() { return "list of " + Value<V>::type_name(); }
+  template <class W = V>  // only for nested option structs: their keys as "[].key"
+  static auto nested_fields() -> decltype(Value<W>::nested_fields()) {
+    auto rows = Value<W>::nested_fields();
+    for (auto& r : rows) r.key = "[]." + r.key;
+    return rows;
+  }
 };
 template <class V>
 struct Value<std::map<std::string, V>> {
@@ -237,6 +245,17 @@ struct FieldInfo {
   std::string default_text;
   std::string doc;
 };
+
+// Nested option structs whose keys --help-config leaves out (S::kHelpCollapsed).
+template <class S, class = void>
+struct collapsed_in_help : std::false_type {};
+template <class S>
+struct collapsed_in_help<S, std::void_t<decltype(S::kHelpCollapsed)>> : std::true_type {};
+// Whether a value type documents nested keys (Value<V>::nested_fields()).
+template <class V, class = void>
+struct has_nested_fields : std::false_type {};
+template <class V>
+struct has_nested_fields<V, std::void_t<decltype(Value<V>::nested_fields())>> : std::true_type {};
 
 // Which keys a use of a schema accepts, when that depends on another key's
 // value (AdamW takes betas, SGD takes momentum): "" when `key` is accepted,
@@ -269,10 +288,9 @@ class Schema {
       obj.*member = std::move(v);
     };
     f.emit = [member](const T& obj) { return Value<V>::emit(obj.*member); };
+    if constexpr (has_nested_fields<V>::value) f.nested = [] { return Value<V>::nested_fields(); };
     T defaults{};
-    YAML::Emitter e;
-    e << YAML::Flow << f.emit(defaults);
-    f.info.default_text = e.c_str();
+    f.info.default_text = describe_value(f.emit(defaults));  // 0.3, not 0.29999999999999999
     fields_.push_back(std::move(f));
     return *this;
   }
@@ -307,9 +325,17 @@ class Schema {
 
   const std::string& name() const { return name_; }
   const std::string& doc() const { return doc_; }
+  // Each key's row, followed by the rows of a nested struct's keys ("moe.top_k", "mixture[].weight").
   std::vector<FieldInfo> describe() const {
     std::vector<FieldInfo> out;
-    for (const auto& f : fields_) out.push_back(f.info);
+    for (const auto& f : fields_) {
+      out.push_back(f.info);
+      if (!f.nested) continue;
+      for (FieldInfo row : f.nested()) {
+        row.key = f.info.key + (row.key.rfind("[]", 0) == 0 ? "" : ".") + row.key;
+        out.push_back(std::move(row));
+      }
+    }
     return out;
   }
   std::vector<std::string> keys() const {
@@ -395,6 +421,7 @@ class Schema {
     FieldInfo info;
     std::function<void(T&, const YAML::Node&, const Context&)> parse;
     std::function<YAML::Node(const T&)> emit;
+    std::function<std::vector<FieldInfo>()> nested;  // a nested struct's rows, for describe()
   };
   struct Renamed {
     std::string new_key;
@@ -485,6 +512,12 @@ struct Value<S, std::void_t<decltype(S::schema())>> {
   }
   static YAML::Node emit(const S& v) { return S::schema().to_yaml(v); }
   static std::string type_name() { return S::schema().name(); }
+  // Its keys for --help-config, unless the struct keeps them out (kHelpCollapsed:
+  // initializers, whose keys would repeat under every initializer field).
+  template <class W = S, class = std::enable_if_t<!collapsed_in_help<W>::value>>
+  static std::vector<FieldInfo> nested_fields() {
+    return W::schema().describe();
+  }
 };
 
 }  // namespace zoo::config

@@ -23,6 +23,7 @@ struct InitializerSpec {
   std::string mode = "fan_in";  // kaiming_* / variance_scaling
   std::string nonlinearity = "leaky_relu";
   std::string distribution = "truncated_normal";  // variance_scaling
+  static constexpr bool kHelpCollapsed = true;  // its keys: see the README, not under every initializer field
   static const config::Schema<InitializerSpec>& schema();
 };
 
