@@ -181,6 +181,14 @@ TEST(Moe, LogitsAndLoadBalancingLossMatchTheReference) {
     m.eval();
     const double eval_loss = m.forward(batch_of(ids, mask), false).loss.item<double>();
     torch::Tensor logits = m.logits(ids);
+    // Decoding with a cache routes each token as the whole pass does (uniform routing counts positions);
+    // not sinkhorn, which normalizes over the whole sequence, later tokens included.
+    if (o.moe.router_selection_nonlinearity != "sinkhorn") {
+      GenerationCache cache;
+      std::vector<torch::Tensor> parts = {m.next_logits(ids.narrow(1, 0, 5), cache)};
+      for (int64_t t = 5; t < ids.size(1); ++t) parts.push_back(m.next_logits(ids.narrow(1, t, 1), cache));
+      EXPECT_TRUE(torch::allclose(torch::cat(parts, 1), logits, 1e-5, 1e-5)) << c.name;
+    }
     m.train();
     const double train_loss = m.forward(batch_of(ids, mask), false).loss.item<double>();
     const double coef = o.moe.load_balancing_loss_coef;

@@ -115,7 +115,8 @@ std::pair<torch::Tensor, torch::Tensor> SparseMoeBlockImpl::route(const torch::T
     return {p, p};
   }
   if (options_.routing_algorithm == "uniform") {  // token t goes to experts (t + k) % E, k < K
-    torch::Tensor t = torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    const int64_t first = context ? context->first_position : 0;
+    torch::Tensor t = torch::arange(first, first + x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
     torch::Tensor idx = (t.unsqueeze(-1) + torch::arange(K, t.options())).remainder(E);  // (T, K)
     torch::Tensor p = as_probs(torch::one_hot(idx, E)).sum(-2).div(double(K)).expand({x.size(0), -1, -1});
     return {p, p};

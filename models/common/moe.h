@@ -46,6 +46,7 @@ struct MoeOptions {
 // the load-balancing loss.
 struct MoeContext {
   torch::Tensor input_ids;  // (B, T): hash routing's key
+  int64_t first_position = 0;  // uniform routing: the position of input_ids' first token (decoding with a cache)
   // (B, T): the loss mask over each row's token count. Set: each MoE layer
   // adds its statistics below.
   torch::Tensor token_weights;

@@ -90,7 +90,7 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
     } else if (moe && layer->moe) {
       // The router statistics come out of the recomputed block as outputs, so
       // the load-balancing loss's gradient reaches the router.
-      MoeContext reads{moe->input_ids, moe->token_weights};  // by value: the backward pass runs after this frame
+      MoeContext reads{moe->input_ids, moe->first_position, moe->token_weights};  // by value: backward runs later
       auto outs = recompute_outputs_in_backward(
           [layer, alibi_slopes, reads](const torch::Tensor& h) {
             MoeContext c = reads;

@@ -258,6 +258,7 @@ torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationC
   for (size_t i = 0; 2 * i + 1 < cache.state.size() && i < kv.size(); ++i)
     kv[i] = {cache.state[2 * i], cache.state[2 * i + 1]};
   MoeContext moe;
+  moe.first_position = cache.positions;
   torch::Tensor h = transformer_decoder->forward(embed(input_ids, cache.positions), &kv, embedding_layer->alibi(),
                                                  moe_context(input_ids, moe));
   cache.state.clear();
