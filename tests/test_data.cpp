@@ -316,9 +316,7 @@ runconfig:
   auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
                                      " --mode train_and_eval --model_dir " + (dir / "m"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<double> losses;
-  for (size_t at = r.output.find(", Loss="); at != std::string::npos; at = r.output.find(", Loss=", at + 1))
-    if (r.output.rfind("Train", at) > r.output.rfind("\n", at)) losses.push_back(std::stod(r.output.substr(at + 7)));
+  const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 40u) << r.output;
   EXPECT_LT(losses.back(), 0.2 * losses.front()) << losses.front() << " -> " << losses.back();
   EXPECT_NE(r.output.find("eval/accuracy = 1"), std::string::npos) << r.output;
