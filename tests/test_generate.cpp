@@ -75,20 +75,20 @@ TEST(Generate, TrainedModelWritesLikeItsDataAndSeedsRepeat) {
   auto greedy = zoo::testing::run_command(gen + " --temperature 0");
   ASSERT_EQ(greedy.exit_code, 0) << greedy.output;
   EXPECT_EQ(greedy.output.rfind("nora walks to", 0), 0u) << greedy.output;
-  // Most generated words (untrained: none) are words of the training text (a byte-level model
-  // could as well write non-words; the exact text differs between LibTorch versions).
-  std::set<std::string> vocabulary;
+  // Most generated character pairs are pairs of the training text: an untrained byte-level model's
+  // would rarely be (the text uses a few hundred of the 65536). Words are too strict a test for a
+  // model this small: its exact text differs between LibTorch and BLAS builds.
+  std::set<std::string> pairs;
   for (const auto& e : std::filesystem::directory_iterator(dir / "data/train")) {
-    std::istringstream text(zoo::testing::read_file(e.path().string()));
-    for (std::string w; text >> w;) vocabulary.insert(w);
+    const std::string text = zoo::testing::read_file(e.path().string());
+    for (size_t i = 0; i + 1 < text.size(); ++i) pairs.insert(text.substr(i, 2));
   }
-  std::istringstream generated(greedy.output.substr(std::string("nora walks to").size()));
-  std::vector<std::string> words;
-  for (std::string w; generated >> w;) words.push_back(w);
-  words.pop_back();  // the last word may be cut off by max_new_tokens
-  int known = 0;
-  for (const auto& w : words) known += vocabulary.count(w);
-  EXPECT_GE(known, 0.6 * words.size()) << greedy.output;
+  std::string generated = greedy.output.substr(std::string("nora walks to").size());
+  while (!generated.empty() && generated.back() == '\n') generated.pop_back();
+  ASSERT_GE(generated.size(), 40u) << greedy.output;
+  size_t known = 0;
+  for (size_t i = 0; i + 1 < generated.size(); ++i) known += pairs.count(generated.substr(i, 2));
+  EXPECT_GE(known, 0.9 * double(generated.size() - 1)) << greedy.output;
   auto a = zoo::testing::run_command(gen + " --seed 5 --top_k 20");
   auto b = zoo::testing::run_command(gen + " --seed 5 --top_k 20");
   auto c = zoo::testing::run_command(gen + " --seed 6 --top_k 20");
