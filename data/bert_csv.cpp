@@ -61,33 +61,18 @@ const config::Schema<BertCsvOptions>& BertCsvOptions::schema() {
   return s;
 }
 
-namespace {
-
-std::string lower_ascii(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return s;
-}
-
-std::string strip(const std::string& s) {  // as Python's str.strip() on a vocabulary line
-  const size_t a = s.find_first_not_of(" \t\r\n\f\v"), b = s.find_last_not_of(" \t\r\n\f\v");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-
-}  // namespace
-
 BertCsvSource::BertCsvSource(const BertCsvOptions& o) : o_(o) {
   // The vocabulary: line k is id k (a repeated token keeps its last line, as modelzoo's dict).
-  std::ifstream vf(o.vocab_file);
-  if (!vf) throw LoaderOptionError("vocab_file", o.vocab_file + ": cannot be read");
-  std::string line;
-  int64_t lines = 0;
-  for (; std::getline(vf, line); ++lines) vocab_[o.do_lower ? lower_ascii(strip(line)) : strip(line)] = lines;
+  try {
+    vocab_ = LineVocabulary(o.vocab_file, o.do_lower);
+  } catch (const std::runtime_error& e) {
+    throw LoaderOptionError("vocab_file", e.what());
+  }
+  const int64_t lines = vocab_.size();
   auto id_of = [&](const std::string& token, const char* key) {
-    const auto it = vocab_.find(o.do_lower ? lower_ascii(token) : token);
-    if (it == vocab_.end())
-      throw LoaderOptionError(key, "'" + token + "' is not in vocab_file " + o.vocab_file);
-    return it->second;
+    const auto id = vocab_.find(token);
+    if (!id) throw LoaderOptionError(key, "'" + token + "' is not in vocab_file " + o.vocab_file);
+    return *id;
   };
   oov_id_ = id_of(o.oov_token, "oov_token");
   mask_id_ = id_of(o.mask_token, "mask_token");
@@ -95,8 +80,7 @@ BertCsvSource::BertCsvSource(const BertCsvOptions& o) : o_(o) {
   std::vector<bool> excluded(static_cast<size_t>(lines), false);
   for (const auto& t : o.exclude_from_masking) {
     excluded_tokens_.insert(o.do_lower ? lower_ascii(t) : t);
-    const auto it = vocab_.find(o.do_lower ? lower_ascii(t) : t);
-    excluded[static_cast<size_t>(it == vocab_.end() ? oov_id_ : it->second)] = true;  // modelzoo: unknown -> oov
+    excluded[static_cast<size_t>(vocab_.id(t, oov_id_))] = true;  // modelzoo: unknown -> oov
   }
   for (int64_t id = 0; id < lines; ++id)
     if (!excluded[static_cast<size_t>(id)]) replacement_pool_.push_back(id);
@@ -162,8 +146,7 @@ Features BertCsvSource::read_batch(const std::vector<int64_t>& ids, std::optiona
     for (int64_t t = 0; t < n; ++t) {
       std::string& token = s.tokens[static_cast<size_t>(t)];
       if (o_.do_lower) token = lower_ascii(token);
-      const auto it = vocab_.find(token);
-      token_ids[static_cast<size_t>(t)] = it == vocab_.end() ? oov_id_ : it->second;
+      token_ids[static_cast<size_t>(t)] = vocab_.id(token, oov_id_);
       if (vocab_size && token_ids[static_cast<size_t>(t)] >= *vocab_size)
         throw std::runtime_error(rows_->where(i) + ": token '" + token + "' has id " +
                                  std::to_string(token_ids[static_cast<size_t>(t)]) + " in vocab_file, not below the "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/csv_table.h"
+#include "data/line_vocab.h"
 #include "data/loader.h"
 #include "data/registry.h"
 
@@ -60,7 +61,7 @@ class BertCsvSource : public SampleSource {
 
   BertCsvOptions o_;
   std::unique_ptr<CsvTable> rows_;
-  std::unordered_map<std::string, int64_t> vocab_;
+  LineVocabulary vocab_;
   int64_t oov_id_ = 0, mask_id_ = 0;
   std::unordered_set<std::string> excluded_tokens_;  // exclude_from_masking (lower-cased with do_lower)
   std::vector<int64_t> replacement_pool_;  // ids a masked token may become: all but exclude_from_masking

@@ -13,6 +13,7 @@
 #include "data/gpt_hdf5.h"
 #include "data/mnist.h"
 #include "data/ner.h"
+#include "data/seq2seq_text.h"
 #include "data/synthetic.h"
 
 namespace zoo::data {
@@ -22,7 +23,8 @@ std::vector<const DataProcessor*> data_processors() {
                                                  gpt_hdf5_map_processor(), synthetic_processor(),
                                                  mnist_processor(), bert_mlm_processor(), bert_csv_processor(),
                                                  bert_csv_static_processor(), sst2_processor(), mnli_processor(),
-                                                 ner_processor(), bertsum_processor()};
+                                                 ner_processor(), bertsum_processor(),
+                                                 t5_text_processor(), transformer_text_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
   return out;

@@ -12,13 +12,14 @@
 #include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
+#include "models/t5/t5.h"
 
 namespace zoo::models {
 
 std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
-                                                     bert_summarizer_family(),
+                                                     bert_summarizer_family(), t5_family(),
                                                      fc_mnist_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
@@ -37,8 +38,6 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"t5"}, "T5, an encoder-decoder", {"extra_ids", "d_kv", "encoder_num_hidden_layers", "decoder_num_hidden_layers"}},
-      {{"transformer"}, "the encoder-decoder Transformer", {"src_vocab_size", "tgt_vocab_size"}},
       {{"dpo"}, "DPO, preference optimization of a decoder", {"dpo"}},
       {{"dpr"}, "DPR, a dense passage retriever", {}},
       {{"esm2"}, "ESM-2, a protein encoder", {}},
@@ -59,7 +58,7 @@ std::string builds() {
 }  // namespace
 
 std::optional<std::pair<std::string, std::string>> unbuilt_model_key(const std::vector<std::string>& keys) {
-  for (const UnbuiltModel& m : unbuilt_models())  // in table order: T5's own keys before the Transformer's it shares
+  for (const UnbuiltModel& m : unbuilt_models())
     for (const auto& key : keys)
       if (std::find(m.keys.begin(), m.keys.end(), key) != m.keys.end())
         return std::make_pair(key, "a key of modelzoo's " + m.names.front() + " model (" + m.what +

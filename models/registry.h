@@ -118,6 +118,10 @@ struct ModelFamily {
   // Model keys an input section takes from the model when it lacks them
   // (modelzoo's NER data reads the model's label_vocab_file).
   std::vector<std::string> input_keys_from_model;
+  // Model keys it takes from train_input (else eval_input) when the model
+  // section lacks them, as (model key, input key): modelzoo's T5 set_defaults
+  // sizes its positions by src_max_sequence_length.
+  std::vector<std::pair<std::string, std::string>> model_keys_from_input;
   // Hugging Face converters by modelzoo's converter name (e.g. "gpt2", "llama", "gpt-neox").
   std::map<std::string, HfAdapter> hf;
 };

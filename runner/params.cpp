@@ -154,6 +154,16 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   } catch (const std::invalid_argument& e) {
     section_ctx("model").fail(name_node, "name", e.what());
   }
+  for (const auto& [model_key, input_key] : family->model_keys_from_input) {
+    if (static_cast<const YAML::Node&>(model)[model_key]) continue;
+    for (const char* section : {"train_input", "eval_input"}) {
+      const YAML::Node in = root_in[section];
+      if (in.IsMap() && in[input_key]) {
+        model[model_key] = in[input_key];  // the input's node, so messages name its line
+        break;
+      }
+    }
+  }
   p.model = family->parse(model, section_ctx("model"));
 
   for (const char* section : {"train_input", "eval_input"}) {

@@ -314,17 +314,17 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (T5, the Transformer, DPO,
-// vision models, ...) are named as such, whether the Trainer
-// format names them or a legacy file only has their keys.
+// modelzoo's models that zoo does not build (DPO, vision models, ...) are
+// named as such, whether the Trainer format names them or a legacy file only
+// has their keys.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
   std::string legacy = tiny;
-  legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  src_vocab_size: 256\n");
+  legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  vocab_size: 256\n  dpo:\n    beta: 0.1\n");
   EXPECT_NE(zoo::testing::params_error(legacy).find(
-                "model.src_vocab_size: a key of modelzoo's transformer model (the encoder-decoder Transformer), which "
+                "model.dpo: a key of modelzoo's dpo model (DPO, preference optimization of a decoder), which "
                 "zoo does not build; zoo builds gpt2, gptj, bert, bert/classifier, bert/token_classifier, "
-                "bert/extractive_summarization, fc_mnist and their aliases"),
+                "bert/extractive_summarization, t5, fc_mnist and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(legacy);
   std::string named = tiny;
@@ -336,7 +336,6 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
       << zoo::testing::params_error(named);
   if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
-           {"transformers_pytorch_t5_t5_small.yaml", "t5"},
            {"vision_pytorch_unet_params_severstal_binary.yaml", "unet"}}) {
     std::string error;
     try {

@@ -110,10 +110,7 @@ ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
   const torch::Tensor weights = batch.at("masked_lm_mask").reshape({-1}).to(torch::kFloat);
   torch::Tensor per_token = token_cross_entropy(logits, flat_labels, V);
   const torch::Tensor mlm_sum = (per_token * weights).sum();
-  if (o.label_smoothing > 0 && is_training()) {  // (1 - s) CE + s * mean over classes of -log p
-    const torch::Tensor uniform = -torch::log_softmax(logits.narrow(1, 0, V).to(torch::kFloat), -1).mean(-1);
-    per_token = (1 - o.label_smoothing) * per_token + o.label_smoothing * uniform;
-  }
+  if (o.label_smoothing > 0 && is_training()) per_token = smooth_cross_entropy(per_token, logits, V, o.label_smoothing);
   ModelOutput result;
   result.loss = (per_token * weights).sum() / double(B) * o.mlm_loss_weight;
   torch::Tensor nsp_labels;

@@ -15,6 +15,8 @@ namespace {
 torch::Tensor repeat_kv_heads(const torch::Tensor& t, int64_t H) {
   return t.size(1) == H ? t : t.repeat_interleave(H / t.size(1), 1);
 }
+// softmax_fp32's widening: half precision to float32; float64 stays.
+torch::Tensor at_least_float(const torch::Tensor& t) { return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat); }
 }  // namespace
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
@@ -28,14 +30,50 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
 }
 
 void MultiheadAttentionImpl::reset_parameters() {
-  proj_q_dense_layer->reset_parameters(options_.initializer);
+  proj_q_dense_layer->reset_parameters(options_.q_initializer.value_or(options_.initializer));
   proj_k_dense_layer->reset_parameters(options_.initializer);
   proj_v_dense_layer->reset_parameters(options_.initializer);
   proj_output_dense_layer->reset_parameters(options_.output_initializer);
 }
 
+double MultiheadAttentionImpl::score_scale(int64_t D) const {
+  const double by_dim = options_.scale_by_head_dim ? 1.0 / double(D) : 1.0 / std::sqrt(double(D));
+  return (options_.scale_by_sqrt_head_dim ? by_dim : 1.0) * options_.logit_multiplier;
+}
+
+torch::Tensor MultiheadAttentionImpl::attend_to(const torch::Tensor& x, const torch::Tensor& memory,
+                                                const torch::Tensor& memory_mask) {
+  const int64_t B = x.size(0), T = x.size(1), S = memory.size(1), H = options_.num_heads, inner = inner_dim(),
+                D = inner / H, G = kv_heads();
+  // (B, heads, length, D)
+  const torch::Tensor q = proj_q_dense_layer(x).view({B, T, H, D}).transpose(1, 2);
+  const torch::Tensor k = proj_k_dense_layer(memory).view({B, S, G, D}).transpose(1, 2);
+  const torch::Tensor v = proj_v_dense_layer(memory).view({B, S, G, D}).transpose(1, 2);
+  const double p_drop = is_training() ? options_.dropout : 0.0;
+  const torch::Tensor key_mask = memory_mask.defined() ? memory_mask.to(torch::kBool) : memory_mask;
+  torch::Tensor y;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  if (options_.logit_softcapping == 0) {
+    const torch::Tensor mask = key_mask.defined() ? key_mask.view({B, 1, 1, S}) : torch::Tensor();
+    y = at::scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H), mask, p_drop,
+                                         /*is_causal=*/false, score_scale(D));
+  }
+#endif
+  if (!y.defined()) {
+    ScoreOptions scores;
+    scores.scale = score_scale(D);
+    scores.causal = false;
+    scores.key_mask = key_mask;
+    scores.logit_softcapping = options_.logit_softcapping;
+    scores.softmax_fp32 = options_.softmax_fp32;
+    scores.dropout = p_drop;
+    y = reference_attention(q, k, v, scores);
+  }
+  return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, inner}));
+}
+
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes,
-                                              const torch::Tensor& key_mask) {
+                                              const torch::Tensor& key_mask, const torch::Tensor& position_bias) {
   const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H, G = kv_heads();
   // q, k and v from one GEMM over the concatenated weights (one pass over x;
   // the parameters and their checkpoint keys stay separate).
@@ -61,9 +99,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
     cache->keys = k;
     cache->values = v;
   }
-  const double scale =
-      (options_.scale_by_sqrt_head_dim ? (options_.scale_by_head_dim ? 1.0 / double(D) : 1.0 / std::sqrt(double(D))) : 1.0) *
-      options_.logit_multiplier;
+  const double scale = score_scale(D);
   const double p_drop = is_training() ? options_.dropout : 0.0;
   auto merge_heads = [&](const torch::Tensor& y) {  // (B, H, T, D) -> (B, T, C)
     return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, inner}));
@@ -72,7 +108,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
   const bool causal = options_.causal && past == 0 && T > 1;
-  if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined() &&
+  if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined() && !position_bias.defined() &&
       options_.logit_softcapping == 0 && !(causal && key_mask.defined())) {
     torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
     const torch::Tensor mask = key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1}) : torch::Tensor();
@@ -81,7 +117,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   }
 #endif
   // Trained ALiBi slopes need their gradient: the reference path gives it.
-  if (options_.causal && !key_mask.defined() && past == 0 && p_drop == 0 && options_.sink_tokens == 0 &&
+  if (options_.causal && !key_mask.defined() && !position_bias.defined() && past == 0 && p_drop == 0 &&
+      options_.sink_tokens == 0 &&
       options_.logit_softcapping == 0 &&
       (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) &&
       causal_attention_available(qkv)) {
@@ -100,6 +137,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   scores.alibi_slopes = alibi_slopes;
   scores.key_mask = key_mask.defined() ? key_mask.to(torch::kBool) : key_mask;
   scores.logit_softcapping = options_.logit_softcapping;
+  scores.bias = position_bias;
   scores.softmax_fp32 = options_.softmax_fp32;
   scores.dropout = p_drop;
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scores));
@@ -112,9 +150,13 @@ torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * o.scale;  // (B, H, T, past + T)
   if (o.logit_softcapping > 0) scores = torch::tanh(scores / o.logit_softcapping) * o.logit_softcapping;
   if (o.alibi_slopes.defined()) {  // in float32 with softmax_fp32: the bias reaches slope * context length
-    if (o.softmax_fp32) scores = scores.to(torch::kFloat);
+    if (o.softmax_fp32) scores = at_least_float(scores);
     scores = scores + o.alibi_slopes.view({1, H, 1, 1}).to(scores.scalar_type()) *
                           torch::arange(past + T, scores.options()).view({1, 1, 1, past + T});
+  }
+  if (o.bias.defined()) {  // in float32 with softmax_fp32, as the ALiBi bias
+    if (o.softmax_fp32) scores = at_least_float(scores);
+    scores = scores + o.bias.to(scores.scalar_type());
   }
   // Query i sits at position past + i and, causal, sees keys 0 .. past + i
   // (the last sliding_window of them when set, and the first sink_tokens).
@@ -132,7 +174,7 @@ torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch
   if (o.key_mask.defined()) mask = mask | o.key_mask.logical_not().view({B, 1, 1, past + T});
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   torch::Tensor probs =
-      o.softmax_fp32 ? torch::softmax(scores.to(torch::kFloat), -1).to(v.scalar_type()) : torch::softmax(scores, -1);
+      o.softmax_fp32 ? torch::softmax(at_least_float(scores), -1).to(v.scalar_type()) : torch::softmax(scores, -1);
   if (o.dropout > 0) probs = torch::dropout(probs, o.dropout, true);
   return torch::matmul(probs, v);  // (B, H, T, D)
 }

@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "models/common/initializers.h"
 #include "models/common/layers.h"
 #include "models/common/rotary.h"
@@ -20,6 +22,7 @@ struct ScoreOptions {
   torch::Tensor alibi_slopes;   // (H): add slope_h * j to the score of key j (ALiBi; causal only)
   torch::Tensor key_mask;       // (B, keys) bool: false hides a key (padding) from every query
   double logit_softcapping = 0.0;  // scores -> cap * tanh(scores / cap) before the mask; 0: none
+  torch::Tensor bias;           // (H, T, keys) or broadcastable: added to the scaled scores (T5's position bias)
   bool softmax_fp32 = true;
   double dropout = 0.0;         // on the probabilities
 };
@@ -53,6 +56,7 @@ struct AttentionOptions {
   bool causal = true;                  // false: every query sees every (unpadded) key, as in an encoder
   bool softmax_fp32 = true;          // softmax in float32 under reduced precision
   InitializerSpec initializer;       // q/k/v
+  std::optional<InitializerSpec> q_initializer;  // the query projection's, when it differs (T5)
   InitializerSpec output_initializer;  // output projection
 };
 
@@ -61,9 +65,13 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   MultiheadAttentionImpl(const AttentionOptions& options, const torch::TensorOptions& param_options);
   // x: (B, T, C) -> (B, T, C), causal unless options.causal is false. With a
   // cache, x continues the cached positions and its keys/values are appended.
-  // alibi_slopes, key_mask (B, T): see ScoreOptions.
+  // alibi_slopes, key_mask (B, T): see ScoreOptions; position_bias (H, T,
+  // past + T): ScoreOptions::bias.
   torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
-                        const torch::Tensor& key_mask = {});
+                        const torch::Tensor& key_mask = {}, const torch::Tensor& position_bias = {});
+  // Cross-attention: queries from x (B, T, C), keys and values from memory
+  // (B, S, C), which every query sees except where memory_mask (B, S) is false.
+  torch::Tensor attend_to(const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& memory_mask);
   void reset_parameters();
 
   Dense proj_q_dense_layer{nullptr}, proj_k_dense_layer{nullptr}, proj_v_dense_layer{nullptr},
@@ -72,6 +80,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
  private:
   int64_t kv_heads() const { return options_.num_kv_groups > 0 ? options_.num_kv_groups : options_.num_heads; }
   int64_t inner_dim() const { return options_.inner_dim > 0 ? options_.inner_dim : options_.hidden_size; }
+  double score_scale(int64_t head_dim) const;
   AttentionOptions options_;
 };
 TORCH_MODULE(MultiheadAttention);

@@ -38,20 +38,21 @@ void AlibiSlopesImpl::reset_parameters(const InitializerSpec& init) {
 }
 
 torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
-  torch::Tensor pos = torch::arange(positions, torch::kFloat).unsqueeze(1);  // (P, 1)
-  torch::Tensor i = torch::arange(0, dim, 2, torch::kFloat);                 // (C/2)
-  torch::Tensor freq = torch::exp(i * (-std::log(10000.0) / double(dim)));   // (C/2)
-  torch::Tensor table = torch::zeros({positions, dim});
-  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
-                   torch::sin(pos * freq));
-  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
-                   torch::cos(pos * freq).narrow(1, 0, dim / 2));
-  return table;
+  // tensor2tensor's timing signal, as modelzoo's FixedPositionEmbeddingLayer:
+  // n = dim / 2 timescales from 1 to 1e4, sin and cos of each side by side,
+  // a zero column last when dim is odd.
+  const int64_t n = dim / 2;
+  const double increment = n > 1 ? std::log(1.0e4) / double(n - 1) : 0.0;
+  torch::Tensor inverse = torch::exp(torch::arange(n, torch::kDouble) * -increment);  // (n), in double: exact for any dtype
+  torch::Tensor time = torch::arange(positions, torch::kDouble).unsqueeze(1) * inverse;  // (P, n)
+  torch::Tensor table = torch::stack({torch::sin(time), torch::cos(time)}, 2).reshape({positions, 2 * n});
+  return dim % 2 ? torch::cat({table, torch::zeros({positions, 1}, table.options())}, 1) : table;
 }
 
 EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::TensorOptions& p) : options_(o) {
-  word_embeddings =
-      register_module("word_embeddings", EmbeddingTable(o.vocab_size, o.hidden_size, p, o.pad_token_id));
+  if (o.vocab_size > 0)
+    word_embeddings =
+        register_module("word_embeddings", EmbeddingTable(o.vocab_size, o.hidden_size, p, o.pad_token_id));
   if (o.position_embedding_type == "learned") {
     const int64_t rows = o.max_position_embeddings + (o.mask_padding_positions ? o.pad_token_id + 1 : 0);
     position_embeddings = register_module("position_embeddings", EmbeddingTable(rows, o.hidden_size, p));
@@ -67,8 +68,13 @@ EmbeddingLayerImpl::EmbeddingLayerImpl(const EmbeddingOptions& o, const torch::T
     segment_embeddings = register_module("segment_embeddings", EmbeddingTable(o.num_segments, o.hidden_size, p));
 }
 
+void EmbeddingLayerImpl::share_word_embeddings(const EmbeddingTable& words) {
+  TORCH_CHECK(options_.vocab_size == 0, "share_word_embeddings: this layer has a word table of its own");
+  word_embeddings = words;  // not registered: the owner keeps, saves and trains it
+}
+
 void EmbeddingLayerImpl::reset_parameters() {
-  word_embeddings->reset_parameters(options_.initializer);
+  if (options_.vocab_size > 0) word_embeddings->reset_parameters(options_.initializer);
   if (position_embeddings) position_embeddings->reset_parameters(options_.position_initializer.value_or(options_.initializer));
   if (segment_embeddings) segment_embeddings->reset_parameters(options_.segment_initializer.value_or(options_.initializer));
   if (position_embed_helper) position_embed_helper->reset_parameters(options_.initializer);

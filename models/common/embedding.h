@@ -20,7 +20,8 @@ namespace zoo::models {
 // its scores as a linear bias on distance (Press et al., 2021).
 extern const std::vector<std::string> kPositionEmbeddingTypes;
 
-// (positions, dim) sinusoidal table as in "Attention Is All You Need".
+// (positions, dim) sinusoidal table as in "Attention Is All You Need", with
+// modelzoo's (tensor2tensor's) frequencies: 1e4^(-k / (dim/2 - 1)) for pair k.
 torch::Tensor sinusoidal_table(int64_t positions, int64_t dim);
 
 // ALiBi's head slopes for `heads` heads: the geometric sequence 2^(-8/n)^k,
@@ -41,7 +42,7 @@ class AlibiSlopesImpl : public torch::nn::Module {
 TORCH_MODULE(AlibiSlopes);
 
 struct EmbeddingOptions {
-  int64_t vocab_size = 0;
+  int64_t vocab_size = 0;  // 0: no word table of its own (see share_word_embeddings)
   int64_t hidden_size = 0;
   int64_t max_position_embeddings = 0;
   std::string position_embedding_type = "learned";
@@ -68,6 +69,9 @@ class EmbeddingLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, int64_t first_position = 0,
                         const torch::Tensor& segment_ids = {});
   void reset_parameters();
+  // Reads `words`, another layer's table (T5's decoder reads the encoder's),
+  // which stays that layer's parameter. Only for a layer built with vocab_size 0.
+  void share_word_embeddings(const EmbeddingTable& words);
 
   EmbeddingTable word_embeddings{nullptr};
   EmbeddingTable position_embeddings{nullptr};  // "learned" only

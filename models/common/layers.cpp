@@ -50,7 +50,8 @@ void LayerNormImpl::reset_parameters() {
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
   if (cpu_norm_available(x, weight, bias)) return cpu_norm(x, weight, bias, eps, rms);
   if (!rms) return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
-  torch::Tensor x32 = x.to(torch::kFloat);  // statistics in float32, as LLaMA does
+  // statistics in float32 (float64 stays), as LLaMA does
+  torch::Tensor x32 = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
   torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);
   return weight * normed.to(x.scalar_type());
 }

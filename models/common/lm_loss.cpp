@@ -132,6 +132,12 @@ torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tens
   return ChunkedCrossEntropy::apply(logits, labels, vocab, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab));
 }
 
+torch::Tensor smooth_cross_entropy(const torch::Tensor& per_token, const torch::Tensor& logits, int64_t vocab,
+                                   double smoothing) {
+  const torch::Tensor uniform = -torch::log_softmax(logits.narrow(1, 0, vocab).to(torch::kFloat), -1).mean(-1);
+  return (1 - smoothing) * per_token + smoothing * uniform;
+}
+
 ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask,
                     const LossScaling& scaling, bool with_metrics, int64_t vocab) {
   torch::Tensor flat_logits = logits.reshape({-1, logits.size(-1)});

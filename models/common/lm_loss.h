@@ -1,6 +1,6 @@
 // Masked next-token cross-entropy and the LM eval metrics (modelzoo's
 // GPTLMHeadModelLoss, lm_perplexity, accuracy). Defines: LossScaling,
-// token_cross_entropy, lm_loss.
+// token_cross_entropy, smooth_cross_entropy, lm_loss.
 #pragma once
 
 #include <torch/torch.h>
@@ -26,6 +26,11 @@ struct LossScaling {
 // chunk_rows overrides the chunk height (tests); 0: ~256 MB of float32 per chunk.
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   int64_t chunk_rows = 0);
+
+// modelzoo's label smoothing (smooth_loss): (1 - s) * per_token + s * the
+// mean over the vocab classes of -log softmax(logits (N, >= vocab)).
+torch::Tensor smooth_cross_entropy(const torch::Tensor& per_token, const torch::Tensor& logits, int64_t vocab,
+                                   double smoothing);
 
 // logits (B, T, >= V; columns from V on are padding, see OutputHead), labels
 // (B, T) int, mask (B, T) 0/1. Fills loss and, with with_metrics, the

@@ -3,14 +3,18 @@
 
 namespace zoo::models {
 
+LayerNorm encoder_layer_norm(const EncoderLayerOptions& o, const torch::TensorOptions& p) {
+  return LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p, o.rms_norm);
+}
+
 TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const EncoderLayerOptions& o, const torch::TensorOptions& p)
     : dropout_(o.dropout), norm_first_(o.norm_first) {
   AttentionOptions attention = o.attention;
   attention.causal = false;
   self_attn = register_module("self_attn", MultiheadAttention(attention, p));
   ffn = register_module("ffn", FeedForward(o.ffn, p));
-  norm1 = register_module("norm1", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p));
-  norm2 = register_module("norm2", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p));
+  norm1 = register_module("norm1", encoder_layer_norm(o, p));
+  norm2 = register_module("norm2", encoder_layer_norm(o, p));
 }
 
 void TransformerEncoderLayerImpl::reset_parameters() {
@@ -20,13 +24,14 @@ void TransformerEncoderLayerImpl::reset_parameters() {
   norm2->reset_parameters();
 }
 
-torch::Tensor TransformerEncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+torch::Tensor TransformerEncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask,
+                                                   const torch::Tensor& position_bias) {
   auto drop = [&](const torch::Tensor& t) { return dropout_ > 0 ? torch::dropout(t, dropout_, is_training()) : t; };
   if (norm_first_) {
-    torch::Tensor h = x + drop(self_attn->forward(norm1(x), nullptr, {}, key_mask));
+    torch::Tensor h = x + drop(self_attn->forward(norm1(x), nullptr, {}, key_mask, position_bias));
     return h + drop(ffn(norm2(h)));
   }
-  torch::Tensor h = norm1(x + drop(self_attn->forward(x, nullptr, {}, key_mask)));
+  torch::Tensor h = norm1(x + drop(self_attn->forward(x, nullptr, {}, key_mask, position_bias)));
   return norm2(h + drop(ffn(h)));
 }
 
@@ -34,7 +39,7 @@ TransformerEncoderImpl::TransformerEncoderImpl(int64_t num_layers, const Encoder
                                                const torch::TensorOptions& p) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerEncoderLayer(o, p));
-  if (o.final_norm) norm = register_module("norm", LayerNorm(o.attention.hidden_size, o.layer_norm_epsilon, p));
+  if (o.final_norm) norm = register_module("norm", encoder_layer_norm(o, p));
 }
 
 void TransformerEncoderImpl::reset_parameters() {
@@ -42,8 +47,9 @@ void TransformerEncoderImpl::reset_parameters() {
   if (norm) norm->reset_parameters();
 }
 
-torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask) {
-  for (auto& layer : *layers) x = layer->as<TransformerEncoderLayerImpl>()->forward(x, key_mask);
+torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask,
+                                              const torch::Tensor& position_bias) {
+  for (auto& layer : *layers) x = layer->as<TransformerEncoderLayerImpl>()->forward(x, key_mask, position_bias);
   return norm ? norm(x) : x;
 }
 

@@ -16,17 +16,22 @@ struct EncoderLayerOptions {
   AttentionOptions attention;  // attention.causal is false
   FeedForwardOptions ffn;      // its dropout follows the activation
   double layer_norm_epsilon = 1e-5;
+  bool rms_norm = false;       // RMSNorm instead of LayerNorm (T5's)
   double dropout = 0.0;        // on the attention output and the FFN output
   bool norm_first = false;     // pre-norm: x + attn(norm1(x)), then h + ffn(norm2(h))
   bool final_norm = false;     // a norm after the last layer (modelzoo's use_final_layer_norm)
 };
 
+// The norm these options describe (LayerNorm or RMSNorm over the hidden size).
+LayerNorm encoder_layer_norm(const EncoderLayerOptions& options, const torch::TensorOptions& p);
+
 class TransformerEncoderLayerImpl : public torch::nn::Module {
  public:
   TransformerEncoderLayerImpl(const EncoderLayerOptions& options, const torch::TensorOptions& p);
   // Post-norm: h = norm1(x + attn(x)), then norm2(h + ffn(h)). key_mask (B, T)
-  // bool: false for padding, which no position attends to.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
+  // bool: false for padding, which no position attends to. position_bias
+  // (H, T, T), when defined, is added to the attention scores (T5's).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask, const torch::Tensor& position_bias = {});
   void reset_parameters();
 
   MultiheadAttention self_attn{nullptr};
@@ -42,7 +47,8 @@ TORCH_MODULE(TransformerEncoderLayer);
 class TransformerEncoderImpl : public torch::nn::Module {
  public:
   TransformerEncoderImpl(int64_t num_layers, const EncoderLayerOptions& options, const torch::TensorOptions& p);
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask);  // (B, T, C) -> (B, T, C)
+  // (B, T, C) -> (B, T, C); position_bias as the layers take it, the same for each.
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask, const torch::Tensor& position_bias = {});
   void reset_parameters();
 
   torch::nn::ModuleList layers;
