@@ -25,10 +25,10 @@ TEST(ConvertConfigs, ConverterFromModelTypeAndItsErrors) {
   for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
            {"gpt_bigcode", "starcoder"}, {"gpt_neox", "gpt-neox"}, {"gptj", "gptj"}, {"falcon", "falcon"},
            {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"},
-           {"llama", "llama"}, {"mistral", "mistral"}})
+           {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}})
     EXPECT_EQ(models::hf_converter_for({{"model_type", type}}), name) << type;
-  expect_refused([] { models::hf_converter_for({{"model_type", "t5"}}); },
-                 {"model_type \"t5\" has no zoo converter", "bloom", "starcoder"});
+  expect_refused([] { models::hf_converter_for({{"model_type", "bart"}}); },
+                 {"model_type \"bart\" has no zoo converter", "bloom", "starcoder", "t5"});
   expect_refused([] { models::hf_converter_for(nlohmann::json::object()); }, {"no model_type", "--model"});
   expect_refused([] { models::find_hf_converter("gpt-5"); }, {"no Hugging Face converter named 'gpt-5'", "mpt"});
 }

@@ -6,6 +6,7 @@
 
 #include "models/common/ffn.h"
 #include "models/common/lm_loss.h"
+#include "models/t5/hf_adapter.h"
 
 namespace zoo::models {
 namespace {
@@ -372,6 +373,7 @@ ModelFamily t5_family() {
   f.required_keys = {"d_kv"};
   f.model_keys_from_input = {{"src_max_position_embeddings", "src_max_sequence_length"},
                              {"tgt_max_position_embeddings", "tgt_max_sequence_length"}};
+  f.hf["t5"] = t5_hf_adapter();
   return f;
 }
 

@@ -26,7 +26,9 @@ YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer,
   YAML::Node p;
   for (const char* section : {"train_input", "eval_input"}) {
     p[section] = YAML::Clone(input);
-    p[section]["data_dir"] = std::string("./data/") + (std::string(section) == "train_input" ? "train" : "val");
+    // The processor's data directory: data_dir, or src_data_dir when it reads that (T5's text).
+    p[section][input["src_data_dir"] ? "src_data_dir" : "data_dir"] =
+        std::string("./data/") + (std::string(section) == "train_input" ? "train" : "val");
     p[section]["batch_size"] = 8;
   }
   p["model"] = model;
@@ -93,7 +95,7 @@ void hf_to_zoo(const ConvertCommand& c) {
   const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
   config::write_yaml_file(params_path, params_yaml);
   std::cout << "Wrote " << ckpt_path << " and " << params_path
-            << " (set train_input/eval_input data_dir, then: zoo CPU --params " << params_path
+            << " (set train_input/eval_input's data directory, then: zoo CPU --params " << params_path
             << " --mode train; back to Hugging Face: zoo convert CHECKPOINT --model " << converter
             << " --src-fmt zoo --tgt-fmt hf --output-dir DIR)\n";
 }
