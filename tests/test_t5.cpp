@@ -479,7 +479,8 @@ TEST(TransformerData, PairsLinesAndSkipsWhatDoesNotFit) {
 
 // Legacy configs in modelzoo's shapes (no model.name: d_kv picks T5; the
 // positions come from train_input's lengths) train on their processors: the
-// loss falls, eval reports accuracy_lm, and the model's keys are modelzoo's.
+// loss falls, eval reports accuracy_lm, and a resumed T5 run repeats the
+// uninterrupted one's losses.
 TEST(T5, TrainsFromLegacyConfigs) {
   TempDir dir;
   write_vocab(dir);
@@ -519,7 +520,7 @@ runconfig:
   log_steps: 1
   eval_steps: 2
   eval_frequency: 60
-  checkpoint_steps: 60
+  checkpoint_steps: 30
 )");
     auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
                                        " --mode train_and_eval --model_dir " + (dir / name));
@@ -529,9 +530,9 @@ runconfig:
     if (!losses.empty()) EXPECT_LT(losses.back(), 0.5 * losses.front()) << name << ": " << losses.front() << " -> " << losses.back();
     EXPECT_NE(r.output.find("eval/accuracy_lm"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("so zoo builds t5"), std::string::npos) << r.output;
-    return r.output;
+    return losses;
   };
-  run("t5", "  data_processor: T5DynamicDataProcessor\n  src_data_dir: " + (dir / "c4") +
+  const std::vector<double> t5 = run("t5", "  data_processor: T5DynamicDataProcessor\n  src_data_dir: " + (dir / "c4") +
                 "\n  extra_ids: 4\n  src_max_sequence_length: 16\n  tgt_max_sequence_length: 6\n",
       "  src_vocab_size: 12\n  extra_ids: 4\n  mlm_loss_scaling: precomputed_num_masked\n  norm_type: rmsnorm");
   run("transformer", "  data_processor: TransformerDynamicDataProcessor\n  src_data_dir: " + (dir / "wmt") +
@@ -539,6 +540,15 @@ runconfig:
       "  src_vocab_size: 12\n  tgt_vocab_size: 12\n  position_embedding_type: fixed\n  norm_type: layernorm\n"
       "  use_pre_encoder_decoder_layer_norm: false\n  use_pre_encoder_decoder_dropout: true\n  use_ffn_bias: true\n"
       "  use_transformer_initialization: true\n  mlm_loss_scaling: num_masked");
+  // Resumed from step 30, T5 trains on the same corrupted pieces to the same losses.
+  std::filesystem::create_directories(dir / "t5_resumed");
+  std::filesystem::copy_file(dir / "t5/checkpoint_30.mdl", dir / "t5_resumed/checkpoint_30.mdl");
+  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + (dir / "t5.yaml") +
+                                     " --mode train --model_dir " + (dir / "t5_resumed"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> resumed = zoo::testing::train_losses(r.output);
+  ASSERT_EQ(t5.size(), 60u);
+  EXPECT_EQ(resumed, std::vector<double>(t5.begin() + 30, t5.end())) << r.output;
 }
 
 // modelzoo's T5 shapes build the parameters their math implies; the
