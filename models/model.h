@@ -1,6 +1,6 @@
 // The contract between the runner and every model family. The runner sees
 // only this: a torch::nn::Module that turns a batch of named features into a
-// loss and metric terms. Defines: Features, MetricTerm, ModelOutput,
+// loss and metric terms. Defines: Features, optional_feature, MetricTerm, ModelOutput,
 // GenerationCache, Model, norm_parameter_names, parameter_count.
 #pragma once
 
@@ -39,6 +39,12 @@ struct GenerationCache {
   int64_t positions = 0;            // tokens already processed
   std::vector<torch::Tensor> state;  // model-defined, e.g. per-layer keys and values
 };
+
+// The batch's feature `name`, or an undefined tensor when it has none (features a model may do without).
+inline torch::Tensor optional_feature(const Features& batch, const std::string& name) {
+  const auto it = batch.find(name);
+  return it == batch.end() ? torch::Tensor() : it->second;
+}
 
 // Parameters matched by fnmatch globs over their names, and the factor on their learning rate.
 struct LrAdjustmentGroup {

@@ -94,7 +94,6 @@ BertModel::Outputs BertModel::run(const torch::Tensor& input_ids, const torch::T
 
 ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
   const BertOptions& o = options_;
-  auto optional = [&](const char* name) { return batch.count(name) ? batch.at(name) : torch::Tensor(); };
   const torch::Tensor& labels = batch.at("labels");
   // Labels of every position (modelzoo's gather_mlm_labels: false) need no gathering.
   const bool gathered = labels.size(1) != batch.at("input_ids").size(1);
@@ -102,7 +101,8 @@ ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
     throw std::invalid_argument("bert: labels have " + std::to_string(labels.size(1)) + " columns, not one per token (" +
                                 std::to_string(batch.at("input_ids").size(1)) +
                                 "), and the batch has no masked_lm_positions saying where they belong");
-  Outputs out = run(batch.at("input_ids"), optional("attention_mask"), optional("token_type_ids"),
+  Outputs out = run(batch.at("input_ids"), optional_feature(batch, "attention_mask"),
+                    optional_feature(batch, "token_type_ids"),
                     gathered ? batch.at("masked_lm_positions") : torch::Tensor());
   const int64_t B = labels.size(0), V = o.vocab_size;
   const torch::Tensor logits = out.mlm_logits.reshape({-1, out.mlm_logits.size(-1)});

@@ -55,8 +55,8 @@ torch::Tensor BertClassifierModel::logits(const torch::Tensor& input_ids, const 
 }
 
 ModelOutput BertClassifierModel::forward(const Features& batch, bool with_metrics) {
-  auto optional = [&](const char* name) { return batch.count(name) ? batch.at(name) : torch::Tensor(); };
-  const torch::Tensor out = logits(batch.at("input_ids"), optional("attention_mask"), optional("token_type_ids"))
+  const torch::Tensor out = logits(batch.at("input_ids"), optional_feature(batch, "attention_mask"),
+                                   optional_feature(batch, "token_type_ids"))
                                 .to(torch::kFloat);
   const torch::Tensor& labels = batch.at("labels");
   const std::string& type = *options_.problem_type;

@@ -57,11 +57,11 @@ torch::Tensor BertSummarizerModel::logits(const torch::Tensor& input_ids, const 
 }
 
 ModelOutput BertSummarizerModel::forward(const Features& batch, bool with_metrics) {
-  auto optional = [&](const char* name) { return batch.count(name) ? batch.at(name) : torch::Tensor(); };
   const torch::Tensor& ids = batch.at("input_ids");
   const int64_t K = options_.num_labels;
-  const torch::Tensor out =
-      logits(ids, optional("attention_mask"), optional("token_type_ids"), batch.at("cls_indices")).to(torch::kFloat);
+  const torch::Tensor out = logits(ids, optional_feature(batch, "attention_mask"),
+                                   optional_feature(batch, "token_type_ids"), batch.at("cls_indices"))
+                                .to(torch::kFloat);
   const torch::Tensor labels = batch.at("labels").reshape({-1}).to(torch::kLong);
   const torch::Tensor weights = batch.at("cls_weights").reshape({-1}).to(torch::kFloat);
   const torch::Tensor per_sentence = torch::nn::functional::cross_entropy(

@@ -71,11 +71,11 @@ torch::Tensor BertTokenClassifierModel::logits(const torch::Tensor& input_ids, c
 }
 
 ModelOutput BertTokenClassifierModel::forward(const Features& batch, bool with_metrics) {
-  auto optional = [&](const char* name) { return batch.count(name) ? batch.at(name) : torch::Tensor(); };
   const torch::Tensor& ids = batch.at("input_ids");
-  const torch::Tensor attention = optional("attention_mask");
+  const torch::Tensor attention = optional_feature(batch, "attention_mask");
   const int64_t B = ids.size(0), T = ids.size(1), K = options_.num_classes.value_or(2);
-  const torch::Tensor out = logits(ids, attention, optional("token_type_ids")).to(torch::kFloat).reshape({-1, K});
+  const torch::Tensor out =
+      logits(ids, attention, optional_feature(batch, "token_type_ids")).to(torch::kFloat).reshape({-1, K});
   const torch::Tensor labels = batch.at("labels").reshape({-1}).to(torch::kLong);
   const torch::Tensor keep = (batch.count("loss_mask") ? batch.at("loss_mask") : attention).reshape({-1}).to(torch::kFloat);
   const torch::Tensor per_token = torch::nn::functional::cross_entropy(

@@ -237,16 +237,15 @@ torch::Tensor Gpt2Model::head(const torch::Tensor& h) {
   return out;
 }
 
-MoeContext* Gpt2Model::moe_context(const torch::Tensor& input_ids, MoeContext& context) const {
-  if (!options_.moe.enabled()) return nullptr;
-  context.input_ids = input_ids;
-  return &context;
+torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids, MoeContext& moe) {
+  moe.input_ids = input_ids;
+  MoeContext* routing = options_.moe.enabled() ? &moe : nullptr;
+  return head(transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi(), routing));
 }
 
 torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
   MoeContext moe;
-  return head(transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi(),
-                                           moe_context(input_ids, moe)));
+  return padded_logits(input_ids, moe);
 }
 
 torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
@@ -258,9 +257,10 @@ torch::Tensor Gpt2Model::next_logits(const torch::Tensor& input_ids, GenerationC
   for (size_t i = 0; 2 * i + 1 < cache.state.size() && i < kv.size(); ++i)
     kv[i] = {cache.state[2 * i], cache.state[2 * i + 1]};
   MoeContext moe;
+  moe.input_ids = input_ids;
   moe.first_position = cache.positions;
   torch::Tensor h = transformer_decoder->forward(embed(input_ids, cache.positions), &kv, embedding_layer->alibi(),
-                                                 moe_context(input_ids, moe));
+                                                 options_.moe.enabled() ? &moe : nullptr);
   cache.state.clear();
   for (const auto& layer : kv) cache.state.insert(cache.state.end(), {layer.keys, layer.values});
   cache.positions += input_ids.size(1);
@@ -283,13 +283,12 @@ ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
   const torch::Tensor& ids = batch.at("input_ids");
   const torch::Tensor& mask = batch.at("attention_mask");
   MoeContext moe;
-  MoeContext* routing = moe_context(ids, moe);
   // Training with a load-balancing loss: the MoE layers record router statistics over the loss mask's tokens.
-  if (routing && is_training() && options_.moe.load_balancing_loss_coef > 0) {
+  if (options_.moe.enabled() && is_training() && options_.moe.load_balancing_loss_coef > 0) {
     torch::Tensor m = mask.to(torch::kFloat);
     moe.token_weights = m / m.sum(1, true).clamp_min(1.0);
   }
-  torch::Tensor out = head(transformer_decoder->forward(embed(ids), nullptr, embedding_layer->alibi(), routing));
+  torch::Tensor out = padded_logits(ids, moe);
   LossScaling scaling{options_.loss_scaling, options_.loss_weight};
   // The loss skips the padding columns.
   ModelOutput result = lm_loss(out, batch.at("labels"), mask, scaling, with_metrics, options_.vocab_size);

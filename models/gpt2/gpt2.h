@@ -77,8 +77,8 @@ class Gpt2Model : public Model {
   torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0);
   // The LM head and the logits scale: (B, T, C) -> (B, T, >= V).
   torch::Tensor head(const torch::Tensor& h);
-  // What MoE layers read for `input_ids` (null without MoE); `context` holds it.
-  MoeContext* moe_context(const torch::Tensor& input_ids, MoeContext& context) const;
+  // padded_logits, with `moe` holding what MoE layers read and record (their router statistics).
+  torch::Tensor padded_logits(const torch::Tensor& input_ids, MoeContext& moe);
 
   Gpt2Options options_;
   DecoderVariant variant_;

@@ -311,8 +311,8 @@ ModelOutput T5Model::forward(const Features& batch, bool with_metrics) {
   if (o.label_smoothing > 0 && is_training()) per_token = smooth_cross_entropy(per_token, flat, V, o.label_smoothing);
   std::string scaling = o.mlm_loss_scaling;
   if (scaling == "precomputed_num_masked") {
-    if (batch.count("loss_weight")) {
-      mask = mask * batch.at("loss_weight").to(torch::kFloat).reshape({B, -1});
+    if (const torch::Tensor weight = optional_feature(batch, "loss_weight"); weight.defined()) {
+      mask = mask * weight.to(torch::kFloat).reshape({B, -1});
     } else if (is_training()) {  // what modelzoo's dynamic_loss_weight (on in training) computes
       mask = mask * (double(B) / mask.sum().clamp_min(1.0));
     } else {
