@@ -7,6 +7,7 @@
 #include <regex>
 #include <sstream>
 
+#include "models/common/ffn.h"
 #include "models/common/initializers.h"
 #include "models/common/rotary.h"
 #include "models/gpt2/gpt2.h"
@@ -386,4 +387,46 @@ TEST(Model, AlibiPositionScalingDividesTheSlopes) {
   const torch::Tensor paper = torch::tensor(models::alibi_slopes(4), torch::kFloat);
   EXPECT_TRUE(torch::allclose(m.embedding_layer->alibi(), paper / 4.0));
   EXPECT_TRUE(torch::allclose(m.embedding_layer->position_embed_helper->slopes.view({-1}), paper));
+}
+
+// Every activation modelzoo's layers/activations.py names, against its
+// formula in float64; GLUs gate as modelzoo's bivariate ones (act(gate) * up),
+// and swiglu_clamped passes no gradient through the clamped inputs.
+TEST(Model, ActivationsAreModelzoos) {
+  const torch::Tensor x = torch::linspace(-9, 9, 37, torch::kDouble);
+  const double pi = 3.14159265358979323846;
+  auto phi = [&](const torch::Tensor& t) { return 0.5 * (1 + torch::erf(t / std::sqrt(2.0))); };
+  auto sig = [](const torch::Tensor& t) { return 1 / (1 + torch::exp(-t)); };
+  const std::map<std::string, torch::Tensor> want = {
+      {"gelu", x * phi(x)},
+      {"gelu_new", 0.5 * x * (1 + torch::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)))},
+      {"quick_gelu", x * sig(1.702 * x)},
+      {"squared_gelu", (x * phi(x)) * (x * phi(x))},
+      {"relu", torch::clamp_min(x, 0)},
+      {"squared_relu", torch::clamp_min(x, 0) * torch::clamp_min(x, 0)},
+      {"leaky_relu", torch::where(x > 0, x, 0.01 * x)},
+      {"gelu_fast", 0.5 * x * (1 + torch::tanh(0.7978845608 * x * (1 + 0.044715 * x * x)))},
+      {"silu", x * sig(x)},
+      {"swish", x * sig(x)},
+      {"mish", x * torch::tanh(torch::log1p(torch::exp(x)))},
+      {"tanh", torch::tanh(x)},
+      {"sigmoid", sig(x)},
+      {"linear", x}};
+  for (const auto& [name, expected] : want)
+    EXPECT_TRUE(torch::allclose(models::activation(name, x), expected, 1e-12, 1e-12)) << name;
+  for (const auto& name : models::kActivationNames) EXPECT_TRUE(models::is_glu(name) || want.count(name)) << name;
+  const torch::Tensor up = torch::linspace(-10, 10, 37, torch::kDouble), gate = x.flip(0);
+  EXPECT_TRUE(torch::allclose(models::glu("swiglu", up, gate), gate * sig(gate) * up, 1e-12, 1e-12));
+  EXPECT_TRUE(torch::allclose(models::glu("geglu", up, gate), gate * phi(gate) * up, 1e-12, 1e-12));
+  EXPECT_TRUE(torch::allclose(models::glu("reglu", up, gate), torch::clamp_min(gate, 0) * up, 1e-12, 1e-12));
+  EXPECT_TRUE(torch::allclose(models::glu("liglu", up, gate), gate * up, 1e-12, 1e-12));
+  const torch::Tensor u = up.clone().requires_grad_(true), g = gate.clone().requires_grad_(true);
+  const torch::Tensor clamped = models::glu("swiglu_clamped", u, g);
+  const torch::Tensor uc = torch::clamp(up, -7, 7), gc = torch::clamp_max(gate, 7);
+  EXPECT_TRUE(torch::allclose(clamped, (uc + 1) * gc * sig(1.702 * gc), 1e-12, 1e-12));
+  clamped.sum().backward();
+  EXPECT_EQ(u.grad().masked_select(up.abs() > 7).abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(g.grad().masked_select(gate > 7).abs().sum().item<double>(), 0.0);
+  EXPECT_GT(u.grad().masked_select(up.abs() < 7).abs().sum().item<double>(), 0.0);
+  for (const std::string& name : {"swiglu", "geglu", "reglu", "liglu", "swiglu_clamped"}) EXPECT_TRUE(models::is_glu(name));
 }

@@ -7,15 +7,24 @@
 
 namespace zoo::models {
 
-const std::vector<std::string> kActivationNames = {"gelu", "gelu_new", "gelu_fast", "relu",  "silu", "swish",
-                                                   "tanh", "sigmoid",  "linear",    "swiglu", "geglu", "reglu"};
+const std::vector<std::string> kActivationNames = {
+    "gelu",   "gelu_new", "gelu_fast", "quick_gelu", "squared_gelu", "relu",  "squared_relu", "leaky_relu",
+    "silu",   "swish",    "mish",      "tanh",       "sigmoid",      "linear", "swiglu",       "geglu",
+    "reglu",  "liglu",    "swiglu_clamped"};
 
-bool is_glu(const std::string& n) { return n == "swiglu" || n == "geglu" || n == "reglu"; }
+bool is_glu(const std::string& n) {
+  return n == "swiglu" || n == "geglu" || n == "reglu" || n == "liglu" || n == "swiglu_clamped";
+}
 
 torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
   if (name == "gelu") return torch::gelu(x);  // exact erf form, as torch.nn.GELU()
   if (name == "gelu_new" || name == "gelu_fast") return torch::gelu(x, "tanh");
+  if (name == "quick_gelu") return x * torch::sigmoid(1.702 * x);
+  if (name == "squared_gelu") return torch::gelu(x).square();
   if (name == "relu") return torch::relu(x);
+  if (name == "squared_relu") return torch::relu(x).square();  // Primer (So et al., 2021)
+  if (name == "leaky_relu") return torch::leaky_relu(x, 0.01);
+  if (name == "mish") return x * torch::tanh(torch::softplus(x));
   if (name == "silu" || name == "swish") return torch::silu(x);
   if (name == "tanh") return torch::tanh(x);
   if (name == "sigmoid") return torch::sigmoid(x);
@@ -23,7 +32,16 @@ torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
   if (name == "swiglu") return torch::silu(x);  // the gate's activation
   if (name == "geglu") return torch::gelu(x);
   if (name == "reglu") return torch::relu(x);
+  if (name == "liglu") return x;
   throw std::invalid_argument("unknown nonlinearity '" + name + "'");
+}
+
+torch::Tensor glu(const std::string& name, const torch::Tensor& up, const torch::Tensor& gate) {
+  if (name == "swiglu_clamped") {
+    constexpr double kLimit = 7.0;
+    return (torch::clamp(up, -kLimit, kLimit) + 1) * activation("quick_gelu", torch::clamp_max(gate, kLimit));
+  }
+  return activation(name, gate) * up;
 }
 
 FFNLayerImpl::FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::TensorOptions& p, bool glu) {
@@ -50,7 +68,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   Dense up = first->linear_layer;
   torch::Tensor h;
   if (first->linear_layer_for_glu) {
-    h = activation(options_.nonlinearity, first->linear_layer_for_glu(x)) * up(x);
+    h = glu(options_.nonlinearity, up(x), first->linear_layer_for_glu(x));
   } else if (auto fused = dense_activation_of(options_.nonlinearity);
              fused && cpu_dense_available(x, up->weight, up->bias)) {  // the activation inside the layer's kernel
     h = cpu_dense(x, up->weight, up->bias, *fused);

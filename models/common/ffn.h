@@ -1,6 +1,6 @@
 // Position-wise feed-forward network with modelzoo's layout
 // (ffn.{i}.linear_layer), and the named activations the configs use.
-// Defines: kActivationNames, activation, is_glu, FeedForwardOptions, FeedForward, one_layer_network.
+// Defines: kActivationNames, activation, is_glu, glu, FeedForwardOptions, FeedForward, one_layer_network.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,8 +17,11 @@ extern const std::vector<std::string> kActivationNames;
 // Applies the named activation ("gelu", "relu", "gelu_new", "silu", ...).
 torch::Tensor activation(const std::string& name, const torch::Tensor& x);
 
-// True for gated activations (swiglu, geglu, reglu): act(gate(x)) * up(x).
+// True for gated activations (swiglu, geglu, reglu, liglu, swiglu_clamped): act(gate(x)) * up(x).
 bool is_glu(const std::string& nonlinearity);
+// A gated activation of up(x) and gate(x), as modelzoo's bivariate GLUs: act(gate) * up, and
+// swiglu_clamped's (clamp(up, -7, 7) + 1) * quick_gelu(min(gate, 7)) (gpt-oss).
+torch::Tensor glu(const std::string& nonlinearity, const torch::Tensor& up, const torch::Tensor& gate);
 
 class FFNLayerImpl : public torch::nn::Module {
  public:
