@@ -104,7 +104,19 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
         .field("mixture", &O::mixture,
                "GptHDF5MapDataProcessor, instead of data_dir: items {data_dir, weight}; each data set takes its "
                "weight's share of the samples, an epoch seeing every sample of each set weighing > 5% once.")
+        .field("data_subset", &O::data_subset,
+               "GptHDF5MapDataProcessor: only these ranges of data_dir's samples, e.g. \"0.0-0.5\" or "
+               "\"0.1-0.3,0.7-1.0\" (a mixture's items take their own).")
         .validate([](const O& o, const auto& fail) {
+          if (o.data_subset && o.data_processor != "GptHDF5MapDataProcessor")
+            fail("data_subset", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
+          if (o.data_subset && !o.mixture.empty())
+            fail("data_subset", "with a mixture, give each item its own data_subset");
+          try {
+            if (o.data_subset) parse_data_subset(*o.data_subset);
+          } catch (const std::invalid_argument& e) {
+            fail("data_subset", e.what());
+          }
           if (!o.data_transforms.empty() && o.data_processor != "GptHDF5MapDataProcessor")
             fail("data_transforms", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
           if (!o.mixture.empty() && o.data_processor != "GptHDF5MapDataProcessor")
@@ -299,6 +311,17 @@ std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& fi
   return source;
 }
 
+// `source`, or its samples in `ranges` (a data_subset) when given.
+std::shared_ptr<LmSampleSource> subset(std::shared_ptr<LmSampleSource> source, const std::optional<std::string>& ranges,
+                                       const std::string& key, const config::Origin& at) {
+  if (!ranges) return source;
+  auto part = std::make_shared<SubsetSource>(source, parse_data_subset(*ranges));
+  if (part->num_samples() == 0)
+    at.fail(key, "\"" + *ranges + "\" keeps none of the " + std::to_string(source->num_samples()) + " samples of " +
+                     source->describe());
+  return part;
+}
+
 // modelzoo interleaves the mixture's data sets when it does not shuffle.
 std::shared_ptr<LmSampleSource> open_mixture(const GptHdf5Options& o, const config::Origin& at) {
   std::vector<std::shared_ptr<LmSampleSource>> sources;
@@ -306,7 +329,7 @@ std::shared_ptr<LmSampleSource> open_mixture(const GptHdf5Options& o, const conf
   GptHdf5Options each = o;
   each.batch_size = 1;  // a small set may be smaller than a batch: the mixture repeats it
   for (const MixtureEntry& m : o.mixture) {
-    sources.push_back(open_source(sorted_hdf5_files(m.data_dir, at), each, at));
+    sources.push_back(subset(open_source(sorted_hdf5_files(m.data_dir, at), each, at), m.data_subset, "mixture", at));
     weights.push_back(m.weight);
   }
   try {
@@ -318,7 +341,7 @@ std::shared_ptr<LmSampleSource> open_mixture(const GptHdf5Options& o, const conf
 
 std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const config::Origin& at) {
   std::shared_ptr<LmSampleSource> source =
-      o.mixture.empty() ? std::shared_ptr<LmSampleSource>(open_source(sorted_hdf5_files(o.data_dir, at), o, at))
+      o.mixture.empty() ? subset(open_source(sorted_hdf5_files(o.data_dir, at), o, at), o.data_subset, "data_subset", at)
                         : open_mixture(o, at);
   if (source->num_samples() < o.batch_size)
     at.fail(o.mixture.empty() ? "data_dir" : "mixture",

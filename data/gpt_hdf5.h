@@ -23,6 +23,7 @@ struct GptHdf5Options : LoaderOptions {
   bool use_worker_cache = false;
   std::vector<DataTransformSpec> data_transforms;  // map-style only, as modelzoo
   std::vector<MixtureEntry> mixture;               // map-style: instead of data_dir
+  std::optional<std::string> data_subset;          // map-style: ranges of data_dir's samples
   static const config::Schema<GptHdf5Options>& schema();
 };
 

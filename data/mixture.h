@@ -1,11 +1,15 @@
 // modelzoo's `mixture` of HDF5 data sets (GptHDF5MapDataProcessor): one
 // sample index space over several sources, each taking a share of it by its
 // weight; an epoch is long enough to see every sample of each source weighing
-// more than 5% at least once. Defines: MixtureEntry, MixtureSource.
+// more than 5% at least once; and modelzoo's `data_subset`, ranges of a data
+// set's samples. Defines: MixtureEntry, MixtureSource, parse_data_subset,
+// SubsetSource.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "configs/schema/schema.h"
@@ -13,10 +17,11 @@
 
 namespace zoo::data {
 
-// One `mixture` item: a data_dir and its weight.
+// One `mixture` item: a data_dir, its weight and the part of it read.
 struct MixtureEntry {
   config::PathList data_dir;
   double weight = 0.0;
+  std::optional<std::string> data_subset;
   static const config::Schema<MixtureEntry>& schema();
 };
 
@@ -42,6 +47,29 @@ class MixtureSource : public LmSampleSource {
   std::vector<std::shared_ptr<LmSampleSource>> sources_;
   std::vector<int64_t> boundaries_;
   std::vector<int64_t> order_;  // interleave: index -> position in the sources' concatenation
+};
+
+// modelzoo's data_subset: comma-separated ranges "a-b" of fractions of a
+// data set ("0.0-0.5", "0.1-0.3,0.7-1.0"), within [0, 1], each starting at or
+// after the previous one's end. Throws std::invalid_argument saying what is wrong.
+std::vector<std::pair<double, double>> parse_data_subset(const std::string& text);
+
+// The samples of `source` in `ranges`, in order: range [a, b) of n samples
+// keeps samples floor(n a) .. floor(n b) - 1 (modelzoo's _DatasetSegmenter).
+class SubsetSource : public LmSampleSource {
+ public:
+  SubsetSource(std::shared_ptr<LmSampleSource> source, const std::vector<std::pair<double, double>>& ranges);
+  int64_t num_samples() const override { return ends_.empty() ? 0 : ends_.back(); }
+  int64_t sequence_length() const override { return source_->sequence_length(); }
+  void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
+  std::string describe() const override;
+  std::string locate(int64_t i) const override { return source_->locate(source_index(i)); }
+
+ private:
+  int64_t source_index(int64_t i) const;
+  std::shared_ptr<LmSampleSource> source_;
+  std::vector<int64_t> firsts_, ends_;  // each range's first source sample; cumulative kept counts
+  std::string text_;
 };
 
 }  // namespace zoo::data

@@ -334,6 +334,38 @@ TEST(Hdf5Map, MixtureTakesEachSetsShareOfAnEpoch) {
   EXPECT_NE(open_error(base + ", shuffle: false}").find("no error"), std::string::npos);
 }
 
+// modelzoo's data_subset: "0.0-0.3,0.5-0.7" of 10 samples keeps samples 0-2
+// and 5-6, in order; a mixture's item reads its own part; bad ranges, and the
+// key where modelzoo would not read it, are named.
+TEST(Hdf5Map, DataSubsetKeepsItsRanges) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_sample_files(dir / "a", {10});
+  const std::string base = "{data_processor: GptHDF5MapDataProcessor, shuffle: false, ";
+  auto loader = open_loader(base + "batch_size: 5, data_dir: " + (dir / "a") + ", data_subset: '0.0-0.3,0.5-0.7'}");
+  EXPECT_EQ(loader->batches_per_epoch(), 1);
+  EXPECT_EQ(take(*loader, 2), (std::vector<int64_t>{0, 1, 2, 5, 6, 0, 1, 2, 5, 6}));
+  loader = open_loader(base + "batch_size: 2, mixture: [{data_dir: " + (dir / "a") + ", weight: 1, data_subset: 0.8-1.0}]}");
+  EXPECT_EQ(take(*loader, 1), (std::vector<int64_t>{8, 9}));
+  auto error = [&](const std::string& section) {
+    const std::string e = open_error(base + "batch_size: 2, " + section + "}");
+    return e.substr(e.find("train_input"));
+  };
+  const std::string a = "data_dir: " + (dir / "a");
+  EXPECT_EQ(error(a + ", data_subset: 0.5-0.2").rfind("train_input.data_subset: range 0.5-0.2 is not within [0, 1]", 0), 0u)
+      << error(a + ", data_subset: 0.5-0.2");
+  EXPECT_NE(error(a + ", data_subset: '0.1-0.5,0.4-0.9'").find("starts before the previous range ends"), std::string::npos);
+  EXPECT_NE(error(a + ", data_subset: half").find("not comma-separated ranges"), std::string::npos);
+  EXPECT_NE(error(a + ", data_subset: 0.0-0.05").find("keeps none of the 10 samples"), std::string::npos)
+      << error(a + ", data_subset: 0.0-0.05");
+  EXPECT_NE(error("mixture: [{data_dir: " + (dir / "a") + ", weight: 1, data_subset: 0.9-0.1}]").find("data_subset"),
+            std::string::npos);
+  const std::string iterable = open_error("{data_processor: GptHDF5DataProcessor, batch_size: 2, " + a +
+                                          ", data_subset: 0.0-0.5}");
+  EXPECT_NE(iterable.find("train_input.data_subset: applies to GptHDF5MapDataProcessor only"), std::string::npos)
+      << iterable;
+}
+
 TEST(Hdf5Map, DataParallelTasksTakeAlternateBatches) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
