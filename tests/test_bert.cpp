@@ -433,6 +433,7 @@ optimizer:
   learning_rate: 0.005
   max_gradient_norm: 1.0
 runconfig:
+  seed: 1
   max_steps: 160
   log_steps: 1
   eval_steps: 3

@@ -205,6 +205,7 @@ optimizer:
   optimizer_type: AdamW
   learning_rate: 0.001
 runconfig:
+  seed: 1
   max_steps: 40
   log_steps: 1
   eval_steps: 1
@@ -309,6 +310,7 @@ optimizer:
   optimizer_type: AdamW
   learning_rate: 0.002
 runconfig:
+  seed: 1
   max_steps: 40
   log_steps: 1
   eval_steps: 2

@@ -135,8 +135,11 @@ TEST(BertSum, TrainsFromALegacyConfig) {
   loss_weight: 0.5
 optimizer:
   optimizer_type: AdamW
-  learning_rate: 0.005
+  max_gradient_norm: 1.0
+  learning_rate:  # decaying: at a constant 0.005 Adam's steps on a near-zero loss can spike it back up
+    - {scheduler: Linear, initial_learning_rate: 0.005, end_learning_rate: 0.0, total_iters: 100}
 runconfig:
+  seed: 1
   max_steps: 100
   log_steps: 1
   eval_steps: 2

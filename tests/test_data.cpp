@@ -307,6 +307,7 @@ optimizer:
     optimizer_type: "AdamW"
     learning_rate: 0.01
 runconfig:
+    seed: 1
     max_steps: 40
     log_steps: 1
     eval_steps: 2

@@ -516,6 +516,7 @@ optimizer:
   optimizer_type: Adam
   learning_rate: 0.003
 runconfig:
+  seed: 1
   max_steps: 60
   log_steps: 1
   eval_steps: 2
