@@ -363,6 +363,47 @@ TEST(T5, LossFollowsMlmLossScaling) {
   EXPECT_NEAR(eval.metrics.at("perplexity_lm").sum.item<double>(), sum, 1e-5);
 }
 
+// activation_checkpointing (zoo's own key) recomputes each encoder and
+// decoder layer in the backward pass: the same loss and gradients, dropout
+// replayed, the position biases and the encoder's output (inputs of every
+// recomputed layer) back-propagated once.
+TEST(T5, ActivationCheckpointingGivesTheSameGradients) {
+  for (models::T5Options o : {tiny_t5(), tiny_transformer()}) {
+    o.dropout_rate = 0.1;
+    const int64_t V = o.source_vocab();
+    torch::manual_seed(2);
+    const models::Features batch{{"input_ids", torch::randint(0, V, {2, 6}, torch::kLong)},
+                                 {"attention_mask", torch::tensor({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}).view({2, 6})},
+                                 {"decoder_input_ids", torch::randint(0, V, {2, 5}, torch::kLong)},
+                                 {"decoder_attention_mask", torch::ones({2, 5}, torch::kLong)},
+                                 {"labels", torch::randint(0, V, {2, 5}, torch::kLong)}};
+    auto run = [&](bool recompute) {
+      models::T5Options with = o;
+      with.activation_checkpointing = recompute;
+      torch::manual_seed(3);
+      models::T5Model m(with, torch::dtype(torch::kDouble));
+      m.reset_parameters();
+      m.train();
+      torch::manual_seed(9);  // the dropout draws
+      const torch::Tensor loss = m.forward(batch, false).loss;
+      loss.backward();
+      std::map<std::string, torch::Tensor> grads;
+      for (const auto& p : m.named_parameters()) grads[p.key()] = p.value().grad();
+      return std::make_pair(loss.item<double>(), grads);
+    };
+    const auto [loss, grads] = run(false);
+    const auto [recomputed_loss, recomputed] = run(true);
+    EXPECT_NEAR(loss, recomputed_loss, 1e-12);
+    ASSERT_EQ(grads.size(), recomputed.size());
+    for (const auto& [name, g] : grads) {
+      ASSERT_TRUE(g.defined() && recomputed.at(name).defined()) << name;
+      EXPECT_TRUE(torch::allclose(g, recomputed.at(name), 1e-10, 1e-12)) << name;
+    }
+    if (o.position_embedding_type == "relative")
+      EXPECT_GT(recomputed.at("encoder_embeddings.position_embed_helper.relative_attention_bias.weight").abs().sum().item<double>(), 0);
+  }
+}
+
 // modelzoo's noise mask: round(15%) noise tokens (at least 1) in
 // round(noise / 3) spans (at least 1), alternating from a kept span; and
 // its span corruption: each noise span one sentinel in the input, each kept

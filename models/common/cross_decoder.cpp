@@ -1,6 +1,8 @@
 // Implementation of models/common/cross_decoder.h.
 #include "models/common/cross_decoder.h"
 
+#include "models/common/recompute.h"
+
 namespace zoo::models {
 
 CrossDecoderLayerImpl::CrossDecoderLayerImpl(const EncoderLayerOptions& o, const torch::TensorOptions& p)
@@ -40,7 +42,8 @@ torch::Tensor CrossDecoderLayerImpl::forward(const torch::Tensor& x, const torch
   return norm3(h + drop(ffn(h)));
 }
 
-CrossDecoderImpl::CrossDecoderImpl(int64_t num_layers, const EncoderLayerOptions& o, const torch::TensorOptions& p) {
+CrossDecoderImpl::CrossDecoderImpl(int64_t num_layers, const EncoderLayerOptions& o, const torch::TensorOptions& p)
+    : recompute_(o.recompute) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(CrossDecoderLayer(o, p));
   if (o.final_norm) norm = register_module("norm", encoder_layer_norm(o, p));
@@ -53,7 +56,20 @@ void CrossDecoderImpl::reset_parameters() {
 
 torch::Tensor CrossDecoderImpl::forward(torch::Tensor x, const torch::Tensor& memory, const torch::Tensor& memory_mask,
                                         const torch::Tensor& self_bias) {
-  for (auto& layer : *layers) x = layer->as<CrossDecoderLayerImpl>()->forward(x, memory, memory_mask, self_bias);
+  const bool recompute = recompute_ && is_training() && torch::GradMode::is_enabled();
+  for (auto& module : *layers) {
+    auto* layer = module->as<CrossDecoderLayerImpl>();
+    if (!recompute) {
+      x = layer->forward(x, memory, memory_mask, self_bias);
+      continue;
+    }
+    // The encoder's output and the bias feed every layer: inputs of each recomputed block, back-propagated once.
+    x = recompute_with_inputs_in_backward(
+        [layer, memory_mask](const std::vector<torch::Tensor>& in) {
+          return std::vector<torch::Tensor>{layer->forward(in[0], in[1], memory_mask, in[2])};
+        },
+        {x, memory, self_bias})[0];
+  }
   return norm ? norm(x) : x;
 }
 

@@ -45,6 +45,9 @@ class CrossDecoderImpl : public torch::nn::Module {
 
   torch::nn::ModuleList layers;
   LayerNorm norm{nullptr};
+
+ private:
+  bool recompute_;
 };
 TORCH_MODULE(CrossDecoder);
 

@@ -12,29 +12,34 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct Block : torch::CustomClassHolder {
-  std::function<variable_list(const torch::Tensor&)> run;
-  at::Generator generator;  // the one dropout draws from on x's device
+  std::function<variable_list(const variable_list&)> run;
+  at::Generator generator;  // the one dropout draws from on the inputs' device
   torch::Tensor rng_state;
   AutocastState cpu_autocast, cuda_autocast;
+  std::vector<bool> needs_grad;  // per input
 };
 
 class Recompute : public torch::autograd::Function<Recompute> {
  public:
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, c10::intrusive_ptr<Block> block) {
+  // Every tensor of `inputs` is an input of this node, so each gets its gradient once.
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, c10::intrusive_ptr<Block> block) {
+    const torch::Tensor& x = inputs.front();
     block->generator = x.is_cuda() ? at::globalContext().defaultGenerator(x.device())
                                    : at::detail::getDefaultCPUGenerator();
     block->rng_state = block->generator.get_state();
     block->cpu_autocast = AutocastState::of(torch::kCPU);
     block->cuda_autocast = AutocastState::of(torch::kCUDA);
-    ctx->save_for_backward({x});
+    for (const auto& t : inputs) block->needs_grad.push_back(t.requires_grad());
+    ctx->save_for_backward(inputs.vec());
     ctx->saved_data["block"] = c10::IValue::make_capsule(block);
     torch::NoGradGuard no_grad;
-    return block->run(x);
+    return block->run(inputs.vec());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto block = c10::static_intrusive_pointer_cast<Block>(ctx->saved_data["block"].toCapsule());
-    torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    variable_list inputs = ctx->get_saved_variables();
+    for (size_t i = 0; i < inputs.size(); ++i) inputs[i] = inputs[i].detach().requires_grad_(block->needs_grad[i]);
     // Replay the forward's random draws and precision, then put back today's.
     const torch::Tensor rng_now = block->generator.get_state();
     const AutocastState cpu_now = AutocastState::of(torch::kCPU), cuda_now = AutocastState::of(torch::kCUDA);
@@ -44,7 +49,7 @@ class Recompute : public torch::autograd::Function<Recompute> {
     variable_list y;
     {
       torch::AutoGradMode grad(true);
-      y = block->run(x);
+      y = block->run(inputs);
     }
     block->generator.set_state(rng_now);
     cpu_now.apply();
@@ -53,17 +58,35 @@ class Recompute : public torch::autograd::Function<Recompute> {
     for (size_t i = 0; i < y.size(); ++i)
       if (y[i].requires_grad() && grad_outputs[i].defined()) outputs.push_back(y[i]), grads.push_back(grad_outputs[i]);
     if (!outputs.empty()) torch::autograd::backward(outputs, grads);
-    return {x.grad(), torch::Tensor()};
+    variable_list input_grads;
+    for (size_t i = 0; i < inputs.size(); ++i) input_grads.push_back(block->needs_grad[i] ? inputs[i].grad() : torch::Tensor());
+    input_grads.push_back(torch::Tensor());  // the block
+    return input_grads;
   }
 };
 
 }  // namespace
 
+std::vector<torch::Tensor> recompute_with_inputs_in_backward(
+    const std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>& block,
+    const std::vector<torch::Tensor>& inputs) {
+  // The node takes the defined inputs only; the block sees undefined ones where they were.
+  std::vector<size_t> slots;
+  variable_list defined;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined()) slots.push_back(i), defined.push_back(inputs[i]);
+  auto holder = c10::make_intrusive<Block>();
+  holder->run = [block, slots, n = inputs.size()](const variable_list& in) {
+    variable_list all(n);
+    for (size_t k = 0; k < slots.size(); ++k) all[slots[k]] = in[k];
+    return block(all);
+  };
+  return Recompute::apply(at::TensorList(defined), holder);
+}
+
 std::vector<torch::Tensor> recompute_outputs_in_backward(
     const std::function<std::vector<torch::Tensor>(const torch::Tensor&)>& block, const torch::Tensor& x) {
-  auto holder = c10::make_intrusive<Block>();
-  holder->run = block;
-  return Recompute::apply(x, holder);
+  return recompute_with_inputs_in_backward([block](const variable_list& in) { return block(in[0]); }, {x});
 }
 
 torch::Tensor recompute_in_backward(const std::function<torch::Tensor(const torch::Tensor&)>& block,

@@ -1,6 +1,8 @@
 // Implementation of models/common/transformer_encoder.h.
 #include "models/common/transformer_encoder.h"
 
+#include "models/common/recompute.h"
+
 namespace zoo::models {
 
 LayerNorm encoder_layer_norm(const EncoderLayerOptions& o, const torch::TensorOptions& p) {
@@ -36,7 +38,8 @@ torch::Tensor TransformerEncoderLayerImpl::forward(const torch::Tensor& x, const
 }
 
 TransformerEncoderImpl::TransformerEncoderImpl(int64_t num_layers, const EncoderLayerOptions& o,
-                                               const torch::TensorOptions& p) {
+                                               const torch::TensorOptions& p)
+    : recompute_(o.recompute) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerEncoderLayer(o, p));
   if (o.final_norm) norm = register_module("norm", encoder_layer_norm(o, p));
@@ -49,7 +52,20 @@ void TransformerEncoderImpl::reset_parameters() {
 
 torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask,
                                               const torch::Tensor& position_bias) {
-  for (auto& layer : *layers) x = layer->as<TransformerEncoderLayerImpl>()->forward(x, key_mask, position_bias);
+  const bool recompute = recompute_ && is_training() && torch::GradMode::is_enabled();
+  for (auto& module : *layers) {
+    auto* layer = module->as<TransformerEncoderLayerImpl>();
+    if (!recompute) {
+      x = layer->forward(x, key_mask, position_bias);
+      continue;
+    }
+    // The bias, shared by every layer, is an input of each recomputed block: back-propagated once.
+    x = recompute_with_inputs_in_backward(
+        [layer, key_mask](const std::vector<torch::Tensor>& in) {
+          return std::vector<torch::Tensor>{layer->forward(in[0], key_mask, in[1])};
+        },
+        {x, position_bias})[0];
+  }
   return norm ? norm(x) : x;
 }
 

@@ -20,6 +20,7 @@ struct EncoderLayerOptions {
   double dropout = 0.0;        // on the attention output and the FFN output
   bool norm_first = false;     // pre-norm: x + attn(norm1(x)), then h + ffn(norm2(h))
   bool final_norm = false;     // a norm after the last layer (modelzoo's use_final_layer_norm)
+  bool recompute = false;      // activation checkpointing: each layer recomputed in the backward pass
 };
 
 // The norm these options describe (LayerNorm or RMSNorm over the hidden size).
@@ -53,6 +54,9 @@ class TransformerEncoderImpl : public torch::nn::Module {
 
   torch::nn::ModuleList layers;
   LayerNorm norm{nullptr};  // final_norm only
+
+ private:
+  bool recompute_;
 };
 TORCH_MODULE(TransformerEncoder);
 

@@ -95,6 +95,7 @@ EncoderLayerOptions stack_options(const T5Options& o, bool is_decoder) {
   s.dropout = o.dropout_rate;
   s.norm_first = o.use_pre_encoder_decoder_layer_norm;
   s.final_norm = true;
+  s.recompute = o.activation_checkpointing;
   return s;
 }
 
@@ -194,6 +195,9 @@ const config::Schema<T5Options>& T5Options::schema() {
                  "without one, loss / target tokens); batch_size: loss / batch size * lm_loss_weight.",
                  config::one_of({"num_masked", "precomputed_num_masked", "batch_size"}))
           .field("compute_eval_metrics", &O::compute_eval_metrics, "Eval also reports accuracy_lm and perplexity_lm.")
+          .field("activation_checkpointing", &O::activation_checkpointing,
+                 "zoo's own: recompute each encoder and decoder layer in the backward pass (less activation memory "
+                 "for about a third more compute).")
           .field("mup_base_d_model", &O::mup_base_d_model, "muP: d_model of the tuned base model.",
                  config::if_set(config::positive<int64_t>()))
           .field("mup_base_d_ff", &O::mup_base_d_ff, "muP: d_ff of the tuned base model.",

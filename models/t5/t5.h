@@ -57,6 +57,7 @@ struct T5Options {
   double lm_loss_weight = 1.0;
   std::string mlm_loss_scaling = "batch_size";
   bool compute_eval_metrics = true;
+  bool activation_checkpointing = false;  // zoo's own
   // muP (modelzoo >= 2.4)
   std::optional<int64_t> mup_base_d_model, mup_base_d_ff, mup_base_d_kv;
   double embeddings_alpha = 1.0;
