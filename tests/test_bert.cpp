@@ -267,6 +267,41 @@ TEST(Bert, PaddingDoesNotReachOtherPositions) {
   EXPECT_TRUE(torch::allclose(a.nsp_logits, b.nsp_logits, 1e-5, 1e-5));
 }
 
+// activation_checkpointing (zoo's own key) recomputes each encoder layer in
+// the backward pass: the same loss and gradients, dropout replayed.
+TEST(Bert, ActivationCheckpointingGivesTheSameGradients) {
+  torch::manual_seed(4);
+  const torch::Tensor ids = torch::randint(1, 50, {2, 12}, torch::kLong);
+  const models::Features batch{{"input_ids", ids},
+                               {"attention_mask", torch::ones({2, 12}, torch::kLong)},
+                               {"token_type_ids", torch::zeros({2, 12}, torch::kLong)},
+                               {"labels", torch::randint(1, 50, {2, 12}, torch::kLong)},
+                               {"masked_lm_mask", (torch::rand({2, 12}) < 0.3).to(torch::kLong)},
+                               {"next_sentence_label", torch::tensor({0, 1}, torch::kLong)}};
+  auto run = [&](bool recompute) {
+    BertOptions o = tiny_bert();
+    o.dropout_rate = 0.1;
+    o.activation_checkpointing = recompute;
+    torch::manual_seed(3);
+    BertModel m(o, torch::dtype(torch::kDouble));
+    m.reset_parameters();
+    m.train();
+    torch::manual_seed(9);  // the dropout draws
+    const torch::Tensor loss = m.forward(batch, false).loss;
+    loss.backward();
+    std::map<std::string, torch::Tensor> grads;
+    for (const auto& p : m.named_parameters()) grads[p.key()] = p.value().grad();
+    return std::make_pair(loss.item<double>(), grads);
+  };
+  const auto [loss, grads] = run(false);
+  const auto [recomputed_loss, recomputed] = run(true);
+  EXPECT_NEAR(loss, recomputed_loss, 1e-12);
+  for (const auto& [name, g] : grads) {
+    ASSERT_TRUE(g.defined() && recomputed.at(name).defined()) << name;
+    EXPECT_TRUE(torch::allclose(g, recomputed.at(name), 1e-10, 1e-12)) << name;
+  }
+}
+
 // repr() of a token list, quotes and commas included, reads back.
 TEST(BertCsv, ParsesPythonTokenLists) {
   using data::parse_python_string_list;

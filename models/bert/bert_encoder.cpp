@@ -94,6 +94,7 @@ EncoderLayerOptions layer_options(const BertEncoderOptions& o) {
   e.dropout = o.dropout_rate;
   e.norm_first = o.norm_first;
   e.final_norm = o.use_final_layer_norm;
+  e.recompute = o.activation_checkpointing;
   return e;
 }
 

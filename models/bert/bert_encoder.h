@@ -40,6 +40,7 @@ struct BertEncoderOptions {
   bool norm_first = false;
   bool embedding_layer_norm = true;
   bool use_final_layer_norm = false;
+  bool activation_checkpointing = false;  // zoo's own
   std::string attention_module = "aiayn_attention";
   ExtraAttentionParams extra_attention_params;
   std::string attention_type = "scaled_dot_product";
@@ -101,6 +102,9 @@ config::Schema<O> add_bert_encoder_fields(config::Schema<O> s) {
       .field("norm_first", &O::norm_first, "Pre-norm layers instead of BERT's post-norm.")
       .field("embedding_layer_norm", &O::embedding_layer_norm, "A norm (embed_ln_f) on the embeddings.")
       .field("use_final_layer_norm", &O::use_final_layer_norm, "A norm after the last encoder layer.")
+      .field("activation_checkpointing", &O::activation_checkpointing,
+             "zoo's own: recompute each encoder layer in the backward pass (less activation memory for about a "
+             "third more compute).")
       .field("attention_module", &O::attention_module,
              "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups key/value heads.",
              config::one_of({"aiayn_attention", "multiquery_attention"}))
