@@ -285,21 +285,9 @@ TEST(Bert, ActivationCheckpointingGivesTheSameGradients) {
     torch::manual_seed(3);
     BertModel m(o, torch::dtype(torch::kDouble));
     m.reset_parameters();
-    m.train();
-    torch::manual_seed(9);  // the dropout draws
-    const torch::Tensor loss = m.forward(batch, false).loss;
-    loss.backward();
-    std::map<std::string, torch::Tensor> grads;
-    for (const auto& p : m.named_parameters()) grads[p.key()] = p.value().grad();
-    return std::make_pair(loss.item<double>(), grads);
+    return zoo::testing::step_gradients(m, batch, 9);
   };
-  const auto [loss, grads] = run(false);
-  const auto [recomputed_loss, recomputed] = run(true);
-  EXPECT_NEAR(loss, recomputed_loss, 1e-12);
-  for (const auto& [name, g] : grads) {
-    ASSERT_TRUE(g.defined() && recomputed.at(name).defined()) << name;
-    EXPECT_TRUE(torch::allclose(g, recomputed.at(name), 1e-10, 1e-12)) << name;
-  }
+  zoo::testing::expect_same_step(run(false), run(true), 1e-12, 1e-10, 1e-12);
 }
 
 // repr() of a token list, quotes and commas included, reads back.

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -165,6 +167,38 @@ inline std::string params_error(const std::string& yaml, const std::string& name
 inline std::string line_of(const std::string& text, const std::string& needle) {
   const size_t at = text.find(needle);
   return std::to_string(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n') + 1);
+}
+
+// One training step of `model` on `batch`: its loss and every parameter's
+// gradient by name (each must have one). dropout_seed, when given, seeds the
+// dropout draws after the model is built.
+struct StepGradients {
+  double loss = 0;
+  std::map<std::string, torch::Tensor> grads;
+};
+inline StepGradients step_gradients(models::Model& model, const models::Features& batch,
+                                    std::optional<uint64_t> dropout_seed = std::nullopt) {
+  model.train();
+  if (dropout_seed) torch::manual_seed(*dropout_seed);
+  const torch::Tensor loss = model.forward(batch, false).loss;
+  loss.backward();
+  StepGradients out{loss.item<double>(), {}};
+  for (const auto& p : model.named_parameters()) {
+    EXPECT_TRUE(p.value().grad().defined()) << p.key() << " has no gradient";
+    out.grads[p.key()] = p.value().grad().defined() ? p.value().grad().clone() : torch::Tensor();
+  }
+  return out;
+}
+// The same loss (within loss_tolerance; 0: as doubles) and gradients (allclose rtol, atol) for each parameter.
+inline void expect_same_step(const StepGradients& a, const StepGradients& b, double loss_tolerance, double rtol,
+                             double atol) {
+  if (loss_tolerance == 0) EXPECT_DOUBLE_EQ(a.loss, b.loss);
+  else EXPECT_NEAR(a.loss, b.loss, loss_tolerance);
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (const auto& [name, g] : a.grads) {
+    ASSERT_TRUE(g.defined() && b.grads.at(name).defined()) << name;
+    EXPECT_TRUE(torch::allclose(g, b.grads.at(name), rtol, atol)) << name;
+  }
 }
 
 // The training losses a CPU run of zoo printed ("Train Device=cpu, Step=N, Loss=L"), in step order.
