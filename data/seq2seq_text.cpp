@@ -68,16 +68,21 @@ std::vector<std::string> split_tokens(const std::string& line, bool do_lower) {
   return tokens;
 }
 
-int64_t count_tokens(const std::string& line) {
-  int64_t n = 0;
+// Byte ranges [begin, end) of the whitespace-separated tokens of `line`.
+std::vector<std::pair<int64_t, int64_t>> token_bytes(const std::string& line) {
+  std::vector<std::pair<int64_t, int64_t>> tokens;
   bool in_token = false;
-  for (char c : line) {
+  for (int64_t i = 0; i < static_cast<int64_t>(line.size()); ++i) {
+    const char c = line[static_cast<size_t>(i)];
     const bool space = c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
-    if (!space && !in_token) ++n;
+    if (!space && !in_token) tokens.emplace_back(i, i);
+    if (!space) tokens.back().second = i + 1;
     in_token = !space;
   }
-  return n;
+  return tokens;
 }
+
+int64_t count_tokens(const std::string& line) { return static_cast<int64_t>(token_bytes(line).size()); }
 
 // Python's round(): halves to even.
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
@@ -136,6 +141,16 @@ std::string resolve(const std::string& dir, const std::string& file) {
   return std::filesystem::path(file).is_absolute() || !std::filesystem::exists(inside) ? file : inside.string();
 }
 
+// `bytes` bytes of `file` from byte `at` (a piece of a line).
+std::string read_bytes(const std::string& file, int64_t at, int64_t bytes) {
+  std::ifstream in(file, std::ios::binary);
+  in.seekg(at);
+  std::string text(static_cast<size_t>(bytes), '\0');
+  if (!in || !in.read(text.data(), bytes))
+    throw std::runtime_error(file + ": cannot read " + std::to_string(bytes) + " bytes at byte " + std::to_string(at));
+  return text;
+}
+
 std::string read_line_at(const std::string& file, int64_t at) {
   std::ifstream in(file, std::ios::binary);
   in.seekg(at);
@@ -151,7 +166,7 @@ std::string describe_dirs(const config::PathList& dirs) {
 }
 
 // Pads the three sequences as modelzoo's pad_t5_input_features and adds them as row b.
-void put_row(Features& f, int64_t b, const DenoisingSample& s, const Seq2SeqVocabulary& v) {
+void put_row(Features& f, int64_t b, const DenoisingSample& s) {
   auto put = [&](const char* name, const std::vector<int64_t>& ids, const char* mask_name) {
     torch::Tensor row = f.at(name)[b];
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(ids.size()), row.size(0));
@@ -292,15 +307,18 @@ T5TextSource::T5TextSource(const Seq2SeqTextOptions& o) : o_(o), vocab_(o) {
         const int64_t at = in.tellg();
         if (!std::getline(in, line))
           throw std::runtime_error(file + ": " + std::to_string(n) + " lines, but meta.dat says " + std::to_string(lines));
-        int64_t first = 0, count = count_tokens(line);
+        const std::vector<std::pair<int64_t, int64_t>> tokens = token_bytes(line);
+        int64_t first = 0, count = static_cast<int64_t>(tokens.size());
         if (count > kLongestDocument) {  // the chunk is drawn once, from the seed and the document
           SplitMix64 pick{SplitMix64::mix(static_cast<uint64_t>(o.shuffle_seed) ^ SplitMix64::mix(document))};
           first = kLongestDocument * static_cast<int64_t>(pick.below(static_cast<uint64_t>((count + kLongestDocument - 1) / kLongestDocument)));
           count = std::min(kLongestDocument, count - first);
         }
-        for (int64_t start = 0; start < count; start += raw_length_)
-          pieces_.push_back({{static_cast<int32_t>(files_.size() - 1), at}, static_cast<int32_t>(first + start),
-                             static_cast<int32_t>(std::min(raw_length_, count - start))});
+        for (int64_t start = first; start < first + count; start += raw_length_) {  // each piece's bytes alone
+          const int64_t last = std::min(start + raw_length_, first + count) - 1;
+          const int64_t begin = tokens[static_cast<size_t>(start)].first, end = tokens[static_cast<size_t>(last)].second;
+          pieces_.push_back({{static_cast<int32_t>(files_.size() - 1), at + begin}, end - begin});
+        }
       }
     }
   }
@@ -314,13 +332,12 @@ Features T5TextSource::read_batch(const std::vector<int64_t>& ids, std::optional
   for (int64_t b = 0; b < B; ++b) {
     const int64_t epoch = ids[static_cast<size_t>(b)] / N, i = ids[static_cast<size_t>(b)] % N;
     const Piece& piece = pieces_[static_cast<size_t>(i)];
-    const std::vector<std::string> tokens = split_tokens(read_line_at(files_[piece.line.file], piece.line.at), o_.do_lower);
-    const std::vector<std::string> span(tokens.begin() + piece.first, tokens.begin() + piece.first + piece.length);
-    const std::vector<int64_t> token_ids = vocab_.ids(span);
+    const std::vector<int64_t> token_ids =
+        vocab_.ids(split_tokens(read_bytes(files_[piece.start.file], piece.start.at, piece.bytes), o_.do_lower));
     SplitMix64 rng{SplitMix64::mix(static_cast<uint64_t>(o_.shuffle_seed) * 0x9E3779B97F4A7C15ull ^
                                    SplitMix64::mix(static_cast<uint64_t>(epoch) << 40 ^ static_cast<uint64_t>(i)))};
     const std::vector<bool> noise = random_spans_noise_mask(static_cast<int64_t>(token_ids.size()), rng);
-    put_row(f, b, span_corruption(token_ids, noise, vocab_.size, vocab_.sos, vocab_.eos), vocab_);
+    put_row(f, b, span_corruption(token_ids, noise, vocab_.size, vocab_.sos, vocab_.eos));
   }
   finish_batch(f, o_, vocab_, vocab_size, describe());
   return f;
@@ -368,7 +385,7 @@ Features TransformerTextSource::read_batch(const std::vector<int64_t>& ids, std:
     s.decoder_input_ids.insert(s.decoder_input_ids.end(), tgt.begin(), tgt.end());
     s.labels = tgt;
     s.labels.push_back(vocab_.eos);
-    put_row(f, b, s, vocab_);
+    put_row(f, b, s);
   }
   finish_batch(f, o_, vocab_, vocab_size, describe());
   return f;

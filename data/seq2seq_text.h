@@ -62,7 +62,7 @@ DenoisingSample span_corruption(const std::vector<int64_t>& tokens, const std::v
 // longest target such a piece can give.
 std::pair<int64_t, int64_t> raw_sequence_lengths(int64_t max_source_length);
 
-// A line of a text file, by its byte offset.
+// A place in a text file: the file and a byte offset (a line's start, or a piece's first token).
 struct TextLineRef {
   int32_t file = 0;
   int64_t at = 0;
@@ -89,9 +89,9 @@ class T5TextSource : public SampleSource {
   int64_t raw_length() const { return raw_length_; }
 
  private:
-  struct Piece {
-    TextLineRef line;
-    int32_t first = 0, length = 0;  // its tokens within the line
+  struct Piece {  // its tokens' bytes within a line: read without the rest of a long document
+    TextLineRef start;
+    int64_t bytes = 0;
   };
   Seq2SeqTextOptions o_;
   Seq2SeqVocabulary vocab_;
