@@ -130,7 +130,8 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
 }
 
 Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::optional<int64_t> msl,
-                                   std::optional<int64_t> corpus_window) {
+                                   std::optional<int64_t> corpus_window, std::vector<std::string> row_names)
+    : row_names_(std::move(row_names)) {
   if (msl) msl_ = *msl;
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as messages below, not stderr dumps
   for (const auto& path : paths) {
@@ -162,7 +163,7 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       throw std::runtime_error(path + ": dataset 'data' is compressed with " + filter +
                                ", which this HDF5 library cannot decode; rewrite it with gzip or no compression "
                                "(e.g. h5repack -f GZIP=4 or -f NONE)");
-    if (rank == 1) {
+    if (rank == 1 && row_names_.empty()) {
       const std::optional<int64_t> window = corpus_window ? corpus_window : msl;
       if (!window)
         throw std::runtime_error(path + ": a rank-1 token stream (corpus format) needs max_sequence_length");
@@ -176,7 +177,13 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       total_ += windows;
       continue;
     }
-    if (rank != 3 || (dims[1] != 3 && dims[1] != 5))
+    if (!row_names_.empty() && (rank != 3 || dims[1] != row_names_.size())) {
+      std::string rows;
+      for (const auto& r : row_names_) rows += (rows.empty() ? "" : ", ") + r;
+      throw std::runtime_error(path + ": dataset 'data' has shape " + shape + ", expected (n, " +
+                               std::to_string(row_names_.size()) + ", msl) samples (rows " + rows + ")");
+    }
+    if (row_names_.empty() && (rank != 3 || (dims[1] != 3 && dims[1] != 5)))
       throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
                                ", expected (n, 3, msl) samples (rows input_ids, attention_mask, labels), (n, 5, msl) "
                                "with modelzoo's two variable-length-sequence rows after them, or a rank-1 token stream");
@@ -242,6 +249,11 @@ std::vector<std::pair<int64_t, int64_t>> Hdf5SampleSource::file_ranges() const {
 }
 
 void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const {
+  read_rows(i, {0, 1, 2}, input_ids, mask, labels);
+}
+
+void Hdf5SampleSource::read_rows(int64_t i, const std::array<int64_t, 3>& rows, int32_t* input_ids, int32_t* mask,
+                                 int32_t* labels) const {
   const File* file = &file_of(i);
   if (file->corpus) {
     thread_local std::vector<int32_t> window;
@@ -263,14 +275,17 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   }
   thread_local std::vector<int32_t> row;
   row.resize(static_cast<size_t>(file->rows * msl_));
-  if (file->direct_chunks && read_chunk(*file, i - file->first, row.data())) {
-    std::copy(row.begin(), row.begin() + msl_, input_ids);
-    std::copy(row.begin() + msl_, row.begin() + 2 * msl_, mask);
-    std::copy(row.begin() + 2 * msl_, row.begin() + 3 * msl_, labels);
-    return;
-  }
-  hsize_t start[3] = {static_cast<hsize_t>(i - file->first), 0, 0};
-  hsize_t count[3] = {1, 3, static_cast<hsize_t>(msl_)};
+  auto copy_out = [&](const int32_t* sample, const std::array<int64_t, 3>& at) {
+    std::copy(sample + at[0] * msl_, sample + (at[0] + 1) * msl_, input_ids);
+    std::copy(sample + at[1] * msl_, sample + (at[1] + 1) * msl_, mask);
+    std::copy(sample + at[2] * msl_, sample + (at[2] + 1) * msl_, labels);
+  };
+  if (file->direct_chunks && read_chunk(*file, i - file->first, row.data())) return copy_out(row.data(), rows);
+  // Through HDF5: the rows from the first wanted to the last wanted.
+  const int64_t first_row = *std::min_element(rows.begin(), rows.end());
+  const int64_t last_row = *std::max_element(rows.begin(), rows.end());
+  hsize_t start[3] = {static_cast<hsize_t>(i - file->first), static_cast<hsize_t>(first_row), 0};
+  hsize_t count[3] = {1, static_cast<hsize_t>(last_row - first_row + 1), static_cast<hsize_t>(msl_)};
   hid_t space = H5Dget_space(file->dataset_id);
   H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
   hid_t mem = H5Screate_simple(3, count, nullptr);  // the file selection's shape: HDF5's fast path
@@ -279,9 +294,7 @@ void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_
   H5Sclose(space);
   if (status < 0)
     throw std::runtime_error(file->path + ": cannot read sample " + std::to_string(i - file->first) + hdf5_error_text());
-  std::copy(row.begin(), row.begin() + msl_, input_ids);
-  std::copy(row.begin() + msl_, row.begin() + 2 * msl_, mask);
-  std::copy(row.begin() + 2 * msl_, row.begin() + 3 * msl_, labels);
+  copy_out(row.data(), {rows[0] - first_row, rows[1] - first_row, rows[2] - first_row});
 }
 
 std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const config::Origin& at) {
@@ -292,6 +305,20 @@ std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, con
   std::sort(files.begin(), files.end());
   if (files.empty()) at.fail("data_dir", "no *.h5 files in the given director(y/ies)");
   return files;
+}
+
+std::vector<std::string> task_hdf5_files(const config::PathList& data_dir, const TaskShard& shard,
+                                         const config::Origin& at) {
+  const std::vector<std::string> all = sorted_hdf5_files(data_dir, at);
+  std::vector<std::string> mine;  // files[rank::num_tasks], as modelzoo shards them
+  for (size_t i = static_cast<size_t>(shard.rank); i < all.size(); i += static_cast<size_t>(shard.num_tasks))
+    mine.push_back(all[i]);
+  if (mine.empty())
+    at.fail("data_dir",
+             std::to_string(all.size()) + " *.h5 file(s) for " + std::to_string(shard.num_tasks) +
+                 " data-parallel tasks (WORLD_SIZE): task " + std::to_string(shard.rank) +
+                 " gets none; this processor shards whole files, so it needs at least one file per task");
+  return mine;
 }
 
 namespace {
@@ -351,17 +378,8 @@ std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const config::Orig
 }
 
 std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const config::Origin& at) {
-  const std::vector<std::string> all = sorted_hdf5_files(o.data_dir, at);
   const TaskShard shard = TaskShard::from_environment();
-  std::vector<std::string> mine;  // files[rank::num_tasks], as modelzoo shards them
-  for (size_t i = static_cast<size_t>(shard.rank); i < all.size(); i += static_cast<size_t>(shard.num_tasks))
-    mine.push_back(all[i]);
-  if (mine.empty())
-    at.fail("data_dir",
-             std::to_string(all.size()) + " *.h5 file(s) for " + std::to_string(shard.num_tasks) +
-                 " data-parallel tasks (WORLD_SIZE): task " + std::to_string(shard.rank) +
-                 " gets none; this processor shards whole files, so it needs at least one file per task");
-  auto source = open_source(mine, o, at);
+  auto source = open_source(task_hdf5_files(o.data_dir, shard, at), o, at);
   return std::make_unique<IterableLoader>(source, source->file_ranges(), o,
                                           o.shuffle_buffer.value_or(10 * o.batch_size), shard);
 }

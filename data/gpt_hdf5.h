@@ -1,10 +1,11 @@
 // modelzoo's HDF5 LM data: GptHDF5DataProcessor and GptHDF5MapDataProcessor
 // over `*.h5` files holding dataset "data", int32 (n, 3, msl) rows
 // input_ids / attention_mask (loss mask) / labels, or rank-1 token streams.
-// Defines: GptHdf5Options, Hdf5SampleSource, sorted_hdf5_files, gpt_hdf5_processor,
+// Defines: GptHdf5Options, Hdf5SampleSource, sorted_hdf5_files, task_hdf5_files, gpt_hdf5_processor,
 // gpt_hdf5_map_processor.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <utility>
@@ -35,14 +36,18 @@ class Hdf5SampleSource : public LmSampleSource {
  public:
   // `msl` is required for corpus-format files (unless `corpus_window` sets
   // their window length) and, when given, checked against sample-format
-  // ones. All files share one sequence length. Throws std::runtime_error
-  // naming the file.
+  // ones. All files share one sequence length. `row_names`: the rows of a
+  // sample, when not LM data's three (DPO's six): files must have exactly
+  // these, and no corpus format. Throws std::runtime_error naming the file.
   Hdf5SampleSource(const std::vector<std::string>& files, std::optional<int64_t> msl,
-                   std::optional<int64_t> corpus_window = std::nullopt);
+                   std::optional<int64_t> corpus_window = std::nullopt, std::vector<std::string> row_names = {});
   ~Hdf5SampleSource() override;
   int64_t num_samples() const override { return total_; }
   int64_t sequence_length() const override { return msl_; }
   void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
+  // Rows `rows` (ids, mask, labels) of sample i; read() reads rows 0, 1, 2.
+  void read_rows(int64_t i, const std::array<int64_t, 3>& rows, int32_t* input_ids, int32_t* mask,
+                 int32_t* labels) const;
   std::string describe() const override;
   std::string locate(int64_t i) const override;
   // Each file's [first sample id, count), in the given file order.
@@ -64,12 +69,17 @@ class Hdf5SampleSource : public LmSampleSource {
   bool read_chunk(const File& f, int64_t row, int32_t* out) const;
   const File& file_of(int64_t i) const;  // the file holding sample i
   std::vector<File> files_;
+  std::vector<std::string> row_names_;  // empty: LM data
   int64_t total_ = 0;
   int64_t msl_ = 0;
 };
 
 // The *.h5 files of every data_dir entry, sorted; ConfigError when there are none.
 std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const config::Origin& at);
+// This data-parallel task's share of them, sorted[rank::num_tasks] as
+// modelzoo's iterable HDF5 processors shard them; ConfigError when it gets none.
+std::vector<std::string> task_hdf5_files(const config::PathList& data_dir, const TaskShard& shard,
+                                         const config::Origin& at);
 
 DataProcessor gpt_hdf5_processor();
 DataProcessor gpt_hdf5_map_processor();

@@ -100,8 +100,7 @@ StreamLoader::StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOpt
 StreamLoader::~StreamLoader() = default;
 
 std::optional<int64_t> StreamLoader::sequence_length() const {
-  const auto* lm = dynamic_cast<const LmSampleSource*>(source_.get());
-  return lm ? std::optional<int64_t>(lm->sequence_length()) : std::nullopt;
+  return source_->tokens_per_sample();
 }
 
 DataLoader::Position StreamLoader::position() const {

@@ -31,6 +31,8 @@ class SampleSource {
   // Sources whose samples change with the epoch (BERT's dynamic masking):
   // MapStyleLoader passes ids epoch * num_samples() + sample.
   virtual bool reads_epoch() const { return false; }
+  // Tokens per sequence of token data (checked against the model's positions); unset for other data.
+  virtual std::optional<int64_t> tokens_per_sample() const { return std::nullopt; }
 };
 
 // Fixed-length LM samples: int64 (B, T) input_ids / attention_mask (loss
@@ -38,6 +40,7 @@ class SampleSource {
 class LmSampleSource : public SampleSource {
  public:
   virtual int64_t sequence_length() const = 0;
+  std::optional<int64_t> tokens_per_sample() const override { return sequence_length(); }
   // Writes sample i's input_ids / attention_mask (loss mask) / labels, each T int32.
   virtual void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const = 0;
   // Where sample i comes from, for messages: the file and the sample's place in it.

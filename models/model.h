@@ -1,7 +1,7 @@
 // The contract between the runner and every model family. The runner sees
 // only this: a torch::nn::Module that turns a batch of named features into a
 // loss and metric terms. Defines: Features, optional_feature, MetricTerm, ModelOutput,
-// GenerationCache, Model, norm_parameter_names, parameter_count.
+// GenerationCache, Model, norm_parameter_names, parameter_count, trainable_parameter_count.
 #pragma once
 
 #include <torch/torch.h>
@@ -71,10 +71,31 @@ class Model : public torch::nn::Module {
   // Named parameter groups whose learning rate muP scales (the model's own
   // scale; optimizer.adjust_learning_rate overrides it by name).
   virtual std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const { return {}; }
+
+  // Causal LMs: each sample's log-likelihood of its labels, log p(labels[t] |
+  // input_ids[..t]) summed over the positions where attention_mask (the loss
+  // mask) is 1, or averaged over them with `average`: float32 (B). What
+  // preference training (DPO) scores a response by.
+  virtual torch::Tensor label_log_likelihood(const Features& batch, bool average);
+
+  // Checkpoints: the prefix of every key in the saved "model" state dict.
+  // modelzoo keeps a model under its wrapper's `model` attribute, hence
+  // "model."; a model that is modelzoo's top-level module itself (DPO, whose
+  // keys are policy_model.model.* and ref_model.model.*) returns "".
+  virtual std::string checkpoint_key_prefix() const { return "model."; }
+  // The checkpoint's tensors (keys without the prefix) as this model loads
+  // them; DPO starts its policy and its reference from a plain decoder's checkpoint.
+  virtual std::map<std::string, torch::Tensor> adapt_loaded_state(std::map<std::string, torch::Tensor> saved) const {
+    return saved;
+  }
 };
 
 inline torch::Tensor Model::next_logits(const torch::Tensor&, GenerationCache&) {
   throw std::logic_error("this model does not generate text");
+}
+
+inline torch::Tensor Model::label_log_likelihood(const Features&, bool) {
+  throw std::logic_error("this model does not score label sequences (not a causal LM)");
 }
 
 // Names of parameters that belong to normalization layers (no weight decay).
@@ -84,6 +105,14 @@ std::set<std::string> norm_parameter_names(const torch::nn::Module& model);
 inline int64_t parameter_count(const torch::nn::Module& model) {
   int64_t n = 0;
   for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+// Number of parameter elements the optimizer updates (DPO's frozen reference left out).
+inline int64_t trainable_parameter_count(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters())
+    if (p.requires_grad()) n += p.numel();
   return n;
 }
 

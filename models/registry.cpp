@@ -9,6 +9,7 @@
 #include "models/bert/classifier.h"
 #include "models/bert/summarizer.h"
 #include "models/bert/token_classifier.h"
+#include "models/dpo/dpo.h"
 #include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
@@ -20,7 +21,7 @@ std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), t5_family(),
-                                                     fc_mnist_family()};
+                                                     dpo_family(), fc_mnist_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -38,7 +39,6 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"dpo"}, "DPO, preference optimization of a decoder", {"dpo"}},
       {{"dpr"}, "DPR, a dense passage retriever", {}},
       {{"esm2"}, "ESM-2, a protein encoder", {}},
       {{"llava", "multimodal_simple"}, "a vision-language model", {}},

@@ -40,6 +40,14 @@ class ModelSpec {
   // The longest sequence the model takes (its max_position_embeddings), if
   // it has such a limit: inputs are checked against it before anything runs.
   virtual std::optional<int64_t> max_sequence_length() const { return std::nullopt; }
+  // A model trained inside this one and exported on its own (DPO's policy):
+  // its spec and the prefix of its keys in this model's state dict; unset
+  // for the rest. `zoo convert` exports it.
+  struct Part {
+    std::shared_ptr<const ModelSpec> spec;
+    std::string key_prefix;
+  };
+  virtual std::optional<Part> exported_part() const { return std::nullopt; }
   const config::Origin& origin() const { return origin_; }
 
  protected:

@@ -4,6 +4,7 @@
 #include "runner/checkpoint.h"
 
 #include "configs/schema/yaml_util.h"
+#include "models/model.h"
 #include "runner/log.h"
 
 #include <algorithm>
@@ -130,10 +131,21 @@ c10::impl::GenericDict model_weights(const c10::impl::GenericDict& dict, const s
                            "); expected a zoo/modelzoo checkpoint or a torch.save'd model state dict");
 }
 
+namespace {
+
+// "model." (modelzoo's wrapper attribute) unless the model says otherwise.
+std::string key_prefix(const torch::nn::Module& model) {
+  const auto* m = dynamic_cast<const models::Model*>(&model);
+  return m ? m->checkpoint_key_prefix() : "model.";
+}
+
+}  // namespace
+
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {
+  const std::string prefix = key_prefix(model);
   c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& p : model.named_parameters()) out.insert("model." + p.key(), p.value().detach().cpu());
-  for (const auto& b : model.named_buffers()) out.insert("model." + b.key(), b.value().detach().cpu());
+  for (const auto& p : model.named_parameters()) out.insert(prefix + p.key(), p.value().detach().cpu());
+  for (const auto& b : model.named_buffers()) out.insert(prefix + b.key(), b.value().detach().cpu());
   return out;
 }
 
@@ -197,6 +209,7 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
     std::string k = kv.key().toStringRef();
     saved[all_prefixed ? k.substr(6) : k] = kv.value().toTensor();
   }
+  if (const auto* m = dynamic_cast<const models::Model*>(&model)) saved = m->adapt_loaded_state(std::move(saved));
   std::map<std::string, torch::Tensor> targets = model_tensors(model);
   std::vector<std::string> report = check_state(targets, saved, strict, source);
   torch::NoGradGuard no_grad;
@@ -210,10 +223,11 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
 c10::impl::GenericDict model_state_dict_from(const torch::nn::Module& model, std::map<std::string, torch::Tensor> state,
                                              const std::string& source) {
   check_state(model_tensors(model), state, /*strict=*/true, source);
+  const std::string prefix = key_prefix(model);
   c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
   auto add = [&](const std::string& name, const torch::Tensor& like) {
     auto it = state.find(name);
-    out.insert("model." + name, it->second.to(like.scalar_type()).contiguous());
+    out.insert(prefix + name, it->second.to(like.scalar_type()).contiguous());
     state.erase(it);  // its source is freed here unless shared
   };
   for (const auto& p : model.named_parameters()) add(p.key(), p.value());

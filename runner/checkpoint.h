@@ -60,9 +60,11 @@ void load_rng_state_dict(const c10::impl::GenericDict& saved);
 // Deletes the oldest checkpoints in `dir` beyond `max`, never `keep`.
 void prune_checkpoints(const std::string& dir, int64_t max, const std::string& keep);
 
-// Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them.
+// Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them
+// (a models::Model may name another prefix: checkpoint_key_prefix).
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model);
-// Copies tensors into the model. Keys may carry the "model." prefix or not.
+// Copies tensors into the model. Keys may carry the "model." prefix or not;
+// a models::Model adapts them first (adapt_loaded_state).
 // strict: missing or unexpected keys are an error listing them; otherwise they
 // are returned as warnings. Shape mismatches, and a state in which no key
 // matches the model, are always an error.

@@ -30,6 +30,7 @@ ModelSummary summarize_model(const Params& params) {
   auto model = params.model->build(torch::TensorOptions().device(torch::kMeta));
   ModelSummary s;
   s.parameters = models::parameter_count(*model);
+  s.trained_parameters = models::trainable_parameter_count(*model);
   s.forward_flops_per_token = model->forward_flops_per_token();
   return s;
 }
@@ -56,7 +57,11 @@ int validate_only(const Params& params) {
   ModelSummary s = summarize_model(params);
   std::cout << "Params OK: " << params.file << "\n"
             << "Model: " << params.model_name << " (built on the meta device; no weights allocated)\n"
-            << strf("Parameters: %ld (%.2fM)\n", static_cast<long>(s.parameters), s.parameters / 1e6)
+            << strf("Parameters: %ld (%.2fM)", static_cast<long>(s.parameters), s.parameters / 1e6)
+            << (s.trained_parameters == s.parameters
+                    ? std::string("\n")
+                    : strf("; trained: %ld (%.2fM), the rest frozen\n", static_cast<long>(s.trained_parameters),
+                           s.trained_parameters / 1e6))
             << strf("FLOPs per token: forward %.4g, training (3x forward) %.4g\n", s.forward_flops_per_token,
                     3 * s.forward_flops_per_token);
   return 0;

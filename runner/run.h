@@ -16,6 +16,7 @@ int run(const std::vector<std::string>& args);
 
 struct ModelSummary {
   int64_t parameters = 0;
+  int64_t trained_parameters = 0;  // fewer when some are frozen (DPO's reference)
   double forward_flops_per_token = 0;
 };
 // Builds the model on the meta device: sizes without allocating weights.

@@ -70,6 +70,7 @@ const config::Schema<SparsityConfig>& SparsityConfig::schema() {
 WeightSparsity::WeightSparsity(const SparsityConfig& c, const torch::nn::Module& model, uint64_t seed)
     : config_(c), generator_(at::detail::createCPUGenerator(seed)) {
   for (const auto& item : model.named_parameters()) {
+    if (!item.value().requires_grad()) continue;  // frozen (DPO's reference): never trained, never pruned
     const std::string& name = item.key();
     bool chosen = c.param_filter.items.empty() && c.param_name_patterns.items.empty() && item.value().dim() >= 2;
     for (const auto& glob : c.param_filter.items) chosen = chosen || fnmatch(glob.c_str(), name.c_str(), 0) == 0;

@@ -78,12 +78,17 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   }
   const auto start = std::chrono::steady_clock::now();
   model_ = params_.model->build(torch::TensorOptions().device(device_));
-  log::info(strf("Built the model: %ld parameters in %.2f s", static_cast<long>(models::parameter_count(*model_)),
+  const int64_t parameters = models::parameter_count(*model_), trainable = models::trainable_parameter_count(*model_);
+  log::info(strf("Built the model: %ld parameters%s in %.2f s", static_cast<long>(parameters),
+                 trainable == parameters ? "" : strf(" (%ld trained, the rest frozen)", static_cast<long>(trainable)).c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   if (train_loader_) check_data_fits(*train_loader_, *model_, params_, "train_input");
   autocast_dtype_ = amp::autocast_dtype(params_.precision.mixed_precision, params_.precision.fp16_type, device_);
   if (!for_training) return;
-  auto groups = optim::split_weight_decay_groups(model_->named_parameters().pairs(),
+  std::vector<std::pair<std::string, torch::Tensor>> trained;  // frozen parameters (DPO's reference) stay out
+  for (const auto& p : model_->named_parameters())
+    if (p.value().requires_grad()) trained.emplace_back(p.key(), p.value());
+  auto groups = optim::split_weight_decay_groups(trained,
                                                  models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
   // The model's muP scales, each replaced by optimizer.adjust_learning_rate's for the same group (as modelzoo).
   std::map<std::string, std::vector<std::string>> lr_patterns;

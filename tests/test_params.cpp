@@ -314,23 +314,23 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (DPO, vision models, ...) are
+// modelzoo's models that zoo does not build (UNet, ESM-2, vision models, ...) are
 // named as such, whether the Trainer format names them or a legacy file only
 // has their keys.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
   std::string legacy = tiny;
-  legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  vocab_size: 256\n  dpo:\n    beta: 0.1\n");
+  legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  vocab_size: 256\n  encoder_filters: [8, 16]\n");
   EXPECT_NE(zoo::testing::params_error(legacy).find(
-                "model.dpo: a key of modelzoo's dpo model (DPO, preference optimization of a decoder), which "
+                "model.encoder_filters: a key of modelzoo's unet model (UNet, an image segmentation model), which "
                 "zoo does not build; zoo builds gpt2, gptj, bert, bert/classifier, bert/token_classifier, "
-                "bert/extractive_summarization, t5, fc_mnist and their aliases"),
+                "bert/extractive_summarization, t5, dpo, fc_mnist and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(legacy);
   std::string named = tiny;
-  named.replace(named.find("model:\n"), 7, "model:\n  name: dpo\n");
-  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's dpo model "
-                                                   "(DPO, preference optimization of a decoder) is not one "
+  named.replace(named.find("model:\n"), 7, "model:\n  name: esm2\n");
+  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's esm2 model "
+                                                   "(ESM-2, a protein encoder) is not one "
                                                    "zoo builds"),
             std::string::npos)
       << zoo::testing::params_error(named);

@@ -297,6 +297,17 @@ ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
   return result;
 }
 
+torch::Tensor Gpt2Model::label_log_likelihood(const Features& batch, bool average) {
+  const torch::Tensor& ids = batch.at("input_ids");
+  const torch::Tensor mask = batch.at("attention_mask").to(torch::kFloat);
+  const torch::Tensor logits = padded_logits(ids);
+  const torch::Tensor nll =
+      token_cross_entropy(logits.flatten(0, 1), batch.at("labels").flatten(), options_.vocab_size).view_as(mask);
+  torch::Tensor sum = -(nll * mask).sum(-1);
+  // A sample without a counted token scores 0 (modelzoo's average divides by 0 there: nan).
+  return average ? sum / mask.sum(-1).clamp_min(1.0) : sum;
+}
+
 // Kaplan et al. (2020): forward ~ 2 * (matmul parameters) + 2 * layers * context * width.
 double Gpt2Model::forward_flops_per_token() const {
   const double C = options_.hidden_size, F = options_.filter_size, L = options_.num_hidden_layers;

@@ -65,6 +65,8 @@ class Gpt2Model : public Model {
   int64_t max_positions() const override { return options_.max_position_embeddings; }
   std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
   std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const override;
+  // Without MoE's load-balancing term (modelzoo adds it to each sample's score in training).
+  torch::Tensor label_log_likelihood(const Features& batch, bool average) override;
   const Gpt2Options& options() const { return options_; }
 
   EmbeddingLayer embedding_layer{nullptr};

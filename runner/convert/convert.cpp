@@ -123,11 +123,21 @@ void zoo_to_hf(const ConvertCommand& c) {
     std::string k = kv.key().toStringRef();
     state[k.rfind("model.", 0) == 0 ? k.substr(6) : k] = kv.value().toTensor();
   }
+  // A model trained inside another (DPO's policy) exports alone, as modelzoo's converter drops ref_model.*.
+  std::shared_ptr<const models::ModelSpec> exported = params.model;
+  if (auto part = params.model->exported_part()) {
+    models::StateDict own;
+    for (auto& [k, t] : state)
+      if (k.rfind(part->key_prefix, 0) == 0) own[k.substr(part->key_prefix.size())] = std::move(t);
+    state = std::move(own);
+    exported = part->spec;
+    std::cout << "Exporting the " << params.model_name << " model's " << part->key_prefix << "* weights\n";
+  }
   // Without --model: the one Hugging Face model type that can hold this model.
   std::string converter = c.model;
   nlohmann::json cfg;  // its config.json; a model HF cannot hold is refused before anything is written
   if (converter.empty()) {
-    const auto holding = converters_holding(*params.model);
+    const auto holding = converters_holding(*exported);
     std::string names;
     for (const auto& [name, cfg] : holding) names += (names.empty() ? "" : ", ") + name;
     if (holding.size() != 1)
@@ -142,8 +152,8 @@ void zoo_to_hf(const ConvertCommand& c) {
   const models::HfAdapter& a = models::find_hf_converter(converter);
   models::StateDict hf;
   try {
-    if (cfg.is_null()) cfg = a.config_to_hf(*params.model);
-    hf = a.to_hf(state, *params.model);
+    if (cfg.is_null()) cfg = a.config_to_hf(*exported);
+    hf = a.to_hf(state, *exported);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }

@@ -1,0 +1,122 @@
+// Implementation of data/dpo_hdf5.h.
+#include "data/dpo_hdf5.h"
+
+#include <algorithm>
+#include <array>
+
+#include "data/iterable_loader.h"
+
+namespace zoo::data {
+namespace {
+
+// One response of each pair (its ids, mask and labels rows) as LM samples, so
+// that it is checked as they are.
+class ResponseRows : public LmSampleSource {
+ public:
+  ResponseRows(std::shared_ptr<Hdf5SampleSource> file, std::array<int64_t, 3> rows, std::string response)
+      : file_(std::move(file)), rows_(rows), response_(std::move(response)) {}
+  int64_t num_samples() const override { return file_->num_samples(); }
+  int64_t sequence_length() const override { return file_->sequence_length(); }
+  void read(int64_t i, int32_t* ids, int32_t* mask, int32_t* labels) const override {
+    file_->read_rows(i, rows_, ids, mask, labels);
+  }
+  std::string describe() const override { return file_->describe(); }
+  std::string locate(int64_t i) const override { return file_->locate(i) + " (" + response_ + " response)"; }
+
+ private:
+  std::shared_ptr<Hdf5SampleSource> file_;
+  std::array<int64_t, 3> rows_;
+  std::string response_;
+};
+
+int64_t row_of(const std::vector<std::string>& rows, const std::string& feature) {
+  return std::find(rows.begin(), rows.end(), feature) - rows.begin();
+}
+
+}  // namespace
+
+const std::vector<std::string>& preference_features() {
+  static const std::vector<std::string> names = {"chosen_input_ids",   "chosen_attention_mask",   "chosen_labels",
+                                                 "rejected_input_ids", "rejected_attention_mask", "rejected_labels"};
+  return names;
+}
+
+const config::Schema<DpoHdf5Options>& DpoHdf5Options::schema() {
+  using O = DpoHdf5Options;
+  static const config::Schema<O> s = [] {
+    config::Schema<O> sc("train_input/eval_input (DpoHDF5DataProcessor)",
+                         "modelzoo DPO preference pairs (*.h5, dataset 'data', int32 (n, 6, msl)).");
+    add_loader_fields(sc)
+        .field("shuffle_buffer", &O::shuffle_buffer, "Samples in the shuffle buffer (null: 10 * batch_size).",
+               config::if_set(config::positive<int64_t>()))
+        .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).")
+        .field("features_list", &O::features_list,
+               "The names of each sample's six rows, in the files' order (default: modelzoo's DPO preprocessing "
+               "order, chosen_input_ids, chosen_attention_mask, chosen_labels, then the same for rejected_).")
+        .field("use_vsl", &O::use_vsl, "Variable-sequence-length rows (not for preference pairs; must be false).")
+        .ignored({"vocab_size"}, "deprecated and unused in modelzoo's HDF5 processors")
+        .validate([](const O& o, const auto& fail) {
+          if (o.use_vsl) fail("use_vsl", "DPO's preference pairs have no variable-sequence-length rows");
+          std::vector<std::string> given = o.features_list, wanted = preference_features();
+          std::sort(given.begin(), given.end());
+          std::sort(wanted.begin(), wanted.end());
+          if (given != wanted)
+            fail("features_list", "expected the six names chosen_input_ids, chosen_attention_mask, chosen_labels, "
+                                  "rejected_input_ids, rejected_attention_mask, rejected_labels, each once, in the "
+                                  "files' row order");
+        });
+    return sc;
+  }();
+  return s;
+}
+
+PreferenceSampleSource::PreferenceSampleSource(const std::vector<std::string>& files,
+                                               const std::vector<std::string>& rows)
+    : file_(std::make_shared<Hdf5SampleSource>(files, std::nullopt, std::nullopt, rows)) {
+  auto response = [&](const std::string& which) {
+    return std::make_shared<ResponseRows>(
+        file_,
+        std::array<int64_t, 3>{row_of(rows, which + "_input_ids"), row_of(rows, which + "_attention_mask"),
+                               row_of(rows, which + "_labels")},
+        which);
+  };
+  chosen_ = response("chosen");
+  rejected_ = response("rejected");
+}
+
+Features PreferenceSampleSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
+  Features out;
+  for (const auto& [name, response] : {std::make_pair("chosen_", chosen_), std::make_pair("rejected_", rejected_)})
+    for (auto& [feature, tensor] : response->read_batch(ids, vocab_size)) out[name + feature] = std::move(tensor);
+  return out;
+}
+
+namespace {
+
+std::unique_ptr<DataLoader> open_pairs(const DpoHdf5Options& o, const config::Origin& at) {
+  const TaskShard shard = TaskShard::from_environment();
+  const std::vector<std::string> mine = task_hdf5_files(o.data_dir, shard, at);
+  std::shared_ptr<PreferenceSampleSource> source;
+  try {
+    source = std::make_shared<PreferenceSampleSource>(mine, o.features_list);
+  } catch (const std::runtime_error& e) {
+    at.fail("data_dir", e.what());
+  }
+  if (source->num_samples() < o.batch_size)
+    at.fail("data_dir", source->describe() + ": " + std::to_string(source->num_samples()) +
+                            " preference pair(s), fewer than batch_size " + std::to_string(o.batch_size));
+  return std::make_unique<IterableLoader>(source, source->file_ranges(), o, o.shuffle_buffer.value_or(10 * o.batch_size),
+                                          shard);
+}
+
+}  // namespace
+
+DataProcessor dpo_hdf5_processor() {
+  return make_data_processor<DpoHdf5Options>(
+      "DpoHDF5DataProcessor",
+      "modelzoo DPO preference pairs (chosen and rejected responses), iterable like GptHDF5DataProcessor: each "
+      "data-parallel task reads the files sorted[rank::WORLD_SIZE], shuffled through a shuffle_buffer.",
+      preference_features(), open_pairs);
+}
+
+}  // namespace zoo::data
