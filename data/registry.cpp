@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "data/bert_csv.h"
+#include "data/bert_hdf5.h"
 #include "data/bert_mlm.h"
 #include "data/bertsum.h"
 #include "data/glue.h"
@@ -22,7 +23,7 @@ namespace zoo::data {
 std::vector<const DataProcessor*> data_processors() {
   static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
                                                  gpt_hdf5_map_processor(), dpo_hdf5_processor(), synthetic_processor(),
-                                                 mnist_processor(), bert_mlm_processor(), bert_csv_processor(),
+                                                 mnist_processor(), bert_mlm_processor(), bert_hdf5_processor(), bert_csv_processor(),
                                                  bert_csv_static_processor(), sst2_processor(), mnli_processor(),
                                                  ner_processor(), bertsum_processor(),
                                                  t5_text_processor(), transformer_text_processor()};

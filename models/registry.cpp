@@ -20,7 +20,7 @@ namespace zoo::models {
 std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
-                                                     bert_summarizer_family(), t5_family(),
+                                                     bert_summarizer_family(), esm2_family(), t5_family(),
                                                      dpo_family(), fc_mnist_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
@@ -40,7 +40,6 @@ struct UnbuiltModel {
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
       {{"dpr"}, "DPR, a dense passage retriever", {}},
-      {{"esm2"}, "ESM-2, a protein encoder", {}},
       {{"llava", "multimodal_simple"}, "a vision-language model", {}},
       {{"unet"}, "UNet, an image segmentation model",
        {"skip_connect", "downscale_method", "encoder_filters", "decoder_filters", "convs_per_block"}},

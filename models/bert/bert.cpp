@@ -9,12 +9,13 @@
 
 namespace zoo::models {
 
-const config::Schema<BertOptions>& BertOptions::schema() {
-  using O = BertOptions;
+namespace {
+
+// modelzoo's BertForPreTrainingModelConfig keys, for bert and the models built on it (esm2).
+template <class O>
+config::Schema<O> bert_pretraining_schema(const std::string& name, const std::string& doc) {
   auto nonlinearity = config::one_of(kActivationNames);
-  static const config::Schema<O> s =
-      add_bert_encoder_fields(config::Schema<O>(
-          "model (bert)", "BERT pre-training (masked LM and next-sentence prediction), as modelzoo's bert model."))
+  return add_bert_encoder_fields(config::Schema<O>(name, doc))
       .field("pad_token_id", &O::pad_token_id, "The word embedding row of this id gets no gradient.",
              config::non_negative<int64_t>())
       .field("mlm_nonlinearity", &O::mlm_nonlinearity,
@@ -40,6 +41,31 @@ const config::Schema<BertOptions>& BertOptions::schema() {
         check_bert_encoder(o, fail);
         if (o.pad_token_id >= o.vocab_size) fail("pad_token_id", "must be below vocab_size");
       });
+}
+
+}  // namespace
+
+const config::Schema<BertOptions>& BertOptions::schema() {
+  static const config::Schema<BertOptions> s = bert_pretraining_schema<BertOptions>(
+      "model (bert)", "BERT pre-training (masked LM and next-sentence prediction), as modelzoo's bert model.");
+  return s;
+}
+
+const config::Schema<Esm2Options>& Esm2Options::schema() {
+  using O = Esm2Options;
+  static const config::Schema<O> s =
+      bert_pretraining_schema<O>("model (esm2)",
+                                 "ESM-2 protein language model: BERT pre-training with token dropout, pre-norm "
+                                 "layers by default, as modelzoo's esm2 model.")
+          .field("token_dropout", &O::token_dropout,
+                 "Embed mask tokens as 0 and scale the rest by (1 - 0.15 * 0.8) / (1 - the sample's share of "
+                 "mask tokens among its attention_mask tokens), as ESM's training did.")
+          .field("mask_token_id", &O::mask_token_id, "The mask token's id (required with token_dropout).",
+                 config::if_set(config::non_negative<int64_t>()))
+          .validate([](const O& o, const auto& fail) {
+            if (o.token_dropout && !o.mask_token_id) fail("mask_token_id", "required with token_dropout: true");
+            if (o.mask_token_id && *o.mask_token_id >= o.vocab_size) fail("mask_token_id", "must be below vocab_size");
+          });
   return s;
 }
 
@@ -131,9 +157,9 @@ ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
   return result;
 }
 
-std::vector<std::string> BertSpec::consumes() const {
+std::vector<std::string> bert_pretraining_features(bool disable_nsp) {
   std::vector<std::string> c = {"input_ids", "attention_mask", "labels", "masked_lm_mask"};
-  if (!options().disable_nsp) c.insert(c.end(), {"token_type_ids", "next_sentence_label"});
+  if (!disable_nsp) c.insert(c.end(), {"token_type_ids", "next_sentence_label"});
   return c;
 }
 
@@ -149,6 +175,19 @@ ModelFamily bert_family() {
   };
   f.hf["bert"] = bert_hf_adapter();
   f.hf["roberta"] = roberta_hf_adapter();
+  return f;
+}
+
+ModelFamily esm2_family() {
+  ModelFamily f = make_model_family<Esm2Options, BertModel>(
+      "esm2", {},
+      "ESM-2: a protein language model, BERT's masked-LM pre-training with token dropout and pre-norm layers "
+      "(usually rotary positions, no NSP), as modelzoo's esm2 model builds it.",
+      {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions"});
+  f.parse = [](const YAML::Node& section, const config::Context& ctx) {
+    return std::make_shared<const Esm2Spec>(section, ctx);
+  };
+  f.required_keys = {"token_dropout"};  // what marks a legacy ESM-2 file
   return f;
 }
 

@@ -2,7 +2,8 @@
 // RoBERTa without NSP): the BERT encoder (bert_encoder.h), a masked-LM head
 // tied to the word embeddings and a next-sentence head on the pooled [CLS]
 // state. Parameter names are modelzoo's (bert_encoder.*, bert_mlm_head.*,
-// bert_cls_head.*). Defines: BertOptions, BertModel, BertSpec, bert_family.
+// bert_cls_head.*). Defines: BertOptions, Esm2Options, BertModel, bert_pretraining_features,
+// BertPretrainingSpec (BertSpec, Esm2Spec), bert_family, esm2_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -65,13 +66,27 @@ class BertModel : public Model {
   BertOptions options_;
 };
 
-// The features a bert spec reads depend on disable_nsp.
-class BertSpec : public TypedModelSpec<BertOptions, BertModel> {
- public:
-  BertSpec(const YAML::Node& section, const config::Context& ctx) : TypedModelSpec(section, ctx, {}) {}
-  std::vector<std::string> consumes() const override;
+// ESM-2 (modelzoo's esm2, a protein language model): BERT pre-training with
+// token dropout (token_dropout, mask_token_id) and pre-norm layers by default.
+struct Esm2Options : BertOptions {
+  Esm2Options() { norm_first = true; }
+  static const config::Schema<Esm2Options>& schema();
 };
 
+// What BERT pre-training reads: masked-LM features, and the NSP ones unless disable_nsp.
+std::vector<std::string> bert_pretraining_features(bool disable_nsp);
+
+template <class Options>
+class BertPretrainingSpec : public TypedModelSpec<Options, BertModel> {
+ public:
+  BertPretrainingSpec(const YAML::Node& section, const config::Context& ctx)
+      : TypedModelSpec<Options, BertModel>(section, ctx, {}) {}
+  std::vector<std::string> consumes() const override { return bert_pretraining_features(this->options().disable_nsp); }
+};
+using BertSpec = BertPretrainingSpec<BertOptions>;
+using Esm2Spec = BertPretrainingSpec<Esm2Options>;
+
 ModelFamily bert_family();
+ModelFamily esm2_family();
 
 }  // namespace zoo::models

@@ -139,7 +139,16 @@ std::pair<torch::Tensor, torch::Tensor> BertEncoderImpl::forward(const torch::Te
                                                                  const torch::Tensor& attention_mask,
                                                                  const torch::Tensor& token_type_ids) {
   const BertEncoderOptions& o = options_;
-  torch::Tensor h = embedding_layer->forward(input_ids, 0, token_type_ids);
+  torch::Tensor word_scale;
+  if (o.token_dropout) {  // ESM's: every training run masked 15% of tokens, 80% of those with the mask token
+    const auto dtype = embedding_layer->word_embeddings->weight.scalar_type();  // modelzoo's: the embeddings'
+    const torch::Tensor masked = input_ids == *o.mask_token_id;
+    const torch::Tensor lengths = attention_mask.defined() ? attention_mask.to(dtype).sum(-1, true)
+                                                           : torch::full({1, 1}, double(input_ids.size(1)), dtype);
+    const torch::Tensor kept = 1.0 - masked.to(dtype).sum(-1, true) / lengths;
+    word_scale = torch::where(masked, torch::zeros({}, dtype), (1.0 - 0.15 * 0.8) / kept);
+  }
+  torch::Tensor h = embedding_layer->forward(input_ids, 0, token_type_ids, word_scale);
   if (o.embeddings_scale != 1.0) h = h * o.embeddings_scale;
   if (embed_ln_f) h = embed_ln_f(h);
   if (shape_.embedding_dropout > 0) h = torch::dropout(h, shape_.embedding_dropout, is_training());

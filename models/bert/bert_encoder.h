@@ -62,6 +62,10 @@ struct BertEncoderOptions {
   double attention_logits_alpha = 1.0;
   double output_logits_alpha = 1.0;
   bool scale_output_logits_by_d = true;
+  // ESM-2 (its family's keys only): mask tokens embed as 0 and the rest are
+  // scaled by (1 - 0.12) / (1 - the sample's share of mask tokens).
+  bool token_dropout = false;
+  std::optional<int64_t> mask_token_id;
 
   bool mup() const { return mup_base_hidden_size.has_value(); }
   // muP's factor on the heads' logits (unset without muP).

@@ -81,16 +81,17 @@ void EmbeddingLayerImpl::reset_parameters() {
 }
 
 torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position,
-                                           const torch::Tensor& segment_ids) {
+                                           const torch::Tensor& segment_ids, const torch::Tensor& word_scale) {
   const int64_t T = input_ids.size(1), end = first_position + T;
   TORCH_CHECK(end <= options_.max_position_embeddings, "sequence length ", end, " exceeds max_position_embeddings ",
               options_.max_position_embeddings);
   torch::Tensor h;
-  if (position_embeddings && options_.pad_token_id < 0 &&
+  if (position_embeddings && options_.pad_token_id < 0 && !word_scale.defined() &&
       cpu_embedding_available(input_ids, word_embeddings->weight, position_embeddings->weight)) {
     h = cpu_embedding_sum(input_ids, word_embeddings->weight, position_embeddings->weight, first_position);
   } else {
     h = word_embeddings(input_ids);  // (B, T, C)
+    if (word_scale.defined()) h = h * word_scale.unsqueeze(-1).to(h.scalar_type());
     if (position_embeddings && options_.mask_padding_positions) {  // assumes padding only at the end, as modelzoo
       torch::Tensor counted = torch::arange(first_position + 1, end + 1, input_ids.options().dtype(torch::kLong));
       h = h + position_embeddings(torch::where(input_ids != options_.pad_token_id, counted, torch::zeros_like(counted)) +

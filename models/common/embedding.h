@@ -65,9 +65,10 @@ class EmbeddingLayerImpl : public torch::nn::Module {
   EmbeddingLayerImpl(const EmbeddingOptions& options, const torch::TensorOptions& param_options);
   // (B, T) -> (B, T, C); positions start at `first_position` (> 0 when
   // decoding with a cache); segment_ids (B, T) add their segment embedding
-  // (undefined: segment 0's).
+  // (undefined: segment 0's). word_scale (B, T), when given, multiplies the
+  // word embeddings before positions and segments are added (ESM-2's token dropout).
   torch::Tensor forward(const torch::Tensor& input_ids, int64_t first_position = 0,
-                        const torch::Tensor& segment_ids = {});
+                        const torch::Tensor& segment_ids = {}, const torch::Tensor& word_scale = {});
   void reset_parameters();
   // Reads `words`, another layer's table (T5's decoder reads the encoder's),
   // which stays that layer's parameter. Only for a layer built with vocab_size 0.

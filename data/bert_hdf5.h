@@ -1,0 +1,58 @@
+// modelzoo's BertHDF5DataProcessor: masked-LM samples as modelzoo's
+// pre-training preprocessing writes them (training_objective mlm; ESM-2's
+// data): per `*.h5` file, dataset "data" int32 (n, 2, msl) rows input_ids,
+// attention_mask, and dataset "labels", either (n, 1, msl) labels with
+// ignore_index (negative) where nothing was masked, or, with
+// mlm_with_gather, (n, 3, P) rows labels, masked_lm_positions,
+// masked_lm_mask. Map-style, as modelzoo's. Defines: BertHdf5Options,
+// MlmHdf5Source, bert_hdf5_processor.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "data/registry.h"
+
+namespace zoo::data {
+
+struct BertHdf5Options : LoaderOptions {
+  std::optional<int64_t> max_sequence_length;  // checked against the files' msl when set
+  bool use_worker_cache = false;
+  bool sort_files = true;
+  bool use_vsl = false;
+  static const config::Schema<BertHdf5Options>& schema();
+};
+
+// Batches of int64 input_ids, attention_mask (B, T) and labels,
+// masked_lm_mask (B, T), or with gathered labels (B, P) plus
+// masked_lm_positions. Without gathering, a negative label (ignore_index)
+// has masked_lm_mask 0 and becomes 0. Token ids are checked against the
+// vocabulary, masks for 0/1 and positions for < T; errors name file and sample.
+class MlmHdf5Source : public SampleSource {
+ public:
+  MlmHdf5Source(const std::vector<std::string>& files, std::optional<int64_t> msl);
+  ~MlmHdf5Source() override;
+  int64_t num_samples() const override { return total_; }
+  std::string describe() const override;
+  Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
+  std::optional<int64_t> tokens_per_sample() const override { return msl_; }
+  bool gathers() const { return label_rows_ == 3; }
+
+ private:
+  struct File {
+    std::string path;
+    int64_t file_id, data_id, labels_id, first, count;
+  };
+  const File& file_of(int64_t i) const;
+  // Sample i's rows of dataset "data" (2 x msl) and "labels" (label_rows_ x label_width_).
+  void read(int64_t i, int32_t* data, int32_t* labels) const;
+  std::vector<File> files_;
+  int64_t total_ = 0, msl_ = 0, label_rows_ = 0, label_width_ = 0;
+};
+
+DataProcessor bert_hdf5_processor();
+
+}  // namespace zoo::data

@@ -1,0 +1,241 @@
+// ESM-2 (models/bert: esm2_family) and BertHDF5DataProcessor (data/bert_hdf5):
+// logits against a float64 forward written op by op from modelzoo's ESM-2
+// (token dropout, pre-norm layers, interleaved rotary, final norm, tied MLM
+// head; to 1e-7, as q and k rotate in float32), h5py-written masked-LM files in both of modelzoo's layouts, a
+// legacy ESM-2 config training, and config errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "data/loader.h"
+#include "models/bert/bert.h"
+#include "runner/checkpoint.h"
+#include "runner/params.h"
+#include "test_util.h"
+
+using namespace zoo;
+using zoo::testing::TempDir;
+
+namespace {
+
+// A small ESM-2 model section as modelzoo's ESM-2 configs write it (legacy:
+// no name; token_dropout marks it).
+const char* const kEsmModel = R"(model:
+  vocab_size: 33
+  hidden_size: 16
+  num_hidden_layers: 2
+  num_heads: 2
+  filter_size: 32
+  max_position_embeddings: 24
+  position_embedding_type: rotary
+  rotary_dim: 8
+  disable_nsp: true
+  embedding_layer_norm: false
+  use_final_layer_norm: true
+  token_dropout: true
+  mask_token_id: 32
+  pad_token_id: 1
+  dropout_rate: 0.0
+  encoder_nonlinearity: gelu
+  mlm_nonlinearity: gelu
+)";
+
+std::string esm_params(const std::string& data_dir, const std::string& runconfig = "  seed: 1\n") {
+  return "train_input:\n  data_processor: BertHDF5DataProcessor\n  data_dir: " + data_dir +
+         "\n  batch_size: 8\n  shuffle: true\n  shuffle_seed: 2\n" + kEsmModel +
+         "optimizer:\n  optimizer_type: Adam\n  learning_rate: 0.01\nrunconfig:\n" + runconfig;
+}
+
+// Masked-LM files as modelzoo's pre-training preprocessing writes them:
+// 'data' (n, 2, 24) ids with <cls> 0 ... <eos> 2 and padding 1, and
+// 'labels' (n, 1, 24) with -100 where nothing is masked, or gathered
+// (n, 3, 4). Each sample repeats one token, 4 of them replaced by <mask> 32:
+// what was masked can be learned from the rest.
+void write_mlm(const std::string& dir, bool gather, int samples, int seed) {
+  TempDir tmp;
+  const std::string script = zoo::testing::write_file(tmp / "w.py", R"PY(
+import sys, os, h5py, numpy as np
+out, gather, n, seed = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(seed)
+T, P = 24, 4
+data = np.zeros((n, 2, T), np.int32)
+labels = np.full((n, 3, P) if gather else (n, 1, T), -100, np.int32)
+for i in range(n):
+    L = int(rng.integers(14, T + 1))
+    toks = np.full(L, rng.integers(4, 29))
+    toks[0], toks[-1] = 0, 2
+    ids = np.full(T, 1); ids[:L] = toks
+    pos = np.sort(rng.choice(np.arange(2, L - 1), P, replace=False))
+    lab = ids[pos].copy(); ids[pos] = 32
+    data[i, 0], data[i, 1, :L] = ids, 1
+    if gather:
+        labels[i, 0], labels[i, 1], labels[i, 2] = lab, pos, 1
+    else:
+        labels[i, 0, pos] = lab
+with h5py.File(f"{out}/mlm_0.h5", "w") as h:
+    h.create_dataset("data", data=data, chunks=(1, 2, T), compression="gzip")
+    h.create_dataset("labels", data=labels)
+)PY");
+  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + (gather ? "1" : "0") +
+                                           " " + std::to_string(samples) + " " + std::to_string(seed));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+Params params_of(const std::string& yaml) {
+  return params_from_node(config::load_yaml_string(yaml, "esm.yaml"), "esm.yaml", YAML::Node());
+}
+
+}  // namespace
+
+// modelzoo's ESM-2 forward, op by op in float64: mask tokens embed as 0 and
+// the rest scale by (1 - 0.12) / (1 - masked share); pre-norm layers with
+// rotary (interleaved pairs, modelzoo's layout) on the first rotary_dim dims
+// of q and k; the final norm; the MLM head (dense, GELU, LayerNorm, the
+// tied word embeddings plus a bias).
+TEST(Esm2, LogitsMatchTheReferenceForward) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  Params p = params_of(esm_params("/d"));
+  EXPECT_EQ(p.model_name, "esm2");  // recognised by token_dropout
+  auto built = p.model->build(torch::TensorOptions().dtype(torch::kDouble));
+  auto& model = dynamic_cast<models::BertModel&>(*built);
+  model.eval();
+  torch::manual_seed(5);
+  {  // non-zero biases and norms, so that each is checked
+    torch::NoGradGuard no_grad;
+    for (auto& w : model.parameters()) w.add_(torch::randn_like(w) * 0.1);
+  }
+  torch::Tensor ids = torch::randint(4, 29, {3, 20}, torch::kLong);
+  torch::Tensor mask = torch::ones({3, 20}, torch::kLong);
+  mask.index_put_({1, torch::indexing::Slice(14, torch::indexing::None)}, 0);
+  ids.index_put_({1, torch::indexing::Slice(14, torch::indexing::None)}, 1);
+  ids.index_put_({0, 3}, 32);
+  ids.index_put_({0, 7}, 32);
+  ids.index_put_({1, 2}, 32);
+  const torch::Tensor logits = model.run(ids, mask, {}, {}).mlm_logits.narrow(-1, 0, 33).detach();
+  TempDir dir;
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("state", ckpt::model_state_dict(model));
+  d.insert("ids", ids);
+  d.insert("mask", mask);
+  d.insert("logits", logits);
+  ckpt::save_checkpoint_file(dir / "case.pt", d);
+  const std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
+import sys, torch
+import torch.nn.functional as F
+d = torch.load(sys.argv[1])
+s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
+ids, mask = d["ids"], d["mask"]
+B, T = ids.shape
+C, H, R, L = 16, 2, 8, 2
+D = C // H
+def ln(x, p):
+    return F.layer_norm(x, (C,), s[p + ".weight"], s[p + ".bias"], 1e-5)
+def dense(x, p):
+    return F.linear(x, s[p + ".weight"], s[p + ".bias"])
+x = s["bert_encoder.embedding_layer.word_embeddings.weight"][ids]
+masked = (ids == 32).double()
+kept = 1 - masked.sum(-1, keepdim=True) / mask.double().sum(-1, keepdim=True)
+x = x * (1 - masked)[..., None] * (1 - 0.15 * 0.8) / kept[..., None]
+inv = 1.0 / (10000 ** (torch.arange(0, R, 2, dtype=torch.float32) / R))
+angle = torch.arange(T).double()[:, None] * inv.double()[None, :]
+cos, sin = angle.cos()[None, :, None, :], angle.sin()[None, :, None, :]
+def rope(t):
+    t = t.clone()
+    a, b = t[..., 0:R:2].clone(), t[..., 1:R:2].clone()
+    t[..., 0:R:2], t[..., 1:R:2] = a * cos - b * sin, a * sin + b * cos
+    return t
+keep = mask.bool()[:, None, None, :]
+for i in range(L):
+    p = f"bert_encoder.transformer_encoder.layers.{i}."
+    h = ln(x, p + "norm1")
+    q, k, v = (dense(h, p + f"self_attn.proj_{n}_dense_layer").view(B, T, H, D) for n in "qkv")
+    q, k = rope(q), rope(k)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / D ** 0.5
+    probs = scores.masked_fill(~keep, float("-inf")).softmax(-1)
+    a = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(B, T, C)
+    x = x + dense(a, p + "self_attn.proj_output_dense_layer")
+    h = ln(x, p + "norm2")
+    x = x + dense(F.gelu(dense(h, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+x = ln(x, "bert_encoder.transformer_encoder.norm")
+h = ln(F.gelu(dense(x, "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer")), "bert_mlm_head.mlm_transform.ln")
+ref = h @ s["bert_encoder.embedding_layer.word_embeddings.weight"].t() + s["bert_mlm_head.classifier.ffn.0.linear_layer.bias"]
+err = (ref - d["logits"].double())[mask.bool()].abs().max().item()
+print("max abs error", err)
+sys.exit(0 if err < 1e-7 else 1)  # zoo rotates q and k in float32, as modelzoo does
+)PY");
+  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// BertHDF5DataProcessor reads both of modelzoo's label layouts: per-token
+// labels with -100 (masked_lm_mask from them) and gathered ones.
+TEST(BertHdf5Data, ReadsPerTokenAndGatheredLabels) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_mlm(dir / "dense", false, 6, 1);
+  write_mlm(dir / "gathered", true, 6, 1);  // the same samples
+  auto open = [&](const std::string& sub) {
+    return zoo::testing::open_loader("{data_processor: BertHDF5DataProcessor, batch_size: 6, data_dir: " +
+                                     (dir / sub) + "}");
+  };
+  auto dense_loader = open("dense");
+  auto gathered_loader = open("gathered");
+  const models::Features a = dense_loader->next(), b = gathered_loader->next();
+  EXPECT_FALSE(a.count("masked_lm_positions"));
+  ASSERT_TRUE(b.count("masked_lm_positions"));
+  EXPECT_TRUE(torch::equal(a.at("input_ids"), b.at("input_ids")));
+  EXPECT_TRUE(torch::equal(a.at("attention_mask"), b.at("attention_mask")));
+  EXPECT_EQ(a.at("labels").sizes(), (std::vector<int64_t>{6, 24}));
+  EXPECT_EQ(a.at("masked_lm_mask").sum().item<int64_t>(), 6 * 4);
+  EXPECT_EQ(a.at("labels").min().item<int64_t>(), 0);  // -100 became 0, uncounted
+  // The gathered labels are the per-token labels at their positions.
+  EXPECT_TRUE(torch::equal(a.at("labels").gather(1, b.at("masked_lm_positions")), b.at("labels")));
+  EXPECT_TRUE(torch::equal(a.at("masked_lm_mask").gather(1, b.at("masked_lm_positions")), b.at("masked_lm_mask")));
+  EXPECT_TRUE(torch::equal(a.at("input_ids").gather(1, b.at("masked_lm_positions")),
+                           torch::full({6, 4}, 32, torch::kLong)));
+  EXPECT_EQ(dense_loader->sequence_length(), 24);
+
+  // Token ids beyond the vocabulary and files of another layout are named.
+  auto small = open("dense");
+  small->check_token_ids(20);
+  try {
+    small->next();
+    ADD_FAILURE() << "ids up to 32 passed vocab_size 20";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("mlm_0.h5, sample "), std::string::npos) << e.what();
+  }
+  TempDir lm;
+  const auto r = zoo::testing::run_command("/usr/bin/python3 -c \"import h5py, numpy as np; "
+                                           "h = h5py.File('" + (lm / "x.h5") + "', 'w'); "
+                                           "h.create_dataset('data', data=np.zeros((4, 3, 8), np.int32))\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string e = zoo::testing::open_error("{data_processor: BertHDF5DataProcessor, batch_size: 2, data_dir: " +
+                                                 lm.path() + "}");
+  EXPECT_NE(e.find("x.h5: no dataset 'labels'"), std::string::npos) << e;
+}
+
+// A legacy ESM-2 file (no model.name) trains on masked-LM HDF5 data: the
+// loss falls and the masked tokens are learned; its errors are named.
+TEST(Esm2, TrainsFromALegacyConfig) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  write_mlm(dir / "train", true, 64, 3);
+  const std::string params = zoo::testing::write_file(
+      dir / "esm.yaml", esm_params(dir / "train", "  seed: 1\n  max_steps: 100\n  log_steps: 1\n"));
+  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                     " --mode train --model_dir " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("so zoo builds esm2"), std::string::npos) << r.output;
+  const std::vector<double> losses = zoo::testing::train_losses(r.output);
+  ASSERT_EQ(losses.size(), 100u) << r.output;
+  const double first = std::accumulate(losses.begin(), losses.begin() + 10, 0.0) / 10;
+  const double last = std::accumulate(losses.end() - 10, losses.end(), 0.0) / 10;
+  EXPECT_LT(last, 0.4 * first) << first << " -> " << last;
+
+  std::string bad = esm_params("/d");
+  bad.replace(bad.find("  mask_token_id: 32\n"), 19, "");
+  EXPECT_NE(zoo::testing::params_error(bad).find("model.mask_token_id: required with token_dropout"), std::string::npos)
+      << zoo::testing::params_error(bad);
+}
