@@ -2,14 +2,19 @@
 // logits against a float64 forward written op by op from modelzoo's ESM-2
 // (token dropout, pre-norm layers, interleaved rotary, final norm, tied MLM
 // head; to 1e-7, as q and k rotate in float32), h5py-written masked-LM files in both of modelzoo's layouts, a
-// legacy ESM-2 config training, and config errors.
+// legacy ESM-2 config training, config errors, and `zoo convert` of Hugging
+// Face's EsmForMaskedLM against its forward written from the ESM-2 paper's
+// code (rotate_half rotary, HF's names).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <numeric>
 
+#include "convert_fixtures.h"
 #include "data/loader.h"
 #include "models/bert/bert.h"
+#include "runner/convert/convert.h"
+#include "runner/convert/safetensors.h"
 #include "runner/checkpoint.h"
 #include "runner/params.h"
 #include "test_util.h"
@@ -238,4 +243,139 @@ TEST(Esm2, TrainsFromALegacyConfig) {
   bad.replace(bad.find("  mask_token_id: 32\n"), 19, "");
   EXPECT_NE(zoo::testing::params_error(bad).find("model.mask_token_id: required with token_dropout"), std::string::npos)
       << zoo::testing::params_error(bad);
+}
+
+namespace {
+
+// EsmForMaskedLM as Hugging Face lays it out (esm.*, lm_head.*, buffers and a
+// contact head zoo drops), with its masked-LM logits on a padded batch that
+// holds mask tokens: HF's math (q scaled, then both rotated as two halves of
+// each head; token dropout; pre-norm layers; emb_layer_norm_after; the head).
+const char* kPyEsm = R"PY(
+import os, sys
+import torch.nn.functional as F
+out = sys.argv[1]
+torch.manual_seed(0)
+B, T, V, C, L, H, FF, P = 2, 12, 33, 32, 2, 4, 48, 64
+PAD, MASK = 1, 32
+D = C // H
+def rnd(*shape):
+    return torch.randn(*shape) * 0.2
+sd = {"esm.embeddings.word_embeddings.weight": rnd(V, C), "esm.embeddings.position_ids": torch.arange(P)[None]}
+def linear(name, n_in, n_out):
+    sd[name + ".weight"], sd[name + ".bias"] = rnd(n_out, n_in), rnd(n_out)
+def norm(name):
+    sd[name + ".weight"], sd[name + ".bias"] = 1 + rnd(C), rnd(C)
+for i in range(L):
+    p = "esm.encoder.layer.%d." % i
+    for n in ("query", "key", "value"):
+        linear(p + "attention.self." + n, C, C)
+    sd[p + "attention.self.rotary_embeddings.inv_freq"] = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+    linear(p + "attention.output.dense", C, C)
+    norm(p + "attention.LayerNorm")
+    linear(p + "intermediate.dense", C, FF)
+    linear(p + "output.dense", FF, C)
+    norm(p + "LayerNorm")
+norm("esm.encoder.emb_layer_norm_after")
+linear("esm.contact_head.regression", L * H, 1)
+linear("lm_head.dense", C, C)
+norm("lm_head.layer_norm")
+sd["lm_head.bias"] = rnd(V)
+sd["lm_head.decoder.weight"] = sd["esm.embeddings.word_embeddings.weight"]
+
+def lin(x, name):
+    return x @ sd[name + ".weight"].t() + sd[name + ".bias"]
+def ln(x, name):
+    return F.layer_norm(x, (C,), sd[name + ".weight"], sd[name + ".bias"], 1e-5)
+def rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+ids = torch.randint(4, 30, (B, T))
+mask = torch.ones(B, T)
+mask[1, 9:] = 0
+ids[1, 9:] = PAD
+ids[0, 3] = ids[0, 6] = ids[1, 2] = MASK
+x = sd["esm.embeddings.word_embeddings.weight"][ids]
+x = x.masked_fill((ids == MASK)[..., None], 0.0)
+observed = (ids == MASK).sum(-1).float() / mask.sum(-1)
+x = x * (1 - 0.15 * 0.8) / (1 - observed)[:, None, None]
+x = x * mask[..., None]
+inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+freqs = torch.arange(T).float()[:, None] * inv[None, :]
+emb = torch.cat((freqs, freqs), dim=-1)
+cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+for i in range(L):
+    p = "esm.encoder.layer.%d." % i
+    h = ln(x, p + "attention.LayerNorm")
+    q, k, v = [lin(h, p + "attention.self." + n).view(B, T, H, D).transpose(1, 2) for n in ("query", "key", "value")]
+    q = q * D ** -0.5
+    q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    s = q @ k.transpose(-1, -2) + (1 - mask)[:, None, None, :] * -1e9
+    a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+    x = x + lin(a, p + "attention.output.dense")
+    h = ln(x, p + "LayerNorm")
+    x = x + lin(F.gelu(lin(h, p + "intermediate.dense")), p + "output.dense")
+x = ln(x, "esm.encoder.emb_layer_norm_after")
+m = F.layer_norm(F.gelu(lin(x, "lm_head.dense")), (C,), sd["lm_head.layer_norm.weight"], sd["lm_head.layer_norm.bias"], 1e-5)
+mlm = m @ sd["esm.embeddings.word_embeddings.weight"].t() + sd["lm_head.bias"]
+os.makedirs(out + "/hf", exist_ok=True)
+write_safetensors(out + "/hf/model.safetensors", sd)
+config = {"model_type": "esm", "architectures": ["EsmForMaskedLM"], "vocab_size": V, "hidden_size": C,
+          "num_hidden_layers": L, "num_attention_heads": H, "intermediate_size": FF, "hidden_act": "gelu",
+          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "max_position_embeddings": P,
+          "initializer_range": 0.02, "layer_norm_eps": 1e-5, "position_embedding_type": "rotary",
+          "emb_layer_norm_before": False, "token_dropout": True, "mask_token_id": MASK, "pad_token_id": PAD,
+          "is_folding_model": False}
+json.dump(config, open(out + "/hf/config.json", "w"))
+for name, t in [("ids", ids), ("mask", mask.long()), ("mlm", mlm)]:
+    open(out + "/" + name + ".bin", "wb").write(t.detach().numpy().tobytes())
+)PY";
+
+}  // namespace
+
+// HF's EsmForMaskedLM converts to zoo's esm2 with HF's logits (to 1e-5, real
+// tokens) and back to the same tensors bit for bit (buffers and the contact
+// head, which the masked LM does not use, stay behind).
+TEST(ConvertEsm, MatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  TempDir dir;
+  zoo::testing::run_fixture(dir, "esm.py", kPyEsm);
+  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
+  auto model = std::dynamic_pointer_cast<models::BertModel>(zoo::testing::load_converted(dir));
+  ASSERT_TRUE(model);
+  using zoo::testing::read_raw;
+  const torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12}),
+                      mask = read_raw(dir / "mask.bin", torch::kLong, {2, 12});
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->run(ids, mask, {}, {}).mlm_logits.narrow(-1, 0, 33);
+  const torch::Tensor real = mask.to(torch::kBool).unsqueeze(-1);
+  EXPECT_LT(((logits - read_raw(dir / "mlm.bin", torch::kFloat, {2, 12, 33})) * real).abs().max().item<double>(), 1e-5);
+  const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
+  EXPECT_EQ(params["model"]["name"].as<std::string>(), "esm2");
+  EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "BertHDF5DataProcessor");
+
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "back"});
+  auto original = convert::read_safetensors(dir / "hf/model.safetensors");
+  auto back = convert::read_safetensors(dir / "back/model.safetensors");
+  size_t compared = 0;
+  for (const auto& [k, t] : original) {
+    if (k.find("position_ids") != std::string::npos || k.find("inv_freq") != std::string::npos ||
+        k.find("contact_head") != std::string::npos || k == "lm_head.decoder.weight")
+      continue;  // buffers, the contact head, a tied copy
+    ASSERT_TRUE(back.count(k)) << k << " did not come back";
+    EXPECT_TRUE(torch::equal(t, back[k])) << k;
+    ++compared;
+  }
+  EXPECT_EQ(compared, back.size()) << "the export wrote tensors the original did not have";
+  const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
+  EXPECT_EQ(config.at("architectures")[0], "EsmForMaskedLM");
+  EXPECT_EQ(config.at("mask_token_id"), 32);
+  EXPECT_TRUE(config.at("token_dropout").get<bool>());
+
+  // What HF's ESM has no field for is refused by name.
+  YAML::Node y = YAML::Load(std::string(kEsmModel))["model"];
+  y["norm_first"] = false;
+  auto spec = models::find_model("esm2").parse(y, config::Context{"m.yaml", "model"});
+  zoo::testing::expect_refused([&] { models::find_hf_converter("esm").config_to_hf(*spec); },
+                               {"model.norm_first", "esm"});
 }

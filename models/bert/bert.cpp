@@ -188,6 +188,7 @@ ModelFamily esm2_family() {
     return std::make_shared<const Esm2Spec>(section, ctx);
   };
   f.required_keys = {"token_dropout"};  // what marks a legacy ESM-2 file
+  f.hf["esm"] = esm_hf_adapter();
   return f;
 }
 
