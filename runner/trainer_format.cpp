@@ -85,6 +85,22 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// Whether two YAML values mean the same: scalars as YAML reads them (True and
+// true, 1e-5 and 0.00001 agree), anything else as written.
+bool same_value(const YAML::Node& a, const YAML::Node& b) {
+  if (a.IsScalar() && b.IsScalar()) {
+    bool x = false, y = false;
+    if (YAML::convert<bool>::decode(a, x) && YAML::convert<bool>::decode(b, y)) return x == y;
+    double u = 0, v = 0;
+    if (YAML::convert<double>::decode(a, u) && YAML::convert<double>::decode(b, v)) return u == v;
+    return a.Scalar() == b.Scalar();
+  }
+  YAML::Emitter x, y;
+  x << YAML::Flow << a;
+  y << YAML::Flow << b;
+  return std::string(x.c_str()) == y.c_str();
+}
+
 // Builds the legacy layout out of the Trainer file's nodes.
 class Reader {
  public:
@@ -99,12 +115,13 @@ class Reader {
     const std::string section = to.substr(0, dot), key = to.substr(dot + 1);
     YAML::Node target = sections_.at(section);
     if (target[key]) {
-      YAML::Emitter a, b;
-      a << YAML::Flow << target[key];
-      b << YAML::Flow << value;
-      if (std::string(a.c_str()) != b.c_str())
+      if (!same_value(target[key], value)) {
+        YAML::Emitter a, b;
+        a << YAML::Flow << target[key];
+        b << YAML::Flow << value;
         ctx_.fail(value, "trainer." + from, "sets " + to + ", which another key of this file also sets, to " +
                                                  b.c_str() + " instead of " + a.c_str());
+      }
       return;
     }
     target[key] = value;

@@ -40,6 +40,34 @@ TEST(Config, YamlSyntaxErrorNamesFileAndLine) {
   }
 }
 
+// YAML merge keys (modelzoo's DPR config: `ctx_encoder: {<<: *base_model}`)
+// expand as PyYAML expands them: the mapping's own keys win, then earlier
+// merged mappings over later ones; a merge of a non-mapping is named.
+TEST(Config, MergeKeysExpandAsInPyYaml) {
+  const YAML::Node y = config::load_yaml_string(
+      "base: &base {a: 1, b: 2, c: 3}\n"
+      "other: &other {c: 30, d: 40}\n"
+      "one:\n  <<: *base\n  b: 20\n"
+      "two:\n  <<: [*other, *base]\n  a: 10\n",
+      "m.yaml");
+  EXPECT_EQ(y["one"]["a"].as<int>(), 1);
+  EXPECT_EQ(y["one"]["b"].as<int>(), 20);
+  EXPECT_EQ(y["one"]["c"].as<int>(), 3);
+  EXPECT_FALSE(y["one"]["<<"]);
+  EXPECT_EQ(y["two"]["a"].as<int>(), 10);
+  EXPECT_EQ(y["two"]["b"].as<int>(), 2);
+  EXPECT_EQ(y["two"]["c"].as<int>(), 30);  // the earlier merged mapping wins
+  EXPECT_EQ(y["two"]["d"].as<int>(), 40);
+  EXPECT_EQ(y["base"]["b"].as<int>(), 2);  // the anchor itself is untouched
+  try {
+    config::load_yaml_string("x: &x 5\ny:\n  <<: *x\n", "m.yaml");
+    ADD_FAILURE() << "a scalar merged";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("m.yaml:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("y.<<: a merge key takes a mapping"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Config, MissingFileIsAClearError) {
   try {
     load_params("/nonexistent/params.yaml", YAML::Node());

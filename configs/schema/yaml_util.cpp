@@ -53,6 +53,46 @@ void check_keys(YAML::Node node, const Context& ctx) {
   for (const std::string& key : repeated) node.remove(key);  // the first of the equal pair
 }
 
+// YAML's merge key (`<<: *anchor`, or a list of anchors), which PyYAML reads
+// and yaml-cpp leaves as a key named "<<": the mapping gets every key of the
+// merged mappings that it does not give itself (an earlier mapping in the
+// list wins over a later one), and "<<" goes.
+void expand_merge_keys(YAML::Node node, const Context& ctx) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) expand_merge_keys(node[i], ctx.child(std::to_string(i)));
+    return;
+  }
+  if (!node.IsMap()) return;
+  YAML::Node merged;
+  bool has_merge = false;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) continue;  // check_keys reports it
+    if (kv.first.Scalar() == "<<") {
+      merged = kv.second;
+      has_merge = true;
+    } else {
+      expand_merge_keys(kv.second, ctx.child(kv.first.Scalar()));
+    }
+  }
+  if (!has_merge) return;
+  std::vector<YAML::Node> sources;
+  if (merged.IsSequence())
+    for (const auto& m : merged) sources.push_back(m);
+  else
+    sources.push_back(merged);
+  for (const auto& source : sources)
+    if (!source.IsMap())
+      ctx.fail(merged, "<<", "a merge key takes a mapping (e.g. *anchor) or a list of them, got " +
+                                 describe_node(source));
+  node.remove("<<");
+  const YAML::Node& given = node;  // const lookups: they never add a key
+  for (const auto& source : sources) {
+    expand_merge_keys(source, ctx);
+    for (const auto& kv : source)
+      if (!given[kv.first.Scalar()]) node[kv.first] = kv.second;
+  }
+}
+
 YAML::Node load(const std::string& text, const std::string& name, std::vector<std::string>* warnings) {
   YAML::Node root;
   try {
@@ -61,6 +101,7 @@ YAML::Node load(const std::string& text, const std::string& name, std::vector<st
     throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
   }
+  expand_merge_keys(root, Context{name, "", warnings});
   check_keys(root, Context{name, "", warnings});
   return root;
 }

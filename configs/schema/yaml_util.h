@@ -13,7 +13,8 @@ namespace zoo::config {
 
 // Throws ConfigError "FILE:LINE:COL: YAML syntax error: ..." or "FILE: cannot read ...",
 // or names a key given twice with different values; a key repeated with the
-// same value is a warning (into `warnings`, or stderr when null).
+// same value is a warning (into `warnings`, or stderr when null). Merge keys
+// (`<<: *anchor`) are expanded as PyYAML expands them.
 YAML::Node load_yaml_file(const std::string& path, std::vector<std::string>* warnings = nullptr);
 YAML::Node load_yaml_string(const std::string& text, const std::string& name,
                             std::vector<std::string>* warnings = nullptr);
