@@ -10,6 +10,7 @@
 #include "models/bert/summarizer.h"
 #include "models/bert/token_classifier.h"
 #include "models/dpo/dpo.h"
+#include "models/dpr/dpr.h"
 #include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
@@ -21,7 +22,7 @@ std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), esm2_family(), t5_family(),
-                                                     dpo_family(), fc_mnist_family()};
+                                                     dpo_family(), dpr_family(), fc_mnist_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -39,7 +40,6 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"dpr"}, "DPR, a dense passage retriever", {}},
       {{"llava", "multimodal_simple"}, "a vision-language model", {}},
       {{"unet"}, "UNet, an image segmentation model",
        {"skip_connect", "downscale_method", "encoder_filters", "decoder_filters", "convs_per_block"}},

@@ -1,0 +1,178 @@
+// Implementation of data/dpr_hdf5.h with the HDF5 C API.
+#include "data/dpr_hdf5.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "data/gpt_hdf5.h"
+#include "data/iterable_loader.h"
+
+namespace zoo::data {
+namespace {
+
+std::vector<hsize_t> dims_of(hid_t dataset) {
+  hid_t space = H5Dget_space(dataset);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::max(rank, 0), 0);
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  H5Sclose(space);
+  return dims;
+}
+
+std::string shape_text(const std::vector<hsize_t>& dims) {
+  std::string s = "(";
+  for (size_t k = 0; k < dims.size(); ++k) s += (k ? ", " : "") + std::to_string(dims[k]);
+  return s + ")";
+}
+
+}  // namespace
+
+const config::Schema<DprHdf5Options>& DprHdf5Options::schema() {
+  using O = DprHdf5Options;
+  static const config::Schema<O> s = [] {
+    config::Schema<O> sc("train_input/eval_input (DPRHDF5DataProcessor)",
+                         "modelzoo DPR questions and contexts (*.h5, datasets data_0 and data_1).");
+    add_loader_fields(sc)
+        .field("shuffle_buffer", &O::shuffle_buffer, "Samples in the shuffle buffer (null: 10 * batch_size).",
+               config::if_set(config::positive<int64_t>()))
+        .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).")
+        .field("use_vsl", &O::use_vsl, "Variable-sequence-length rows (not for DPR; must be false).")
+        .ignored({"vocab_size"}, "deprecated and unused in modelzoo's HDF5 processors")
+        .validate([](const O& o, const auto& fail) {
+          if (o.use_vsl) fail("use_vsl", "DPR's questions and contexts have no variable-sequence-length rows");
+        });
+    return sc;
+  }();
+  return s;
+}
+
+QuestionContextSource::QuestionContextSource(const std::vector<std::string>& paths) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  for (const auto& path : paths) {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) throw std::runtime_error(path + ": not a readable HDF5 file");
+    files_.push_back({path, f, -1, -1, total_, 0});  // closed by the destructor from here on
+    File& file = files_.back();
+    file.questions_id = H5Dopen2(f, "data_0", H5P_DEFAULT);
+    file.contexts_id = H5Dopen2(f, "data_1", H5P_DEFAULT);
+    if (file.questions_id < 0 || file.contexts_id < 0)
+      throw std::runtime_error(path + ": no datasets 'data_0' (questions) and 'data_1' (contexts), as modelzoo's "
+                               "DPR conversion writes them");
+    const std::vector<hsize_t> q = dims_of(file.questions_id), c = dims_of(file.contexts_id);
+    if (q.size() != 3 || q[1] != 3)
+      throw std::runtime_error(path + ": dataset 'data_0' has shape " + shape_text(q) +
+                               ", expected (n, 3, T) question rows input_ids, attention_mask, token_type_ids");
+    if (c.size() != 4 || c[1] != 3 || c[0] != q[0] || c[3] != q[2])
+      throw std::runtime_error(path + ": dataset 'data_1' has shape " + shape_text(c) + ", expected (" +
+                               std::to_string(q[0]) + ", 3, N, " + std::to_string(q[2]) +
+                               ") context rows input_ids, attention_mask, token_type_ids");
+    if (length_ == 0) length_ = static_cast<int64_t>(q[2]), contexts_ = static_cast<int64_t>(c[2]);
+    if (length_ != static_cast<int64_t>(q[2]) || contexts_ != static_cast<int64_t>(c[2]))
+      throw std::runtime_error(path + ": its samples are shaped unlike " + files_.front().path + "'s");
+    file.count = static_cast<int64_t>(q[0]);
+    total_ += file.count;
+  }
+}
+
+QuestionContextSource::~QuestionContextSource() {
+  for (auto& f : files_) {
+    if (f.questions_id >= 0) H5Dclose(f.questions_id);
+    if (f.contexts_id >= 0) H5Dclose(f.contexts_id);
+    H5Fclose(f.file_id);
+  }
+}
+
+std::string QuestionContextSource::describe() const {
+  return files_.empty() ? "HDF5 data" : files_.front().path + (files_.size() > 1 ? " and others" : "");
+}
+
+std::vector<std::pair<int64_t, int64_t>> QuestionContextSource::file_ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto& f : files_) ranges.emplace_back(f.first, f.count);
+  return ranges;
+}
+
+const QuestionContextSource::File& QuestionContextSource::file_of(int64_t i) const {
+  auto it = std::upper_bound(files_.begin(), files_.end(), i, [](int64_t x, const File& f) { return x < f.first; });
+  return *std::prev(it);
+}
+
+Features QuestionContextSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
+  const int64_t B = static_cast<int64_t>(ids.size()), T = length_, N = contexts_;
+  const int64_t V = vocab_size.value_or(std::numeric_limits<int32_t>::max() + int64_t{1});
+  std::vector<torch::Tensor> q(3), c(3);
+  for (int r = 0; r < 3; ++r) q[r] = torch::empty({B, T}, torch::kLong), c[r] = torch::empty({B, N, T}, torch::kLong);
+  std::vector<int32_t> qrow(static_cast<size_t>(3 * T)), crow(static_cast<size_t>(3 * N * T));
+  for (int64_t b = 0; b < B; ++b) {
+    const File& f = file_of(ids[b]);
+    const int64_t row = ids[b] - f.first;
+    auto read = [&](hid_t dataset, std::vector<hsize_t> count, int32_t* out, const char* name) {
+      std::vector<hsize_t> start(count.size(), 0);
+      start[0] = static_cast<hsize_t>(row);
+      hid_t space = H5Dget_space(dataset);
+      H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+      hid_t mem = H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr);
+      const herr_t status = H5Dread(dataset, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, out);
+      H5Sclose(mem);
+      H5Sclose(space);
+      if (status < 0) throw std::runtime_error(f.path + ": cannot read " + name + " of sample " + std::to_string(row));
+    };
+    read(f.questions_id, {1, 3, static_cast<hsize_t>(T)}, qrow.data(), "'data_0'");
+    read(f.contexts_id, {1, 3, static_cast<hsize_t>(N), static_cast<hsize_t>(T)}, crow.data(), "'data_1'");
+    auto check = [&](const int32_t* rows, int64_t n, const std::string& what) {
+      for (int64_t k = 0; k < n; ++k) {
+        auto fail = [&](const std::string& why) {
+          throw std::runtime_error(f.path + ", sample " + std::to_string(row) + ", " + what + " position " +
+                                   std::to_string(k % T) + ": " + why);
+        };
+        if (rows[k] < 0 || rows[k] >= V)
+          fail("input id " + std::to_string(rows[k]) + " is outside the model's vocabulary (vocab_size " +
+               std::to_string(V) + ")");
+        if (rows[n + k] != 0 && rows[n + k] != 1) fail("attention_mask is " + std::to_string(rows[n + k]) + ", expected 0 or 1");
+        if (rows[2 * n + k] < 0) fail("token_type_ids is negative");
+      }
+    };
+    check(qrow.data(), T, "question");
+    check(crow.data(), N * T, "context");
+    for (int r = 0; r < 3; ++r) {
+      std::copy(qrow.begin() + r * T, qrow.begin() + (r + 1) * T, q[r].data_ptr<int64_t>() + b * T);
+      std::copy(crow.begin() + r * N * T, crow.begin() + (r + 1) * N * T, c[r].data_ptr<int64_t>() + b * N * T);
+    }
+  }
+  return {{"questions_input_ids", q[0]}, {"questions_attention_mask", q[1]}, {"questions_token_type_ids", q[2]},
+          {"ctx_input_ids", c[0]},       {"ctx_attention_mask", c[1]},       {"ctx_token_type_ids", c[2]}};
+}
+
+namespace {
+
+std::unique_ptr<DataLoader> open_pairs(const DprHdf5Options& o, const config::Origin& at) {
+  const TaskShard shard = TaskShard::from_environment();
+  std::shared_ptr<QuestionContextSource> source;
+  try {
+    source = std::make_shared<QuestionContextSource>(task_hdf5_files(o.data_dir, shard, at));
+  } catch (const std::runtime_error& e) {
+    at.fail("data_dir", e.what());
+  }
+  if (source->num_samples() < o.batch_size)
+    at.fail("data_dir", source->describe() + ": " + std::to_string(source->num_samples()) +
+                            " question(s), fewer than batch_size " + std::to_string(o.batch_size));
+  return std::make_unique<IterableLoader>(source, source->file_ranges(), o, o.shuffle_buffer.value_or(10 * o.batch_size),
+                                          shard);
+}
+
+}  // namespace
+
+DataProcessor dpr_hdf5_processor() {
+  return make_data_processor<DprHdf5Options>(
+      "DPRHDF5DataProcessor",
+      "modelzoo DPR questions, each with its positive context and hard negatives (data_0, data_1), iterable like "
+      "GptHDF5DataProcessor.",
+      {"questions_input_ids", "questions_attention_mask", "questions_token_type_ids", "ctx_input_ids",
+       "ctx_attention_mask", "ctx_token_type_ids"},
+      open_pairs);
+}
+
+}  // namespace zoo::data
