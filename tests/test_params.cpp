@@ -314,7 +314,7 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (UNet, DPR, vision models, ...) are
+// modelzoo's models that zoo does not build (UNet, LLaVA, vision models, ...) are
 // named as such, whether the Trainer format names them or a legacy file only
 // has their keys.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
@@ -324,13 +324,13 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   EXPECT_NE(zoo::testing::params_error(legacy).find(
                 "model.encoder_filters: a key of modelzoo's unet model (UNet, an image segmentation model), which "
                 "zoo does not build; zoo builds gpt2, gptj, bert, bert/classifier, bert/token_classifier, "
-                "bert/extractive_summarization, esm2, t5, dpo, fc_mnist and their aliases"),
+                "bert/extractive_summarization, esm2, t5, dpo, dpr, fc_mnist and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(legacy);
   std::string named = tiny;
-  named.replace(named.find("model:\n"), 7, "model:\n  name: dpr\n");
-  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's dpr model "
-                                                   "(DPR, a dense passage retriever) is not one "
+  named.replace(named.find("model:\n"), 7, "model:\n  name: llava\n");
+  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's llava model "
+                                                   "(a vision-language model) is not one "
                                                    "zoo builds"),
             std::string::npos)
       << zoo::testing::params_error(named);
