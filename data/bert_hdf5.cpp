@@ -1,7 +1,5 @@
-// Implementation of data/bert_hdf5.h with the HDF5 C API.
+// Implementation of data/bert_hdf5.h.
 #include "data/bert_hdf5.h"
-
-#include <hdf5.h>
 
 #include <algorithm>
 #include <limits>
@@ -10,26 +8,6 @@
 #include "data/gpt_hdf5.h"
 
 namespace zoo::data {
-namespace {
-
-// The (n, rows, width) shape of `name` in `file`, which must be an integer dataset.
-std::vector<hsize_t> shape_of(hid_t dataset, const std::string& path, const std::string& name) {
-  hid_t space = H5Dget_space(dataset);
-  const int rank = H5Sget_simple_extent_ndims(space);
-  std::vector<hsize_t> dims(std::max(rank, 1), 0);
-  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-  H5Sclose(space);
-  hid_t type = H5Dget_type(dataset);
-  const bool integer = H5Tget_class(type) == H5T_INTEGER;
-  H5Tclose(type);
-  if (!integer) throw std::runtime_error(path + ": dataset '" + name + "' does not hold integers");
-  if (rank != 3) throw std::runtime_error(path + ": dataset '" + name + "' has rank " + std::to_string(rank) +
-                                          ", expected (n, rows, length) samples");
-  return dims;
-}
-
-}  // namespace
-
 const config::Schema<BertHdf5Options>& BertHdf5Options::schema() {
   using O = BertHdf5Options;
   static const config::Schema<O> s = [] {
@@ -52,80 +30,35 @@ const config::Schema<BertHdf5Options>& BertHdf5Options::schema() {
   return s;
 }
 
-MlmHdf5Source::MlmHdf5Source(const std::vector<std::string>& paths, std::optional<int64_t> msl) {
+MlmHdf5Source::MlmHdf5Source(const std::vector<std::string>& paths, std::optional<int64_t> msl)
+    : files_(paths, {"data", "labels"}, "BertHDF5DataProcessor reads modelzoo's masked-LM files: 'data' and 'labels'") {
   if (msl) msl_ = *msl;
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  for (const auto& path : paths) {
-    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) throw std::runtime_error(path + ": not a readable HDF5 file");
-    File file{path, f, -1, -1, total_, 0};
-    files_.push_back(file);  // closed by the destructor from here on
-    for (const char* name : {"data", "labels"}) {
-      hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-      if (d < 0)
-        throw std::runtime_error(path + ": no dataset '" + name +
-                                 "' (BertHDF5DataProcessor reads modelzoo's masked-LM files: 'data' and 'labels')");
-      (std::string(name) == "data" ? files_.back().data_id : files_.back().labels_id) = d;
-    }
-    const std::vector<hsize_t> data = shape_of(files_.back().data_id, path, "data");
-    const std::vector<hsize_t> labels = shape_of(files_.back().labels_id, path, "labels");
-    if (data[1] != 2)
-      throw std::runtime_error(path + ": dataset 'data' has " + std::to_string(data[1]) +
-                               " rows per sample, expected 2 (input_ids, attention_mask)");
-    if (msl_ == 0) msl_ = static_cast<int64_t>(data[2]);
-    if (static_cast<int64_t>(data[2]) != msl_)
+  std::vector<int64_t> counts;
+  for (size_t k = 0; k < files_.size(); ++k) {
+    const std::string& path = files_.path(k);
+    const std::vector<int64_t> data = files_.shape(k, 0), labels = files_.shape(k, 1);
+    if (data.size() != 3 || data[1] != 2)
+      throw std::runtime_error(path + ": dataset 'data' has shape " + Hdf5Files::shape_text(data) +
+                               ", expected (n, 2, msl) rows input_ids, attention_mask");
+    if (msl_ == 0) msl_ = data[2];
+    if (data[2] != msl_)
       throw std::runtime_error(path + ": sequence length " + std::to_string(data[2]) + " differs from " +
-                               (msl ? "max_sequence_length " : files_.front().path + "'s ") + std::to_string(msl_));
+                               (msl ? "max_sequence_length " : files_.path(0) + "'s ") + std::to_string(msl_));
+    const bool gathered = labels.size() == 3 && labels[1] == 3, dense = labels.size() == 3 && labels[1] == 1 && labels[2] == msl_;
+    if (!gathered && !dense)
+      throw std::runtime_error(path + ": dataset 'labels' has shape " + Hdf5Files::shape_text(labels) +
+                               ", expected (n, 1, " + std::to_string(msl_) +
+                               ") labels or (n, 3, P) labels, masked_lm_positions, masked_lm_mask");
     if (labels[0] != data[0])
       throw std::runtime_error(path + ": " + std::to_string(labels[0]) + " label rows for " + std::to_string(data[0]) +
                                " samples");
-    const bool gathered = labels[1] == 3, dense = labels[1] == 1 && static_cast<int64_t>(labels[2]) == msl_;
-    if (!gathered && !dense)
-      throw std::runtime_error(path + ": dataset 'labels' has shape (" + std::to_string(labels[0]) + ", " +
-                               std::to_string(labels[1]) + ", " + std::to_string(labels[2]) + "), expected (n, 1, " +
-                               std::to_string(msl_) + ") labels or (n, 3, P) labels, masked_lm_positions, "
-                               "masked_lm_mask");
-    if (label_rows_ != 0 && (label_rows_ != static_cast<int64_t>(labels[1]) || label_width_ != static_cast<int64_t>(labels[2])))
-      throw std::runtime_error(path + ": its labels are laid out unlike " + files_.front().path + "'s");
-    label_rows_ = static_cast<int64_t>(labels[1]);
-    label_width_ = static_cast<int64_t>(labels[2]);
-    files_.back().count = static_cast<int64_t>(data[0]);
-    total_ += files_.back().count;
+    if (label_rows_ != 0 && (label_rows_ != labels[1] || label_width_ != labels[2]))
+      throw std::runtime_error(path + ": its labels are laid out unlike " + files_.path(0) + "'s");
+    label_rows_ = labels[1];
+    label_width_ = labels[2];
+    counts.push_back(data[0]);
   }
-}
-
-MlmHdf5Source::~MlmHdf5Source() {
-  for (auto& f : files_) {
-    if (f.data_id >= 0) H5Dclose(f.data_id);
-    if (f.labels_id >= 0) H5Dclose(f.labels_id);
-    H5Fclose(f.file_id);
-  }
-}
-
-std::string MlmHdf5Source::describe() const {
-  return files_.empty() ? "HDF5 data" : files_.front().path + (files_.size() > 1 ? " and others" : "");
-}
-
-const MlmHdf5Source::File& MlmHdf5Source::file_of(int64_t i) const {
-  auto it = std::upper_bound(files_.begin(), files_.end(), i, [](int64_t x, const File& f) { return x < f.first; });
-  return *std::prev(it);
-}
-
-void MlmHdf5Source::read(int64_t i, int32_t* data, int32_t* labels) const {
-  const File& f = file_of(i);
-  auto read_sample = [&](hid_t dataset, hsize_t rows, hsize_t width, int32_t* out, const char* name) {
-    hsize_t start[3] = {static_cast<hsize_t>(i - f.first), 0, 0}, count[3] = {1, rows, width};
-    hid_t space = H5Dget_space(dataset);
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-    hid_t mem = H5Screate_simple(3, count, nullptr);
-    const herr_t status = H5Dread(dataset, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, out);
-    H5Sclose(mem);
-    H5Sclose(space);
-    if (status < 0)
-      throw std::runtime_error(f.path + ": cannot read " + name + " of sample " + std::to_string(i - f.first));
-  };
-  read_sample(f.data_id, 2, static_cast<hsize_t>(msl_), data, "'data'");
-  read_sample(f.labels_id, static_cast<hsize_t>(label_rows_), static_cast<hsize_t>(label_width_), labels, "'labels'");
+  files_.set_counts(counts);
 }
 
 Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
@@ -139,10 +72,12 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
           *labels_at = labels.data_ptr<int64_t>(), *mlm_at = mlm_mask.data_ptr<int64_t>(),
           *positions_at = positions.data_ptr<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
-    read(ids[b], data.data(), label_rows.data());
-    const File& f = file_of(ids[b]);
+    files_.read(ids[b], 0, data.data());
+    files_.read(ids[b], 1, label_rows.data());
+    const size_t file = files_.locate(ids[b]).first;
+    const int64_t row = files_.locate(ids[b]).second;
     auto fail = [&](const std::string& what) {
-      throw std::runtime_error(f.path + ", sample " + std::to_string(ids[b] - f.first) + ": " + what);
+      throw std::runtime_error(files_.path(file) + ", sample " + std::to_string(row) + ": " + what);
     };
     for (int64_t t = 0; t < T; ++t) {
       const int32_t id = data[t], m = data[T + t];

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "data/hdf5_files.h"
 #include "data/loader.h"
 #include "data/registry.h"
 
@@ -34,23 +35,15 @@ struct BertHdf5Options : LoaderOptions {
 class MlmHdf5Source : public SampleSource {
  public:
   MlmHdf5Source(const std::vector<std::string>& files, std::optional<int64_t> msl);
-  ~MlmHdf5Source() override;
-  int64_t num_samples() const override { return total_; }
-  std::string describe() const override;
+  int64_t num_samples() const override { return files_.num_samples(); }
+  std::string describe() const override { return files_.describe(); }
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
   std::optional<int64_t> tokens_per_sample() const override { return msl_; }
   bool gathers() const { return label_rows_ == 3; }
 
  private:
-  struct File {
-    std::string path;
-    int64_t file_id, data_id, labels_id, first, count;
-  };
-  const File& file_of(int64_t i) const;
-  // Sample i's rows of dataset "data" (2 x msl) and "labels" (label_rows_ x label_width_).
-  void read(int64_t i, int32_t* data, int32_t* labels) const;
-  std::vector<File> files_;
-  int64_t total_ = 0, msl_ = 0, label_rows_ = 0, label_width_ = 0;
+  Hdf5Files files_;  // datasets 0: "data", 1: "labels"
+  int64_t msl_ = 0, label_rows_ = 0, label_width_ = 0;
 };
 
 DataProcessor bert_hdf5_processor();

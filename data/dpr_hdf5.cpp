@@ -1,7 +1,5 @@
-// Implementation of data/dpr_hdf5.h with the HDF5 C API.
+// Implementation of data/dpr_hdf5.h.
 #include "data/dpr_hdf5.h"
-
-#include <hdf5.h>
 
 #include <algorithm>
 #include <limits>
@@ -11,25 +9,6 @@
 #include "data/iterable_loader.h"
 
 namespace zoo::data {
-namespace {
-
-std::vector<hsize_t> dims_of(hid_t dataset) {
-  hid_t space = H5Dget_space(dataset);
-  const int rank = H5Sget_simple_extent_ndims(space);
-  std::vector<hsize_t> dims(std::max(rank, 0), 0);
-  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-  H5Sclose(space);
-  return dims;
-}
-
-std::string shape_text(const std::vector<hsize_t>& dims) {
-  std::string s = "(";
-  for (size_t k = 0; k < dims.size(); ++k) s += (k ? ", " : "") + std::to_string(dims[k]);
-  return s + ")";
-}
-
-}  // namespace
-
 const config::Schema<DprHdf5Options>& DprHdf5Options::schema() {
   using O = DprHdf5Options;
   static const config::Schema<O> s = [] {
@@ -49,55 +28,25 @@ const config::Schema<DprHdf5Options>& DprHdf5Options::schema() {
   return s;
 }
 
-QuestionContextSource::QuestionContextSource(const std::vector<std::string>& paths) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  for (const auto& path : paths) {
-    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) throw std::runtime_error(path + ": not a readable HDF5 file");
-    files_.push_back({path, f, -1, -1, total_, 0});  // closed by the destructor from here on
-    File& file = files_.back();
-    file.questions_id = H5Dopen2(f, "data_0", H5P_DEFAULT);
-    file.contexts_id = H5Dopen2(f, "data_1", H5P_DEFAULT);
-    if (file.questions_id < 0 || file.contexts_id < 0)
-      throw std::runtime_error(path + ": no datasets 'data_0' (questions) and 'data_1' (contexts), as modelzoo's "
-                               "DPR conversion writes them");
-    const std::vector<hsize_t> q = dims_of(file.questions_id), c = dims_of(file.contexts_id);
+QuestionContextSource::QuestionContextSource(const std::vector<std::string>& paths)
+    : files_(paths, {"data_0", "data_1"}, "questions and contexts, as modelzoo's DPR conversion writes them") {
+  std::vector<int64_t> counts;
+  for (size_t k = 0; k < files_.size(); ++k) {
+    const std::string& path = files_.path(k);
+    const std::vector<int64_t> q = files_.shape(k, 0), c = files_.shape(k, 1);
     if (q.size() != 3 || q[1] != 3)
-      throw std::runtime_error(path + ": dataset 'data_0' has shape " + shape_text(q) +
+      throw std::runtime_error(path + ": dataset 'data_0' has shape " + Hdf5Files::shape_text(q) +
                                ", expected (n, 3, T) question rows input_ids, attention_mask, token_type_ids");
     if (c.size() != 4 || c[1] != 3 || c[0] != q[0] || c[3] != q[2])
-      throw std::runtime_error(path + ": dataset 'data_1' has shape " + shape_text(c) + ", expected (" +
+      throw std::runtime_error(path + ": dataset 'data_1' has shape " + Hdf5Files::shape_text(c) + ", expected (" +
                                std::to_string(q[0]) + ", 3, N, " + std::to_string(q[2]) +
                                ") context rows input_ids, attention_mask, token_type_ids");
-    if (length_ == 0) length_ = static_cast<int64_t>(q[2]), contexts_ = static_cast<int64_t>(c[2]);
-    if (length_ != static_cast<int64_t>(q[2]) || contexts_ != static_cast<int64_t>(c[2]))
-      throw std::runtime_error(path + ": its samples are shaped unlike " + files_.front().path + "'s");
-    file.count = static_cast<int64_t>(q[0]);
-    total_ += file.count;
+    if (length_ == 0) length_ = q[2], contexts_ = c[2];
+    if (length_ != q[2] || contexts_ != c[2])
+      throw std::runtime_error(path + ": its samples are shaped unlike " + files_.path(0) + "'s");
+    counts.push_back(q[0]);
   }
-}
-
-QuestionContextSource::~QuestionContextSource() {
-  for (auto& f : files_) {
-    if (f.questions_id >= 0) H5Dclose(f.questions_id);
-    if (f.contexts_id >= 0) H5Dclose(f.contexts_id);
-    H5Fclose(f.file_id);
-  }
-}
-
-std::string QuestionContextSource::describe() const {
-  return files_.empty() ? "HDF5 data" : files_.front().path + (files_.size() > 1 ? " and others" : "");
-}
-
-std::vector<std::pair<int64_t, int64_t>> QuestionContextSource::file_ranges() const {
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (const auto& f : files_) ranges.emplace_back(f.first, f.count);
-  return ranges;
-}
-
-const QuestionContextSource::File& QuestionContextSource::file_of(int64_t i) const {
-  auto it = std::upper_bound(files_.begin(), files_.end(), i, [](int64_t x, const File& f) { return x < f.first; });
-  return *std::prev(it);
+  files_.set_counts(counts);
 }
 
 Features QuestionContextSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
@@ -107,25 +56,14 @@ Features QuestionContextSource::read_batch(const std::vector<int64_t>& ids, std:
   for (int r = 0; r < 3; ++r) q[r] = torch::empty({B, T}, torch::kLong), c[r] = torch::empty({B, N, T}, torch::kLong);
   std::vector<int32_t> qrow(static_cast<size_t>(3 * T)), crow(static_cast<size_t>(3 * N * T));
   for (int64_t b = 0; b < B; ++b) {
-    const File& f = file_of(ids[b]);
-    const int64_t row = ids[b] - f.first;
-    auto read = [&](hid_t dataset, std::vector<hsize_t> count, int32_t* out, const char* name) {
-      std::vector<hsize_t> start(count.size(), 0);
-      start[0] = static_cast<hsize_t>(row);
-      hid_t space = H5Dget_space(dataset);
-      H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-      hid_t mem = H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr);
-      const herr_t status = H5Dread(dataset, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, out);
-      H5Sclose(mem);
-      H5Sclose(space);
-      if (status < 0) throw std::runtime_error(f.path + ": cannot read " + name + " of sample " + std::to_string(row));
-    };
-    read(f.questions_id, {1, 3, static_cast<hsize_t>(T)}, qrow.data(), "'data_0'");
-    read(f.contexts_id, {1, 3, static_cast<hsize_t>(N), static_cast<hsize_t>(T)}, crow.data(), "'data_1'");
+    files_.read(ids[b], 0, qrow.data());
+    files_.read(ids[b], 1, crow.data());
+    const size_t file = files_.locate(ids[b]).first;
+    const int64_t row = files_.locate(ids[b]).second;
     auto check = [&](const int32_t* rows, int64_t n, const std::string& what) {
       for (int64_t k = 0; k < n; ++k) {
         auto fail = [&](const std::string& why) {
-          throw std::runtime_error(f.path + ", sample " + std::to_string(row) + ", " + what + " position " +
+          throw std::runtime_error(files_.path(file) + ", sample " + std::to_string(row) + ", " + what + " position " +
                                    std::to_string(k % T) + ": " + why);
         };
         if (rows[k] < 0 || rows[k] >= V)

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/hdf5_files.h"
 #include "data/loader.h"
 #include "data/registry.h"
 
@@ -31,21 +32,15 @@ struct DprHdf5Options : LoaderOptions {
 class QuestionContextSource : public SampleSource {
  public:
   explicit QuestionContextSource(const std::vector<std::string>& files);
-  ~QuestionContextSource() override;
-  int64_t num_samples() const override { return total_; }
-  std::string describe() const override;
+  int64_t num_samples() const override { return files_.num_samples(); }
+  std::string describe() const override { return files_.describe(); }
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
   std::optional<int64_t> tokens_per_sample() const override { return length_; }
-  std::vector<std::pair<int64_t, int64_t>> file_ranges() const;
+  std::vector<std::pair<int64_t, int64_t>> file_ranges() const { return files_.ranges(); }
 
  private:
-  struct File {
-    std::string path;
-    int64_t file_id, questions_id, contexts_id, first, count;
-  };
-  const File& file_of(int64_t i) const;
-  std::vector<File> files_;
-  int64_t total_ = 0, length_ = 0, contexts_ = 0;
+  Hdf5Files files_;  // datasets 0: "data_0" (questions), 1: "data_1" (contexts)
+  int64_t length_ = 0, contexts_ = 0;
 };
 
 DataProcessor dpr_hdf5_processor();

@@ -8,6 +8,39 @@
 #include "models/common/hf_keys.h"
 
 namespace zoo::models {
+
+void map_encoder_layer_linears(HfKeyMap& m, const std::string& h, const std::string& z) {
+  m.linear(h + "attention.self.query", z + "self_attn.proj_q_dense_layer");
+  m.linear(h + "attention.self.key", z + "self_attn.proj_k_dense_layer");
+  m.linear(h + "attention.self.value", z + "self_attn.proj_v_dense_layer");
+  m.linear(h + "attention.output.dense", z + "self_attn.proj_output_dense_layer");
+  m.linear(h + "intermediate.dense", z + "ffn.ffn.0.linear_layer");
+  m.linear(h + "output.dense", z + "ffn.ffn.1.linear_layer");
+}
+
+void map_mlm_head(HfKeyMap& m, const std::string& dense, const std::string& norm, const std::string& bias,
+                  const std::string& decoder, bool tied) {
+  m.linear(dense, "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer");
+  m.norm(norm, "bert_mlm_head.mlm_transform.ln");
+  m.tensors.push_back({bias, "bert_mlm_head.classifier.ffn.0.linear_layer.bias"});
+  if (tied)
+    m.hf_tied_copies.push_back(decoder + ".weight");
+  else
+    m.tensors.push_back({decoder + ".weight", "bert_mlm_head.classifier.ffn.0.linear_layer.weight"});
+}
+
+void check_bert_style_export(const ExportCheck& check, const BertOptions& o) {
+  check.expect(o.attention_module == "aiayn_attention", "attention_module", o.attention_module,
+               "has one key/value head per query head")
+      .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
+      .expect(!o.mup() && o.embeddings_scale == 1.0 && !o.scale_qk_dot_by_d.value_or(false) &&
+                  o.attention_logits_alpha == 1.0,
+              "muP keys", "set", "has no muP")
+      .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias &&
+                  o.use_ffn_bias_in_mlm && o.use_output_bias_in_mlm,
+              "use_*bias*", "false", "has every bias");
+}
+
 namespace {
 
 const BertOptions& options_of(const ModelSpec& model) {
@@ -41,22 +74,11 @@ HfKeyMap bert_keys(const BertOptions& o, const HfLayout& l) {
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = l.base + "encoder.layer." + std::to_string(i) + ".",
                       z = "bert_encoder.transformer_encoder.layers." + std::to_string(i) + ".";
-    m.linear(h + "attention.self.query", z + "self_attn.proj_q_dense_layer");
-    m.linear(h + "attention.self.key", z + "self_attn.proj_k_dense_layer");
-    m.linear(h + "attention.self.value", z + "self_attn.proj_v_dense_layer");
-    m.linear(h + "attention.output.dense", z + "self_attn.proj_output_dense_layer");
+    map_encoder_layer_linears(m, h, z);
     m.norm(h + "attention.output.LayerNorm", z + "norm1");
-    m.linear(h + "intermediate.dense", z + "ffn.ffn.0.linear_layer");
-    m.linear(h + "output.dense", z + "ffn.ffn.1.linear_layer");
     m.norm(h + "output.LayerNorm", z + "norm2");
   }
-  m.linear(l.mlm_dense, "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer");
-  m.norm(l.mlm_norm, "bert_mlm_head.mlm_transform.ln");
-  m.tensors.push_back({l.mlm_bias, "bert_mlm_head.classifier.ffn.0.linear_layer.bias"});
-  if (o.share_embedding_weights)
-    m.hf_tied_copies.push_back(l.mlm_decoder + ".weight");
-  else
-    m.tensors.push_back({l.mlm_decoder + ".weight", "bert_mlm_head.classifier.ffn.0.linear_layer.weight"});
+  map_mlm_head(m, l.mlm_dense, l.mlm_norm, l.mlm_bias, l.mlm_decoder, o.share_embedding_weights);
   if (!o.disable_nsp) {
     m.linear(l.base + "pooler.dense", "bert_encoder.pooler.pooler.ffn.0.linear_layer");
     m.linear("cls.seq_relationship", "bert_cls_head.classifier.ffn.0.linear_layer");
@@ -78,20 +100,12 @@ void refuse_unrepresentable(const BertOptions& o, bool roberta) {
       .expect(!o.norm_first, "norm_first", "true", "normalizes after each residual add")
       .expect(o.embedding_layer_norm, "embedding_layer_norm", "false", "normalizes the embeddings")
       .expect(!o.use_final_layer_norm, "use_final_layer_norm", "true", no)
-      .expect(o.attention_module == "aiayn_attention", "attention_module", o.attention_module,
-              "has one key/value head per query head")
-      .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
-      .expect(!o.mup() && o.embeddings_scale == 1.0 && !o.scale_qk_dot_by_d.value_or(false) &&
-                  o.attention_logits_alpha == 1.0,
-              "muP keys", "set", "has no muP")
       .expect(o.mlm_nonlinearity.value_or(act) == (roberta ? "gelu" : act), "mlm_nonlinearity",
               o.mlm_nonlinearity.value_or(act),
               roberta ? "applies gelu in the masked-LM head" : "applies hidden_act in the masked-LM head too")
       .expect(o.disable_nsp || o.pooler_nonlinearity.value_or(act) == "tanh", "pooler_nonlinearity",
-              o.pooler_nonlinearity.value_or(act), "pools with tanh")
-      .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias &&
-                  o.use_ffn_bias_in_mlm && o.use_output_bias_in_mlm,
-              "use_*bias*", "false", "has every bias");
+              o.pooler_nonlinearity.value_or(act), "pools with tanh");
+  check_bert_style_export(check, o);
 }
 
 // The `model` keys both config.json kinds give.

@@ -1,10 +1,7 @@
 // Hugging Face's ESM (EsmForMaskedLM: ESM-2, rotary positions) <-> zoo's esm2.
 #include <cmath>
 
-#include "models/bert/bert.h"
 #include "models/bert/hf_adapter.h"
-#include "models/common/hf_key_map.h"
-#include "models/common/hf_keys.h"
 
 namespace zoo::models {
 namespace {
@@ -33,23 +30,12 @@ HfKeyMap esm_keys(const Esm2Options& o) {
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = "esm.encoder.layer." + std::to_string(i) + ".",
                       z = e + "transformer_encoder.layers." + std::to_string(i) + ".";
-    m.linear(h + "attention.self.query", z + "self_attn.proj_q_dense_layer");
-    m.linear(h + "attention.self.key", z + "self_attn.proj_k_dense_layer");
-    m.linear(h + "attention.self.value", z + "self_attn.proj_v_dense_layer");
-    m.linear(h + "attention.output.dense", z + "self_attn.proj_output_dense_layer");
-    m.norm(h + "attention.LayerNorm", z + "norm1");
-    m.linear(h + "intermediate.dense", z + "ffn.ffn.0.linear_layer");
-    m.linear(h + "output.dense", z + "ffn.ffn.1.linear_layer");
+    map_encoder_layer_linears(m, h, z);
+    m.norm(h + "attention.LayerNorm", z + "norm1");  // pre-norm: before attention, and before the FFN
     m.norm(h + "LayerNorm", z + "norm2");
   }
   m.norm("esm.encoder.emb_layer_norm_after", e + "transformer_encoder.norm");
-  m.linear("lm_head.dense", "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer");
-  m.norm("lm_head.layer_norm", "bert_mlm_head.mlm_transform.ln");
-  m.tensors.push_back({"lm_head.bias", "bert_mlm_head.classifier.ffn.0.linear_layer.bias"});
-  if (o.share_embedding_weights)
-    m.hf_tied_copies.push_back("lm_head.decoder.weight");
-  else
-    m.tensors.push_back({"lm_head.decoder.weight", "bert_mlm_head.classifier.ffn.0.linear_layer.weight"});
+  map_mlm_head(m, "lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder", o.share_embedding_weights);
   return m;
 }
 
@@ -97,17 +83,9 @@ nlohmann::json esm_config(const Esm2Options& o) {
       .expect(o.norm_first, "norm_first", "false", "normalizes before attention and the FFN")
       .expect(o.use_final_layer_norm, "use_final_layer_norm", "false", "normalizes the last layer's output")
       .expect(o.disable_nsp, "disable_nsp", "false", "has no next-sentence head")
-      .expect(o.attention_module == "aiayn_attention", "attention_module", o.attention_module,
-              "has one key/value head per query head")
-      .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
-      .expect(!o.mup() && o.embeddings_scale == 1.0 && !o.scale_qk_dot_by_d.value_or(false) &&
-                  o.attention_logits_alpha == 1.0,
-              "muP keys", "set", "has no muP")
       .expect(o.mlm_nonlinearity.value_or(act) == "gelu", "mlm_nonlinearity", o.mlm_nonlinearity.value_or(act),
-              "applies gelu in the masked-LM head")
-      .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias &&
-                  o.use_ffn_bias_in_mlm && o.use_output_bias_in_mlm,
-              "use_*bias*", "false", "has every bias");
+              "applies gelu in the masked-LM head");
+  check_bert_style_export(check, o);
   nlohmann::json c{{"model_type", "esm"},
                    {"architectures", {"EsmForMaskedLM"}},
                    {"vocab_size", o.vocab_size},
