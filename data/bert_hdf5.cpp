@@ -19,27 +19,34 @@ const config::Schema<BertHdf5Options>& BertHdf5Options::schema() {
                config::if_set(config::positive<int64_t>()))
         .field("use_worker_cache", &O::use_worker_cache, "Copy data to worker-local storage (Cerebras clusters).")
         .field("sort_files", &O::sort_files, "Read the files in sorted order (must be true; modelzoo's default).")
-        .field("use_vsl", &O::use_vsl, "Variable-sequence-length rows (not supported by zoo; must be false).")
+        .field("use_vsl", &O::use_vsl,
+               "Packed samples: 'data' (n, 4, msl) adds attention_span and position_ids rows; each sequence then "
+               "attends within itself (models with rotary positions).")
         .ignored({"vocab_size"}, "deprecated and unused in modelzoo's HDF5 processors")
         .validate([](const O& o, const auto& fail) {
           if (!o.sort_files) fail("sort_files", "zoo reads the files in sorted order only");
-          if (o.use_vsl) fail("use_vsl", "variable-sequence-length MLM samples are not supported by zoo yet");
         });
     return sc;
   }();
   return s;
 }
 
-MlmHdf5Source::MlmHdf5Source(const std::vector<std::string>& paths, std::optional<int64_t> msl)
-    : files_(paths, {"data", "labels"}, "BertHDF5DataProcessor reads modelzoo's masked-LM files: 'data' and 'labels'") {
+MlmHdf5Source::MlmHdf5Source(const std::vector<std::string>& paths, std::optional<int64_t> msl, bool vsl)
+    : files_(paths, {"data", "labels"}, "BertHDF5DataProcessor reads modelzoo's masked-LM files: 'data' and 'labels'"),
+      data_rows_(vsl ? 4 : 2) {
   if (msl) msl_ = *msl;
   std::vector<int64_t> counts;
   for (size_t k = 0; k < files_.size(); ++k) {
     const std::string& path = files_.path(k);
     const std::vector<int64_t> data = files_.shape(k, 0), labels = files_.shape(k, 1);
-    if (data.size() != 3 || data[1] != 2)
-      throw std::runtime_error(path + ": dataset 'data' has shape " + Hdf5Files::shape_text(data) +
-                               ", expected (n, 2, msl) rows input_ids, attention_mask");
+    if (data.size() != 3 || data[1] != data_rows_)
+      throw std::runtime_error(path + ": dataset 'data' has shape " + Hdf5Files::shape_text(data) + ", expected " +
+                               (data_rows_ == 4 ? "(n, 4, msl) rows input_ids, attention_mask, attention_span, "
+                                                  "position_ids (use_vsl)"
+                                                : "(n, 2, msl) rows input_ids, attention_mask" +
+                                                      std::string(data.size() == 3 && data[1] == 4
+                                                                      ? " (these are packed samples: set use_vsl: true)"
+                                                                      : "")));
     if (msl_ == 0) msl_ = data[2];
     if (data[2] != msl_)
       throw std::runtime_error(path + ": sequence length " + std::to_string(data[2]) + " differs from " +
@@ -67,7 +74,8 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
   torch::Tensor input_ids = torch::empty({B, T}, torch::kLong), mask = torch::empty({B, T}, torch::kLong),
                 labels = torch::empty({B, P}, torch::kLong), mlm_mask = torch::empty({B, P}, torch::kLong),
                 positions = torch::empty({B, P}, torch::kLong);
-  std::vector<int32_t> data(static_cast<size_t>(2 * T)), label_rows(static_cast<size_t>(label_rows_ * P));
+  torch::Tensor span = torch::empty({B, T}, torch::kLong), position_ids = torch::empty({B, T}, torch::kLong);
+  std::vector<int32_t> data(static_cast<size_t>(data_rows_ * T)), label_rows(static_cast<size_t>(label_rows_ * P));
   int64_t *ids_at = input_ids.data_ptr<int64_t>(), *mask_at = mask.data_ptr<int64_t>(),
           *labels_at = labels.data_ptr<int64_t>(), *mlm_at = mlm_mask.data_ptr<int64_t>(),
           *positions_at = positions.data_ptr<int64_t>();
@@ -87,6 +95,14 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
       if (m != 0 && m != 1) fail("attention_mask is " + std::to_string(m) + " at position " + std::to_string(t) + ", expected 0 or 1");
       ids_at[b * T + t] = id;
       mask_at[b * T + t] = m;
+      if (data_rows_ == 4) {
+        if (data[2 * T + t] < 0 || data[3 * T + t] < 0 || data[2 * T + t] >= T || data[3 * T + t] >= T)
+          fail("attention_span " + std::to_string(data[2 * T + t]) + " / position_ids " +
+               std::to_string(data[3 * T + t]) + " at position " + std::to_string(t) +
+               " do not describe a sequence within the sample");
+        span.data_ptr<int64_t>()[b * T + t] = data[2 * T + t];
+        position_ids.data_ptr<int64_t>()[b * T + t] = data[3 * T + t];
+      }
     }
     for (int64_t k = 0; k < P; ++k) {
       int32_t label = label_rows[k];
@@ -107,6 +123,7 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
   }
   Features out = {{"input_ids", input_ids}, {"attention_mask", mask}, {"labels", labels}, {"masked_lm_mask", mlm_mask}};
   if (gathers()) out["masked_lm_positions"] = positions;
+  if (data_rows_ == 4) out["attention_span"] = span, out["position_ids"] = position_ids;
   return out;
 }
 
@@ -115,7 +132,7 @@ namespace {
 std::unique_ptr<DataLoader> open_mlm(const BertHdf5Options& o, const config::Origin& at) {
   std::shared_ptr<MlmHdf5Source> source;
   try {
-    source = std::make_shared<MlmHdf5Source>(sorted_hdf5_files(o.data_dir, at), o.max_sequence_length);
+    source = std::make_shared<MlmHdf5Source>(sorted_hdf5_files(o.data_dir, at), o.max_sequence_length, o.use_vsl);
   } catch (const std::runtime_error& e) {
     at.fail("data_dir", e.what());
   }
@@ -132,9 +149,13 @@ DataProcessor bert_hdf5_processor() {
       "BertHDF5DataProcessor",
       "modelzoo masked-LM samples from HDF5 (its pre-training preprocessing with training_objective mlm; "
       "ESM-2's data), map-style; labels per token with ignore_index, or gathered with masked_lm_positions.",
-      {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions"}, open_mlm,
-      [](const BertHdf5Options&) {  // masked_lm_positions only in gathered files, known when opened
-        return std::vector<std::string>{"input_ids", "attention_mask", "labels", "masked_lm_mask"};
+      {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions", "attention_span",
+       "position_ids"},
+      open_mlm,
+      [](const BertHdf5Options& o) {  // masked_lm_positions only in gathered files, known when opened
+        std::vector<std::string> f = {"input_ids", "attention_mask", "labels", "masked_lm_mask"};
+        if (o.use_vsl) f.insert(f.end(), {"attention_span", "position_ids"});
+        return f;
       });
 }
 

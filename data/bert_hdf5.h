@@ -4,7 +4,8 @@
 // attention_mask, and dataset "labels", either (n, 1, msl) labels with
 // ignore_index (negative) where nothing was masked, or, with
 // mlm_with_gather, (n, 3, P) rows labels, masked_lm_positions,
-// masked_lm_mask. Map-style, as modelzoo's. Defines: BertHdf5Options,
+// masked_lm_mask; with use_vsl, 'data' (n, 4, msl) adds attention_span and
+// position_ids of packed sequences. Map-style, as modelzoo's. Defines: BertHdf5Options,
 // MlmHdf5Source, bert_hdf5_processor.
 #pragma once
 
@@ -34,7 +35,9 @@ struct BertHdf5Options : LoaderOptions {
 // vocabulary, masks for 0/1 and positions for < T; errors name file and sample.
 class MlmHdf5Source : public SampleSource {
  public:
-  MlmHdf5Source(const std::vector<std::string>& files, std::optional<int64_t> msl);
+  // vsl: 'data' has 4 rows, the last attention_span and position_ids of
+  // packed sequences, which batches then hold too.
+  MlmHdf5Source(const std::vector<std::string>& files, std::optional<int64_t> msl, bool vsl = false);
   int64_t num_samples() const override { return files_.num_samples(); }
   std::string describe() const override { return files_.describe(); }
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
@@ -43,7 +46,7 @@ class MlmHdf5Source : public SampleSource {
 
  private:
   Hdf5Files files_;  // datasets 0: "data", 1: "labels"
-  int64_t msl_ = 0, label_rows_ = 0, label_width_ = 0;
+  int64_t data_rows_ = 2, msl_ = 0, label_rows_ = 0, label_width_ = 0;
 };
 
 DataProcessor bert_hdf5_processor();

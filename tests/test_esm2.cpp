@@ -7,6 +7,7 @@
 // code (rotate_half rotary, HF's names).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -378,4 +379,57 @@ TEST(ConvertEsm, MatchesTheReferenceAndRoundTrips) {
   auto spec = models::find_model("esm2").parse(y, config::Context{"m.yaml", "model"});
   zoo::testing::expect_refused([&] { models::find_hf_converter("esm").config_to_hf(*spec); },
                                {"model.norm_first", "esm"});
+}
+
+// modelzoo's VSL samples pack sequences (attention_span, position_ids): each
+// packed sequence gets the logits it gets alone (rotary scores depend on
+// position differences only), and only the packing mask makes it so.
+TEST(Esm2, PackedSequencesGetTheLogitsTheyGetAlone) {
+  Params p = params_of(esm_params("/d"));
+  auto built = p.model->build(torch::TensorOptions());
+  auto& model = dynamic_cast<models::BertModel&>(*built);
+  model.eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(9);
+  const torch::Tensor a = torch::randint(4, 29, {1, 5}, torch::kLong), b = torch::randint(4, 29, {1, 4}, torch::kLong);
+  const torch::Tensor packed = torch::cat({a, b, torch::ones({1, 3}, torch::kLong)}, 1);  // and 3 padding tokens
+  const torch::Tensor mask = torch::cat({torch::ones({1, 9}, torch::kLong), torch::zeros({1, 3}, torch::kLong)}, 1);
+  // Per token: tokens after it in its sequence, and before it (padding as a sequence of its own).
+  const torch::Tensor span = torch::tensor({4, 3, 2, 1, 0, 3, 2, 1, 0, 2, 1, 0}, torch::kLong).unsqueeze(0);
+  const torch::Tensor position_ids = torch::tensor({0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2}, torch::kLong).unsqueeze(0);
+  auto logits = [&](const torch::Tensor& ids, const torch::Tensor& m, const torch::Tensor& bias) {
+    return model.run(ids, m, {}, {}, bias).mlm_logits.narrow(-1, 0, 33);
+  };
+  const torch::Tensor together = logits(packed, mask, models::packed_sequence_bias(span, position_ids));
+  const torch::Tensor alone_a = logits(a, torch::ones({1, 5}, torch::kLong), {});
+  const torch::Tensor alone_b = logits(b, torch::ones({1, 4}, torch::kLong), {});
+  EXPECT_LT((together.narrow(1, 0, 5) - alone_a).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((together.narrow(1, 5, 4) - alone_b).abs().max().item<double>(), 1e-5);
+  const torch::Tensor unpacked = logits(packed, mask, {});  // the sequences see each other
+  EXPECT_GT((unpacked.narrow(1, 5, 4) - alone_b).abs().max().item<double>(), 1e-3);
+}
+
+// BertHDF5DataProcessor with use_vsl reads 'data' (n, 4, msl) and passes
+// attention_span and position_ids on; packed files without it are named.
+TEST(BertHdf5Data, ReadsPackedSamplesWithUseVsl) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  const auto r = zoo::testing::run_command(
+      "/usr/bin/python3 -c \"import h5py, numpy as np\n"
+      "d = np.zeros((2, 4, 6), np.int32); d[:, 0] = [[0, 5, 2, 0, 6, 2]] * 2; d[:, 1] = 1\n"
+      "d[:, 2] = [2, 1, 0, 2, 1, 0]; d[:, 3] = [0, 1, 2, 0, 1, 2]\n"
+      "l = np.full((2, 1, 6), -100, np.int32); l[:, 0, 1] = 7\n"
+      "h = h5py.File('" + (dir / "p.h5") + "', 'w'); h.create_dataset('data', data=d); h.create_dataset('labels', data=l)\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto loader = zoo::testing::open_loader("{data_processor: BertHDF5DataProcessor, batch_size: 2, use_vsl: true, "
+                                          "data_dir: " + dir.path() + "}");
+  const models::Features f = loader->next();
+  EXPECT_TRUE(torch::equal(f.at("attention_span")[0], torch::tensor({2, 1, 0, 2, 1, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(f.at("position_ids")[1], torch::tensor({0, 1, 2, 0, 1, 2}, torch::kLong)));
+  const torch::Tensor bias = models::packed_sequence_bias(f.at("attention_span"), f.at("position_ids"));
+  EXPECT_EQ(bias[0][0][1][2].item<float>(), 0.0f);  // one sequence
+  EXPECT_TRUE(std::isinf(bias[0][0][2][3].item<float>()));  // two
+  const std::string e = zoo::testing::open_error("{data_processor: BertHDF5DataProcessor, batch_size: 2, data_dir: " +
+                                                 dir.path() + "}");
+  EXPECT_NE(e.find("set use_vsl: true"), std::string::npos) << e;
 }

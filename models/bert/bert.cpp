@@ -99,11 +99,12 @@ void BertModel::reset_parameters() {
 }
 
 BertModel::Outputs BertModel::run(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                  const torch::Tensor& token_type_ids, const torch::Tensor& masked_lm_positions) {
+                                  const torch::Tensor& token_type_ids, const torch::Tensor& masked_lm_positions,
+                                  const torch::Tensor& attention_bias) {
   const BertOptions& o = options_;
   Outputs out;
   torch::Tensor pooled;
-  std::tie(out.hidden, pooled) = bert_encoder->forward(input_ids, attention_mask, token_type_ids);
+  std::tie(out.hidden, pooled) = bert_encoder->forward(input_ids, attention_mask, token_type_ids, attention_bias);
   torch::Tensor at = out.hidden;
   if (masked_lm_positions.defined())  // (B, P, C): the states at the masked positions only
     at = out.hidden.gather(1, masked_lm_positions.to(torch::kLong).unsqueeze(-1).expand({-1, -1, o.hidden_size}));
@@ -127,9 +128,11 @@ ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
     throw std::invalid_argument("bert: labels have " + std::to_string(labels.size(1)) + " columns, not one per token (" +
                                 std::to_string(batch.at("input_ids").size(1)) +
                                 "), and the batch has no masked_lm_positions saying where they belong");
+  const torch::Tensor span = optional_feature(batch, "attention_span");
+  const torch::Tensor packing = span.defined() ? packed_sequence_bias(span, batch.at("position_ids")) : torch::Tensor();
   Outputs out = run(batch.at("input_ids"), optional_feature(batch, "attention_mask"),
                     optional_feature(batch, "token_type_ids"),
-                    gathered ? batch.at("masked_lm_positions") : torch::Tensor());
+                    gathered ? batch.at("masked_lm_positions") : torch::Tensor(), packing);
   const int64_t B = labels.size(0), V = o.vocab_size;
   const torch::Tensor logits = out.mlm_logits.reshape({-1, out.mlm_logits.size(-1)});
   const torch::Tensor flat_labels = labels.reshape({-1}).to(torch::kLong);

@@ -38,6 +38,7 @@ class BertModel : public Model {
   BertModel(const BertOptions& options, const torch::TensorOptions& param_options);
   // Loss = sum over masked positions of the MLM cross-entropy / batch size *
   // mlm_loss_weight, plus the mean NSP cross-entropy (modelzoo's BertPretrainModelLoss).
+  // A batch with attention_span and position_ids packs sequences (VSL): each attends within its own.
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   double forward_flops_per_token() const override { return bert_encoder->forward_flops_per_token(); }
   void reset_parameters() override;
@@ -51,9 +52,9 @@ class BertModel : public Model {
     torch::Tensor mlm_logits;  // (B, P, >= V) at the gathered positions (or every position without them)
     torch::Tensor nsp_logits;  // (B, num_classes), undefined with disable_nsp
   };
-  // token_type_ids and masked_lm_positions may be undefined.
+  // token_type_ids, masked_lm_positions and attention_bias (packed samples: BertEncoder::forward) may be undefined.
   Outputs run(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const torch::Tensor& token_type_ids,
-              const torch::Tensor& masked_lm_positions);
+              const torch::Tensor& masked_lm_positions, const torch::Tensor& attention_bias = {});
 
   BertEncoder bert_encoder{nullptr};
   // bert_mlm_head.{mlm_transform.{ffn, ln}, classifier}, bert_cls_head.classifier

@@ -1,6 +1,8 @@
 // Implementation of models/bert/bert_encoder.h.
 #include "models/bert/bert_encoder.h"
 
+#include <limits>
+
 #include <cmath>
 
 #include "models/common/ffn.h"
@@ -135,10 +137,27 @@ void BertEncoderImpl::reset_parameters() {
   if (pooler) pooler->reset_parameters(encoder_initializers(options_).attention);  // as modelzoo's
 }
 
+torch::Tensor packed_sequence_bias(const torch::Tensor& attention_span, const torch::Tensor& position_ids) {
+  const int64_t T = attention_span.size(1);
+  const torch::Tensor at = torch::arange(T, attention_span.options().dtype(torch::kLong));
+  const torch::Tensor ahead = at.view({T, 1}) - at.view({1, T});  // query - key
+  const torch::Tensor span = attention_span.to(torch::kLong).unsqueeze(1), before = position_ids.to(torch::kLong).unsqueeze(1);
+  // Key k is in query q's sequence when q - k <= span[k] (q not past its end) and k - q <= position[k] (q not before its start).
+  const torch::Tensor same = (ahead.unsqueeze(0) <= span) & ((-ahead).unsqueeze(0) <= before);  // (B, T, T)
+  return torch::zeros(same.sizes(), attention_span.options().dtype(torch::kFloat))
+      .masked_fill(same.logical_not(), -std::numeric_limits<float>::infinity())
+      .unsqueeze(1);
+}
+
 std::pair<torch::Tensor, torch::Tensor> BertEncoderImpl::forward(const torch::Tensor& input_ids,
                                                                  const torch::Tensor& attention_mask,
-                                                                 const torch::Tensor& token_type_ids) {
+                                                                 const torch::Tensor& token_type_ids,
+                                                                 const torch::Tensor& attention_bias) {
   const BertEncoderOptions& o = options_;
+  if (attention_bias.defined() && o.position_embedding_type != "rotary")
+    throw std::invalid_argument("packed (variable-sequence-length) samples need position_embedding_type rotary in "
+                                "zoo; with " + o.position_embedding_type + " positions each sequence would need its "
+                                "own position ids");
   torch::Tensor word_scale;
   if (o.token_dropout) {  // ESM's: every training run masked 15% of tokens, 80% of those with the mask token
     const auto dtype = embedding_layer->word_embeddings->weight.scalar_type();  // modelzoo's: the embeddings'
@@ -152,8 +171,10 @@ std::pair<torch::Tensor, torch::Tensor> BertEncoderImpl::forward(const torch::Te
   if (o.embeddings_scale != 1.0) h = h * o.embeddings_scale;
   if (embed_ln_f) h = embed_ln_f(h);
   if (shape_.embedding_dropout > 0) h = torch::dropout(h, shape_.embedding_dropout, is_training());
-  const torch::Tensor key_mask = attention_mask.defined() ? attention_mask != 0 : torch::Tensor();
-  h = transformer_encoder->forward(h, key_mask);
+  // The packing bias hides padding too (its own sequences), as modelzoo's VSL mask does.
+  const torch::Tensor key_mask =
+      attention_mask.defined() && !attention_bias.defined() ? attention_mask != 0 : torch::Tensor();
+  h = transformer_encoder->forward(h, key_mask, attention_bias);
   torch::Tensor pooled;
   if (pooler) pooled = activation(o.pooler_nonlinearity.value_or(o.encoder_nonlinearity), pooler(h.select(1, 0)));
   return {h, pooled};

@@ -3,7 +3,7 @@
 // encoder and the tanh pooler of [CLS], with the `model` keys they read.
 // Pre-training (bert.h) and fine-tuning heads (classifier.h) compose it.
 // Defines: BertEncoderOptions, add_bert_encoder_fields, check_bert_encoder,
-// BertEncoderShape, BertEncoder, fine_tuning_head_initializer.
+// BertEncoderShape, packed_sequence_bias, BertEncoder, fine_tuning_head_initializer.
 #pragma once
 
 #include <torch/torch.h>
@@ -177,6 +177,15 @@ struct BertEncoderShape {
   double embedding_dropout = 0.1;
 };
 
+// modelzoo's variable-sequence-length (VSL) samples pack several sequences:
+// key k's attention_span counts the tokens after it in its sequence and its
+// position_ids the tokens before it. Returns the (B, 1, T, T) float32 bias
+// that hides every key of another sequence (-inf; 0 within one), modelzoo's
+// create_vsl_mask without causality. Rotary scores depend only on position
+// differences, which packing keeps within a sequence, so only this mask
+// tells packed sequences apart.
+torch::Tensor packed_sequence_bias(const torch::Tensor& attention_span, const torch::Tensor& position_ids);
+
 // modelzoo's BertModel: embedding_layer, embed_ln_f, transformer_encoder, pooler.pooler.
 class BertEncoderImpl : public torch::nn::Module {
  public:
@@ -184,8 +193,11 @@ class BertEncoderImpl : public torch::nn::Module {
   // input_ids (B, T); attention_mask (B, T) 0 at padding, and token_type_ids
   // may be undefined. Returns the hidden states (B, T, C) and, with a
   // pooler, the pooled [CLS] state (B, C).
+  // attention_bias (B, 1, T, T), when given, replaces attention_mask's key
+  // masking: packed_sequence_bias's, for samples that pack several sequences.
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                                  const torch::Tensor& token_type_ids);
+                                                  const torch::Tensor& token_type_ids,
+                                                  const torch::Tensor& attention_bias = {});
   void reset_parameters();
   // modelzoo's lr groups with muP's scales: embedding, encoder_attention,
   // encoder_input_ffn, encoder_output_ffn, pooler.
