@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <array>
 
-#include "data/iterable_loader.h"
+
 
 namespace zoo::data {
 namespace {
@@ -94,19 +94,10 @@ Features PreferenceSampleSource::read_batch(const std::vector<int64_t>& ids, std
 namespace {
 
 std::unique_ptr<DataLoader> open_pairs(const DpoHdf5Options& o, const config::Origin& at) {
-  const TaskShard shard = TaskShard::from_environment();
-  const std::vector<std::string> mine = task_hdf5_files(o.data_dir, shard, at);
-  std::shared_ptr<PreferenceSampleSource> source;
-  try {
-    source = std::make_shared<PreferenceSampleSource>(mine, o.features_list);
-  } catch (const std::runtime_error& e) {
-    at.fail("data_dir", e.what());
-  }
-  if (source->num_samples() < o.batch_size)
-    at.fail("data_dir", source->describe() + ": " + std::to_string(source->num_samples()) +
-                            " preference pair(s), fewer than batch_size " + std::to_string(o.batch_size));
-  return std::make_unique<IterableLoader>(source, source->file_ranges(), o, o.shuffle_buffer.value_or(10 * o.batch_size),
-                                          shard);
+  return open_task_hdf5(o, o.shuffle_buffer, at, "preference pair(s)", [&](const std::vector<std::string>& files) {
+    auto source = std::make_shared<PreferenceSampleSource>(files, o.features_list);
+    return OpenedHdf5{source, source->file_ranges()};
+  });
 }
 
 }  // namespace

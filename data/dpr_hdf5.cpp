@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "data/gpt_hdf5.h"
-#include "data/iterable_loader.h"
 
 namespace zoo::data {
 const config::Schema<DprHdf5Options>& DprHdf5Options::schema() {
@@ -87,18 +86,10 @@ Features QuestionContextSource::read_batch(const std::vector<int64_t>& ids, std:
 namespace {
 
 std::unique_ptr<DataLoader> open_pairs(const DprHdf5Options& o, const config::Origin& at) {
-  const TaskShard shard = TaskShard::from_environment();
-  std::shared_ptr<QuestionContextSource> source;
-  try {
-    source = std::make_shared<QuestionContextSource>(task_hdf5_files(o.data_dir, shard, at));
-  } catch (const std::runtime_error& e) {
-    at.fail("data_dir", e.what());
-  }
-  if (source->num_samples() < o.batch_size)
-    at.fail("data_dir", source->describe() + ": " + std::to_string(source->num_samples()) +
-                            " question(s), fewer than batch_size " + std::to_string(o.batch_size));
-  return std::make_unique<IterableLoader>(source, source->file_ranges(), o, o.shuffle_buffer.value_or(10 * o.batch_size),
-                                          shard);
+  return open_task_hdf5(o, o.shuffle_buffer, at, "question(s)", [](const std::vector<std::string>& files) {
+    auto source = std::make_shared<QuestionContextSource>(files);
+    return OpenedHdf5{source, source->file_ranges()};
+  });
 }
 
 }  // namespace

@@ -321,6 +321,24 @@ std::vector<std::string> task_hdf5_files(const config::PathList& data_dir, const
   return mine;
 }
 
+std::unique_ptr<DataLoader> open_task_hdf5(const LoaderOptions& o, std::optional<int64_t> shuffle_buffer,
+                                           const config::Origin& at, const std::string& samples,
+                                           const std::function<OpenedHdf5(const std::vector<std::string>&)>& open) {
+  const TaskShard shard = TaskShard::from_environment();
+  OpenedHdf5 opened;
+  try {
+    opened = open(task_hdf5_files(o.data_dir, shard, at));
+  } catch (const std::runtime_error& e) {
+    at.fail("data_dir", e.what());
+  }
+  const int64_t n = opened.source->num_samples();
+  if (n < o.batch_size)
+    at.fail("data_dir", opened.source->describe() + ": " + std::to_string(n) + " " + samples +
+                            ", fewer than batch_size " + std::to_string(o.batch_size));
+  return std::make_unique<IterableLoader>(opened.source, opened.file_ranges, o, shuffle_buffer.value_or(10 * o.batch_size),
+                                          shard);
+}
+
 namespace {
 
 std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& files, const GptHdf5Options& o,

@@ -1,11 +1,14 @@
 // modelzoo's HDF5 LM data: GptHDF5DataProcessor and GptHDF5MapDataProcessor
 // over `*.h5` files holding dataset "data", int32 (n, 3, msl) rows
 // input_ids / attention_mask (loss mask) / labels, or rank-1 token streams.
-// Defines: GptHdf5Options, Hdf5SampleSource, sorted_hdf5_files, task_hdf5_files, gpt_hdf5_processor,
+// Defines: GptHdf5Options, Hdf5SampleSource, sorted_hdf5_files, task_hdf5_files, open_task_hdf5,
+// gpt_hdf5_processor,
 // gpt_hdf5_map_processor.
 #pragma once
 
 #include <array>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -80,6 +83,19 @@ std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, con
 // modelzoo's iterable HDF5 processors shard them; ConfigError when it gets none.
 std::vector<std::string> task_hdf5_files(const config::PathList& data_dir, const TaskShard& shard,
                                          const config::Origin& at);
+
+// The stream of modelzoo's iterable HDF5 processors (IterableLoader) over the
+// source `open` makes of this task's files, with each file's [first sample,
+// count). What `open` throws, and a source with fewer than batch_size
+// samples (counted as `samples`, e.g. "preference pair(s)"), is an error at
+// data_dir.
+struct OpenedHdf5 {
+  std::shared_ptr<SampleSource> source;
+  std::vector<std::pair<int64_t, int64_t>> file_ranges;
+};
+std::unique_ptr<DataLoader> open_task_hdf5(const LoaderOptions& o, std::optional<int64_t> shuffle_buffer,
+                                           const config::Origin& at, const std::string& samples,
+                                           const std::function<OpenedHdf5(const std::vector<std::string>&)>& open);
 
 DataProcessor gpt_hdf5_processor();
 DataProcessor gpt_hdf5_map_processor();
