@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <array>
 
-
-
 namespace zoo::data {
 namespace {
 
