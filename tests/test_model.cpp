@@ -409,6 +409,8 @@ TEST(Model, ActivationsAreModelzoos) {
   EXPECT_TRUE(torch::allclose(models::glu("geglu", up, gate), gate * phi(gate) * up, 1e-12, 1e-12));
   EXPECT_TRUE(torch::allclose(models::glu("reglu", up, gate), torch::clamp_min(gate, 0) * up, 1e-12, 1e-12));
   EXPECT_TRUE(torch::allclose(models::glu("liglu", up, gate), gate * up, 1e-12, 1e-12));
+  // zoo's geglu_tanh: Hugging Face's gated-gelu (FLAN-T5), the gate through GELU's tanh form.
+  EXPECT_TRUE(torch::allclose(models::glu("geglu_tanh", up, gate), want.at("gelu_new").flip(0) * up, 1e-12, 1e-12));
   const torch::Tensor u = up.clone().requires_grad_(true), g = gate.clone().requires_grad_(true);
   const torch::Tensor clamped = models::glu("swiglu_clamped", u, g);
   const torch::Tensor uc = torch::clamp(up, -7, 7), gc = torch::clamp_max(gate, 7);
@@ -417,5 +419,6 @@ TEST(Model, ActivationsAreModelzoos) {
   EXPECT_EQ(u.grad().masked_select(up.abs() > 7).abs().sum().item<double>(), 0.0);
   EXPECT_EQ(g.grad().masked_select(gate > 7).abs().sum().item<double>(), 0.0);
   EXPECT_GT(u.grad().masked_select(up.abs() < 7).abs().sum().item<double>(), 0.0);
-  for (const std::string& name : {"swiglu", "geglu", "reglu", "liglu", "swiglu_clamped"}) EXPECT_TRUE(models::is_glu(name));
+  for (const std::string& name : {"swiglu", "geglu", "reglu", "liglu", "swiglu_clamped", "geglu_tanh"})
+    EXPECT_TRUE(models::is_glu(name));
 }

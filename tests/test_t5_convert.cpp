@@ -19,12 +19,14 @@ using zoo::testing::TempDir;
 namespace {
 
 // argv: dir, then "v1" (ReLU, embeddings tied to the head, which scales by
-// d_model^-1/2) or "glu" (gated-silu, an untied lm_head: T5 v1.1's layout).
+// d_model^-1/2), "glu" (gated-silu, an untied lm_head: T5 v1.1's layout) or
+// "flan" (the same with gated-gelu, GELU's tanh form gating: FLAN-T5's).
 const char* kPyT5 = R"PY(
 import math, os, sys
 import torch.nn.functional as F
 out, kind = sys.argv[1], sys.argv[2]
-glu = kind == "glu"
+glu = kind in ("glu", "flan")
+gate = (lambda x: F.gelu(x, approximate="tanh")) if kind == "flan" else F.silu
 torch.manual_seed(0)
 B, S, T, V, C, D, H, FF, L, LD, NB, EPS = 2, 7, 5, 40, 16, 4, 3, 24, 2, 3, 8, 1e-6
 
@@ -89,7 +91,7 @@ def attention(x, kv, p, add):  # T5 does not scale the scores
 
 def ffn(x, p):
     if glu:
-        return (F.silu(x @ sd[p + ".wi_0.weight"].t()) * (x @ sd[p + ".wi_1.weight"].t())) @ sd[p + ".wo.weight"].t()
+        return (gate(x @ sd[p + ".wi_0.weight"].t()) * (x @ sd[p + ".wi_1.weight"].t())) @ sd[p + ".wo.weight"].t()
     return F.relu(x @ sd[p + ".wi.weight"].t()) @ sd[p + ".wo.weight"].t()
 
 src, tgt = torch.randint(0, V, (B, S)), torch.randint(0, V, (B, T))
@@ -119,7 +121,7 @@ config = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "
           "d_kv": D, "d_ff": FF, "num_layers": L, "num_decoder_layers": LD, "num_heads": H,
           "relative_attention_num_buckets": NB, "relative_attention_max_distance": 128, "dropout_rate": 0.1,
           "layer_norm_epsilon": EPS, "initializer_factor": 1.0,
-          "feed_forward_proj": "gated-silu" if glu else "relu", "tie_word_embeddings": not glu,
+          "feed_forward_proj": {"v1": "relu", "glu": "gated-silu", "flan": "gated-gelu"}[kind], "tie_word_embeddings": not glu,
           "is_encoder_decoder": True, "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0}
 json.dump(config, open(out + "/hf/config.json", "w"))
 for name, t in [("src", src), ("mask", mask.long()), ("tgt", tgt), ("logits", logits)]:
@@ -161,8 +163,8 @@ void expect_t5_converts(const std::string& kind) {
   }
   EXPECT_EQ(compared, back.size()) << kind << ": the export wrote tensors the original did not have";
   const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
-  EXPECT_EQ(config.at("feed_forward_proj"), kind == "glu" ? "gated-silu" : "relu");
-  EXPECT_EQ(config.at("tie_word_embeddings"), kind != "glu");
+  EXPECT_EQ(config.at("feed_forward_proj"), kind == "glu" ? "gated-silu" : kind == "flan" ? "gated-gelu" : "relu");
+  EXPECT_EQ(config.at("tie_word_embeddings"), kind == "v1");
   EXPECT_EQ(config.at("num_decoder_layers"), 3);
 }
 
@@ -181,13 +183,19 @@ TEST(ConvertT5, GatedUntiedModelMatchesTheReferenceAndRoundTrips) {
   expect_t5_converts("glu");
 }
 
-// What zoo's t5 cannot be (HF's gated-gelu gates with tanh-approximated
-// GELU) and what HF's T5 cannot hold (the Transformer's keys) are refused by name.
+// FLAN-T5's layout: gated-gelu, whose gate is GELU's tanh form (zoo's
+// geglu_tanh), exact both ways; modelzoo's converter maps it to geglu.
+TEST(ConvertT5, FlanGatedGeluMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  expect_t5_converts("flan");
+}
+
+// What zoo's t5 cannot be and what HF's T5 cannot hold (the Transformer's keys) are refused by name.
 TEST(ConvertT5, UnrepresentableOptionsAreRefused) {
   const models::HfAdapter& a = models::find_hf_converter("t5");
   nlohmann::json c{{"model_type", "t5"}, {"vocab_size", 100}, {"d_model", 16}, {"d_kv", 4}, {"d_ff", 32},
-                   {"num_layers", 1}, {"num_heads", 2}, {"feed_forward_proj", "gated-gelu"}};
-  zoo::testing::expect_refused([&] { a.config_from_hf(c); }, {"feed_forward_proj", "tanh approximation"});
+                   {"num_layers", 1}, {"num_heads", 2}, {"feed_forward_proj", "gated-tanh"}};
+  zoo::testing::expect_refused([&] { a.config_from_hf(c); }, {"feed_forward_proj", "gated-gelu"});
   c["feed_forward_proj"] = "relu";
   c["relative_attention_max_distance"] = 64;
   zoo::testing::expect_refused([&] { a.config_from_hf(c); }, {"relative_attention_max_distance"});

@@ -10,10 +10,10 @@ namespace zoo::models {
 const std::vector<std::string> kActivationNames = {
     "gelu",   "gelu_new", "gelu_fast", "quick_gelu", "squared_gelu", "relu",  "squared_relu", "leaky_relu",
     "silu",   "swish",    "mish",      "tanh",       "sigmoid",      "linear", "swiglu",       "geglu",
-    "reglu",  "liglu",    "swiglu_clamped"};
+    "reglu",  "liglu",    "swiglu_clamped", "geglu_tanh"};
 
 bool is_glu(const std::string& n) {
-  return n == "swiglu" || n == "geglu" || n == "reglu" || n == "liglu" || n == "swiglu_clamped";
+  return n == "swiglu" || n == "geglu" || n == "reglu" || n == "liglu" || n == "swiglu_clamped" || n == "geglu_tanh";
 }
 
 torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
@@ -31,6 +31,8 @@ torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
   if (name == "linear") return x;
   if (name == "swiglu") return torch::silu(x);  // the gate's activation
   if (name == "geglu") return torch::gelu(x);
+  // zoo's own name: Hugging Face's gated-gelu (T5 v1.1, FLAN-T5) gates with GELU's tanh approximation.
+  if (name == "geglu_tanh") return torch::gelu(x, "tanh");
   if (name == "reglu") return torch::relu(x);
   if (name == "liglu") return x;
   throw std::invalid_argument("unknown nonlinearity '" + name + "'");

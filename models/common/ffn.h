@@ -17,7 +17,8 @@ extern const std::vector<std::string> kActivationNames;
 // Applies the named activation ("gelu", "relu", "gelu_new", "silu", ...).
 torch::Tensor activation(const std::string& name, const torch::Tensor& x);
 
-// True for gated activations (swiglu, geglu, reglu, liglu, swiglu_clamped): act(gate(x)) * up(x).
+// True for gated activations (swiglu, geglu, reglu, liglu, swiglu_clamped, and zoo's geglu_tanh):
+// act(gate(x)) * up(x).
 bool is_glu(const std::string& nonlinearity);
 // A gated activation of up(x) and gate(x), as modelzoo's bivariate GLUs: act(gate) * up, and
 // swiglu_clamped's (clamp(up, -7, 7) + 1) * quick_gelu(min(gate, 7)) (gpt-oss).

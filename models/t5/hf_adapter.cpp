@@ -15,9 +15,10 @@ const T5Options& options_of(const ModelSpec& model) {
 }
 
 // HF's feed_forward_proj <-> modelzoo's nonlinearity. HF's gated-gelu gates
-// with GELU's tanh approximation, which modelzoo's geglu (exact GELU) is not.
+// with GELU's tanh approximation: zoo's geglu_tanh, not modelzoo's geglu
+// (the exact GELU, which modelzoo's converter maps it to).
 const std::vector<std::pair<std::string, std::string>> kFeedForward = {
-    {"relu", "relu"}, {"gelu", "gelu"}, {"gated-relu", "reglu"}, {"gated-silu", "swiglu"}};
+    {"relu", "relu"}, {"gelu", "gelu"}, {"gated-relu", "reglu"}, {"gated-silu", "swiglu"}, {"gated-gelu", "geglu_tanh"}};
 
 // HF's names for zoo's: {encoder,decoder}.block.{i}.layer.{j}, shared, lm_head.
 HfKeyMap t5_keys(const T5Options& o) {
@@ -68,10 +69,7 @@ YAML::Node config_from_hf(const nlohmann::json& c) {
   for (const auto& [hf, zoo] : kFeedForward)
     if (hf == proj) nonlinearity = zoo;
   if (nonlinearity.empty())
-    refuse_config(c, "feed_forward_proj",
-                  proj == "gated-gelu" ? "gates with GELU's tanh approximation, which modelzoo's t5 has no "
-                                         "nonlinearity for (its geglu is the exact GELU)"
-                                       : "is not relu, gelu, gated-relu or gated-silu");
+    refuse_config(c, "feed_forward_proj", "is not relu, gelu, gated-relu, gated-silu or gated-gelu");
   if (c.value("relative_attention_max_distance", 128) != 128)
     refuse_config(c, "relative_attention_max_distance", "is not 128, modelzoo's fixed distance");
   YAML::Node m(YAML::NodeType::Map);
@@ -102,7 +100,7 @@ nlohmann::json config_of(const T5Options& o) {
     if (zoo == o.encoder_nonlinearity) proj = hf;
   check.expect(!proj.empty() && o.decoder_nonlinearity == o.encoder_nonlinearity, "encoder_nonlinearity",
                o.encoder_nonlinearity + " / " + o.decoder_nonlinearity,
-               "has one of relu, gelu, gated-relu, gated-silu for both stacks")
+               "has one of relu, gelu, gated-relu, gated-silu, gated-gelu (geglu_tanh) for both stacks")
       .expect(o.norm_type == "rmsnorm", "norm_type", o.norm_type, "normalizes with RMSNorm")
       .expect(o.position_embedding_type.value_or("none") == "relative", "position_embedding_type",
               o.position_embedding_type.value_or("null"), "has relative position buckets only")

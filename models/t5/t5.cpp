@@ -33,7 +33,8 @@ InitializerSpec xavier_uniform_spec() {
   return s;
 }
 
-const std::vector<std::string> kT5Nonlinearities = {"relu", "gelu", "reglu", "geglu", "swiglu"};
+// modelzoo's, and zoo's geglu_tanh (Hugging Face's gated-gelu: T5 v1.1, FLAN-T5).
+const std::vector<std::string> kT5Nonlinearities = {"relu", "gelu", "reglu", "geglu", "swiglu", "geglu_tanh"};
 
 // The width multiplier d_model / mup_base_d_model (1 without muP).
 double width_mult(const T5Options& o) { return o.mup() ? double(o.d_model) / double(*o.mup_base_d_model) : 1.0; }
