@@ -82,8 +82,9 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
   for (int64_t b = 0; b < B; ++b) {
     files_.read(ids[b], 0, data.data());
     files_.read(ids[b], 1, label_rows.data());
-    const size_t file = files_.locate(ids[b]).first;
-    const int64_t row = files_.locate(ids[b]).second;
+    const std::pair<size_t, int64_t> where = files_.locate(ids[b]);  // lambdas below capture plain names
+    const size_t file = where.first;
+    const int64_t row = where.second;
     auto fail = [&](const std::string& what) {
       throw std::runtime_error(files_.path(file) + ", sample " + std::to_string(row) + ": " + what);
     };

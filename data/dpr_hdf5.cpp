@@ -57,8 +57,9 @@ Features QuestionContextSource::read_batch(const std::vector<int64_t>& ids, std:
   for (int64_t b = 0; b < B; ++b) {
     files_.read(ids[b], 0, qrow.data());
     files_.read(ids[b], 1, crow.data());
-    const size_t file = files_.locate(ids[b]).first;
-    const int64_t row = files_.locate(ids[b]).second;
+    const std::pair<size_t, int64_t> where = files_.locate(ids[b]);  // lambdas below capture plain names
+    const size_t file = where.first;
+    const int64_t row = where.second;
     auto check = [&](const int32_t* rows, int64_t n, const std::string& what) {
       for (int64_t k = 0; k < n; ++k) {
         auto fail = [&](const std::string& why) {

@@ -21,6 +21,12 @@ Hdf5Files::Hdf5Files(const std::vector<std::string>& paths, const std::vector<st
       const hid_t d = H5Dopen2(files_.back().file_id, name.c_str(), H5P_DEFAULT);
       if (d < 0) throw std::runtime_error(path + ": no dataset '" + name + "' (" + expected + ")");
       files_.back().dataset_ids.push_back(d);
+      hid_t space = H5Dget_space(d);
+      const int rank = H5Sget_simple_extent_ndims(space);
+      std::vector<hsize_t> dims(std::max(rank, 0), 0);
+      if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+      H5Sclose(space);
+      files_.back().shapes.emplace_back(dims.begin(), dims.end());
       hid_t type = H5Dget_type(d);
       const bool integer = H5Tget_class(type) == H5T_INTEGER;
       H5Tclose(type);
@@ -36,14 +42,7 @@ Hdf5Files::~Hdf5Files() {
   }
 }
 
-std::vector<int64_t> Hdf5Files::shape(size_t file, size_t d) const {
-  hid_t space = H5Dget_space(files_[file].dataset_ids[d]);
-  const int rank = H5Sget_simple_extent_ndims(space);
-  std::vector<hsize_t> dims(std::max(rank, 0), 0);
-  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-  H5Sclose(space);
-  return std::vector<int64_t>(dims.begin(), dims.end());
-}
+std::vector<int64_t> Hdf5Files::shape(size_t file, size_t d) const { return files_[file].shapes[d]; }
 
 std::string Hdf5Files::shape_text(const std::vector<int64_t>& shape) {
   std::string s = "(";
@@ -82,7 +81,7 @@ void Hdf5Files::read(int64_t i, size_t d, int32_t* out) const {
   const auto [k, row] = locate(i);
   const hid_t dataset = files_[k].dataset_ids[d];
   std::vector<hsize_t> count;
-  for (int64_t n : shape(k, d)) count.push_back(static_cast<hsize_t>(n));
+  for (int64_t n : files_[k].shapes[d]) count.push_back(static_cast<hsize_t>(n));
   std::vector<hsize_t> start(count.size(), 0);
   start[0] = static_cast<hsize_t>(row);
   count[0] = 1;

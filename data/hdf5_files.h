@@ -43,6 +43,7 @@ class Hdf5Files {
     std::string path;
     int64_t file_id = -1;
     std::vector<int64_t> dataset_ids;
+    std::vector<std::vector<int64_t>> shapes;  // read once when opened
     int64_t first = 0, count = 0;
   };
   std::vector<File> files_;
