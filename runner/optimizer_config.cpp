@@ -75,6 +75,7 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
                  "the model's (GPT models: embedding, decoder_kernel, decoder_attention, decoder_input_ffn, "
                  "decoder_output_ffn).")
           .hardware_only({"ws_summary"}, "a summary-only key of modelzoo's Cerebras runs; zoo writes no such summary")
+          .hardware_only({"disable_lr_steps_reset"}, "modelzoo R1.x passed it to Cerebras's own LR schedulers only")
           // modelzoo R1.x names, read with a warning.
           .renamed("weight_decay_rate", "weight_decay")
           .renamed("beta1", "betas", 0)

@@ -405,6 +405,18 @@ TEST(Optim, ModelzooOnlySchedulersFollowTheReferenceFormulas) {
   EXPECT_DOUBLE_EQ(s->at(16), 0.25);
   s = schedule("{scheduler: PiecewiseConstant, values: [0.3, 0.2, 0.1], boundaries: [3, 8]}");
   EXPECT_EQ((std::vector<double>{s->at(2), s->at(3), s->at(7), s->at(8)}), (std::vector<double>{0.3, 0.2, 0.2, 0.1}));
+  // R1.x files (modelzoo's UNet) repeat the first rate as initial_learning_rate: accepted when it is that rate.
+  s = schedule("{scheduler: PiecewiseConstant, initial_learning_rate: 0.3, values: [0.3, 0.1], boundaries: [3]}");
+  EXPECT_EQ((std::vector<double>{s->at(2), s->at(3)}), (std::vector<double>{0.3, 0.1}));
+  try {
+    schedule("{scheduler: PiecewiseConstant,\n initial_learning_rate: 0.5, learning_rates: [0.3, 0.1], milestones: [3]}");
+    ADD_FAILURE() << "expected an error";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("lr.yaml:2:25: optimizer.learning_rate.initial_learning_rate: PiecewiseConstant starts at "
+                                         "learning_rates[0] (0.3); remove this key"),
+              std::string::npos)
+        << e.what();
+  }
   s = schedule("{scheduler: CosineDecay, initial_learning_rate: 0.1, end_learning_rate: 0.0, total_iters: 10}");
   EXPECT_NEAR(s->at(5), 0.05, 1e-15);
   EXPECT_DOUBLE_EQ(s->at(50), 0.0);

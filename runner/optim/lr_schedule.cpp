@@ -305,8 +305,25 @@ SchedulerSpec parse_one(const YAML::Node& node, const config::Context& ctx) {
     for (const auto& k : kind.keys) takes += ", " + k;
     return "not a key of the " + kind.class_name + " scheduler (it takes total_iters" + takes + ")";
   };
+  // modelzoo R1.x files give PiecewiseConstant an initial_learning_rate too,
+  // which R1.x read as another name of its first rate: accepted when it is that rate.
+  // (yaml-cpp: assigning to a Node handle rewrites the node it refers to, so the copy is a new handle.)
+  YAML::Node without_initial(YAML::NodeType::Map);
+  bool drop_initial = false;
+  const YAML::Node initial = node["initial_learning_rate"];
+  const YAML::Node rates = node["learning_rates"] ? node["learning_rates"] : node["values"];  // values: R1.x
+  if (name == "piecewiseconstant" && initial && rates && rates.IsSequence() && rates.size() > 0) {
+    if (!config::same_value(initial, rates[0]))
+      ctx.fail(initial, "initial_learning_rate", "PiecewiseConstant starts at learning_rates[0] (" +
+                                                     config::describe_value(rates[0]) + "); remove this key");
+    ctx.warn(initial, "initial_learning_rate", "ignored (PiecewiseConstant starts at learning_rates[0], the same rate)");
+    drop_initial = true;
+    for (const auto& kv : node)
+      if (kv.first.Scalar() != "initial_learning_rate") without_initial[kv.first] = kv.second;  // nodes keep their lines
+  }
+  const YAML::Node& section = drop_initial ? without_initial : node;
   config::Origin origin;
-  SchedulerSpec s = SchedulerSpec::schema().parse(node, ctx, filter, &origin);
+  SchedulerSpec s = SchedulerSpec::schema().parse(section, ctx, filter, &origin);
   s.origin = origin;
   make_one(s);  // checks what this scheduler needs
   return s;
