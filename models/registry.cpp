@@ -15,6 +15,7 @@
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
 #include "models/t5/t5.h"
+#include "models/unet/unet.h"
 
 namespace zoo::models {
 
@@ -22,7 +23,7 @@ std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), esm2_family(), t5_family(),
-                                                     dpo_family(), dpr_family(), fc_mnist_family()};
+                                                     dpo_family(), dpr_family(), fc_mnist_family(), unet_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -41,8 +42,6 @@ struct UnbuiltModel {
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
       {{"llava", "multimodal_simple"}, "a vision-language model", {}},
-      {{"unet"}, "UNet, an image segmentation model",
-       {"skip_connect", "downscale_method", "encoder_filters", "decoder_filters", "convs_per_block"}},
       {{"dino", "dit", "vision_transformer", "resnet"}, "a vision model", {}},
   };
   return m;

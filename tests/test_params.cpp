@@ -314,37 +314,19 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (UNet, LLaVA, vision models, ...) are
-// named as such, whether the Trainer format names them or a legacy file only
-// has their keys.
+// modelzoo's models that zoo does not build (LLaVA, vision transformers, ...)
+// are named as such when the Trainer format names them.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
-  std::string legacy = tiny;
-  legacy.replace(legacy.find("  vocab_size: 256\n"), 18, "  vocab_size: 256\n  encoder_filters: [8, 16]\n");
-  EXPECT_NE(zoo::testing::params_error(legacy).find(
-                "model.encoder_filters: a key of modelzoo's unet model (UNet, an image segmentation model), which "
-                "zoo does not build; zoo builds gpt2, gptj, bert, bert/classifier, bert/token_classifier, "
-                "bert/extractive_summarization, esm2, t5, dpo, dpr, fc_mnist and their aliases"),
-            std::string::npos)
-      << zoo::testing::params_error(legacy);
   std::string named = tiny;
   named.replace(named.find("model:\n"), 7, "model:\n  name: llava\n");
   EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's llava model "
                                                    "(a vision-language model) is not one "
-                                                   "zoo builds"),
+                                                   "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
+                                                   "bert/token_classifier, bert/extractive_summarization, esm2, t5, "
+                                                   "dpo, dpr, fc_mnist, unet and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(named);
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  for (const auto& [file, model] : std::vector<std::pair<std::string, std::string>>{
-           {"vision_pytorch_unet_params_severstal_binary.yaml", "unet"}}) {
-    std::string error;
-    try {
-      load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + file, YAML::Node());
-    } catch (const config::ConfigError& e) {
-      error = e.what();
-    }
-    EXPECT_NE(error.find("modelzoo's " + model + " model ("), std::string::npos) << file << ": " << error;
-  }
 }
 
 // convert-legacy writes the Trainer form, which resolves to the same params;

@@ -27,6 +27,26 @@ struct InitializerSpec {
   static const config::Schema<InitializerSpec>& schema();
 };
 
+}  // namespace zoo::models
+
+namespace zoo::config {
+// An initializer given by name alone (`bias_initializer: zeros`), as
+// modelzoo's create_initializer takes a bare string, or as a mapping.
+template <>
+struct Value<models::InitializerSpec> {
+  static models::InitializerSpec parse(const YAML::Node& n, const Context& c, const std::string& k) {
+    if (!n.IsScalar()) return models::InitializerSpec::schema().parse(n, c.child(k));
+    YAML::Node named(YAML::NodeType::Map);
+    named["name"] = n;  // the value's node, so a bad name is reported at its line
+    return models::InitializerSpec::schema().parse(named, c.child(k));
+  }
+  static YAML::Node emit(const models::InitializerSpec& v) { return models::InitializerSpec::schema().to_yaml(v); }
+  static std::string type_name() { return "initializer (a name or a mapping)"; }
+};
+}  // namespace zoo::config
+
+namespace zoo::models {
+
 // modelzoo's default: truncated normal(0, std) cut at +-2 std.
 InitializerSpec truncated_normal_spec(double std);
 

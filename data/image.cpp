@@ -1,0 +1,194 @@
+// Implementation of data/image.h.
+#include "data/image.h"
+
+#include <jpeglib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+#include "data/splitmix.h"
+
+namespace zoo::data {
+
+namespace {
+
+// libjpeg reports errors through a callback; this one jumps back with the message.
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void on_jpeg_error(j_common_ptr info) {
+  auto* err = reinterpret_cast<JpegError*>(info->err);
+  (*info->err->format_message)(info, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+
+}  // namespace
+
+namespace {
+
+// Decodes into `pixels` (H, W, components) owned by the caller: the
+// function that calls setjmp holds no object with a destructor, so
+// libjpeg's longjmp on an error skips nothing. False with `message` set on errors.
+bool decode_jpeg(FILE* file, std::vector<uint8_t>& pixels, int64_t shape[3], char* message) {
+  jpeg_decompress_struct info;
+  JpegError err;
+  info.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = on_jpeg_error;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&info);
+    std::snprintf(message, JMSG_LENGTH_MAX, "%s", err.message);
+    return false;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_stdio_src(&info, file);
+  jpeg_read_header(&info, TRUE);
+  info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&info);
+  shape[0] = info.output_height, shape[1] = info.output_width, shape[2] = info.output_components;
+  pixels.resize(static_cast<size_t>(shape[0] * shape[1] * shape[2]));
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row = pixels.data() + int64_t(info.output_scanline) * shape[1] * shape[2];
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return true;
+}
+
+}  // namespace
+
+torch::Tensor read_jpeg(const std::string& path, int64_t channels) {
+  if (channels != 1 && channels != 3)
+    throw std::invalid_argument(path + ": images are read with 1 or 3 channels, not " + std::to_string(channels));
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw std::runtime_error(path + ": cannot open");
+  std::vector<uint8_t> pixels;
+  int64_t shape[3] = {0, 0, 0};
+  char message[JMSG_LENGTH_MAX] = {0};
+  if (!decode_jpeg(file.get(), pixels, shape, message))
+    throw std::runtime_error(path + ": not a readable JPEG (" + message + ")");
+  const int64_t H = shape[0], W = shape[1], C = shape[2];
+  // from_blob borrows `pixels`: every result is a copy.
+  const torch::Tensor rows = torch::from_blob(pixels.data(), {H, W, C}, torch::kByte);
+  if (C == channels) return rows.permute({2, 0, 1}).clone(at::MemoryFormat::Contiguous);
+  if (channels == 3) return rows.permute({2, 0, 1}).expand({3, H, W}).clone(at::MemoryFormat::Contiguous);
+  // RGB -> L with PIL's fixed-point weights.
+  torch::Tensor luma = torch::empty({1, H, W}, torch::kByte);
+  uint8_t* out = luma.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < H * W; ++i) {
+    const uint8_t* px = pixels.data() + i * 3;
+    out[i] = static_cast<uint8_t>((px[0] * 19595u + px[1] * 38470u + px[2] * 7471u + 0x8000u) >> 16);
+  }
+  return luma;
+}
+
+void write_jpeg(const std::string& path, const torch::Tensor& image, int quality) {
+  const torch::Tensor hwc = image.to(torch::kByte).permute({1, 2, 0}).contiguous();
+  const int64_t H = hwc.size(0), W = hwc.size(1), C = hwc.size(2);
+  if (C != 1 && C != 3) throw std::invalid_argument(path + ": JPEG images have 1 or 3 channels");
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
+  if (!file) throw std::runtime_error(path + ": cannot create");
+  jpeg_compress_struct info;
+  JpegError err;
+  info.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = on_jpeg_error;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&info);
+    throw std::runtime_error(path + ": cannot write the JPEG (" + err.message + ")");
+  }
+  jpeg_create_compress(&info);
+  jpeg_stdio_dest(&info, file.get());
+  info.image_width = static_cast<JDIMENSION>(W);
+  info.image_height = static_cast<JDIMENSION>(H);
+  info.input_components = static_cast<int>(C);
+  info.in_color_space = C == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, quality, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  const uint8_t* base = hwc.data_ptr<uint8_t>();
+  while (info.next_scanline < info.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(base + int64_t(info.next_scanline) * W * C);
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+}
+
+torch::Tensor resize_bicubic(const torch::Tensor& image, int64_t height, int64_t width) {
+  if (image.size(-2) == height && image.size(-1) == width) return image;
+  namespace F = torch::nn::functional;
+  const torch::Tensor x = image.to(torch::kFloat).unsqueeze(0);
+  const torch::Tensor y = F::interpolate(x, F::InterpolateFuncOptions()
+                                                .size(std::vector<int64_t>{height, width})
+                                                .mode(torch::kBicubic)
+                                                .align_corners(false)
+                                                .antialias(true));
+  return y.squeeze(0).clamp(0, 255).round().to(torch::kByte);
+}
+
+torch::Tensor resize_nearest(const torch::Tensor& image, int64_t height, int64_t width) {
+  if (image.size(-2) == height && image.size(-1) == width) return image;
+  auto source = [](int64_t out, int64_t in) {
+    // floor(i * in / out) in float32, as torch's legacy nearest computes it
+    const float scale = float(in) / float(out);
+    std::vector<int64_t> idx(static_cast<size_t>(out));
+    for (int64_t i = 0; i < out; ++i) idx[i] = std::min(int64_t(std::floor(float(i) * scale)), in - 1);
+    return torch::tensor(idx, torch::kLong);
+  };
+  return image.index_select(-2, source(height, image.size(-2))).index_select(-1, source(width, image.size(-1)));
+}
+
+torch::Tensor tile_image(const torch::Tensor& image, int64_t height, int64_t width) {
+  torch::Tensor x = image;
+  auto repeat = [](const torch::Tensor& t, int64_t dim, int64_t target) {
+    const int64_t n = t.size(dim);
+    if (target <= n) return t;
+    return t.index_select(dim, torch::arange(target, torch::kLong).remainder(n));
+  };
+  x = repeat(x, -2, height);
+  return repeat(x, -1, width);
+}
+
+const std::vector<std::string> kNormalizeMethods = {"zero_centered", "zero_one", "standard_score"};
+
+torch::Tensor normalize_image(const torch::Tensor& image, const std::string& method) {
+  const torch::Tensor x = image.to(torch::kFloat);
+  if (method.empty()) return x;
+  if (method == "zero_centered") return x / 127.5 - 1;
+  if (method == "zero_one") return x / 255.0;
+  if (method == "standard_score") return (x - x.mean()) / x.std();
+  throw std::invalid_argument("unknown normalize_data_method '" + method + "'");
+}
+
+SegmentationAugment SegmentationAugment::draw(uint64_t seed, bool square) {
+  SplitMix64 rng{SplitMix64::mix(seed)};
+  SegmentationAugment a;
+  a.flip = rng.uniform() > 0.5;
+  a.quarter_turns = static_cast<int64_t>(rng.below(3)) * (square ? 1 : 2);
+  a.brighter = rng.uniform() > 0.5;
+  return a;
+}
+
+torch::Tensor SegmentationAugment::mask(const torch::Tensor& x) const {
+  torch::Tensor y = flip ? x.flip({-1}) : x;
+  if (quarter_turns % 4 != 0) y = torch::rot90(y, quarter_turns, {-2, -1});
+  return y.contiguous();
+}
+
+torch::Tensor SegmentationAugment::image(const torch::Tensor& x) const {
+  const torch::Tensor y = mask(x);
+  return brighter ? y + 0.2 : y;
+}
+
+}  // namespace zoo::data

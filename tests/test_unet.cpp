@@ -1,0 +1,475 @@
+// UNet (models/unet) and SeverstalBinaryClassDataProcessor (data/severstal):
+// logits, loss and batch-norm statistics against a PyTorch UNet laid out as
+// modelzoo's (its state dict loads zoo's strictly), the eval metrics against
+// the confusion-matrix formulas, JPEG decoding and torchvision's resizes,
+// the run-length masks, training on a Severstal-layout directory written
+// here, and modelzoo's own UNet config.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "data/image.h"
+#include "data/severstal.h"
+#include "models/unet/segmentation.h"
+#include "models/unet/unet.h"
+#include "runner/checkpoint.h"
+#include "runner/params.h"
+#include "test_util.h"
+
+using namespace zoo;
+using zoo::testing::TempDir;
+
+namespace {
+
+// The model's state dict as it is now (model_state_dict shares CPU storage with the model).
+c10::impl::GenericDict snapshot(const torch::nn::Module& model) {
+  c10::impl::GenericDict copy(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& item : ckpt::model_state_dict(model)) copy.insert(item.key(), item.value().toTensor().clone());
+  return copy;
+}
+
+std::shared_ptr<const models::ModelSpec> unet_spec(const std::string& model_yaml) {
+  return models::find_model("unet").parse(YAML::Load(model_yaml), config::Context{"m.yaml", "model"});
+}
+
+// A PyTorch UNet written from modelzoo's modeling_unet.py (ConvNormActBlock is
+// an nn.Sequential: conv "0", norm "1"), fed zoo's state dict with strict
+// loading; it runs the batch in training mode and compares the logits, the
+// loss and the updated batch-norm statistics. argv: case.pt, options JSON.
+const char* const kReferenceUNet = R"PY(
+import json, sys, torch, torch.nn as nn, torch.nn.functional as F
+d = torch.load(sys.argv[1]); o = json.loads(sys.argv[2])
+conv3d = o["use_conv3d"]
+Conv, ConvT = (nn.Conv3d, nn.ConvTranspose3d) if conv3d else (nn.Conv2d, nn.ConvTranspose2d)
+class GroupInstance(nn.Module):
+    def __init__(s, C):
+        super().__init__(); s.instancenorm = nn.GroupNorm(C, C)
+    def forward(s, x): return s.instancenorm(x)
+def norm(C):
+    k = o["norm_layer"]
+    return {"batchnorm2d": lambda: nn.BatchNorm2d(C), "batchnorm3d": lambda: nn.BatchNorm3d(C),
+            "group": lambda: nn.GroupNorm(o.get("num_groups", 1), C), "group_instance": lambda: GroupInstance(C)}[k]()
+def cna(cin, cout, k, stride):
+    layers = [Conv(cin, cout, k, stride, ((stride - 1) + (k - 1)) // 2, bias=o["bias"])]
+    if o["norm_layer"]: layers.append(norm(cout))
+    layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+class Block(nn.Module):
+    def __init__(s, cin, cout, downscale):
+        super().__init__()
+        n = len(o["convs_per_block"]); at = 0 if o["downscale_first_conv"] else n - 1
+        s.layers = nn.Sequential(*[cna(cin if i == 0 else cout, cout, 1 if c == "1x1_conv" else 3,
+                                       2 if downscale and o["downscale_method"] == "strided_conv" and i == at else 1)
+                                   for i, c in enumerate(o["convs_per_block"])])
+    def forward(s, x):
+        n, skip = len(s.layers), None
+        for i, layer in enumerate(s.layers):
+            x = layer(x)
+            if o["residual_blocks"]:
+                if i == 0: first = x
+                elif i == n - 1: x = x + first
+            if o["downscale_method"] == "strided_conv" and i == n - 2 and o["skip_connect"]: skip = x
+        return x, (skip if o["downscale_method"] == "strided_conv" else x)
+enc, dec = o["encoder_filters"], o["decoder_filters"]
+down = o["downscale_encoder_blocks"]
+m = nn.Module()
+m.encoder = nn.Module()
+m.encoder.unet_blocks = nn.ModuleList([Block(o["channels"] if i == 0 else enc[i - 1], enc[i], down[i]) for i in range(len(enc) - 1)])
+m.bottleneck = Block(enc[-2], enc[-1], o["downscale_bottleneck"])
+m.decoder = nn.Module()
+m.decoder.transpose_layers = nn.ModuleList([ConvT(dec[i - 1] if i else enc[-1], dec[i], 2, 2, bias=o["bias"]) for i in range(len(dec))])
+m.decoder.unet_blocks = nn.ModuleList([Block(dec[i] + enc[-i - 2], dec[i], False) for i in range(len(dec))])
+m.final_conv = nn.Sequential(Conv(dec[-1], o["outputs"], 1, 1, 0, bias=True))
+state = {k[len("model."):]: v for k, v in d["state"].items()}
+m.double().train()  # before loading, so that the weights keep every digit
+m.load_state_dict(state, strict=True)
+x = d["input"].double()
+skips = []
+for b in m.encoder.unet_blocks:
+    x, skip = b(x); skips.append(skip)
+    if o["downscale_method"] == "max_pool": x = (F.max_pool3d if conv3d else F.max_pool2d)(x, 2, 2)
+x = m.bottleneck(x)[0]
+for i in range(len(dec)):
+    x = m.decoder.transpose_layers[i](x)
+    x = torch.cat([x, skips[-1 - i]], 1)
+    x = m.decoder.unet_blocks[i](x)[0]
+logits = m.final_conv(x)
+labels, loss_type, C = d["labels"], o["loss"], o["num_classes"]
+if loss_type == "bce":  # modelzoo's own stable form, written out
+    neg = -logits; mx = neg.clamp(min=0)
+    loss = ((1 - labels.double()) * logits + mx + ((-mx).exp() + (neg - mx).exp()).log()).mean()
+elif loss_type == "ssce":
+    loss = F.cross_entropy(logits, labels.long())
+else:  # ssce_dice, background left out
+    ce = F.cross_entropy(logits, labels.long())
+    p = logits.softmax(1)
+    t = F.one_hot(labels.long(), C).double().movedim(-1, 1)
+    keep = torch.ones(C, dtype=torch.double); keep[0] = 0
+    shape = [1, C] + [1] * (p.dim() - 2)
+    p, t = p * keep.view(shape), t * keep.view(shape)
+    dims = list(range(2, p.dim()))
+    dice = (2 * (p * t).sum(dims)) / (t.sum(dims) + p.sum(dims) + 1e-6)
+    loss = 0.5 * ce + 0.5 * (1 - C / (C - 1) * dice.mean())
+err = (logits - d["logits"]).abs().max().item()
+loss_err = abs(loss.item() - d["loss"].item())
+stats = {k: v for k, v in m.state_dict().items() if "running" in k}
+stats_err = max([(v - d["after"]["model." + k].double()).abs().max().item() for k, v in stats.items()] + [0.0])
+print("logits", err, "loss", loss_err, "running stats", stats_err, "of", len(stats))
+sys.exit(0 if err < 1e-9 and loss_err < 1e-9 and stats_err < 1e-9 else 1)
+)PY";
+
+struct ReferenceCase {
+  std::string name, model_yaml, options_json;
+  std::vector<int64_t> input_shape;
+};
+
+}  // namespace
+
+// Three layouts: max_pool + batch norm + residual blocks + bce (the Severstal
+// file's); strided_conv + group norm + ssce over 3 classes; 3D with
+// group_instance, downscale_first_conv, per-block downscaling and ssce_dice.
+TEST(UNet, MatchesAPyTorchUNetLaidOutAsModelzoos) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  const std::vector<ReferenceCase> cases = {
+      {"max_pool",
+       "{num_classes: 2, image_shape: [16, 16, 1], encoder_filters: [4, 8, 16], decoder_filters: [8, 4], "
+       "nonlinearity: ReLU, norm_layer: batchnorm2d, enable_bias: false, residual_blocks: true, loss: bce}",
+       R"({"use_conv3d": false, "norm_layer": "batchnorm2d", "bias": false, "convs_per_block": ["3x3_conv", "3x3_conv"],
+           "downscale_first_conv": false, "downscale_method": "max_pool", "residual_blocks": true, "skip_connect": true,
+           "encoder_filters": [4, 8, 16], "decoder_filters": [8, 4], "downscale_encoder_blocks": [false, false],
+           "downscale_bottleneck": false, "channels": 1, "outputs": 1, "loss": "bce", "num_classes": 2})",
+       {2, 1, 16, 16}},
+      {"strided",
+       "{num_classes: 3, image_shape: [16, 16, 3], encoder_filters: [4, 8, 8], decoder_filters: [8, 4], "
+       "nonlinearity: relu, norm_layer: group, norm_kwargs: {num_groups: 2}, downscale_method: strided_conv, "
+       "loss: ssce}",
+       R"({"use_conv3d": false, "norm_layer": "group", "num_groups": 2, "bias": false,
+           "convs_per_block": ["3x3_conv", "3x3_conv"], "downscale_first_conv": false, "downscale_method": "strided_conv",
+           "residual_blocks": false, "skip_connect": true, "encoder_filters": [4, 8, 8], "decoder_filters": [8, 4],
+           "downscale_encoder_blocks": [true, true], "downscale_bottleneck": false, "channels": 3, "outputs": 3,
+           "loss": "ssce", "num_classes": 3})",
+       {2, 3, 16, 16}},
+      {"3d",
+       "{num_classes: 3, image_shape: [8, 8, 8], input_channels: 1, use_conv3d: true, encoder_filters: [4, 4, 8, 8], "
+       "decoder_filters: [8, 4, 4], norm_layer: group_instance, downscale_method: strided_conv, "
+       "downscale_first_conv: true, downscale_encoder_blocks: [false, true, true], downscale_bottleneck: true, "
+       "loss: ssce_dice}",
+       R"({"use_conv3d": true, "norm_layer": "group_instance", "bias": false, "convs_per_block": ["3x3_conv", "3x3_conv"],
+           "downscale_first_conv": true, "downscale_method": "strided_conv", "residual_blocks": false,
+           "skip_connect": true, "encoder_filters": [4, 4, 8, 8], "decoder_filters": [8, 4, 4],
+           "downscale_encoder_blocks": [false, true, true], "downscale_bottleneck": true, "channels": 1, "outputs": 3,
+           "loss": "ssce_dice", "num_classes": 3})",
+       {2, 1, 8, 8, 8}},
+  };
+  for (const auto& c : cases) {
+    torch::manual_seed(3);
+    auto built = unet_spec(c.model_yaml)->build(torch::TensorOptions().dtype(torch::kDouble));
+    auto& model = dynamic_cast<models::UNetModel&>(*built);
+    {  // non-trivial norms and biases, so that each is checked
+      torch::NoGradGuard no_grad;
+      for (auto& p : model.parameters()) p.add_(torch::randn_like(p) * 0.1);
+    }
+    model.train();
+    const torch::Tensor input = torch::randn(c.input_shape, torch::kDouble);
+    std::vector<int64_t> label_shape = c.input_shape;
+    label_shape.erase(label_shape.begin() + 1);
+    const int64_t classes = c.name == "max_pool" ? 2 : 3;
+    torch::Tensor labels = torch::randint(0, classes, label_shape, torch::kLong);
+    if (c.name == "max_pool") labels = labels.unsqueeze(1).to(torch::kDouble);
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("state", snapshot(model));  // before the forward updates the statistics
+    const models::ModelOutput out = model.forward({{"input", input}, {"labels", labels}}, false);
+    d.insert("after", snapshot(model));  // the statistics after one forward, as the reference's
+    d.insert("input", input);
+    d.insert("labels", labels);
+    d.insert("logits", model.logits(input).detach());  // batch statistics again: the same logits
+    d.insert("loss", out.loss.detach().to(torch::kDouble));
+    TempDir dir;
+    ckpt::save_checkpoint_file(dir / "case.pt", d);
+    const std::string script = zoo::testing::write_file(dir / "ref.py", kReferenceUNet);
+    const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " '" +
+                                             c.options_json + "'");
+    EXPECT_EQ(r.exit_code, 0) << c.name << ": " << r.output;
+  }
+}
+
+// mIOU and DSC average over the classes that occur (in labels or
+// predictions) and are not ignored; accuracy counts pixels.
+TEST(UNet, EvalMetricsFollowTheConfusionMatrix) {
+  // 3 classes over 8 pixels; class 2 is never true nor predicted.
+  const torch::Tensor truth = torch::tensor({0, 0, 0, 1, 1, 1, 0, 1}, torch::kLong).view({1, 2, 4});
+  const torch::Tensor predicted = torch::tensor({0, 0, 1, 1, 1, 0, 0, 1}, torch::kLong).view({1, 2, 4});
+  const torch::Tensor logits = torch::one_hot(predicted, 3).permute({0, 3, 1, 2}).to(torch::kFloat);
+  auto reduce = [](const models::MetricTerm& t) {
+    const torch::Tensor seen = t.count > 0;
+    return (t.sum.index({seen}) / t.count.index({seen})).mean().item<double>();
+  };
+  auto m = models::segmentation_metrics(logits, truth, "ssce", 3, {"mIOU", "DSC", "Acc"}, {});
+  // class 0: tp 3, fp 1, fn 1 -> IoU 3/5, dice 6/8; class 1: tp 3, fp 1, fn 1 -> the same.
+  EXPECT_NEAR(reduce(m.at("mean_iou")), 0.6, 1e-12);
+  EXPECT_NEAR(reduce(m.at("dice_coefficient")), 0.75, 1e-12);
+  EXPECT_NEAR(m.at("accuracy").sum.item<double>() / m.at("accuracy").count.item<double>(), 6.0 / 8.0, 1e-12);
+  m = models::segmentation_metrics(logits, truth, "ssce", 3, {"mIOU"}, {0});
+  EXPECT_EQ(m.count("accuracy"), 0u);
+  EXPECT_NEAR(reduce(m.at("mean_iou")), 0.6, 1e-12);  // class 1 alone
+  // One logit map (bce): a pixel is predicted 1 where its logit is above 0.
+  const torch::Tensor binary = torch::tensor({-1.0, 0.3, 2.0, -0.2}).view({1, 1, 2, 2});
+  const torch::Tensor mask = torch::tensor({0.0, 1.0, 0.0, 0.0}).view({1, 1, 2, 2});
+  m = models::segmentation_metrics(binary, mask, "bce", 2, {"mIOU", "Acc"}, {});
+  // class 0: tp 2 fp 0 fn 1 -> 2/3; class 1: tp 1 fp 1 fn 0 -> 1/2.
+  EXPECT_NEAR(reduce(m.at("mean_iou")), (2.0 / 3.0 + 0.5) / 2, 1e-12);
+  EXPECT_NEAR(m.at("accuracy").sum.item<double>(), 3.0, 1e-12);
+}
+
+TEST(UNet, ConfigErrorsNameTheKey) {
+  auto error_of = [](const std::string& yaml) {
+    try {
+      unet_spec(yaml);
+    } catch (const config::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string base = "num_classes: 2, encoder_filters: [4, 8, 16], decoder_filters: [8, 4]";
+  EXPECT_NE(error_of("{num_classes: 2, encoder_filters: [4, 8, 16], decoder_filters: [8]}")
+                .find("decoder_filters: expected one entry fewer than encoder_filters (3)"),
+            std::string::npos);
+  EXPECT_NE(error_of("{num_classes: 3, encoder_filters: [4, 8, 16], decoder_filters: [8, 4], loss: bce}")
+                .find("loss: bce takes exactly two classes, got num_classes 3"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + base + ", norm_layer: group}").find("norm_layer group needs norm_kwargs.num_groups"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + base + ", norm_layer: layernorm}").find("norm_layer: expected one of"), std::string::npos);
+  EXPECT_NE(error_of("{" + base + ", convs_per_block: [5x5_conv]}").find("unknown conv '5x5_conv'"), std::string::npos);
+  EXPECT_NE(error_of("{" + base + ", downscale_method: strided_conv, convs_per_block: [3x3_conv]}")
+                .find("skip_connect: cannot be true with strided_conv and one conv per block"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + base + ", bias_initializer: zeroes}").find("bias_initializer.name: expected one of"),
+            std::string::npos);
+  // A name alone is an initializer, as modelzoo's create_initializer takes it.
+  EXPECT_EQ(error_of("{" + base + ", bias_initializer: zeros, initializer: {name: glorot_uniform, gain: 1.0}}"), "");
+}
+
+// Severstal's EncodedPixels count 1-based down each column.
+TEST(SeverstalData, RunLengthMasksCountDownColumns) {
+  const torch::Tensor m = data::decode_rle_mask("1 3 10 2", 4, 3);  // 4 rows, 3 columns
+  const torch::Tensor expected = torch::tensor({1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 0}, torch::kByte).view({4, 3});
+  EXPECT_TRUE(torch::equal(m, expected)) << m;
+  EXPECT_EQ(data::decode_rle_mask("-1", 4, 3).sum().item<int64_t>(), 0);
+  EXPECT_THROW(data::decode_rle_mask("11 3", 4, 3), std::invalid_argument);  // leaves the image
+  EXPECT_THROW(data::decode_rle_mask("1 x", 4, 3), std::invalid_argument);
+  EXPECT_THROW(data::decode_rle_mask("1", 4, 3), std::invalid_argument);
+}
+
+namespace {
+
+// A Severstal-layout directory: train_images/*.jpg (1600 x 256, gray
+// background around 60) each with one bright (200) defect rectangle of
+// class 3, its run-length mask in train.csv, and rows of class 1 that the
+// processor must skip.
+void write_severstal(const std::string& dir, int images, uint64_t seed) {
+  std::filesystem::create_directories(dir + "/train_images");
+  std::ofstream csv(dir + "/train.csv");
+  csv << "ImageId,ClassId,EncodedPixels\n";
+  torch::manual_seed(static_cast<int64_t>(seed));
+  for (int i = 0; i < images; ++i) {
+    const int64_t w = 250 + torch::randint(0, 250, {1}).item<int64_t>(), h = 80 + torch::randint(0, 80, {1}).item<int64_t>();
+    const int64_t x0 = torch::randint(0, 1600 - w, {1}).item<int64_t>(), y0 = torch::randint(0, 256 - h, {1}).item<int64_t>();
+    torch::Tensor image = (torch::randn({1, 256, 1600}) * 8 + 60).clamp(0, 255);
+    image.index_put_({0, torch::indexing::Slice(y0, y0 + h), torch::indexing::Slice(x0, x0 + w)}, 200);
+    const std::string name = "img" + std::to_string(i) + ".jpg";
+    data::write_jpeg(dir + "/train_images/" + name, image.to(torch::kByte), 95);
+    std::string rle;
+    for (int64_t x = x0; x < x0 + w; ++x) rle += (rle.empty() ? "" : " ") + std::to_string(x * 256 + y0 + 1) + " " + std::to_string(h);
+    csv << name << ",3," << rle << "\n";
+    if (i % 3 == 0) csv << name << ",1,1 10\n";
+  }
+}
+
+data::SeverstalOptions severstal_options(const std::string& dir, std::vector<int64_t> shape, bool augment) {
+  YAML::Node n = YAML::Load("{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, train_test_split: 0.75, "
+                            "class_id: 3, normalize_data_method: zero_centered}");
+  n["data_dir"] = dir;
+  n["augment_data"] = augment;
+  n["image_shape"] = shape;
+  return data::SeverstalOptions::schema().parse(n, config::Context{"p.yaml", "train_input"});
+}
+
+}  // namespace
+
+// JPEGs decode to what was written (within JPEG's loss); color becomes luma as PIL's convert("L").
+TEST(SeverstalData, JpegsDecodeAsWritten) {
+  TempDir dir;
+  const torch::Tensor ramp = torch::arange(0, 256, torch::kFloat).view({1, 1, 256}).expand({1, 16, 256}).to(torch::kByte);
+  data::write_jpeg(dir / "gray.jpg", ramp, 100);
+  const torch::Tensor gray = data::read_jpeg(dir / "gray.jpg", 1);
+  ASSERT_EQ(gray.sizes(), ramp.sizes());
+  EXPECT_LE((gray.to(torch::kInt) - ramp.to(torch::kInt)).abs().max().item<int>(), 2);
+  const torch::Tensor color = torch::tensor({200, 100, 50}, torch::kByte).view({3, 1, 1}).expand({3, 16, 16}).contiguous();
+  data::write_jpeg(dir / "color.jpg", color, 100);
+  const torch::Tensor luma = data::read_jpeg(dir / "color.jpg", 1);
+  EXPECT_NEAR(luma.to(torch::kFloat).mean().item<double>(), 0.299 * 200 + 0.587 * 100 + 0.114 * 50, 2.0);
+  EXPECT_EQ(data::read_jpeg(dir / "gray.jpg", 3).size(0), 3);
+  zoo::testing::write_file(dir / "bad.jpg", "not a jpeg");
+  try {
+    data::read_jpeg(dir / "bad.jpg", 1);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jpg: not a readable JPEG"), std::string::npos) << e.what();
+  }
+}
+
+// A sample is torchvision's pipeline: bicubic antialiased resize of the
+// decoded image, nearest resize of the mask, zero_centered; checked against
+// torch's own interpolate in Python. Wider than max_image_shape tiles.
+TEST(SeverstalData, SamplesAreTorchvisionsResizes) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  TempDir dir;
+  write_severstal(dir / "d", 4, 7);
+  data::SeverstalSource source(dir / "d", severstal_options(dir / "d", {32, 64, 1}, false), true);
+  ASSERT_EQ(source.num_samples(), 3);  // 3 of the 4 class-3 rows train
+  const auto batch = source.read_batch({0, 2}, std::nullopt);
+  ASSERT_EQ(batch.at("input").sizes(), (std::vector<int64_t>{2, 1, 32, 64}));
+  ASSERT_EQ(batch.at("labels").sizes(), (std::vector<int64_t>{2, 1, 32, 64}));
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("decoded", data::read_jpeg(dir / "d/train_images/img2.jpg", 1));
+  d.insert("mask", data::decode_rle_mask([&] {
+    std::ifstream in(dir / "d/train.csv");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("img2.jpg,3,", 0) == 0) return line.substr(11);
+    return std::string();
+  }(), 256, 1600));
+  d.insert("input", batch.at("input")[1]);
+  d.insert("labels", batch.at("labels")[1]);
+  ckpt::save_checkpoint_file(dir / "s.pt", d);
+  const std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
+import sys, torch, torch.nn.functional as F
+d = torch.load(sys.argv[1])
+img = F.interpolate(d["decoded"].float()[None], size=(32, 64), mode="bicubic", align_corners=False, antialias=True)
+img = img[0].clamp(0, 255).round() / 127.5 - 1
+mask = F.interpolate(d["mask"].float()[None, None], size=(32, 64), mode="nearest")[0]
+e1, e2 = (img - d["input"]).abs().max().item(), (mask - d["labels"]).abs().max().item()
+print("image", e1, "mask", e2, "mask pixels", mask.sum().item())
+sys.exit(0 if e1 < 1e-6 and e2 == 0 and mask.sum() > 0 else 1)
+)PY");
+  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "s.pt"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  data::SeverstalSource wide(dir / "d", severstal_options(dir / "d", {32, 2000, 1}, false), true);
+  const torch::Tensor tiled = wide.read_batch({0}, std::nullopt).at("input")[0];
+  ASSERT_EQ(tiled.size(2), 2000);
+  EXPECT_TRUE(torch::equal(tiled.narrow(2, 1600, 400), tiled.narrow(2, 0, 400)));
+}
+
+// Augmentation flips and turns the image and its mask together, and draws
+// anew each epoch; the eval split is the rows after train_test_split.
+TEST(SeverstalData, AugmentationMovesImageAndMaskTogether) {
+  TempDir dir;
+  write_severstal(dir / "d", 8, 11);
+  data::SeverstalSource plain(dir / "d", severstal_options(dir / "d", {32, 32, 1}, false), true);
+  data::SeverstalSource augmented(dir / "d", severstal_options(dir / "d", {32, 32, 1}, true), true);
+  ASSERT_EQ(augmented.num_samples(), 6);
+  EXPECT_TRUE(augmented.reads_epoch());
+  int changed = 0;
+  for (int64_t epoch = 0; epoch < 3; ++epoch)
+    for (int64_t i = 0; i < 6; ++i) {
+      const auto a = augmented.read_batch({epoch * 6 + i}, std::nullopt), p = plain.read_batch({i}, std::nullopt);
+      const torch::Tensor bright = a.at("input")[0] > 0, mask = a.at("labels")[0] > 0.5;
+      // Bicubic edges and nearest masks may disagree by a pixel along the border.
+      EXPECT_GT((bright == mask).to(torch::kFloat).mean().item<double>(), 0.95) << "epoch " << epoch << " sample " << i;
+      changed += !torch::equal(a.at("labels"), p.at("labels"));
+    }
+  EXPECT_GT(changed, 4);  // flips and turns happen
+  data::SeverstalSource eval(dir / "d", severstal_options(dir / "d", {32, 32, 1}, false), false);
+  EXPECT_EQ(eval.num_samples(), 2);
+}
+
+// modelzoo's Severstal layout trains: a UNet learns the bright defects
+// (eval mean IoU well above an all-background guess) from a legacy-format
+// params file that names no model, as modelzoo's unet/run.py starts it.
+TEST(SeverstalData, UNetTrainsOnSeverstalData) {
+  TempDir dir;
+  write_severstal(dir / "d", 16, 5);
+  const std::string params = zoo::testing::write_file(dir / "p.yaml", R"(
+train_input: &train_input
+  data_processor: SeverstalBinaryClassDataProcessor
+  data_dir: )" + (dir / "d") + R"(
+  image_shape: [32, 32, 1]
+  normalize_data_method: zero_centered
+  augment_data: true
+  shuffle: true
+  shuffle_seed: 2
+  train_test_split: 0.75
+  batch_size: 4
+  num_classes: 2
+  num_workers: 2
+  class_id: 3
+  use_worker_cache: false
+eval_input:
+  <<: *train_input
+  augment_data: false
+  shuffle: false
+  batch_size: 4
+model:
+  nonlinearity: ReLU
+  skip_connect: true
+  enable_bias: false
+  downscale_method: max_pool
+  convs_per_block: [3x3_conv, 3x3_conv]
+  encoder_filters: [8, 16, 32]
+  decoder_filters: [16, 8]
+  residual_blocks: false
+  initializer: {name: glorot_uniform, gain: 1.0}
+  bias_initializer: zeros
+  loss: bce
+  norm_layer: batchnorm2d
+optimizer:
+  optimizer_type: Adam
+  learning_rate: 0.01
+runconfig:
+  max_steps: 60
+  eval_frequency: 60
+  log_steps: 10
+  checkpoint_steps: 60
+  eval_steps: 1
+  seed: 1
+)");
+  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                           " --mode train_and_eval --model_dir " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("zoo builds unet"), std::string::npos) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/mean_iou = ([0-9.e+-]+)"))) << r.output;
+  EXPECT_GT(std::stod(m[1]), 0.8) << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/accuracy = ([0-9.e+-]+)"))) << r.output;
+  EXPECT_GT(std::stod(m[1]), 0.95) << r.output;
+  EXPECT_NE(r.output.find("Metric: eval/dice_coefficient"), std::string::npos) << r.output;
+
+  // Errors name the file and the key.
+  const std::string missing = zoo::testing::open_error(
+      "{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, image_shape: [32, 32, 1], "
+      "train_test_split: 0.5, class_id: 3, data_dir: " + (dir / "run") + "}");
+  EXPECT_NE(missing.find("data_dir: " + (dir / "run") + "/train.csv: cannot open"), std::string::npos) << missing;
+  const std::string no_rows = zoo::testing::open_error(
+      "{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, image_shape: [32, 32, 1], "
+      "train_test_split: 0.5, class_id: 4, data_dir: " + (dir / "d") + "}");
+  EXPECT_NE(no_rows.find("no training rows of ClassId 4"), std::string::npos) << no_rows;
+}
+
+// modelzoo's UNet files (R1.x-2.0) validate unchanged.
+TEST(UNet, ModelzoosSeverstalConfigValidates) {
+  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
+  const std::string file = zoo::testing::shared_dir() + "/modelzoo_configs/vision_pytorch_unet_params_severstal_binary.yaml";
+  const Params p = load_params(file, YAML::Node());
+  EXPECT_EQ(p.model_name, "unet");
+  auto model = p.model->build(torch::TensorOptions().device(torch::kMeta));
+  // encoder 32-64-128, bottleneck 256, decoder 128-64-32, 3x3 convs without bias, batch norm, a 1x1 head.
+  EXPECT_EQ(models::parameter_count(*model), 1'926'209);
+  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + file +
+                                           " --mode train --validate_only");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
