@@ -355,10 +355,18 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
     if (key == "sparsity") return r.copy_into("sparsity", v, path);
     if (const KeyMap* m = by_trainer(path)) return r.put(m->legacy, v, path);
     std::vector<std::string> known = group_keys(path);
-    if (key == "backend") known.push_back("cluster_config");
+    if (key == "backend") {
+      known.push_back("cluster_config");
+      // The CSX compiler's debug and performance flags (csx.debug.*, csx.performance.*).
+      if (present(v) && v.IsMap())
+        for (const auto& kv : v)
+          if (kv.first.as<std::string>().rfind("csx.", 0) == 0) known.push_back(kv.first.as<std::string>());
+    }
     r.each(v, path, known, [&](const std::string& sub, const YAML::Node& sub_key, const YAML::Node& sv) {
       if (key == "backend" && sub == "cluster_config")
         return r.warn(sub_key, path + "." + sub, "ignored (applies to Cerebras clusters only)");
+      if (key == "backend" && sub.rfind("csx.", 0) == 0)
+        return r.warn(sub_key, path + "." + sub, "ignored (a flag of the Cerebras compiler)");
       r.put(by_trainer(path + "." + sub)->legacy, sv, path + "." + sub);
     });
   });
