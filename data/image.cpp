@@ -53,7 +53,8 @@ bool decode_jpeg(FILE* file, std::vector<uint8_t>& pixels, int64_t shape[3], cha
   jpeg_create_decompress(&info);
   jpeg_stdio_src(&info, file);
   jpeg_read_header(&info, TRUE);
-  info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+  const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_start_decompress(&info);
   shape[0] = info.output_height, shape[1] = info.output_width, shape[2] = info.output_components;
   pixels.resize(static_cast<size_t>(shape[0] * shape[1] * shape[2]));
@@ -61,8 +62,21 @@ bool decode_jpeg(FILE* file, std::vector<uint8_t>& pixels, int64_t shape[3], cha
     JSAMPROW row = pixels.data() + int64_t(info.output_scanline) * shape[1] * shape[2];
     jpeg_read_scanlines(&info, &row, 1);
   }
+  const bool inverted = info.saw_Adobe_marker;  // Adobe's CMYK JPEGs store 255 - value
   jpeg_finish_decompress(&info);
   jpeg_destroy_decompress(&info);
+  if (cmyk) {  // to RGB as PIL converts: R = (255 - C)(255 - K) / 255
+    const size_t n = pixels.size() / 4;
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t* px = pixels.data() + i * 4;
+      const unsigned k = inverted ? px[3] : 255u - px[3];
+      uint8_t rgb[3];
+      for (int c = 0; c < 3; ++c) rgb[c] = uint8_t(((inverted ? px[c] : 255u - px[c]) * k + 127u) / 255u);
+      std::copy(rgb, rgb + 3, pixels.data() + i * 3);
+    }
+    pixels.resize(n * 3);
+    shape[2] = 3;
+  }
   return true;
 }
 
@@ -96,7 +110,7 @@ torch::Tensor read_jpeg(const std::string& path, int64_t channels) {
 void write_jpeg(const std::string& path, const torch::Tensor& image, int quality) {
   const torch::Tensor hwc = image.to(torch::kByte).permute({1, 2, 0}).contiguous();
   const int64_t H = hwc.size(0), W = hwc.size(1), C = hwc.size(2);
-  if (C != 1 && C != 3) throw std::invalid_argument(path + ": JPEG images have 1 or 3 channels");
+  if (C != 1 && C != 3 && C != 4) throw std::invalid_argument(path + ": JPEG images have 1, 3 or 4 (CMYK) channels");
   std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
   if (!file) throw std::runtime_error(path + ": cannot create");
   jpeg_compress_struct info;
@@ -112,7 +126,7 @@ void write_jpeg(const std::string& path, const torch::Tensor& image, int quality
   info.image_width = static_cast<JDIMENSION>(W);
   info.image_height = static_cast<JDIMENSION>(H);
   info.input_components = static_cast<int>(C);
-  info.in_color_space = C == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  info.in_color_space = C == 1 ? JCS_GRAYSCALE : C == 3 ? JCS_RGB : JCS_CMYK;  // CMYK: stored as given, with Adobe's marker
   jpeg_set_defaults(&info);
   jpeg_set_quality(&info, quality, TRUE);
   jpeg_start_compress(&info, TRUE);

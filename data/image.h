@@ -15,10 +15,10 @@ namespace zoo::data {
 
 // A JPEG as uint8 (channels, H, W): channels 1 converts color to luma as
 // PIL's convert("L") does (R 299/1000 + G 587/1000 + B 114/1000, rounded);
-// channels 3 gives RGB (gray files repeated). Throws std::runtime_error
+// channels 3 gives RGB (gray files repeated; CMYK converted as PIL does). Throws std::runtime_error
 // naming the file when it cannot be read or decoded.
 torch::Tensor read_jpeg(const std::string& path, int64_t channels);
-// Writes uint8 (1 or 3, H, W) as a JPEG of `quality` (test fixtures, tools).
+// Writes uint8 (1, 3 or 4 = CMYK, H, W) as a JPEG of `quality` (test fixtures, tools).
 void write_jpeg(const std::string& path, const torch::Tensor& image, int quality = 95);
 
 // torchvision's Resize of a uint8 tensor image with BICUBIC and antialias:

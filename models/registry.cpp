@@ -16,6 +16,7 @@
 #include "models/gptj/gptj.h"
 #include "models/t5/t5.h"
 #include "models/unet/unet.h"
+#include "models/vit/vit.h"
 
 namespace zoo::models {
 
@@ -23,7 +24,7 @@ std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), esm2_family(), t5_family(),
-                                                     dpo_family(), dpr_family(), fc_mnist_family(), unet_family()};
+                                                     dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -42,7 +43,7 @@ struct UnbuiltModel {
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
       {{"llava", "multimodal_simple"}, "a vision-language model", {}},
-      {{"dino", "dit", "vision_transformer", "resnet"}, "a vision model", {}},
+      {{"dino", "dit", "resnet"}, "a vision model", {}},
   };
   return m;
 }

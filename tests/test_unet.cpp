@@ -313,6 +313,13 @@ TEST(SeverstalData, JpegsDecodeAsWritten) {
   const torch::Tensor luma = data::read_jpeg(dir / "color.jpg", 1);
   EXPECT_NEAR(luma.to(torch::kFloat).mean().item<double>(), 0.299 * 200 + 0.587 * 100 + 0.114 * 50, 2.0);
   EXPECT_EQ(data::read_jpeg(dir / "gray.jpg", 3).size(0), 3);
+  // CMYK (Adobe's inverted storage, as libjpeg writes it): RGB = stored C x stored K / 255, as PIL converts.
+  const torch::Tensor cmyk = torch::tensor({200, 100, 50, 250}, torch::kByte).view({4, 1, 1}).expand({4, 16, 16}).contiguous();
+  data::write_jpeg(dir / "cmyk.jpg", cmyk, 100);
+  const torch::Tensor rgb = data::read_jpeg(dir / "cmyk.jpg", 3).to(torch::kFloat).mean({1, 2});
+  EXPECT_NEAR(rgb[0].item<double>(), 200.0 * 250 / 255, 3.0) << rgb;
+  EXPECT_NEAR(rgb[1].item<double>(), 100.0 * 250 / 255, 3.0) << rgb;
+  EXPECT_NEAR(rgb[2].item<double>(), 50.0 * 250 / 255, 3.0) << rgb;
   zoo::testing::write_file(dir / "bad.jpg", "not a jpeg");
   try {
     data::read_jpeg(dir / "bad.jpg", 1);

@@ -1,0 +1,274 @@
+// Implementation of models/vit/vit.h.
+#include "models/vit/vit.h"
+
+#include <regex>
+
+#include "models/common/ffn.h"
+
+namespace zoo::models {
+
+const config::Schema<VitOptions>& VitOptions::schema() {
+  using O = VitOptions;
+  static const config::Schema<O> s = [] {
+    using config::positive;
+    auto rate = config::in_range(0.0, 1.0, /*hi_open=*/true);
+    auto act = config::one_of(kActivationNames);
+    config::Schema<O> sc("model (vision_transformer)",
+                         "Vision Transformer image classification, as modelzoo's vision_transformer.");
+    sc.field("num_classes", &O::num_classes, "Classes.", positive<int64_t>())
+        .field("image_size", &O::image_size, "Input image [H, W].")
+        .field("num_channels", &O::num_channels, "Image channels.", positive<int64_t>())
+        .field("patch_size", &O::patch_size, "Patch [H, W]; must divide image_size.")
+        .field("hidden_size", &O::hidden_size, "Model width.", positive<int64_t>())
+        .field("num_hidden_layers", &O::num_hidden_layers, "Encoder layers.", positive<int64_t>())
+        .field("num_heads", &O::num_heads, "Attention heads; must divide hidden_size.", positive<int64_t>())
+        .field("filter_size", &O::filter_size, "FFN hidden units.", positive<int64_t>())
+        .field("layer_norm_epsilon", &O::layer_norm_epsilon, "LayerNorm epsilon.", positive<double>())
+        .field("attention_module", &O::attention_module,
+               "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups.",
+               config::one_of({"aiayn_attention", "multiquery_attention"}))
+        .field("extra_attention_params", &O::extra_attention_params, "Settings of the attention module.")
+        .field("attention_type", &O::attention_type, "scaled_dot_product or dot_product.",
+               config::one_of({"scaled_dot_product", "dot_product"}))
+        .field("attention_softmax_fp32", &O::attention_softmax_fp32, "Attention softmax in float32.")
+        .field("dropout_rate", &O::dropout_rate, "Dropout on residual branches.", rate)
+        .field("embedding_dropout_rate", &O::embedding_dropout_rate, "Dropout on the embeddings.", rate)
+        .field("attention_dropout_rate", &O::attention_dropout_rate, "Dropout on attention probabilities.", rate)
+        .field("nonlinearity", &O::nonlinearity, "FFN activation.", act)
+        .field("pooler_nonlinearity", &O::pooler_nonlinearity, "Pooler activation (null: nonlinearity).",
+               config::if_set(act))
+        .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention, "Bias on q/k/v.")
+        .field("use_ffn_bias_in_attention", &O::use_ffn_bias_in_attention, "Bias on the attention output.")
+        .field("use_ffn_bias", &O::use_ffn_bias, "Bias in the FFN and the pooler.")
+        .field("norm_first", &O::norm_first, "Pre-norm layers (ViT's).")
+        .field("use_final_layer_norm", &O::use_final_layer_norm, "A LayerNorm after the last layer.")
+        .field("use_encoder_pooler_layer", &O::use_encoder_pooler_layer,
+               "Dense + pooler_nonlinearity on [CLS] before the classifier.")
+        .field("position_embedding_type", &O::position_embedding_type, "learned, or null for none.",
+               config::if_set(config::one_of({"learned"})))
+        .field("prepend_cls_token", &O::prepend_cls_token, "A learned [CLS] embedding in front of the patches.")
+        .field("use_conv_patchified_embedding", &O::use_conv_patchified_embedding,
+               "Project patches with a strided conv (else patchify + linear).")
+        .field("use_embed_proj_bias", &O::use_embed_proj_bias, "Bias on the patch projection.")
+        .field("use_post_embed_layer_norm", &O::use_post_embed_layer_norm, "A LayerNorm on the embeddings.")
+        .field("use_bias_in_output", &O::use_bias_in_output, "Bias on the classifier.")
+        .field("use_dinov2_classifier", &O::use_dinov2_classifier,
+               "Classify [CLS] concatenated with the patches' mean (DINOv2's head).")
+        .field("initializer_range", &O::initializer_range, "Std of the default truncated normal.", positive<double>())
+        .field("default_initializer", &O::default_initializer,
+               "Initializer of the layers and the classifier (null: truncated_normal std=initializer_range, +-2 std).")
+        .field("attention_initializer", &O::attention_initializer, "Attention (null: default_initializer).")
+        .field("ffn_initializer", &O::ffn_initializer, "FFN (null: default_initializer).")
+        .field("pooler_initializer", &O::pooler_initializer, "Pooler (null: default_initializer).")
+        .field("projection_initializer", &O::projection_initializer, "Patch projection (null: default_initializer).")
+        .field("position_embedding_initializer", &O::position_embedding_initializer,
+               "Position embeddings (null: default_initializer).")
+        .field("cls_token_initializer", &O::cls_token_initializer, "[CLS] embedding (null: default_initializer).")
+        .field("freeze", &O::freeze, "Regexes: parameters of the modules whose names match do not train.")
+        .field("compute_eval_metrics", &O::compute_eval_metrics, "Eval also reports accuracy_cls.")
+        .field("activation_checkpointing", &O::activation_checkpointing,
+               "zoo's own: recompute each encoder layer in the backward pass.")
+        .field("layerscale_value", &O::layerscale_value, "DINO's layer scale: not supported by zoo (null only).")
+        .field("stochastic_depth_drop_prob", &O::stochastic_depth_drop_prob,
+               "DINO's stochastic depth: not supported by zoo (0 only).")
+        .field("stochastic_depth_drop_prob_schedule", &O::stochastic_depth_drop_prob_schedule,
+               "With stochastic_depth_drop_prob (unused at 0).", config::one_of({"linear", "constant"}))
+        .field("stochastic_depth_mode", &O::stochastic_depth_mode, "With stochastic_depth_drop_prob (unused at 0).")
+        .field("use_masked_patches", &O::use_masked_patches, "DINOv2's mask token: not supported by zoo (false only).")
+        .field("image_layer_idx", &O::image_layer_idx, "Multimodal feature layer: not supported by zoo (null only).")
+        .ignored({"mixed_precision"}, "the model's precision keys decide it")
+        .validate([](const O& o, const auto& fail) {
+          if (o.image_size.size() != 2 || o.image_size[0] <= 0 || o.image_size[1] <= 0)
+            fail("image_size", "expected [H, W]");
+          if (o.patch_size.size() != 2 || o.patch_size[0] <= 0 || o.patch_size[1] <= 0)
+            fail("patch_size", "expected [H, W]");
+          if (o.image_size[0] % o.patch_size[0] != 0 || o.image_size[1] % o.patch_size[1] != 0)
+            fail("patch_size", "must divide image_size");
+          if (o.hidden_size % o.num_heads != 0) fail("num_heads", "must divide hidden_size");
+          if (o.attention_module == "multiquery_attention" && o.num_heads % o.extra_attention_params.num_kv_groups != 0)
+            fail("extra_attention_params", "num_kv_groups must divide num_heads");
+          if (is_glu(o.nonlinearity)) fail("nonlinearity", "ViT's FFN takes a plain activation");
+          if (o.use_dinov2_classifier && !o.prepend_cls_token) fail("use_dinov2_classifier", "needs prepend_cls_token");
+          if (o.layerscale_value) fail("layerscale_value", "not supported by zoo yet (DINO's layer scale)");
+          if (o.stochastic_depth_drop_prob != 0)
+            fail("stochastic_depth_drop_prob", "not supported by zoo yet (DINO's stochastic depth)");
+          if (o.use_masked_patches) fail("use_masked_patches", "not supported by zoo yet (DINOv2's mask token)");
+          if (o.image_layer_idx) fail("image_layer_idx", "not supported by zoo (multimodal feature extraction)");
+          if (o.freeze)
+            for (const auto& r : *o.freeze) try {
+                std::regex check(r);
+              } catch (const std::regex_error& e) {
+                fail("freeze", "'" + r + "' is not a regular expression (" + e.what() + ")");
+              }
+        });
+    return sc;
+  }();
+  return s;
+}
+
+VitEmbeddingLayerImpl::VitEmbeddingLayerImpl(const VitOptions& o, const torch::TensorOptions& p) : options_(o) {
+  const int64_t ph = o.patch_size[0], pw = o.patch_size[1], C = o.num_channels, D = o.hidden_size;
+  auto proj = register_module("linear_proj", std::make_shared<torch::nn::Module>());
+  linear_proj = proj.get();
+  proj_weight = proj->register_parameter(
+      "weight", o.use_conv_patchified_embedding ? torch::empty({D, C, ph, pw}, p) : torch::empty({D, ph * pw * C}, p));
+  if (o.use_embed_proj_bias) proj_bias = proj->register_parameter("bias", torch::zeros({D}, p));
+  if (o.position_embedding_type)
+    position_embeddings = register_module("position_embeddings", EmbeddingTable(o.sequence_length(), D, p));
+  if (o.prepend_cls_token) cls_embedding = register_parameter("cls_embedding", torch::zeros({D}, p));
+  if (o.use_post_embed_layer_norm) post_embed_ln = register_module("post_embed_ln", LayerNorm(D, 1e-5, p));
+}
+
+void VitEmbeddingLayerImpl::reset_parameters() {
+  const InitializerSpec d = options_.default_init();
+  apply_initializer(options_.projection_initializer.value_or(d), proj_weight);
+  apply_initializer(InitializerSpec{"zeros"}, proj_bias);
+  apply_initializer(options_.cls_token_initializer.value_or(d), cls_embedding);
+  if (position_embeddings) position_embeddings->reset_parameters(options_.position_embedding_initializer.value_or(d));
+  if (post_embed_ln) post_embed_ln->reset_parameters();
+}
+
+torch::Tensor VitEmbeddingLayerImpl::forward(const torch::Tensor& images) {
+  const VitOptions& o = options_;
+  const int64_t B = images.size(0), ph = o.patch_size[0], pw = o.patch_size[1];
+  if (images.dim() != 4 || images.size(1) != o.num_channels || images.size(2) != o.image_size[0] ||
+      images.size(3) != o.image_size[1])
+    throw std::invalid_argument("vision_transformer: expected images (B, " + std::to_string(o.num_channels) + ", " +
+                                std::to_string(o.image_size[0]) + ", " + std::to_string(o.image_size[1]) + "), got " +
+                                c10::str(images.sizes()));
+  torch::Tensor x;
+  if (o.use_conv_patchified_embedding) {
+    x = torch::conv2d(images, proj_weight, proj_bias, {ph, pw}).flatten(2).transpose(1, 2);  // (B, N, D)
+  } else {  // patches flattened in (row, column, channel) order, as modelzoo's patchify_helper
+    const int64_t C = o.num_channels, nh = o.image_size[0] / ph, nw = o.image_size[1] / pw;
+    const torch::Tensor patches =
+        images.reshape({B, C, nh, ph, nw, pw}).permute({0, 2, 4, 3, 5, 1}).reshape({B, nh * nw, ph * pw * C});
+    x = dense(patches, proj_weight, proj_bias);
+  }
+  const int64_t N = x.size(1);
+  if (o.prepend_cls_token) x = torch::cat({cls_embedding.to(x.scalar_type()).expand({B, 1, -1}), x}, 1);
+  if (position_embeddings) {
+    // Patches take rows 0 .. N-1 and [CLS] the last row, as modelzoo's layer orders them.
+    torch::Tensor rows = torch::arange(N, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    if (o.prepend_cls_token) rows = torch::cat({torch::full({1}, N, rows.options()), rows});
+    x = x + position_embeddings->weight.index_select(0, rows).to(x.scalar_type());
+  }
+  if (o.embedding_dropout_rate > 0) x = torch::dropout(x, o.embedding_dropout_rate, is_training());
+  if (post_embed_ln) x = post_embed_ln(x);
+  return x;
+}
+
+namespace {
+
+EncoderLayerOptions vit_layer_options(const VitOptions& o) {
+  const InitializerSpec d = o.default_init();
+  EncoderLayerOptions e;
+  AttentionOptions& a = e.attention;
+  a.hidden_size = o.hidden_size;
+  a.num_heads = o.num_heads;
+  if (o.attention_module == "multiquery_attention") a.num_kv_groups = o.extra_attention_params.num_kv_groups;
+  a.use_projection_bias = o.use_projection_bias_in_attention;
+  a.use_output_bias = o.use_ffn_bias_in_attention;
+  a.dropout = o.attention_dropout_rate;
+  a.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
+  a.softmax_fp32 = o.attention_softmax_fp32;
+  a.initializer = a.output_initializer = o.attention_initializer.value_or(d);
+  a.causal = false;
+  e.ffn.input_size = o.hidden_size;
+  e.ffn.filter_size = o.filter_size;
+  e.ffn.nonlinearity = o.nonlinearity;
+  e.ffn.use_bias = o.use_ffn_bias;
+  e.ffn.dropout = 0.0;  // modelzoo's ViT: no dropout after the activation, only on the FFN's output
+  e.ffn.initializer = e.ffn.output_initializer = o.ffn_initializer.value_or(d);
+  e.layer_norm_epsilon = o.layer_norm_epsilon;
+  e.dropout = o.dropout_rate;
+  e.norm_first = o.norm_first;
+  e.final_norm = o.use_final_layer_norm;
+  e.recompute = o.activation_checkpointing;
+  return e;
+}
+
+}  // namespace
+
+VitModel::VitModel(const VitOptions& o, const torch::TensorOptions& p) : options_(o) {
+  auto vit = register_module("vit_model", std::make_shared<torch::nn::Module>());
+  embedding_layer = vit->register_module("embedding_layer", VitEmbeddingLayer(o, p));
+  auto encoder = vit->register_module("encoder", std::make_shared<torch::nn::Module>());
+  transformer_encoder =
+      encoder->register_module("transformer_encoder", TransformerEncoder(o.num_hidden_layers, vit_layer_options(o), p));
+  if (o.use_encoder_pooler_layer) {
+    pooler = Dense(o.hidden_size, o.hidden_size, o.use_ffn_bias, p);
+    auto holder = encoder->register_module("pooler", std::make_shared<torch::nn::Module>());
+    holder->register_module("pooler", one_layer_network(pooler.ptr()));
+  }
+  const int64_t features = o.hidden_size * (o.use_dinov2_classifier ? 2 : 1);
+  classifier = Dense(features, o.num_classes, o.use_bias_in_output, p);
+  register_module("classifier", std::make_shared<torch::nn::Module>())
+      ->register_module("classifier", one_layer_network(classifier.ptr()));
+  if (o.freeze) {
+    // modelzoo's freeze_modules: every parameter of the modules whose names match a pattern.
+    for (const auto& pattern : *o.freeze) {
+      const std::regex re(pattern);
+      bool matched = false;
+      for (auto& item : named_parameters()) {
+        const std::string& name = item.key();
+        const std::string module = name.substr(0, name.rfind('.'));
+        if (std::regex_search(module, re)) item.value().set_requires_grad(false), matched = true;
+      }
+      if (!matched) throw std::invalid_argument("freeze: '" + pattern + "' matches no module of the model");
+    }
+  }
+}
+
+void VitModel::reset_parameters() {
+  const InitializerSpec d = options_.default_init();
+  embedding_layer->reset_parameters();
+  transformer_encoder->reset_parameters();
+  if (pooler) pooler->reset_parameters(options_.pooler_initializer.value_or(d));
+  classifier->reset_parameters(d);
+}
+
+torch::Tensor VitModel::logits(const torch::Tensor& images) {
+  const VitOptions& o = options_;
+  torch::Tensor h = transformer_encoder->forward(embedding_layer(images), {});
+  torch::Tensor pooled = h.select(1, 0);
+  if (pooler) pooled = activation(o.pooler_nonlinearity.value_or(o.nonlinearity), pooler(pooled));
+  if (o.use_dinov2_classifier) pooled = torch::cat({h.select(1, 0), h.narrow(1, 1, h.size(1) - 1).mean(1)}, 1);
+  return classifier(pooled);
+}
+
+ModelOutput VitModel::forward(const Features& batch, bool with_metrics) {
+  const torch::Tensor out = logits(batch.at("input"));
+  const torch::Tensor x = out.scalar_type() == torch::kDouble ? out : out.to(torch::kFloat);
+  const torch::Tensor labels = batch.at("labels").reshape({-1}).to(torch::kLong);
+  ModelOutput result;
+  result.loss = torch::cross_entropy_loss(x, labels);
+  if (with_metrics && options_.compute_eval_metrics) {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor correct = (x.argmax(-1) == labels).to(torch::kDouble);
+    result.metrics["accuracy_cls"] = {correct.sum(), torch::tensor(double(correct.numel()), torch::kDouble),
+                                      MetricTerm::Reduce::mean};
+  }
+  return result;
+}
+
+// Per image: 2 FLOPs per weight of the patch projection per patch, the
+// encoder's matmuls and attention per token, and the classifier.
+double VitModel::forward_flops_per_token() const {
+  const VitOptions& o = options_;
+  const double C = o.hidden_size, F = o.filter_size, L = o.num_hidden_layers, T = o.sequence_length();
+  const double kv = o.attention_module == "multiquery_attention" ? C * o.extra_attention_params.num_kv_groups / o.num_heads : C;
+  const double patch = 2.0 * double(o.patch_size[0] * o.patch_size[1] * o.num_channels) * C * double(o.num_patches());
+  const double encoder = T * (2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 2 * L * T * C);
+  return patch + encoder + 2.0 * C * double(o.num_classes);
+}
+
+ModelFamily vit_family() {
+  ModelFamily f = make_model_family<VitOptions, VitModel>(
+      "vision_transformer", {"vit_classification"},
+      "Vision Transformer image classification, as modelzoo's vision_transformer.", {"input", "labels"});
+  f.required_keys = {"patch_size"};
+  return f;
+}
+
+}  // namespace zoo::models
