@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "models/common/ffn.h"
+#include "models/vit/hf_adapter.h"
 
 namespace zoo::models {
 
@@ -268,6 +269,7 @@ ModelFamily vit_family() {
       "vision_transformer", {"vit_classification"},
       "Vision Transformer image classification, as modelzoo's vision_transformer.", {"input", "labels"});
   f.required_keys = {"patch_size"};
+  f.hf["vit"] = vit_hf_adapter();
   return f;
 }
 

@@ -26,9 +26,15 @@ YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer,
   YAML::Node p;
   for (const char* section : {"train_input", "eval_input"}) {
     p[section] = YAML::Clone(input);
-    // The processor's data directory: data_dir, or src_data_dir when it reads that (T5's text).
-    p[section][input["src_data_dir"] ? "src_data_dir" : "data_dir"] =
-        std::string("./data/") + (std::string(section) == "train_input" ? "train" : "val");
+    // The processor's data directory: data_dir, or src_data_dir when it reads that (T5's text);
+    // processors with a `split` (ImageNet's) read one directory's train and val splits.
+    const std::string split = std::string(section) == "train_input" ? "train" : "val";
+    if (input["split"]) {
+      p[section]["data_dir"] = "./data";
+      p[section]["split"] = split;
+    } else {
+      p[section][input["src_data_dir"] ? "src_data_dir" : "data_dir"] = "./data/" + split;
+    }
     p[section]["batch_size"] = 8;
   }
   p["model"] = model;
