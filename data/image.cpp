@@ -139,16 +139,16 @@ void write_jpeg(const std::string& path, const torch::Tensor& image, int quality
   jpeg_destroy_compress(&info);
 }
 
-torch::Tensor resize_bicubic(const torch::Tensor& image, int64_t height, int64_t width) {
+torch::Tensor resize_image(const torch::Tensor& image, int64_t height, int64_t width, const std::string& mode) {
   if (image.size(-2) == height && image.size(-1) == width) return image;
   namespace F = torch::nn::functional;
   const torch::Tensor x = image.to(torch::kFloat).unsqueeze(0);
-  const torch::Tensor y = F::interpolate(x, F::InterpolateFuncOptions()
-                                                .size(std::vector<int64_t>{height, width})
-                                                .mode(torch::kBicubic)
-                                                .align_corners(false)
-                                                .antialias(true));
-  return y.squeeze(0).clamp(0, 255).round().to(torch::kByte);
+  auto o = F::InterpolateFuncOptions().size(std::vector<int64_t>{height, width});
+  if (mode == "nearest") o.mode(torch::kNearestExact);
+  else if (mode == "bicubic") o.mode(torch::kBicubic).align_corners(false).antialias(true);
+  else if (mode == "bilinear") o.mode(torch::kBilinear).align_corners(false).antialias(true);
+  else throw std::invalid_argument("unknown interpolation '" + mode + "' (expected bilinear, bicubic or nearest)");
+  return F::interpolate(x, o).squeeze(0).clamp(0, 255).round().to(torch::kByte);
 }
 
 torch::Tensor resize_nearest(const torch::Tensor& image, int64_t height, int64_t width) {

@@ -1,7 +1,7 @@
 // Image files and the transforms modelzoo's vision data processors apply
 // with torchvision: JPEG decoding (libjpeg), resizing, tiling, normalizing
 // and the segmentation augmentations. Images are (C, H, W) tensors.
-// Defines: read_jpeg, write_jpeg, resize_bicubic, resize_nearest, tile_image,
+// Defines: read_jpeg, write_jpeg, resize_image, resize_nearest, tile_image,
 // normalize_image, kNormalizeMethods, SegmentationAugment.
 #pragma once
 
@@ -21,10 +21,12 @@ torch::Tensor read_jpeg(const std::string& path, int64_t channels);
 // Writes uint8 (1, 3 or 4 = CMYK, H, W) as a JPEG of `quality` (test fixtures, tools).
 void write_jpeg(const std::string& path, const torch::Tensor& image, int quality = 95);
 
-// torchvision's Resize of a uint8 tensor image with BICUBIC and antialias:
-// float, bicubic (antialiased when shrinking), clamped to [0, 255], rounded to uint8.
-torch::Tensor resize_bicubic(const torch::Tensor& image, int64_t height, int64_t width);
-// torchvision's Resize with NEAREST (masks): source pixel floor(i * in / out).
+// torchvision's Resize of a uint8 image (torchvision resizes PIL images and
+// uint8 tensors alike up to rounding): `mode` bilinear or bicubic (float,
+// antialiased when shrinking, clamped to [0, 255], rounded to uint8), or
+// nearest as PIL samples it (pixel centres: torch's nearest-exact).
+torch::Tensor resize_image(const torch::Tensor& image, int64_t height, int64_t width, const std::string& mode);
+// torchvision's Resize of a mask tensor with NEAREST: source pixel floor(i * in / out).
 torch::Tensor resize_nearest(const torch::Tensor& image, int64_t height, int64_t width);
 // modelzoo's tile_image_transform: repeats the image along H and W up to the
 // target size (output pixel i is input pixel i mod size); never shrinks.

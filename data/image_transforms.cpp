@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "data/image.h"
 #include "data/splitmix.h"
 
 namespace zoo::data {
@@ -46,17 +47,6 @@ const config::Schema<TransformSpec>& TransformSpec::schema() {
               fail("ratio", "expected [min, max] with 0 < min <= max");
           });
   return s;
-}
-
-torch::Tensor resize_uint8(const torch::Tensor& image, int64_t height, int64_t width, const std::string& mode) {
-  if (image.size(-2) == height && image.size(-1) == width) return image;
-  namespace F = torch::nn::functional;
-  const torch::Tensor x = image.to(torch::kFloat).unsqueeze(0);
-  auto o = F::InterpolateFuncOptions().size(std::vector<int64_t>{height, width});
-  if (mode == "nearest") o.mode(torch::kNearestExact);  // PIL's nearest samples pixel centres
-  else if (mode == "bicubic") o.mode(torch::kBicubic).align_corners(false).antialias(true);
-  else o.mode(torch::kBilinear).align_corners(false).antialias(true);
-  return F::interpolate(x, o).squeeze(0).clamp(0, 255).round().to(torch::kByte);
 }
 
 CropBox random_resized_crop_box(int64_t H, int64_t W, const std::vector<double>& scale, const std::vector<double>& ratio,
@@ -114,10 +104,10 @@ torch::Tensor TransformPipeline::apply(torch::Tensor x, uint64_t seed) const {
         const int64_t H = x.size(-2), W = x.size(-1);
         const int64_t h = H <= W ? s : static_cast<int64_t>(double(s) * double(H) / double(W));
         const int64_t w = H <= W ? static_cast<int64_t>(double(s) * double(W) / double(H)) : s;
-        x = resize_uint8(x, h, w, t.interpolation);
+        x = resize_image(x, h, w, t.interpolation);
       } else {
         auto [h, w] = size_of(t);
-        x = resize_uint8(x, h, w, t.interpolation);
+        x = resize_image(x, h, w, t.interpolation);
       }
     } else if (t.name == "center_crop") {
       auto [h, w] = size_of(t);
@@ -125,7 +115,7 @@ torch::Tensor TransformPipeline::apply(torch::Tensor x, uint64_t seed) const {
     } else if (t.name == "random_resized_crop") {
       const CropBox box = random_resized_crop_box(x.size(-2), x.size(-1), t.scale.items, t.ratio.items, stream);
       auto [h, w] = size_of(t);
-      x = resize_uint8(x.narrow(-2, box.top, box.height).narrow(-1, box.left, box.width), h, w, t.interpolation);
+      x = resize_image(x.narrow(-2, box.top, box.height).narrow(-1, box.left, box.width), h, w, t.interpolation);
     } else if (t.name == "random_horizontal_flip" || t.name == "random_vertical_flip") {
       SplitMix64 rng{stream};
       if (rng.uniform() < t.p) x = x.flip({t.name == "random_horizontal_flip" ? -1 : -2}).contiguous();

@@ -41,10 +41,6 @@ class TransformPipeline {
   std::vector<TransformSpec> specs_;
 };
 
-// torchvision's resize of a uint8 (C, H, W) image as PIL does it: `mode`
-// bilinear or bicubic (antialiased when shrinking), or nearest; rounded to uint8.
-torch::Tensor resize_uint8(const torch::Tensor& image, int64_t height, int64_t width, const std::string& mode);
-
 // torchvision's RandomResizedCrop.get_params: (top, left, height, width) of
 // a crop covering `scale` of the area at an aspect ratio within `ratio`
 // (log-uniform), from up to 10 tries, else the central crop clamped to the ratio.

@@ -141,7 +141,7 @@ std::pair<torch::Tensor, torch::Tensor> SeverstalSource::read_sample(int64_t id)
   }
   const std::vector<int64_t>& shape = options_.image_shape;
   torch::Tensor image = read_jpeg(data_dir_ + "/train_images/" + row.image_id, shape[2]);
-  image = tile_image(resize_bicubic(image, height_, width_), shape[0], shape[1]);
+  image = tile_image(resize_image(image, height_, width_, "bicubic"), shape[0], shape[1]);
   mask = tile_image(resize_nearest(mask, height_, width_), shape[0], shape[1]);
   image = normalize_image(image, options_.normalize_data_method.value_or(""));
   if (augment_) {

@@ -171,8 +171,8 @@ TEST(ImageTransforms, ResizesAndCropsFollowTorchvision) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   torch::manual_seed(4);
   const torch::Tensor image = torch::randint(0, 256, {3, 40, 60}, torch::kLong).to(torch::kByte);
-  const torch::Tensor bilinear = data::resize_uint8(image, 16, 24, "bilinear");
-  const torch::Tensor bicubic = data::resize_uint8(image, 16, 24, "bicubic");
+  const torch::Tensor bilinear = data::resize_image(image, 16, 24, "bilinear");
+  const torch::Tensor bicubic = data::resize_image(image, 16, 24, "bicubic");
   TempDir dir;
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("image", image);

@@ -9,15 +9,6 @@
 
 namespace zoo::models {
 
-void map_encoder_layer_linears(HfKeyMap& m, const std::string& h, const std::string& z) {
-  m.linear(h + "attention.self.query", z + "self_attn.proj_q_dense_layer");
-  m.linear(h + "attention.self.key", z + "self_attn.proj_k_dense_layer");
-  m.linear(h + "attention.self.value", z + "self_attn.proj_v_dense_layer");
-  m.linear(h + "attention.output.dense", z + "self_attn.proj_output_dense_layer");
-  m.linear(h + "intermediate.dense", z + "ffn.ffn.0.linear_layer");
-  m.linear(h + "output.dense", z + "ffn.ffn.1.linear_layer");
-}
-
 void map_mlm_head(HfKeyMap& m, const std::string& dense, const std::string& norm, const std::string& bias,
                   const std::string& decoder, bool tied) {
   m.linear(dense, "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer");

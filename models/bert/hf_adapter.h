@@ -12,11 +12,8 @@
 
 namespace zoo::models {
 
-// What the BERT-style Hugging Face layouts (BERT, RoBERTa, ESM) share.
-// Layer `hf` (e.g. "bert.encoder.layer.3.") <-> zoo's encoder layer `zoo`:
-// attention.self.{query,key,value}, attention.output.dense,
-// intermediate.dense, output.dense; each layout places its norms itself.
-void map_encoder_layer_linears(HfKeyMap& m, const std::string& hf, const std::string& zoo);
+// What the BERT-style Hugging Face layouts (BERT, RoBERTa, ESM) share
+// (their layers' linears: map_encoder_layer_linears in models/common/hf_key_map.h).
 // The masked-LM head: HF's dense, norm and bias, and the decoder (a tied copy, or zoo's classifier weight).
 void map_mlm_head(HfKeyMap& m, const std::string& dense, const std::string& norm, const std::string& bias,
                   const std::string& decoder, bool tied);

@@ -181,4 +181,13 @@ StateDict map_to_hf(const HfKeyMap& map, const StateDict& zoo) {
   return out;
 }
 
+void map_encoder_layer_linears(HfKeyMap& m, const std::string& h, const std::string& z, const std::string& self_attention) {
+  m.linear(h + self_attention + "query", z + "self_attn.proj_q_dense_layer");
+  m.linear(h + self_attention + "key", z + "self_attn.proj_k_dense_layer");
+  m.linear(h + self_attention + "value", z + "self_attn.proj_v_dense_layer");
+  m.linear(h + "attention.output.dense", z + "self_attn.proj_output_dense_layer");
+  m.linear(h + "intermediate.dense", z + "ffn.ffn.0.linear_layer");
+  m.linear(h + "output.dense", z + "ffn.ffn.1.linear_layer");
+}
+
 }  // namespace zoo::models

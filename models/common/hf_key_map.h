@@ -4,7 +4,7 @@
 // Each converter declares its HfKeyMap; map_to_zoo / map_to_hf apply it
 // either way, so the two directions cannot disagree. Defines: QkvLayout,
 // QkvShape, split_qkv, join_qkv, HfTensor, HfFusedQkv, HfKeyMap, map_to_zoo,
-// map_to_hf, key_mapped, zoo_layer.
+// map_to_hf, key_mapped, map_encoder_layer_linears, zoo_layer.
 #pragma once
 
 #include <torch/torch.h>
@@ -76,6 +76,14 @@ struct HfKeyMap {
   // the embeddings, a copy HF may hold and zoo does not.
   void lm_head(bool tied, const std::string& hf = "lm_head.weight");
 };
+
+// An encoder layer of HF's BERT-style layouts (BERT, RoBERTa, ESM, ViT):
+// layer `hf` (e.g. "bert.encoder.layer.3.") <-> zoo's encoder layer `zoo`:
+// <self_attention>{query,key,value} (BERT's attention.self., ViT's
+// attention.attention.), attention.output.dense, intermediate.dense,
+// output.dense; each layout places its norms itself.
+void map_encoder_layer_linears(HfKeyMap& m, const std::string& hf, const std::string& zoo,
+                               const std::string& self_attention = "attention.self.");
 
 // "transformer_decoder.layers.<i>.": where zoo's decoder layers live.
 std::string zoo_layer(int64_t i);

@@ -30,12 +30,7 @@ HfKeyMap vit_keys(const VitOptions& o) {
   m.tensors.push_back({"vit.embeddings.patch_embeddings.projection.bias", e + "linear_proj.bias"});
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = "vit.encoder.layer." + std::to_string(i) + ".", z = enc + "layers." + std::to_string(i) + ".";
-    m.linear(h + "attention.attention.query", z + "self_attn.proj_q_dense_layer");
-    m.linear(h + "attention.attention.key", z + "self_attn.proj_k_dense_layer");
-    m.linear(h + "attention.attention.value", z + "self_attn.proj_v_dense_layer");
-    m.linear(h + "attention.output.dense", z + "self_attn.proj_output_dense_layer");
-    m.linear(h + "intermediate.dense", z + "ffn.ffn.0.linear_layer");
-    m.linear(h + "output.dense", z + "ffn.ffn.1.linear_layer");
+    map_encoder_layer_linears(m, h, z, "attention.attention.");
     m.norm(h + "layernorm_before", z + "norm1");  // pre-norm: before attention, and before the FFN
     m.norm(h + "layernorm_after", z + "norm2");
   }
