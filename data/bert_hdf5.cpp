@@ -134,6 +134,8 @@ std::unique_ptr<DataLoader> open_mlm(const BertHdf5Options& o, const config::Ori
   std::shared_ptr<MlmHdf5Source> source;
   try {
     source = std::make_shared<MlmHdf5Source>(sorted_hdf5_files(o.data_dir, at), o.max_sequence_length, o.use_vsl);
+  } catch (const config::ConfigError&) {
+    throw;  // already names the file and key
   } catch (const std::runtime_error& e) {
     at.fail("data_dir", e.what());
   }

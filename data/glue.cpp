@@ -167,6 +167,8 @@ std::unique_ptr<DataLoader> open_sst2(const GlueOptions& o, const config::Origin
     }
   } catch (const std::invalid_argument&) {
     at.fail("data_dir", file + ": a label is not a number");
+  } catch (const config::ConfigError&) {
+    throw;  // already names the file and key
   } catch (const std::runtime_error& e) {
     at.fail("data_dir", e.what());
   }
@@ -192,6 +194,8 @@ std::unique_ptr<DataLoader> open_mnli(const GlueOptions& o, const config::Origin
         rows.push_back({r[0], r[1], label->second, split == "train" ? -1 : (split == "dev_matched" ? 1 : 0)});
       }
     }
+  } catch (const config::ConfigError&) {
+    throw;  // already names the file and key
   } catch (const std::runtime_error& e) {
     at.fail("data_dir", e.what());
   }

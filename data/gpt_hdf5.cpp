@@ -328,6 +328,8 @@ std::unique_ptr<DataLoader> open_task_hdf5(const LoaderOptions& o, std::optional
   OpenedHdf5 opened;
   try {
     opened = open(task_hdf5_files(o.data_dir, shard, at));
+  } catch (const config::ConfigError&) {
+    throw;  // already names the file and key
   } catch (const std::runtime_error& e) {
     at.fail("data_dir", e.what());
   }

@@ -109,6 +109,15 @@ TEST(Data, BadDataErrorsNameKeyAndPlace) {
   EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + (dir / "small") + ", batch_size: 2}")
                 .find("no *.h5 files"),
             std::string::npos);
+  // Each HDF5 processor names the file and key once, however deep the error arose.
+  for (const char* processor : {"GptHDF5DataProcessor", "DpoHDF5DataProcessor", "DPRHDF5DataProcessor",
+                                "BertHDF5DataProcessor"}) {
+    const std::string e =
+        error_of(std::string("{data_processor: ") + processor + ", data_dir: " + (dir / "small") + ", batch_size: 2}");
+    const size_t first = e.find("train_input.data_dir: ");
+    EXPECT_NE(first, std::string::npos) << processor << ": " << e;
+    EXPECT_EQ(e.find("train_input.data_dir: ", first + 1), std::string::npos) << processor << ": " << e;
+  }
 }
 
 // HDF5 files written with h5py exactly as modelzoo's preprocessing writes them.
