@@ -35,6 +35,12 @@ class ModelSpec {
   // The model with parameters created with `param_options` (the meta device
   // inspects a model without allocating it) and initialized.
   virtual std::shared_ptr<Model> build(const torch::TensorOptions& param_options) const = 0;
+  // The model with its tensors allocated but not initialized, for a caller
+  // that fills every one of them itself (DPO's reference, a copy of its
+  // policy); families without a cheaper path initialize anyway.
+  virtual std::shared_ptr<Model> build_uninitialized(const torch::TensorOptions& param_options) const {
+    return build(param_options);
+  }
   // Batch features forward() reads, e.g. input_ids, attention_mask, labels.
   virtual std::vector<std::string> consumes() const = 0;
   // The longest sequence the model takes (its max_position_embeddings), if
@@ -69,6 +75,9 @@ class TypedModelSpec : public ModelSpec {
     auto model = std::make_shared<ModelT>(options_, p);
     model->reset_parameters();
     return model;
+  }
+  std::shared_ptr<Model> build_uninitialized(const torch::TensorOptions& p) const override {
+    return std::make_shared<ModelT>(options_, p);
   }
   std::vector<std::string> consumes() const override { return consumes_; }
   std::optional<int64_t> max_sequence_length() const override {

@@ -226,7 +226,8 @@ class DpoSpec : public ModelSpec {
   }
   std::shared_ptr<Model> build(const torch::TensorOptions& param_options) const override {
     std::shared_ptr<Model> reference;
-    if (!options_.dpo.reference_free) reference = policy_->build(param_options);
+    // The reference is the policy's copy (DpoModel copies it): initializing it first would be wasted work.
+    if (!options_.dpo.reference_free) reference = policy_->build_uninitialized(param_options);
     return std::make_shared<DpoModel>(options_, policy_->build(param_options), std::move(reference));
   }
   std::vector<std::string> consumes() const override { return pair_features(); }
