@@ -456,6 +456,20 @@ runconfig:
   EXPECT_GT(std::stod(m[1]), 0.95) << r.output;
   EXPECT_NE(r.output.find("Metric: eval/dice_coefficient"), std::string::npos) << r.output;
 
+  // Stopped at step 30 and resumed, the run continues exactly: the same
+  // augmentations, the same batch-norm statistics, the same losses.
+  const std::vector<double> whole = zoo::testing::train_losses(r.output);
+  ASSERT_EQ(whole.size(), 6u) << r.output;
+  const std::string train = zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
+                            (dir / "resumed");
+  auto first = zoo::testing::run_command(train + " --max_steps 30");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto rest = zoo::testing::run_command(train + " --max_steps 60");
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  std::vector<double> resumed = zoo::testing::train_losses(first.output);
+  for (double l : zoo::testing::train_losses(rest.output)) resumed.push_back(l);
+  EXPECT_EQ(resumed, whole) << first.output << rest.output;
+
   // Errors name the file and the key.
   const std::string missing = zoo::testing::open_error(
       "{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, image_shape: [32, 32, 1], "

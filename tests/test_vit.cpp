@@ -324,6 +324,8 @@ trainer:
     loop:
       max_steps: 80
       eval_frequency: 80
+    checkpoint:
+      steps: 40
     logging:
       log_steps: 10
     callbacks:
@@ -364,6 +366,19 @@ trainer:
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/accuracy_cls = ([0-9.e+-]+)"))) << r.output;
   EXPECT_GT(std::stod(m[1]), 0.9) << r.output;
+
+  // Stopped at step 40 and resumed, the run continues exactly (random crops are drawn per sample and epoch).
+  const std::vector<double> whole = zoo::testing::train_losses(r.output);
+  ASSERT_EQ(whole.size(), 8u) << r.output;
+  const std::string train = zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
+                            (dir / "resumed");
+  auto first = zoo::testing::run_command(train + " --max_steps 40");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto rest = zoo::testing::run_command(train + " --max_steps 80");
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  std::vector<double> resumed = zoo::testing::train_losses(first.output);
+  for (double l : zoo::testing::train_losses(rest.output)) resumed.push_back(l);
+  EXPECT_EQ(resumed, whole) << first.output << rest.output;
 
   const std::string missing = zoo::testing::open_error("{data_processor: ImageNet1KProcessor, batch_size: 2, split: val, "
                                                        "transforms: [{name: to_tensor}], data_dir: " + (dir / "run") + "}");
