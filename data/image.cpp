@@ -2,10 +2,12 @@
 #include "data/image.h"
 
 #include <jpeglib.h>
+#include <png.h>
 
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -32,6 +34,18 @@ void on_jpeg_error(j_common_ptr info) {
 struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
+
+// RGB (3, H, W) -> L (1, H, W) with PIL's fixed-point weights.
+torch::Tensor pil_luma(const torch::Tensor& rgb) {
+  const torch::Tensor hwc = rgb.permute({1, 2, 0}).contiguous();
+  const int64_t H = hwc.size(0), W = hwc.size(1);
+  torch::Tensor luma = torch::empty({1, H, W}, torch::kByte);
+  const uint8_t* in = hwc.data_ptr<uint8_t>();
+  uint8_t* out = luma.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < H * W; ++i, in += 3)
+    out[i] = static_cast<uint8_t>((in[0] * 19595u + in[1] * 38470u + in[2] * 7471u + 0x8000u) >> 16);
+  return luma;
+}
 
 }  // namespace
 
@@ -97,14 +111,7 @@ torch::Tensor read_jpeg(const std::string& path, int64_t channels) {
   const torch::Tensor rows = torch::from_blob(pixels.data(), {H, W, C}, torch::kByte);
   if (C == channels) return rows.permute({2, 0, 1}).clone(at::MemoryFormat::Contiguous);
   if (channels == 3) return rows.permute({2, 0, 1}).expand({3, H, W}).clone(at::MemoryFormat::Contiguous);
-  // RGB -> L with PIL's fixed-point weights.
-  torch::Tensor luma = torch::empty({1, H, W}, torch::kByte);
-  uint8_t* out = luma.data_ptr<uint8_t>();
-  for (int64_t i = 0; i < H * W; ++i) {
-    const uint8_t* px = pixels.data() + i * 3;
-    out[i] = static_cast<uint8_t>((px[0] * 19595u + px[1] * 38470u + px[2] * 7471u + 0x8000u) >> 16);
-  }
-  return luma;
+  return pil_luma(rows.permute({2, 0, 1}));  // reads `pixels` before they go
 }
 
 void write_jpeg(const std::string& path, const torch::Tensor& image, int quality) {
@@ -139,13 +146,63 @@ void write_jpeg(const std::string& path, const torch::Tensor& image, int quality
   jpeg_destroy_compress(&info);
 }
 
+torch::Tensor read_png(const std::string& path, int64_t channels) {
+  if (channels != 1 && channels != 3)
+    throw std::invalid_argument(path + ": images are read with 1 or 3 channels, not " + std::to_string(channels));
+  png_image image;
+  std::memset(&image, 0, sizeof image);
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&image, path.c_str()))
+    throw std::runtime_error(path + ": not a readable PNG (" + image.message + ")");
+  // Gray files stay gray (label maps keep their values); color reads as RGB, luma taken as PIL takes it.
+  const bool gray = (image.format & PNG_FORMAT_FLAG_COLOR) == 0;
+  image.format = gray ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  const int64_t C = gray ? 1 : 3, H = image.height, W = image.width;
+  torch::Tensor hwc = torch::empty({H, W, C}, torch::kByte);
+  if (!png_image_finish_read(&image, nullptr, hwc.data_ptr<uint8_t>(), 0, nullptr)) {
+    const std::string message = image.message;
+    png_image_free(&image);
+    throw std::runtime_error(path + ": not a readable PNG (" + message + ")");
+  }
+  const torch::Tensor chw = hwc.permute({2, 0, 1}).contiguous();
+  if (C == channels) return chw;
+  return channels == 3 ? chw.expand({3, H, W}).contiguous() : pil_luma(chw);
+}
+
+void write_png(const std::string& path, const torch::Tensor& image) {
+  const torch::Tensor hwc = image.to(torch::kByte).permute({1, 2, 0}).contiguous();
+  const int64_t C = hwc.size(2);
+  if (C != 1 && C != 3) throw std::invalid_argument(path + ": PNG images are written with 1 or 3 channels");
+  png_image out;
+  std::memset(&out, 0, sizeof out);
+  out.version = PNG_IMAGE_VERSION;
+  out.width = static_cast<png_uint_32>(hwc.size(1));
+  out.height = static_cast<png_uint_32>(hwc.size(0));
+  out.format = C == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  if (!png_image_write_to_file(&out, path.c_str(), 0, hwc.data_ptr<uint8_t>(), 0, nullptr))
+    throw std::runtime_error(path + ": cannot write the PNG (" + out.message + ")");
+}
+
+torch::Tensor read_image(const std::string& path, int64_t channels) {
+  unsigned char magic[4] = {0, 0, 0, 0};
+  {
+    std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+    if (!file) throw std::runtime_error(path + ": cannot open");
+    if (std::fread(magic, 1, 4, file.get()) != 4) throw std::runtime_error(path + ": too short to be an image");
+  }
+  if (magic[0] == 0x89 && magic[1] == 'P' && magic[2] == 'N' && magic[3] == 'G') return read_png(path, channels);
+  if (magic[0] == 0xFF && magic[1] == 0xD8) return read_jpeg(path, channels);
+  throw std::runtime_error(path + ": neither a JPEG nor a PNG (zoo reads those two image formats)");
+}
+
 torch::Tensor resize_image(const torch::Tensor& image, int64_t height, int64_t width, const std::string& mode) {
   if (image.size(-2) == height && image.size(-1) == width) return image;
   namespace F = torch::nn::functional;
   const torch::Tensor x = image.to(torch::kFloat).unsqueeze(0);
+  if (mode == "nearest")  // the ATen op itself: LibTorch 1.13's interpolate() warns on every nearest-exact call
+    return at::_upsample_nearest_exact2d(x, {height, width}).squeeze(0).round().to(torch::kByte);
   auto o = F::InterpolateFuncOptions().size(std::vector<int64_t>{height, width});
-  if (mode == "nearest") o.mode(torch::kNearestExact);
-  else if (mode == "bicubic") o.mode(torch::kBicubic).align_corners(false).antialias(true);
+  if (mode == "bicubic") o.mode(torch::kBicubic).align_corners(false).antialias(true);
   else if (mode == "bilinear") o.mode(torch::kBilinear).align_corners(false).antialias(true);
   else throw std::invalid_argument("unknown interpolation '" + mode + "' (expected bilinear, bicubic or nearest)");
   return F::interpolate(x, o).squeeze(0).clamp(0, 255).round().to(torch::kByte);

@@ -1,7 +1,8 @@
 // Image files and the transforms modelzoo's vision data processors apply
 // with torchvision: JPEG decoding (libjpeg), resizing, tiling, normalizing
-// and the segmentation augmentations. Images are (C, H, W) tensors.
-// Defines: read_jpeg, write_jpeg, resize_image, resize_nearest, tile_image,
+// and the segmentation augmentations. Images are (C, H, W) tensors; files
+// are JPEG (libjpeg) or PNG (libpng).
+// Defines: read_jpeg, write_jpeg, read_png, write_png, read_image, resize_image, resize_nearest, tile_image,
 // normalize_image, kNormalizeMethods, SegmentationAugment.
 #pragma once
 
@@ -20,6 +21,13 @@ namespace zoo::data {
 torch::Tensor read_jpeg(const std::string& path, int64_t channels);
 // Writes uint8 (1, 3 or 4 = CMYK, H, W) as a JPEG of `quality` (test fixtures, tools).
 void write_jpeg(const std::string& path, const torch::Tensor& image, int quality = 95);
+// A PNG (libpng) as uint8 (channels, H, W), channels 1 or 3 as read_jpeg
+// gives them; 16-bit samples are scaled to 8 bits, alpha is dropped.
+torch::Tensor read_png(const std::string& path, int64_t channels);
+// Writes uint8 (1 or 3, H, W) as a PNG (lossless: label maps, fixtures).
+void write_png(const std::string& path, const torch::Tensor& image);
+// A JPEG or a PNG, told apart by the file's first bytes (not its name).
+torch::Tensor read_image(const std::string& path, int64_t channels);
 
 // torchvision's Resize of a uint8 image (torchvision resizes PIL images and
 // uint8 tensors alike up to rounding): `mode` bilinear or bicubic (float,

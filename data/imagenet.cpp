@@ -54,13 +54,14 @@ ImageFolderSource::ImageFolderSource(const std::string& dir, TransformPipeline t
     for (const auto& entry : fs::directory_iterator(fs::path(dir) / classes_[c])) {
       std::string ext = entry.path().extension().string();
       std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-      if (entry.is_regular_file() && (ext == ".jpeg" || ext == ".jpg")) files.push_back(entry.path().string());
+      if (entry.is_regular_file() && (ext == ".jpeg" || ext == ".jpg" || ext == ".png"))
+        files.push_back(entry.path().string());
     }
     std::sort(files.begin(), files.end());
     for (auto& f : files) files_.emplace_back(std::move(f), static_cast<int64_t>(c));
   }
   if (files_.empty())
-    throw std::runtime_error(dir + ": no images (expected <class>/*.JPEG subdirectories, as torchvision's "
+    throw std::runtime_error(dir + ": no images (expected <class>/*.JPEG or *.png subdirectories, as torchvision's "
                              "ImageFolder reads them)");
 }
 
@@ -71,7 +72,7 @@ Features ImageFolderSource::read_batch(const std::vector<int64_t>& ids, std::opt
     const auto& [path, cls] = files_[ids[b] % num_samples()];
     // Drawn from the seed, the epoch and the sample: the same on a resumed run.
     const uint64_t seed = SplitMix64::mix(uint64_t(seed_)) ^ uint64_t(ids[b]);
-    images.push_back(transforms_.apply(read_jpeg(path, 3), seed));
+    images.push_back(transforms_.apply(read_image(path, 3), seed));
     labels[b] = cls;
   }
   for (const auto& image : images)

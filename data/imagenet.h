@@ -1,6 +1,6 @@
 // ImageNet1KProcessor: ImageNet laid out as torchvision's ImageNet dataset
-// reads it (data_dir/<split>/<class>/*.JPEG, classes numbered in sorted
-// order, as ImageFolder numbers them), each image decoded to RGB and passed
+// reads it (data_dir/<split>/<class>/*.JPEG or *.png, classes numbered in
+// sorted order, as ImageFolder numbers them), each image decoded to RGB and passed
 // through the section's `transforms`. Defines: ImageNetOptions,
 // ImageFolderSource, imagenet_processor.
 #pragma once

@@ -9,7 +9,6 @@
 
 #include "data/csv_table.h"
 #include "data/image.h"
-#include "data/splitmix.h"
 
 namespace zoo::data {
 
@@ -18,31 +17,13 @@ const config::Schema<SeverstalOptions>& SeverstalOptions::schema() {
   static const config::Schema<O> s = [] {
     config::Schema<O> sc("train_input/eval_input (SeverstalBinaryClassDataProcessor)",
                          "Severstal steel-defect images and masks (train.csv + train_images/) for UNet.");
-    add_loader_fields(sc)
-        .field("image_shape", &O::image_shape, "(H, W, C) of the model's input; C is 1 (gray) or 3 (RGB).")
-        .field("max_image_shape", &O::max_image_shape,
-               "(H, W) the images are resized to at most; a larger image_shape tiles them.")
-        .field("normalize_data_method", &O::normalize_data_method, "zero_centered, zero_one, standard_score, or null.",
-               config::if_set(config::one_of(kNormalizeMethods)))
-        .field("augment_data", &O::augment_data, "Random flips, quarter turns and brightness, drawn anew each epoch.")
+    add_unet_input_fields(sc)
         .field("train_test_split", &O::train_test_split, "Share of the class's rows that train; the rest evaluate.",
                config::in_range(0.0, 1.0, false))
         .field("class_id", &O::class_id, "The defect class (1-4) whose rows are the samples.")
-        .field("num_classes", &O::num_classes, "Classes of the model (2: defect or not).")
-        .field("loss", &O::loss, "The model's loss, which decides the labels' layout (from the model section).",
-               config::one_of({"bce", "multilabel_bce", "ssce", "ssce_dice"}))
-        .hardware_only({"use_worker_cache", "duplicate_act_worker_data"}, "Cerebras cluster data staging")
-        .ignored({"use_fast_dataloader"}, "zoo always uses its own loader")
-        .ignored({"mixed_precision", "use_bfloat16"}, "the model's precision keys decide it")
         .validate([](const O& o, const auto& fail) {
-          if (o.image_shape.size() != 3 || o.image_shape[0] <= 0 || o.image_shape[1] <= 0 ||
-              (o.image_shape[2] != 1 && o.image_shape[2] != 3))
-            fail("image_shape", "required: [H, W, C] with C 1 or 3");
-          if (o.max_image_shape.size() != 2 || o.max_image_shape[0] <= 0 || o.max_image_shape[1] <= 0)
-            fail("max_image_shape", "expected [H, W]");
           if (o.train_test_split <= 0) fail("train_test_split", "required: the share of rows that train, in (0, 1]");
           if (o.class_id < 1 || o.class_id > 4) fail("class_id", "required: a defect class 1-4");
-          if (o.num_classes < 2) fail("num_classes", "expected at least 2 classes");
         });
     return sc;
   }();
@@ -78,17 +59,8 @@ torch::Tensor decode_rle_mask(const std::string& encoded, int64_t height, int64_
   return mask.view({width, height}).t().contiguous();
 }
 
-torch::Tensor segmentation_labels(const torch::Tensor& mask, const std::string& loss, int64_t num_classes) {
-  if (loss == "bce") return mask.to(torch::kFloat);
-  const torch::Tensor ids = mask.squeeze(0).to(torch::kLong);
-  if (loss == "multilabel_bce") return torch::one_hot(ids, num_classes).permute({2, 0, 1}).to(torch::kFloat);
-  return ids;
-}
-
 SeverstalSource::SeverstalSource(const std::string& data_dir, const SeverstalOptions& o, bool training)
     : data_dir_(data_dir), options_(o), augment_(o.augment_data) {
-  height_ = std::min(o.image_shape[0], o.max_image_shape[0]);
-  width_ = std::min(o.image_shape[1], o.max_image_shape[1]);
   const std::string csv = data_dir + "/train.csv";
   std::ifstream in(csv);
   if (!in) throw std::runtime_error(csv + ": cannot open (a Severstal data_dir holds train.csv and train_images/)");
@@ -139,27 +111,14 @@ std::pair<torch::Tensor, torch::Tensor> SeverstalSource::read_sample(int64_t id)
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(csv_line + ": " + e.what());
   }
-  const std::vector<int64_t>& shape = options_.image_shape;
-  torch::Tensor image = read_jpeg(data_dir_ + "/train_images/" + row.image_id, shape[2]);
-  image = tile_image(resize_image(image, height_, width_, "bicubic"), shape[0], shape[1]);
-  mask = tile_image(resize_nearest(mask, height_, width_), shape[0], shape[1]);
-  image = normalize_image(image, options_.normalize_data_method.value_or(""));
-  if (augment_) {
-    // Drawn from the seed, the epoch and the sample: the same on a resumed run.
-    const auto a = SegmentationAugment::draw(SplitMix64::mix(uint64_t(options_.shuffle_seed)) ^ uint64_t(id),
-                                             shape[0] == shape[1]);
-    image = a.image(image), mask = a.mask(mask);
-  }
-  return {image, segmentation_labels(mask, options_.loss, options_.num_classes)};
+  const torch::Tensor image = read_jpeg(data_dir_ + "/train_images/" + row.image_id, options_.image_shape[2]);
+  return unet_sample(image, mask, options_, id, resize_nearest);  // masks resized as torchvision resizes tensors
 }
 
 Features SeverstalSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t>) const {
-  std::vector<torch::Tensor> images, labels;
-  for (int64_t id : ids) {
-    auto [image, label] = read_sample(id);
-    images.push_back(image), labels.push_back(label);
-  }
-  return {{"input", torch::stack(images)}, {"labels", torch::stack(labels)}};
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> samples;
+  for (int64_t id : ids) samples.push_back(read_sample(id));
+  return stack_samples(samples);
 }
 
 namespace {

@@ -5,7 +5,7 @@
 // sample: the JPEG (1600 x 256) resized to image_shape (bicubic), its
 // run-length mask (column-major, 1-based) resized (nearest), both tiled up
 // to image_shape when it exceeds max_image_shape, normalized, and augmented
-// in training. Defines: SeverstalOptions, decode_rle_mask, SegmentationLabels,
+// in training (data/unet_input.h). Defines: SeverstalOptions, decode_rle_mask,
 // SeverstalSource, severstal_processor.
 #pragma once
 
@@ -15,18 +15,13 @@
 
 #include "data/loader.h"
 #include "data/registry.h"
+#include "data/unet_input.h"
 
 namespace zoo::data {
 
-struct SeverstalOptions : LoaderOptions {
-  std::vector<int64_t> image_shape;  // (H, W, C)
-  std::vector<int64_t> max_image_shape = {256, 1600};
-  std::optional<std::string> normalize_data_method;
-  bool augment_data = true;
+struct SeverstalOptions : UNetInputOptions {
   double train_test_split = 0.0;
   int64_t class_id = 0;
-  int64_t num_classes = 2;
-  std::string loss = "bce";  // the model's: how labels are shaped
   static const config::Schema<SeverstalOptions>& schema();
 };
 
@@ -34,11 +29,6 @@ struct SeverstalOptions : LoaderOptions {
 // down each column, or "-1" for none) as a uint8 (height, width) 0/1 mask.
 // Throws std::invalid_argument on runs that are malformed or leave the image.
 torch::Tensor decode_rle_mask(const std::string& encoded, int64_t height, int64_t width);
-
-// A class-id mask (1, H, W) shaped as the segmentation loss takes it: bce
-// float (1, H, W); multilabel_bce float one-hot (num_classes, H, W); ssce
-// and ssce_dice int64 (H, W).
-torch::Tensor segmentation_labels(const torch::Tensor& mask, const std::string& loss, int64_t num_classes);
 
 class SeverstalSource : public SampleSource {
  public:
@@ -59,7 +49,6 @@ class SeverstalSource : public SampleSource {
   std::string data_dir_;
   SeverstalOptions options_;
   bool augment_;
-  int64_t height_, width_;  // resized to, before tiling
   std::vector<Row> rows_;
 };
 

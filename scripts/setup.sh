@@ -13,7 +13,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libisal-dev  # TensorBoard event files
   libpcre2-dev  # tokenizers: Unicode-aware pre-tokenization regex
   zlib1g-dev  # gzipped MNIST files
-  libjpeg62-turbo-dev  # JPEG images (UNet's Severstal data)
+  libjpeg62-turbo-dev libpng-dev  # JPEG and PNG images (vision data)
   libgloo-dev  # headers of c10d's Gloo process group: data-parallel training on CPU
   python3-torch python3-h5py python3-numpy python3-crc32c  # test oracles (/usr/bin/python3)
 )

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 
+#include "data/cityscapes.h"
 #include "data/image.h"
 #include "data/severstal.h"
 #include "models/unet/segmentation.h"
@@ -493,4 +494,133 @@ TEST(UNet, ModelzoosSeverstalConfigValidates) {
   const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + file +
                                            " --mode train --validate_only");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// PNGs read back exactly (gray label maps keep their values), and
+// read_image tells JPEG from PNG by content, not by name.
+TEST(CityscapesData, PngsReadBackExactly) {
+  TempDir dir;
+  torch::manual_seed(6);
+  const torch::Tensor rgb = torch::randint(0, 256, {3, 7, 9}, torch::kLong).to(torch::kByte);
+  const torch::Tensor gray = torch::randint(0, 34, {1, 7, 9}, torch::kLong).to(torch::kByte);
+  data::write_png(dir / "rgb.png", rgb);
+  data::write_png(dir / "gray.JPEG", gray);  // a PNG under a JPEG name, as one of ImageNet's files
+  EXPECT_TRUE(torch::equal(data::read_png(dir / "rgb.png", 3), rgb));
+  EXPECT_TRUE(torch::equal(data::read_image(dir / "gray.JPEG", 1), gray));
+  EXPECT_EQ(data::read_image(dir / "rgb.png", 1).size(0), 1);
+  zoo::testing::write_file(dir / "bad.png", "GIF89a....");
+  try {
+    data::read_image(dir / "bad.png", 3);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.png: neither a JPEG nor a PNG"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+// Cityscapes' layout with 32 x 64 street scenes: sky (label id 23) above a
+// road (7) with a car (26) at a random place; a few pixels of an id
+// Cityscapes leaves out of evaluation (4). Images colour each region.
+void write_cityscapes(const std::string& root, const std::string& split, const std::vector<std::string>& cities,
+                      int per_city, uint64_t seed) {
+  torch::manual_seed(static_cast<int64_t>(seed));
+  for (const auto& city : cities) {
+    std::filesystem::create_directories(root + "/leftImg8bit/" + split + "/" + city);
+    std::filesystem::create_directories(root + "/gtFine/" + split + "/" + city);
+    for (int i = 0; i < per_city; ++i) {
+      torch::Tensor ids = torch::full({1, 32, 64}, 23, torch::kLong);
+      const int64_t horizon = 12 + torch::randint(0, 8, {1}).item<int64_t>();
+      ids.narrow(1, horizon, 32 - horizon).fill_(7);
+      const int64_t x = torch::randint(0, 48, {1}).item<int64_t>();
+      ids.narrow(1, horizon, 6).narrow(2, x, 14).fill_(26);
+      ids.narrow(1, 0, 2).narrow(2, 0, 2).fill_(4);
+      torch::Tensor image = torch::zeros({3, 32, 64});
+      const std::vector<std::pair<int64_t, std::vector<float>>> colours = {
+          {23, {90, 140, 230}}, {7, {120, 120, 120}}, {26, {220, 30, 30}}, {4, {10, 10, 10}}};
+      for (const auto& [id, c] : colours)
+        for (int ch = 0; ch < 3; ++ch) image[ch].masked_fill_(ids[0] == id, c[ch]);
+      image = (image + torch::randn({3, 32, 64}) * 8).clamp(0, 255);
+      const std::string name = city + "_" + std::to_string(i) + "_000019";
+      data::write_png(root + "/leftImg8bit/" + split + "/" + city + "/" + name + "_leftImg8bit.png", image.to(torch::kByte));
+      data::write_png(root + "/gtFine/" + split + "/" + city + "/" + name + "_gtFine_labelIds.png", ids.to(torch::kByte));
+    }
+  }
+}
+
+}  // namespace
+
+// Label ids become modelzoo's 20 classes, masks shrink as PIL's nearest
+// (pixel centres), and a UNet laid out as modelzoo's Cityscapes file learns
+// the scene classes from a legacy params file.
+TEST(CityscapesData, LabelsMapToTwentyClassesAndAUNetLearnsThem) {
+  TempDir dir;
+  write_cityscapes(dir / "cs", "train", {"aachen", "bochum"}, 6, 1);
+  write_cityscapes(dir / "cs", "val", {"frankfurt"}, 4, 2);
+  EXPECT_EQ(data::cityscapes_train_id(7), 1);
+  EXPECT_EQ(data::cityscapes_train_id(23), 11);
+  EXPECT_EQ(data::cityscapes_train_id(26), 14);
+  EXPECT_EQ(data::cityscapes_train_id(4), 0);
+  YAML::Node n = YAML::Load("{data_processor: CityscapesDataProcessor, batch_size: 2, image_shape: [16, 32, 3], "
+                            "augment_data: false, normalize_data_method: zero_centered}");
+  n["data_dir"] = dir / "cs";
+  const auto options = data::CityscapesOptions::schema().parse(n, config::Context{"p.yaml", "train_input"});
+  data::CityscapesSource source(dir / "cs", "train", options);
+  ASSERT_EQ(source.num_samples(), 12);
+  const auto batch = source.read_batch({0}, std::nullopt);
+  const torch::Tensor labels = batch.at("labels")[0];  // ssce: (H, W) class ids
+  const torch::Tensor full = data::read_image(dir / "cs/gtFine/train/aachen/aachen_0_000019_gtFine_labelIds.png", 1)[0];
+  for (int64_t i = 0; i < 16; ++i)
+    for (int64_t j = 0; j < 32; ++j)
+      ASSERT_EQ(labels[i][j].item<int64_t>(), data::cityscapes_train_id(full[2 * i + 1][2 * j + 1].item<int64_t>()))
+          << i << ", " << j;
+
+  const std::string params = zoo::testing::write_file(dir / "p.yaml", R"(
+train_input: &train_input
+  data_processor: CityscapesDataProcessor
+  data_dir: )" + (dir / "cs") + R"(
+  image_shape: [16, 32, 3]
+  normalize_data_method: zero_centered
+  augment_data: true
+  shuffle: true
+  batch_size: 4
+  num_classes: 20
+  num_workers: 2
+  use_worker_cache: true
+eval_input:
+  <<: *train_input
+  augment_data: false
+  shuffle: false
+model:
+  nonlinearity: ReLU
+  skip_connect: true
+  enable_bias: true
+  downscale_method: max_pool
+  convs_per_block: [3x3_conv, 3x3_conv]
+  encoder_filters: [16, 32, 64]
+  decoder_filters: [32, 16]
+  norm_layer: group
+  norm_kwargs: {num_groups: 4}
+  initializer: {name: glorot_uniform, gain: 1.0}
+  bias_initializer: zeros
+  loss: ssce
+  eval_ignore_classes: [0]
+optimizer:
+  optimizer_type: Adam
+  learning_rate: 0.01
+runconfig:
+  max_steps: 80
+  eval_frequency: 80
+  eval_steps: 1
+  log_steps: 10
+  seed: 1
+)");
+  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                           " --mode train_and_eval --model_dir " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/accuracy = ([0-9.e+-]+)"))) << r.output;
+  EXPECT_GT(std::stod(m[1]), 0.9) << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/mean_iou = ([0-9.e+-]+)"))) << r.output;
+  EXPECT_GT(std::stod(m[1]), 0.6) << r.output;  // sky, road and car, class 0 left out
 }

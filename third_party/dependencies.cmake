@@ -88,3 +88,4 @@ target_link_libraries(zoo_pcre2 INTERFACE ${ZOO_PCRE2_LIBRARY})
 # --- zlib, for gzipped MNIST IDX files. Debian: zlib1g-dev.
 find_package(ZLIB REQUIRED)
 find_package(JPEG REQUIRED)  # libjpeg(-turbo): JPEG images
+find_package(PNG REQUIRED)  # libpng: PNG images (Cityscapes, image folders)
