@@ -101,6 +101,12 @@ std::string describe_value(const YAML::Node& n) {
     for (size_t i = 0; i < n.size(); ++i) out += (i ? ", " : "") + describe_value(n[i]);
     return out + "]";
   }
+  if (n.IsMap()) {  // numbers inside at 15 digits too: {eps: 1e-05}, not 1.0000000000000001e-05
+    std::string out = "{";
+    for (const auto& kv : n)
+      out += (out.size() > 1 ? ", " : "") + kv.first.Scalar() + ": " + (kv.second.IsNull() ? "~" : describe_value(kv.second));
+    return out + "}";
+  }
   YAML::Emitter e;
   e << YAML::Flow << n;
   return e.c_str();
