@@ -8,6 +8,10 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -183,6 +187,74 @@ void write_png(const std::string& path, const torch::Tensor& image) {
     throw std::runtime_error(path + ": cannot write the PNG (" + out.message + ")");
 }
 
+torch::Tensor read_tiff(const std::string& path, int64_t channels) {
+  if (channels != 1 && channels != 3)
+    throw std::invalid_argument(path + ": images are read with 1 or 3 channels, not " + std::to_string(channels));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto fail = [&](const std::string& what) -> std::runtime_error { return std::runtime_error(path + ": " + what); };
+  if (bytes.size() < 8 || !((bytes[0] == 'I' && bytes[1] == 'I') || (bytes[0] == 'M' && bytes[1] == 'M')))
+    throw fail("not a TIFF file");
+  const bool little = bytes[0] == 'I';
+  auto u = [&](size_t at, int size) -> uint64_t {  // an unsigned field of `size` bytes in the file's byte order
+    if (at + size > bytes.size()) throw fail("truncated (a field at byte " + std::to_string(at) + " lies past its end)");
+    uint64_t v = 0;
+    for (int i = 0; i < size; ++i) {
+      const auto b = static_cast<uint8_t>(bytes[at + (little ? size - 1 - i : i)]);
+      v = (v << 8) | b;
+    }
+    return v;
+  };
+  // The first IFD's entries: tag -> values (SHORT or LONG).
+  std::map<uint16_t, std::vector<uint64_t>> tags;
+  const size_t ifd = u(4, 4);
+  const size_t entries = u(ifd, 2);
+  for (size_t e = 0; e < entries; ++e) {
+    const size_t at = ifd + 2 + e * 12;
+    const auto tag = static_cast<uint16_t>(u(at, 2)), type = static_cast<uint16_t>(u(at + 2, 2));
+    const size_t count = u(at + 4, 4);
+    const int size = type == 3 ? 2 : type == 4 ? 4 : type == 1 ? 1 : 0;
+    if (size == 0) continue;  // rationals, ASCII, ...: nothing read here needs them
+    const size_t values = size_t(size) * count <= 4 ? at + 8 : u(at + 8, 4);
+    for (size_t i = 0; i < count; ++i) tags[tag].push_back(u(values + i * size, size));
+  }
+  auto tag = [&](uint16_t t, std::optional<uint64_t> fallback = std::nullopt) -> uint64_t {
+    const auto it = tags.find(t);
+    if (it != tags.end() && !it->second.empty()) return it->second[0];
+    if (fallback) return *fallback;
+    throw fail("no TIFF tag " + std::to_string(t));
+  };
+  if (tags.count(322)) throw fail("a tiled TIFF (zoo reads strips only)");
+  if (tag(259, 1) != 1) throw fail("a compressed TIFF (compression " + std::to_string(tag(259)) + "; zoo reads uncompressed ones, as PIL saves them)");
+  if (tag(284, 1) != 1) throw fail("a planar TIFF (zoo reads interleaved samples only)");
+  const int64_t W = tag(256), H = tag(257), spp = tag(277, 1);
+  for (uint64_t bits : tags.count(258) ? tags[258] : std::vector<uint64_t>{1})
+    if (bits != 8) throw fail(std::to_string(bits) + "-bit samples (zoo reads 8-bit TIFFs)");
+  const uint64_t photometric = tag(262);
+  if (photometric == 3) throw fail("a palette TIFF (zoo reads gray and RGB ones)");
+  if (!((spp == 1 && photometric <= 1) || (spp >= 3 && photometric == 2)))
+    throw fail(std::to_string(spp) + " samples per pixel with photometric interpretation " + std::to_string(photometric));
+  const std::vector<uint64_t>& offsets = tags[273];
+  const std::vector<uint64_t>& counts = tags[279];
+  if (offsets.empty() || offsets.size() != counts.size()) throw fail("strip offsets and byte counts do not match");
+  std::vector<uint8_t> pixels;
+  pixels.reserve(size_t(H * W * spp));
+  for (size_t s = 0; s < offsets.size(); ++s) {
+    if (offsets[s] + counts[s] > bytes.size()) throw fail("truncated (strip " + std::to_string(s) + " lies past its end)");
+    pixels.insert(pixels.end(), bytes.begin() + offsets[s], bytes.begin() + offsets[s] + counts[s]);
+  }
+  if (pixels.size() < size_t(H * W * spp))
+    throw fail("its strips hold " + std::to_string(pixels.size()) + " bytes for " + std::to_string(W) + " x " +
+               std::to_string(H) + " x " + std::to_string(spp));
+  torch::Tensor hwc = torch::from_blob(pixels.data(), {H, W, spp}, torch::kByte).clone();
+  if (photometric == 0) hwc = 255 - hwc;  // WhiteIsZero
+  if (spp > 3) hwc = hwc.narrow(2, 0, 3).contiguous();  // alpha (or extra samples) dropped
+  const torch::Tensor chw = hwc.permute({2, 0, 1}).contiguous();
+  if (chw.size(0) == channels) return chw;
+  return channels == 3 ? chw.expand({3, H, W}).contiguous() : pil_luma(chw);
+}
+
 torch::Tensor read_image(const std::string& path, int64_t channels) {
   unsigned char magic[4] = {0, 0, 0, 0};
   {
@@ -192,7 +264,10 @@ torch::Tensor read_image(const std::string& path, int64_t channels) {
   }
   if (magic[0] == 0x89 && magic[1] == 'P' && magic[2] == 'N' && magic[3] == 'G') return read_png(path, channels);
   if (magic[0] == 0xFF && magic[1] == 0xD8) return read_jpeg(path, channels);
-  throw std::runtime_error(path + ": neither a JPEG nor a PNG (zoo reads those two image formats)");
+  if ((magic[0] == 'I' && magic[1] == 'I' && magic[2] == 42 && magic[3] == 0) ||
+      (magic[0] == 'M' && magic[1] == 'M' && magic[2] == 0 && magic[3] == 42))
+    return read_tiff(path, channels);
+  throw std::runtime_error(path + ": not a JPEG, PNG or TIFF (the image formats zoo reads)");
 }
 
 torch::Tensor resize_image(const torch::Tensor& image, int64_t height, int64_t width, const std::string& mode) {

@@ -1,8 +1,8 @@
 // Image files and the transforms modelzoo's vision data processors apply
 // with torchvision: JPEG decoding (libjpeg), resizing, tiling, normalizing
 // and the segmentation augmentations. Images are (C, H, W) tensors; files
-// are JPEG (libjpeg) or PNG (libpng).
-// Defines: read_jpeg, write_jpeg, read_png, write_png, read_image, resize_image, resize_nearest, tile_image,
+// are JPEG (libjpeg), PNG (libpng) or uncompressed TIFF (read here).
+// Defines: read_jpeg, write_jpeg, read_png, write_png, read_tiff, read_image, resize_image, resize_nearest, tile_image,
 // normalize_image, kNormalizeMethods, SegmentationAugment.
 #pragma once
 
@@ -26,7 +26,11 @@ void write_jpeg(const std::string& path, const torch::Tensor& image, int quality
 torch::Tensor read_png(const std::string& path, int64_t channels);
 // Writes uint8 (1 or 3, H, W) as a PNG (lossless: label maps, fixtures).
 void write_png(const std::string& path, const torch::Tensor& image);
-// A JPEG or a PNG, told apart by the file's first bytes (not its name).
+// A baseline TIFF as PIL saves one (uncompressed 8-bit strips, gray, RGB or
+// RGBA, either byte order), channels 1 or 3 as read_jpeg gives them.
+// Compressed, tiled, planar and palette files are an error naming the file.
+torch::Tensor read_tiff(const std::string& path, int64_t channels);
+// A JPEG, PNG or TIFF, told apart by the file's first bytes (not its name).
 torch::Tensor read_image(const std::string& path, int64_t channels);
 
 // torchvision's Resize of a uint8 image (torchvision resizes PIL images and

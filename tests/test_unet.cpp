@@ -13,11 +13,13 @@
 
 #include "data/cityscapes.h"
 #include "data/image.h"
+#include "data/inria.h"
 #include "data/severstal.h"
 #include "models/unet/segmentation.h"
 #include "models/unet/unet.h"
 #include "runner/checkpoint.h"
 #include "runner/params.h"
+#include "convert_fixtures.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -513,7 +515,7 @@ TEST(CityscapesData, PngsReadBackExactly) {
     data::read_image(dir / "bad.png", 3);
     ADD_FAILURE() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.png: neither a JPEG nor a PNG"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.png: not a JPEG, PNG or TIFF"), std::string::npos) << e.what();
   }
 }
 
@@ -623,4 +625,158 @@ runconfig:
   EXPECT_GT(std::stod(m[1]), 0.9) << r.output;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/mean_iou = ([0-9.e+-]+)"))) << r.output;
   EXPECT_GT(std::stod(m[1]), 0.6) << r.output;  // sky, road and car, class 0 left out
+}
+
+namespace {
+
+// TIFF files written from the TIFF 6.0 layout in Python (PIL is not
+// installed here): baseline, uncompressed, 8-bit strips, either byte order.
+const char* const kPyTiff = R"PY(
+import struct, sys, os
+import numpy as np
+def write_tiff(path, arr, big=False, rows_per_strip=3, photometric=None, compression=1):
+    if arr.ndim == 2: arr = arr[:, :, None]
+    H, W, C = arr.shape
+    e = '>' if big else '<'
+    data = np.ascontiguousarray(arr, dtype=np.uint8).tobytes()
+    strips = [data[r * W * C:(r + rows_per_strip) * W * C] for r in range(0, H, rows_per_strip)]
+    body, pos, offsets = b'', 8, []
+    for s in strips:
+        offsets.append(pos); body += s; pos += len(s)
+    def put(fmt, values):
+        nonlocal body, pos
+        at = pos; b = struct.pack(e + fmt * len(values), *values); body += b; pos += len(b)
+        if pos % 2: body += b'\0'; pos += 1
+        return at
+    bits_at = put('H', [8] * C) if C > 2 else None
+    off_at = put('I', offsets) if len(strips) > 1 else None
+    cnt_at = put('I', [len(s) for s in strips]) if len(strips) > 1 else None
+    ph = photometric if photometric is not None else (2 if C >= 3 else 1)
+    def short(v): return struct.pack(e + 'HH', v, 0)
+    def long_(v): return struct.pack(e + 'I', v)
+    entries = [(256, 3, 1, short(W)), (257, 3, 1, short(H)),
+               (258, 3, C, long_(bits_at) if C > 2 else short(8)), (259, 3, 1, short(compression)),
+               (262, 3, 1, short(ph)),
+               (273, 4, len(strips), long_(off_at) if off_at else long_(offsets[0])),
+               (277, 3, 1, short(C)), (278, 3, 1, short(rows_per_strip)),
+               (279, 4, len(strips), long_(cnt_at) if cnt_at else long_(len(strips[0])))]
+    if C == 4: entries.append((338, 3, 1, short(2)))  # ExtraSamples: unassociated alpha
+    ifd = struct.pack(e + 'H', len(entries)) + b''.join(struct.pack(e + 'HHI', t, ty, n) + v for t, ty, n, v in entries) + struct.pack(e + 'I', 0)
+    with open(path, 'wb') as f:
+        f.write((b'MM' if big else b'II') + struct.pack(e + 'HI', 42, pos) + body + ifd)
+)PY";
+
+}  // namespace
+
+// Uncompressed TIFFs (as PIL saves them) read back exactly in either byte
+// order, in several strips; what zoo does not read is named.
+TEST(InriaData, UncompressedTiffsReadBackExactly) {
+  TempDir dir;
+  const std::string script = zoo::testing::write_file(dir / "t.py", std::string(kPyTiff) + R"PY(
+out = sys.argv[1]
+rng = np.random.default_rng(3)
+rgb = rng.integers(0, 256, (7, 9, 3), dtype=np.uint8)
+gray = rng.integers(0, 256, (5, 6), dtype=np.uint8)
+write_tiff(out + '/rgb.tif', rgb)
+write_tiff(out + '/gray_be.tif', gray, big=True, rows_per_strip=5)
+write_tiff(out + '/white.tif', gray, photometric=0)
+write_tiff(out + '/rgba.tif', np.dstack([rgb, np.full((7, 9), 200, np.uint8)]), big=True)
+write_tiff(out + '/lzw.tif', gray, compression=5)
+open(out + '/rgb.bin', 'wb').write(rgb.transpose(2, 0, 1).tobytes())
+open(out + '/gray.bin', 'wb').write(gray.tobytes())
+)PY");
+  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const torch::Tensor rgb = zoo::testing::read_raw(dir / "rgb.bin", torch::kByte, {3, 7, 9});
+  const torch::Tensor gray = zoo::testing::read_raw(dir / "gray.bin", torch::kByte, {1, 5, 6});
+  EXPECT_TRUE(torch::equal(data::read_image(dir / "rgb.tif", 3), rgb));
+  EXPECT_TRUE(torch::equal(data::read_tiff(dir / "gray_be.tif", 1), gray));
+  EXPECT_TRUE(torch::equal(data::read_tiff(dir / "white.tif", 1), 255 - gray));
+  EXPECT_TRUE(torch::equal(data::read_tiff(dir / "rgba.tif", 3), rgb));
+  try {
+    data::read_tiff(dir / "lzw.tif", 1);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("lzw.tif: a compressed TIFF (compression 5"), std::string::npos) << e.what();
+  }
+}
+
+// modelzoo's Inria layout: <split>/images/*.tif and <split>/gt/*.tif with
+// buildings at 255; a UNet learns the bright roofs.
+TEST(InriaData, UNetTrainsOnInriaLayoutTiffs) {
+  TempDir dir;
+  const std::string script = zoo::testing::write_file(dir / "t.py", std::string(kPyTiff) + R"PY(
+out = sys.argv[1]
+rng = np.random.default_rng(4)
+for split, n in [('train', 12), ('val', 4)]:
+    os.makedirs(f'{out}/{split}/images'); os.makedirs(f'{out}/{split}/gt')
+    for i in range(n):
+        img = rng.normal(70, 10, (32, 32, 3)).clip(0, 255)
+        gt = np.zeros((32, 32), np.uint8)
+        for _ in range(2):
+            y, x, h, w = rng.integers(0, 24), rng.integers(0, 24), rng.integers(4, 9), rng.integers(4, 9)
+            gt[y:y + h, x:x + w] = 255
+        img[gt == 255] = [200, 180, 160]
+        write_tiff(f'{out}/{split}/images/tile{i}.tif', img.astype(np.uint8), rows_per_strip=8)
+        write_tiff(f'{out}/{split}/gt/tile{i}.tif', gt, rows_per_strip=8)
+)PY");
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "d"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string params = zoo::testing::write_file(dir / "p.yaml", R"(
+train_input: &train_input
+  data_processor: InriaAerialDataProcessor
+  data_dir: )" + (dir / "d") + R"(
+  image_shape: [32, 32, 3]
+  normalize_data_method: zero_centered
+  augment_data: true
+  shuffle: true
+  train_test_split: 0.85
+  batch_size: 4
+  num_classes: 2
+  use_fast_dataloader: true
+eval_input:
+  <<: *train_input
+  augment_data: false
+  shuffle: false
+model:
+  nonlinearity: ReLU
+  enable_bias: false
+  encoder_filters: [8, 16, 32]
+  decoder_filters: [16, 8]
+  norm_layer: batchnorm2d
+  initializer: {name: glorot_uniform, gain: 1.0}
+  bias_initializer: zeros
+  loss: bce
+optimizer:
+  optimizer_type: Adam
+  learning_rate: 0.01
+runconfig:
+  max_steps: 60
+  eval_frequency: 60
+  eval_steps: 1
+  log_steps: 10
+  seed: 1
+)");
+  r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                " --mode train_and_eval --model_dir " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/accuracy = ([0-9.e+-]+)"))) << r.output;
+  EXPECT_GT(std::stod(m[1]), 0.9) << r.output;
+  // A file at another size than image_shape is named.
+  const std::string wrong = zoo::testing::open_error(
+      "{data_processor: InriaAerialDataProcessor, batch_size: 2, image_shape: [16, 16, 3], data_dir: " + (dir / "d") +
+      "}");
+  EXPECT_EQ(wrong, "no error");  // opening lists the files; reading a batch finds the size
+  YAML::Node n = YAML::Load("{data_processor: InriaAerialDataProcessor, batch_size: 2, image_shape: [16, 16, 3]}");
+  n["data_dir"] = dir / "d";
+  const auto options = data::InriaOptions::schema().parse(n, config::Context{"p.yaml", "train_input"});
+  data::InriaSource source(dir / "d", "train", options);
+  try {
+    source.read_batch({0}, std::nullopt);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("tile0.tif: 32 x 32 pixels, but image_shape is 16 x 16"), std::string::npos)
+        << e.what();
+  }
 }
