@@ -52,9 +52,8 @@ std::string UNetHdf5Source::describe() const {
   return paths_.empty() ? "" : paths_.front() + (paths_.size() > 1 ? " and others" : "");
 }
 
-torch::Tensor UNetHdf5Source::read(size_t f, int64_t k, const std::string& name) const {
-  const std::string where = paths_[f] + ", example_" + std::to_string(k) + "/" + name;
-  const hid_t d = H5Dopen2(file_ids_[f], ("example_" + std::to_string(k) + "/" + name).c_str(), H5P_DEFAULT);
+torch::Tensor read_hdf5_floats(int64_t file_id, const std::string& name, const std::string& where) {
+  const hid_t d = H5Dopen2(file_id, name.c_str(), H5P_DEFAULT);
   if (d < 0) throw std::runtime_error(where + ": no such dataset");
   const hid_t space = H5Dget_space(d);
   const int rank = H5Sget_simple_extent_ndims(space);
@@ -66,6 +65,11 @@ torch::Tensor UNetHdf5Source::read(size_t f, int64_t k, const std::string& name)
   H5Dclose(d);
   if (status < 0) throw std::runtime_error(where + ": cannot be read as numbers");
   return out;
+}
+
+torch::Tensor UNetHdf5Source::read(size_t f, int64_t k, const std::string& name) const {
+  const std::string dataset = "example_" + std::to_string(k) + "/" + name;
+  return read_hdf5_floats(file_ids_[f], dataset, paths_[f] + ", " + dataset);
 }
 
 Features UNetHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t>) const {

@@ -5,7 +5,7 @@
 // (H, W), or one-hot (num_classes, H, W)). Each sample then goes through
 // UNet's common pipeline (data/unet_input.h: normalization, augmentation,
 // labels shaped for the loss). Defines: UNetHdf5Options, UNetHdf5Source,
-// unet_hdf5_processor.
+// unet_hdf5_processor, read_hdf5_floats.
 #pragma once
 
 #include <string>
@@ -43,5 +43,9 @@ class UNetHdf5Source : public SampleSource {
 };
 
 DataProcessor unet_hdf5_processor();
+
+// Dataset `name` of the open HDF5 file `file_id` as float32 with its shape;
+// std::runtime_error naming `where` when it is missing or not numbers.
+torch::Tensor read_hdf5_floats(int64_t file_id, const std::string& name, const std::string& where);
 
 }  // namespace zoo::data

@@ -15,6 +15,7 @@
 #include "data/image.h"
 #include "data/inria.h"
 #include "data/severstal.h"
+#include "data/skm.h"
 #include "data/unet_hdf5.h"
 #include "runner/checkpoint.h"
 #include "runner/params.h"
@@ -616,4 +617,89 @@ runconfig:
   std::smatch m;
   ASSERT_TRUE(std::regex_search(run.output, m, std::regex("Metric: eval/accuracy = ([0-9.e+-]+)"))) << run.output;
   EXPECT_GT(std::stod(m[1]), 0.9) << run.output;
+}
+
+// SKM-TEA volumes as modelzoo reads them: (X, Y, Z) echoes to (C, Z, X, Y)
+// normalized per channel, one-hot tissues aggregated to class ids (the
+// first tissue wins), checked against numpy doing modelzoo's steps; a 3D
+// UNet trains on them with the Dice + cross-entropy loss.
+TEST(SkmData, VolumesAndTissueClassesFollowModelzoosSteps) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  const auto r = zoo::testing::run_command(
+      "/usr/bin/python3 -c \"\nimport h5py, numpy as np, os, json\n"
+      "root = '" + (dir / "skm") + "'\n"
+      "os.makedirs(root + '/image_files'); os.makedirs(root + '/annotations/v1.0.0')\n"
+      "rng = np.random.default_rng(7)\n"
+      "for split, names in [('train', ['b.h5', 'a.h5', 'c.h5']), ('val', ['v.h5'])]:\n"
+      "    json.dump({'images': [{'file_name': n} for n in names]}, open(f'{root}/annotations/v1.0.0/{split}.json', 'w'))\n"
+      "    for n in names:\n"
+      "        seg = (rng.random((8, 8, 4, 6)) < 0.15).astype(np.uint8)\n"
+      "        e1 = rng.integers(0, 300, (8, 8, 4)).astype(np.int16) + 200 * seg[..., 1]\n"
+      "        e2 = rng.integers(0, 300, (8, 8, 4)).astype(np.int16)\n"
+      "        with h5py.File(f'{root}/image_files/{n}', 'w') as f:\n"
+      "            f['echo1'] = e1; f['echo2'] = e2; f['seg'] = seg\n"
+      "        if n == 'a.h5':\n"
+      "            x = e1.astype(np.float32)[None].transpose(0, 3, 1, 2)\n"
+      "            x = (x - x.mean()) / x.std(ddof=1)\n"
+      "            agg = np.stack([seg[..., 0], seg[..., 1], seg[..., 2] | seg[..., 3], seg[..., 4] | seg[..., 5]], -1)\n"
+      "            ids = np.argmax(np.insert(agg, 0, 0, axis=-1), -1).transpose(2, 0, 1)\n"
+      "            open(root + '/a_input.bin', 'wb').write(x.astype(np.float32).tobytes())\n"
+      "            open(root + '/a_labels.bin', 'wb').write(ids.astype(np.int64).tobytes())\n\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  YAML::Node n = YAML::Load("{data_processor: SkmDataProcessor, batch_size: 1, image_shape: [4, 8, 8], "
+                            "echo_type: echo1, normalize_data_method: standard_score, num_classes: 5}");
+  n["data_dir"] = dir / "skm";
+  const auto options = data::SkmOptions::schema().parse(n, config::Context{"p.yaml", "train_input"});
+  data::SkmSource source(dir / "skm", "train", options);
+  ASSERT_EQ(source.num_samples(), 3);
+  const auto batch = source.read_batch({0}, std::nullopt);  // a.h5, the first in sorted order
+  const torch::Tensor input = zoo::testing::read_raw(dir / "skm/a_input.bin", torch::kFloat, {1, 4, 8, 8});
+  const torch::Tensor labels = zoo::testing::read_raw(dir / "skm/a_labels.bin", torch::kLong, {4, 8, 8});
+  EXPECT_LT((batch.at("input")[0] - input).abs().max().item<double>(), 1e-5);
+  EXPECT_TRUE(torch::equal(batch.at("labels")[0], labels));
+  EXPECT_GT(labels.gt(0).sum().item<int64_t>(), 0);
+
+  const std::string params = zoo::testing::write_file(dir / "p.yaml", R"(
+train_input: &train_input
+  data_processor: SkmDataProcessor
+  data_dir: )" + (dir / "skm") + R"(
+  echo_type: echo1-echo2-mc
+  aggregate_cartilage: true
+  image_shape: [4, 8, 8]
+  normalize_data_method: standard_score
+  shuffle: true
+  shuffle_seed: 1234
+  batch_size: 1
+  num_classes: 5
+eval_input:
+  <<: *train_input
+  augment_data: false
+  shuffle: false
+model:
+  nonlinearity: relu
+  input_channels: 2
+  use_conv3d: true
+  encoder_filters: [4, 8]
+  decoder_filters: [4]
+  norm_layer: group_instance
+  downscale_method: strided_conv
+  initializer: {name: glorot_uniform, gain: 1.0}
+  bias_initializer: zeros
+  loss: ssce_dice
+optimizer:
+  optimizer_type: Adam
+  learning_rate: 0.01
+runconfig:
+  max_steps: 6
+  eval_frequency: 6
+  eval_steps: 1
+  log_steps: 1
+  seed: 1
+)");
+  const auto run = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                             " --mode train_and_eval --model_dir " + (dir / "run"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(zoo::testing::train_losses(run.output).size(), 6u) << run.output;
+  EXPECT_NE(run.output.find("Metric: eval/mean_iou"), std::string::npos) << run.output;
 }
