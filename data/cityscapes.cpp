@@ -31,7 +31,7 @@ int64_t cityscapes_train_id(int64_t label_id) {
 }
 
 CityscapesSource::CityscapesSource(const std::string& data_dir, const std::string& split, const CityscapesOptions& o)
-    : data_dir_(data_dir), options_(o) {
+    : ImageMaskSource(data_dir, o) {
   const fs::path images = fs::path(data_dir) / "leftImg8bit" / split, labels = fs::path(data_dir) / "gtFine" / split;
   if (!fs::is_directory(images))
     throw std::runtime_error(images.string() + ": no such directory (Cityscapes keeps leftImg8bit/<split>/<city>/ "
@@ -54,41 +54,25 @@ CityscapesSource::CityscapesSource(const std::string& data_dir, const std::strin
   if (pairs_.empty()) throw std::runtime_error(images.string() + ": no *" + suffix + " images");
 }
 
-Features CityscapesSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t>) const {
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> samples;
-  for (int64_t id : ids) {
-    const auto& [image_path, label_path] = pairs_[id % num_samples()];
-    const torch::Tensor image = read_image(image_path, options_.image_shape[2]);
-    const torch::Tensor label_ids = read_image(label_path, 1);
-    // Ids -> classes before resizing: the same as after, since the resize is nearest.
-    static const torch::Tensor lut = [] {
-      torch::Tensor t = torch::empty({256}, torch::kByte);
-      for (int64_t v = 0; v < 256; ++v) t[v] = cityscapes_train_id(v);
-      return t;
-    }();
-    const torch::Tensor mask = lut.index_select(0, label_ids.reshape({-1}).to(torch::kLong)).view(label_ids.sizes());
-    // PIL resizes the mask image (its nearest samples pixel centres).
-    samples.push_back(unet_sample(image, mask, options_, id, [](const torch::Tensor& m, int64_t h, int64_t w) {
-      return resize_image(m, h, w, "nearest");
-    }));
-  }
-  return stack_samples(samples);
+std::pair<torch::Tensor, torch::Tensor> CityscapesSource::read_pair(const std::string& image_path,
+                                                                    const std::string& label_path) const {
+  const torch::Tensor label_ids = read_image(label_path, 1);
+  // Ids -> classes before resizing: the same as after, since the resize is nearest.
+  static const torch::Tensor lut = [] {
+    torch::Tensor t = torch::empty({256}, torch::kByte);
+    for (int64_t v = 0; v < 256; ++v) t[v] = cityscapes_train_id(v);
+    return t;
+  }();
+  return {read_image(image_path, options().image_shape[2]),
+          lut.index_select(0, label_ids.reshape({-1}).to(torch::kLong)).view(label_ids.sizes())};
 }
 
 namespace {
 
 std::unique_ptr<DataLoader> open_cityscapes(const CityscapesOptions& given, const config::Origin& at) {
-  if (given.data_dir.items.size() != 1) at.fail("data_dir", "required: the one Cityscapes directory");
-  const std::string dir = require_directory(given.data_dir.items.front(), at);
-  const std::string& section = at.context().path;
-  const bool eval = section == "eval_input" || section.find("val_dataloader") != std::string::npos;
-  std::shared_ptr<CityscapesSource> source;
-  try {
-    source = std::make_shared<CityscapesSource>(dir, eval ? "val" : "train", given);
-  } catch (const std::runtime_error& e) {
-    at.fail("data_dir", e.what());
-  }
-  return std::make_unique<MapStyleLoader>(source, given);
+  return open_map_style(given, at, "Cityscapes' leftImg8bit/ and gtFine/", [&](const std::string& dir, bool eval) {
+    return std::make_shared<CityscapesSource>(dir, eval ? "val" : "train", given);
+  });
 }
 
 }  // namespace

@@ -27,20 +27,14 @@ struct CityscapesOptions : UNetInputOptions {
 // Cityscapes' label id (0-33) -> modelzoo's class (0-19); other ids -> 0.
 int64_t cityscapes_train_id(int64_t label_id);
 
-class CityscapesSource : public SampleSource {
+class CityscapesSource : public ImageMaskSource {
  public:
   // Lists `split`'s image and label pairs; std::runtime_error naming the
   // directory when there are none or an image has no label file.
   CityscapesSource(const std::string& data_dir, const std::string& split, const CityscapesOptions& options);
-  int64_t num_samples() const override { return static_cast<int64_t>(pairs_.size()); }
-  std::string describe() const override { return data_dir_; }
-  Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
-  bool reads_epoch() const override { return options_.augment_data; }
 
- private:
-  std::string data_dir_;
-  CityscapesOptions options_;
-  std::vector<std::pair<std::string, std::string>> pairs_;  // (image, labelIds)
+ protected:
+  std::pair<torch::Tensor, torch::Tensor> read_pair(const std::string& image, const std::string& mask) const override;
 };
 
 DataProcessor cityscapes_processor();

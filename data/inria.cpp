@@ -29,7 +29,7 @@ const config::Schema<InriaOptions>& InriaOptions::schema() {
 }
 
 InriaSource::InriaSource(const std::string& data_dir, const std::string& split, const InriaOptions& o)
-    : data_dir_(data_dir), options_(o) {
+    : ImageMaskSource(data_dir, o) {
   const fs::path images = fs::path(data_dir) / split / "images", masks = fs::path(data_dir) / split / "gt";
   if (!fs::is_directory(images))
     throw std::runtime_error(images.string() + ": no such directory (Inria keeps <split>/images/ and <split>/gt/ "
@@ -44,39 +44,27 @@ InriaSource::InriaSource(const std::string& data_dir, const std::string& split, 
   if (pairs_.empty()) throw std::runtime_error(images.string() + ": no images");
 }
 
-Features InriaSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t>) const {
-  const std::vector<int64_t>& shape = options_.image_shape;
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> samples;
-  for (int64_t id : ids) {
-    const auto& [image_path, mask_path] = pairs_[id % num_samples()];
-    const torch::Tensor image = read_image(image_path, shape[2]);
-    if (image.size(1) != shape[0] || image.size(2) != shape[1])
-      throw std::runtime_error(image_path + ": " + std::to_string(image.size(2)) + " x " + std::to_string(image.size(1)) +
-                               " pixels, but image_shape is " + std::to_string(shape[1]) + " x " +
-                               std::to_string(shape[0]) + " (modelzoo's resize_inria_files.py resizes the files)");
-    // Buildings are 255, as modelzoo's zero_one scaling of the mask makes them 1.
-    const torch::Tensor mask = (read_image(mask_path, 1) >= 128).to(torch::kByte);
-    if (mask.sizes().slice(1) != image.sizes().slice(1))
-      throw std::runtime_error(mask_path + ": the mask's size differs from its image's");
-    samples.push_back(unet_sample(image, mask, options_, id, [](const torch::Tensor& m, int64_t, int64_t) { return m; }));
-  }
-  return stack_samples(samples);
+std::pair<torch::Tensor, torch::Tensor> InriaSource::read_pair(const std::string& image_path,
+                                                               const std::string& mask_path) const {
+  const std::vector<int64_t>& shape = options().image_shape;
+  const torch::Tensor image = read_image(image_path, shape[2]);
+  if (image.size(1) != shape[0] || image.size(2) != shape[1])
+    throw std::runtime_error(image_path + ": " + std::to_string(image.size(2)) + " x " + std::to_string(image.size(1)) +
+                             " pixels, but image_shape is " + std::to_string(shape[1]) + " x " + std::to_string(shape[0]) +
+                             " (modelzoo's resize_inria_files.py resizes the files)");
+  // Buildings are 255, as modelzoo's zero_one scaling of the mask makes them 1.
+  const torch::Tensor mask = (read_image(mask_path, 1) >= 128).to(torch::kByte);
+  if (mask.sizes().slice(1) != image.sizes().slice(1))
+    throw std::runtime_error(mask_path + ": the mask's size differs from its image's");
+  return {image, mask};
 }
 
 namespace {
 
 std::unique_ptr<DataLoader> open_inria(const InriaOptions& given, const config::Origin& at) {
-  if (given.data_dir.items.size() != 1) at.fail("data_dir", "required: the one Inria directory");
-  const std::string dir = require_directory(given.data_dir.items.front(), at);
-  const std::string& section = at.context().path;
-  const bool eval = section == "eval_input" || section.find("val_dataloader") != std::string::npos;
-  std::shared_ptr<InriaSource> source;
-  try {
-    source = std::make_shared<InriaSource>(dir, eval ? "val" : "train", given);
-  } catch (const std::runtime_error& e) {
-    at.fail("data_dir", e.what());
-  }
-  return std::make_unique<MapStyleLoader>(source, given);
+  return open_map_style(given, at, "Inria's train/ and val/", [&](const std::string& dir, bool eval) {
+    return std::make_shared<InriaSource>(dir, eval ? "val" : "train", given);
+  });
 }
 
 }  // namespace

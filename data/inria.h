@@ -24,20 +24,14 @@ struct InriaOptions : UNetInputOptions {
   static const config::Schema<InriaOptions>& schema();
 };
 
-class InriaSource : public SampleSource {
+class InriaSource : public ImageMaskSource {
  public:
   // Lists `split`'s images and masks; std::runtime_error naming the
   // directory when there are none or an image has no mask.
   InriaSource(const std::string& data_dir, const std::string& split, const InriaOptions& options);
-  int64_t num_samples() const override { return static_cast<int64_t>(pairs_.size()); }
-  std::string describe() const override { return data_dir_; }
-  Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
-  bool reads_epoch() const override { return options_.augment_data; }
 
- private:
-  std::string data_dir_;
-  InriaOptions options_;
-  std::vector<std::pair<std::string, std::string>> pairs_;  // (image, mask)
+ protected:
+  std::pair<torch::Tensor, torch::Tensor> read_pair(const std::string& image, const std::string& mask) const override;
 };
 
 DataProcessor inria_processor();

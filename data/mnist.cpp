@@ -101,8 +101,7 @@ std::string find_idx(const std::string& data_dir, const std::string& name) {
 std::unique_ptr<DataLoader> open_mnist(const MnistOptions& given, const config::Origin& at) {
   if (given.data_dir.items.size() != 1) at.fail("data_dir", "required: the one directory holding MNIST");
   const std::string dir = require_directory(given.data_dir.items.front(), at);
-  const std::string& section = at.context().path;
-  const bool eval_section = section == "eval_input" || section.find("val_dataloader") != std::string::npos;
+  const bool eval_section = is_eval_section(at);
   const std::string split = !given.split.empty() ? given.split : eval_section ? "test" : "train";
   const std::string prefix = split == "train" ? "train" : "t10k";
   const std::string images = find_idx(dir, prefix + "-images-idx3-ubyte"), labels = find_idx(dir, prefix + "-labels-idx1-ubyte");

@@ -85,6 +85,27 @@ std::string require_directory(const std::string& dir, const config::Origin& at) 
   return dir;
 }
 
+bool is_eval_section(const config::Origin& at) {
+  const std::string& section = at.context().path;
+  return section == "eval_input" || section.find("val_dataloader") != std::string::npos;
+}
+
+std::unique_ptr<DataLoader> open_map_style(
+    const LoaderOptions& options, const config::Origin& at, const std::string& what,
+    const std::function<std::shared_ptr<SampleSource>(const std::string& dir, bool eval)>& make) {
+  if (options.data_dir.items.size() != 1) at.fail("data_dir", "required: the one directory holding " + what);
+  const std::string dir = require_directory(options.data_dir.items.front(), at);
+  std::shared_ptr<SampleSource> source;
+  try {
+    source = make(dir, is_eval_section(at));
+  } catch (const config::ConfigError&) {
+    throw;  // already names the file and key
+  } catch (const std::runtime_error& e) {
+    at.fail("data_dir", e.what());
+  }
+  return std::make_unique<MapStyleLoader>(source, options);
+}
+
 std::vector<std::string> list_files(const std::string& dir, const std::string& suffix) {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {

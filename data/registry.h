@@ -2,7 +2,7 @@
 // processor parses its input section once into an InputSpec: typed, frozen
 // options that open the data and name the features its batches hold.
 // Defines: InputSpec, DataProcessor, make_data_processor, find_data_processor,
-// parse_input, open_input, data_processors.
+// parse_input, open_input, data_processors, is_eval_section, open_map_style.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -114,6 +114,16 @@ std::unique_ptr<DataLoader> open_input(const YAML::Node& section, const config::
 
 // Checks a data_dir entry is a directory: ConfigError naming the key otherwise.
 std::string require_directory(const std::string& dir, const config::Origin& at);
+// Whether `at` is an eval section (eval_input, or the Trainer format's
+// val_dataloader), for processors that read another split there.
+bool is_eval_section(const config::Origin& at);
+// The map-style loader of the source `make` builds from the section's one
+// data_dir directory (`what`: what that directory holds, for messages) and
+// whether it is an eval section; its std::runtime_error is reported at data_dir.
+std::unique_ptr<DataLoader> open_map_style(
+    const LoaderOptions& options, const config::Origin& at, const std::string& what,
+    const std::function<std::shared_ptr<SampleSource>(const std::string& dir, bool eval)>& make);
+
 // Sorted regular files in `dir` whose names end with `suffix`.
 std::vector<std::string> list_files(const std::string& dir, const std::string& suffix);
 

@@ -124,17 +124,9 @@ Features SeverstalSource::read_batch(const std::vector<int64_t>& ids, std::optio
 namespace {
 
 std::unique_ptr<DataLoader> open_severstal(const SeverstalOptions& given, const config::Origin& at) {
-  if (given.data_dir.items.size() != 1) at.fail("data_dir", "required: the one directory holding train.csv");
-  const std::string dir = require_directory(given.data_dir.items.front(), at);
-  const std::string& section = at.context().path;
-  const bool training = !(section == "eval_input" || section.find("val_dataloader") != std::string::npos);
-  std::shared_ptr<SeverstalSource> source;
-  try {
-    source = std::make_shared<SeverstalSource>(dir, given, training);
-  } catch (const std::runtime_error& e) {
-    at.fail("data_dir", e.what());
-  }
-  return std::make_unique<MapStyleLoader>(source, given);
+  return open_map_style(given, at, "train.csv and train_images/", [&](const std::string& dir, bool eval) {
+    return std::make_shared<SeverstalSource>(dir, given, !eval);
+  });
 }
 
 }  // namespace

@@ -108,17 +108,9 @@ Features SkmSource::read_batch(const std::vector<int64_t>& ids, std::optional<in
 namespace {
 
 std::unique_ptr<DataLoader> open_skm(const SkmOptions& given, const config::Origin& at) {
-  if (given.data_dir.items.size() != 1) at.fail("data_dir", "required: the one SKM-TEA directory");
-  const std::string dir = require_directory(given.data_dir.items.front(), at);
-  const std::string& section = at.context().path;
-  const bool eval = section == "eval_input" || section.find("val_dataloader") != std::string::npos;
-  std::shared_ptr<SkmSource> source;
-  try {
-    source = std::make_shared<SkmSource>(dir, eval ? "val" : "train", given);
-  } catch (const std::runtime_error& e) {
-    at.fail("data_dir", e.what());
-  }
-  return std::make_unique<MapStyleLoader>(source, given);
+  return open_map_style(given, at, "SKM-TEA's annotations/ and image_files/", [&](const std::string& dir, bool eval) {
+    return std::make_shared<SkmSource>(dir, eval ? "val" : "train", given);
+  });
 }
 
 }  // namespace

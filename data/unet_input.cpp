@@ -34,4 +34,16 @@ Features stack_samples(const std::vector<std::pair<torch::Tensor, torch::Tensor>
   return {{"input", torch::stack(images)}, {"labels", torch::stack(labels)}};
 }
 
+Features ImageMaskSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t>) const {
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> samples;
+  for (int64_t id : ids) {
+    const auto& [image_path, mask_path] = pairs_[id % num_samples()];
+    const auto [image, mask] = read_pair(image_path, mask_path);
+    samples.push_back(unet_sample(image, mask, options_, id, [](const torch::Tensor& m, int64_t h, int64_t w) {
+      return resize_image(m, h, w, "nearest");
+    }));
+  }
+  return stack_samples(samples);
+}
+
 }  // namespace zoo::data

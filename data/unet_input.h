@@ -4,7 +4,7 @@
 // up to image_shape beyond max_image_shape, the image normalized, both
 // augmented together in training, the mask shaped for the model's loss.
 // Defines: UNetInputOptions, add_unet_input_fields, segmentation_labels,
-// unet_sample, stack_samples.
+// unet_sample, stack_samples, ImageMaskSource.
 #pragma once
 
 #include <torch/torch.h>
@@ -73,5 +73,27 @@ std::pair<torch::Tensor, torch::Tensor> unet_sample(
 
 // Features {input: (B, C, H, W), labels} of samples (image, labels).
 Features stack_samples(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& samples);
+
+// Samples that are (image file, mask file) pairs (Cityscapes, Inria), each
+// read by the subclass and passed through unet_sample.
+class ImageMaskSource : public SampleSource {
+ public:
+  int64_t num_samples() const override { return static_cast<int64_t>(pairs_.size()); }
+  std::string describe() const override { return data_dir_; }
+  Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
+  bool reads_epoch() const override { return options_.augment_data; }
+
+ protected:
+  ImageMaskSource(std::string data_dir, const UNetInputOptions& options) : data_dir_(std::move(data_dir)), options_(options) {}
+  // A pair's image uint8 (C, H, W) and class-id mask uint8 (1, H, W); masks
+  // are resized as PIL resizes them (nearest on pixel centres).
+  virtual std::pair<torch::Tensor, torch::Tensor> read_pair(const std::string& image, const std::string& mask) const = 0;
+  const UNetInputOptions& options() const { return options_; }
+  std::vector<std::pair<std::string, std::string>> pairs_;  // (image, mask), sorted by the subclass
+
+ private:
+  std::string data_dir_;
+  UNetInputOptions options_;
+};
 
 }  // namespace zoo::data
