@@ -132,9 +132,18 @@ struct ModelFamily {
   // The data processor of input sections that name none (modelzoo's
   // fc_mnist/run.py chooses its loader itself); "" when they must name one.
   std::string default_data_processor;
-  // Model keys an input section takes from the model when it lacks them
-  // (modelzoo's NER data reads the model's label_vocab_file).
-  std::vector<std::string> input_keys_from_model;
+  // Keys an input section takes from the model when it lacks them: the
+  // input key, and the model keys it is read from, the first the model
+  // section has ("vae.scaling_factor": a key of a nested mapping). modelzoo's
+  // NER data reads the model's label_vocab_file, DiT's its latent shape.
+  // must_agree: an input that gives the key too must give the model's value
+  // (modelzoo's DiT data config checks them so).
+  struct InputKeyFromModel {
+    std::string input_key;
+    std::vector<std::string> model_keys;
+    bool must_agree = false;
+  };
+  std::vector<InputKeyFromModel> input_keys_from_model;
   // Model keys it takes from train_input (else eval_input) when the model
   // section lacks them, as (model key, input key): modelzoo's T5 set_defaults
   // sizes its positions by src_max_sequence_length.

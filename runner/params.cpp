@@ -33,6 +33,15 @@ const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type",
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
+// The value at a dotted key path of a mapping ("vae.scaling_factor"); undefined when absent.
+YAML::Node model_key_at(const YAML::Node& section, const std::string& path) {
+  if (!section.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  const size_t dot = path.find('.');
+  const YAML::Node next = section[path.substr(0, dot)];  // const lookup: adds no key
+  if (!next) return YAML::Node(YAML::NodeType::Undefined);
+  return dot == std::string::npos ? next : model_key_at(next, path.substr(dot + 1));
+}
+
 // Every feature the model reads must be in the input's batches.
 void check_features(const models::ModelSpec& model, const std::string& model_name, const data::InputSpec& input,
                     const std::string& section) {
@@ -95,6 +104,10 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
                           "(or modelzoo's trainer:)");
   for (const auto& kv : root_in) {
     const std::string key = kv.first.as<std::string>();
+    if (key == "description" || key == "tag") {  // modelzoo 2.1's DiT files name themselves
+      top.warn(kv.first, key, "ignored (a note on the file, which modelzoo does not read either)");
+      continue;
+    }
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end())
       top.fail(kv.first, key,
                "unknown section" + config::did_you_mean(key, kSections) +
@@ -176,9 +189,23 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
       for (const auto& kv : in) named[kv.first] = kv.second;
       in = named;
     }
-    for (const auto& key : family->input_keys_from_model) {
-      const YAML::Node given = static_cast<const YAML::Node&>(in)[key], from = static_cast<const YAML::Node&>(model)[key];
-      if (in.IsMap() && !given && from) {
+    for (const auto& entry : family->input_keys_from_model) {
+      if (!in.IsMap()) break;
+      const std::string& key = entry.input_key;
+      const YAML::Node given = static_cast<const YAML::Node&>(in)[key];
+      std::string from_key;
+      for (const auto& path : entry.model_keys)
+        if (present(model_key_at(model, path))) {
+          from_key = path;
+          break;
+        }
+      if (from_key.empty()) continue;
+      const YAML::Node from = model_key_at(model, from_key);
+      if (given && entry.must_agree && !config::same_value(given, from))
+        section_ctx(section).fail(given, key,
+                                  "is " + config::describe_value(given) + " but the model's " + from_key + " is " +
+                                      config::describe_value(from) + "; they must agree (or leave it out here)");
+      if (!given) {
         YAML::Node with(YAML::NodeType::Map);  // a copy with the model's value (nodes keep their lines)
         for (const auto& kv : in) with[kv.first] = kv.second;
         with[key] = from;

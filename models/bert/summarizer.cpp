@@ -83,7 +83,7 @@ ModelFamily bert_summarizer_family() {
       "bert/extractive_summarization model.",
       {"input_ids", "attention_mask", "token_type_ids", "labels", "cls_indices", "cls_weights"});
   f.required_keys = {"use_cls_bias"};
-  f.input_keys_from_model = {"vocab_file"};  // as modelzoo's data config reads it
+  f.input_keys_from_model = {{"vocab_file", {"vocab_file"}}};  // as modelzoo's data config reads it
   return f;
 }
 

@@ -106,7 +106,8 @@ ModelFamily bert_token_classifier_family() {
       "modelzoo's bert/token_classifier model.",
       {"input_ids", "attention_mask", "labels"});
   f.required_keys = {"num_classes", "encoder_output_dropout_rate"};
-  f.input_keys_from_model = {"label_vocab_file", "include_padding_in_loss"};  // as modelzoo's data config reads them
+  f.input_keys_from_model = {{"label_vocab_file", {"label_vocab_file"}},
+                             {"include_padding_in_loss", {"include_padding_in_loss"}}};  // as modelzoo's data config reads them
   return f;
 }
 

@@ -330,7 +330,7 @@ ModelFamily unet_family() {
       "unet", {}, "UNet: image segmentation (2D or 3D), as modelzoo's vision/pytorch/unet.", {"input", "labels"});
   f.required_keys = {"encoder_filters", "decoder_filters"};
   f.model_keys_from_input = {{"num_classes", "num_classes"}, {"image_shape", "image_shape"}};
-  f.input_keys_from_model = {"loss"};  // the data shapes its labels for the loss, as modelzoo's set_defaults passes it
+  f.input_keys_from_model = {{"loss", {"loss"}}};  // the data shapes its labels for the loss, as modelzoo's set_defaults passes it
   return f;
 }
 
