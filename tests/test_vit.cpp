@@ -135,6 +135,7 @@ TEST(Vit, VitBaseHasTheKnownSize) {
                    "image_size: [224, 224], patch_size: [16, 16], use_conv_patchified_embedding: true}")
                    ->build(torch::TensorOptions().device(torch::kMeta));
   EXPECT_EQ(models::parameter_count(*model), 86'567'656);
+  EXPECT_NEAR(model->forward_flops_per_token() / 2, 17.6e9, 0.1e9);  // the ViT paper's 17.6 G multiply-adds
   std::string error;
   try {
     vit_spec("{num_classes: 2, image_size: [30, 30], patch_size: [16, 16]}");

@@ -196,7 +196,8 @@ double BertEncoderImpl::forward_flops_per_token() const {
   const double kv = options_.attention_module == "multiquery_attention"
                         ? C * options_.extra_attention_params.num_kv_groups / options_.num_heads
                         : C;
-  return 2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 2 * L * options_.max_position_embeddings * C;
+  // Bidirectional attention: q.k and the weighted values, 2 T C multiply-adds per token.
+  return 2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 4 * L * options_.max_position_embeddings * C;
 }
 
 }  // namespace zoo::models

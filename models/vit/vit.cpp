@@ -45,8 +45,9 @@ const config::Schema<VitOptions>& VitOptions::schema() {
         .field("use_final_layer_norm", &O::use_final_layer_norm, "A LayerNorm after the last layer.")
         .field("use_encoder_pooler_layer", &O::use_encoder_pooler_layer,
                "Dense + pooler_nonlinearity on [CLS] before the classifier.")
-        .field("position_embedding_type", &O::position_embedding_type, "learned, or null for none.",
-               config::if_set(config::one_of({"learned"})))
+        .field("position_embedding_type", &O::position_embedding_type,
+               "learned, fixed (2D sin-cos, not trained), or null for none.",
+               config::if_set(config::one_of({"learned", "fixed"})))
         .field("prepend_cls_token", &O::prepend_cls_token, "A learned [CLS] embedding in front of the patches.")
         .field("use_conv_patchified_embedding", &O::use_conv_patchified_embedding,
                "Project patches with a strided conv (else patchify + linear).")
@@ -86,6 +87,8 @@ const config::Schema<VitOptions>& VitOptions::schema() {
           if (o.image_size[0] % o.patch_size[0] != 0 || o.image_size[1] % o.patch_size[1] != 0)
             fail("patch_size", "must divide image_size");
           if (o.hidden_size % o.num_heads != 0) fail("num_heads", "must divide hidden_size");
+          if (o.position_embedding_type == std::optional<std::string>("fixed") && o.hidden_size % 4 != 0)
+            fail("position_embedding_type", "fixed 2D positions need hidden_size divisible by 4");
           if (o.attention_module == "multiquery_attention" && o.num_heads % o.extra_attention_params.num_kv_groups != 0)
             fail("extra_attention_params", "num_kv_groups must divide num_heads");
           if (is_glu(o.nonlinearity)) fail("nonlinearity", "ViT's FFN takes a plain activation");
@@ -107,6 +110,23 @@ const config::Schema<VitOptions>& VitOptions::schema() {
   return s;
 }
 
+namespace {
+
+// modelzoo's get_2d_fixed_position_embeddings: patch (r, c) gets
+// [sin(c w), cos(c w), sin(r w), cos(r w)] over D/4 frequencies w_i =
+// 10000^(-i / (D/4)); with [CLS], a zero row after the patches.
+torch::Tensor fixed_2d_positions(int64_t rows, int64_t cols, int64_t D, bool cls_row) {
+  const int64_t F = D / 4;
+  const torch::Tensor inv_freq = 1.0 / torch::pow(10000.0, torch::arange(F, torch::kDouble) / double(F));
+  const torch::Tensor r = torch::arange(rows, torch::kDouble).repeat_interleave(cols).unsqueeze(1) * inv_freq;
+  const torch::Tensor c = torch::arange(cols, torch::kDouble).repeat({rows}).unsqueeze(1) * inv_freq;
+  torch::Tensor table = torch::cat({torch::sin(c), torch::cos(c), torch::sin(r), torch::cos(r)}, 1);
+  if (cls_row) table = torch::cat({table, torch::zeros({1, D}, torch::kDouble)}, 0);
+  return table;
+}
+
+}  // namespace
+
 VitEmbeddingLayerImpl::VitEmbeddingLayerImpl(const VitOptions& o, const torch::TensorOptions& p) : options_(o) {
   const int64_t ph = o.patch_size[0], pw = o.patch_size[1], C = o.num_channels, D = o.hidden_size;
   auto proj = register_module("linear_proj", std::make_shared<torch::nn::Module>());
@@ -114,15 +134,24 @@ VitEmbeddingLayerImpl::VitEmbeddingLayerImpl(const VitOptions& o, const torch::T
   proj_weight = proj->register_parameter(
       "weight", o.use_conv_patchified_embedding ? torch::empty({D, C, ph, pw}, p) : torch::empty({D, ph * pw * C}, p));
   if (o.use_embed_proj_bias) proj_bias = proj->register_parameter("bias", torch::zeros({D}, p));
-  if (o.position_embedding_type)
+  if (o.position_embedding_type == std::optional<std::string>("learned"))
     position_embeddings = register_module("position_embeddings", EmbeddingTable(o.sequence_length(), D, p));
+  if (o.position_embedding_type == std::optional<std::string>("fixed")) {
+    const torch::Tensor table = fixed_2d_positions(o.image_size[0] / ph, o.image_size[1] / pw, D, o.prepend_cls_token);
+    fixed_position_embeddings = register_parameter(
+        "position_embeddings", p.device().is_meta() ? torch::empty(table.sizes(), p) : table.to(p.dtype()).to(p.device()),
+        /*requires_grad=*/false);
+  }
   if (o.prepend_cls_token) cls_embedding = register_parameter("cls_embedding", torch::zeros({D}, p));
   if (o.use_post_embed_layer_norm) post_embed_ln = register_module("post_embed_ln", LayerNorm(D, 1e-5, p));
 }
 
 void VitEmbeddingLayerImpl::reset_parameters() {
   const InitializerSpec d = options_.default_init();
-  apply_initializer(options_.projection_initializer.value_or(d), proj_weight);
+  // init_conv_like_linear: the conv's fans are those of the linear layer over a flattened patch.
+  const bool as_linear = options_.use_conv_patchified_embedding && options_.init_conv_like_linear;
+  apply_initializer(options_.projection_initializer.value_or(d),
+                    as_linear && proj_weight.defined() ? proj_weight.view({proj_weight.size(0), -1}) : proj_weight);
   apply_initializer(InitializerSpec{"zeros"}, proj_bias);
   apply_initializer(options_.cls_token_initializer.value_or(d), cls_embedding);
   if (position_embeddings) position_embeddings->reset_parameters(options_.position_embedding_initializer.value_or(d));
@@ -148,11 +177,12 @@ torch::Tensor VitEmbeddingLayerImpl::forward(const torch::Tensor& images) {
   }
   const int64_t N = x.size(1);
   if (o.prepend_cls_token) x = torch::cat({cls_embedding.to(x.scalar_type()).expand({B, 1, -1}), x}, 1);
-  if (position_embeddings) {
+  const torch::Tensor table = position_embeddings ? position_embeddings->weight : fixed_position_embeddings;
+  if (table.defined()) {
     // Patches take rows 0 .. N-1 and [CLS] the last row, as modelzoo's layer orders them.
     torch::Tensor rows = torch::arange(N, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
     if (o.prepend_cls_token) rows = torch::cat({torch::full({1}, N, rows.options()), rows});
-    x = x + position_embeddings->weight.index_select(0, rows).to(x.scalar_type());
+    x = x + table.index_select(0, rows).to(x.scalar_type());
   }
   if (o.embedding_dropout_rate > 0) x = torch::dropout(x, o.embedding_dropout_rate, is_training());
   if (post_embed_ln) x = post_embed_ln(x);
@@ -164,17 +194,8 @@ namespace {
 EncoderLayerOptions vit_layer_options(const VitOptions& o) {
   const InitializerSpec d = o.default_init();
   EncoderLayerOptions e;
-  AttentionOptions& a = e.attention;
-  a.hidden_size = o.hidden_size;
-  a.num_heads = o.num_heads;
-  if (o.attention_module == "multiquery_attention") a.num_kv_groups = o.extra_attention_params.num_kv_groups;
-  a.use_projection_bias = o.use_projection_bias_in_attention;
-  a.use_output_bias = o.use_ffn_bias_in_attention;
-  a.dropout = o.attention_dropout_rate;
-  a.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
-  a.softmax_fp32 = o.attention_softmax_fp32;
-  a.initializer = a.output_initializer = o.attention_initializer.value_or(d);
-  a.causal = false;
+  e.attention = bidirectional_attention_options(o, o.attention_initializer.value_or(d));
+  if (o.attention_module == "multiquery_attention") e.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
   e.ffn.input_size = o.hidden_size;
   e.ffn.filter_size = o.filter_size;
   e.ffn.nonlinearity = o.nonlinearity;
@@ -254,13 +275,14 @@ ModelOutput VitModel::forward(const Features& batch, bool with_metrics) {
 }
 
 // Per image: 2 FLOPs per weight of the patch projection per patch, the
-// encoder's matmuls and attention per token, and the classifier.
+// encoder's matmuls and its bidirectional attention per token (q.k and the
+// weighted values: 2 T C multiply-adds), and the classifier.
 double VitModel::forward_flops_per_token() const {
   const VitOptions& o = options_;
   const double C = o.hidden_size, F = o.filter_size, L = o.num_hidden_layers, T = o.sequence_length();
   const double kv = o.attention_module == "multiquery_attention" ? C * o.extra_attention_params.num_kv_groups / o.num_heads : C;
   const double patch = 2.0 * double(o.patch_size[0] * o.patch_size[1] * o.num_channels) * C * double(o.num_patches());
-  const double encoder = T * (2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 2 * L * T * C);
+  const double encoder = T * (2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 4 * L * T * C);
   return patch + encoder + 2.0 * C * double(o.num_classes);
 }
 

@@ -6,7 +6,7 @@
 // classifier on the [CLS] state. Checkpoint keys are modelzoo's
 // (model.vit_model.embedding_layer.linear_proj.weight, ...,
 // model.classifier.classifier.ffn.0.linear_layer.weight).
-// Defines: VitOptions, VitEmbeddingLayer, VitModel, vit_family.
+// Defines: VitOptions, bidirectional_attention_options, VitEmbeddingLayer, VitModel, vit_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -49,9 +49,10 @@ struct VitOptions {
   bool norm_first = true;
   bool use_final_layer_norm = true;
   bool use_encoder_pooler_layer = false;
-  std::optional<std::string> position_embedding_type = std::string("learned");  // learned, or null: none
+  std::optional<std::string> position_embedding_type = std::string("learned");  // learned, fixed, or null: none
   bool prepend_cls_token = true;
   bool use_conv_patchified_embedding = false;
+  bool init_conv_like_linear = false;  // not a ViT key: DiT's, which builds this layer
   bool use_embed_proj_bias = true;
   bool use_post_embed_layer_norm = false;
   bool use_bias_in_output = true;
@@ -79,9 +80,31 @@ struct VitOptions {
   int64_t sequence_length() const { return num_patches() + (prepend_cls_token ? 1 : 0); }
 };
 
+// A bidirectional (encoder's) attention from modelzoo's attention keys, which
+// the vision families' options (ViT's, DiT's) name alike: hidden_size,
+// num_heads, use_projection_bias_in_attention, use_ffn_bias_in_attention,
+// attention_dropout_rate, attention_type, attention_softmax_fp32; `init`
+// initializes every projection.
+template <class ModelzooKeys>
+AttentionOptions bidirectional_attention_options(const ModelzooKeys& o, const InitializerSpec& init) {
+  AttentionOptions a;
+  a.hidden_size = o.hidden_size;
+  a.num_heads = o.num_heads;
+  a.use_projection_bias = o.use_projection_bias_in_attention;
+  a.use_output_bias = o.use_ffn_bias_in_attention;
+  a.dropout = o.attention_dropout_rate;
+  a.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
+  a.softmax_fp32 = o.attention_softmax_fp32;
+  a.initializer = a.output_initializer = init;
+  a.causal = false;
+  return a;
+}
+
 // modelzoo's ViTEmbeddingLayer: linear_proj (Conv2d (C_out, C, ph, pw) or
 // Linear over (ph, pw, C)-ordered patches), cls_embedding (hidden_size), and
-// position_embeddings (patches + 1, hidden) whose last row is [CLS]'s.
+// position_embeddings (patches + 1, hidden) whose last row is [CLS]'s:
+// learned (an embedding table), or fixed (2D sin-cos, a frozen tensor whose
+// [CLS] row is zero).
 class VitEmbeddingLayerImpl : public torch::nn::Module {
  public:
   VitEmbeddingLayerImpl(const VitOptions& options, const torch::TensorOptions& p);
@@ -89,7 +112,8 @@ class VitEmbeddingLayerImpl : public torch::nn::Module {
   void reset_parameters();
   torch::Tensor proj_weight, proj_bias, cls_embedding;
   torch::nn::Module* linear_proj = nullptr;
-  EmbeddingTable position_embeddings{nullptr};
+  EmbeddingTable position_embeddings{nullptr};  // learned
+  torch::Tensor fixed_position_embeddings;      // fixed
   LayerNorm post_embed_ln{nullptr};
 
  private:
