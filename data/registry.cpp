@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "data/bert_csv.h"
 #include "data/bert_hdf5.h"
@@ -12,6 +13,7 @@
 #include "data/glue.h"
 #include "data/byte_text.h"
 #include "data/cityscapes.h"
+#include "data/diffusion.h"
 #include "data/dpo_hdf5.h"
 #include "data/dpr_hdf5.h"
 #include "data/gpt_hdf5.h"
@@ -30,7 +32,7 @@ namespace zoo::data {
 std::vector<const DataProcessor*> data_processors() {
   static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
                                                  gpt_hdf5_map_processor(), dpo_hdf5_processor(), dpr_hdf5_processor(), synthetic_processor(),
-                                                 mnist_processor(), severstal_processor(), cityscapes_processor(), inria_processor(), unet_hdf5_processor(), skm_processor(), imagenet_processor(), bert_mlm_processor(), bert_hdf5_processor(), bert_csv_processor(),
+                                                 mnist_processor(), severstal_processor(), cityscapes_processor(), inria_processor(), unet_hdf5_processor(), skm_processor(), imagenet_processor(), diffusion_latent_processor(), diffusion_synthetic_processor(), bert_mlm_processor(), bert_hdf5_processor(), bert_csv_processor(),
                                                  bert_csv_static_processor(), sst2_processor(), mnli_processor(),
                                                  ner_processor(), bertsum_processor(),
                                                  t5_text_processor(), transformer_text_processor()};
@@ -50,6 +52,14 @@ const DataProcessor& find_data_processor(const YAML::Node& section, const config
     if (p->name == name.Scalar()) return *p;
     names.push_back(p->name);
   }
+  // modelzoo processors zoo refuses, and why.
+  static const std::map<std::string, std::string> refused = {
+      {"DiffusionImageNet1KProcessor",
+       "feeds DiT images, which the model would have to encode with its VAE; modelzoo's DiT does not build that "
+       "either: write latents with modelzoo's create_imagenet_latents.py and read them with "
+       "DiffusionLatentImageNet1KProcessor"}};
+  if (auto it = refused.find(name.Scalar()); it != refused.end())
+    ctx.fail(name, "data_processor", "modelzoo's " + it->first + " is not one zoo has: it " + it->second);
   std::string known;
   for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
   ctx.fail(name, "data_processor",

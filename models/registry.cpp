@@ -9,6 +9,7 @@
 #include "models/bert/classifier.h"
 #include "models/bert/summarizer.h"
 #include "models/bert/token_classifier.h"
+#include "models/dit/dit.h"
 #include "models/dpo/dpo.h"
 #include "models/dpr/dpr.h"
 #include "models/fc_mnist/fc_mnist.h"
@@ -24,7 +25,8 @@ std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), esm2_family(), t5_family(),
-                                                     dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family()};
+                                                     dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family(),
+                                                     dit_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -43,7 +45,7 @@ struct UnbuiltModel {
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
       {{"llava", "multimodal_simple"}, "a vision-language model", {}},
-      {{"dino", "dit", "resnet"}, "a vision model", {}},
+      {{"dino", "resnet"}, "a vision model", {}},
   };
   return m;
 }

@@ -324,7 +324,7 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
                                                    "(a vision-language model) is not one "
                                                    "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
                                                    "bert/token_classifier, bert/extractive_summarization, esm2, t5, "
-                                                   "dpo, dpr, fc_mnist, unet, vision_transformer and their aliases"),
+                                                   "dpo, dpr, fc_mnist, unet, vision_transformer, dit and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(named);
 }

@@ -169,8 +169,8 @@ inline std::string line_of(const std::string& text, const std::string& needle) {
   return std::to_string(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n') + 1);
 }
 
-// One training step of `model` on `batch`: its loss and every parameter's
-// gradient by name (each must have one). dropout_seed, when given, seeds the
+// One training step of `model` on `batch`: its loss and every trainable
+// parameter's gradient by name (each must have one). dropout_seed, when given, seeds the
 // dropout draws after the model is built.
 struct StepGradients {
   double loss = 0;
@@ -184,6 +184,7 @@ inline StepGradients step_gradients(models::Model& model, const models::Features
   loss.backward();
   StepGradients out{loss.item<double>(), {}};
   for (const auto& p : model.named_parameters()) {
+    if (!p.value().requires_grad()) continue;  // frozen tables (DiT's noise schedule)
     EXPECT_TRUE(p.value().grad().defined()) << p.key() << " has no gradient";
     out.grads[p.key()] = p.value().grad().defined() ? p.value().grad().clone() : torch::Tensor();
   }
