@@ -96,6 +96,7 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
       set_path(t, "init.sparsity", body);
       continue;
     }
+    if (name == "description" || name == "tag") continue;  // 2.1's notes on the file; Trainer files have none
     if (name != "model" && name != "optimizer" && name != "runconfig")
       ctx.fail(section.first, name, "unknown section (expected train_input, eval_input, model, optimizer, runconfig, sparsity)");
     if (name == "optimizer") has_optimizer = true;

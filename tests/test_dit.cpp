@@ -411,6 +411,16 @@ runconfig: {max_steps: 2}
   EXPECT_DOUBLE_EQ(input["vae_scaling_factor"].as<double>(), 0.3);
   EXPECT_DOUBLE_EQ(input["label_dropout_rate"].as<double>(), 0.25);
 
+  // convert-legacy writes it in the Trainer format (without the notes), which resolves to the same params.
+  TempDir dir;
+  const std::string file = zoo::testing::write_file(dir / "legacy.yaml", legacy), converted = dir / "trainer.yaml";
+  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " config convert-legacy " + file + " " + converted);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  YAML::Emitter a, b;
+  a << load_params(file, YAML::Node()).resolved();
+  b << load_params(converted, YAML::Node()).resolved();
+  EXPECT_EQ(std::string(a.c_str()), b.c_str());
+
   std::string conflicting = legacy;
   conflicting.replace(conflicting.find("  image_channels"), 0, "  label_dropout_rate: 0.1\n");
   const std::string error = zoo::testing::params_error(conflicting);
