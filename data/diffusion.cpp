@@ -104,13 +104,10 @@ DiffusionLatentSource::DiffusionLatentSource(const std::vector<std::string>& dir
     : options_(o) {
   for (const auto& dir : dirs) {
     Folder f;
+    static_cast<ClassFolders&>(f) = read_class_folders(dir, [](const std::string& path) {
+      return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0;
+    });
     f.dir = dir;
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.is_directory()) f.classes.push_back(entry.path().filename().string());
-    std::sort(f.classes.begin(), f.classes.end());
-    for (size_t c = 0; c < f.classes.size(); ++c)
-      for (auto& path : list_files((fs::path(dir) / f.classes[c]).string(), ".npz"))
-        f.files.emplace_back(std::move(path), int64_t(c));
     if (f.files.empty())
       throw std::runtime_error(dir + ": no latents (expected <class>/*.npz files, as modelzoo's "
                                "create_imagenet_latents.py writes them)");

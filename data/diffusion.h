@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "data/image_transforms.h"
+#include "data/imagenet.h"
 #include "data/loader.h"
 #include "data/registry.h"
 
@@ -79,10 +80,8 @@ class DiffusionLatentSource : public SampleSource {
   int64_t num_classes() const;  // class folders of the largest directory
 
  private:
-  struct Folder {
+  struct Folder : ClassFolders {
     std::string dir;
-    std::vector<std::string> classes;
-    std::vector<std::pair<std::string, int64_t>> files;  // (path, class)
   };
   std::vector<Folder> folders_;
   DiffusionLatentOptions options_;

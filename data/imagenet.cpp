@@ -44,22 +44,30 @@ const config::Schema<ImageNetOptions>& ImageNetOptions::schema() {
   return s;
 }
 
+ClassFolders read_class_folders(const std::string& dir, const std::function<bool(const std::string& path)>& keep) {
+  ClassFolders out;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_directory()) out.classes.push_back(entry.path().filename().string());
+  std::sort(out.classes.begin(), out.classes.end());
+  for (size_t c = 0; c < out.classes.size(); ++c) {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(fs::path(dir) / out.classes[c]))
+      if (entry.is_regular_file() && keep(entry.path().string())) files.push_back(entry.path().string());
+    std::sort(files.begin(), files.end());
+    for (auto& f : files) out.files.emplace_back(std::move(f), static_cast<int64_t>(c));
+  }
+  return out;
+}
+
 ImageFolderSource::ImageFolderSource(const std::string& dir, TransformPipeline transforms, int64_t seed)
     : dir_(dir), transforms_(std::move(transforms)), seed_(seed) {
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_directory()) classes_.push_back(entry.path().filename().string());
-  std::sort(classes_.begin(), classes_.end());
-  for (size_t c = 0; c < classes_.size(); ++c) {
-    std::vector<std::string> files;
-    for (const auto& entry : fs::directory_iterator(fs::path(dir) / classes_[c])) {
-      std::string ext = entry.path().extension().string();
-      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-      if (entry.is_regular_file() && (ext == ".jpeg" || ext == ".jpg" || ext == ".png"))
-        files.push_back(entry.path().string());
-    }
-    std::sort(files.begin(), files.end());
-    for (auto& f : files) files_.emplace_back(std::move(f), static_cast<int64_t>(c));
-  }
+  ClassFolders found = read_class_folders(dir, [](const std::string& path) {
+    std::string ext = fs::path(path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    return ext == ".jpeg" || ext == ".jpg" || ext == ".png";
+  });
+  classes_ = std::move(found.classes);
+  files_ = std::move(found.files);
   if (files_.empty())
     throw std::runtime_error(dir + ": no images (expected <class>/*.JPEG or *.png subdirectories, as torchvision's "
                              "ImageFolder reads them)");

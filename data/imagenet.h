@@ -2,9 +2,10 @@
 // reads it (data_dir/<split>/<class>/*.JPEG or *.png, classes numbered in
 // sorted order, as ImageFolder numbers them), each image decoded to RGB and passed
 // through the section's `transforms`. Defines: ImageNetOptions,
-// ImageFolderSource, imagenet_processor.
+// ClassFolders, read_class_folders, ImageFolderSource, imagenet_processor.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,16 @@ struct ImageNetOptions : LoaderOptions {
   int64_t ra_sampler_num_repeat = 3;
   static const config::Schema<ImageNetOptions>& schema();
 };
+
+// A directory of class folders as torchvision's ImageFolder reads it: the
+// classes are its subdirectories in sorted order, numbered from 0, and the
+// samples each class folder's regular files that `keep` (given the path)
+// accepts, sorted, class after class.
+struct ClassFolders {
+  std::vector<std::string> classes;
+  std::vector<std::pair<std::string, int64_t>> files;  // (path, class)
+};
+ClassFolders read_class_folders(const std::string& dir, const std::function<bool(const std::string& path)>& keep);
 
 class ImageFolderSource : public SampleSource {
  public:
