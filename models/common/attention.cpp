@@ -8,6 +8,7 @@
 #include "models/common/causal_attention.h"
 
 #include <cmath>
+#include <limits>
 
 namespace zoo::models {
 namespace {
@@ -143,6 +144,17 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scores));
 }
 
+namespace {
+torch::Scalar lowest_finite(torch::ScalarType t) {
+  switch (t) {
+    case torch::kDouble: return std::numeric_limits<double>::lowest();
+    case torch::kHalf: return std::numeric_limits<c10::Half>::lowest();
+    case torch::kBFloat16: return std::numeric_limits<c10::BFloat16>::lowest();
+    default: return std::numeric_limits<float>::lowest();
+  }
+}
+}  // namespace
+
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const ScoreOptions& o) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), past = k.size(2) - T;
   k = repeat_kv_heads(k, H);
@@ -171,7 +183,13 @@ torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch
       if (sinks > 0) mask.narrow(1, 0, sinks).copy_(future.narrow(1, 0, sinks));
     }
   }
-  if (o.key_mask.defined()) mask = mask | o.key_mask.logical_not().view({B, 1, 1, past + T});
+  // Padding takes the dtype's lowest finite score, as modelzoo's additive
+  // finfo.min masks do, and the causal/window mask -inf: a query whose visible
+  // keys are all padding (LLaVA's absent image in front of the text) averages
+  // their values, as modelzoo's, instead of turning into NaN; any other row is
+  // unchanged, its hidden keys' exp() being exactly 0 either way.
+  if (o.key_mask.defined())
+    scores = scores.masked_fill(o.key_mask.logical_not().view({B, 1, 1, past + T}), lowest_finite(scores.scalar_type()));
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   torch::Tensor probs =
       o.softmax_fp32 ? torch::softmax(at_least_float(scores), -1).to(v.scalar_type()) : torch::softmax(scores, -1);

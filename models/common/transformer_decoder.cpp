@@ -44,10 +44,11 @@ torch::Tensor TransformerDecoderLayerImpl::feed_forward(const torch::Tensor& h, 
 }
 
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
-                                                   const torch::Tensor& alibi_slopes, MoeContext* moe_context) {
+                                                   const torch::Tensor& alibi_slopes, MoeContext* moe_context,
+                                                   const torch::Tensor& key_mask) {
   const bool drop = dropout_ > 0 && is_training();
   torch::Tensor normed = norm1(x);
-  torch::Tensor a = self_attn->forward(normed, cache, alibi_slopes);
+  torch::Tensor a = self_attn->forward(normed, cache, alibi_slopes, key_mask);
   if (drop) a = torch::dropout(a, dropout_, true);
   if (parallel_) {
     torch::Tensor f = feed_forward(norm3 ? norm3(x) : normed, moe_context);
@@ -79,22 +80,23 @@ void TransformerDecoderImpl::reset_parameters() {
 }
 
 torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<LayerKV>* cache,
-                                              const torch::Tensor& alibi_slopes, MoeContext* moe) {
+                                              const torch::Tensor& alibi_slopes, MoeContext* moe,
+                                              const torch::Tensor& key_mask) {
   if (cache) cache->resize(layers->size());
   // Only a training step has a backward pass to recompute in.
   const bool recompute = recompute_ && is_training() && !cache && torch::GradMode::is_enabled();
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
     if (!recompute) {
-      x = layer->forward(x, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe);
+      x = layer->forward(x, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask);
     } else if (moe && layer->moe) {
       // The router statistics come out of the recomputed block as outputs, so
       // the load-balancing loss's gradient reaches the router.
       MoeContext reads{moe->input_ids, moe->first_position, moe->token_weights};  // by value: backward runs later
       auto outs = recompute_outputs_in_backward(
-          [layer, alibi_slopes, reads](const torch::Tensor& h) {
+          [layer, alibi_slopes, reads, key_mask](const torch::Tensor& h) {
             MoeContext c = reads;
-            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, &c);
+            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, &c, key_mask);
             return c.layers ? std::vector<torch::Tensor>{y, c.tokens_per_expert, c.prob_per_expert}
                             : std::vector<torch::Tensor>{y};
           },
@@ -103,7 +105,10 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
       if (outs.size() == 3) moe->record(outs[1], outs[2]);
     } else {
       x = recompute_in_backward(
-          [layer, alibi_slopes](const torch::Tensor& h) { return layer->forward(h, nullptr, alibi_slopes); }, x);
+          [layer, alibi_slopes, key_mask](const torch::Tensor& h) {
+            return layer->forward(h, nullptr, alibi_slopes, nullptr, key_mask);
+          },
+          x);
     }
   }
   return norm(x);

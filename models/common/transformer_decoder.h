@@ -46,8 +46,10 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   // models, absent here.)
   // alibi_slopes: (heads), ALiBi's per-head slopes when the model uses it.
   // moe: what an MoE layer reads and records (null: nothing recorded).
+  // key_mask (B, T) bool: false hides a key from every query (LLaVA's
+  // missing image); undefined: every key in causal range.
   torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
-                        MoeContext* moe = nullptr);
+                        MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
   void reset_parameters();
 
   LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
@@ -68,9 +70,9 @@ class TransformerDecoderImpl : public torch::nn::Module {
   TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& options, const torch::TensorOptions& p);
   // (B, T, C) -> (B, T, C), final norm applied. `cache`, when given, holds one
   // LayerKV per layer (resized on first use) for incremental decoding.
-  // moe: see TransformerDecoderLayer::forward.
+  // moe, key_mask: see TransformerDecoderLayer::forward.
   torch::Tensor forward(torch::Tensor x, std::vector<LayerKV>* cache = nullptr, const torch::Tensor& alibi_slopes = {},
-                        MoeContext* moe = nullptr);
+                        MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
   void reset_parameters();
 
   torch::nn::ModuleList layers;

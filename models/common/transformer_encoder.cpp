@@ -51,10 +51,14 @@ void TransformerEncoderImpl::reset_parameters() {
 }
 
 torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask,
-                                              const torch::Tensor& position_bias) {
+                                              const torch::Tensor& position_bias, int64_t num_layers) {
   const bool recompute = recompute_ && is_training() && torch::GradMode::is_enabled();
-  for (auto& module : *layers) {
-    auto* layer = module->as<TransformerEncoderLayerImpl>();
+  const bool all = num_layers < 0;
+  if (all) num_layers = static_cast<int64_t>(layers->size());
+  TORCH_CHECK(num_layers <= static_cast<int64_t>(layers->size()), "TransformerEncoder: ", num_layers,
+              " layers asked of ", layers->size());
+  for (int64_t i = 0; i < num_layers; ++i) {
+    auto* layer = layers[i]->as<TransformerEncoderLayerImpl>();
     if (!recompute) {
       x = layer->forward(x, key_mask, position_bias);
       continue;
@@ -66,7 +70,7 @@ torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tens
         },
         {x, position_bias})[0];
   }
-  return norm ? norm(x) : x;
+  return norm && all ? norm(x) : x;
 }
 
 }  // namespace zoo::models

@@ -49,7 +49,10 @@ class TransformerEncoderImpl : public torch::nn::Module {
  public:
   TransformerEncoderImpl(int64_t num_layers, const EncoderLayerOptions& options, const torch::TensorOptions& p);
   // (B, T, C) -> (B, T, C); position_bias as the layers take it, the same for each.
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask, const torch::Tensor& position_bias = {});
+  // num_layers >= 0: only the first num_layers layers and no final norm
+  // (modelzoo's extract_layer_idx + 1: features from inside the stack).
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask, const torch::Tensor& position_bias = {},
+                        int64_t num_layers = -1);
   void reset_parameters();
 
   torch::nn::ModuleList layers;

@@ -52,6 +52,7 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .field("dropout_rate", &O::dropout_rate, "Dropout on residual branches and in the FFN.", dropout)
           .field("embedding_dropout_rate", &O::embedding_dropout_rate,
                  "Dropout after the embeddings (null: dropout_rate).", config::if_set(dropout))
+          .renamed("embd_pdrop", "embedding_dropout_rate")  // modelzoo's own name for it (LLaVA's files use it)
           .field("attention_dropout_rate", &O::attention_dropout_rate,
                  "Dropout on attention probabilities (null: dropout_rate).", config::if_set(dropout))
           .field("moe", &O::moe, "Mixture of experts in place of each layer's FFN (modelzoo's mixtral model).")
@@ -241,6 +242,12 @@ torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids, MoeContex
   moe.input_ids = input_ids;
   MoeContext* routing = options_.moe.enabled() ? &moe : nullptr;
   return head(transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi(), routing));
+}
+
+torch::Tensor Gpt2Model::padded_logits_from_embeddings(const torch::Tensor& embeddings, const torch::Tensor& key_mask) {
+  if (options_.moe.enabled())
+    throw std::invalid_argument("a mixture-of-experts decoder routes by token ids: it cannot run on input embeddings");
+  return head(transformer_decoder->forward(embeddings, nullptr, embedding_layer->alibi(), nullptr, key_mask));
 }
 
 torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {

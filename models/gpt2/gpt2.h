@@ -68,6 +68,12 @@ class Gpt2Model : public Model {
   // Without MoE's load-balancing term (modelzoo adds it to each sample's score in training).
   torch::Tensor label_log_likelihood(const Features& batch, bool average) override;
   const Gpt2Options& options() const { return options_; }
+  // The decoder's input for token ids (modelzoo's compute_input_embeddings):
+  // embeddings, their norm, scale and dropout.
+  torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0);
+  // The decoder and the head on input embeddings (B, T, C), as padded_logits;
+  // key_mask (B, T) bool hides the keys where it is false (undefined: none).
+  torch::Tensor padded_logits_from_embeddings(const torch::Tensor& embeddings, const torch::Tensor& key_mask = {});
 
   EmbeddingLayer embedding_layer{nullptr};
   LayerNorm embedding_ln_f{nullptr};  // embedding_layer_norm only
@@ -75,8 +81,6 @@ class Gpt2Model : public Model {
   OutputHead lm_head{nullptr};
 
  private:
-  // The decoder's input: embeddings, their norm, scale and dropout.
-  torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0);
   // The LM head and the logits scale: (B, T, C) -> (B, T, >= V).
   torch::Tensor head(const torch::Tensor& h);
   // padded_logits, with `moe` holding what MoE layers read and record (their router statistics).
