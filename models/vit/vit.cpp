@@ -1,9 +1,8 @@
 // Implementation of models/vit/vit.h.
 #include "models/vit/vit.h"
 
-#include <regex>
-
 #include "models/common/ffn.h"
+#include "models/common/freeze.h"
 #include "models/vit/hf_adapter.h"
 
 namespace zoo::models {
@@ -99,11 +98,7 @@ const config::Schema<VitOptions>& VitOptions::schema() {
           if (o.use_masked_patches) fail("use_masked_patches", "not supported by zoo yet (DINOv2's mask token)");
           if (o.image_layer_idx) fail("image_layer_idx", "not supported by zoo (multimodal feature extraction)");
           if (o.freeze)
-            for (const auto& r : *o.freeze) try {
-                std::regex check(r);
-              } catch (const std::regex_error& e) {
-                fail("freeze", "'" + r + "' is not a regular expression (" + e.what() + ")");
-              }
+            if (const std::string bad = check_freeze_patterns(*o.freeze); !bad.empty()) fail("freeze", bad);
         });
     return sc;
   }();
@@ -212,10 +207,9 @@ EncoderLayerOptions vit_layer_options(const VitOptions& o) {
 
 }  // namespace
 
-VitModel::VitModel(const VitOptions& o, const torch::TensorOptions& p) : options_(o) {
-  auto vit = register_module("vit_model", std::make_shared<torch::nn::Module>());
-  embedding_layer = vit->register_module("embedding_layer", VitEmbeddingLayer(o, p));
-  auto encoder = vit->register_module("encoder", std::make_shared<torch::nn::Module>());
+VitEncoderImpl::VitEncoderImpl(const VitOptions& o, const torch::TensorOptions& p) : options_(o) {
+  embedding_layer = register_module("embedding_layer", VitEmbeddingLayer(o, p));
+  auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
   transformer_encoder =
       encoder->register_module("transformer_encoder", TransformerEncoder(o.num_hidden_layers, vit_layer_options(o), p));
   if (o.use_encoder_pooler_layer) {
@@ -223,39 +217,47 @@ VitModel::VitModel(const VitOptions& o, const torch::TensorOptions& p) : options
     auto holder = encoder->register_module("pooler", std::make_shared<torch::nn::Module>());
     holder->register_module("pooler", one_layer_network(pooler.ptr()));
   }
+}
+
+void VitEncoderImpl::reset_parameters() {
+  embedding_layer->reset_parameters();
+  transformer_encoder->reset_parameters();
+  if (pooler) pooler->reset_parameters(options_.pooler_initializer.value_or(options_.default_init()));
+}
+
+torch::Tensor VitEncoderImpl::forward(const torch::Tensor& images) {
+  return transformer_encoder->forward(embedding_layer(images), {});
+}
+
+torch::Tensor VitEncoderImpl::features(const torch::Tensor& images, int64_t layer) {
+  return transformer_encoder->forward(embedding_layer(images), {}, {}, layer + 1);
+}
+
+torch::Tensor VitEncoderImpl::pool(const torch::Tensor& hidden) {
+  const torch::Tensor cls = hidden.select(1, 0);
+  return pooler ? activation(options_.pooler_nonlinearity.value_or(options_.nonlinearity), pooler(cls)) : cls;
+}
+
+VitModel::VitModel(const VitOptions& o, const torch::TensorOptions& p) : options_(o) {
+  vit_model = register_module("vit_model", VitEncoder(o, p));
+  embedding_layer = vit_model->embedding_layer;
+  transformer_encoder = vit_model->transformer_encoder;
   const int64_t features = o.hidden_size * (o.use_dinov2_classifier ? 2 : 1);
   classifier = Dense(features, o.num_classes, o.use_bias_in_output, p);
   register_module("classifier", std::make_shared<torch::nn::Module>())
       ->register_module("classifier", one_layer_network(classifier.ptr()));
-  if (o.freeze) {
-    // modelzoo's freeze_modules: every parameter of the modules whose names match a pattern.
-    for (const auto& pattern : *o.freeze) {
-      const std::regex re(pattern);
-      bool matched = false;
-      for (auto& item : named_parameters()) {
-        const std::string& name = item.key();
-        const std::string module = name.substr(0, name.rfind('.'));
-        if (std::regex_search(module, re)) item.value().set_requires_grad(false), matched = true;
-      }
-      if (!matched) throw std::invalid_argument("freeze: '" + pattern + "' matches no module of the model");
-    }
-  }
+  if (o.freeze) freeze_matching(*this, *o.freeze);
 }
 
 void VitModel::reset_parameters() {
-  const InitializerSpec d = options_.default_init();
-  embedding_layer->reset_parameters();
-  transformer_encoder->reset_parameters();
-  if (pooler) pooler->reset_parameters(options_.pooler_initializer.value_or(d));
-  classifier->reset_parameters(d);
+  vit_model->reset_parameters();
+  classifier->reset_parameters(options_.default_init());
 }
 
 torch::Tensor VitModel::logits(const torch::Tensor& images) {
-  const VitOptions& o = options_;
-  torch::Tensor h = transformer_encoder->forward(embedding_layer(images), {});
-  torch::Tensor pooled = h.select(1, 0);
-  if (pooler) pooled = activation(o.pooler_nonlinearity.value_or(o.nonlinearity), pooler(pooled));
-  if (o.use_dinov2_classifier) pooled = torch::cat({h.select(1, 0), h.narrow(1, 1, h.size(1) - 1).mean(1)}, 1);
+  const torch::Tensor h = vit_model(images);
+  torch::Tensor pooled = vit_model->pool(h);
+  if (options_.use_dinov2_classifier) pooled = torch::cat({h.select(1, 0), h.narrow(1, 1, h.size(1) - 1).mean(1)}, 1);
   return classifier(pooled);
 }
 
@@ -276,14 +278,17 @@ ModelOutput VitModel::forward(const Features& batch, bool with_metrics) {
 
 // Per image: 2 FLOPs per weight of the patch projection per patch, the
 // encoder's matmuls and its bidirectional attention per token (q.k and the
-// weighted values: 2 T C multiply-adds), and the classifier.
-double VitModel::forward_flops_per_token() const {
-  const VitOptions& o = options_;
+// weighted values: 2 T C multiply-adds).
+double vit_encoder_flops(const VitOptions& o) {
   const double C = o.hidden_size, F = o.filter_size, L = o.num_hidden_layers, T = o.sequence_length();
   const double kv = o.attention_module == "multiquery_attention" ? C * o.extra_attention_params.num_kv_groups / o.num_heads : C;
   const double patch = 2.0 * double(o.patch_size[0] * o.patch_size[1] * o.num_channels) * C * double(o.num_patches());
-  const double encoder = T * (2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 4 * L * T * C);
-  return patch + encoder + 2.0 * C * double(o.num_classes);
+  return patch + T * (2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 4 * L * T * C);
+}
+
+// Per image: the encoder and the classifier.
+double VitModel::forward_flops_per_token() const {
+  return vit_encoder_flops(options_) + 2.0 * double(options_.hidden_size) * double(options_.num_classes);
 }
 
 ModelFamily vit_family() {

@@ -6,7 +6,8 @@
 // classifier on the [CLS] state. Checkpoint keys are modelzoo's
 // (model.vit_model.embedding_layer.linear_proj.weight, ...,
 // model.classifier.classifier.ffn.0.linear_layer.weight).
-// Defines: VitOptions, bidirectional_attention_options, VitEmbeddingLayer, VitModel, vit_family.
+// Defines: VitOptions, bidirectional_attention_options, VitEmbeddingLayer, VitEncoder, vit_encoder_flops,
+// VitModel, vit_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -121,6 +122,33 @@ class VitEmbeddingLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(VitEmbeddingLayer);
 
+// modelzoo's ViTModel, the classifier's backbone and LLaVA's image tower:
+// embedding_layer, then encoder.transformer_encoder (and encoder.pooler.pooler
+// with use_encoder_pooler_layer).
+class VitEncoderImpl : public torch::nn::Module {
+ public:
+  VitEncoderImpl(const VitOptions& options, const torch::TensorOptions& param_options);
+  // (B, C, H, W) -> (B, T, hidden) after every layer and the final norm.
+  torch::Tensor forward(const torch::Tensor& images);
+  // modelzoo's extract_features: the output of layer `layer` (0-based), no final norm.
+  torch::Tensor features(const torch::Tensor& images, int64_t layer);
+  // The pooled [CLS] state: the pooler's Dense + pooler_nonlinearity when there is one.
+  torch::Tensor pool(const torch::Tensor& hidden);
+  void reset_parameters();
+  const VitOptions& options() const { return options_; }
+
+  VitEmbeddingLayer embedding_layer{nullptr};
+  TransformerEncoder transformer_encoder{nullptr};  // encoder.transformer_encoder
+  Dense pooler{nullptr};                            // encoder.pooler.pooler.ffn.0.linear_layer
+
+ private:
+  VitOptions options_;
+};
+TORCH_MODULE(VitEncoder);
+
+// The encoder's multiply-adds times two per image, without a classifier.
+double vit_encoder_flops(const VitOptions& o);
+
 class VitModel : public Model {
  public:
   VitModel(const VitOptions& options, const torch::TensorOptions& param_options);
@@ -130,9 +158,9 @@ class VitModel : public Model {
   double forward_flops_per_token() const override;    // per image
   void reset_parameters() override;
 
-  VitEmbeddingLayer embedding_layer{nullptr};  // vit_model.embedding_layer
-  TransformerEncoder transformer_encoder{nullptr};  // vit_model.encoder.transformer_encoder
-  Dense pooler{nullptr};      // vit_model.encoder.pooler.pooler.ffn.0.linear_layer
+  VitEncoder vit_model{nullptr};
+  VitEmbeddingLayer embedding_layer{nullptr};       // vit_model's
+  TransformerEncoder transformer_encoder{nullptr};  // vit_model's
   Dense classifier{nullptr};  // classifier.classifier.ffn.0.linear_layer
 
  private:
