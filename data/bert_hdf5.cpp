@@ -131,18 +131,9 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
 namespace {
 
 std::unique_ptr<DataLoader> open_mlm(const BertHdf5Options& o, const config::Origin& at) {
-  std::shared_ptr<MlmHdf5Source> source;
-  try {
-    source = std::make_shared<MlmHdf5Source>(sorted_hdf5_files(o.data_dir, at), o.max_sequence_length, o.use_vsl);
-  } catch (const config::ConfigError&) {
-    throw;  // already names the file and key
-  } catch (const std::runtime_error& e) {
-    at.fail("data_dir", e.what());
-  }
-  if (source->num_samples() < o.batch_size)
-    at.fail("data_dir", source->describe() + ": " + std::to_string(source->num_samples()) +
-                            " sample(s), fewer than batch_size " + std::to_string(o.batch_size));
-  return std::make_unique<MapStyleLoader>(source, o);
+  return open_map_hdf5(o, at, [&] {
+    return std::make_shared<MlmHdf5Source>(sorted_hdf5_files(o.data_dir, at), o.max_sequence_length, o.use_vsl);
+  });
 }
 
 }  // namespace

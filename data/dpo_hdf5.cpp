@@ -7,26 +7,6 @@
 namespace zoo::data {
 namespace {
 
-// One response of each pair (its ids, mask and labels rows) as LM samples, so
-// that it is checked as they are.
-class ResponseRows : public LmSampleSource {
- public:
-  ResponseRows(std::shared_ptr<Hdf5SampleSource> file, std::array<int64_t, 3> rows, std::string response)
-      : file_(std::move(file)), rows_(rows), response_(std::move(response)) {}
-  int64_t num_samples() const override { return file_->num_samples(); }
-  int64_t sequence_length() const override { return file_->sequence_length(); }
-  void read(int64_t i, int32_t* ids, int32_t* mask, int32_t* labels) const override {
-    file_->read_rows(i, rows_, ids, mask, labels);
-  }
-  std::string describe() const override { return file_->describe(); }
-  std::string locate(int64_t i) const override { return file_->locate(i) + " (" + response_ + " response)"; }
-
- private:
-  std::shared_ptr<Hdf5SampleSource> file_;
-  std::array<int64_t, 3> rows_;
-  std::string response_;
-};
-
 int64_t row_of(const std::vector<std::string>& rows, const std::string& feature) {
   return std::find(rows.begin(), rows.end(), feature) - rows.begin();
 }
@@ -72,11 +52,11 @@ PreferenceSampleSource::PreferenceSampleSource(const std::vector<std::string>& f
                                                const std::vector<std::string>& rows)
     : file_(std::make_shared<Hdf5SampleSource>(files, std::nullopt, std::nullopt, rows)) {
   auto response = [&](const std::string& which) {
-    return std::make_shared<ResponseRows>(
+    return std::make_shared<Hdf5RowView>(
         file_,
         std::array<int64_t, 3>{row_of(rows, which + "_input_ids"), row_of(rows, which + "_attention_mask"),
                                row_of(rows, which + "_labels")},
-        which);
+        which + " response");
   };
   chosen_ = response("chosen");
   rejected_ = response("rejected");

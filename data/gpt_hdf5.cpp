@@ -321,6 +321,22 @@ std::vector<std::string> task_hdf5_files(const config::PathList& data_dir, const
   return mine;
 }
 
+std::unique_ptr<DataLoader> open_map_hdf5(const LoaderOptions& o, const config::Origin& at,
+                                          const std::function<std::shared_ptr<SampleSource>()>& open) {
+  std::shared_ptr<SampleSource> source;
+  try {
+    source = open();
+  } catch (const config::ConfigError&) {
+    throw;  // already names the file and key
+  } catch (const std::runtime_error& e) {
+    at.fail("data_dir", e.what());
+  }
+  if (source->num_samples() < o.batch_size)
+    at.fail("data_dir", source->describe() + ": " + std::to_string(source->num_samples()) +
+                            " sample(s), fewer than batch_size " + std::to_string(o.batch_size));
+  return std::make_unique<MapStyleLoader>(source, o);
+}
+
 std::unique_ptr<DataLoader> open_task_hdf5(const LoaderOptions& o, std::optional<int64_t> shuffle_buffer,
                                            const config::Origin& at, const std::string& samples,
                                            const std::function<OpenedHdf5(const std::vector<std::string>&)>& open) {

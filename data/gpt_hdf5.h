@@ -1,7 +1,8 @@
 // modelzoo's HDF5 LM data: GptHDF5DataProcessor and GptHDF5MapDataProcessor
 // over `*.h5` files holding dataset "data", int32 (n, 3, msl) rows
 // input_ids / attention_mask (loss mask) / labels, or rank-1 token streams.
-// Defines: GptHdf5Options, Hdf5SampleSource, sorted_hdf5_files, task_hdf5_files, open_task_hdf5,
+// Defines: GptHdf5Options, Hdf5SampleSource, Hdf5RowView, sorted_hdf5_files, task_hdf5_files, open_task_hdf5,
+// open_map_hdf5,
 // gpt_hdf5_processor,
 // gpt_hdf5_map_processor.
 #pragma once
@@ -77,6 +78,27 @@ class Hdf5SampleSource : public LmSampleSource {
   int64_t msl_ = 0;
 };
 
+// Three of a sample's rows (ids, loss mask, labels) as LM samples, so that
+// they are checked as LM data is: one response of DPO's pairs, LLaVA's text.
+// `what` names the view in messages ("chosen response").
+class Hdf5RowView : public LmSampleSource {
+ public:
+  Hdf5RowView(std::shared_ptr<Hdf5SampleSource> file, std::array<int64_t, 3> rows, std::string what)
+      : file_(std::move(file)), rows_(rows), what_(std::move(what)) {}
+  int64_t num_samples() const override { return file_->num_samples(); }
+  int64_t sequence_length() const override { return file_->sequence_length(); }
+  void read(int64_t i, int32_t* ids, int32_t* mask, int32_t* labels) const override {
+    file_->read_rows(i, rows_, ids, mask, labels);
+  }
+  std::string describe() const override { return file_->describe(); }
+  std::string locate(int64_t i) const override { return file_->locate(i) + " (" + what_ + ")"; }
+
+ private:
+  std::shared_ptr<Hdf5SampleSource> file_;
+  std::array<int64_t, 3> rows_;
+  std::string what_;
+};
+
 // The *.h5 files of every data_dir entry, sorted; ConfigError when there are none.
 std::vector<std::string> sorted_hdf5_files(const config::PathList& data_dir, const config::Origin& at);
 // This data-parallel task's share of them, sorted[rank::num_tasks] as
@@ -96,6 +118,12 @@ struct OpenedHdf5 {
 std::unique_ptr<DataLoader> open_task_hdf5(const LoaderOptions& o, std::optional<int64_t> shuffle_buffer,
                                            const config::Origin& at, const std::string& samples,
                                            const std::function<OpenedHdf5(const std::vector<std::string>&)>& open);
+
+// A map-style loader over the source `open` makes of sorted files: what it
+// throws (a std::runtime_error naming the file) is an error at data_dir, and
+// so is a source with fewer samples than batch_size.
+std::unique_ptr<DataLoader> open_map_hdf5(const LoaderOptions& o, const config::Origin& at,
+                                          const std::function<std::shared_ptr<SampleSource>()>& open);
 
 DataProcessor gpt_hdf5_processor();
 DataProcessor gpt_hdf5_map_processor();

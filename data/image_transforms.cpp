@@ -12,7 +12,7 @@ namespace zoo::data {
 namespace {
 const std::vector<std::string> kTransforms = {"resize",        "center_crop",         "random_resized_crop",
                                               "random_horizontal_flip", "random_vertical_flip", "to_tensor",
-                                              "normalize"};
+                                              "normalize", "expand_to_square"};
 }  // namespace
 
 const config::Schema<TransformSpec>& TransformSpec::schema() {
@@ -20,7 +20,8 @@ const config::Schema<TransformSpec>& TransformSpec::schema() {
   static const config::Schema<S> s =
       config::Schema<S>("transforms[] entry", "One torchvision transform of the input pipeline.")
           .field("name", &S::name, "resize, center_crop, random_resized_crop, random_horizontal_flip, "
-                 "random_vertical_flip, to_tensor or normalize (modelzoo's other transforms are not in zoo yet).",
+                 "random_vertical_flip, to_tensor, normalize or expand_to_square (modelzoo's other transforms are not in zoo "
+                 "yet).",
                  config::one_of(kTransforms))
           .field("size", &S::size, "[H, W], or one number (resize: the shorter side, keeping the aspect ratio).")
           .field("scale", &S::scale, "random_resized_crop: [min, max] share of the image area.")
@@ -30,6 +31,8 @@ const config::Schema<TransformSpec>& TransformSpec::schema() {
           .field("p", &S::p, "Flip probability.", config::in_range(0.0, 1.0, false))
           .field("mean", &S::mean, "normalize: per-channel mean.")
           .field("std", &S::std, "normalize: per-channel standard deviation.")
+          .field("background_color", &S::background_color,
+                 "expand_to_square: the [R, G, B] (0-255) of the square around a non-square image.")
           .validate([](const S& s, const auto& fail) {
             const bool sized = s.name == "resize" || s.name == "center_crop" || s.name == "random_resized_crop";
             if (sized && (!s.size || s.size->items.empty() || s.size->items.size() > 2))
@@ -43,6 +46,11 @@ const config::Schema<TransformSpec>& TransformSpec::schema() {
                 if (v <= 0) fail("std", "expected standard deviations > 0");
             if (s.scale.items.size() != 2 || s.scale.items[0] > s.scale.items[1] || s.scale.items[0] <= 0)
               fail("scale", "expected [min, max] with 0 < min <= max");
+            if (s.name == "expand_to_square" && (!s.background_color || s.background_color->size() != 3))
+              fail("background_color", "required by expand_to_square: [R, G, B]");
+            if (s.background_color)
+              for (int64_t v : *s.background_color)
+                if (v < 0 || v > 255) fail("background_color", "expected values 0 to 255");
             if (s.ratio.items.size() != 2 || s.ratio.items[0] > s.ratio.items[1] || s.ratio.items[0] <= 0)
               fail("ratio", "expected [min, max] with 0 < min <= max");
           });
@@ -92,6 +100,18 @@ torch::Tensor center_crop(torch::Tensor x, int64_t h, int64_t w) {
   return x.narrow(-2, top, h).narrow(-1, left, w);
 }
 
+// LLaVA's expand2square: a non-square uint8 image centred (offset rounded
+// down) on a square of its longer side filled with `color`.
+torch::Tensor expand_to_square(const torch::Tensor& x, const std::vector<int64_t>& color) {
+  const int64_t C = x.size(0), H = x.size(-2), W = x.size(-1), side = std::max(H, W);
+  if (H == W) return x;
+  if (x.is_floating_point() || C != 3)
+    throw std::invalid_argument("transforms: expand_to_square takes the decoded RGB image (put it before to_tensor)");
+  torch::Tensor square = torch::tensor(color, torch::kLong).to(x.scalar_type()).view({3, 1, 1}).repeat({1, side, side});
+  square.narrow(1, (side - H) / 2, H).narrow(2, (side - W) / 2, W).copy_(x);
+  return square;
+}
+
 }  // namespace
 
 torch::Tensor TransformPipeline::apply(torch::Tensor x, uint64_t seed) const {
@@ -119,6 +139,8 @@ torch::Tensor TransformPipeline::apply(torch::Tensor x, uint64_t seed) const {
     } else if (t.name == "random_horizontal_flip" || t.name == "random_vertical_flip") {
       SplitMix64 rng{stream};
       if (rng.uniform() < t.p) x = x.flip({t.name == "random_horizontal_flip" ? -1 : -2}).contiguous();
+    } else if (t.name == "expand_to_square") {
+      x = expand_to_square(x, *t.background_color);
     } else if (t.name == "to_tensor") {
       x = x.to(torch::kFloat).div_(255.0f);
     } else if (t.name == "normalize") {

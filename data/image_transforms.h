@@ -16,7 +16,8 @@
 namespace zoo::data {
 
 // One `transforms` entry: resize, center_crop, random_resized_crop,
-// random_horizontal_flip, random_vertical_flip, to_tensor, normalize.
+// random_horizontal_flip, random_vertical_flip, to_tensor, normalize, and
+// expand_to_square (LLaVA's: the image centred on a square of background_color).
 struct TransformSpec {
   std::string name;
   std::optional<config::NumberList> size;  // [H, W], or one number (resize: the shorter side)
@@ -25,6 +26,7 @@ struct TransformSpec {
   std::string interpolation = "bilinear";  // resize, random_resized_crop
   double p = 0.5;                          // flips
   std::optional<config::NumberList> mean, std;  // normalize, per channel
+  std::optional<std::vector<int64_t>> background_color;  // expand_to_square: the padding's RGB
   static const config::Schema<TransformSpec>& schema();
 };
 
