@@ -15,6 +15,7 @@
 #include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
+#include "models/llava/llava.h"
 #include "models/t5/t5.h"
 #include "models/unet/unet.h"
 #include "models/vit/vit.h"
@@ -26,7 +27,7 @@ std::vector<const ModelFamily*> model_families() {
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), esm2_family(), t5_family(),
                                                      dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family(),
-                                                     dit_family()};
+                                                     dit_family(), llava_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -44,7 +45,7 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"llava", "multimodal_simple"}, "a vision-language model", {}},
+      {{"multimodal_simple"}, "a vision-language model of several images and towers", {"image_model_list"}},
       {{"dino", "resnet"}, "a vision model", {}},
   };
   return m;

@@ -319,12 +319,13 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
   std::string named = tiny;
-  named.replace(named.find("model:\n"), 7, "model:\n  name: llava\n");
-  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's llava model "
-                                                   "(a vision-language model) is not one "
+  named.replace(named.find("model:\n"), 7, "model:\n  name: multimodal_simple\n");
+  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's multimodal_simple model "
+                                                   "(a vision-language model of several images and towers) is not one "
                                                    "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
                                                    "bert/token_classifier, bert/extractive_summarization, esm2, t5, "
-                                                   "dpo, dpr, fc_mnist, unet, vision_transformer, dit and their aliases"),
+                                                   "dpo, dpr, fc_mnist, unet, vision_transformer, dit, llava and their "
+                                                   "aliases"),
             std::string::npos)
       << zoo::testing::params_error(named);
 }

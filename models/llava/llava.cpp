@@ -1,0 +1,334 @@
+// Implementation of models/llava/llava.h.
+#include "models/llava/llava.h"
+
+#include <cmath>
+
+#include "models/common/freeze.h"
+#include "models/common/lm_loss.h"
+
+namespace zoo::models {
+
+const config::Schema<ProjectorOptions>& ProjectorOptions::schema() {
+  using O = ProjectorOptions;
+  static const config::Schema<O> s =
+      config::Schema<O>("model.projector.<modality>", "modelzoo's FeedForwardNetwork between a tower and the decoder.")
+          .field("name", &O::name, "FeedForwardNetwork (MLP: its old name).", config::one_of({"FeedForwardNetwork", "MLP"}))
+          .field("input_unit", &O::input_unit, "Required: the width of its input (the tower's hidden_size).")
+          .field("layers_units", &O::layers_units, "Required: the width of each layer's output; the last is the decoder's hidden_size.")
+          .field("layers_activation", &O::layers_activation, "Each layer's activation, null for none.")
+          .field("layers_dropout_rates", &O::layers_dropout_rates, "Each layer's dropout after its activation.")
+          .field("use_bias", &O::use_bias, "Biases on every layer.")
+          .field("kernel_initializer", &O::kernel_initializer,
+                 "Unused: LLaVA initializes its projectors as torch.nn.Linear (uniform within +-1/sqrt(fan_in)).")
+          .field("bias_initializer", &O::bias_initializer, "Unused: LLaVA's projector biases start at zero.")
+          .field("output_layer_initializer", &O::output_layer_initializer, "The last layer's weights, when set.")
+          .field("device", &O::device, "Ignored: zoo places the model by the run's device.")
+          .field("static_dual_expert", &O::static_dual_expert, "modelzoo's dual-expert layers: not in zoo (false only).")
+          .validate([](const O& o, const auto& fail) {
+            if (o.input_unit <= 0) fail("input_unit", "required: the width of the projector's input");
+            if (o.layers_units.empty()) fail("layers_units", "required: at least one layer's width");
+            for (int64_t u : o.layers_units)
+              if (u <= 0) fail("layers_units", "expected widths > 0");
+            if (o.layers_activation && o.layers_activation->size() != o.layers_units.size())
+              fail("layers_activation", "expected one entry per layer (" + std::to_string(o.layers_units.size()) + ")");
+            if (o.layers_activation)
+              for (const auto& a : *o.layers_activation)
+                if (a && (std::find(kActivationNames.begin(), kActivationNames.end(), *a) == kActivationNames.end() ||
+                          is_glu(*a)))
+                  fail("layers_activation", "'" + *a + "' is not an activation zoo knows for a dense layer");
+            if (o.layers_dropout_rates && o.layers_dropout_rates->size() != o.layers_units.size())
+              fail("layers_dropout_rates", "expected one entry per layer (" + std::to_string(o.layers_units.size()) + ")");
+            if (o.static_dual_expert) fail("static_dual_expert", "not supported by zoo");
+          });
+  return s;
+}
+
+const config::Schema<LlavaProjectors>& LlavaProjectors::schema() {
+  using O = LlavaProjectors;
+  static const config::Schema<O> s =
+      config::Schema<O>("model.projector", "One projector per modality.")
+          .field("image_model", &O::image_model, "Projects the image features to the decoder's width.")
+          .field("text_model", &O::text_model, "Projects the text embeddings before the decoder.");
+  return s;
+}
+
+const config::Schema<LlavaOptions>& LlavaOptions::schema() {
+  using O = LlavaOptions;
+  static const config::Schema<O> s =
+      config::Schema<O>("model (llava)",
+                        "LLaVA: `image_model` (ViTModel's keys, with its name) and `text_model` (a decoder's model "
+                        "section, with its name, e.g. LlamaModel), joined by `projector`.")
+          .field("freeze", &O::freeze,
+                 "Regexes: parameters of the modules whose names match (e.g. ^image_model, ^text_model) do not train.")
+          .field("image_feature_select_layer_idx", &O::image_feature_select_layer_idx,
+                 "The image layer (0-based; negative counts from the last) whose output, before the final norm, "
+                 "becomes the image features.")
+          .field("image_start_idx", &O::image_start_idx,
+                 "The sequence position of the first image feature (the data's first image placeholder).",
+                 config::non_negative<int64_t>())
+          .field("image_feature_select_mode", &O::image_feature_select_mode,
+                 "patch: the patches' features only; cls_patch: [CLS]'s too.", config::one_of({"patch", "cls_patch"}))
+          .field("loss_scaling", &O::loss_scaling, "num_tokens: loss sum / counted tokens; batch_size: / B * loss_weight.",
+                 config::one_of({"num_tokens", "batch_size"}))
+          .field("loss_weight", &O::loss_weight, "Factor with loss_scaling batch_size.")
+          .field("projector", &O::projector, "Projectors by modality: image_model, text_model.")
+          .validate([](const O& o, const auto& fail) {
+            if (o.freeze)
+              if (const std::string bad = check_freeze_patterns(*o.freeze); !bad.empty()) fail("freeze", bad);
+          });
+  return s;
+}
+
+ProjectorImpl::ProjectorImpl(const ProjectorOptions& o, const torch::TensorOptions& p) : options_(o) {
+  ffn = register_module("ffn", torch::nn::ModuleList());
+  int64_t in = o.input_unit;
+  for (int64_t out : o.layers_units) {
+    ffn->push_back(FFNLayer(in, out, o.use_bias, p));
+    in = out;
+  }
+}
+
+void ProjectorImpl::reset_parameters() {
+  for (size_t i = 0; i < ffn->size(); ++i) {
+    Dense& linear = ffn[i]->as<FFNLayerImpl>()->linear_layer;
+    // torch.nn.Linear's kaiming_uniform(a = sqrt(5)): uniform within +-1/sqrt(fan_in).
+    const double bound = 1.0 / std::sqrt(double(linear->weight.size(1)));
+    InitializerSpec init;
+    init.name = "uniform";
+    init.a = -bound;
+    init.b = bound;
+    if (i + 1 == ffn->size() && options_.output_layer_initializer) init = *options_.output_layer_initializer;
+    linear->reset_parameters(init);
+  }
+}
+
+torch::Tensor ProjectorImpl::forward(torch::Tensor x) {
+  for (size_t i = 0; i < ffn->size(); ++i) {
+    x = ffn[i]->as<FFNLayerImpl>()->linear_layer(x);
+    if (options_.layers_activation && (*options_.layers_activation)[i])
+      x = activation(*(*options_.layers_activation)[i], x);
+    const double rate = options_.layers_dropout_rates ? (*options_.layers_dropout_rates)[i].value_or(0.0) : 0.0;
+    if (rate > 0) x = torch::dropout(x, rate, is_training());
+  }
+  return x;
+}
+
+double ProjectorImpl::flops_per_vector() const {
+  double weights = 0;
+  int64_t in = options_.input_unit;
+  for (int64_t out : options_.layers_units) weights += double(in) * double(out), in = out;
+  return 2 * weights;
+}
+
+LlavaModel::LlavaModel(const LlavaOptions& o, const VitOptions& image, std::shared_ptr<Gpt2Model> text,
+                       const torch::TensorOptions& p)
+    : options_(o), image_options_(image) {
+  const int64_t L = image.num_hidden_layers;
+  feature_layer_ = ((o.image_feature_select_layer_idx % L) + L) % L;
+  image_model = register_module("image_model", VitEncoder(image, p));
+  text_model = register_module("text_model", std::move(text));
+  if (o.projector && o.projector->image_model)
+    projector_image_model = register_module("projector_image_model", Projector(*o.projector->image_model, p));
+  if (o.projector && o.projector->text_model)
+    projector_text_model = register_module("projector_text_model", Projector(*o.projector->text_model, p));
+  if (o.freeze) freeze_matching(*this, *o.freeze);
+}
+
+void LlavaModel::reset_parameters() {
+  image_model->reset_parameters();
+  text_model->reset_parameters();
+  if (projector_image_model) projector_image_model->reset_parameters();
+  if (projector_text_model) projector_text_model->reset_parameters();
+}
+
+int64_t LlavaModel::num_image_features() const {
+  return image_options_.sequence_length() - (options_.image_feature_select_mode == "patch" ? 1 : 0);
+}
+
+torch::Tensor LlavaModel::input_embeddings(const torch::Tensor& images, const torch::Tensor& text_input_ids) {
+  torch::Tensor features = image_model->features(images, feature_layer_);
+  if (options_.image_feature_select_mode == "patch") features = features.narrow(1, 1, features.size(1) - 1);
+  if (projector_image_model) features = projector_image_model(features);
+  torch::Tensor text = text_model->embed(text_input_ids);
+  if (projector_text_model) text = projector_text_model(text);
+  const int64_t T = text.size(1), start = options_.image_start_idx, N = features.size(1);
+  if (start + N > T)
+    throw std::invalid_argument("llava: the image's " + std::to_string(N) + " features from image_start_idx " +
+                                std::to_string(start) + " do not fit the batch's " + std::to_string(T) + " positions");
+  return torch::cat({text.narrow(1, 0, start), features.to(text.scalar_type()), text.narrow(1, start + N, T - start - N)},
+                    1);
+}
+
+torch::Tensor LlavaModel::padded_logits(const Features& batch) {
+  const torch::Tensor h = input_embeddings(batch.at("image_data"), batch.at("text_input_ids"));
+  const torch::Tensor padding = optional_feature(batch, "key_padding_mask");
+  return text_model->padded_logits_from_embeddings(h, padding.defined() ? padding == 0 : padding);
+}
+
+ModelOutput LlavaModel::forward(const Features& batch, bool with_metrics) {
+  const torch::Tensor logits = padded_logits(batch);
+  const LossScaling scaling{options_.loss_scaling, options_.loss_weight};
+  return lm_loss(logits, batch.at("labels"), batch.at("loss_mask"), scaling, with_metrics, *text_model->vocab_size());
+}
+
+double LlavaModel::forward_flops_per_token() const {
+  VitOptions used = image_options_;
+  used.num_hidden_layers = feature_layer_ + 1;  // the layers after the used one never run
+  double image = vit_encoder_flops(used);
+  if (projector_image_model) image += projector_image_model->flops_per_vector() * double(num_image_features());
+  const double T = double(text_model->max_positions());
+  double text = text_model->forward_flops_per_token();
+  if (projector_text_model) text += projector_text_model->flops_per_vector();
+  return text + image / T;
+}
+
+namespace {
+
+const std::vector<std::string>& llava_features() {
+  static const std::vector<std::string> names = {"image_data", "text_input_ids", "loss_mask", "labels",
+                                                 "key_padding_mask"};
+  return names;
+}
+
+// A tower's section: its `name` (one of `names`) and the rest of its keys.
+std::pair<std::string, YAML::Node> named_section(const YAML::Node& section, const YAML::Node& parent,
+                                                 const std::string& key, const config::Context& ctx,
+                                                 const std::string& expected) {
+  const config::Context child = ctx.child(key);
+  if (!section.IsDefined() || !section.IsMap()) ctx.fail(section.IsDefined() ? section : parent, key, expected);
+  YAML::Node rest(YAML::NodeType::Map);
+  std::optional<std::string> name;
+  for (const auto& kv : section) {
+    if (kv.first.as<std::string>() == "name") name = config::Value<std::string>::parse(kv.second, child, "name");
+    else rest[kv.first] = kv.second;
+  }
+  if (!name) child.fail(section, "name", "required: " + expected);
+  return {*name, rest};
+}
+
+class LlavaSpec : public ModelSpec {
+ public:
+  LlavaSpec(const YAML::Node& section, const config::Context& ctx) {
+    YAML::Node own(YAML::NodeType::Map);
+    for (const auto& kv : section) {
+      const std::string key = kv.first.as<std::string>();
+      if (key != "image_model" && key != "text_model") own[kv.first] = kv.second;
+    }
+    options_ = LlavaOptions::schema().parse(own, ctx, nullptr, &origin_);
+
+    const config::Context image_ctx = ctx.child("image_model");
+    const auto [image_name, image] =
+        named_section(section["image_model"], section, "image_model", ctx, "the image tower, named ViTModel (or vit)");
+    if (image_name != "ViTModel" && image_name != "vit")
+      image_ctx.fail(section["image_model"]["name"], "name",
+                     "zoo's llava takes a ViTModel image tower (modelzoo's ViTModel or vit), not '" + image_name + "'");
+    image_ = VitOptions::schema().parse(image, image_ctx);
+
+    const config::Context text_ctx = ctx.child("text_model");
+    const auto [text_name, text] =
+        named_section(section["text_model"], section, "text_model", ctx, "the decoder, named e.g. LlamaModel");
+    text_name_ = text_name;
+    const ModelFamily* family = nullptr;
+    try {
+      family = &find_model(text_name);
+    } catch (const std::invalid_argument& e) {
+      text_ctx.fail(section["text_model"]["name"], "name", e.what());
+    }
+    text_ = family->parse(text, text_ctx);
+    const auto* decoder = dynamic_cast<const Gpt2Spec*>(text_.get());
+    if (!decoder)
+      text_ctx.fail(section["text_model"]["name"], "name",
+                    "zoo's llava takes a decoder of the gpt2 family (LlamaModel, llama, mistral, gpt2, ...), not " +
+                        text_name);
+    const Gpt2Options& t = decoder->options();
+    if (t.moe.enabled()) text_ctx.fail(section["text_model"], "moe", "zoo's llava does not take a mixture-of-experts decoder yet");
+    check(section, ctx, t);
+  }
+
+  YAML::Node to_yaml() const override {
+    YAML::Node out = LlavaOptions::schema().to_yaml(options_);
+    YAML::Node image(YAML::NodeType::Map), text(YAML::NodeType::Map);
+    image["name"] = "ViTModel";
+    for (const auto& kv : VitOptions::schema().to_yaml(image_)) image[kv.first] = kv.second;
+    text["name"] = text_name_;
+    for (const auto& kv : text_->to_yaml()) text[kv.first] = kv.second;
+    out["image_model"] = image;
+    out["text_model"] = text;
+    return out;
+  }
+  std::shared_ptr<Model> build(const torch::TensorOptions& p) const override {
+    auto text = std::dynamic_pointer_cast<Gpt2Model>(text_->build_uninitialized(p));
+    auto model = std::make_shared<LlavaModel>(options_, image_, std::move(text), p);
+    model->reset_parameters();
+    return model;
+  }
+  std::vector<std::string> consumes() const override { return llava_features(); }
+  std::optional<int64_t> max_sequence_length() const override { return text_->max_sequence_length(); }
+
+ private:
+  // The shapes modelzoo leaves to the first forward pass.
+  void check(const YAML::Node& section, const config::Context& ctx, const Gpt2Options& text) const {
+    const int64_t L = image_.num_hidden_layers, idx = options_.image_feature_select_layer_idx;
+    const YAML::Node at = section["image_feature_select_layer_idx"] ? section["image_feature_select_layer_idx"] : section;
+    if (idx < -L || idx >= L)
+      ctx.fail(at, "image_feature_select_layer_idx",
+               "expected a layer of the image model's " + std::to_string(L) + " (" + std::to_string(-L) + " .. " +
+                   std::to_string(L - 1) + ")");
+    if (options_.image_feature_select_mode == "patch" && !image_.prepend_cls_token)
+      ctx.fail(section["image_feature_select_mode"] ? section["image_feature_select_mode"] : section,
+               "image_feature_select_mode", "patch drops the [CLS] feature, which needs image_model.prepend_cls_token");
+    const auto& proj = options_.projector;
+    const int64_t image_width = proj && proj->image_model ? proj->image_model->layers_units.back() : image_.hidden_size;
+    const int64_t text_width = proj && proj->text_model ? proj->text_model->layers_units.back() : text.hidden_size;
+    if (proj && proj->image_model && proj->image_model->input_unit != image_.hidden_size)
+      ctx.fail(section["projector"], "projector",
+               "image_model.input_unit is " + std::to_string(proj->image_model->input_unit) +
+                   " but the image model's hidden_size is " + std::to_string(image_.hidden_size));
+    if (proj && proj->text_model && proj->text_model->input_unit != text.hidden_size)
+      ctx.fail(section["projector"], "projector",
+               "text_model.input_unit is " + std::to_string(proj->text_model->input_unit) +
+                   " but the text model's hidden_size is " + std::to_string(text.hidden_size));
+    if (image_width != text_width)
+      ctx.fail(section["projector"] ? section["projector"] : section, "projector",
+               "the image features are " + std::to_string(image_width) + " wide and the decoder's input " +
+                   std::to_string(text_width) +
+                   ": a projector (projector.image_model.layers_units ending in the text model's hidden_size) must "
+                   "join them");
+    const int64_t features = image_.sequence_length() - (options_.image_feature_select_mode == "patch" ? 1 : 0);
+    if (options_.image_start_idx + features > text.max_position_embeddings)
+      ctx.fail(section["image_start_idx"] ? section["image_start_idx"] : section, "image_start_idx",
+               "the image's " + std::to_string(features) + " features from position " +
+                   std::to_string(options_.image_start_idx) + " exceed the text model's max_position_embeddings " +
+                   std::to_string(text.max_position_embeddings));
+  }
+
+  LlavaOptions options_;
+  VitOptions image_;
+  std::string text_name_;
+  std::shared_ptr<const ModelSpec> text_;
+};
+
+}  // namespace
+
+ModelFamily llava_family() {
+  ModelFamily f;
+  f.name = "llava";
+  f.doc = "LLaVA: a ViT image tower's features, projected, in place of image placeholder tokens of a decoder "
+          "(text_model: a gpt2-family section such as LlamaModel), as modelzoo's llava; data: LlavaHDF5MapDataProcessor.";
+  f.consumes = llava_features();
+  f.parse = [](const YAML::Node& section, const config::Context& ctx) {
+    return std::make_shared<const LlavaSpec>(section, ctx);
+  };
+  f.fields = LlavaOptions::schema().describe();
+  f.fields.push_back({"image_model", "mapping", "required",
+                      "The image tower: ViTModel's keys (vision_transformer's, less the classifier's), with name ViTModel."});
+  f.fields.push_back({"text_model", "mapping", "required",
+                      "The decoder: its family's model section, with `name` (e.g. LlamaModel)."});
+  f.accepts_key = [](const std::string& key) {
+    return key == "image_model" || key == "text_model" || LlavaOptions::schema().accepts_key(key);
+  };
+  f.required_keys = {"image_model", "text_model"};
+  return f;
+}
+
+}  // namespace zoo::models

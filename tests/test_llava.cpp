@@ -1,0 +1,491 @@
+// LLaVA (models/llava) and LlavaHDF5MapDataProcessor (data/llava_hdf5): the
+// logits and loss against a float64 forward written in Python from
+// modelzoo's layers (ViT features at one layer, [CLS] dropped, the projector
+// MLP, the features in place of the image positions, a LLaMA decoder honouring
+// key_padding_mask), freezing by regex, the sizes of modelzoo's LLaVA-7B, the
+// processor's files as h5py writes them (fixed-length img_path strings, "None"
+// for text-only samples, expand_to_square), and a Trainer-format run laid out
+// as modelzoo's LLaVA files that trains only what it does not freeze.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "data/image.h"
+#include "data/llava_hdf5.h"
+#include "models/llava/llava.h"
+#include "runner/checkpoint.h"
+#include "runner/params.h"
+#include "test_util.h"
+
+using namespace zoo;
+using zoo::testing::TempDir;
+
+namespace {
+
+std::shared_ptr<const models::ModelSpec> llava_spec(const std::string& yaml) {
+  return models::find_model("llava").parse(YAML::Load(yaml), config::Context{"m.yaml", "model"});
+}
+
+// A LLaMA-style decoder and a CLIP-style tower, small.
+const char* const kTextModel =
+    "text_model: {name: LlamaModel, vocab_size: 37, hidden_size: 12, num_hidden_layers: 2, num_heads: 3, "
+    "filter_size: 20, max_position_embeddings: 16, position_embedding_type: rotary, rotary_dim: 4, "
+    "norm_type: rmsnorm, nonlinearity: swiglu, use_projection_bias_in_attention: false, "
+    "use_ffn_bias_in_attention: false, use_ffn_bias: false, use_bias_in_output: false, share_embedding_weights: false, "
+    "dropout_rate: 0.0, embedding_dropout_rate: 0.0, attention_dropout_rate: 0.0, layer_norm_epsilon: 1.0e-5}";
+
+std::string image_model(int64_t hidden, bool conv) {
+  return "image_model: {name: ViTModel, hidden_size: " + std::to_string(hidden) +
+         ", num_hidden_layers: 3, num_heads: 2, filter_size: 16, image_size: [8, 8], patch_size: [4, 4], "
+         "num_channels: 3, use_conv_patchified_embedding: " + (conv ? "true" : "false") +
+         ", use_post_embed_layer_norm: true, use_embed_proj_bias: false, nonlinearity: quick_gelu, "
+         "prepend_cls_token: true, dropout_rate: 0.0, attention_dropout_rate: 0.0, norm_first: true}";
+}
+
+// modelzoo's LLaVA in float64, from its layers: ViTEmbeddingLayer (patches,
+// [CLS], learned positions, post-embedding LayerNorm), pre-norm encoder layers
+// up to image_feature_select_layer_idx (no final norm), [CLS] dropped in patch
+// mode, the projector FeedForwardNetwork, the features replacing positions
+// image_start_idx.., then the decoder: RMSNorm, rotary (zoo's pair layout),
+// swiglu, key_padding_mask added as finfo.min and the causal mask as -inf,
+// and GPTLMHeadModelLoss over the loss mask. A wrong layer, position or mask
+// moves the logits by ~1e-2; zoo's float32 rotary by ~1e-8.
+const char* const kReferenceLlava = R"PY(
+import json, math, sys, torch
+import torch.nn.functional as F
+d = torch.load(sys.argv[1]); o = json.loads(sys.argv[2])
+s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
+img, ids, kpm = d["image_data"].double(), d["text_input_ids"], d["key_padding_mask"]
+labels, lmask = d["labels"], d["loss_mask"].double()
+def dense(x, p): return F.linear(x, s[p + ".weight"], s.get(p + ".bias"))
+def qgelu(x): return x * torch.sigmoid(1.702 * x)
+# the image tower
+e, P, Di, Hi = "image_model.embedding_layer.", 4, o["image_hidden"], 2
+B = img.shape[0]
+if o["conv"]:
+    x = F.conv2d(img, s[e + "linear_proj.weight"], None, stride=(P, P)).flatten(2).transpose(1, 2)
+else:
+    x = F.linear(img.reshape(B, 3, 2, P, 2, P).permute(0, 2, 4, 3, 5, 1).reshape(B, 4, P * P * 3), s[e + "linear_proj.weight"])
+N = x.shape[1]
+pos = s[e + "position_embeddings.weight"]
+x = torch.cat([s[e + "cls_embedding"].expand(B, 1, Di) + pos[N], x + pos[:N]], 1)
+x = F.layer_norm(x, (Di,), s[e + "post_embed_ln.weight"], s[e + "post_embed_ln.bias"], 1e-5)
+def mha(x, p, heads, bias=None, rope=False):
+    Bx, T, C = x.shape
+    q, k, v = (dense(x, p + "proj_%s_dense_layer" % n).view(Bx, T, heads, C // heads) for n in "qkv")
+    if rope:
+        R = o["rotary_dim"]
+        inv = 1.0 / (10000 ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv
+        cos, sin = ang.cos()[:, None], ang.sin()[:, None]
+        def rot(t):
+            pr = t[..., :R].reshape(Bx, T, heads, R // 2, 2)
+            ev, od = pr[..., 0], pr[..., 1]
+            return torch.cat([torch.stack([ev * cos - od * sin, ev * sin + od * cos], -1).flatten(-2), t[..., R:]], -1)
+        q, k = rot(q), rot(k)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    sc = q @ k.transpose(-1, -2) / math.sqrt(C // heads)
+    if bias is not None: sc = bias(sc)
+    y = (sc.softmax(-1) @ v).transpose(1, 2).reshape(Bx, T, C)
+    return dense(y, p + "proj_output_dense_layer")
+for i in range(o["layer"] + 1):
+    p = "image_model.encoder.transformer_encoder.layers.%d." % i
+    n1 = lambda t: F.layer_norm(t, (Di,), s[p + "norm1.weight"], s[p + "norm1.bias"], 1e-5)
+    n2 = lambda t: F.layer_norm(t, (Di,), s[p + "norm2.weight"], s[p + "norm2.bias"], 1e-5)
+    x = x + mha(n1(x), p + "self_attn.", Hi)
+    x = x + dense(qgelu(dense(n2(x), p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+feats = x[:, 1:] if o["mode"] == "patch" else x
+if "projector_image_model.ffn.0.linear_layer.weight" in s:
+    feats = dense(F.gelu(dense(feats, "projector_image_model.ffn.0.linear_layer")), "projector_image_model.ffn.1.linear_layer")
+# the decoder
+t = s["text_model.embedding_layer.word_embeddings.weight"][ids]
+if "projector_text_model.ffn.0.linear_layer.weight" in s:
+    t = F.relu(dense(t, "projector_text_model.ffn.0.linear_layer"))
+st, n = o["start"], feats.shape[1]
+h = torch.cat([t[:, :st], feats, t[:, st + n:]], 1)
+T, C = h.shape[1], h.shape[2]
+def rms(x, w): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+def mask(sc):
+    sc = sc + (kpm.double() * torch.finfo(torch.float64).min)[:, None, None, :]
+    return sc.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+for i in range(2):
+    p = "text_model.transformer_decoder.layers.%d." % i
+    h = h + mha(rms(h, s[p + "norm1.weight"]), p + "self_attn.", 3, mask, True)
+    u = rms(h, s[p + "norm3.weight"])
+    f = F.silu(dense(u, p + "ffn.ffn.0.linear_layer_for_glu")) * dense(u, p + "ffn.ffn.0.linear_layer")
+    h = h + dense(f, p + "ffn.ffn.1.linear_layer")
+h = rms(h, s["text_model.transformer_decoder.norm.weight"])
+logits = F.linear(h, s["text_model.lm_head.weight"])
+err = (logits - d["logits"].double()).abs().max().item()
+nll = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view_as(lmask)
+loss_err = abs((nll * lmask).sum().item() / lmask.sum().item() - d["loss"].item())
+print("logits error", err, "loss error", loss_err)
+# zoo rotates q and k in float32 (models/common/rotary.cpp), so float64 agrees to ~1e-8, not 1e-12.
+sys.exit(0 if err < 1e-6 and loss_err < 1e-6 else 1)
+)PY";
+
+models::Features llava_batch(int64_t B, int64_t T, torch::ScalarType dtype = torch::kDouble) {
+  models::Features b = {{"image_data", torch::randn({B, 3, 8, 8}, dtype)},
+                        {"text_input_ids", torch::randint(37, {B, T}, torch::kLong)},
+                        {"labels", torch::randint(37, {B, T}, torch::kLong)},
+                        {"loss_mask", torch::ones({B, T}, torch::kLong)},
+                        {"key_padding_mask", torch::zeros({B, T}, torch::kLong)}};
+  b["loss_mask"].narrow(1, T - 2, 2).zero_();  // trailing padding, as the preprocessing writes it
+  b["key_padding_mask"].narrow(1, T - 2, 2).fill_(1);
+  return b;
+}
+
+}  // namespace
+
+TEST(Llava, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  struct Case {
+    std::string yaml, json;
+    int64_t start, features;
+  };
+  const std::vector<Case> cases = {
+      // LLaVA-1.5's layout: the second-to-last layer's patches through a two-layer gelu MLP.
+      {"{" + image_model(8, true) + ", " + kTextModel +
+           ", projector: {image_model: {name: FeedForwardNetwork, input_unit: 8, layers_units: [12, 12], "
+           "layers_activation: [gelu, null], use_bias: true}}, image_feature_select_layer_idx: -2, "
+           "image_start_idx: 2, image_feature_select_mode: patch}",
+       R"({"image_hidden": 8, "conv": true, "layer": 1, "mode": "patch", "start": 2, "rotary_dim": 4})", 2, 4},
+      // [CLS] kept, no image projector, a text projector, the image first: a
+      // text-only sample's masked image positions leave its first queries no key.
+      {"{" + image_model(12, false) + ", " + kTextModel +
+           ", projector: {text_model: {name: FeedForwardNetwork, input_unit: 12, layers_units: [12], "
+           "layers_activation: [relu]}}, image_feature_select_layer_idx: 0, image_start_idx: 0, "
+           "image_feature_select_mode: cls_patch}",
+       R"({"image_hidden": 12, "conv": false, "layer": 0, "mode": "cls_patch", "start": 0, "rotary_dim": 4})", 0, 5},
+  };
+  TempDir dir;
+  for (const auto& c : cases) {
+    torch::manual_seed(5);
+    auto built = llava_spec(c.yaml)->build(torch::TensorOptions().dtype(torch::kDouble));
+    auto& model = dynamic_cast<models::LlavaModel&>(*built);
+    model.eval();
+    {
+      torch::NoGradGuard no_grad;  // away from initial values (zero biases, unit norms)
+      for (auto& p : model.parameters()) p.add_(torch::randn_like(p) * 0.1);
+    }
+    EXPECT_EQ(model.num_image_features(), c.features);
+    models::Features batch = llava_batch(2, 12);
+    // Sample 0 has no image: its image positions are keys no query sees, and no loss.
+    batch["key_padding_mask"][0].narrow(0, c.start, c.features).fill_(1);
+    batch["loss_mask"][0].narrow(0, c.start, c.features).zero_();
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("state", ckpt::model_state_dict(model));
+    for (const char* f : {"image_data", "text_input_ids", "key_padding_mask", "labels", "loss_mask"}) d.insert(f, batch[f]);
+    d.insert("logits", model.padded_logits(batch).detach());
+    d.insert("loss", model.forward(batch, false).loss.detach());
+    const std::string file = dir / "case.pt";
+    ckpt::save_checkpoint_file(file, d);
+    const std::string script = zoo::testing::write_file(dir / "ref.py", kReferenceLlava);
+    const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + file + " '" + c.json + "'");
+    EXPECT_EQ(r.exit_code, 0) << c.yaml << "\n" << r.output;
+  }
+}
+
+// A text-only sample: its absent image's positions change nothing the text
+// sees, whatever the image holds, and nothing turns into NaN.
+TEST(Llava, MaskedImagePositionsDoNotReachTheText) {
+  auto spec = llava_spec("{" + image_model(12, true) + ", " + kTextModel + ", image_start_idx: 0}");
+  torch::manual_seed(1);
+  auto model = spec->build(torch::TensorOptions());
+  auto& llava = dynamic_cast<models::LlavaModel&>(*model);
+  llava.eval();
+  models::Features a = llava_batch(1, 12, torch::kFloat);
+  a["key_padding_mask"].narrow(1, 0, 4).fill_(1);
+  models::Features b = a;
+  b["image_data"] = torch::randn({1, 3, 8, 8});
+  torch::NoGradGuard no_grad;
+  const torch::Tensor la = llava.padded_logits(a), lb = llava.padded_logits(b);
+  EXPECT_FALSE(la.isnan().any().item<bool>());
+  EXPECT_TRUE(torch::allclose(la.narrow(1, 4, 8), lb.narrow(1, 4, 8), 1e-5, 1e-5));
+  // Attended, the image does reach the text.
+  a["key_padding_mask"].zero_();
+  b["key_padding_mask"].zero_();
+  EXPECT_FALSE(torch::allclose(llava.padded_logits(a).narrow(1, 4, 8), llava.padded_logits(b).narrow(1, 4, 8), 1e-5, 1e-5));
+}
+
+TEST(Llava, FreezesByRegexAndKeepsModelzoosKeys) {
+  auto spec = llava_spec("{" + image_model(8, true) + ", " + kTextModel +
+                         ", projector: {image_model: {name: FeedForwardNetwork, input_unit: 8, layers_units: [12], "
+                         "use_bias: true}}, freeze: ['^image_model', '^text_model']}");
+  auto model = spec->build(torch::TensorOptions());
+  std::set<std::string> trained, names;
+  for (const auto& p : model->named_parameters()) {
+    names.insert(p.key());
+    if (p.value().requires_grad()) trained.insert(p.key());
+  }
+  EXPECT_EQ(trained, (std::set<std::string>{"projector_image_model.ffn.0.linear_layer.weight",
+                                            "projector_image_model.ffn.0.linear_layer.bias"}));
+  for (const char* key : {"image_model.embedding_layer.linear_proj.weight", "image_model.embedding_layer.cls_embedding",
+                          "image_model.embedding_layer.position_embeddings.weight",
+                          "image_model.embedding_layer.post_embed_ln.weight",
+                          "image_model.encoder.transformer_encoder.layers.2.self_attn.proj_q_dense_layer.weight",
+                          "image_model.encoder.transformer_encoder.norm.weight",
+                          "text_model.embedding_layer.word_embeddings.weight",
+                          "text_model.transformer_decoder.layers.1.ffn.ffn.0.linear_layer_for_glu.weight",
+                          "text_model.lm_head.weight"})
+    EXPECT_TRUE(names.count(key)) << key;
+  // torch.nn.Linear's initialization, as modelzoo's LLaVA gives its projector.
+  const torch::Tensor w = model->named_parameters()["projector_image_model.ffn.0.linear_layer.weight"];
+  EXPECT_LE(w.abs().max().item<double>(), 1.0 / std::sqrt(8.0));
+  EXPECT_GT(w.abs().max().item<double>(), 0.8 / std::sqrt(8.0));
+  EXPECT_EQ(model->named_parameters()["projector_image_model.ffn.0.linear_layer.bias"].abs().max().item<double>(), 0.0);
+  try {
+    llava_spec("{" + image_model(8, true) + ", " + kTextModel +
+               ", projector: {image_model: {input_unit: 8, layers_units: [12]}}, freeze: ['^vision_tower']}")
+        ->build(torch::TensorOptions());
+    ADD_FAILURE() << "a pattern matching nothing was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'^vision_tower' matches no module"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Llava, ShapeErrorsNameTheKey) {
+  auto expect_error = [](const std::string& yaml, const std::string& key, const std::string& what) {
+    try {
+      llava_spec(yaml);
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const config::ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(key), std::string::npos) << m;
+      EXPECT_NE(m.find(what), std::string::npos) << m;
+    }
+  };
+  const std::string towers = "{" + image_model(8, true) + ", " + kTextModel;
+  expect_error(towers + "}", "projector", "the image features are 8 wide and the decoder's input 12");
+  expect_error(towers + ", projector: {image_model: {input_unit: 6, layers_units: [12]}}}", "projector",
+               "input_unit is 6 but the image model's hidden_size is 8");
+  expect_error(towers + ", projector: {image_model: {input_unit: 8, layers_units: [12]}}, "
+                        "image_feature_select_layer_idx: 3}",
+               "image_feature_select_layer_idx", "-3 .. 2");
+  expect_error(towers + ", projector: {image_model: {input_unit: 8, layers_units: [12]}}, image_start_idx: 13}",
+               "image_start_idx", "exceed the text model's max_position_embeddings 16");
+  expect_error("{" + image_model(8, true) + ", text_model: {name: bert, vocab_size: 37}}", "text_model.name",
+               "a decoder of the gpt2 family");
+  expect_error("{" + std::string(kTextModel) + ", image_model: {name: resnet}}", "image_model.name",
+               "takes a ViTModel image tower");
+}
+
+// modelzoo's LLaVA-7B phase files: CLIP ViT-L/14-336 and Vicuna-7B with the
+// 2-layer projector: 303.5M + 6738.4M + 21.0M parameters; 576 image features.
+TEST(Llava, SevenBHasTheSizesOfItsTowers) {
+  auto spec = llava_spec(
+      "{image_model: {name: ViTModel, hidden_size: 1024, num_hidden_layers: 24, num_heads: 16, filter_size: 4096, "
+      "image_size: [336, 336], patch_size: [14, 14], use_conv_patchified_embedding: true, "
+      "use_post_embed_layer_norm: true, use_embed_proj_bias: false, nonlinearity: quick_gelu, prepend_cls_token: true}, "
+      "text_model: {name: LlamaModel, vocab_size: 32000, hidden_size: 4096, num_hidden_layers: 32, num_heads: 32, "
+      "filter_size: 11008, max_position_embeddings: 2048, position_embedding_type: rotary, rotary_dim: 128, "
+      "norm_type: rmsnorm, nonlinearity: swiglu, use_projection_bias_in_attention: false, "
+      "use_ffn_bias_in_attention: false, use_ffn_bias: false, use_bias_in_output: false, share_embedding_weights: false}, "
+      "projector: {image_model: {name: FeedForwardNetwork, input_unit: 1024, layers_units: [4096, 4096], "
+      "layers_activation: [gelu, null], use_bias: true}}, image_feature_select_layer_idx: -2, image_start_idx: 1}");
+  auto model = spec->build(torch::TensorOptions().device(torch::kMeta));
+  auto& llava = dynamic_cast<models::LlavaModel&>(*model);
+  EXPECT_EQ(llava.num_image_features(), 576);
+  EXPECT_EQ(models::parameter_count(*llava.text_model), 6738415616);  // Llama-2-7B
+  // HF's CLIPVisionModel ViT-L/14-336 has 303,507,456 parameters; modelzoo's
+  // tower adds only the post-embedding LayerNorm's name for CLIP's pre_layrnorm.
+  EXPECT_EQ(models::parameter_count(*llava.image_model), 303507456);
+  EXPECT_EQ(models::parameter_count(*llava.projector_image_model), 1024 * 4096 + 4096 + 4096 * 4096 + 4096);
+}
+
+namespace {
+
+// LLaVA samples as modelzoo's preprocessing and h5py write them: a.h5 with
+// fixed-length img_path strings (dtype "S", shape (n, 1)), b.h5 with
+// variable-length ones; wide.png (6 x 10), square.png (8 x 8), and a
+// text-only sample ("None"). Rows: ids, loss mask, labels, key padding.
+// `labels`: a Python expression of the (k, T) labels (learnable ones for training).
+std::string write_llava_samples(const TempDir& dir, int64_t T, int64_t samples_a = 3, const std::string& bad = "",
+                                const std::string& labels = "rng.integers(0, 37, (k, T))") {
+  std::filesystem::create_directories(dir / "h5");
+  std::filesystem::create_directories(dir / "images/sub");
+  data::write_png(dir / "images/sub/wide.png", torch::randint(0, 256, {3, 6, 10}, torch::kByte));
+  data::write_png(dir / "images/square.png", torch::randint(0, 256, {3, 8, 8}, torch::kByte));
+  const std::string script = zoo::testing::write_file(dir / "write.py", "import h5py, numpy as np\nT = " +
+                                                          std::to_string(T) + "; n = " + std::to_string(samples_a) + R"PY(
+rng = np.random.default_rng(0)
+def rows(k, image):
+    ids = rng.integers(0, 37, (k, T)); labels = )PY" + labels + R"PY(
+    loss = np.ones((k, T)); loss[:, :5] = 0; loss[:, -2:] = 0
+    pad = np.zeros((k, T)); pad[:, -2:] = 1
+    if not image: pad[:, 1:5] = 1
+    return np.stack([ids, loss, labels, pad], 1).astype(np.int32)
+with h5py.File(')PY" + (dir / "h5/a.h5") + R"PY(', 'w') as f:
+    data = rows(n, True); data[-1, 3, 1:5] = 1
+)PY" + bad + R"PY(
+    f.create_dataset('data', data=data)
+    f.create_dataset('img_path', data=np.array([[b'sub/wide.png'], [b'square.png']] + [[b'None']] * (n - 2), dtype='S'))
+with h5py.File(')PY" + (dir / "h5/b.h5") + R"PY(', 'w') as f:
+    f.create_dataset('data', data=rows(2, True))
+    f.create_dataset('img_path', data=np.array([['square.png'], ['sub/wide.png']], dtype=object), dtype=h5py.string_dtype())
+)PY");
+  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return "{data_processor: LlavaHDF5MapDataProcessor, data_dir: " + (dir / "h5") + ", img_data_dir: " +
+         (dir / "images") + ", shuffle: false, batch_size: 5, ";
+}
+
+// The message opening the section or reading its first batch fails with.
+std::string read_error(const std::string& yaml) {
+  try {
+    zoo::testing::open_loader(yaml)->next();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(LlavaData, ReadsModelzoosFilesAndImages) {
+  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  TempDir dir;
+  const std::string section = write_llava_samples(dir, 12);
+  // expand_to_square alone: the 6 x 10 image centred on a 10 x 10 square of the background.
+  auto loader = zoo::testing::open_loader(
+      section + "image_data_size: [3, 10, 10], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, "
+                "{name: center_crop, size: 10}, {name: to_tensor}]}");
+  const models::Features b = loader->next();
+  for (const char* f : {"text_input_ids", "loss_mask", "labels", "key_padding_mask"})
+    EXPECT_EQ(b.at(f).sizes(), torch::IntArrayRef({5, 12})) << f;
+  ASSERT_EQ(b.at("image_data").sizes(), torch::IntArrayRef({5, 3, 10, 10}));
+  const torch::Tensor wide = data::read_image(dir / "images/sub/wide.png", 3).to(torch::kFloat) / 255;
+  const torch::Tensor expanded = b.at("image_data")[0];
+  EXPECT_TRUE(torch::equal(expanded.narrow(1, 2, 6), wide));
+  EXPECT_TRUE(torch::allclose(expanded.select(1, 0).select(1, 0), torch::tensor({122.f, 116.f, 104.f}) / 255));
+  EXPECT_TRUE(torch::allclose(expanded.select(1, 9).select(1, 9), torch::tensor({122.f, 116.f, 104.f}) / 255));
+  // Sample 2 has no image: a black stand-in. Its image positions are masked; b.h5 follows a.h5 with variable-length paths.
+  EXPECT_EQ(b.at("image_data")[2].abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(b.at("key_padding_mask")[2].narrow(0, 1, 4).sum().item<int64_t>(), 4);
+  EXPECT_EQ(b.at("key_padding_mask")[0].narrow(0, 0, 10).sum().item<int64_t>(), 0);
+  // center_crop to 10 pads the 8 x 8 image with a black border, as torchvision's.
+  EXPECT_TRUE(torch::equal(b.at("image_data")[3].narrow(1, 1, 8).narrow(2, 1, 8),
+                           data::read_image(dir / "images/square.png", 3).to(torch::kFloat) / 255));
+  EXPECT_TRUE(torch::equal(b.at("image_data")[4], expanded));
+
+  // LLaVA-1.5's pipeline; the stand-in normalizes to -mean / std.
+  auto clip = zoo::testing::open_loader(
+      section + "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, "
+                "{name: resize, size: 8, interpolation: bicubic}, {name: center_crop, size: 8}, {name: to_tensor}, "
+                "{name: normalize, mean: [0.5, 0.25, 0.5], std: [0.5, 0.25, 0.25]}]}");
+  const torch::Tensor black = clip->next().at("image_data")[2];
+  EXPECT_TRUE(torch::allclose(black.amax({1, 2}), torch::tensor({-1.f, -1.f, -2.f})));
+  EXPECT_TRUE(torch::allclose(black.amin({1, 2}), torch::tensor({-1.f, -1.f, -2.f})));
+
+  const std::string size = read_error(section + "image_data_size: [3, 8, 8], transforms: [{name: to_tensor}]}");
+  EXPECT_NE(size.find("a.h5, sample 0: its image sub/wide.png is [3, 6, 10] after the transforms, but image_data_size "
+                      "is [3, 8, 8]"),
+            std::string::npos)
+      << size;
+  const std::string color = zoo::testing::open_error(section + "image_data_size: [3, 8, 8], transforms: "
+                                                               "[{name: expand_to_square}]}");
+  EXPECT_NE(color.find("background_color: required by expand_to_square"), std::string::npos) << color;
+}
+
+TEST(LlavaData, BadFilesAreNamed) {
+  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  const std::string tail = "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: "
+                           "[0, 0, 0]}, {name: resize, size: 8}, {name: to_tensor}]}";
+  {
+    TempDir dir;
+    const std::string section = write_llava_samples(dir, 12, 3, "    data[0, 3, 7] = 2\n");
+    const std::string e = read_error(section + tail);
+    EXPECT_NE(e.find("a.h5, sample 0, position 7: key_padding_mask is 2, expected 0 or 1"), std::string::npos) << e;
+  }
+  {
+    TempDir dir;
+    const std::string section = write_llava_samples(dir, 12, 3, "    data = data[:2]\n");
+    const std::string e = zoo::testing::open_error(section + tail);
+    EXPECT_NE(e.find("a.h5: dataset 'img_path' holds 3 strings for 2 samples"), std::string::npos) << e;
+  }
+  {
+    TempDir dir;
+    const std::string section = write_llava_samples(dir, 12);
+    std::filesystem::remove(dir / "images/square.png");
+    const std::string e = read_error(section + tail);
+    EXPECT_NE(e.find("square.png"), std::string::npos) << e;
+  }
+}
+
+// A Trainer-format file laid out as modelzoo's LLaVA phase 2 (the image
+// tower frozen; the projector and the decoder trained) on the files above:
+// the loss falls, the image tower's weights stay as they were, and the rest move.
+TEST(Llava, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
+  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  TempDir dir;
+  // Every counted label is 7: quickly learnt.
+  std::string section = write_llava_samples(dir, 12, 6, "", "np.full((k, T), 7)");
+  section.replace(section.find("batch_size: 5"), 13, "batch_size: 4");
+  const std::string data = section + "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, "
+                                     "background_color: [122, 116, 104]}, {name: resize, size: 8, interpolation: bicubic}, "
+                                     "{name: center_crop, size: 8}, {name: to_tensor}, {name: normalize, mean: "
+                                     "[0.48145466, 0.4578275, 0.40821073], std: [0.26862954, 0.26130258, 0.27577711]}]}";
+  const std::string params = zoo::testing::write_file(dir / "llava.yaml", R"(
+trainer:
+  init:
+    seed: 1
+    backend: {backend_type: CPU}
+    model:
+      name: llava
+      )" + image_model(8, true) + R"(
+      )" + kTextModel + R"(
+      projector:
+        image_model: {name: FeedForwardNetwork, input_unit: 8, layers_units: [12, 12], layers_activation: [gelu, null], use_bias: true}
+      loss_scaling: num_tokens
+      loss_weight: 1.0
+      freeze: ['^image_model']
+      image_feature_select_layer_idx: -2
+      image_start_idx: 1
+      image_feature_select_mode: patch
+    optimizer:
+      AdamW: {betas: [0.9, 0.999], eps: 1.0e-08, correct_bias: true}
+    schedulers:
+    - ConstantLR: {learning_rate: 0.01}
+    precision: {max_gradient_norm: 1.0}
+    loop: {max_steps: 30}
+    checkpoint: {steps: 30, save_initial_checkpoint: true}
+    logging: {log_steps: 5}
+    callbacks:
+    - ScopedTrainFlags: {csx.performance.micro_batch_size: 2}
+    - ComputeNorm: {}
+  fit:
+    train_dataloader: )" + data + R"(
+)");
+  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                           " --mode train --model_dir " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> losses = zoo::testing::train_losses(r.output);
+  ASSERT_EQ(losses.size(), 6u) << r.output;
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << r.output;
+  const auto before = ckpt::model_weights(ckpt::load_checkpoint_file(dir / "run/checkpoint_0.mdl"), "ckpt");
+  const auto after = ckpt::model_weights(ckpt::load_checkpoint_file(dir / "run/checkpoint_30.mdl"), "ckpt");
+  for (const auto& item : before) {
+    const std::string key = item.key().toStringRef();
+    const bool same = torch::equal(item.value().toTensor(), after.at(key).toTensor());
+    EXPECT_EQ(same, key.rfind("model.image_model.", 0) == 0) << key;
+  }
+}
+
+// modelzoo 2.2's layout: no model name; the towers make it LLaVA, and the
+// input keys modelzoo 2.2 wrote for its preprocessing are accepted with a warning.
+TEST(Llava, LegacyFilesAreRecognisedByTheirTowers) {
+  const std::string legacy =
+      "train_input: {data_processor: LlavaHDF5MapDataProcessor, data_dir: ./h5, img_data_dir: ./images, "
+      "image_data_size: [3, 8, 8], transforms: [{name: to_tensor}], batch_size: 2, bos_token_id: 1, pad_token_id: 0}\n"
+      "model: {" + image_model(8, true) + ", " + kTextModel +
+      ", projector: {image_model: {name: FeedForwardNetwork, input_unit: 8, layers_units: [12]}}, "
+      "freeze: ['^image_model'], image_start_idx: 1, mixed_precision: true, fp16_type: bfloat16}\n"
+      "optimizer: {optimizer_type: AdamW, learning_rate: 0.001}\nrunconfig: {max_steps: 2}\n";
+  const Params p = params_from_node(config::load_yaml_string(legacy, "p.yaml"), "p.yaml", YAML::Node());
+  EXPECT_EQ(p.model_name, "llava");
+  std::string warnings;
+  for (const auto& w : p.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("train_input.bos_token_id: ignored"), std::string::npos) << warnings;
+  EXPECT_EQ(p.model->to_yaml()["text_model"]["name"].as<std::string>(), "LlamaModel");
+  EXPECT_EQ(p.model->to_yaml()["image_model"]["hidden_size"].as<int64_t>(), 8);
+}
