@@ -109,7 +109,7 @@ TEST(Vit, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
       torch::NoGradGuard no_grad;
       for (auto& p : model.parameters()) p.add_(torch::randn_like(p) * 0.1);
     }
-    const auto& embedding = *model.embedding_layer;
+    const auto& embedding = *model.vit_model->embedding_layer;
     const torch::Tensor images =
         torch::randn({2, embedding.proj_weight.dim() == 4 ? embedding.proj_weight.size(1) : 2, 8,
                       embedding.proj_weight.dim() == 4 ? 12 : 8},

@@ -5,7 +5,6 @@
 
 #include <torch/torch.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 

@@ -141,9 +141,14 @@ void LlavaModel::reset_parameters() {
   if (projector_text_model) projector_text_model->reset_parameters();
 }
 
-int64_t LlavaModel::num_image_features() const {
-  return image_options_.sequence_length() - (options_.image_feature_select_mode == "patch" ? 1 : 0);
+namespace {
+// The image features each sample gets: the tower's sequence, less [CLS] in patch mode.
+int64_t image_features(const LlavaOptions& o, const VitOptions& image) {
+  return image.sequence_length() - (o.image_feature_select_mode == "patch" ? 1 : 0);
 }
+}  // namespace
+
+int64_t LlavaModel::num_image_features() const { return image_features(options_, image_options_); }
 
 torch::Tensor LlavaModel::input_embeddings(const torch::Tensor& images, const torch::Tensor& text_input_ids) {
   torch::Tensor features = image_model->features(images, feature_layer_);
@@ -294,7 +299,7 @@ class LlavaSpec : public ModelSpec {
                    std::to_string(text_width) +
                    ": a projector (projector.image_model.layers_units ending in the text model's hidden_size) must "
                    "join them");
-    const int64_t features = image_.sequence_length() - (options_.image_feature_select_mode == "patch" ? 1 : 0);
+    const int64_t features = image_features(options_, image_);
     if (options_.image_start_idx + features > text.max_position_embeddings)
       ctx.fail(section["image_start_idx"] ? section["image_start_idx"] : section, "image_start_idx",
                "the image's " + std::to_string(features) + " features from position " +

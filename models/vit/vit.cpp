@@ -240,8 +240,6 @@ torch::Tensor VitEncoderImpl::pool(const torch::Tensor& hidden) {
 
 VitModel::VitModel(const VitOptions& o, const torch::TensorOptions& p) : options_(o) {
   vit_model = register_module("vit_model", VitEncoder(o, p));
-  embedding_layer = vit_model->embedding_layer;
-  transformer_encoder = vit_model->transformer_encoder;
   const int64_t features = o.hidden_size * (o.use_dinov2_classifier ? 2 : 1);
   classifier = Dense(features, o.num_classes, o.use_bias_in_output, p);
   register_module("classifier", std::make_shared<torch::nn::Module>())

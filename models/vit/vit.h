@@ -159,8 +159,6 @@ class VitModel : public Model {
   void reset_parameters() override;
 
   VitEncoder vit_model{nullptr};
-  VitEmbeddingLayer embedding_layer{nullptr};       // vit_model's
-  TransformerEncoder transformer_encoder{nullptr};  // vit_model's
   Dense classifier{nullptr};  // classifier.classifier.ffn.0.linear_layer
 
  private:
