@@ -15,6 +15,7 @@
 #include "models/llava/llava.h"
 #include "runner/checkpoint.h"
 #include "runner/params.h"
+#include "multimodal_reference.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -42,86 +43,22 @@ std::string image_model(int64_t hidden, bool conv) {
          "prepend_cls_token: true, dropout_rate: 0.0, attention_dropout_rate: 0.0, norm_first: true}";
 }
 
-// modelzoo's LLaVA in float64, from its layers: ViTEmbeddingLayer (patches,
-// [CLS], learned positions, post-embedding LayerNorm), pre-norm encoder layers
-// up to image_feature_select_layer_idx (no final norm), [CLS] dropped in patch
-// mode, the projector FeedForwardNetwork, the features replacing positions
-// image_start_idx.., then the decoder: RMSNorm, rotary (zoo's pair layout),
-// swiglu, key_padding_mask added as finfo.min and the causal mask as -inf,
-// and GPTLMHeadModelLoss over the loss mask. A wrong layer, position or mask
-// moves the logits by ~1e-2; zoo's float32 rotary by ~1e-8.
+// modelzoo's LLaVA in float64, from its layers (tests/multimodal_reference.h):
+// the tower up to image_feature_select_layer_idx (no final norm), [CLS]
+// dropped in patch mode, the projector FeedForwardNetwork, the features
+// replacing positions image_start_idx.., then the decoder honouring
+// key_padding_mask. A wrong layer, position or mask moves the logits by ~1e-2.
 const char* const kReferenceLlava = R"PY(
-import json, math, sys, torch
-import torch.nn.functional as F
-d = torch.load(sys.argv[1]); o = json.loads(sys.argv[2])
-s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
 img, ids, kpm = d["image_data"].double(), d["text_input_ids"], d["key_padding_mask"]
-labels, lmask = d["labels"], d["loss_mask"].double()
-def dense(x, p): return F.linear(x, s[p + ".weight"], s.get(p + ".bias"))
-def qgelu(x): return x * torch.sigmoid(1.702 * x)
-# the image tower
-e, P, Di, Hi = "image_model.embedding_layer.", 4, o["image_hidden"], 2
-B = img.shape[0]
-if o["conv"]:
-    x = F.conv2d(img, s[e + "linear_proj.weight"], None, stride=(P, P)).flatten(2).transpose(1, 2)
-else:
-    x = F.linear(img.reshape(B, 3, 2, P, 2, P).permute(0, 2, 4, 3, 5, 1).reshape(B, 4, P * P * 3), s[e + "linear_proj.weight"])
-N = x.shape[1]
-pos = s[e + "position_embeddings.weight"]
-x = torch.cat([s[e + "cls_embedding"].expand(B, 1, Di) + pos[N], x + pos[:N]], 1)
-x = F.layer_norm(x, (Di,), s[e + "post_embed_ln.weight"], s[e + "post_embed_ln.bias"], 1e-5)
-def mha(x, p, heads, bias=None, rope=False):
-    Bx, T, C = x.shape
-    q, k, v = (dense(x, p + "proj_%s_dense_layer" % n).view(Bx, T, heads, C // heads) for n in "qkv")
-    if rope:
-        R = o["rotary_dim"]
-        inv = 1.0 / (10000 ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
-        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv
-        cos, sin = ang.cos()[:, None], ang.sin()[:, None]
-        def rot(t):
-            pr = t[..., :R].reshape(Bx, T, heads, R // 2, 2)
-            ev, od = pr[..., 0], pr[..., 1]
-            return torch.cat([torch.stack([ev * cos - od * sin, ev * sin + od * cos], -1).flatten(-2), t[..., R:]], -1)
-        q, k = rot(q), rot(k)
-    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-    sc = q @ k.transpose(-1, -2) / math.sqrt(C // heads)
-    if bias is not None: sc = bias(sc)
-    y = (sc.softmax(-1) @ v).transpose(1, 2).reshape(Bx, T, C)
-    return dense(y, p + "proj_output_dense_layer")
-for i in range(o["layer"] + 1):
-    p = "image_model.encoder.transformer_encoder.layers.%d." % i
-    n1 = lambda t: F.layer_norm(t, (Di,), s[p + "norm1.weight"], s[p + "norm1.bias"], 1e-5)
-    n2 = lambda t: F.layer_norm(t, (Di,), s[p + "norm2.weight"], s[p + "norm2.bias"], 1e-5)
-    x = x + mha(n1(x), p + "self_attn.", Hi)
-    x = x + dense(qgelu(dense(n2(x), p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
-feats = x[:, 1:] if o["mode"] == "patch" else x
+feats = vit(img, "image_model.", o["image_hidden"], 2, o["conv"], o["layer"], False)
+if o["mode"] == "patch": feats = feats[:, 1:]
 if "projector_image_model.ffn.0.linear_layer.weight" in s:
     feats = dense(F.gelu(dense(feats, "projector_image_model.ffn.0.linear_layer")), "projector_image_model.ffn.1.linear_layer")
-# the decoder
 t = s["text_model.embedding_layer.word_embeddings.weight"][ids]
 if "projector_text_model.ffn.0.linear_layer.weight" in s:
     t = F.relu(dense(t, "projector_text_model.ffn.0.linear_layer"))
 st, n = o["start"], feats.shape[1]
-h = torch.cat([t[:, :st], feats, t[:, st + n:]], 1)
-T, C = h.shape[1], h.shape[2]
-def rms(x, w): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
-def mask(sc):
-    sc = sc + (kpm.double() * torch.finfo(torch.float64).min)[:, None, None, :]
-    return sc.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-for i in range(2):
-    p = "text_model.transformer_decoder.layers.%d." % i
-    h = h + mha(rms(h, s[p + "norm1.weight"]), p + "self_attn.", 3, mask, True)
-    u = rms(h, s[p + "norm3.weight"])
-    f = F.silu(dense(u, p + "ffn.ffn.0.linear_layer_for_glu")) * dense(u, p + "ffn.ffn.0.linear_layer")
-    h = h + dense(f, p + "ffn.ffn.1.linear_layer")
-h = rms(h, s["text_model.transformer_decoder.norm.weight"])
-logits = F.linear(h, s["text_model.lm_head.weight"])
-err = (logits - d["logits"].double()).abs().max().item()
-nll = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view_as(lmask)
-loss_err = abs((nll * lmask).sum().item() / lmask.sum().item() - d["loss"].item())
-print("logits error", err, "loss error", loss_err)
-# zoo rotates q and k in float32 (models/common/rotary.cpp), so float64 agrees to ~1e-8, not 1e-12.
-sys.exit(0 if err < 1e-6 and loss_err < 1e-6 else 1)
+check(llama_logits(torch.cat([t[:, :st], feats, t[:, st + n:]], 1), kpm))
 )PY";
 
 models::Features llava_batch(int64_t B, int64_t T, torch::ScalarType dtype = torch::kDouble) {
@@ -180,7 +117,8 @@ TEST(Llava, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
     d.insert("loss", model.forward(batch, false).loss.detach());
     const std::string file = dir / "case.pt";
     ckpt::save_checkpoint_file(file, d);
-    const std::string script = zoo::testing::write_file(dir / "ref.py", kReferenceLlava);
+    const std::string script =
+        zoo::testing::write_file(dir / "ref.py", std::string(zoo::testing::kMultimodalReferenceLayers) + kReferenceLlava);
     const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + file + " '" + c.json + "'");
     EXPECT_EQ(r.exit_code, 0) << c.yaml << "\n" << r.output;
   }
@@ -330,15 +268,6 @@ with h5py.File(')PY" + (dir / "h5/b.h5") + R"PY(', 'w') as f:
          (dir / "images") + ", shuffle: false, batch_size: 5, ";
 }
 
-// The message opening the section or reading its first batch fails with.
-std::string read_error(const std::string& yaml) {
-  try {
-    zoo::testing::open_loader(yaml)->next();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 
@@ -377,7 +306,8 @@ TEST(LlavaData, ReadsModelzoosFilesAndImages) {
   EXPECT_TRUE(torch::allclose(black.amax({1, 2}), torch::tensor({-1.f, -1.f, -2.f})));
   EXPECT_TRUE(torch::allclose(black.amin({1, 2}), torch::tensor({-1.f, -1.f, -2.f})));
 
-  const std::string size = read_error(section + "image_data_size: [3, 8, 8], transforms: [{name: to_tensor}]}");
+  const std::string size =
+      zoo::testing::first_batch_error(section + "image_data_size: [3, 8, 8], transforms: [{name: to_tensor}]}");
   EXPECT_NE(size.find("a.h5, sample 0: its image sub/wide.png is [3, 6, 10] after the transforms, but image_data_size "
                       "is [3, 8, 8]"),
             std::string::npos)
@@ -394,7 +324,7 @@ TEST(LlavaData, BadFilesAreNamed) {
   {
     TempDir dir;
     const std::string section = write_llava_samples(dir, 12, 3, "    data[0, 3, 7] = 2\n");
-    const std::string e = read_error(section + tail);
+    const std::string e = zoo::testing::first_batch_error(section + tail);
     EXPECT_NE(e.find("a.h5, sample 0, position 7: key_padding_mask is 2, expected 0 or 1"), std::string::npos) << e;
   }
   {
@@ -407,7 +337,7 @@ TEST(LlavaData, BadFilesAreNamed) {
     TempDir dir;
     const std::string section = write_llava_samples(dir, 12);
     std::filesystem::remove(dir / "images/square.png");
-    const std::string e = read_error(section + tail);
+    const std::string e = zoo::testing::first_batch_error(section + tail);
     EXPECT_NE(e.find("square.png"), std::string::npos) << e;
   }
 }
@@ -462,13 +392,8 @@ trainer:
   const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 6u) << r.output;
   EXPECT_LT(losses.back(), 0.5 * losses.front()) << r.output;
-  const auto before = ckpt::model_weights(ckpt::load_checkpoint_file(dir / "run/checkpoint_0.mdl"), "ckpt");
-  const auto after = ckpt::model_weights(ckpt::load_checkpoint_file(dir / "run/checkpoint_30.mdl"), "ckpt");
-  for (const auto& item : before) {
-    const std::string key = item.key().toStringRef();
-    const bool same = torch::equal(item.value().toTensor(), after.at(key).toTensor());
-    EXPECT_EQ(same, key.rfind("model.image_model.", 0) == 0) << key;
-  }
+  zoo::testing::expect_frozen_exactly(dir / "run/checkpoint_0.mdl", dir / "run/checkpoint_30.mdl",
+                                      "model.image_model.");
 }
 
 // modelzoo 2.2's layout: no model name; the towers make it LLaVA, and the

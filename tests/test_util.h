@@ -134,6 +134,16 @@ inline std::string open_error(const std::string& yaml) {
   return "no error";
 }
 
+// The message opening the section or reading its first batch fails with.
+inline std::string first_batch_error(const std::string& yaml) {
+  try {
+    open_loader(yaml)->next();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 // zoo::run in this process: its exit code, its "zoo: error: ..." line ("" when
 // none) and how long it took. Standard output is captured and dropped.
 struct RunResult {

@@ -4,44 +4,10 @@
 #include <cmath>
 
 #include "models/common/freeze.h"
+#include "models/common/multimodal_towers.h"
 #include "models/common/lm_loss.h"
 
 namespace zoo::models {
-
-const config::Schema<ProjectorOptions>& ProjectorOptions::schema() {
-  using O = ProjectorOptions;
-  static const config::Schema<O> s =
-      config::Schema<O>("model.projector.<modality>", "modelzoo's FeedForwardNetwork between a tower and the decoder.")
-          .field("name", &O::name, "FeedForwardNetwork (MLP: its old name).", config::one_of({"FeedForwardNetwork", "MLP"}))
-          .field("input_unit", &O::input_unit, "Required: the width of its input (the tower's hidden_size).")
-          .field("layers_units", &O::layers_units, "Required: the width of each layer's output; the last is the decoder's hidden_size.")
-          .field("layers_activation", &O::layers_activation, "Each layer's activation, null for none.")
-          .field("layers_dropout_rates", &O::layers_dropout_rates, "Each layer's dropout after its activation.")
-          .field("use_bias", &O::use_bias, "Biases on every layer.")
-          .field("kernel_initializer", &O::kernel_initializer,
-                 "Unused: LLaVA initializes its projectors as torch.nn.Linear (uniform within +-1/sqrt(fan_in)).")
-          .field("bias_initializer", &O::bias_initializer, "Unused: LLaVA's projector biases start at zero.")
-          .field("output_layer_initializer", &O::output_layer_initializer, "The last layer's weights, when set.")
-          .field("device", &O::device, "Ignored: zoo places the model by the run's device.")
-          .field("static_dual_expert", &O::static_dual_expert, "modelzoo's dual-expert layers: not in zoo (false only).")
-          .validate([](const O& o, const auto& fail) {
-            if (o.input_unit <= 0) fail("input_unit", "required: the width of the projector's input");
-            if (o.layers_units.empty()) fail("layers_units", "required: at least one layer's width");
-            for (int64_t u : o.layers_units)
-              if (u <= 0) fail("layers_units", "expected widths > 0");
-            if (o.layers_activation && o.layers_activation->size() != o.layers_units.size())
-              fail("layers_activation", "expected one entry per layer (" + std::to_string(o.layers_units.size()) + ")");
-            if (o.layers_activation)
-              for (const auto& a : *o.layers_activation)
-                if (a && (std::find(kActivationNames.begin(), kActivationNames.end(), *a) == kActivationNames.end() ||
-                          is_glu(*a)))
-                  fail("layers_activation", "'" + *a + "' is not an activation zoo knows for a dense layer");
-            if (o.layers_dropout_rates && o.layers_dropout_rates->size() != o.layers_units.size())
-              fail("layers_dropout_rates", "expected one entry per layer (" + std::to_string(o.layers_units.size()) + ")");
-            if (o.static_dual_expert) fail("static_dual_expert", "not supported by zoo");
-          });
-  return s;
-}
 
 const config::Schema<LlavaProjectors>& LlavaProjectors::schema() {
   using O = LlavaProjectors;
@@ -79,47 +45,6 @@ const config::Schema<LlavaOptions>& LlavaOptions::schema() {
   return s;
 }
 
-ProjectorImpl::ProjectorImpl(const ProjectorOptions& o, const torch::TensorOptions& p) : options_(o) {
-  ffn = register_module("ffn", torch::nn::ModuleList());
-  int64_t in = o.input_unit;
-  for (int64_t out : o.layers_units) {
-    ffn->push_back(FFNLayer(in, out, o.use_bias, p));
-    in = out;
-  }
-}
-
-void ProjectorImpl::reset_parameters() {
-  for (size_t i = 0; i < ffn->size(); ++i) {
-    Dense& linear = ffn[i]->as<FFNLayerImpl>()->linear_layer;
-    // torch.nn.Linear's kaiming_uniform(a = sqrt(5)): uniform within +-1/sqrt(fan_in).
-    const double bound = 1.0 / std::sqrt(double(linear->weight.size(1)));
-    InitializerSpec init;
-    init.name = "uniform";
-    init.a = -bound;
-    init.b = bound;
-    if (i + 1 == ffn->size() && options_.output_layer_initializer) init = *options_.output_layer_initializer;
-    linear->reset_parameters(init);
-  }
-}
-
-torch::Tensor ProjectorImpl::forward(torch::Tensor x) {
-  for (size_t i = 0; i < ffn->size(); ++i) {
-    x = ffn[i]->as<FFNLayerImpl>()->linear_layer(x);
-    if (options_.layers_activation && (*options_.layers_activation)[i])
-      x = activation(*(*options_.layers_activation)[i], x);
-    const double rate = options_.layers_dropout_rates ? (*options_.layers_dropout_rates)[i].value_or(0.0) : 0.0;
-    if (rate > 0) x = torch::dropout(x, rate, is_training());
-  }
-  return x;
-}
-
-double ProjectorImpl::flops_per_vector() const {
-  double weights = 0;
-  int64_t in = options_.input_unit;
-  for (int64_t out : options_.layers_units) weights += double(in) * double(out), in = out;
-  return 2 * weights;
-}
-
 LlavaModel::LlavaModel(const LlavaOptions& o, const VitOptions& image, std::shared_ptr<Gpt2Model> text,
                        const torch::TensorOptions& p)
     : options_(o), image_options_(image) {
@@ -128,9 +53,9 @@ LlavaModel::LlavaModel(const LlavaOptions& o, const VitOptions& image, std::shar
   image_model = register_module("image_model", VitEncoder(image, p));
   text_model = register_module("text_model", std::move(text));
   if (o.projector && o.projector->image_model)
-    projector_image_model = register_module("projector_image_model", Projector(*o.projector->image_model, p));
+    projector_image_model = register_module("projector_image_model", Projector(*o.projector->image_model, p, ProjectorInit::kTorchLinear));
   if (o.projector && o.projector->text_model)
-    projector_text_model = register_module("projector_text_model", Projector(*o.projector->text_model, p));
+    projector_text_model = register_module("projector_text_model", Projector(*o.projector->text_model, p, ProjectorInit::kTorchLinear));
   if (o.freeze) freeze_matching(*this, *o.freeze);
 }
 
@@ -195,80 +120,35 @@ const std::vector<std::string>& llava_features() {
   return names;
 }
 
-// A tower's section: its `name` (one of `names`) and the rest of its keys.
-std::pair<std::string, YAML::Node> named_section(const YAML::Node& section, const YAML::Node& parent,
-                                                 const std::string& key, const config::Context& ctx,
-                                                 const std::string& expected) {
-  const config::Context child = ctx.child(key);
-  if (!section.IsDefined() || !section.IsMap()) ctx.fail(section.IsDefined() ? section : parent, key, expected);
-  YAML::Node rest(YAML::NodeType::Map);
-  std::optional<std::string> name;
-  for (const auto& kv : section) {
-    if (kv.first.as<std::string>() == "name") name = config::Value<std::string>::parse(kv.second, child, "name");
-    else rest[kv.first] = kv.second;
-  }
-  if (!name) child.fail(section, "name", "required: " + expected);
-  return {*name, rest};
-}
-
 class LlavaSpec : public ModelSpec {
  public:
   LlavaSpec(const YAML::Node& section, const config::Context& ctx) {
-    YAML::Node own(YAML::NodeType::Map);
-    for (const auto& kv : section) {
-      const std::string key = kv.first.as<std::string>();
-      if (key != "image_model" && key != "text_model") own[kv.first] = kv.second;
-    }
-    options_ = LlavaOptions::schema().parse(own, ctx, nullptr, &origin_);
+    options_ = LlavaOptions::schema().parse(keys_except(section, {"image_model", "text_model"}), ctx, nullptr, &origin_);
 
-    const config::Context image_ctx = ctx.child("image_model");
-    const auto [image_name, image] =
-        named_section(section["image_model"], section, "image_model", ctx, "the image tower, named ViTModel (or vit)");
-    if (image_name != "ViTModel" && image_name != "vit")
-      image_ctx.fail(section["image_model"]["name"], "name",
-                     "zoo's llava takes a ViTModel image tower (modelzoo's ViTModel or vit), not '" + image_name + "'");
-    image_ = VitOptions::schema().parse(image, image_ctx);
-
-    const config::Context text_ctx = ctx.child("text_model");
-    const auto [text_name, text] =
-        named_section(section["text_model"], section, "text_model", ctx, "the decoder, named e.g. LlamaModel");
-    text_name_ = text_name;
-    const ModelFamily* family = nullptr;
-    try {
-      family = &find_model(text_name);
-    } catch (const std::invalid_argument& e) {
-      text_ctx.fail(section["text_model"]["name"], "name", e.what());
-    }
-    text_ = family->parse(text, text_ctx);
-    const auto* decoder = dynamic_cast<const Gpt2Spec*>(text_.get());
-    if (!decoder)
-      text_ctx.fail(section["text_model"]["name"], "name",
-                    "zoo's llava takes a decoder of the gpt2 family (LlamaModel, llama, mistral, gpt2, ...), not " +
-                        text_name);
-    const Gpt2Options& t = decoder->options();
-    if (t.moe.enabled()) text_ctx.fail(section["text_model"], "moe", "zoo's llava does not take a mixture-of-experts decoder yet");
+    const NamedSection image =
+        named_section(section, "image_model", ctx, "the image tower, named ViTModel (or vit)");
+    image_ = parse_vit_tower(image, section["image_model"]["name"], ctx.child("image_model"), "llava");
+    text_ = parse_decoder_tower(section, "text_model", ctx, "llava");
+    const Gpt2Options& t = text_.options();
     check(section, ctx, t);
   }
 
   YAML::Node to_yaml() const override {
     YAML::Node out = LlavaOptions::schema().to_yaml(options_);
-    YAML::Node image(YAML::NodeType::Map), text(YAML::NodeType::Map);
+    YAML::Node image(YAML::NodeType::Map);
     image["name"] = "ViTModel";
     for (const auto& kv : VitOptions::schema().to_yaml(image_)) image[kv.first] = kv.second;
-    text["name"] = text_name_;
-    for (const auto& kv : text_->to_yaml()) text[kv.first] = kv.second;
     out["image_model"] = image;
-    out["text_model"] = text;
+    out["text_model"] = text_.to_yaml();
     return out;
   }
   std::shared_ptr<Model> build(const torch::TensorOptions& p) const override {
-    auto text = std::dynamic_pointer_cast<Gpt2Model>(text_->build_uninitialized(p));
-    auto model = std::make_shared<LlavaModel>(options_, image_, std::move(text), p);
+    auto model = std::make_shared<LlavaModel>(options_, image_, text_.build_uninitialized(p), p);
     model->reset_parameters();
     return model;
   }
   std::vector<std::string> consumes() const override { return llava_features(); }
-  std::optional<int64_t> max_sequence_length() const override { return text_->max_sequence_length(); }
+  std::optional<int64_t> max_sequence_length() const override { return text_.spec->max_sequence_length(); }
 
  private:
   // The shapes modelzoo leaves to the first forward pass.
@@ -309,8 +189,7 @@ class LlavaSpec : public ModelSpec {
 
   LlavaOptions options_;
   VitOptions image_;
-  std::string text_name_;
-  std::shared_ptr<const ModelSpec> text_;
+  DecoderTower text_;
 };
 
 }  // namespace

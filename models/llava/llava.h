@@ -6,7 +6,7 @@
 // masked next-token cross-entropy. Checkpoint keys are modelzoo's
 // (model.image_model.embedding_layer.linear_proj.weight,
 // model.text_model.transformer_decoder.layers.{i}..., model.projector_image_model.ffn.{i}.linear_layer.weight).
-// Defines: ProjectorOptions, LlavaProjectors, LlavaOptions, Projector, LlavaModel, llava_family.
+// Defines: LlavaProjectors, LlavaOptions, LlavaModel, llava_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "models/common/ffn.h"
+#include "models/common/projector.h"
 #include "models/common/initializers.h"
 #include "models/gpt2/gpt2.h"
 #include "models/model.h"
@@ -24,23 +24,6 @@
 #include "models/vit/vit.h"
 
 namespace zoo::models {
-
-// modelzoo's FeedForwardNetwork config, as LLaVA's projectors use it.
-struct ProjectorOptions {
-  std::string name = "FeedForwardNetwork";
-  int64_t input_unit = 0;
-  std::vector<int64_t> layers_units;
-  std::optional<std::vector<std::optional<std::string>>> layers_activation;  // null entries: no activation
-  std::optional<std::vector<std::optional<double>>> layers_dropout_rates;
-  bool use_bias = false;
-  // LLaVA replaces both with torch.nn.Linear's own (weights uniform within
-  // +-1/sqrt(fan_in), zero biases); kept as given, unused.
-  std::optional<InitializerSpec> kernel_initializer, bias_initializer;
-  std::optional<InitializerSpec> output_layer_initializer;  // the last layer's weights, when set
-  std::optional<std::string> device;
-  bool static_dual_expert = false;
-  static const config::Schema<ProjectorOptions>& schema();
-};
 
 // The `projector` mapping: one per modality.
 struct LlavaProjectors {
@@ -60,21 +43,6 @@ struct LlavaOptions {
   std::optional<LlavaProjectors> projector;
   static const config::Schema<LlavaOptions>& schema();
 };
-
-// modelzoo's FeedForwardNetwork: ffn.{i}.linear_layer, each followed by its
-// activation and dropout.
-class ProjectorImpl : public torch::nn::Module {
- public:
-  ProjectorImpl(const ProjectorOptions& options, const torch::TensorOptions& param_options);
-  torch::Tensor forward(torch::Tensor x);
-  void reset_parameters();
-  double flops_per_vector() const;  // 2 per weight
-  torch::nn::ModuleList ffn;
-
- private:
-  ProjectorOptions options_;
-};
-TORCH_MODULE(Projector);
 
 // Batches: image_data (B, C, H, W) float, text_input_ids, loss_mask, labels
 // and key_padding_mask (B, T) int (key_padding_mask 1: a position no query
