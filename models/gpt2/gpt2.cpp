@@ -9,6 +9,19 @@
 namespace zoo::models {
 
 
+const config::Schema<ExtraFfnParams>& ExtraFfnParams::schema() {
+  using E = ExtraFfnParams;
+  static const config::Schema<E> s =
+      config::Schema<E>("extra_ffn_params", "Extra settings of each layer's FFN.")
+          .field("static_dual_expert", &E::static_dual_expert,
+                 "Multimodal decoders: image and text tokens through separate FFN weights (false only: not in zoo).")
+          .validate([](const E& e, const auto& fail) {
+            if (e.static_dual_expert)
+              fail("static_dual_expert", "modelzoo's dual-expert FFN (separate weights for image tokens) is not in zoo");
+          });
+  return s;
+}
+
 const config::Schema<Gpt2Options>& Gpt2Options::schema() {
   using O = Gpt2Options;
   auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
@@ -55,6 +68,7 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
           .renamed("embd_pdrop", "embedding_dropout_rate")  // modelzoo's own name for it (LLaVA's files use it)
           .field("attention_dropout_rate", &O::attention_dropout_rate,
                  "Dropout on attention probabilities (null: dropout_rate).", config::if_set(dropout))
+          .field("extra_ffn_params", &O::extra_ffn_params, "Extra settings of each layer's FFN (static_dual_expert).")
           .field("moe", &O::moe, "Mixture of experts in place of each layer's FFN (modelzoo's mixtral model).")
           .field("output_layer_initializer", &O::output_layer_initializer,
                  "Initializer of the attention output and last FFN layer (null: `initializer`, or without one "

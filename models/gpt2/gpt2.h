@@ -20,6 +20,12 @@
 
 namespace zoo::models {
 
+// modelzoo's `extra_ffn_params` mapping (the FFN's extra constructor arguments).
+struct ExtraFfnParams {
+  bool static_dual_expert = false;  // multimodal: image and text tokens through separate FFN weights
+  static const config::Schema<ExtraFfnParams>& schema();
+};
+
 // Every key of the gpt2/gpt3 `model` section (also used by LLaMA-style
 // configs, as in modelzoo); defaults are modelzoo's.
 struct Gpt2Options : DecoderLmOptions {
@@ -37,6 +43,7 @@ struct Gpt2Options : DecoderLmOptions {
   double dropout_rate = 0.1;
   std::optional<double> embedding_dropout_rate;  // default: dropout_rate
   std::optional<double> attention_dropout_rate;  // default: dropout_rate
+  ExtraFfnParams extra_ffn_params;
   MoeOptions moe;  // Mixtral: experts in place of each layer's FFN (modelzoo's mixtral model is this one)
 
   static const config::Schema<Gpt2Options>& schema();
