@@ -32,7 +32,7 @@ namespace zoo::data {
 
 std::vector<const DataProcessor*> data_processors() {
   static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
-                                                 gpt_hdf5_map_processor(), dpo_hdf5_processor(), llava_hdf5_processor(), dpr_hdf5_processor(), synthetic_processor(),
+                                                 gpt_hdf5_map_processor(), dpo_hdf5_processor(), llava_hdf5_processor(), multimodal_simple_hdf5_processor(), dpr_hdf5_processor(), synthetic_processor(),
                                                  mnist_processor(), severstal_processor(), cityscapes_processor(), inria_processor(), unet_hdf5_processor(), skm_processor(), imagenet_processor(), diffusion_latent_processor(), diffusion_synthetic_processor(), bert_mlm_processor(), bert_hdf5_processor(), bert_csv_processor(),
                                                  bert_csv_static_processor(), sst2_processor(), mnli_processor(),
                                                  ner_processor(), bertsum_processor(),

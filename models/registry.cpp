@@ -16,6 +16,7 @@
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
 #include "models/llava/llava.h"
+#include "models/multimodal_simple/multimodal_simple.h"
 #include "models/t5/t5.h"
 #include "models/unet/unet.h"
 #include "models/vit/vit.h"
@@ -27,7 +28,7 @@ std::vector<const ModelFamily*> model_families() {
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), esm2_family(), t5_family(),
                                                      dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family(),
-                                                     dit_family(), llava_family()};
+                                                     dit_family(), llava_family(), multimodal_simple_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -45,7 +46,6 @@ struct UnbuiltModel {
 
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
-      {{"multimodal_simple"}, "a vision-language model of several images and towers", {"image_model_list"}},
       {{"dino", "resnet"}, "a vision model", {}},
   };
   return m;

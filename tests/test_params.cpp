@@ -314,18 +314,17 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
-// modelzoo's models that zoo does not build (LLaVA, vision transformers, ...)
-// are named as such when the Trainer format names them.
+// modelzoo's models that zoo does not build (DINO, ResNet) are named as such
+// when the Trainer format names them.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
   std::string named = tiny;
-  named.replace(named.find("model:\n"), 7, "model:\n  name: multimodal_simple\n");
-  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's multimodal_simple model "
-                                                   "(a vision-language model of several images and towers) is not one "
+  named.replace(named.find("model:\n"), 7, "model:\n  name: dino\n");
+  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's dino model (a vision model) is not one "
                                                    "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
                                                    "bert/token_classifier, bert/extractive_summarization, esm2, t5, "
-                                                   "dpo, dpr, fc_mnist, unet, vision_transformer, dit, llava and their "
-                                                   "aliases"),
+                                                   "dpo, dpr, fc_mnist, unet, vision_transformer, dit, llava, "
+                                                   "multimodal_simple and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(named);
 }
