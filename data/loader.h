@@ -95,6 +95,8 @@ config::Schema<T>& add_loader_fields(config::Schema<T>& s) {
              "Keep workers between epochs (zoo's workers always persist; accepted for modelzoo configs).")
       .validate([](const T& o, const auto& fail) {
         if (o.batch_size <= 0) fail("batch_size", "required: a positive number of samples per batch");
+        if (o.micro_batch_size && *o.micro_batch_size > o.batch_size)
+          fail("micro_batch_size", "expected at most batch_size (" + std::to_string(o.batch_size) + ")");
         if (o.micro_batch_size && o.batch_size % *o.micro_batch_size != 0)
           fail("micro_batch_size", "must divide batch_size (" + std::to_string(o.batch_size) + ")");
       });

@@ -68,19 +68,53 @@ const DataProcessor& find_data_processor(const YAML::Node& section, const config
                " (known: " + known + ")");
 }
 
+namespace {
+
+// `section` without micro_batch_size, or with it set to `value` (nodes keep their lines).
+YAML::Node with_micro_batch(const YAML::Node& section, const std::optional<int64_t>& value) {
+  YAML::Node out(YAML::NodeType::Map);
+  for (const auto& kv : section)
+    if (kv.first.Scalar() != "micro_batch_size") out[kv.first] = kv.second;
+  if (value) out["micro_batch_size"] = *value;
+  return out;
+}
+
+std::optional<int64_t> as_int(const YAML::Node& n) {
+  if (!n.IsDefined() || !n.IsScalar()) return std::nullopt;
+  try {
+    return n.as<int64_t>();
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const InputSpec> parse_input(const YAML::Node& section, const config::Context& ctx) {
-  // micro_batch_size: auto / explore let the Cerebras compiler choose; zoo
-  // then runs whole batches. A copy without the key (nodes keep their lines).
   const YAML::Node micro =
       section.IsMap() && section["micro_batch_size"].IsDefined() ? section["micro_batch_size"] : YAML::Node();
+  // micro_batch_size: auto / explore let the Cerebras compiler choose; zoo then runs whole batches.
   if (micro.IsScalar() && (micro.Scalar() == "auto" || micro.Scalar() == "explore")) {
     ctx.warn(micro, "micro_batch_size",
              micro.Scalar() + " asks the Cerebras compiler to choose; zoo runs whole batches (give a number to "
                               "accumulate gradients over micro-batches)");
-    YAML::Node without(YAML::NodeType::Map);
-    for (const auto& kv : section)
-      if (kv.first.Scalar() != "micro_batch_size") without[kv.first] = kv.second;
+    const YAML::Node without = with_micro_batch(section, std::nullopt);
     return find_data_processor(without, ctx).parse(without, ctx);
+  }
+  // A micro-batch size that does not divide the batch (modelzoo asks only
+  // that it be at most batch_size): the largest one below it that does. The
+  // accumulated gradient is the whole batch's either way.
+  const std::optional<int64_t> requested = as_int(micro);
+  const std::optional<int64_t> batch = section.IsMap() ? as_int(section["batch_size"]) : std::nullopt;
+  if (requested && batch && *requested > 0 && *requested < *batch && *batch % *requested != 0) {
+    int64_t size = *requested;
+    while (*batch % size != 0) --size;
+    ctx.warn(micro, "micro_batch_size",
+             std::to_string(*requested) + " does not divide batch_size " + std::to_string(*batch) +
+                 ": zoo accumulates micro-batches of " + std::to_string(size) +
+                 ", the largest size that divides it and is not above " + std::to_string(*requested));
+    const YAML::Node adjusted = with_micro_batch(section, size);
+    return find_data_processor(adjusted, ctx).parse(adjusted, ctx);
   }
   return find_data_processor(section, ctx).parse(section, ctx);
 }

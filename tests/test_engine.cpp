@@ -205,8 +205,18 @@ TEST(Engine, MicroBatchSizeAccumulatesLikeGradAccumSteps) {
   a.train(2);
   b.train(2);
   EXPECT_EQ(max_diff(weights(a), weights(b)), 0.0);
-  y.replace(y.find("micro_batch_size: 4"), 19, "micro_batch_size: 3");
-  EXPECT_THROW(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), config::ConfigError);
+  // 3 does not divide 8: micro-batches of 2, as batch_size 2 with grad_accum_steps 4.
+  std::string odd = y, by_two = with_accum;
+  odd.replace(odd.find("micro_batch_size: 4"), 19, "micro_batch_size: 3");
+  by_two.replace(by_two.find("batch_size: 4"), 13, "batch_size: 2");
+  by_two.replace(by_two.find("grad_accum_steps: 2"), 19, "grad_accum_steps: 4");
+  Trainer c3(params_from_node(config::load_yaml_string(odd, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+  Trainer c2(params_from_node(config::load_yaml_string(by_two, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+  c3.train(2);
+  c2.train(2);
+  EXPECT_EQ(max_diff(weights(c3), weights(c2)), 0.0);
+  odd.replace(odd.find("micro_batch_size: 3"), 19, "micro_batch_size: 9");
+  EXPECT_THROW(params_from_node(config::load_yaml_string(odd, "p.yaml"), "p.yaml", YAML::Node()), config::ConfigError);
 }
 
 TEST(Engine, SameSeedSameRun) {

@@ -314,6 +314,35 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
 
+// modelzoo asks only that micro_batch_size be at most batch_size (its
+// multimodal_simple files: 24 of 220); zoo accumulates the largest size
+// below it that divides the batch, with a warning; above the batch is an error.
+TEST(Params, AMicroBatchSizeThatDoesNotDivideTheBatchBecomesOneThatDoes) {
+  auto with_micro = [](int64_t micro) {
+    std::string y = zoo::testing::tiny_params_yaml("/d", "/m");
+    const size_t at = y.find("batch_size: ");
+    y.insert(y.find('\n', at), "\n  micro_batch_size: " + std::to_string(micro));
+    return y;
+  };
+  const std::string tiny = with_micro(3);
+  const int64_t batch = YAML::Load(tiny)["train_input"]["batch_size"].as<int64_t>();
+  ASSERT_NE(batch % 3, 0) << "the tiny params' batch_size is expected not to divide by 3";
+  const Params p = params_from_node(config::load_yaml_string(tiny, "p.yaml"), "p.yaml", YAML::Node());
+  int64_t expected = 3;
+  while (batch % expected != 0) --expected;
+  EXPECT_EQ(p.resolved()["train_input"]["micro_batch_size"].as<int64_t>(), expected);
+  std::string warnings;
+  for (const auto& w : p.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("train_input.micro_batch_size: 3 does not divide batch_size " + std::to_string(batch) +
+                          ": zoo accumulates micro-batches of " + std::to_string(expected)),
+            std::string::npos)
+      << warnings;
+  const std::string above = zoo::testing::params_error(with_micro(batch + 1));
+  EXPECT_NE(above.find("train_input.micro_batch_size: expected at most batch_size (" + std::to_string(batch) + ")"),
+            std::string::npos)
+      << above;
+}
+
 // modelzoo's models that zoo does not build (DINO, ResNet) are named as such
 // when the Trainer format names them.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
