@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "models/registry.h"
 #include "runner/checkpoint.h"
+#include "runner/convert/safetensors.h"
 #include "runner/params.h"
 #include "test_util.h"
 
@@ -59,6 +60,18 @@ inline torch::Tensor read_raw(const std::string& path, torch::ScalarType type, s
   EXPECT_EQ(bytes.size(), t.nbytes()) << path;
   std::memcpy(t.data_ptr(), bytes.data(), std::min<size_t>(bytes.size(), t.nbytes()));
   return t;
+}
+
+// The safetensors file `back` (an export of a conversion of `original`)
+// holds exactly `original`'s tensors, bit for bit.
+inline void expect_exported_bit_for_bit(const std::string& original_path, const std::string& back_path) {
+  auto original = convert::read_safetensors(original_path);
+  auto back = convert::read_safetensors(back_path);
+  EXPECT_EQ(back.size(), original.size());
+  for (const auto& [k, t] : original) {
+    ASSERT_TRUE(back.count(k)) << k << " did not come back";
+    EXPECT_TRUE(torch::equal(t, back[k])) << k;
+  }
 }
 
 // `run` must throw std::runtime_error whose message contains every `parts`.

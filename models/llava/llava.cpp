@@ -5,6 +5,7 @@
 
 #include "models/common/freeze.h"
 #include "models/common/multimodal_towers.h"
+#include "models/llava/hf_adapter.h"
 #include "models/common/lm_loss.h"
 
 namespace zoo::models {
@@ -149,6 +150,7 @@ class LlavaSpec : public ModelSpec {
   }
   std::vector<std::string> consumes() const override { return llava_features(); }
   std::optional<int64_t> max_sequence_length() const override { return text_.spec->max_sequence_length(); }
+  LlavaParts parts() const { return {options_, image_, *text_.spec}; }
 
  private:
   // The shapes modelzoo leaves to the first forward pass.
@@ -194,6 +196,12 @@ class LlavaSpec : public ModelSpec {
 
 }  // namespace
 
+LlavaParts llava_parts(const ModelSpec& spec) {
+  const auto* llava = dynamic_cast<const LlavaSpec*>(&spec);
+  if (!llava) throw std::invalid_argument("expected a llava model section");
+  return llava->parts();
+}
+
 ModelFamily llava_family() {
   ModelFamily f;
   f.name = "llava";
@@ -212,6 +220,7 @@ ModelFamily llava_family() {
     return key == "image_model" || key == "text_model" || LlavaOptions::schema().accepts_key(key);
   };
   f.required_keys = {"image_model", "text_model"};
+  f.hf["llava"] = llava_hf_adapter();
   return f;
 }
 

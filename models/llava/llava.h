@@ -6,7 +6,7 @@
 // masked next-token cross-entropy. Checkpoint keys are modelzoo's
 // (model.image_model.embedding_layer.linear_proj.weight,
 // model.text_model.transformer_decoder.layers.{i}..., model.projector_image_model.ffn.{i}.linear_layer.weight).
-// Defines: LlavaProjectors, LlavaOptions, LlavaModel, llava_family.
+// Defines: LlavaProjectors, LlavaOptions, LlavaModel, LlavaParts, llava_parts, llava_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -75,6 +75,15 @@ class LlavaModel : public Model {
   VitOptions image_options_;
   int64_t feature_layer_ = 0;  // 0-based, non-negative
 };
+
+// A parsed llava section's parts (for its Hugging Face converter); throws
+// std::invalid_argument for another family's spec.
+struct LlavaParts {
+  const LlavaOptions& options;
+  const VitOptions& image;
+  const ModelSpec& text;  // a gpt2-family spec
+};
+LlavaParts llava_parts(const ModelSpec& spec);
 
 ModelFamily llava_family();
 

@@ -1,0 +1,15 @@
+// Hugging Face's LLaVA (LlavaForConditionalGeneration, model_type llava:
+// llava-hf/llava-1.5-7b-hf and its kind) <-> zoo's llava: the CLIP vision
+// tower (vision_tower.vision_model.*) is the ViTModel image tower, the
+// multi_modal_projector's linear_1 / act / linear_2 the projector, the
+// language model (language_model.*) a LLaMA or Mistral decoder converted by
+// the gpt2 family's converter. Defines: llava_hf_adapter.
+#pragma once
+
+#include "models/registry.h"
+
+namespace zoo::models {
+
+HfAdapter llava_hf_adapter();
+
+}  // namespace zoo::models
