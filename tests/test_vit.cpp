@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <regex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -66,12 +67,13 @@ for i in range(L):
         a = ((q @ k.transpose(-1, -2)) / hd ** 0.5).softmax(-1) @ v
         return dense(a.transpose(1, 2).reshape(B, -1, D), p + "self_attn.proj_output_dense_layer")
     def ffn(h): return dense(F.gelu(dense(h, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
+    g1, g2 = s.get(p + "layer_scale1", 1.0), s.get(p + "layer_scale2", 1.0)  # LayerScale (DINOv2)
     if o["norm_first"]:
-        t = t + attn(ln(t, p + "norm1", eps))
-        t = t + ffn(ln(t, p + "norm2", eps))
+        t = t + g1 * attn(ln(t, p + "norm1", eps))
+        t = t + g2 * ffn(ln(t, p + "norm2", eps))
     else:
-        t = ln(t + attn(t), p + "norm1", eps)
-        t = ln(t + ffn(t), p + "norm2", eps)
+        t = ln(t + g1 * attn(t), p + "norm1", eps)
+        t = ln(t + g2 * ffn(t), p + "norm2", eps)
 t = ln(t, "vit_model.encoder.transformer_encoder.norm", eps)
 pooled = t[:, 0]
 if o["pooler"]: pooled = torch.tanh(dense(pooled, "vit_model.encoder.pooler.pooler.ffn.0.linear_layer"))
@@ -99,6 +101,13 @@ TEST(Vit, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
        "pooler_nonlinearity: tanh, use_post_embed_layer_norm: true, dropout_rate: 0.0, attention_dropout_rate: 0.0}",
        R"({"conv": false, "patch": 4, "hidden": 16, "heads": 4, "layers": 1, "eps": 1e-5, "norm_first": false,
            "post_ln": true, "pooler": true})"},
+      // DINOv2's layout (its linear-probe files): LayerScale; stochastic depth does nothing in eval.
+      {"{num_classes: 5, image_size: [8, 12], num_channels: 3, patch_size: [4, 4], hidden_size: 16, "
+       "num_hidden_layers: 3, num_heads: 2, filter_size: 32, layer_norm_epsilon: 1.0e-6, layerscale_value: 0.01, "
+       "stochastic_depth_drop_prob: 0.4, use_conv_patchified_embedding: true, dropout_rate: 0.0, "
+       "attention_dropout_rate: 0.0}",
+       R"({"conv": true, "patch": 4, "hidden": 16, "heads": 2, "layers": 3, "eps": 1e-6, "norm_first": true,
+           "post_ln": false, "pooler": false})"},
   };
   for (const auto& c : cases) {
     torch::manual_seed(2);
@@ -145,11 +154,95 @@ TEST(Vit, VitBaseHasTheKnownSize) {
   EXPECT_NE(error.find("patch_size: must divide image_size"), std::string::npos) << error;
   error.clear();
   try {
-    vit_spec("{num_classes: 2, stochastic_depth_drop_prob: 0.1}");
+    vit_spec("{num_classes: 2, stochastic_depth_drop_prob: 1.0}");
   } catch (const config::ConfigError& e) {
     error = e.what();
   }
-  EXPECT_NE(error.find("stochastic_depth_drop_prob: not supported by zoo yet"), std::string::npos) << error;
+  EXPECT_NE(error.find("stochastic_depth_drop_prob"), std::string::npos) << error;
+}
+
+// Stochastic depth, as modelzoo's StochasticDepth: in training each residual
+// branch of a layer is dropped (batch mode: for the whole batch) with the
+// layer's probability, kept ones scaled by 1 / (1 - p); the linear schedule
+// never drops layer 0 and drops the last with the full probability; row
+// mode decides per sample; eval never drops. LayerScale starts at its value.
+TEST(Vit, StochasticDepthDropsWholeBranchesAtTheLayersRates) {
+  auto options = [](double p, const std::string& mode, const std::string& schedule) {
+    return vit_spec("{num_classes: 2, image_size: [8, 8], patch_size: [4, 4], hidden_size: 8, num_hidden_layers: 3, "
+                    "num_heads: 2, filter_size: 16, dropout_rate: 0.0, attention_dropout_rate: 0.0, "
+                    "layerscale_value: 0.5, stochastic_depth_drop_prob: " + std::to_string(p) +
+                    ", stochastic_depth_mode: " + mode + ", stochastic_depth_drop_prob_schedule: " + schedule + "}");
+  };
+  torch::manual_seed(0);
+  auto built = options(0.5, "batch", "linear")->build(torch::TensorOptions().dtype(torch::kDouble));
+  auto& vit = dynamic_cast<models::VitModel&>(*built);
+  auto layer = [&](int i) {
+    return vit.vit_model->transformer_encoder->layers[i]->as<models::TransformerEncoderLayerImpl>();
+  };
+  EXPECT_TRUE(torch::equal(layer(1)->layer_scale1, torch::full({8}, 0.5, torch::kDouble)));
+  const torch::Tensor x = torch::randn({4, 5, 8}, torch::kDouble);
+  // The four outcomes of a norm-first layer: each branch kept (scaled) or dropped.
+  auto outcomes = [&](models::TransformerEncoderLayerImpl& l, double p) {
+    torch::NoGradGuard no_grad;
+    l.eval();
+    const torch::Tensor a = l.layer_scale1 * l.self_attn->forward(l.norm1(x), nullptr, {}, {}, {});
+    auto ffn = [&](const torch::Tensor& h) { return l.layer_scale2 * l.ffn(l.norm2(h)); };
+    const double k = 1.0 / (1.0 - p);
+    const torch::Tensor kept_attn = x + k * a;
+    return std::vector<torch::Tensor>{x, x + k * ffn(x), kept_attn, kept_attn + k * ffn(kept_attn)};
+  };
+  auto tally = [&](models::TransformerEncoderLayerImpl& l, double p, bool rows) {
+    const std::vector<torch::Tensor> o = outcomes(l, p);
+    std::vector<int> seen(4, 0);
+    torch::NoGradGuard no_grad;
+    l.train();
+    for (int n = 0; n < 400; ++n) {
+      const torch::Tensor y = l.forward(x, {});
+      for (int64_t b = 0; b < (rows ? x.size(0) : 1); ++b) {
+        int match = -1;
+        for (int k = 0; k < 4; ++k)
+          if (torch::allclose(rows ? y[b] : y, rows ? o[k][b] : o[k], 1e-12, 1e-12)) match = k;
+        EXPECT_GE(match, 0) << "an output that is none of the four";
+        if (match >= 0) ++seen[match];
+        if (!rows && match >= 0) break;
+      }
+    }
+    return seen;
+  };
+  // Layer 2 of 3 drops with 0.5: each outcome about a quarter of 400 (binomial sd ~9).
+  for (int count : tally(*layer(2), 0.5, false)) EXPECT_NEAR(count, 100, 40);
+  // Layer 1 drops with 0.25; layer 0 never.
+  std::vector<int> middle = tally(*layer(1), 0.25, false);
+  EXPECT_NEAR(middle[3], 400 * 0.75 * 0.75, 45);
+  EXPECT_EQ(tally(*layer(0), 0.0, false)[3], 400);
+  layer(2)->eval();
+  EXPECT_TRUE(torch::allclose(layer(2)->forward(x, {}), outcomes(*layer(2), 0.0)[3], 1e-12, 1e-12));
+  // Row mode: samples of one batch take different outcomes.
+  torch::manual_seed(1);
+  auto rows = options(0.5, "row", "constant")->build(torch::TensorOptions().dtype(torch::kDouble));
+  auto& row_vit = dynamic_cast<models::VitModel&>(*rows);
+  auto& first = *row_vit.vit_model->transformer_encoder->layers[0]->as<models::TransformerEncoderLayerImpl>();
+  const std::vector<int> per_sample = tally(first, 0.5, true);  // constant: layer 0 drops with 0.5 too
+  for (int count : per_sample) EXPECT_NEAR(count, 400, 120);
+  // Forwards whose four samples do not all share one outcome: nearly all in
+  // row mode (all alike has probability 1/64), none in batch mode.
+  auto mixed = [&](models::TransformerEncoderLayerImpl& l, double p) {
+    const std::vector<torch::Tensor> o = outcomes(l, p);
+    torch::NoGradGuard no_grad;
+    l.train();
+    int n = 0;
+    for (int i = 0; i < 50; ++i) {
+      const torch::Tensor y = l.forward(x, {});
+      std::set<int> kinds;
+      for (int64_t b = 0; b < x.size(0); ++b)
+        for (int k = 0; k < 4; ++k)
+          if (torch::allclose(y[b], o[k][b], 1e-12, 1e-12)) kinds.insert(k);
+      n += kinds.size() > 1 ? 1 : 0;
+    }
+    return n;
+  };
+  EXPECT_GT(mixed(first, 0.5), 35);
+  EXPECT_EQ(mixed(*layer(2), 0.5), 0);
 }
 
 // `freeze` stops the parameters of matching modules from training, as modelzoo's freeze_modules.

@@ -10,13 +10,17 @@ LayerNorm encoder_layer_norm(const EncoderLayerOptions& o, const torch::TensorOp
 }
 
 TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const EncoderLayerOptions& o, const torch::TensorOptions& p)
-    : dropout_(o.dropout), norm_first_(o.norm_first) {
+    : options_(o) {
   AttentionOptions attention = o.attention;
   attention.causal = false;
   self_attn = register_module("self_attn", MultiheadAttention(attention, p));
   ffn = register_module("ffn", FeedForward(o.ffn, p));
   norm1 = register_module("norm1", encoder_layer_norm(o, p));
   norm2 = register_module("norm2", encoder_layer_norm(o, p));
+  if (o.layer_scale) {
+    layer_scale1 = register_parameter("layer_scale1", torch::empty({o.attention.hidden_size}, p));
+    layer_scale2 = register_parameter("layer_scale2", torch::empty({o.attention.hidden_size}, p));
+  }
 }
 
 void TransformerEncoderLayerImpl::reset_parameters() {
@@ -24,24 +28,45 @@ void TransformerEncoderLayerImpl::reset_parameters() {
   ffn->reset_parameters();
   norm1->reset_parameters();
   norm2->reset_parameters();
+  if (options_.layer_scale && !layer_scale1.is_meta()) {
+    torch::NoGradGuard no_grad;
+    layer_scale1.fill_(*options_.layer_scale);
+    layer_scale2.fill_(*options_.layer_scale);
+  }
+}
+
+torch::Tensor TransformerEncoderLayerImpl::branch(torch::Tensor x, const torch::Tensor& scale) {
+  if (options_.dropout > 0) x = torch::dropout(x, options_.dropout, is_training());
+  if (scale.defined()) x = x * scale.to(x.scalar_type());
+  const double p = options_.drop_path;
+  if (p > 0 && is_training()) {
+    // 0 with probability p, else 1 / (1 - p): for the whole batch, or per sample.
+    std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+    if (options_.drop_path_rows) shape[0] = x.size(0);
+    x = x * torch::dropout(torch::ones(shape, x.options()), p, true);
+  }
+  return x;
 }
 
 torch::Tensor TransformerEncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask,
                                                    const torch::Tensor& position_bias) {
-  auto drop = [&](const torch::Tensor& t) { return dropout_ > 0 ? torch::dropout(t, dropout_, is_training()) : t; };
-  if (norm_first_) {
-    torch::Tensor h = x + drop(self_attn->forward(norm1(x), nullptr, {}, key_mask, position_bias));
-    return h + drop(ffn(norm2(h)));
+  if (options_.norm_first) {
+    torch::Tensor h = x + branch(self_attn->forward(norm1(x), nullptr, {}, key_mask, position_bias), layer_scale1);
+    return h + branch(ffn(norm2(h)), layer_scale2);
   }
-  torch::Tensor h = norm1(x + drop(self_attn->forward(x, nullptr, {}, key_mask, position_bias)));
-  return norm2(h + drop(ffn(h)));
+  torch::Tensor h = norm1(x + branch(self_attn->forward(x, nullptr, {}, key_mask, position_bias), layer_scale1));
+  return norm2(h + branch(ffn(h), layer_scale2));
 }
 
 TransformerEncoderImpl::TransformerEncoderImpl(int64_t num_layers, const EncoderLayerOptions& o,
                                                const torch::TensorOptions& p)
     : recompute_(o.recompute) {
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerEncoderLayer(o, p));
+  for (int64_t i = 0; i < num_layers; ++i) {
+    EncoderLayerOptions layer = o;
+    if (o.drop_path_linear) layer.drop_path = num_layers > 1 ? o.drop_path * double(i) / double(num_layers - 1) : 0.0;
+    layers->push_back(TransformerEncoderLayer(layer, p));
+  }
   if (o.final_norm) norm = register_module("norm", encoder_layer_norm(o, p));
 }
 

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "models/common/attention.h"
 #include "models/common/ffn.h"
 #include "models/common/layers.h"
@@ -21,6 +23,17 @@ struct EncoderLayerOptions {
   bool norm_first = false;     // pre-norm: x + attn(norm1(x)), then h + ffn(norm2(h))
   bool final_norm = false;     // a norm after the last layer (modelzoo's use_final_layer_norm)
   bool recompute = false;      // activation checkpointing: each layer recomputed in the backward pass
+  // LayerScale (CaiT, DINOv2): per-channel factors layer_scale1 / layer_scale2,
+  // starting at this value, on the attention and FFN outputs.
+  std::optional<double> layer_scale;
+  // Stochastic depth (modelzoo's StochasticDepth): in training each residual
+  // branch is dropped with this probability, for the whole batch at once or
+  // (drop_path_rows) per sample, and kept ones scaled by 1 / (1 - p). The
+  // stack gives layer i of L the probability drop_path * i / (L - 1) when
+  // drop_path_linear (modelzoo's linear schedule), else drop_path.
+  double drop_path = 0.0;
+  bool drop_path_rows = false;
+  bool drop_path_linear = true;
 };
 
 // The norm these options describe (LayerNorm or RMSNorm over the hidden size).
@@ -38,10 +51,12 @@ class TransformerEncoderLayerImpl : public torch::nn::Module {
   MultiheadAttention self_attn{nullptr};
   LayerNorm norm1{nullptr}, norm2{nullptr};
   FeedForward ffn{nullptr};
+  torch::Tensor layer_scale1, layer_scale2;  // layer_scale only
 
  private:
-  double dropout_;
-  bool norm_first_;
+  // A residual branch's output after dropout, layer scale and stochastic depth.
+  torch::Tensor branch(torch::Tensor x, const torch::Tensor& scale);
+  EncoderLayerOptions options_;
 };
 TORCH_MODULE(TransformerEncoderLayer);
 

@@ -151,6 +151,8 @@ nlohmann::json llava_config(const ModelSpec& spec) {
               "normalizes before attention and the FFN, and after the last layer, with no pooler")
       .expect(v.use_projection_bias_in_attention && v.use_ffn_bias_in_attention && v.use_ffn_bias,
               "image_model.use_ffn_bias", "false", "has every bias in its layers")
+      .expect(!v.layerscale_value, "image_model.layerscale_value", std::to_string(v.layerscale_value.value_or(0)),
+              "has no layer scale")
       .expect(v.image_size[0] == v.image_size[1] && v.patch_size[0] == v.patch_size[1], "image_model.image_size",
               "not square", "takes square images in square patches");
   const int64_t layers = v.num_hidden_layers;

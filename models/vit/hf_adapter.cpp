@@ -83,6 +83,8 @@ nlohmann::json vit_config(const VitOptions& o) {
       .expect(!o.use_encoder_pooler_layer, "use_encoder_pooler_layer", "true", "classifies [CLS] without a pooler")
       .expect(!o.use_dinov2_classifier, "use_dinov2_classifier", "true", "classifies [CLS] alone")
       .expect(!o.use_post_embed_layer_norm, "use_post_embed_layer_norm", "true", "has no norm on the embeddings")
+      .expect(!o.layerscale_value, "layerscale_value", std::to_string(o.layerscale_value.value_or(0)),
+              "has no layer scale")
       .expect(o.attention_module == "aiayn_attention", "attention_module", o.attention_module,
               "has one key/value head per query head")
       .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type,

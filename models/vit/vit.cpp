@@ -69,12 +69,20 @@ const config::Schema<VitOptions>& VitOptions::schema() {
         .field("compute_eval_metrics", &O::compute_eval_metrics, "Eval also reports accuracy_cls.")
         .field("activation_checkpointing", &O::activation_checkpointing,
                "zoo's own: recompute each encoder layer in the backward pass.")
-        .field("layerscale_value", &O::layerscale_value, "DINO's layer scale: not supported by zoo (null only).")
+        .field("layerscale_value", &O::layerscale_value,
+               "LayerScale (DINOv2): per-channel factors layer_scale1 / layer_scale2 on each layer's attention and "
+               "FFN outputs, starting at this value (null: none).",
+               config::if_set(config::positive<double>()))
         .field("stochastic_depth_drop_prob", &O::stochastic_depth_drop_prob,
-               "DINO's stochastic depth: not supported by zoo (0 only).")
+               "Stochastic depth: in training each layer's attention and FFN branches are dropped with this "
+               "probability (the last layer's, with the linear schedule), the kept ones scaled by 1 / (1 - p).",
+               config::in_range(0.0, 1.0, /*hi_open=*/true))
         .field("stochastic_depth_drop_prob_schedule", &O::stochastic_depth_drop_prob_schedule,
-               "With stochastic_depth_drop_prob (unused at 0).", config::one_of({"linear", "constant"}))
-        .field("stochastic_depth_mode", &O::stochastic_depth_mode, "With stochastic_depth_drop_prob (unused at 0).")
+               "linear: layer i of L drops with stochastic_depth_drop_prob * i / (L - 1); constant: every layer alike.",
+               config::one_of({"linear", "constant"}))
+        .field("stochastic_depth_mode", &O::stochastic_depth_mode,
+               "batch: a branch is dropped for the whole batch at once; row: per sample.",
+               config::one_of({"batch", "row"}))
         .field("use_masked_patches", &O::use_masked_patches, "DINOv2's mask token: not supported by zoo (false only).")
         .field("image_layer_idx", &O::image_layer_idx, "Multimodal feature layer: not supported by zoo (null only).")
         .ignored({"mixed_precision"}, "the model's precision keys decide it")
@@ -92,9 +100,6 @@ const config::Schema<VitOptions>& VitOptions::schema() {
             fail("extra_attention_params", "num_kv_groups must divide num_heads");
           if (is_glu(o.nonlinearity)) fail("nonlinearity", "ViT's FFN takes a plain activation");
           if (o.use_dinov2_classifier && !o.prepend_cls_token) fail("use_dinov2_classifier", "needs prepend_cls_token");
-          if (o.layerscale_value) fail("layerscale_value", "not supported by zoo yet (DINO's layer scale)");
-          if (o.stochastic_depth_drop_prob != 0)
-            fail("stochastic_depth_drop_prob", "not supported by zoo yet (DINO's stochastic depth)");
           if (o.use_masked_patches) fail("use_masked_patches", "not supported by zoo yet (DINOv2's mask token)");
           if (o.image_layer_idx) fail("image_layer_idx", "not supported by zoo (multimodal feature extraction)");
           if (o.freeze)
@@ -202,6 +207,10 @@ EncoderLayerOptions vit_layer_options(const VitOptions& o) {
   e.norm_first = o.norm_first;
   e.final_norm = o.use_final_layer_norm;
   e.recompute = o.activation_checkpointing;
+  e.layer_scale = o.layerscale_value;
+  e.drop_path = o.stochastic_depth_drop_prob;
+  e.drop_path_rows = o.stochastic_depth_mode == "row";
+  e.drop_path_linear = o.stochastic_depth_drop_prob_schedule == "linear";
   return e;
 }
 

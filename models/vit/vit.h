@@ -65,11 +65,11 @@ struct VitOptions {
   std::optional<std::vector<std::string>> freeze;  // regexes of parameter names that do not train
   bool compute_eval_metrics = true;
   bool activation_checkpointing = false;  // zoo's own
-  // modelzoo keys zoo accepts only at their defaults (DINO's and DINOv2's extensions).
-  std::optional<double> layerscale_value;
-  double stochastic_depth_drop_prob = 0.0;
+  std::optional<double> layerscale_value;  // DINOv2's LayerScale
+  double stochastic_depth_drop_prob = 0.0;  // stochastic depth: see the schema
   std::string stochastic_depth_drop_prob_schedule = "linear";
   std::string stochastic_depth_mode = "batch";
+  // modelzoo keys zoo accepts only at their defaults.
   bool use_masked_patches = false;
   std::optional<int64_t> image_layer_idx;
   static const config::Schema<VitOptions>& schema();
