@@ -1,5 +1,5 @@
 // Shared by the multimodal families' tests (LLaVA, multimodal_simple):
-// expect_frozen_exactly, and kMultimodalReferenceLayers, the parts of a
+// expect_frozen_exactly, expect_trains_all_but_frozen, and kMultimodalReferenceLayers, the parts of a
 // float64 forward pass written in Python from modelzoo's layers that both
 // use, to be followed by each family's own glue. The case file (argv[1],
 // torch.load) holds the model's `state` and the batch; argv[2] is JSON
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "runner/checkpoint.h"
+#include "test_util.h"
 
 namespace zoo::testing {
 
@@ -35,6 +36,42 @@ inline void expect_frozen_exactly(const std::string& before_path, const std::str
     const bool same = torch::equal(item.value().toTensor(), after.at(key).toTensor());
     EXPECT_EQ(same, key.rfind(frozen_prefix, 0) == 0) << key;
   }
+}
+
+// Trains, from a Trainer-format file laid out as modelzoo's multimodal
+// phase-2 files, `model` (the lines of trainer.init.model, each indented
+// six spaces) on `train_dataloader` (a flow mapping) for 30 steps: AdamW at
+// 0.01, clipping at 1.0, micro-batches of 2, checkpoints at steps 0 and 30.
+// Expects the loss to halve and exactly the weights under `frozen_prefix`
+// to stay as they were.
+inline void expect_trains_all_but_frozen(const TempDir& dir, const std::string& model,
+                                         const std::string& train_dataloader, const std::string& frozen_prefix) {
+  const std::string params = write_file(dir / "params.yaml", R"(
+trainer:
+  init:
+    seed: 1
+    backend: {backend_type: CPU}
+    model:
+)" + model + R"(
+    optimizer:
+      AdamW: {betas: [0.9, 0.999], eps: 1.0e-08, weight_decay: 0.01, correct_bias: true}
+    schedulers:
+    - ConstantLR: {learning_rate: 0.01}
+    precision: {max_gradient_norm: 1.0}
+    loop: {max_steps: 30}
+    checkpoint: {steps: 30, save_initial_checkpoint: true}
+    logging: {log_steps: 5}
+    callbacks:
+    - ScopedTrainFlags: {csx.performance.micro_batch_size: 2}
+    - ComputeNorm: {}
+  fit:
+    train_dataloader: )" + train_dataloader + "\n");
+  const auto r = run_command(zoo_binary() + " CPU --params " + params + " --mode train --model_dir " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> losses = train_losses(r.output);
+  ASSERT_EQ(losses.size(), 6u) << r.output;
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << r.output;
+  expect_frozen_exactly(dir / "run/checkpoint_0.mdl", dir / "run/checkpoint_30.mdl", frozen_prefix);
 }
 
 inline const char* const kMultimodalReferenceLayers = R"PY(
