@@ -42,8 +42,9 @@ inline void expect_frozen_exactly(const std::string& before_path, const std::str
 // phase-2 files, `model` (the lines of trainer.init.model, each indented
 // six spaces) on `train_dataloader` (a flow mapping) for 30 steps: AdamW at
 // 0.01, clipping at 1.0, micro-batches of 2, checkpoints at steps 0 and 30.
-// Expects the loss to halve and exactly the weights under `frozen_prefix`
-// to stay as they were.
+// Expects the loss to halve, exactly the weights under `frozen_prefix` to
+// stay as they were, and a run stopped at step 15 and resumed to log the
+// uninterrupted run's losses (the same samples, transforms and updates).
 inline void expect_trains_all_but_frozen(const TempDir& dir, const std::string& model,
                                          const std::string& train_dataloader, const std::string& frozen_prefix) {
   const std::string params = write_file(dir / "params.yaml", R"(
@@ -72,6 +73,15 @@ trainer:
   ASSERT_EQ(losses.size(), 6u) << r.output;
   EXPECT_LT(losses.back(), 0.5 * losses.front()) << r.output;
   expect_frozen_exactly(dir / "run/checkpoint_0.mdl", dir / "run/checkpoint_30.mdl", frozen_prefix);
+  const std::string resumed_run = zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
+                                  (dir / "resumed");
+  const auto first = run_command(resumed_run + " --max_steps 15");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto rest = run_command(resumed_run + " --max_steps 30");
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  std::vector<double> resumed = train_losses(first.output);
+  for (double l : train_losses(rest.output)) resumed.push_back(l);
+  EXPECT_EQ(resumed, losses) << first.output << rest.output;
 }
 
 inline const char* const kMultimodalReferenceLayers = R"PY(

@@ -344,7 +344,8 @@ TEST(LlavaData, BadFilesAreNamed) {
 
 // A Trainer-format file laid out as modelzoo's LLaVA phase 2 (the image
 // tower frozen; the projector and the decoder trained) on the files above:
-// the loss falls, the image tower's weights stay as they were, and the rest move.
+// the loss falls, the image tower's weights stay as they were, the rest
+// move, and a stopped run resumes exactly.
 TEST(Llava, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
   if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
   TempDir dir;

@@ -432,13 +432,18 @@ TEST(MultimodalSimpleData, BadFilesAreNamed) {
 
 // A Trainer-format file laid out as modelzoo's multimodal_simple phase 2
 // (the image towers frozen; the projection and the decoder trained) on the
-// files above, two image slots per sample: the loss falls, the towers'
-// weights stay as they were, and the rest move.
+// files above, two image slots per sample, shuffled and randomly flipped:
+// the loss falls, the towers' weights stay as they were, the rest move, and
+// a stopped run resumes exactly.
 TEST(MultimodalSimple, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
   if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
   TempDir dir;
   std::string section = write_samples(dir, 12, 6, "", "np.full((k, T), 7)");  // every counted label is 7
   section.replace(section.find("batch_size: 5"), 13, "batch_size: 4");
+  section.replace(section.find("shuffle: false"), 14, "shuffle: true");  // and random flips: drawn again on resume
+  const std::string flipped = "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: "
+                              "[122, 116, 104]}, {name: resize, size: 8}, {name: random_horizontal_flip}, "
+                              "{name: to_tensor}]}";
   zoo::testing::expect_trains_all_but_frozen(dir, R"(      name: multimodal_simple
       image_model_list:
         image_feature_select_mode: patch
@@ -449,7 +454,7 @@ TEST(MultimodalSimple, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
       freeze: ['^image_model.image_model_list']
       loss_scaling: num_tokens
       loss_weight: 1.0)",
-                                             section + kImageTail, "model.image_model.image_model_list.");
+                                             section + flipped, "model.image_model.image_model_list.");
 }
 
 // modelzoo 2.3's layout: no model name (image_model_list makes it
