@@ -11,6 +11,7 @@
 
 #include "convert_fixtures.h"
 #include "models/llava/llava.h"
+#include "models/multimodal_simple/multimodal_simple.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
 #include "test_util.h"
@@ -159,6 +160,41 @@ TEST(ConvertLlava, FromHuggingFaceMatchesItsForwardAndRoundTrips) {
   const models::StateDict newer = adapter.from_hf(renamed, *p.model);
   ASSERT_EQ(hub.size(), newer.size());
   for (const auto& [k, t] : hub) EXPECT_TRUE(torch::equal(t, newer.at(k))) << k;
+}
+
+// The same checkpoint in modelzoo's multimodal_simple layout (--model
+// mmsimple-llava, as modelzoo's converter of that name): one tower at its
+// image_layer_idx, the projector as the global image projection, the
+// features where image_data_loc says; the same logits, exported back bit
+// for bit. A model HF's LLaVA cannot hold is refused naming the key.
+TEST(ConvertLlava, IntoMultimodalSimplesLayoutAndBack) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  TempDir dir;
+  zoo::testing::run_fixture(dir, "llava.py", kPyHfLlava);
+  convert::run_convert({dir / "hf", "mmsimple-llava", "hf", "zoo", std::nullopt, dir / "zoo"});
+  auto model = std::dynamic_pointer_cast<models::MultimodalSimpleModel>(zoo::testing::load_converted(dir));
+  ASSERT_TRUE(model);
+  const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
+  EXPECT_EQ(params["model"]["image_model_list"]["image_models"][0]["image_encoder"]["image_layer_idx"].as<int64_t>(),
+            1);
+  EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "MultimodalSimpleHDF5MapDataProcessor");
+  torch::NoGradGuard no_grad;
+  models::Features batch = {
+      {"image_data", zoo::testing::read_raw(dir / "images.bin", torch::kFloat, {2, 1, 3, 8, 8})},
+      {"image_data_loc", torch::arange(1, 5, torch::kLong).expand({2, 1, 4})},
+      {"text_input_ids", zoo::testing::read_raw(dir / "ids.bin", torch::kLong, {2, 10})}};
+  const torch::Tensor expected = zoo::testing::read_raw(dir / "logits.bin", torch::kFloat, {2, 10, 37});
+  EXPECT_LT((model->padded_logits(batch).narrow(2, 0, 37) - expected).abs().max().item<double>(), 1e-5);
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "back"});
+  zoo::testing::expect_exported_bit_for_bit(dir / "hf/model.safetensors", dir / "back/model.safetensors");
+
+  YAML::Node two = YAML::Clone(params["model"]);
+  two.remove("name");
+  two["image_model_list"]["image_models"].push_back(YAML::Clone(two["image_model_list"]["image_models"][0]));
+  two["image_model_list"]["global_image_projection"]["input_unit"] = 8;
+  auto spec = models::find_model("multimodal_simple").parse(two, config::Context{"m.yaml", "model"});
+  zoo::testing::expect_refused([&] { models::find_hf_converter("mmsimple-llava").config_to_hf(*spec); },
+                               {"model.image_model_list.image_models = 2 towers", "has one vision tower"});
 }
 
 // What zoo's llava cannot say in HF's terms, and HF's LLaVA variants zoo

@@ -13,6 +13,7 @@
 #include "models/common/hf_key_map.h"
 #include "models/common/hf_keys.h"
 #include "models/llava/llava.h"
+#include "models/multimodal_simple/multimodal_simple.h"
 
 namespace zoo::models {
 namespace {
@@ -20,6 +21,51 @@ namespace {
 const char* const kVision = "vision_tower.vision_model.";
 const char* const kProjector = "multi_modal_projector.";
 const char* const kText = "language_model.";  // + LlamaForCausalLM's keys
+
+// Where a zoo family keeps the tower, the projector and the decoder, and
+// the names of their model keys, for messages.
+struct ZooLayout {
+  std::string tower, projector, text;  // key prefixes
+  std::string tower_key, projector_key;
+};
+const ZooLayout kLlava{"image_model.", "projector_image_model.", "text_model.", "image_model", "projector.image_model"};
+const ZooLayout kMultimodalSimple{"image_model.image_model_list.0.0.", "image_model.projection.", "text_model.",
+                                  "image_model_list.image_models[0].image_encoder",
+                                  "image_model_list.global_image_projection"};
+
+// What HF's LLaVA holds, read off either family's spec.
+struct LlavaShape {
+  const VitOptions& image;
+  int64_t layer;  // 0-based: the features are this layer's output
+  bool patch;     // [CLS] dropped
+  const ProjectorOptions* projector;
+  const ModelSpec& text;
+};
+
+LlavaShape llava_shape(const ModelSpec& spec) {
+  const LlavaParts p = llava_parts(spec);
+  ExportCheck("llava").expect(!p.options.projector || !p.options.projector->text_model, "projector.text_model", "set",
+                              "has no projector on the text embeddings");
+  const int64_t L = p.image.num_hidden_layers;
+  return {p.image, ((p.options.image_feature_select_layer_idx % L) + L) % L,
+          p.options.image_feature_select_mode == "patch",
+          p.options.projector && p.options.projector->image_model ? &*p.options.projector->image_model : nullptr,
+          p.text};
+}
+
+LlavaShape multimodal_simple_shape(const ModelSpec& spec) {
+  const MultimodalSimpleParts p = multimodal_simple_parts(spec);
+  const ExportCheck check("llava");
+  check.expect(p.towers.size() == 1, "image_model_list.image_models", std::to_string(p.towers.size()) + " towers",
+               "has one vision tower");
+  const ImageTowerSpec& tower = p.towers.front();
+  check.expect(!tower.projection, "image_model_list.image_models[0].projection_layer", "set",
+               "projects the tower's features once (global_image_projection)");
+  check.expect(tower.layer.has_value(), "image_model_list.image_models[0].image_encoder.image_layer_idx", "null",
+               "takes a layer's output, never the final norm's");
+  return {tower.encoder, *tower.layer, p.list.image_feature_select_mode == "patch",
+          p.list.global_image_projection ? &*p.list.global_image_projection : nullptr, p.text};
+}
 
 // HF's defaults for what a config.json leaves out (CLIPVisionConfig as
 // LlavaConfig builds it, LlamaConfig, LlavaConfig).
@@ -64,7 +110,14 @@ int64_t feature_layer_from_hf(const nlohmann::json& c, int64_t layers) {
   return entry - 1;
 }
 
-YAML::Node llava_model(const nlohmann::json& given) {
+// config.json read into the parts both zoo families are made of.
+struct HfLlavaConfig {
+  YAML::Node image, text, projector;
+  int64_t layer = 0;  // 0-based
+  bool patch = true;
+};
+
+HfLlavaConfig read_llava_config(const nlohmann::json& given) {
   const nlohmann::json c = with_defaults(given, {{"vision_feature_layer", -2},
                                                  {"vision_feature_select_strategy", "default"},
                                                  {"projector_hidden_act", "gelu"},
@@ -77,8 +130,7 @@ YAML::Node llava_model(const nlohmann::json& given) {
   if (strategy != "default" && strategy != "full")
     refuse_config(c, "vision_feature_select_strategy", "is neither default nor full");
 
-  YAML::Node m(YAML::NodeType::Map);
-  m["name"] = "llava";
+  HfLlavaConfig out;
   YAML::Node image(YAML::NodeType::Map);
   image["name"] = "ViTModel";
   const int64_t width = v.at("hidden_size").get<int64_t>(), layers = v.at("num_hidden_layers").get<int64_t>();
@@ -101,12 +153,12 @@ YAML::Node llava_model(const nlohmann::json& given) {
   image["prepend_cls_token"] = true;
   image["norm_first"] = true;
   image["use_final_layer_norm"] = true;
-  m["image_model"] = image;
+  out.image = image;
 
   const std::string text_type = t.at("model_type").get<std::string>();
   YAML::Node text = text_converter(text_type).config_from_hf(t);
   if (text_type == "llama") text["name"] = "LlamaModel";  // modelzoo's LLaVA files' name
-  m["text_model"] = text;
+  out.text = text;
 
   YAML::Node projector(YAML::NodeType::Map);
   projector["name"] = "FeedForwardNetwork";
@@ -116,9 +168,21 @@ YAML::Node llava_model(const nlohmann::json& given) {
   projector["layers_activation"].push_back(zoo_activation(c, "projector_hidden_act", "gelu"));
   projector["layers_activation"].push_back(YAML::Node(YAML::NodeType::Null));
   projector["use_bias"] = c.at("multimodal_projector_bias").get<bool>();
-  m["projector"]["image_model"] = projector;
-  m["image_feature_select_layer_idx"] = feature_layer_from_hf(c, layers);
-  m["image_feature_select_mode"] = strategy == "default" ? "patch" : "cls_patch";
+  out.projector = projector;
+  out.layer = feature_layer_from_hf(c, layers);
+  out.patch = strategy == "default";
+  return out;
+}
+
+YAML::Node llava_model(const nlohmann::json& given) {
+  const HfLlavaConfig c = read_llava_config(given);
+  YAML::Node m(YAML::NodeType::Map);
+  m["name"] = "llava";
+  m["image_model"] = c.image;
+  m["text_model"] = c.text;
+  m["projector"]["image_model"] = c.projector;
+  m["image_feature_select_layer_idx"] = c.layer;
+  m["image_feature_select_mode"] = c.patch ? "patch" : "cls_patch";
   // HF puts the features at the prompt's <image> tokens; modelzoo's data
   // and model at a fixed position, after the BOS token in its LLaVA files.
   m["image_start_idx"] = 1;
@@ -127,36 +191,49 @@ YAML::Node llava_model(const nlohmann::json& given) {
   return m;
 }
 
-nlohmann::json llava_config(const ModelSpec& spec) {
-  const LlavaParts p = llava_parts(spec);
+// multimodal_simple's layout: one tower, the projector as the global image
+// projection; the data says where the features go.
+YAML::Node multimodal_simple_model(const nlohmann::json& given) {
+  const HfLlavaConfig c = read_llava_config(given);
+  YAML::Node m(YAML::NodeType::Map), encoder = YAML::Clone(c.image), tower(YAML::NodeType::Map);
+  m["name"] = "multimodal_simple";
+  encoder["image_layer_idx"] = c.layer;
+  tower["image_encoder"] = encoder;
+  m["image_model_list"]["image_feature_select_mode"] = c.patch ? "patch" : "cls_patch";
+  m["image_model_list"]["image_models"].push_back(tower);
+  m["image_model_list"]["global_image_projection"] = c.projector;
+  m["text_model"] = c.text;
+  m["loss_scaling"] = "num_tokens";
+  m["loss_weight"] = 1.0;
+  return m;
+}
+
+nlohmann::json hf_llava_config(const LlavaShape& p, const ZooLayout& zoo) {
   const VitOptions& v = p.image;
   const ExportCheck check("llava");
-  check.expect(!p.options.projector || !p.options.projector->text_model, "projector.text_model", "set",
-               "has no projector on the text embeddings");
-  const ProjectorOptions* projector =
-      p.options.projector && p.options.projector->image_model ? &*p.options.projector->image_model : nullptr;
+  const ProjectorOptions* projector = p.projector;
   const auto& activations = projector ? projector->layers_activation : std::nullopt;
   check.expect(
       projector && projector->layers_units.size() == 2 && activations && (*activations)[0] && !(*activations)[1],
-      "projector.image_model", "not two layers with an activation between them",
+      zoo.projector_key, "not two layers with an activation between them",
       "projects with linear_1, an activation and linear_2");
+  const std::string t = zoo.tower_key + ".";
   check
       .expect(v.use_post_embed_layer_norm && v.use_conv_patchified_embedding && !v.use_embed_proj_bias,
-              "image_model.use_post_embed_layer_norm", "false",
+              t + "use_post_embed_layer_norm", "false",
               "is CLIP's tower: a norm on the embeddings, a conv patch embedding without bias")
       .expect(v.prepend_cls_token && v.position_embedding_type == std::optional<std::string>("learned"),
-              "image_model.position_embedding_type", v.position_embedding_type.value_or("null"),
+              t + "position_embedding_type", v.position_embedding_type.value_or("null"),
               "has a [CLS] token and learned positions")
-      .expect(v.norm_first && v.use_final_layer_norm && !v.use_encoder_pooler_layer, "image_model.norm_first", "false",
+      .expect(v.norm_first && v.use_final_layer_norm && !v.use_encoder_pooler_layer, t + "norm_first", "false",
               "normalizes before attention and the FFN, and after the last layer, with no pooler")
       .expect(v.use_projection_bias_in_attention && v.use_ffn_bias_in_attention && v.use_ffn_bias,
-              "image_model.use_ffn_bias", "false", "has every bias in its layers")
-      .expect(!v.layerscale_value, "image_model.layerscale_value", std::to_string(v.layerscale_value.value_or(0)),
+              t + "use_ffn_bias", "false", "has every bias in its layers")
+      .expect(!v.layerscale_value, t + "layerscale_value", std::to_string(v.layerscale_value.value_or(0)),
               "has no layer scale")
-      .expect(v.image_size[0] == v.image_size[1] && v.patch_size[0] == v.patch_size[1], "image_model.image_size",
+      .expect(v.image_size[0] == v.image_size[1] && v.patch_size[0] == v.patch_size[1], t + "image_size",
               "not square", "takes square images in square patches");
-  const int64_t layers = v.num_hidden_layers;
-  const int64_t k = ((p.options.image_feature_select_layer_idx % layers) + layers) % layers;
+  const int64_t layers = v.num_hidden_layers, k = p.layer;
   nlohmann::json text = find_hf_converter("llama").config_to_hf(p.text);
   nlohmann::json vision{{"model_type", "clip_vision_model"},
                         {"hidden_size", v.hidden_size},
@@ -170,7 +247,7 @@ nlohmann::json llava_config(const ModelSpec& spec) {
                         {"layer_norm_eps", v.layer_norm_epsilon},
                         {"attention_dropout", v.attention_dropout_rate},
                         {"initializer_range", v.initializer_range}};
-  const int64_t patches = v.num_patches() + (p.options.image_feature_select_mode == "patch" ? 0 : 1);
+  const int64_t patches = v.num_patches() + (p.patch ? 0 : 1);
   return {{"model_type", "llava"},
           {"architectures", {"LlavaForConditionalGeneration"}},
           {"vision_config", vision},
@@ -178,15 +255,15 @@ nlohmann::json llava_config(const ModelSpec& spec) {
           {"projector_hidden_act", *(*activations)[0]},
           {"multimodal_projector_bias", projector->use_bias},
           {"vision_feature_layer", k - layers},  // hidden_states[k + 1], counted from the end
-          {"vision_feature_select_strategy", p.options.image_feature_select_mode == "patch" ? "default" : "full"},
+          {"vision_feature_select_strategy", p.patch ? "default" : "full"},
           {"image_seq_length", patches},
           {"tie_word_embeddings", text.value("tie_word_embeddings", false)}};
 }
 
-// The vision tower and projector: HF's CLIP keys <-> zoo's image_model.*.
-HfKeyMap vision_keys(const VitOptions& o) {
+// The vision tower and projector: HF's CLIP keys <-> zoo's, under `zoo`'s prefixes.
+HfKeyMap vision_keys(const VitOptions& o, const ZooLayout& zoo) {
   HfKeyMap m;
-  const std::string e = "image_model.embedding_layer.", enc = "image_model.encoder.transformer_encoder.";
+  const std::string e = zoo.tower + "embedding_layer.", enc = zoo.tower + "encoder.transformer_encoder.";
   const std::string h = kVision;
   m.tensors.push_back({h + "embeddings.class_embedding", e + "cls_embedding"});
   m.tensors.push_back({h + "embeddings.position_embedding.weight", e + "position_embeddings.weight"});
@@ -204,8 +281,8 @@ HfKeyMap vision_keys(const VitOptions& o) {
     m.norm(hl + "layer_norm2", zl + "norm2");
   }
   m.norm(h + "post_layernorm", enc + "norm");
-  m.linear(std::string(kProjector) + "linear_1", "projector_image_model.ffn.0.linear_layer");
-  m.linear(std::string(kProjector) + "linear_2", "projector_image_model.ffn.1.linear_layer");
+  m.linear(std::string(kProjector) + "linear_1", zoo.projector + "ffn.0.linear_layer");
+  m.linear(std::string(kProjector) + "linear_2", zoo.projector + "ffn.1.linear_layer");
   m.hf_buffers = {"embeddings.position_ids"};
   return m;
 }
@@ -228,15 +305,16 @@ StateDict hub_layout(const StateDict& hf) {
   return out;
 }
 
-}  // namespace
-
-HfAdapter llava_hf_adapter() {
+// The converter for one zoo layout: `shape` reads a spec of its family,
+// `model` writes its model section, `input` its data section.
+HfAdapter llava_like_adapter(const ZooLayout& zoo, LlavaShape (*shape)(const ModelSpec&),
+                             YAML::Node (*model)(const nlohmann::json&), const std::string& data) {
   HfAdapter a;
   a.model_types = {"llava"};
-  a.config_from_hf = llava_model;
-  a.config_to_hf = llava_config;
-  a.from_hf = [](const StateDict& given, const ModelSpec& spec) {
-    const LlavaParts p = llava_parts(spec);
+  a.config_from_hf = model;
+  a.config_to_hf = [zoo, shape](const ModelSpec& spec) { return hf_llava_config(shape(spec), zoo); };
+  a.from_hf = [zoo, shape](const StateDict& given, const ModelSpec& spec) {
+    const LlavaShape p = shape(spec);
     StateDict vision, text;
     for (const auto& [key, tensor] : hub_layout(given)) {
       if (key.rfind(kText, 0) == 0)
@@ -244,42 +322,55 @@ HfAdapter llava_hf_adapter() {
       else
         vision[key] = tensor;
     }
-    StateDict in = vision;
-    const std::string cls = std::string(kVision) + "embeddings.", positions = cls + "position_embedding.weight";
-    if (auto it = in.find(positions); it != in.end())  // [CLS]'s row: HF's first, modelzoo's last
+    const std::string positions = std::string(kVision) + "embeddings.position_embedding.weight";
+    if (auto it = vision.find(positions); it != vision.end())  // [CLS]'s row: HF's first, modelzoo's last
       it->second = torch::cat({it->second.narrow(0, 1, it->second.size(0) - 1), it->second.narrow(0, 0, 1)});
-    StateDict out = map_to_zoo(vision_keys(p.image), in);
-    for (auto& [key, tensor] : find_hf_converter("llama").from_hf(text, p.text)) out["text_model." + key] = tensor;
+    StateDict out = map_to_zoo(vision_keys(p.image, zoo), vision);
+    for (auto& [key, tensor] : find_hf_converter("llama").from_hf(text, p.text)) out[zoo.text + key] = tensor;
     return out;
   };
-  a.to_hf = [](const StateDict& zoo, const ModelSpec& spec) {
-    const LlavaParts p = llava_parts(spec);
+  a.to_hf = [zoo, shape](const StateDict& weights, const ModelSpec& spec) {
+    const LlavaShape p = shape(spec);
     StateDict vision, text;
-    for (const auto& [key, tensor] : zoo) {
-      if (key.rfind("text_model.", 0) == 0)
-        text[key.substr(11)] = tensor;
+    for (const auto& [key, tensor] : weights) {
+      if (key.rfind(zoo.text, 0) == 0)
+        text[key.substr(zoo.text.size())] = tensor;
       else
         vision[key] = tensor;
     }
-    StateDict out = map_to_hf(vision_keys(p.image), vision);
+    StateDict out = map_to_hf(vision_keys(p.image, zoo), vision);
     torch::Tensor& positions = out.at(std::string(kVision) + "embeddings.position_embedding.weight");
     const int64_t n = positions.size(0);
     positions = torch::cat({positions.narrow(0, n - 1, 1), positions.narrow(0, 0, n - 1)});
     for (auto& [key, tensor] : find_hf_converter("llama").to_hf(text, p.text)) out[kText + key] = tensor;
     return out;
   };
-  // Fine-tuning reads modelzoo's LLaVA samples, its images prepared as LLaVA-1.5's CLIP processor does.
-  a.input_from_hf = [](const nlohmann::json&, const YAML::Node& model, const std::string&) {
-    const int64_t size = model["image_model"]["image_size"][0].as<int64_t>();
-    return YAML::Load("{data_processor: LlavaHDF5MapDataProcessor, img_data_dir: ./images, image_data_size: [3, " +
-                      std::to_string(size) + ", " + std::to_string(size) +
-                      "], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, {name: resize, "
-                      "size: " +
-                      std::to_string(size) +
-                      ", interpolation: bicubic}, {name: center_crop, size: " + std::to_string(size) +
+  // Fine-tuning reads modelzoo's samples, the images prepared as LLaVA-1.5's CLIP processor does.
+  a.input_from_hf = [data](const nlohmann::json& c, const YAML::Node&, const std::string&) {
+    const std::string size =
+        std::to_string(with_defaults(c.value("vision_config", nlohmann::json::object()), kClipVisionDefaults)
+                           .at("image_size")
+                           .get<int64_t>());
+    return YAML::Load("{data_processor: " + data + ", img_data_dir: ./images, image_data_size: [3, " + size + ", " +
+                      size + "], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, {name: "
+                      "resize, size: " + size + ", interpolation: bicubic}, {name: center_crop, size: " + size +
                       "}, {name: to_tensor}, {name: normalize, mean: [0.48145466, 0.4578275, 0.40821073], std: "
                       "[0.26862954, 0.26130258, 0.27577711]}]}");
   };
+  return a;
+}
+
+}  // namespace
+
+HfAdapter llava_hf_adapter() {
+  return llava_like_adapter(kLlava, llava_shape, llava_model, "LlavaHDF5MapDataProcessor");
+}
+
+HfAdapter mmsimple_llava_hf_adapter() {
+  HfAdapter a = llava_like_adapter(kMultimodalSimple, multimodal_simple_shape, multimodal_simple_model,
+                                   "MultimodalSimpleHDF5MapDataProcessor");
+  // model_type llava picks the llava family's converter; this one by name (--model mmsimple-llava).
+  a.claims = [](const nlohmann::json&) { return false; };
   return a;
 }
 

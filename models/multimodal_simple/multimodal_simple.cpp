@@ -4,6 +4,7 @@
 #include "models/common/freeze.h"
 #include "models/common/lm_loss.h"
 #include "models/common/multimodal_towers.h"
+#include "models/llava/hf_adapter.h"
 
 namespace zoo::models {
 
@@ -206,6 +207,7 @@ class MultimodalSimpleSpec : public ModelSpec {
   }
   std::vector<std::string> consumes() const override { return multimodal_simple_features(); }
   std::optional<int64_t> max_sequence_length() const override { return text_.spec->max_sequence_length(); }
+  MultimodalSimpleParts parts() const { return {options_, list_, towers_, *text_.spec}; }
 
  private:
   // image_model_list: its own keys and the towers, in modelzoo's Trainer
@@ -335,6 +337,12 @@ class MultimodalSimpleSpec : public ModelSpec {
 
 }  // namespace
 
+MultimodalSimpleParts multimodal_simple_parts(const ModelSpec& spec) {
+  const auto* mm = dynamic_cast<const MultimodalSimpleSpec*>(&spec);
+  if (!mm) throw std::invalid_argument("expected a multimodal_simple model section");
+  return mm->parts();
+}
+
 ModelFamily multimodal_simple_family() {
   ModelFamily f;
   f.name = "multimodal_simple";
@@ -358,6 +366,7 @@ ModelFamily multimodal_simple_family() {
     return key == "image_model_list" || key == "text_model" || MultimodalSimpleOptions::schema().accepts_key(key);
   };
   f.required_keys = {"image_model_list", "text_model"};
+  f.hf["mmsimple-llava"] = mmsimple_llava_hf_adapter();
   return f;
 }
 

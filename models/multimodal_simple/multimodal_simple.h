@@ -10,7 +10,7 @@
 // (the tower's ViTModel keys), model.image_model.image_model_list.{i}.1.ffn.{j}.linear_layer.*
 // (its projection), model.image_model.projection.ffn.{j}.linear_layer.* and model.text_model.*.
 // Defines: MultimodalSimpleOptions, ImageTowerSpec, MultimodalImageEncodersImpl, MultimodalSimpleModel,
-// multimodal_simple_family.
+// MultimodalSimpleParts, multimodal_simple_parts, multimodal_simple_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -103,6 +103,16 @@ class MultimodalSimpleModel : public Model {
  private:
   MultimodalSimpleOptions options_;
 };
+
+// A parsed multimodal_simple section's parts (for its Hugging Face
+// converter); throws std::invalid_argument for another family's spec.
+struct MultimodalSimpleParts {
+  const MultimodalSimpleOptions& options;
+  const ImageModelListOptions& list;
+  const std::vector<ImageTowerSpec>& towers;
+  const ModelSpec& text;  // a gpt2-family spec
+};
+MultimodalSimpleParts multimodal_simple_parts(const ModelSpec& spec);
 
 ModelFamily multimodal_simple_family();
 
