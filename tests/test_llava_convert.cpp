@@ -179,10 +179,9 @@ TEST(ConvertLlava, IntoMultimodalSimplesLayoutAndBack) {
             1);
   EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "MultimodalSimpleHDF5MapDataProcessor");
   torch::NoGradGuard no_grad;
-  models::Features batch = {
-      {"image_data", zoo::testing::read_raw(dir / "images.bin", torch::kFloat, {2, 1, 3, 8, 8})},
-      {"image_data_loc", torch::arange(1, 5, torch::kLong).expand({2, 1, 4})},
-      {"text_input_ids", zoo::testing::read_raw(dir / "ids.bin", torch::kLong, {2, 10})}};
+  models::Features batch = {{"image_data", zoo::testing::read_raw(dir / "images.bin", torch::kFloat, {2, 1, 3, 8, 8})},
+                            {"image_data_loc", torch::arange(1, 5, torch::kLong).expand({2, 1, 4})},
+                            {"text_input_ids", zoo::testing::read_raw(dir / "ids.bin", torch::kLong, {2, 10})}};
   const torch::Tensor expected = zoo::testing::read_raw(dir / "logits.bin", torch::kFloat, {2, 10, 37});
   EXPECT_LT((model->padded_logits(batch).narrow(2, 0, 37) - expected).abs().max().item<double>(), 1e-5);
   convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "back"});

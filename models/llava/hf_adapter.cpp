@@ -47,10 +47,9 @@ LlavaShape llava_shape(const ModelSpec& spec) {
   ExportCheck("llava").expect(!p.options.projector || !p.options.projector->text_model, "projector.text_model", "set",
                               "has no projector on the text embeddings");
   const int64_t L = p.image.num_hidden_layers;
-  return {p.image, ((p.options.image_feature_select_layer_idx % L) + L) % L,
-          p.options.image_feature_select_mode == "patch",
-          p.options.projector && p.options.projector->image_model ? &*p.options.projector->image_model : nullptr,
-          p.text};
+  return {
+      p.image, ((p.options.image_feature_select_layer_idx % L) + L) % L, p.options.image_feature_select_mode == "patch",
+      p.options.projector && p.options.projector->image_model ? &*p.options.projector->image_model : nullptr, p.text};
 }
 
 LlavaShape multimodal_simple_shape(const ModelSpec& spec) {
@@ -227,12 +226,12 @@ nlohmann::json hf_llava_config(const LlavaShape& p, const ZooLayout& zoo) {
               "has a [CLS] token and learned positions")
       .expect(v.norm_first && v.use_final_layer_norm && !v.use_encoder_pooler_layer, t + "norm_first", "false",
               "normalizes before attention and the FFN, and after the last layer, with no pooler")
-      .expect(v.use_projection_bias_in_attention && v.use_ffn_bias_in_attention && v.use_ffn_bias,
-              t + "use_ffn_bias", "false", "has every bias in its layers")
+      .expect(v.use_projection_bias_in_attention && v.use_ffn_bias_in_attention && v.use_ffn_bias, t + "use_ffn_bias",
+              "false", "has every bias in its layers")
       .expect(!v.layerscale_value, t + "layerscale_value", std::to_string(v.layerscale_value.value_or(0)),
               "has no layer scale")
-      .expect(v.image_size[0] == v.image_size[1] && v.patch_size[0] == v.patch_size[1], t + "image_size",
-              "not square", "takes square images in square patches");
+      .expect(v.image_size[0] == v.image_size[1] && v.patch_size[0] == v.patch_size[1], t + "image_size", "not square",
+              "takes square images in square patches");
   const int64_t layers = v.num_hidden_layers, k = p.layer;
   nlohmann::json text = find_hf_converter("llama").config_to_hf(p.text);
   nlohmann::json vision{{"model_type", "clip_vision_model"},
@@ -352,8 +351,10 @@ HfAdapter llava_like_adapter(const ZooLayout& zoo, LlavaShape (*shape)(const Mod
                            .at("image_size")
                            .get<int64_t>());
     return YAML::Load("{data_processor: " + data + ", img_data_dir: ./images, image_data_size: [3, " + size + ", " +
-                      size + "], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, {name: "
-                      "resize, size: " + size + ", interpolation: bicubic}, {name: center_crop, size: " + size +
+                      size +
+                      "], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, {name: "
+                      "resize, size: " +
+                      size + ", interpolation: bicubic}, {name: center_crop, size: " + size +
                       "}, {name: to_tensor}, {name: normalize, mean: [0.48145466, 0.4578275, 0.40821073], std: "
                       "[0.26862954, 0.26130258, 0.27577711]}]}");
   };
