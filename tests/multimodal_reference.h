@@ -1,5 +1,5 @@
 // Shared by the multimodal families' tests (LLaVA, multimodal_simple):
-// expect_frozen_exactly, expect_trains_all_but_frozen, and kMultimodalReferenceLayers, the parts of a
+// expect_frozen_exactly, expect_trains_all_but_frozen, kReferenceTextModel and kMultimodalReferenceLayers, the parts of a
 // float64 forward pass written in Python from modelzoo's layers that both
 // use, to be followed by each family's own glue. The case file (argv[1],
 // torch.load) holds the model's `state` and the batch; argv[2] is JSON
@@ -83,6 +83,16 @@ trainer:
   for (double l : train_losses(rest.output)) resumed.push_back(l);
   EXPECT_EQ(resumed, losses) << first.output << rest.output;
 }
+
+// The text tower kMultimodalReferenceLayers' llama_logits computes: a
+// LLaMA-style decoder of 2 layers and 3 heads, vocabulary 37, width 12.
+inline const char* const kReferenceTextModel =
+    "text_model: {name: LlamaModel, vocab_size: 37, hidden_size: 12, num_hidden_layers: 2, num_heads: 3, "
+    "filter_size: 20, max_position_embeddings: 16, position_embedding_type: rotary, rotary_dim: 4, "
+    "norm_type: rmsnorm, nonlinearity: swiglu, use_projection_bias_in_attention: false, "
+    "use_ffn_bias_in_attention: false, use_ffn_bias: false, use_bias_in_output: false, share_embedding_weights: false, "
+    "dropout_rate: 0.0, embedding_dropout_rate: 0.0, attention_dropout_rate: 0.0, layer_norm_epsilon: 1.0e-5, "
+    "extra_ffn_params: {static_dual_expert: false}}";
 
 inline const char* const kMultimodalReferenceLayers = R"PY(
 import json, math, sys, torch

@@ -27,13 +27,8 @@ std::shared_ptr<const models::ModelSpec> llava_spec(const std::string& yaml) {
   return models::find_model("llava").parse(YAML::Load(yaml), config::Context{"m.yaml", "model"});
 }
 
-// A LLaMA-style decoder and a CLIP-style tower, small.
-const char* const kTextModel =
-    "text_model: {name: LlamaModel, vocab_size: 37, hidden_size: 12, num_hidden_layers: 2, num_heads: 3, "
-    "filter_size: 20, max_position_embeddings: 16, position_embedding_type: rotary, rotary_dim: 4, "
-    "norm_type: rmsnorm, nonlinearity: swiglu, use_projection_bias_in_attention: false, "
-    "use_ffn_bias_in_attention: false, use_ffn_bias: false, use_bias_in_output: false, share_embedding_weights: false, "
-    "dropout_rate: 0.0, embedding_dropout_rate: 0.0, attention_dropout_rate: 0.0, layer_norm_epsilon: 1.0e-5}";
+// A LLaMA-style decoder (the reference's) and a CLIP-style tower, small.
+const char* const kTextModel = zoo::testing::kReferenceTextModel;
 
 std::string image_model(int64_t hidden, bool conv) {
   return "image_model: {name: ViTModel, hidden_size: " + std::to_string(hidden) +
