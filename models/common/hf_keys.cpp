@@ -17,6 +17,15 @@ torch::Tensor take_key(std::map<std::string, torch::Tensor>& from, const std::st
   return t;
 }
 
+torch::Tensor cls_row_last(const torch::Tensor& rows) {
+  return torch::cat({rows.narrow(0, 1, rows.size(0) - 1), rows.narrow(0, 0, 1)});
+}
+
+torch::Tensor cls_row_first(const torch::Tensor& rows) {
+  const int64_t n = rows.size(0);
+  return torch::cat({rows.narrow(0, n - 1, 1), rows.narrow(0, 0, n - 1)});
+}
+
 torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rotary_dim, bool to_zoo) {
   const int64_t D = w.size(0) / heads, R = rotary_dim;
   std::vector<int64_t> order(D);

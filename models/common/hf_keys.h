@@ -1,7 +1,7 @@
 // Helpers every Hugging Face converter uses: taking keys out of a state dict
 // with clear errors, and the rotary row order between HF's half-split layout
 // and modelzoo's interleaved one, reading config.json and checking an
-// export. Defines: take_key, permute_rotary,
+// export. Defines: take_key, permute_rotary, cls_row_last, cls_row_first,
 // rotary_decoder_shape, config_sets, config_value, refuse_config,
 // zoo_activation, ExportCheck.
 #pragma once
@@ -24,6 +24,11 @@ torch::Tensor take_key(std::map<std::string, torch::Tensor>& from, const std::st
 // zoo row 2j = HF row j, zoo row 2j+1 = HF row j + R/2 (per head of w's
 // `heads` row blocks, first R rows of each; w 2-D, or 1-D for a bias).
 torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rotary_dim, bool to_zoo);
+
+// A ViT position table's [CLS] row (rows (N + 1, C)): HF's vision models
+// keep it first, modelzoo's ViTModel last.
+torch::Tensor cls_row_last(const torch::Tensor& hf_rows);
+torch::Tensor cls_row_first(const torch::Tensor& zoo_rows);
 
 // The `model` keys of a rotary decoder read from the config.json fields
 // LLaMA, Mistral and GPT-NeoX share (vocab_size, hidden_size,

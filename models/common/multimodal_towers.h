@@ -2,7 +2,8 @@
 // their model sections, parsed once: a tower section carries its model's
 // `name` beside that model's keys; the image tower is a ViTModel, the text
 // tower a decoder of zoo's gpt2 family (LlamaModel, llama, mistral, ...).
-// Defines: keys_except, NamedSection, named_section, named_mapping, parse_vit_tower, DecoderTower, parse_decoder_tower.
+// Defines: keys_except, NamedSection, named_section, named_mapping, parse_vit_tower, layer_from_end,
+// tower_features, DecoderTower, parse_decoder_tower.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -38,6 +39,16 @@ NamedSection named_mapping(const YAML::Node& section, const config::Context& ctx
 // `model` names the family in the error, e.g. "llava".
 VitOptions parse_vit_tower(const NamedSection& tower, const YAML::Node& name_at, const config::Context& ctx,
                            const std::string& model);
+
+// A layer index as modelzoo's towers take it (negative: from the end, -1
+// the last of `layers`) made 0-based; the caller has checked its range.
+inline int64_t layer_from_end(int64_t index, int64_t layers) { return ((index % layers) + layers) % layers; }
+
+// The features a ViT tower gives per image: its sequence, less [CLS] when
+// `drop_cls` (modelzoo's image_feature_select_mode patch).
+inline int64_t tower_features(const VitOptions& tower, bool drop_cls) {
+  return tower.sequence_length() - (drop_cls ? 1 : 0);
+}
 
 // The text tower: its family's spec and name as written.
 struct DecoderTower {

@@ -12,6 +12,7 @@
 
 #include "models/common/hf_key_map.h"
 #include "models/common/hf_keys.h"
+#include "models/common/multimodal_towers.h"
 #include "models/llava/llava.h"
 #include "models/multimodal_simple/multimodal_simple.h"
 
@@ -46,10 +47,10 @@ LlavaShape llava_shape(const ModelSpec& spec) {
   const LlavaParts p = llava_parts(spec);
   ExportCheck("llava").expect(!p.options.projector || !p.options.projector->text_model, "projector.text_model", "set",
                               "has no projector on the text embeddings");
-  const int64_t L = p.image.num_hidden_layers;
-  return {
-      p.image, ((p.options.image_feature_select_layer_idx % L) + L) % L, p.options.image_feature_select_mode == "patch",
-      p.options.projector && p.options.projector->image_model ? &*p.options.projector->image_model : nullptr, p.text};
+  return {p.image, layer_from_end(p.options.image_feature_select_layer_idx, p.image.num_hidden_layers),
+          p.options.image_feature_select_mode == "patch",
+          p.options.projector && p.options.projector->image_model ? &*p.options.projector->image_model : nullptr,
+          p.text};
 }
 
 LlavaShape multimodal_simple_shape(const ModelSpec& spec) {
@@ -98,7 +99,7 @@ const HfAdapter& text_converter(const std::string& model_type) {
 }
 
 // The image feature's layer: config.json's vision_feature_layer (an entry of
-// hidden_states) as zoo's 0-based layer, and back.
+// hidden_states) as zoo's 0-based layer (hf_llava_config writes it back).
 int64_t feature_layer_from_hf(const nlohmann::json& c, int64_t layers) {
   const nlohmann::json& v = c.at("vision_feature_layer");
   if (!v.is_number_integer())
@@ -246,7 +247,7 @@ nlohmann::json hf_llava_config(const LlavaShape& p, const ZooLayout& zoo) {
                         {"layer_norm_eps", v.layer_norm_epsilon},
                         {"attention_dropout", v.attention_dropout_rate},
                         {"initializer_range", v.initializer_range}};
-  const int64_t patches = v.num_patches() + (p.patch ? 0 : 1);
+  const int64_t patches = tower_features(v, p.patch);
   return {{"model_type", "llava"},
           {"architectures", {"LlavaForConditionalGeneration"}},
           {"vision_config", vision},
@@ -322,8 +323,7 @@ HfAdapter llava_like_adapter(const ZooLayout& zoo, LlavaShape (*shape)(const Mod
         vision[key] = tensor;
     }
     const std::string positions = std::string(kVision) + "embeddings.position_embedding.weight";
-    if (auto it = vision.find(positions); it != vision.end())  // [CLS]'s row: HF's first, modelzoo's last
-      it->second = torch::cat({it->second.narrow(0, 1, it->second.size(0) - 1), it->second.narrow(0, 0, 1)});
+    if (auto it = vision.find(positions); it != vision.end()) it->second = cls_row_last(it->second);
     StateDict out = map_to_zoo(vision_keys(p.image, zoo), vision);
     for (auto& [key, tensor] : find_hf_converter("llama").from_hf(text, p.text)) out[zoo.text + key] = tensor;
     return out;
@@ -339,8 +339,7 @@ HfAdapter llava_like_adapter(const ZooLayout& zoo, LlavaShape (*shape)(const Mod
     }
     StateDict out = map_to_hf(vision_keys(p.image, zoo), vision);
     torch::Tensor& positions = out.at(std::string(kVision) + "embeddings.position_embedding.weight");
-    const int64_t n = positions.size(0);
-    positions = torch::cat({positions.narrow(0, n - 1, 1), positions.narrow(0, 0, n - 1)});
+    positions = cls_row_first(positions);
     for (auto& [key, tensor] : find_hf_converter("llama").to_hf(text, p.text)) out[kText + key] = tensor;
     return out;
   };

@@ -50,7 +50,7 @@ LlavaModel::LlavaModel(const LlavaOptions& o, const VitOptions& image, std::shar
                        const torch::TensorOptions& p)
     : options_(o), image_options_(image) {
   const int64_t L = image.num_hidden_layers;
-  feature_layer_ = ((o.image_feature_select_layer_idx % L) + L) % L;
+  feature_layer_ = layer_from_end(o.image_feature_select_layer_idx, L);
   image_model = register_module("image_model", VitEncoder(image, p));
   text_model = register_module("text_model", std::move(text));
   if (o.projector && o.projector->image_model)
@@ -70,7 +70,7 @@ void LlavaModel::reset_parameters() {
 namespace {
 // The image features each sample gets: the tower's sequence, less [CLS] in patch mode.
 int64_t image_features(const LlavaOptions& o, const VitOptions& image) {
-  return image.sequence_length() - (o.image_feature_select_mode == "patch" ? 1 : 0);
+  return tower_features(image, o.image_feature_select_mode == "patch");
 }
 }  // namespace
 

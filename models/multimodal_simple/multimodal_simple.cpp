@@ -47,6 +47,14 @@ const config::Schema<ImageModelListOptions>& ImageModelListOptions::schema() {
   return s;
 }
 
+int64_t ImageTowerSpec::features(bool patch_mode) const { return tower_features(encoder, patch_mode); }
+
+int64_t features_per_image(const std::vector<ImageTowerSpec>& towers, bool patch_mode) {
+  int64_t n = 0;
+  for (const auto& t : towers) n += t.features(patch_mode);
+  return n;
+}
+
 MultimodalImageEncodersImpl::MultimodalImageEncodersImpl(const std::vector<ImageTowerSpec>& towers,
                                                          const ImageModelListOptions& o, const torch::TensorOptions& p)
     : towers_(towers), options_(o) {
@@ -74,19 +82,17 @@ void MultimodalImageEncodersImpl::reset_parameters() {
 }
 
 int64_t MultimodalImageEncodersImpl::features_per_image() const {
-  int64_t n = 0;
-  for (const auto& t : towers_) n += t.features(options_.image_feature_select_mode == "patch");
-  return n;
+  return models::features_per_image(towers_, options_.image_feature_select_mode == "patch");
 }
 
 torch::Tensor MultimodalImageEncodersImpl::forward(const torch::Tensor& images) {
-  const int64_t B = images.size(0), I = images.size(1);
   const VitOptions& first = towers_.front().encoder;
   const std::vector<int64_t> want = {first.num_channels, first.image_size[0], first.image_size[1]};
   if (images.dim() != 5 || images.sizes().slice(2).vec() != want)
     throw std::invalid_argument("multimodal_simple: image_data is " + c10::str(images.sizes()) +
                                 ", expected (batch, images per sample, " + c10::str(c10::IntArrayRef(want)) +
                                 ") as the image towers' num_channels and image_size (the data's image_data_size)");
+  const int64_t B = images.size(0), I = images.size(1);
   const torch::Tensor flat = images.flatten(0, 1);  // (B * I, C, H, W)
   std::vector<torch::Tensor> out;
   for (size_t i = 0; i < encoders_.size(); ++i) {
@@ -266,7 +272,7 @@ class MultimodalSimpleSpec : public ModelSpec {
         encoder_ctx.fail(layer, "image_layer_idx",
                          "expected a layer of the encoder's " + std::to_string(L) + " (" + std::to_string(-L) + " .. " +
                              std::to_string(L - 1) + ")");
-      t.layer = ((idx % L) + L) % L;
+      t.layer = layer_from_end(idx, L);
     }
     if (projection.IsDefined() && !projection.IsNull()) {
       YAML::Node copy = YAML::Clone(projection);
@@ -280,6 +286,7 @@ class MultimodalSimpleSpec : public ModelSpec {
     const config::Context list_ctx = ctx.child("image_model_list");
     const YAML::Node list = section["image_model_list"];
     const bool patch = list_.image_feature_select_mode == "patch";
+    const VitOptions& first = towers_.front().encoder;
     int64_t width = 0;
     for (size_t k = 0; k < towers_.size(); ++k) {
       const ImageTowerSpec& t = towers_[k];
@@ -288,7 +295,6 @@ class MultimodalSimpleSpec : public ModelSpec {
         list_ctx.fail(list["image_feature_select_mode"] ? list["image_feature_select_mode"] : list,
                       "image_feature_select_mode",
                       "patch drops the [CLS] feature, which needs " + tower + "'s prepend_cls_token");
-      const VitOptions& first = towers_.front().encoder;
       if (t.encoder.image_size != first.image_size || t.encoder.num_channels != first.num_channels)
         list_ctx.fail(list["image_models"][k], tower,
                       "its encoder takes images of " + std::to_string(t.encoder.num_channels) + " x " +
@@ -320,8 +326,7 @@ class MultimodalSimpleSpec : public ModelSpec {
                    std::to_string(text.hidden_size) +
                    ": a projection (global_image_projection, or each tower's projection_layer, whose last "
                    "layers_units is the text model's hidden_size) must join them");
-    int64_t per_image = 0;
-    for (const auto& t : towers_) per_image += t.features(patch);
+    const int64_t per_image = features_per_image(towers_, patch);
     if (per_image > text.max_position_embeddings)
       ctx.fail(list, "image_model_list",
                "an image's " + std::to_string(per_image) +

@@ -9,8 +9,9 @@
 // Checkpoint keys are modelzoo's: model.image_model.image_model_list.{i}.0.*
 // (the tower's ViTModel keys), model.image_model.image_model_list.{i}.1.ffn.{j}.linear_layer.*
 // (its projection), model.image_model.projection.ffn.{j}.linear_layer.* and model.text_model.*.
-// Defines: MultimodalSimpleOptions, ImageTowerSpec, MultimodalImageEncodersImpl, MultimodalSimpleModel,
-// MultimodalSimpleParts, multimodal_simple_parts, multimodal_simple_family.
+// Defines: MultimodalSimpleOptions, ImageModelListOptions, ImageTowerSpec, features_per_image,
+// MultimodalImageEncodersImpl, MultimodalSimpleModel, MultimodalSimpleParts, multimodal_simple_parts,
+// multimodal_simple_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -47,13 +48,16 @@ struct ImageModelListOptions {
 // One entry of image_models: a ViTModel and an optional projection.
 struct ImageTowerSpec {
   VitOptions encoder;
-  std::optional<int64_t>
-      layer;  // image_layer_idx, 0-based: that layer's output, no final norm; unset: the whole encoder
+  // image_layer_idx, 0-based: that layer's output, no final norm; unset: the whole encoder.
+  std::optional<int64_t> layer;
   std::optional<ProjectorOptions> projection;
   // The tower's features per image and their width.
-  int64_t features(bool patch_mode) const { return encoder.sequence_length() - (patch_mode ? 1 : 0); }
+  int64_t features(bool patch_mode) const;
   int64_t width() const { return projection ? projection->output_unit() : encoder.hidden_size; }
 };
+
+// Every tower's features per image together (what image_data_loc places).
+int64_t features_per_image(const std::vector<ImageTowerSpec>& towers, bool patch_mode);
 
 // modelzoo's MultimodalSimpleImageEncoders: image_model_list (per tower a
 // list of [ViTModel, projection or identity]) and the global projection.

@@ -109,16 +109,6 @@ nlohmann::json vit_config(const VitOptions& o) {
           {"num_labels", o.num_classes}};
 }
 
-// [CLS]'s position row: HF's first, modelzoo's last.
-torch::Tensor cls_last(const torch::Tensor& hf_positions) {
-  const torch::Tensor rows = hf_positions.reshape({hf_positions.size(-2), hf_positions.size(-1)});
-  return torch::cat({rows.narrow(0, 1, rows.size(0) - 1), rows.narrow(0, 0, 1)});
-}
-torch::Tensor cls_first(const torch::Tensor& zoo_positions) {
-  const int64_t n = zoo_positions.size(0);
-  return torch::cat({zoo_positions.narrow(0, n - 1, 1), zoo_positions.narrow(0, 0, n - 1)}).unsqueeze(0);
-}
-
 }  // namespace
 
 HfAdapter vit_hf_adapter() {
@@ -130,7 +120,8 @@ HfAdapter vit_hf_adapter() {
     StateDict in = hf;
     for (const std::string prefix : {"vit.", ""}) {  // "": a ViT saved without its "vit." prefix
       if (auto it = in.find(prefix + "embeddings.cls_token"); it != in.end()) it->second = it->second.reshape({-1});
-      if (auto it = in.find(prefix + "embeddings.position_embeddings"); it != in.end()) it->second = cls_last(it->second);
+      if (auto it = in.find(prefix + "embeddings.position_embeddings"); it != in.end())  // HF's (1, N + 1, C)
+        it->second = cls_row_last(it->second.reshape({it->second.size(-2), it->second.size(-1)}));
     }
     return map_to_zoo(vit_keys(vit_options_of(spec)), in);
   };
@@ -138,7 +129,7 @@ HfAdapter vit_hf_adapter() {
     const VitOptions& o = vit_options_of(spec);
     StateDict out = map_to_hf(vit_keys(o), zoo);
     out.at(kCls) = out.at(kCls).view({1, 1, -1});
-    out.at(kPositions) = cls_first(out.at(kPositions));
+    out.at(kPositions) = cls_row_first(out.at(kPositions)).unsqueeze(0);
     torch::Tensor& patches = out.at(kPatches);
     if (patches.dim() == 2)  // patchify + linear over (row, column, channel) -> the conv HF holds
       patches = patches.view({o.hidden_size, o.patch_size[0], o.patch_size[1], o.num_channels}).permute({0, 3, 1, 2}).contiguous();
