@@ -3,6 +3,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "data/image.h"
@@ -152,7 +153,7 @@ ImageTextSampleSource::ImageTextSampleSource(const std::vector<std::string>& fil
                                (layout_.image_slots ? " (max_num_img: " + std::to_string(k) + ")" : ""));
     image_paths_.insert(image_paths_.end(), paths.begin(), paths.end());
   }
-  if (!layout_.image_locations) return;
+  if (!layout_.image_slots) return;
   locations_ = std::make_shared<Hdf5Files>(files, std::vector<std::string>{"img_data_loc"},
                                            "multimodal_simple samples with 'img_data_loc'");
   std::optional<int64_t> patches = layout_.patches;
@@ -189,21 +190,27 @@ Features ImageTextSampleSource::read_batch(const std::vector<int64_t>& ids, std:
   Features out = {{"text_input_ids", text.at("input_ids")},
                   {"loss_mask", text.at("attention_mask")},
                   {"labels", text.at("labels")}};
-  // The 0/1 rows after the LM ones: key_padding_mask, token_modality_idx.
-  std::vector<int32_t> unused(static_cast<size_t>(2 * T));
-  for (size_t r = 3; r < layout_.rows.size(); ++r) {
-    torch::Tensor flags = torch::empty({B, T}, torch::kInt);
-    for (int64_t b = 0; b < B; ++b) {
-      int32_t* row = flags.data_ptr<int32_t>() + b * T;
-      const int64_t at = static_cast<int64_t>(r);
-      rows_->read_rows(samples[b], {at, at, at}, row, unused.data(), unused.data() + T);
-      for (int64_t t = 0; t < T; ++t)
-        if (row[t] != 0 && row[t] != 1)
-          throw std::runtime_error(rows_->locate(samples[b]) + ", position " + std::to_string(t) + ": " +
-                                   layout_.rows[r] + " is " + std::to_string(row[t]) + ", expected 0 or 1");
+  // The 0/1 rows after the LM ones (key_padding_mask, token_modality_idx):
+  // up to three from one read of a sample.
+  const int64_t flags = static_cast<int64_t>(layout_.rows.size()) - 3;
+  std::vector<torch::Tensor> flag_rows;
+  for (int64_t r = 0; r < flags; ++r) flag_rows.push_back(torch::empty({B, T}, torch::kInt));
+  std::vector<int32_t> read(static_cast<size_t>(3 * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t first = 0; first < flags; first += 3) {
+      std::array<int64_t, 3> at;
+      for (int64_t i = 0; i < 3; ++i) at[i] = 3 + std::min(first + i, flags - 1);
+      rows_->read_rows(samples[b], at, read.data(), read.data() + T, read.data() + 2 * T);
+      for (int64_t r = first; r < std::min(first + 3, flags); ++r) {
+        const int32_t* row = read.data() + (r - first) * T;
+        for (int64_t t = 0; t < T; ++t)
+          if (row[t] != 0 && row[t] != 1)
+            throw std::runtime_error(rows_->locate(samples[b]) + ", position " + std::to_string(t) + ": " +
+                                     layout_.rows[3 + r] + " is " + std::to_string(row[t]) + ", expected 0 or 1");
+        std::copy(row, row + T, flag_rows[r].data_ptr<int32_t>() + b * T);
+      }
     }
-    out[layout_.rows[r]] = flags.to(torch::kLong);
-  }
+  for (int64_t r = 0; r < flags; ++r) out[layout_.rows[3 + r]] = flag_rows[r].to(torch::kLong);
   if (locations_) {
     const int64_t P = *layout_.patches;
     torch::Tensor where = torch::empty({B, k, P}, torch::kInt);
@@ -262,7 +269,7 @@ DataProcessor llava_hdf5_processor() {
       "img_data_dir, through `transforms`); shuffling permutes all samples each epoch.",
       {"text_input_ids", "loss_mask", "labels", "key_padding_mask", "image_data"},
       [](const LlavaHdf5Options& o, const config::Origin& at) {
-        return open_image_text(o, at, ImageTextLayout{kLlavaRows, std::nullopt, false, std::nullopt});
+        return open_image_text(o, at, ImageTextLayout{kLlavaRows, std::nullopt, std::nullopt});
       });
 }
 
@@ -275,7 +282,7 @@ DataProcessor multimodal_simple_hdf5_processor() {
       {"text_input_ids", "loss_mask", "labels", "key_padding_mask", "token_modality_idx", "image_data",
        "image_data_loc"},
       [](const MultimodalSimpleHdf5Options& o, const config::Origin& at) {
-        return open_image_text(o, at, ImageTextLayout{kMultimodalSimpleRows, o.max_num_img, true, o.num_patches});
+        return open_image_text(o, at, ImageTextLayout{kMultimodalSimpleRows, o.max_num_img, o.num_patches});
       });
 }
 

@@ -55,10 +55,12 @@ std::vector<std::string> read_hdf5_strings(const std::string& path, const std::s
 
 // What a processor's files hold beyond the LM rows.
 struct ImageTextLayout {
-  std::vector<std::string> rows;      // of "data": the LM rows, key_padding_mask, then the 0/1 rows named after
-  std::optional<int64_t> image_slots;  // unset: one image a sample, batched (B, C, H, W); else (B, slots, C, H, W)
-  bool image_locations = false;        // "img_data_loc" -> image_data_loc int64 (B, slots, patches)
-  std::optional<int64_t> patches;      // checked against img_data_loc's when set
+  std::vector<std::string> rows;  // of "data": the LM rows, then 0/1 rows (key_padding_mask, ...) by name
+  // Unset: LLaVA's one image a sample, batched (B, C, H, W). Set:
+  // multimodal_simple's slots, batched (B, slots, C, H, W), and
+  // "img_data_loc" read to image_data_loc int64 (B, slots, patches).
+  std::optional<int64_t> image_slots;
+  std::optional<int64_t> patches;  // checked against img_data_loc's when set
 };
 
 // Batches: text_input_ids, loss_mask, labels, key_padding_mask int64 (B, T),
@@ -81,7 +83,7 @@ class ImageTextSampleSource : public SampleSource {
   ImageTextLayout layout_;
   std::shared_ptr<Hdf5SampleSource> rows_;
   std::shared_ptr<LmSampleSource> text_;  // rows_' ids, loss mask and labels
-  std::shared_ptr<Hdf5Files> locations_;  // img_data_loc, with image_locations
+  std::shared_ptr<Hdf5Files> locations_;  // img_data_loc, with image_slots
   std::vector<std::string> image_paths_;  // slots() per sample, in rows_' order
   std::string img_data_dir_;
   std::vector<int64_t> image_size_;  // C, H, W
