@@ -53,6 +53,11 @@ std::shared_ptr<Gpt2Model> DecoderTower::build_uninitialized(const torch::Tensor
   return std::dynamic_pointer_cast<Gpt2Model>(spec->build_uninitialized(p));
 }
 
+torch::Tensor logits_with_key_padding(Gpt2Model& text, const torch::Tensor& embeddings, const Features& batch) {
+  const torch::Tensor padding = optional_feature(batch, "key_padding_mask");
+  return text.padded_logits_from_embeddings(embeddings, padding.defined() ? padding == 0 : padding);
+}
+
 DecoderTower parse_decoder_tower(const YAML::Node& parent, const std::string& key, const config::Context& ctx,
                                  const std::string& model) {
   const config::Context text_ctx = ctx.child(key);

@@ -3,7 +3,7 @@
 // `name` beside that model's keys; the image tower is a ViTModel, the text
 // tower a decoder of zoo's gpt2 family (LlamaModel, llama, mistral, ...).
 // Defines: keys_except, NamedSection, named_section, named_mapping, parse_vit_tower, layer_from_end,
-// tower_features, DecoderTower, parse_decoder_tower.
+// tower_features, DecoderTower, logits_with_key_padding, parse_decoder_tower.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -59,6 +59,11 @@ struct DecoderTower {
   YAML::Node to_yaml() const;
   std::shared_ptr<Gpt2Model> build_uninitialized(const torch::TensorOptions& p) const;
 };
+// The decoder's (B, T, >= V) logits on input embeddings with image features
+// in them, honouring the batch's key_padding_mask when it has one (1: a
+// position no query attends to, e.g. a text-only sample's image positions).
+torch::Tensor logits_with_key_padding(Gpt2Model& text, const torch::Tensor& embeddings, const Features& batch);
+
 // parent[key] parsed by the family its name picks, which must be gpt2's
 // (a mixture-of-experts decoder is refused too).
 DecoderTower parse_decoder_tower(const YAML::Node& parent, const std::string& key, const config::Context& ctx,

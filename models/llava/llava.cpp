@@ -91,9 +91,8 @@ torch::Tensor LlavaModel::input_embeddings(const torch::Tensor& images, const to
 }
 
 torch::Tensor LlavaModel::padded_logits(const Features& batch) {
-  const torch::Tensor h = input_embeddings(batch.at("image_data"), batch.at("text_input_ids"));
-  const torch::Tensor padding = optional_feature(batch, "key_padding_mask");
-  return text_model->padded_logits_from_embeddings(h, padding.defined() ? padding == 0 : padding);
+  return logits_with_key_padding(*text_model, input_embeddings(batch.at("image_data"), batch.at("text_input_ids")),
+                                 batch);
 }
 
 ModelOutput LlavaModel::forward(const Features& batch, bool with_metrics) {

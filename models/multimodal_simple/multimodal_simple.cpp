@@ -153,10 +153,9 @@ torch::Tensor MultimodalSimpleModel::input_embeddings(const torch::Tensor& image
 }
 
 torch::Tensor MultimodalSimpleModel::padded_logits(const Features& batch) {
-  const torch::Tensor h =
-      input_embeddings(batch.at("image_data"), batch.at("image_data_loc"), batch.at("text_input_ids"));
-  const torch::Tensor padding = optional_feature(batch, "key_padding_mask");
-  return text_model->padded_logits_from_embeddings(h, padding.defined() ? padding == 0 : padding);
+  return logits_with_key_padding(
+      *text_model, input_embeddings(batch.at("image_data"), batch.at("image_data_loc"), batch.at("text_input_ids")),
+      batch);
 }
 
 ModelOutput MultimodalSimpleModel::forward(const Features& batch, bool with_metrics) {
