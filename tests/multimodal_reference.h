@@ -1,5 +1,5 @@
 // Shared by the multimodal families' tests (LLaVA, multimodal_simple):
-// expect_frozen_exactly, expect_trains_all_but_frozen, kReferenceTextModel and kMultimodalReferenceLayers, the parts of a
+// expect_model_error, write_test_images, expect_frozen_exactly, expect_trains_all_but_frozen, kReferenceTextModel and kMultimodalReferenceLayers, the parts of a
 // float64 forward pass written in Python from modelzoo's layers that both
 // use, to be followed by each family's own glue. The case file (argv[1],
 // torch.load) holds the model's `state` and the batch; argv[2] is JSON
@@ -20,10 +20,36 @@
 
 #include <string>
 
+#include <filesystem>
+
+#include "data/image.h"
+#include "models/registry.h"
 #include "runner/checkpoint.h"
 #include "test_util.h"
 
 namespace zoo::testing {
+
+// Parsing `yaml` as family `family`'s model section fails with a
+// config::ConfigError whose message names `key` and says `what`.
+inline void expect_model_error(const std::string& family, const std::string& yaml, const std::string& key,
+                               const std::string& what) {
+  try {
+    models::find_model(family).parse(YAML::Load(yaml), config::Context{"m.yaml", "model"});
+    ADD_FAILURE() << "accepted: " << yaml;
+  } catch (const config::ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(key), std::string::npos) << m;
+    EXPECT_NE(m.find(what), std::string::npos) << m;
+  }
+}
+
+// The images both families' data tests name: images/sub/wide.png (6 x 10)
+// and images/square.png (8 x 8), random pixels.
+inline void write_test_images(const TempDir& dir) {
+  std::filesystem::create_directories(dir / "images/sub");
+  data::write_png(dir / "images/sub/wide.png", torch::randint(0, 256, {3, 6, 10}, torch::kByte));
+  data::write_png(dir / "images/square.png", torch::randint(0, 256, {3, 8, 8}, torch::kByte));
+}
 
 // Between two checkpoints of one run: the weights under `frozen_prefix`
 // (e.g. "model.image_model.") are bit-identical, and every other one moved.

@@ -179,14 +179,7 @@ TEST(Llava, FreezesByRegexAndKeepsModelzoosKeys) {
 
 TEST(Llava, ShapeErrorsNameTheKey) {
   auto expect_error = [](const std::string& yaml, const std::string& key, const std::string& what) {
-    try {
-      llava_spec(yaml);
-      ADD_FAILURE() << "accepted: " << yaml;
-    } catch (const config::ConfigError& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(key), std::string::npos) << m;
-      EXPECT_NE(m.find(what), std::string::npos) << m;
-    }
+    zoo::testing::expect_model_error("llava", yaml, key, what);
   };
   const std::string towers = "{" + image_model(8, true) + ", " + kTextModel;
   expect_error(towers + "}", "projector", "the image features are 8 wide and the decoder's input 12");
@@ -236,9 +229,7 @@ namespace {
 std::string write_llava_samples(const TempDir& dir, int64_t T, int64_t samples_a = 3, const std::string& bad = "",
                                 const std::string& labels = "rng.integers(0, 37, (k, T))") {
   std::filesystem::create_directories(dir / "h5");
-  std::filesystem::create_directories(dir / "images/sub");
-  data::write_png(dir / "images/sub/wide.png", torch::randint(0, 256, {3, 6, 10}, torch::kByte));
-  data::write_png(dir / "images/square.png", torch::randint(0, 256, {3, 8, 8}, torch::kByte));
+  zoo::testing::write_test_images(dir);
   const std::string script = zoo::testing::write_file(dir / "write.py", "import h5py, numpy as np\nT = " +
                                                           std::to_string(T) + "; n = " + std::to_string(samples_a) + R"PY(
 rng = np.random.default_rng(0)

@@ -241,14 +241,7 @@ TEST(MultimodalSimple, KeepsModelzoosKeysFreezesByRegexAndInitializesProjections
 
 TEST(MultimodalSimple, TowersThatCannotJoinAreErrorsNamingTheKey) {
   auto expect_error = [](const std::string& yaml, const std::string& key, const std::string& what) {
-    try {
-      mm_spec(yaml);
-      ADD_FAILURE() << "accepted: " << yaml;
-    } catch (const config::ConfigError& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(key), std::string::npos) << m;
-      EXPECT_NE(m.find(what), std::string::npos) << m;
-    }
+    zoo::testing::expect_model_error("multimodal_simple", yaml, key, what);
   };
   const std::string text = std::string(", ") + kTextModel + "}";
   expect_error("{image_model_list: {image_models: [{image_encoder: " + encoder(8, true, "") + "}]}" + text,
@@ -316,9 +309,7 @@ namespace {
 std::string write_samples(const TempDir& dir, int64_t T, int64_t samples_a = 3, const std::string& bad = "",
                           const std::string& labels = "rng.integers(0, 37, (k, T))") {
   std::filesystem::create_directories(dir / "h5");
-  std::filesystem::create_directories(dir / "images/sub");
-  data::write_png(dir / "images/sub/wide.png", torch::randint(0, 256, {3, 6, 10}, torch::kByte));
-  data::write_png(dir / "images/square.png", torch::randint(0, 256, {3, 8, 8}, torch::kByte));
+  zoo::testing::write_test_images(dir);
   const std::string script =
       zoo::testing::write_file(dir / "write.py", "import h5py, numpy as np\nT = " + std::to_string(T) +
                                                      "; n = " + std::to_string(samples_a) + R"PY(
