@@ -1,7 +1,9 @@
 // Shared by the multimodal families' tests (LLaVA, multimodal_simple):
-// expect_model_error, write_test_images, expect_frozen_exactly, expect_trains_all_but_frozen, kReferenceTextModel and kMultimodalReferenceLayers, the parts of a
-// float64 forward pass written in Python from modelzoo's layers that both
-// use, to be followed by each family's own glue. The case file (argv[1],
+// expect_model_error, write_test_images, expect_frozen_exactly,
+// expect_trains_all_but_frozen, kReferenceTextModel, and
+// kMultimodalReferenceLayers, the parts of a float64 forward pass written in
+// Python from modelzoo's layers that both use, to be followed by each
+// family's own glue. The case file (argv[1],
 // torch.load) holds the model's `state` and the batch; argv[2] is JSON
 // options with at least `rotary_dim`.
 // - vit(images, prefix, hidden, heads, conv, last, final_norm): modelzoo's
