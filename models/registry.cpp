@@ -115,12 +115,32 @@ std::string hf_converter_list() {
   return out;
 }
 
-const HfAdapter& find_hf_converter(const std::string& name) {
+const std::vector<std::pair<std::string, std::string>>& hf_converter_aliases() {
+  // modelzoo's registry's names for models whose checkpoints another converter reads.
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"llamaV2", "llama"},        {"code-llama", "llama"},   {"wizardlm", "llama"},
+      {"octocoder", "starcoder"},  {"wizardcoder", "starcoder"}, {"sqlcoder", "starcoder"},
+      {"ul2", "t5"},               {"flan-ul2", "t5"},        {"transformer", "t5"},
+      {"esm-2", "esm"}};
+  return aliases;
+}
+
+std::string hf_converter_alias_list() {
+  std::string out;
+  for (const auto& [alias, name] : hf_converter_aliases()) out += (out.empty() ? "" : ", ") + alias + " (" + name + ")";
+  return out;
+}
+
+const HfAdapter& find_hf_converter(const std::string& requested) {
+  std::string name = requested;
+  for (const auto& [alias, canonical] : hf_converter_aliases())
+    if (alias == requested) name = canonical;
   for (const ModelFamily* f : model_families()) {
     auto it = f->hf.find(name);
     if (it != f->hf.end()) return it->second;
   }
-  throw std::runtime_error("no Hugging Face converter named '" + name + "' (there are: " + hf_converter_list() + ")");
+  throw std::runtime_error("no Hugging Face converter named '" + requested + "' (there are: " + hf_converter_list() +
+                           "; and modelzoo's names " + hf_converter_alias_list() + ")");
 }
 
 std::string hf_converter_for(const nlohmann::json& config) {

@@ -183,9 +183,14 @@ std::optional<std::pair<std::string, std::string>> unbuilt_model_key(const std::
 const ModelFamily* family_taking_keys(const std::vector<std::string>& keys);
 std::vector<const ModelFamily*> model_families();
 
-// The Hugging Face converter named `name` (`zoo convert --model`); an error
-// listing every converter when none is.
+// The Hugging Face converter named `name` (`zoo convert --model`), or by
+// one of modelzoo's aliases for it (code-llama: llama); an error listing
+// every converter when none is.
 const HfAdapter& find_hf_converter(const std::string& name);
+// modelzoo's converter aliases, as (alias, zoo converter), and as one
+// "alias (converter), ..." list for messages and --help.
+const std::vector<std::pair<std::string, std::string>>& hf_converter_aliases();
+std::string hf_converter_alias_list();
 // The converter name for a config.json, from its model_type; an error naming
 // the model_type and the converters there are when none reads it.
 std::string hf_converter_for(const nlohmann::json& config);

@@ -142,7 +142,8 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   o.add_options()
       ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
        cxxopts::value<std::string>())
-      ("model", "Converter: " + models::hf_converter_list() + ". hf -> zoo: default from config.json's model_type; "
+      ("model", "Converter: " + models::hf_converter_list() + "; modelzoo's names " + models::hf_converter_alias_list() +
+                    " are read too. hf -> zoo: default from config.json's model_type; "
                 "zoo -> hf: default the one Hugging Face model type that can hold the model.", cxxopts::value<std::string>()->default_value(""))
       ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
       ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
