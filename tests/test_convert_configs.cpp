@@ -25,12 +25,19 @@ TEST(ConvertConfigs, ConverterFromModelTypeAndItsErrors) {
   for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
            {"gpt_bigcode", "starcoder"}, {"gpt_neox", "gpt-neox"}, {"gptj", "gptj"}, {"falcon", "falcon"},
            {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"},
-           {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}})
+           {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}, {"qwen2", "qwen2"}, {"gemma", "gemma"},
+           {"gemma2", "gemma2"}})
     EXPECT_EQ(models::hf_converter_for({{"model_type", type}}), name) << type;
   expect_refused([] { models::hf_converter_for({{"model_type", "bart"}}); },
                  {"model_type \"bart\" has no zoo converter", "bloom", "starcoder", "t5"});
   expect_refused([] { models::hf_converter_for(nlohmann::json::object()); }, {"no model_type", "--model"});
-  expect_refused([] { models::find_hf_converter("gpt-5"); }, {"no Hugging Face converter named 'gpt-5'", "mpt"});
+  expect_refused([] { models::find_hf_converter("gpt-5"); },
+                 {"no Hugging Face converter named 'gpt-5'", "mpt", "code-llama (llama)"});
+  // modelzoo's converter names for models another converter reads.
+  for (const auto& [alias, name] : models::hf_converter_aliases())
+    EXPECT_EQ(&models::find_hf_converter(alias), &models::find_hf_converter(name)) << alias;
+  EXPECT_EQ(&models::find_hf_converter("code-llama"), &models::find_hf_converter("llama"));
+  EXPECT_EQ(&models::find_hf_converter("sqlcoder"), &models::find_hf_converter("starcoder"));
 }
 
 // modelzoo's own configs of each family export to the Hugging Face model
@@ -74,7 +81,8 @@ TEST(ConvertConfigs, RealModelzooConfigsExportToTheirHuggingFaceModels) {
 // Falcon-7B, MPT-7B, GPT-J-6B, Pythia-160m), or where those round (SantaCoder
 // "1.1B", StarCoder "15.5B", BTLM "3B"), HF's architecture's count for that
 // config. zoo adds only BLOOM's and MPT's ALiBi slopes, which HF computes
-// instead of storing.
+// instead of storing. Gemma-2-2B (2,614,341,888), Gemma-7B (8,537,680,896)
+// and Qwen2.5-0.5B (494,032,768) are the counts HF's models report.
 TEST(ConvertConfigs, PublishedConfigJsonsGiveThePublishedParameterCounts) {
   struct Published {
     const char* name;
@@ -139,7 +147,33 @@ TEST(ConvertConfigs, PublishedConfigJsonsGiveThePublishedParameterCounts) {
            "scale_attn_weights": true, "vocab_size": 50257})",
        // 32 x (4C^2 + 4C + SwiGLU's 3CF + 2F + C + four norm vectors) + VC + 2C + 32 stored slopes
        int64_t{32} * (4 * 2560 * 2560 + 4 * 2560 + 3 * 2560 * 6826 + 2 * 6826 + 2560 + 4 * 2560) + 50257 * 2560 + 2 * 2560 +
-           32}};
+           32},
+      {"google/gemma-2-2b",
+       R"({"architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+           "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+           "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+           "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+           "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 8,
+           "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+           "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "torch_dtype": "float32",
+           "use_cache": true, "vocab_size": 256000})",
+       2614341888},
+      {"google/gemma-7b",
+       R"({"architectures": ["GemmaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 2,
+           "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_activation": null, "hidden_size": 3072,
+           "initializer_range": 0.02, "intermediate_size": 24576, "max_position_embeddings": 8192, "model_type": "gemma",
+           "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 16, "pad_token_id": 0,
+           "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
+           "use_cache": true, "vocab_size": 256000})",
+       8537680896},
+      {"Qwen/Qwen2.5-0.5B",
+       R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+           "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+           "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2",
+           "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+           "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+           "use_cache": true, "use_mrope": false, "use_sliding_window": false, "vocab_size": 151936})",
+       494032768}};
   for (const auto& m : models_) {
     SCOPED_TRACE(m.name);
     const nlohmann::json config = nlohmann::json::parse(m.config);

@@ -33,6 +33,12 @@ torch::Tensor rotary_rows(const HfKeyMap& map, const std::string& zoo_name, cons
   return t;
 }
 
+// `t` plus `offset`, in float32 or wider.
+torch::Tensor add_offset(const torch::Tensor& t, double offset) {
+  if (offset == 0.0) return t;
+  return t.to(torch::promote_types(t.scalar_type(), torch::kFloat)) + offset;
+}
+
 // One error naming every missing and every left-over key.
 void throw_if_mismatched(const std::vector<std::string>& missing, const StateDict& rest, const std::string& missing_what,
                          const std::string& rest_what) {
@@ -96,7 +102,10 @@ void HfKeyMap::linear(const std::string& hf, const std::string& zoo, bool conv1d
   tensors.push_back({hf + ".bias", zoo + ".bias", false, true});
 }
 
-void HfKeyMap::norm(const std::string& hf, const std::string& zoo) { linear(hf, zoo); }
+void HfKeyMap::norm(const std::string& hf, const std::string& zoo, double weight_offset) {
+  tensors.push_back({hf + ".weight", zoo + ".weight", false, false, weight_offset});
+  tensors.push_back({hf + ".bias", zoo + ".bias", false, true});
+}
 
 void HfKeyMap::fused_qkv(const std::string& hf, const std::string& zoo_attention, QkvLayout layout, bool conv1d) {
   for (const char* p : {".weight", ".bias"}) {
@@ -132,7 +141,7 @@ StateDict map_to_zoo(const HfKeyMap& map, const StateDict& hf) {
       if (!e.optional) missing.push_back(e.hf);
       continue;
     }
-    torch::Tensor t = take_key(rest, e.hf);
+    torch::Tensor t = add_offset(take_key(rest, e.hf), e.hf_offset);
     if (e.transposed) t = t.t();
     out[e.zoo] = rotary_rows(map, e.zoo, t, true).contiguous();
   }
@@ -162,7 +171,8 @@ StateDict map_to_hf(const HfKeyMap& map, const StateDict& zoo) {
       if (!e.optional) missing.push_back(e.zoo);
       continue;
     }
-    torch::Tensor t = rotary_rows(map, e.zoo, take_key(rest, e.zoo), false);
+    torch::Tensor t = take_key(rest, e.zoo);
+    t = rotary_rows(map, e.zoo, add_offset(t, -e.hf_offset).to(t.scalar_type()), false);  // in the checkpoint's dtype
     out[e.hf] = (e.transposed ? t.t() : t).contiguous();
   }
   for (const auto& f : map.fused) {

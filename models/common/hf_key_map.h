@@ -38,10 +38,14 @@ torch::Tensor join_qkv(const std::vector<torch::Tensor>& parts, const QkvShape& 
 // One HF tensor and its zoo name. `transposed`: HF stores it (in, out).
 // `optional`: absent on both sides is fine (a bias the config turns off;
 // the strict load into the built model then checks it against the config).
+// `hf_offset`: HF stores the zoo tensor minus this (Gemma's RMSNorm scales
+// by 1 + weight); the sum is taken in float32 or wider, so a bfloat16
+// checkpoint loses nothing on the way in.
 struct HfTensor {
   std::string hf, zoo;
   bool transposed = false;
   bool optional = false;
+  double hf_offset = 0.0;
 };
 
 // One fused HF tensor and the zoo tensors (q, k, v; or k, v) it holds.
@@ -69,8 +73,8 @@ struct HfKeyMap {
 
   // .weight (transposed when `conv1d`) and an optional .bias.
   void linear(const std::string& hf, const std::string& zoo, bool conv1d = false);
-  // .weight and an optional .bias: a norm.
-  void norm(const std::string& hf, const std::string& zoo);
+  // .weight and an optional .bias: a norm (its weight stored minus `weight_offset`).
+  void norm(const std::string& hf, const std::string& zoo, double weight_offset = 0.0);
   void fused_qkv(const std::string& hf, const std::string& zoo_attention, QkvLayout layout, bool conv1d = false);
   // The LM head's weight: HF's `hf` <-> zoo's lm_head.weight, or, tied to
   // the embeddings, a copy HF may hold and zoo does not.

@@ -71,6 +71,32 @@ void refuse_config(const nlohmann::json& c, const std::string& key, const std::s
                            "; zoo will not convert the model without it");
 }
 
+HfRope read_hf_rope(const nlohmann::json& c, const std::vector<std::string>& theta_keys, double default_theta) {
+  HfRope rope;
+  rope.theta = config_value(c, theta_keys, default_theta).get<double>();
+  if (!config_sets(c, "rope_parameters")) {
+    if (config_sets(c, "rope_scaling")) rope.scaling = c.at("rope_scaling");
+    return rope;
+  }
+  rope.field = "rope_parameters";
+  nlohmann::json p = c.at("rope_parameters");
+  if (!p.is_object()) refuse_config(c, "rope_parameters", "is not an object");
+  // Hybrid models key it by layer type ({"full_attention": {...}, "sliding_attention": {...}}).
+  if (!p.contains("rope_theta") && !p.contains("rope_type") && !p.empty() && p.begin()->is_object()) {
+    for (const auto& [type, params] : p.items())
+      if (params != p.begin().value())
+        refuse_config(c, "rope_parameters", "differs between layer types (`" + type + "`), which zoo's decoders do not");
+    p = p.begin().value();
+  }
+  if (p.contains("rope_theta")) rope.theta = p.at("rope_theta").get<double>();
+  if (p.contains("partial_rotary_factor")) rope.partial_rotary_factor = p.at("partial_rotary_factor").get<double>();
+  p.erase("rope_theta");
+  p.erase("partial_rotary_factor");
+  const std::string type = p.value("rope_type", p.value("type", std::string("default")));
+  if (type != "default") rope.scaling = p;
+  return rope;
+}
+
 std::string zoo_activation(const nlohmann::json& c, const std::string& key, const std::string& fallback) {
   std::string name = c.contains(key) && c.at(key).is_string() ? c.at(key).get<std::string>() : fallback;
   if (name == "gelu_pytorch_tanh") name = "gelu_new";  // both are GELU's tanh approximation

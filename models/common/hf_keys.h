@@ -3,7 +3,7 @@
 // and modelzoo's interleaved one, reading config.json and checking an
 // export. Defines: take_key, permute_rotary, cls_row_last, cls_row_first,
 // rotary_decoder_shape, config_sets, config_value, refuse_config,
-// zoo_activation, ExportCheck.
+// HfRope, read_hf_rope, zoo_activation, ExportCheck.
 #pragma once
 
 #include <torch/torch.h>
@@ -49,6 +49,23 @@ nlohmann::json config_value(const nlohmann::json& config, const std::vector<std:
 // `config` may be a nested object, named `section` (MPT's attn_config).
 [[noreturn]] void refuse_config(const nlohmann::json& config, const std::string& key, const std::string& why,
                                 const std::string& section = "");
+
+// A config.json's rotary settings. transformers 4 writes rope_theta (or a
+// model's own name for it) and rope_scaling; transformers 5 writes one
+// rope_parameters object holding both (per layer type for hybrid models).
+struct HfRope {
+  double theta = 10000.0;
+  // The scaling fields (rope_type or type, factor, ...), null when the
+  // rotary is unscaled (rope_type "default"); `field` names where they were.
+  nlohmann::json scaling;
+  std::string field = "rope_scaling";
+  // transformers 5 keeps partial_rotary_factor inside rope_parameters.
+  std::optional<double> partial_rotary_factor;
+};
+// `theta_keys`: the top-level names of the base, first found wins (else
+// `default_theta`). rope_parameters that differ between layer types are
+// refused by name: zoo's decoders have one rotary for every layer.
+HfRope read_hf_rope(const nlohmann::json& config, const std::vector<std::string>& theta_keys, double default_theta);
 
 // zoo's name for the activation config.json's `key` names (default
 // `fallback`): HF's gelu_pytorch_tanh is gelu_new; gated or unknown ones are refused.

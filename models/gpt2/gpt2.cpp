@@ -363,6 +363,9 @@ ModelFamily gpt2_family() {
   f.hf["mpt"] = mpt_hf_adapter();
   f.hf["santacoder"] = santacoder_hf_adapter();
   f.hf["starcoder"] = starcoder_hf_adapter();
+  f.hf["gemma"] = gemma_hf_adapter("gemma");
+  f.hf["gemma2"] = gemma_hf_adapter("gemma2");
+  f.hf["qwen2"] = llama_hf_adapter("qwen2");
   return f;
 }
 

@@ -23,16 +23,17 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
   const ExportCheck check(model_type);
   const std::string no = "has no such option";
   const std::string& pos = o.position_embedding_type;
-  check.expect(has.mup || o.embeddings_scale == 1.0, "embeddings_scale", std::to_string(o.embeddings_scale), no)
+  check.expect(has.mup || has.embeddings_scale || o.embeddings_scale == 1.0, "embeddings_scale", std::to_string(o.embeddings_scale), no)
       .expect(has.mup || !o.output_logits_scale || *o.output_logits_scale == 1.0, "output_logits_scale",
               std::to_string(o.output_logits_scale.value_or(1.0)), no)
       .expect(has.mup || !o.scale_qk_dot_by_d, "scale_qk_dot_by_d", "true", no)
       .expect(!o.mup_base_hidden_size && !o.mup_base_filter_size, "mup_base_*", "set",
               "has no muP base widths")
-      .expect(o.attention_logits_alpha == 1.0, "attention_logits_alpha", std::to_string(o.attention_logits_alpha), no)
+      .expect(has.gemma2 || o.attention_logits_alpha == 1.0, "attention_logits_alpha",
+              std::to_string(o.attention_logits_alpha), no)
       .expect(!o.attention_sink_tokens, "attention_sink_tokens", std::to_string(o.attention_sink_tokens.value_or(0)), no)
-      .expect(!o.attention_logit_softcapping && !o.final_logit_softcapping && !o.norm_first_sandwich &&
-                  !o.sliding_window_every_other_decoder_layer,
+      .expect(has.gemma2 || (!o.attention_logit_softcapping && !o.final_logit_softcapping && !o.norm_first_sandwich &&
+                              !o.sliding_window_every_other_decoder_layer),
               "Gemma 2's options", "set", "is not Gemma 2")
       .expect(has.head_dim || o.attention_inner_dim.value_or(o.hidden_size) == o.hidden_size, "attention_inner_dim",
               std::to_string(o.attention_inner_dim.value_or(0)), "has q/k/v as wide as hidden_size")
@@ -207,19 +208,22 @@ HfAdapter btlm_hf_adapter() {
   return key_mapped(a, gpt2_options_of, gpt2_keys);
 }
 
-namespace {
-
-// LLaMA's rope_scaling (Llama 3.1's llama3, or linear) as modelzoo's pos_scaling_* keys of `m`.
-void read_rope_scaling(const nlohmann::json& c, YAML::Node& m) {
-  if (!config_sets(c, "rope_scaling")) return;
-  const nlohmann::json& r = c.at("rope_scaling");
+// LLaMA's rotary base and scaling (Llama 3.1's llama3, or linear), either
+// transformers' layout, as modelzoo's rope_theta and pos_scaling_* keys of `m`.
+void read_rope(const nlohmann::json& c, YAML::Node& m) {
+  const HfRope rope = read_hf_rope(c, {"rope_theta"}, 10000.0);
+  m["rope_theta"] = rope.theta;
+  if (rope.partial_rotary_factor && *rope.partial_rotary_factor != 1.0)
+    refuse_config(c, rope.field, "rotates part of each head (partial_rotary_factor), which this model type does not");
+  if (rope.scaling.is_null()) return;
+  const nlohmann::json& r = rope.scaling;
   const std::string type = r.value("rope_type", r.value("type", std::string("default")));
   std::set<std::string> known = {"rope_type", "type", "factor"};
   if (type == "llama3") known.insert({"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
   if (type != "linear" && type != "llama3")
-    refuse_config(c, "rope_scaling", "changes the model's math and is not one zoo converts (linear and llama3 are)");
+    refuse_config(c, rope.field, "changes the model's math and is not one zoo converts (linear and llama3 are)");
   for (const auto& [key, value] : r.items())
-    if (!known.count(key)) refuse_config(c, "rope_scaling", "changes the model's math: zoo does not convert `" + key + "` for " + type);
+    if (!known.count(key)) refuse_config(c, rope.field, "changes the model's math: zoo does not convert `" + key + "` for " + type);
   m["pos_scaling_type"] = type;
   m["pos_scaling_factor"] = r.at("factor").get<double>();
   if (type == "llama3")
@@ -241,6 +245,8 @@ nlohmann::json rope_scaling(const Gpt2Options& o) {
   }
   return r;
 }
+
+namespace {
 
 // Mixtral's experts (HF's router: a float32 softmax, the top k renormalized)
 // as modelzoo's `moe` keys of `m`.
@@ -281,21 +287,28 @@ void write_mixtral_experts(const MoeOptions& moe, nlohmann::json& config) {
 
 HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
-  a.config_from_hf = [](const nlohmann::json& c) {
+  a.config_from_hf = [model_type](const nlohmann::json& c) {
+    const bool llama = model_type == "llama", qwen2 = model_type == "qwen2";
     // Fields that change the math: carried, or refused by name, never dropped.
-    for (const char* key : {"attention_bias", "mlp_bias"})
-      if (config_sets(c, key))
-        throw std::runtime_error(std::string("config.json: ") + key + " = " + c.at(key).dump() +
-                                 " changes the model's math and zoo cannot represent it yet");
+    if (!llama)
+      for (const char* key : {"attention_bias", "mlp_bias"})
+        if (config_sets(c, key))
+          throw std::runtime_error(std::string("config.json: ") + key + " = " + c.at(key).dump() +
+                                   " changes the model's math and zoo cannot represent it yet");
     if (c.value("hidden_act", std::string("silu")) != "silu")
       throw std::runtime_error("config.json: hidden_act = " + c.at("hidden_act").dump() +
                                ": zoo's LLaMA/Mistral uses silu (SwiGLU) only");
+    // Qwen2 keeps sliding_window for its use_sliding_window, which windows only the layers from max_window_layers on.
+    if (qwen2 && config_sets(c, "use_sliding_window"))
+      refuse_config(c, "use_sliding_window", "windows the layers from max_window_layers on, which zoo's decoders do not");
+    if (qwen2 && c.contains("layer_types") && c.at("layer_types").dump().find("sliding") != std::string::npos)
+      refuse_config(c, "layer_types", "windows some layers, which zoo converts for Gemma 2's every other layer only");
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
     const int64_t G = c.value("num_key_value_heads", H);
     YAML::Node m = rotary_decoder_shape(c, "llama");
-    if (config_sets(c, "sliding_window")) m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
-    m["rope_theta"] = c.value("rope_theta", 10000.0);
-    read_rope_scaling(c, m);
+    if (!qwen2 && config_sets(c, "sliding_window"))
+      m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
+    read_rope(c, m);
     // Mistral NeMo and others set head_dim apart from hidden_size / heads.
     const int64_t head_dim = config_sets(c, "head_dim") ? c.at("head_dim").get<int64_t>() : C / H;
     if (head_dim * H != C) m["attention_inner_dim"] = head_dim * H;
@@ -308,9 +321,11 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
       m["extra_attention_params"]["num_kv_groups"] = G;
     }
     m["share_embedding_weights"] = c.value("tie_word_embeddings", false);
-    m["use_projection_bias_in_attention"] = false;
-    m["use_ffn_bias_in_attention"] = false;
-    m["use_ffn_bias"] = false;
+    // LLaMA's attention_bias puts biases on q, k, v and o; Qwen2 has them on q, k and v.
+    const bool attention_bias = llama && c.value("attention_bias", false);
+    m["use_projection_bias_in_attention"] = attention_bias || qwen2;
+    m["use_ffn_bias_in_attention"] = attention_bias;
+    m["use_ffn_bias"] = llama && c.value("mlp_bias", false);
     m["use_bias_in_output"] = false;
     m["dropout_rate"] = 0.0;
     m["embedding_dropout_rate"] = 0.0;
@@ -327,26 +342,36 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     ExportCheck(model_type).expect(o.rotary_dim.value_or(o.hidden_size / o.num_heads) == head, "rotary_dim",
                                    std::to_string(o.rotary_dim.value_or(o.hidden_size / o.num_heads)),
                                    "rotates the whole head (" + std::to_string(head) + " dims)");
+    const bool llama = model_type == "llama", qwen2 = model_type == "qwen2";
+    const bool mistral = model_type == "mistral" || model_type == "mixtral";  // Mixtral is Mistral's layers with experts
+    const bool mixtral = model_type == "mixtral";
+    const std::string attention_biases = std::string(o.use_projection_bias_in_attention ? "q/k/v" : "no q/k/v") +
+                                         (o.use_ffn_bias_in_attention ? " and output" : ", no output");
     ExportCheck(model_type)
         .expect(o.nonlinearity == "swiglu", "nonlinearity", o.nonlinearity, "uses SwiGLU")
-        .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && !o.use_ffn_bias && !o.use_bias_in_output,
-                "use_*bias*", "true", "has no biases");
+        .expect(!o.use_bias_in_output, "use_bias_in_output", "true", "has no LM head bias")
+        .expect(llama || !o.use_ffn_bias, "use_ffn_bias", "true", "has no MLP biases (llama has mlp_bias)")
+        .expect(!mistral || (!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention), "use_*bias_in_attention",
+                attention_biases + " biases", "has no attention biases")
+        .expect(!llama || o.use_projection_bias_in_attention == o.use_ffn_bias_in_attention, "use_*bias_in_attention",
+                attention_biases + " biases", "has one attention_bias for q, k, v and o (q/k/v alone: --model qwen2)")
+        .expect(!qwen2 || (o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention), "use_*bias_in_attention",
+                attention_biases + " biases", "has q/k/v biases and no output bias");
     const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
-    const bool mistral = model_type != "llama";  // Mixtral is Mistral's layers with experts
-    const bool mixtral = model_type == "mixtral";
     if (o.moe.enabled() != mixtral)
       throw std::runtime_error(mixtral ? "model.moe: Hugging Face's mixtral has experts: set moe.num_experts > 1, or "
                                          "convert with --model llama or mistral"
                                        : "model.moe: Hugging Face's " + model_type +
                                              " has no experts; convert with --model mixtral");
     if (o.attention_sliding_window_length && !mistral)
-      throw std::runtime_error("model.attention_sliding_window_length: LLaMA has no sliding window; convert with "
-                               "--model mistral");
+      throw std::runtime_error("model.attention_sliding_window_length: Hugging Face's " + model_type +
+                               " has no sliding window; convert with --model mistral");
     nlohmann::json window = o.attention_sliding_window_length ? nlohmann::json(*o.attention_sliding_window_length)
                                                               : nlohmann::json(nullptr);
     nlohmann::json config{{"model_type", model_type},
                           {"architectures", {mixtral   ? "MixtralForCausalLM"
                                              : mistral ? "MistralForCausalLM"
+                                             : qwen2   ? "Qwen2ForCausalLM"
                                                        : "LlamaForCausalLM"}},
                           {"vocab_size", o.vocab_size},
                           {"hidden_size", o.hidden_size},
@@ -364,6 +389,15 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                           {"initializer_range", o.initializer_range}};
     if (mistral) config["sliding_window"] = window;
     if (mixtral) write_mixtral_experts(o.moe, config);
+    if (llama) {
+      config["attention_bias"] = o.use_projection_bias_in_attention;
+      config["mlp_bias"] = o.use_ffn_bias;
+    }
+    if (qwen2) {
+      config["use_sliding_window"] = false;
+      config["sliding_window"] = nullptr;
+      config["max_window_layers"] = o.num_hidden_layers;
+    }
     return config;
   };
   a.model_types = {model_type};

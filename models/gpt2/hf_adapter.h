@@ -6,13 +6,15 @@
 //   llama, mistral, mixtral         q/k rows re-ordered for the interleaved rotary;
 //                                   Mixtral's experts as modelzoo's `moe`;
 //   bloom, mpt                      ALiBi (hf_alibi.cpp);
-//   santacoder (gpt2), starcoder    multi-query GPT-2s (hf_bigcode.cpp).
+//   santacoder (gpt2), starcoder    multi-query GPT-2s (hf_bigcode.cpp);
 //     (gpt_bigcode)
+//   gemma, gemma2                   LLaMA's layout with norms stored as weight - 1,
+//                                   Gemma 2's extra norms and options (hf_gemma.cpp).
 // config.json fields that change the math are carried or refused by name,
 // and an export refuses options the HF type has no field for.
 // Defines: the *_hf_adapter functions, gpt2_options_of, qkv_shape, HfHas,
 // refuse_unrepresentable, gpt2_layout, gpt2_shape, gpt2_config,
-// expect_gpt2_biases, expect_mha.
+// expect_gpt2_biases, expect_mha, read_rope, rope_scaling.
 #pragma once
 
 #include "models/common/hf_key_map.h"
@@ -28,6 +30,7 @@ HfAdapter bloom_hf_adapter();
 HfAdapter mpt_hf_adapter();
 HfAdapter santacoder_hf_adapter();
 HfAdapter starcoder_hf_adapter();
+HfAdapter gemma_hf_adapter(const std::string& model_type);  // "gemma" or "gemma2"
 
 // The options of a gpt2-family spec (an error for another family's).
 const Gpt2Options& gpt2_options_of(const ModelSpec& model);
@@ -41,6 +44,10 @@ struct HfHas {
   bool learned_positions = true, rotary = false, gated_ffn = false, rms_norm = false;
   bool rope_scaling = false;  // linear and llama3 (LLaMA's rope_scaling)
   bool head_dim = false;      // q/k/v narrower than hidden_size (attention_inner_dim)
+  // Gemma: any embeddings_scale (the converter checks it is sqrt(hidden_size));
+  // Gemma 2 adds query_pre_attn_scalar (attention_logits_alpha), softcapping,
+  // sandwich norms and a window on every other layer.
+  bool embeddings_scale = false, gemma2 = false;
 };
 void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type, const HfHas& has);
 
@@ -57,6 +64,13 @@ YAML::Node gpt2_shape(const nlohmann::json& c, const std::string& default_activa
 nlohmann::json gpt2_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture);
 // GPT-2's layout is dense: every projection has its bias, the head none.
 void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type);
+
+// A LLaMA-style config.json's rotary (rope_theta, and rope_scaling linear or
+// llama3; or transformers 5's rope_parameters) as the `model` keys rope_theta
+// and pos_scaling_*; other scalings and partial rotaries are refused.
+void read_rope(const nlohmann::json& config, YAML::Node& model);
+// The rope_scaling config.json field of `o` (null: none).
+nlohmann::json rope_scaling(const Gpt2Options& o);
 
 // Unless the attention is multi-head: "model.attention_module = ...: Hugging Face's <type> has multi-head attention only".
 void expect_mha(const DecoderLmOptions& o, const std::string& model_type);

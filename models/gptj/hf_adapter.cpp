@@ -118,14 +118,17 @@ HfAdapter neox_hf_adapter() {
   HfAdapter a;
   a.model_types = {"gpt_neox"};
   a.config_from_hf = [](const nlohmann::json& c) {
-    if (config_sets(c, "rope_scaling")) refuse_config(c, "rope_scaling", "changes the math");
+    const HfRope rope = read_hf_rope(c, {"rope_theta", "rotary_emb_base"}, 10000.0);
+    if (!rope.scaling.is_null()) refuse_config(c, rope.field, "changes the math");
     if (!c.value("use_parallel_residual", true))
       refuse_config(c, "use_parallel_residual", "(a sequential NeoX layer) is not zoo's gptj layout");
     if (!c.value("attention_bias", true)) refuse_config(c, "attention_bias", "is not GPT-NeoX's layout");
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
     YAML::Node m = rotary_decoder_shape(c, "gptj");
-    m["rotary_dim"] = static_cast<int64_t>(double(C / H) * c.value("rotary_pct", 0.25));
-    m["rope_theta"] = config_value(c, {"rope_theta", "rotary_emb_base"}, 10000.0).get<double>();
+    const double rotary_fraction =
+        config_value(c, {"rotary_pct", "partial_rotary_factor"}, rope.partial_rotary_factor.value_or(0.25)).get<double>();
+    m["rotary_dim"] = static_cast<int64_t>(double(C / H) * rotary_fraction);
+    m["rope_theta"] = rope.theta;
     m["use_untied_layer_norm"] = true;
     m["layer_norm_epsilon"] = c.value("layer_norm_eps", 1e-5);
     m["nonlinearity"] = zoo_activation(c, "hidden_act", "gelu");
@@ -232,7 +235,9 @@ HfAdapter falcon_hf_adapter() {
     if (config_sets(c, "alibi")) refuse_config(c, "alibi", "(Falcon's ALiBi, scaled with the scores) is not in zoo");
     if (c.value("apply_residual_connection_post_layernorm", false))
       refuse_config(c, "apply_residual_connection_post_layernorm", "(the residual taken after the norm) is not zoo's layer");
-    if (config_sets(c, "rope_scaling")) refuse_config(c, "rope_scaling", "changes the math");
+    const HfRope rope = read_hf_rope(c, {"rope_theta"}, 10000.0);
+    if (!rope.scaling.is_null() || rope.partial_rotary_factor.value_or(1.0) != 1.0)
+      refuse_config(c, rope.field, "changes the math");
     const int64_t C = config_value(c, {"hidden_size", "n_embed"}).get<int64_t>();
     const int64_t H = config_value(c, {"num_attention_heads", "n_head"}).get<int64_t>();
     // Falcon 40B's original config.json (model_type RefinedWeb) implies the new architecture.
@@ -245,7 +250,7 @@ HfAdapter falcon_hf_adapter() {
                                   config_value(c, {"ffn_hidden_size"}, 4 * C).get<int64_t>(),
                                   c.value("max_position_embeddings", 2048));
     m["rotary_dim"] = C / H;
-    m["rope_theta"] = c.value("rope_theta", 10000.0);
+    m["rope_theta"] = rope.theta;
     m["use_untied_layer_norm"] = new_arch && config_value(c, {"num_ln_in_parallel_attn"}, 2).get<int64_t>() == 2;
     if (G != H) {
       m["attention_module"] = "multiquery_attention";
