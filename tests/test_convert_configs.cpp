@@ -24,7 +24,7 @@ TEST(ConvertConfigs, ConverterFromModelTypeAndItsErrors) {
   EXPECT_EQ(models::hf_converter_for(c), "santacoder");
   for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
            {"gpt_bigcode", "starcoder"}, {"gpt_neox", "gpt-neox"}, {"gptj", "gptj"}, {"falcon", "falcon"},
-           {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"},
+           {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"}, {"jais", "jais"},
            {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}, {"qwen2", "qwen2"}, {"gemma", "gemma"},
            {"gemma2", "gemma2"}})
     EXPECT_EQ(models::hf_converter_for({{"model_type", type}}), name) << type;

@@ -1,4 +1,4 @@
-// zoo convert for GPT-J, Falcon, BLOOM, MPT, BTLM, SantaCoder and StarCoder.
+// zoo convert for GPT-J, Falcon, BLOOM, MPT, BTLM, Jais, SantaCoder and StarCoder.
 // For each, Python writes a tiny random checkpoint in the Hugging Face
 // model's own layout and key names, and the logits of that model's forward
 // pass written here from its published math (transformers cannot be
@@ -345,11 +345,14 @@ finish(sd, {"model_type": "mpt", "vocab_size": V, "d_model": C, "n_heads": H, "n
                   });
 }
 
-// BTLM: GPT-2's Conv1D layout with SwiGLU (c_fc2 the gate), stored ALiBi
-// slopes and muP (embeddings, scores / head dim, logits scaled).
-TEST(ConvertFamilies, BtlmWithMuP) {
+// BTLM and Jais (one layout): GPT-2's Conv1D layout with SwiGLU (c_fc2 the
+// gate), stored ALiBi slopes and muP (embeddings, scores / head dim, logits
+// scaled).
+TEST(ConvertFamilies, BtlmAndJaisWithMuP) {
   SKIP_WITHOUT_PYTHON();
-  expect_converts("btlm", R"PY(
+  for (const std::string model_type : {"btlm", "jais"}) {
+    SCOPED_TRACE(model_type);
+    std::string fixture = R"PY(
 C, L, H, F3 = 32, 2, 4, 48
 D = C // H
 sd = {"transformer.wte.weight": rnd(V, C, scale=0.1), "transformer.ln_f.weight": norm_w(C),
@@ -370,22 +373,26 @@ for i in range(L):
     m = ln(sd, x, h + "ln_2")
     x = x + lin(sd, lin(sd, m, h + "mlp.c_fc", True) * F.silu(lin(sd, m, h + "mlp.c_fc2", True)), h + "mlp.c_proj", True)
 logits = ln(sd, x, "transformer.ln_f") @ sd["transformer.wte.weight"].t() * (1.5 * 0.5)
-finish(sd, {"model_type": "btlm", "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": H, "n_inner": F3,
+finish(sd, {"model_type": MODEL_TYPE, "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": H, "n_inner": F3,
             "n_positions": T, "activation_function": "swiglu", "position_embedding_type": "alibi",
             "mup_width_scale": 0.5, "mup_embeddings_scale": 3.0, "mup_output_alpha": 1.5, "mup_scale_qk_dot_by_d": True,
             "scale_attn_weights": True, "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
             "attn_pdrop": 0.0, "alibi_scaling": None}, logits, ids)
-)PY",
-                  [](const TempDir& dir) {
-                    auto p = YAML::LoadFile(dir / "zoo/params.yaml");
-                    EXPECT_EQ(p["optimizer"]["adjust_learning_rate"]["decoder_kernel"].as<double>(), 0.5);
-                    EXPECT_EQ(p["model"]["output_logits_scale"].as<double>(), 0.75);
-                    auto c = read_json(dir / "back/config.json");
-                    EXPECT_EQ(c["mup_output_alpha"].get<double>() * c["mup_width_scale"].get<double>(), 0.75);
-                    EXPECT_EQ(c["mup_embeddings_scale"], 3.0);
-                    expect_config_refused(dir, [](nlohmann::json& c) { c["alibi_scaling"] = {{"type", "linear"}, {"factor", 2}}; },
-                                          {"alibi_scaling"});
-                  });
+)PY";
+    expect_converts(model_type, "MODEL_TYPE = \"" + model_type + "\"\n" + fixture,
+                    [&](const TempDir& dir) {
+                      auto p = YAML::LoadFile(dir / "zoo/params.yaml");
+                      EXPECT_EQ(p["optimizer"]["adjust_learning_rate"]["decoder_kernel"].as<double>(), 0.5);
+                      EXPECT_EQ(p["model"]["output_logits_scale"].as<double>(), 0.75);
+                      auto c = read_json(dir / "back/config.json");
+                      EXPECT_EQ(c["mup_output_alpha"].get<double>() * c["mup_width_scale"].get<double>(), 0.75);
+                      EXPECT_EQ(c["mup_embeddings_scale"], 3.0);
+                      expect_config_refused(dir, [](nlohmann::json& c) { c["alibi_scaling"] = {{"type", "linear"}, {"factor", 2}}; },
+                                            {"alibi_scaling"});
+                      EXPECT_EQ(c["model_type"], model_type);
+                      EXPECT_EQ(c["architectures"][0], model_type == "jais" ? "JAISLMHeadModel" : "BTLMLMHeadModel");
+                    });
+  }
 }
 
 // SantaCoder (BigCode's remote-code GPT-2, model_type gpt2): Conv1D q_attn

@@ -358,7 +358,8 @@ ModelFamily gpt2_family() {
   f.hf["llama"] = llama_hf_adapter("llama");
   f.hf["mistral"] = llama_hf_adapter("mistral");
   f.hf["mixtral"] = llama_hf_adapter("mixtral");
-  f.hf["btlm"] = btlm_hf_adapter();
+  f.hf["btlm"] = btlm_hf_adapter("btlm");
+  f.hf["jais"] = btlm_hf_adapter("jais");
   f.hf["bloom"] = bloom_hf_adapter();
   f.hf["mpt"] = mpt_hf_adapter();
   f.hf["santacoder"] = santacoder_hf_adapter();

@@ -161,14 +161,15 @@ HfAdapter gpt2_hf_adapter() {
   return key_mapped(a, gpt2_options_of, gpt2_keys);
 }
 
-// BTLM (Cerebras' remote-code model): GPT-2's layout with SwiGLU (mlp.c_fc2
-// is the gate), ALiBi with stored slopes, and muP: embeddings times
-// mup_embeddings_scale, scores / head dim, logits times mup_output_alpha x
-// mup_width_scale (zoo's output_logits_scale; the width also scales the
-// decoder's learning rate, as modelzoo's converter sets it).
-HfAdapter btlm_hf_adapter() {
+// BTLM and Jais (Cerebras' and Inception's remote-code models, one layout):
+// GPT-2's layout with SwiGLU (mlp.c_fc2 is the gate), ALiBi with stored
+// slopes, and muP: embeddings times mup_embeddings_scale, scores / head dim,
+// logits times mup_output_alpha x mup_width_scale (zoo's
+// output_logits_scale; the width also scales the decoder's learning rate, as
+// modelzoo's converter sets it).
+HfAdapter btlm_hf_adapter(const std::string& model_type) {
   HfAdapter a;
-  a.model_types = {"btlm"};
+  a.model_types = {model_type};
   a.config_from_hf = [](const nlohmann::json& c) {
     YAML::Node m = gpt2_shape(c, "swiglu");
     const std::string act = c.value("activation_function", std::string("swiglu"));
@@ -187,12 +188,13 @@ HfAdapter btlm_hf_adapter() {
     if (c.contains("mup_width_scale")) opt["adjust_learning_rate"]["decoder_kernel"] = c.at("mup_width_scale").get<double>();
     return opt;
   };
-  a.config_to_hf = [](const ModelSpec& model) {
+  a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = gpt2_options_of(model);
-    refuse_unrepresentable(o, "btlm", HfHas{.alibi = true, .mup = true, .layer_idx_scaling = true, .gated_ffn = true});
-    expect_gpt2_biases(o, "btlm");
-    expect_mha(o, "btlm");
-    nlohmann::json c = gpt2_config(o, "btlm", "BTLMLMHeadModel");
+    refuse_unrepresentable(o, model_type, HfHas{.alibi = true, .mup = true, .layer_idx_scaling = true, .gated_ffn = true});
+    expect_gpt2_biases(o, model_type);
+    expect_mha(o, model_type);
+    const bool jais = model_type == "jais";
+    nlohmann::json c = gpt2_config(o, model_type, jais ? "JAISLMHeadModel" : "BTLMLMHeadModel");
     // The logits scale goes whole into mup_output_alpha: the product is what the forward uses.
     c["position_embedding_type"] = o.position_embedding_type;
     c["mup_width_scale"] = 1.0;
@@ -200,9 +202,12 @@ HfAdapter btlm_hf_adapter() {
     c["mup_embeddings_scale"] = o.embeddings_scale;
     c["mup_scale_qk_dot_by_d"] = o.scale_qk_dot_by_d;
     c["alibi_scaling"] = nullptr;
-    c["auto_map"] = {{"AutoConfig", "cerebras/btlm-3b-8k-base--configuration_btlm.BTLMConfig"},
-                     {"AutoModel", "cerebras/btlm-3b-8k-base--modeling_btlm.BTLMModel"},
-                     {"AutoModelForCausalLM", "cerebras/btlm-3b-8k-base--modeling_btlm.BTLMLMHeadModel"}};
+    // The remote code HF's Auto classes load (the repositories modelzoo's converters name).
+    const std::string code = jais ? "inceptionai/jais-30b-v3--" : "cerebras/btlm-3b-8k-base--";
+    const std::string module = jais ? "jais" : "btlm", prefix = jais ? "JAIS" : "BTLM";
+    c["auto_map"] = {{"AutoConfig", code + "configuration_" + module + "." + prefix + "Config"},
+                     {"AutoModel", code + "modeling_" + module + "." + prefix + "Model"},
+                     {"AutoModelForCausalLM", code + "modeling_" + module + "." + prefix + "LMHeadModel"}};
     return c;
   };
   return key_mapped(a, gpt2_options_of, gpt2_keys);

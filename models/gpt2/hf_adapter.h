@@ -1,8 +1,8 @@
 // Hugging Face <-> zoo's gpt2 family: config.json <-> `model` section and
 // each HF model type's checkpoint layout as an HfKeyMap. The converters, by
 // modelzoo's names (HF model_type in brackets):
-//   gpt2, btlm                      GPT-2's layout (Conv1D weights, c_attn),
-//                                   BTLM adding SwiGLU, ALiBi slopes and muP;
+//   gpt2, btlm, jais                GPT-2's layout (Conv1D weights, c_attn),
+//                                   BTLM and Jais adding SwiGLU, ALiBi slopes and muP;
 //   llama, mistral, mixtral         q/k rows re-ordered for the interleaved rotary;
 //                                   Mixtral's experts as modelzoo's `moe`;
 //   bloom, mpt                      ALiBi (hf_alibi.cpp);
@@ -24,7 +24,7 @@
 namespace zoo::models {
 
 HfAdapter gpt2_hf_adapter();
-HfAdapter btlm_hf_adapter();
+HfAdapter btlm_hf_adapter(const std::string& model_type);  // "btlm" or "jais"
 HfAdapter llama_hf_adapter(const std::string& model_type);
 HfAdapter bloom_hf_adapter();
 HfAdapter mpt_hf_adapter();
