@@ -24,7 +24,7 @@ TEST(ConvertConfigs, ConverterFromModelTypeAndItsErrors) {
   EXPECT_EQ(models::hf_converter_for(c), "santacoder");
   for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
            {"gpt_bigcode", "starcoder"}, {"gpt_neox", "gpt-neox"}, {"gptj", "gptj"}, {"falcon", "falcon"},
-           {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"}, {"jais", "jais"},
+           {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"}, {"jais", "jais"}, {"codegen", "codegen"},
            {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}, {"qwen2", "qwen2"}, {"gemma", "gemma"},
            {"gemma2", "gemma2"}})
     EXPECT_EQ(models::hf_converter_for({{"model_type", type}}), name) << type;
@@ -166,6 +166,15 @@ TEST(ConvertConfigs, PublishedConfigJsonsGiveThePublishedParameterCounts) {
            "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
            "use_cache": true, "vocab_size": 256000})",
        8537680896},
+      {"Salesforce/codegen-350M-mono",
+       R"({"activation_function": "gelu_new", "architectures": ["CodeGenForCausalLM"], "attn_pdrop": 0.0,
+           "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 50256, "gradient_checkpointing": false,
+           "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "codegen", "n_ctx": 2048,
+           "n_embd": 1024, "n_head": 16, "n_inner": null, "n_layer": 20, "n_positions": 2048, "resid_pdrop": 0.0,
+           "rotary_dim": 32, "scale_attn_weights": true, "tie_word_embeddings": false, "use_cache": true,
+           "vocab_size": 51200})",
+       // "350M": 20 x (ln_1 2C + fused qkv 3C^2 + out C^2 + FFN 8C^2 + its biases 4C + C) + VC + ln_f 2C + head VC + V
+       int64_t{20} * (2 * 1024 + 12 * 1024 * 1024 + 4096 + 1024) + 2 * 51200 * 1024 + 2048 + 51200},
       {"Qwen/Qwen2.5-0.5B",
        R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
            "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,

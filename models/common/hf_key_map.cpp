@@ -11,6 +11,9 @@ namespace {
 
 using StateDict = std::map<std::string, torch::Tensor>;
 
+// CodeGen was trained on TPU v4 with its qkv projection split 4 ways (its mp_num).
+constexpr int64_t kCodeGenShards = 4;
+
 std::vector<int64_t> with_rows(int64_t rows, const torch::Tensor& like) {
   std::vector<int64_t> shape{rows};
   for (int64_t d = 1; d < like.dim(); ++d) shape.push_back(like.size(d));
@@ -65,6 +68,17 @@ std::vector<torch::Tensor> split_qkv(const torch::Tensor& fused, const QkvShape&
                              " rows were expected (" + std::to_string(H) + " query heads, " + std::to_string(G) +
                              " key/value heads of " + std::to_string(D) + ")");
   std::vector<torch::Tensor> parts;
+  if (layout == QkvLayout::kCodeGenShards) {
+    if (!with_q || G != H || H % kCodeGenShards != 0)
+      throw std::runtime_error("CodeGen's fused qkv_proj needs multi-head attention with a multiple of " +
+                               std::to_string(kCodeGenShards) + " heads (" + std::to_string(H) + " query heads, " +
+                               std::to_string(G) + " key/value heads)");
+    std::vector<int64_t> shards{kCodeGenShards, 3, H * D / kCodeGenShards};
+    for (int64_t d = 1; d < fused.dim(); ++d) shards.push_back(fused.size(d));
+    torch::Tensor g = fused.reshape(shards);
+    for (int64_t j : {0, 2, 1}) parts.push_back(g.select(1, j).reshape(with_rows(H * D, fused)).contiguous());  // q, k, v
+    return parts;
+  }
   if (layout == QkvLayout::kBlocks) {
     std::vector<int64_t> sizes;
     if (with_q) sizes.push_back(H * D);
@@ -88,6 +102,13 @@ torch::Tensor join_qkv(const std::vector<torch::Tensor>& parts, const QkvShape& 
   int64_t rows = 0;
   for (const auto& p : parts) rows += p.size(0);
   if (layout == QkvLayout::kBlocks) return torch::cat(parts, 0).contiguous();
+  if (layout == QkvLayout::kCodeGenShards) {
+    std::vector<int64_t> shard{kCodeGenShards, first.size(0) / kCodeGenShards};
+    for (int64_t d = 1; d < first.dim(); ++d) shard.push_back(first.size(d));
+    return torch::stack({parts[0].reshape(shard), parts[2].reshape(shard), parts[1].reshape(shard)}, 1)  // q, v, k
+        .reshape(with_rows(rows, first))
+        .contiguous();
+  }
   std::vector<torch::Tensor> grouped;
   for (size_t j = 0; j < parts.size(); ++j) {
     std::vector<int64_t> shape{G, (with_q && j == 0) ? s.heads / G : 1, D};

@@ -22,8 +22,10 @@ namespace zoo::models {
 //   kPerGroup: for each key/value group, its queries then its key then its
 //     value (GPT-NeoX, BLOOM, Falcon, GPTBigCode: with one group per head
 //     that is [q_h; k_h; v_h] per head, with one group [all q; k; v]);
-//   kBlocks: all queries, all keys, all values (GPT-2's c_attn, MPT's Wqkv).
-enum class QkvLayout { kPerGroup, kBlocks };
+//   kBlocks: all queries, all keys, all values (GPT-2's c_attn, MPT's Wqkv);
+//   kCodeGenShards: CodeGen's qkv_proj, saved from 4 model-parallel shards,
+//     each [its queries; its values; its keys] for a quarter of the heads.
+enum class QkvLayout { kPerGroup, kBlocks, kCodeGenShards };
 
 struct QkvShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;

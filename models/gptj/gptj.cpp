@@ -60,7 +60,8 @@ ModelFamily gptj_family() {
       {"input_ids", "attention_mask", "labels"});
   f.hf["gpt-neox"] = neox_hf_adapter();  // modelzoo's converter name (Hugging Face's model_type: gpt_neox)
   f.hf["gpt_neox"] = f.hf["gpt-neox"];
-  f.hf["gptj"] = gptj_hf_adapter();
+  f.hf["gptj"] = gptj_hf_adapter("gptj");
+  f.hf["codegen"] = gptj_hf_adapter("codegen");
   f.hf["falcon"] = falcon_hf_adapter();
   return f;
 }

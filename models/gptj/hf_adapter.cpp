@@ -67,16 +67,20 @@ HfKeyMap neox_keys(const GptjOptions& o) {
   return m;
 }
 
-HfKeyMap gptj_keys(const GptjOptions& o) {
+// GPT-J's layout; CodeGen's (`codegen`) fuses q/k/v into qkv_proj.
+HfKeyMap gptj_keys(const GptjOptions& o, bool codegen) {
   HfKeyMap m;
   m.qkv = qkv_shape(o);
   m.hf_prefix = "transformer.";
-  m.hf_buffers = {".attn.bias", ".attn.masked_bias", ".attn.embed_positions"};
+  m.hf_buffers = {".attn.bias", ".attn.masked_bias", ".attn.embed_positions", ".attn.causal_mask"};
   m.tensors.push_back({"transformer.wte.weight", "embedding_layer.word_embeddings.weight"});
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = "transformer.h." + std::to_string(i) + ".", z = zoo_layer(i);
     m.norm(h + "ln_1", z + "norm1");
-    for (const char* p : {"q", "k", "v"}) m.linear(h + "attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
+    if (codegen)
+      m.fused_qkv(h + "attn.qkv_proj", z + "self_attn.", QkvLayout::kCodeGenShards);
+    else
+      for (const char* p : {"q", "k", "v"}) m.linear(h + "attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
     m.linear(h + "attn.out_proj", z + "self_attn.proj_output_dense_layer");
     m.linear(h + "mlp.fc_in", z + "ffn.ffn.0.linear_layer");
     m.linear(h + "mlp.fc_out", z + "ffn.ffn.1.linear_layer");
@@ -176,11 +180,12 @@ HfAdapter neox_hf_adapter() {
   return key_mapped(a, options_of, neox_keys);
 }
 
-// GPT-J: one norm feeding attention and FFN, no attention biases, biased FFN
-// and LM head, interleaved partial rotary with base 10000.
-HfAdapter gptj_hf_adapter() {
+// GPT-J and CodeGen: one norm feeding attention and FFN, no attention
+// biases, biased FFN and LM head, interleaved partial rotary with base 10000.
+HfAdapter gptj_hf_adapter(const std::string& model_type) {
   HfAdapter a;
-  a.model_types = {"gptj"};
+  a.model_types = {model_type};
+  const bool codegen = model_type == "codegen";
   a.config_from_hf = [](const nlohmann::json& c) {
     if (!config_sets(c, "rotary_dim"))
       refuse_config(c, "rotary_dim", "(Hugging Face's GPT-J then rotates by the model width, not per head) is not in zoo");
@@ -204,23 +209,26 @@ HfAdapter gptj_hf_adapter() {
     m["initializer_range"] = c.value("initializer_range", 0.02);
     return m;
   };
-  a.config_to_hf = [](const ModelSpec& model) {
+  a.config_to_hf = [model_type, codegen](const ModelSpec& model) {
     const GptjOptions& o = options_of(model);
-    expect_rotary_layernorm(o, "gptj")
+    expect_rotary_layernorm(o, model_type)
         .expect(!o.use_untied_layer_norm, "use_untied_layer_norm", "true", "has one norm per layer")
-        .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta), "has base 10000 and no field for it");
-    expect_mha(o, "gptj");
-    ExportCheck("gptj")
+        .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta), "has base 10000 and no field for it")
+        .expect(!codegen || o.num_heads % 4 == 0, "num_heads", std::to_string(o.num_heads),
+                "splits its heads over 4 model-parallel shards");
+    expect_mha(o, model_type);
+    ExportCheck(model_type)
         .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "as set",
                 "has biases on the FFN and none on the attention")
         .expect(o.use_bias_in_output, "use_bias_in_output", "false", "has an LM-head bias");
-    // GPT-J's config.json has GPT-2's field names.
-    nlohmann::json c = gpt2_config(o.as_gpt2(), "gptj", "GPTJForCausalLM");
-    for (const char* gpt2_only : {"n_ctx", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"}) c.erase(gpt2_only);
+    // GPT-J's and CodeGen's config.json have GPT-2's field names (CodeGen keeps n_ctx).
+    nlohmann::json c = gpt2_config(o.as_gpt2(), model_type, codegen ? "CodeGenForCausalLM" : "GPTJForCausalLM");
+    for (const char* gpt2_only : {"n_ctx", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"})
+      if (!codegen || std::string(gpt2_only) != "n_ctx") c.erase(gpt2_only);
     c["rotary_dim"] = rotary_dims(o);
     return c;
   };
-  return key_mapped(a, options_of, gptj_keys);
+  return key_mapped(a, options_of, [codegen](const GptjOptions& o) { return gptj_keys(o, codegen); });
 }
 
 // Falcon: parallel attention and FFN, rotary on the whole head (half-split),
