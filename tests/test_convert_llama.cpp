@@ -111,6 +111,25 @@ open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
 )PY";
 
+// Converts dir/hf (no --model: the converter comes from config.json's
+// model_type) and checks the model gives dir/logits.bin (2 x 16 tokens, 40
+// classes) for dir/ids.bin, whole and decoded with a cache from token 9 on
+// (rotary positions continue; Gemma 2's window of 5 is passed). Returns the model.
+std::shared_ptr<models::Model> expect_converted_logits(const zoo::testing::TempDir& dir) {
+  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
+  auto model = load_converted(dir);
+  torch::NoGradGuard no_grad;
+  torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 16});
+  torch::Tensor expected = read_raw(dir / "logits.bin", torch::kFloat, {2, 16, 40});
+  models::GenerationCache full;
+  EXPECT_LT((model->next_logits(ids, full) - expected).abs().max().item<double>(), 1e-4);
+  models::GenerationCache cache;
+  std::vector<torch::Tensor> parts = {model->next_logits(ids.narrow(1, 0, 9), cache)};
+  for (int64_t t = 9; t < 16; ++t) parts.push_back(model->next_logits(ids.narrow(1, t, 1), cache));
+  EXPECT_LT((torch::cat(parts, 1) - expected).abs().max().item<double>(), 1e-4);
+  return model;
+}
+
 // One fixture: its converter (model_type), and what the tiny model has.
 struct LlamaCase {
   std::string model_type = "llama";
@@ -135,19 +154,7 @@ void check_llama_conversion(const LlamaCase& c) {
                                                              {"rope_parameters", c.rope_parameters}}
                                                   .dump());
   run_fixture(dir, "make_llama.py", kMakeLlama);
-  // No --model: the converter comes from config.json's model_type.
-  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
-  auto model = load_converted(dir);
-  torch::NoGradGuard no_grad;
-  torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 16});
-  torch::Tensor expected = read_raw(dir / "logits.bin", torch::kFloat, {2, 16, 40});
-  models::GenerationCache full;
-  EXPECT_LT((model->next_logits(ids, full) - expected).abs().max().item<double>(), 1e-4);
-  // Incremental decoding with the cache agrees (rotary positions continue).
-  models::GenerationCache cache;
-  std::vector<torch::Tensor> parts = {model->next_logits(ids.narrow(1, 0, 9), cache)};
-  for (int64_t t = 9; t < 16; ++t) parts.push_back(model->next_logits(ids.narrow(1, t, 1), cache));
-  EXPECT_LT((torch::cat(parts, 1) - expected).abs().max().item<double>(), 1e-4);
+  expect_converted_logits(dir);
 
   convert::run_convert({dir / "zoo/checkpoint_0.mdl", c.model_type, "zoo", "hf", std::nullopt, dir / "back"});
   zoo::testing::expect_exported_bit_for_bit(dir / "hf/model.safetensors", dir / "back/model.safetensors");
@@ -389,17 +396,7 @@ nlohmann::json check_gemma_conversion(const GemmaCase& c) {
                                                              {"bf16_norm", c.bf16_norm}}
                                                   .dump());
   run_fixture(dir, "make_gemma.py", kMakeGemma);
-  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
-  auto model = load_converted(dir);
-  torch::NoGradGuard no_grad;
-  torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 16});
-  torch::Tensor expected = read_raw(dir / "logits.bin", torch::kFloat, {2, 16, 40});
-  models::GenerationCache full;
-  EXPECT_LT((model->next_logits(ids, full) - expected).abs().max().item<double>(), 1e-4);
-  models::GenerationCache cache;
-  std::vector<torch::Tensor> parts = {model->next_logits(ids.narrow(1, 0, 9), cache)};
-  for (int64_t t = 9; t < 16; ++t) parts.push_back(model->next_logits(ids.narrow(1, t, 1), cache));
-  EXPECT_LT((torch::cat(parts, 1) - expected).abs().max().item<double>(), 1e-4);
+  auto model = expect_converted_logits(dir);
   auto original = convert::read_safetensors(dir / "hf/model.safetensors");
   const torch::Tensor final_norm = model->named_parameters()["transformer_decoder.norm.weight"];
   EXPECT_TRUE(torch::equal(final_norm, original["model.norm.weight"].to(torch::kFloat) + 1));

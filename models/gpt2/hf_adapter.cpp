@@ -213,6 +213,47 @@ HfAdapter btlm_hf_adapter(const std::string& model_type) {
   return key_mapped(a, gpt2_options_of, gpt2_keys);
 }
 
+HfKeyMap llama_layout(const Gpt2Options& o, double norm_offset) {
+  HfKeyMap m;
+  m.qkv = qkv_shape(o);
+  m.half_split_rotary_dim = o.rotary_dim.value_or(m.qkv.head_dim);
+  m.hf_buffers = {"rotary_emb.inv_freq"};
+  m.tensors.push_back({"model.embed_tokens.weight", "embedding_layer.word_embeddings.weight"});
+  m.norm("model.norm", "transformer_decoder.norm", norm_offset);
+  m.lm_head(o.share_embedding_weights);
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string h = "model.layers." + std::to_string(i) + ".", z = zoo_layer(i);
+    for (const char* p : {"q", "k", "v"}) m.linear(h + "self_attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
+    m.linear(h + "self_attn.o_proj", z + "self_attn.proj_output_dense_layer");
+    m.norm(h + "input_layernorm", z + "norm1", norm_offset);
+  }
+  return m;
+}
+
+nlohmann::json llama_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture) {
+  return nlohmann::json{{"model_type", model_type},
+                        {"architectures", {architecture}},
+                        {"vocab_size", o.vocab_size},
+                        {"hidden_size", o.hidden_size},
+                        {"intermediate_size", o.filter_size},
+                        {"num_hidden_layers", o.num_hidden_layers},
+                        {"num_attention_heads", o.num_heads},
+                        {"num_key_value_heads", qkv_shape(o).kv_heads},
+                        {"head_dim", qkv_shape(o).head_dim},
+                        {"max_position_embeddings", o.max_position_embeddings},
+                        {"rms_norm_eps", o.layer_norm_epsilon},
+                        {"rope_theta", o.rope_theta},
+                        {"rope_scaling", rope_scaling(o)},
+                        {"tie_word_embeddings", o.share_embedding_weights},
+                        {"initializer_range", o.initializer_range}};
+}
+
+void map_llama_mlp(HfKeyMap& m, const std::string& h, const std::string& z) {
+  m.linear(h + "mlp.up_proj", z + "ffn.ffn.0.linear_layer");
+  m.linear(h + "mlp.gate_proj", z + "ffn.ffn.0.linear_layer_for_glu");
+  m.linear(h + "mlp.down_proj", z + "ffn.ffn.1.linear_layer");
+}
+
 // LLaMA's rotary base and scaling (Llama 3.1's llama3, or linear), either
 // transformers' layout, as modelzoo's rope_theta and pos_scaling_* keys of `m`.
 void read_rope(const nlohmann::json& c, YAML::Node& m) {
@@ -362,7 +403,6 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                 attention_biases + " biases", "has one attention_bias for q, k, v and o (q/k/v alone: --model qwen2)")
         .expect(!qwen2 || (o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention), "use_*bias_in_attention",
                 attention_biases + " biases", "has q/k/v biases and no output bias");
-    const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
     if (o.moe.enabled() != mixtral)
       throw std::runtime_error(mixtral ? "model.moe: Hugging Face's mixtral has experts: set moe.num_experts > 1, or "
                                          "convert with --model llama or mistral"
@@ -373,25 +413,12 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                                " has no sliding window; convert with --model mistral");
     nlohmann::json window = o.attention_sliding_window_length ? nlohmann::json(*o.attention_sliding_window_length)
                                                               : nlohmann::json(nullptr);
-    nlohmann::json config{{"model_type", model_type},
-                          {"architectures", {mixtral   ? "MixtralForCausalLM"
-                                             : mistral ? "MistralForCausalLM"
-                                             : qwen2   ? "Qwen2ForCausalLM"
-                                                       : "LlamaForCausalLM"}},
-                          {"vocab_size", o.vocab_size},
-                          {"hidden_size", o.hidden_size},
-                          {"intermediate_size", o.filter_size},
-                          {"num_hidden_layers", o.num_hidden_layers},
-                          {"num_attention_heads", o.num_heads},
-                          {"num_key_value_heads", G},
-                          {"max_position_embeddings", o.max_position_embeddings},
-                          {"rms_norm_eps", o.layer_norm_epsilon},
-                          {"rope_theta", o.rope_theta},
-                          {"rope_scaling", rope_scaling(o)},
-                          {"head_dim", o.attention_inner_dim.value_or(o.hidden_size) / o.num_heads},
-                          {"hidden_act", "silu"},
-                          {"tie_word_embeddings", o.share_embedding_weights},
-                          {"initializer_range", o.initializer_range}};
+    nlohmann::json config = llama_config(o, model_type,
+                                         mixtral   ? "MixtralForCausalLM"
+                                         : mistral ? "MistralForCausalLM"
+                                         : qwen2   ? "Qwen2ForCausalLM"
+                                                   : "LlamaForCausalLM");
+    config["hidden_act"] = "silu";
     if (mistral) config["sliding_window"] = window;
     if (mixtral) write_mixtral_experts(o.moe, config);
     if (llama) {
@@ -407,24 +434,12 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
   };
   a.model_types = {model_type};
   return key_mapped(a, gpt2_options_of, [](const Gpt2Options& o) {
-    HfKeyMap m;
-    m.qkv = qkv_shape(o);
-    m.half_split_rotary_dim = o.rotary_dim.value_or(m.qkv.head_dim);
-    m.hf_buffers = {"rotary_emb.inv_freq"};
-    m.tensors.push_back({"model.embed_tokens.weight", "embedding_layer.word_embeddings.weight"});
-    m.norm("model.norm", "transformer_decoder.norm");
-    m.lm_head(o.share_embedding_weights);
+    HfKeyMap m = llama_layout(o);
     for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
       const std::string h = "model.layers." + std::to_string(i) + ".", z = zoo_layer(i);
-      for (const char* p : {"q", "k", "v"})
-        m.linear(h + "self_attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
-      m.linear(h + "self_attn.o_proj", z + "self_attn.proj_output_dense_layer");
-      m.norm(h + "input_layernorm", z + "norm1");
       m.norm(h + "post_attention_layernorm", z + "norm3");
       if (!o.moe.enabled()) {
-        m.linear(h + "mlp.up_proj", z + "ffn.ffn.0.linear_layer");
-        m.linear(h + "mlp.gate_proj", z + "ffn.ffn.0.linear_layer_for_glu");
-        m.linear(h + "mlp.down_proj", z + "ffn.ffn.1.linear_layer");
+        map_llama_mlp(m, h, z);
         continue;
       }
       // Mixtral: w1 is the gate, w3 the up projection, w2 the down (modelzoo's converter's names too).

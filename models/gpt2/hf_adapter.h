@@ -14,7 +14,8 @@
 // and an export refuses options the HF type has no field for.
 // Defines: the *_hf_adapter functions, gpt2_options_of, qkv_shape, HfHas,
 // refuse_unrepresentable, gpt2_layout, gpt2_shape, gpt2_config,
-// expect_gpt2_biases, expect_mha, read_rope, rope_scaling.
+// expect_gpt2_biases, expect_mha, llama_layout, map_llama_mlp, llama_config, read_rope,
+// rope_scaling.
 #pragma once
 
 #include "models/common/hf_key_map.h"
@@ -64,6 +65,17 @@ YAML::Node gpt2_shape(const nlohmann::json& c, const std::string& default_activa
 nlohmann::json gpt2_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture);
 // GPT-2's layout is dense: every projection has its bias, the head none.
 void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type);
+
+// LLaMA's checkpoint layout (model.embed_tokens, model.norm, lm_head unless
+// tied, and per layer self_attn.{q,k,v,o}_proj and input_layernorm), each
+// norm weight stored minus `norm_offset` (Gemma's 1); the families add the
+// rest of each layer. map_llama_mlp: mlp.{up,gate,down}_proj.
+HfKeyMap llama_layout(const Gpt2Options& o, double norm_offset = 0.0);
+void map_llama_mlp(HfKeyMap& m, const std::string& hf_layer, const std::string& zoo_layer);
+
+// The config.json fields LLaMA-style models share (sizes, key/value heads,
+// head_dim, rms_norm_eps, the rotary, tied embeddings).
+nlohmann::json llama_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture);
 
 // A LLaMA-style config.json's rotary (rope_theta, and rope_scaling linear or
 // llama3; or transformers 5's rope_parameters) as the `model` keys rope_theta

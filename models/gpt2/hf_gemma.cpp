@@ -139,25 +139,10 @@ nlohmann::json gemma_to_hf(const ModelSpec& model, const std::string& model_type
       .expect(!o.use_ffn_bias && !o.use_bias_in_output, "use_ffn_bias / use_bias_in_output", "true",
               "has no FFN or LM head biases")
       .expect(!o.moe.enabled(), "moe", "set", "has no experts");
-  const int64_t G = o.attention_module == "multiquery_attention" ? o.extra_attention_params.num_kv_groups : o.num_heads;
-  nlohmann::json config{{"model_type", model_type},
-                        {"architectures", {gemma2 ? "Gemma2ForCausalLM" : "GemmaForCausalLM"}},
-                        {"vocab_size", o.vocab_size},
-                        {"hidden_size", o.hidden_size},
-                        {"intermediate_size", o.filter_size},
-                        {"num_hidden_layers", o.num_hidden_layers},
-                        {"num_attention_heads", o.num_heads},
-                        {"num_key_value_heads", G},
-                        {"head_dim", head},
-                        {"hidden_activation", hf_gated(model_type, o.nonlinearity)},
-                        {"max_position_embeddings", o.max_position_embeddings},
-                        {"rms_norm_eps", o.layer_norm_epsilon},
-                        {"rope_theta", o.rope_theta},
-                        {"rope_scaling", rope_scaling(o)},
-                        {"attention_bias", o.use_projection_bias_in_attention},
-                        {"attention_dropout", o.attention_dropout_rate.value_or(0.0)},
-                        {"tie_word_embeddings", o.share_embedding_weights},
-                        {"initializer_range", o.initializer_range}};
+  nlohmann::json config = llama_config(o, model_type, gemma2 ? "Gemma2ForCausalLM" : "GemmaForCausalLM");
+  config["hidden_activation"] = hf_gated(model_type, o.nonlinearity);
+  config["attention_bias"] = o.use_projection_bias_in_attention;
+  config["attention_dropout"] = o.attention_dropout_rate.value_or(0.0);
   if (!gemma2) {
     check.expect(!o.attention_sliding_window_length, "attention_sliding_window_length",
                  std::to_string(o.attention_sliding_window_length.value_or(0)), "has no sliding window (gemma2 has)");
@@ -187,22 +172,10 @@ nlohmann::json gemma_to_hf(const ModelSpec& model, const std::string& model_type
 }
 
 HfKeyMap gemma_keys(const Gpt2Options& o) {
-  HfKeyMap m;
-  m.qkv = qkv_shape(o);
-  m.half_split_rotary_dim = o.rotary_dim.value_or(m.qkv.head_dim);
-  m.hf_buffers = {"rotary_emb.inv_freq"};
-  m.tensors.push_back({"model.embed_tokens.weight", "embedding_layer.word_embeddings.weight"});
-  m.norm("model.norm", "transformer_decoder.norm", kNormOffset);
-  m.lm_head(o.share_embedding_weights);
+  HfKeyMap m = llama_layout(o, kNormOffset);
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = "model.layers." + std::to_string(i) + ".", z = zoo_layer(i);
-    for (const char* p : {"q", "k", "v"})
-      m.linear(h + "self_attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
-    m.linear(h + "self_attn.o_proj", z + "self_attn.proj_output_dense_layer");
-    m.linear(h + "mlp.up_proj", z + "ffn.ffn.0.linear_layer");
-    m.linear(h + "mlp.gate_proj", z + "ffn.ffn.0.linear_layer_for_glu");
-    m.linear(h + "mlp.down_proj", z + "ffn.ffn.1.linear_layer");
-    m.norm(h + "input_layernorm", z + "norm1", kNormOffset);
+    map_llama_mlp(m, h, z);
     if (!o.norm_first_sandwich) {  // Gemma: its second norm is before the FFN
       m.norm(h + "post_attention_layernorm", z + "norm3", kNormOffset);
       continue;
