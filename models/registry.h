@@ -113,6 +113,10 @@ struct HfAdapter {
   // (data_dir and batch_size are added); unset: GPT-style HDF5 token data.
   std::function<YAML::Node(const nlohmann::json& config, const YAML::Node& model, const std::string& hf_dir)>
       input_from_hf;
+  // Optional: label names -> class ids (a token classifier's id2label),
+  // written beside the params as label_vocab.json, which the model's and the
+  // input's label_vocab_file then name.
+  std::function<nlohmann::json(const nlohmann::json& config)> label_vocab_from_hf;
 };
 
 struct ModelFamily {

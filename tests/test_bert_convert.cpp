@@ -1,5 +1,6 @@
 // zoo convert for BERT: Python writes a tiny random checkpoint in Hugging
-// Face's BertForPreTraining (or BertForMaskedLM) layout with the masked-LM
+// Face's BertForPreTraining (or BertForMaskedLM, RoBERTa, or a fine-tuned
+// sequence or token classifier) layout with the masked-LM
 // and next-sentence logits of BERT's forward pass written here from the
 // paper (transformers cannot be installed here). zoo must convert it, give
 // those logits to 1e-5 on a padded batch, and convert back to the same
@@ -10,6 +11,8 @@
 
 #include "convert_fixtures.h"
 #include "models/bert/bert.h"
+#include "models/bert/classifier.h"
+#include "models/bert/token_classifier.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
 
@@ -18,15 +21,17 @@ using zoo::testing::TempDir;
 
 namespace {
 
-// argv: dir, "nsp" (BertForPreTraining) or "mlm" (BertForMaskedLM: no pooler, no NSP head).
 // argv: dir, then "nsp" (BertForPreTraining), "mlm" (BertForMaskedLM: no
-// pooler, no NSP head) or "roberta" (RobertaForMaskedLM: roberta. and
-// lm_head names, one token type, positions counted from pad_token_id + 1).
+// pooler, no NSP head), "roberta" (RobertaForMaskedLM: roberta. and
+// lm_head names, one token type, positions counted from pad_token_id + 1),
+// "seq" (BertForSequenceClassification: pooler and a 3-class classifier) or
+// "tok" (BertForTokenClassification: a 5-class classifier on every token).
 const char* kPyBert = R"PY(
 import os, sys
 import torch.nn.functional as F
 out, kind = sys.argv[1], sys.argv[2]
-nsp, roberta = kind == "nsp", kind == "roberta"
+nsp, roberta, seq, tok = kind == "nsp", kind == "roberta", kind == "seq", kind == "tok"
+finetuned = seq or tok
 torch.manual_seed(0)
 B, T, V, C, L, H, FF, P = 2, 12, 50, 32, 2, 4, 48, 16
 PAD = 1 if roberta else 0
@@ -56,13 +61,18 @@ for i in range(L):
     linear(p + "intermediate.dense", C, FF)
     linear(p + "output.dense", FF, C)
     norm(p + "output.LayerNorm")
-linear(head[0], C, C)
-norm(head[1])
-sd[head[2]] = rnd(V)
-sd[head[3] + ".weight"] = sd[base + "embeddings.word_embeddings.weight"]  # tied, as HF saves it
-if nsp:
+if not finetuned:
+    linear(head[0], C, C)
+    norm(head[1])
+    sd[head[2]] = rnd(V)
+    sd[head[3] + ".weight"] = sd[base + "embeddings.word_embeddings.weight"]  # tied, as HF saves it
+if nsp or seq:
     linear(base + "pooler.dense", C, C)
+if nsp:
     linear("cls.seq_relationship", C, 2)
+LABELS = ["negative", "neutral", "positive"] if seq else ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+if finetuned:
+    linear("classifier", C, len(LABELS))
 
 def lin(x, name):
     return x @ sd[name + ".weight"].t() + sd[name + ".bias"]
@@ -88,17 +98,23 @@ for i in range(L):
     a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
     x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
     x = ln(x + lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
-m = ln(F.gelu(lin(x, head[0])), head[1])
-mlm = m @ sd[base + "embeddings.word_embeddings.weight"].t() + sd[head[2]]
+if finetuned:   # the pooled [CLS] state (sequence) or every token's state (token), then the classifier
+    mlm = lin(torch.tanh(lin(x[:, 0], base + "pooler.dense")) if seq else x, "classifier")
+else:
+    mlm = ln(F.gelu(lin(x, head[0])), head[1]) @ sd[base + "embeddings.word_embeddings.weight"].t() + sd[head[2]]
 os.makedirs(out + "/hf", exist_ok=True)
 write_safetensors(out + "/hf/model.safetensors", sd)
-arch = "RobertaForMaskedLM" if roberta else "BertForPreTraining" if nsp else "BertForMaskedLM"
+arch = {"roberta": "RobertaForMaskedLM", "nsp": "BertForPreTraining", "mlm": "BertForMaskedLM",
+        "seq": "BertForSequenceClassification", "tok": "BertForTokenClassification"}[kind]
 config = {"model_type": "roberta" if roberta else "bert", "architectures": [arch],
           "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
           "intermediate_size": FF, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
           "attention_probs_dropout_prob": 0.1, "max_position_embeddings": P + (PAD + 1 if roberta else 0),
           "type_vocab_size": TYPES, "initializer_range": 0.02, "layer_norm_eps": EPS, "pad_token_id": PAD,
           "position_embedding_type": "absolute"}
+if finetuned:
+    config.update({"id2label": {str(i): n for i, n in enumerate(LABELS)}, "label2id": {n: i for i, n in enumerate(LABELS)},
+                   "classifier_dropout": None})
 json.dump(config, open(out + "/hf/config.json", "w"))
 open(out + "/hf/vocab.txt", "w").write("\n".join("t%d" % i for i in range(V)) + "\n")
 json.dump({"do_lower_case": True}, open(out + "/hf/tokenizer_config.json", "w"))
@@ -165,6 +181,60 @@ void expect_bert_converts(const std::string& kind) {
   EXPECT_EQ(config.at("max_position_embeddings"), kind == "roberta" ? 18 : 16);
 }
 
+// BertForSequenceClassification ("seq") and BertForTokenClassification
+// ("tok"): zoo's fine-tuning families give HF's logits (real tokens' for
+// "tok"), their params read modelzoo's fine-tuning data, and the export is the
+// original bit for bit with the labels' names.
+void expect_bert_finetune_converts(const std::string& kind) {
+  TempDir dir;
+  const std::string script = zoo::testing::write_file(dir / "bert.py", std::string(zoo::testing::kPySafetensors) + kPyBert);
+  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path() + " " + kind);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
+  using zoo::testing::read_raw;
+  const torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12}),
+                      types = read_raw(dir / "types.bin", torch::kLong, {2, 12}),
+                      mask = read_raw(dir / "mask.bin", torch::kLong, {2, 12});
+  auto model = zoo::testing::load_converted(dir);
+  torch::NoGradGuard no_grad;
+  const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
+  EXPECT_EQ(params["train_input"]["vocab_file"].as<std::string>(), dir / "hf/vocab.txt");
+  if (kind == "seq") {
+    auto classifier = std::dynamic_pointer_cast<models::BertClassifierModel>(model);
+    ASSERT_TRUE(classifier);
+    const torch::Tensor expected = read_raw(dir / "mlm.bin", torch::kFloat, {2, 3});
+    EXPECT_LT((classifier->logits(ids, mask, types) - expected).abs().max().item<double>(), 1e-5);
+    EXPECT_EQ(params["model"]["num_labels"].as<int64_t>(), 3);
+    EXPECT_EQ(params["model"]["problem_type"].as<std::string>(), "single_label_classification");
+    EXPECT_EQ(params["model"]["task_dropout"].as<double>(), 0.1);  // classifier_dropout null: hidden_dropout_prob
+    EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "SST2DataProcessor");
+  } else {
+    auto tagger = std::dynamic_pointer_cast<models::BertTokenClassifierModel>(model);
+    ASSERT_TRUE(tagger);
+    const torch::Tensor expected = read_raw(dir / "mlm.bin", torch::kFloat, {2, 12, 5});
+    const torch::Tensor real = mask.to(torch::kBool).unsqueeze(-1);
+    EXPECT_LT(((tagger->logits(ids, mask, types) - expected) * real).abs().max().item<double>(), 1e-5);
+    EXPECT_EQ(params["model"]["num_classes"].as<int64_t>(), 5);
+    EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "BertTokenClassifierDataProcessor");
+    // HF's id2label becomes the label_vocab_file the data and the F1 read.
+    const auto labels = nlohmann::json::parse(zoo::testing::read_file(params["train_input"]["label_vocab_file"].as<std::string>()));
+    EXPECT_EQ(labels.at("B-PER"), 1);
+    EXPECT_EQ(labels.at("I-LOC"), 4);
+    EXPECT_EQ(params["model"]["label_vocab_file"].as<std::string>(), params["train_input"]["label_vocab_file"].as<std::string>());
+  }
+  const std::string converter = kind == "seq" ? "bert-sequence-classifier" : "bert-token-classifier";
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "back"});
+  auto original = convert::read_safetensors(dir / "hf/model.safetensors");
+  original.erase("bert.embeddings.position_ids");  // a buffer
+  auto back = convert::read_safetensors(dir / "back/model.safetensors");
+  EXPECT_EQ(back.size(), original.size());
+  for (const auto& [k, t] : original) EXPECT_TRUE(back.count(k) && torch::equal(t, back[k])) << k;
+  const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
+  EXPECT_EQ(config.at("architectures")[0], kind == "seq" ? "BertForSequenceClassification" : "BertForTokenClassification");
+  EXPECT_EQ(config.at("id2label").at("1"), kind == "seq" ? "LABEL_1" : "B-PER");
+  EXPECT_EQ(models::hf_converter_for(config), converter);
+}
+
 }  // namespace
 
 // BertForPreTraining: both heads; the next-sentence head's pooler is tanh.
@@ -185,6 +255,18 @@ TEST(ConvertBert, MaskedLmOnlyCheckpointConvertsWithoutTheNspHead) {
 TEST(ConvertBert, RobertaMatchesTheReferenceAndRoundTrips) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   expect_bert_converts("roberta");
+}
+
+// modelzoo's bert-sequence-classifier: the pooled [CLS] state and a classifier.
+TEST(ConvertBert, SequenceClassifierMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  expect_bert_finetune_converts("seq");
+}
+
+// modelzoo's bert-token-classifier: every token's state and a classifier; id2label is the label vocabulary.
+TEST(ConvertBert, TokenClassifierMatchesTheReferenceAndRoundTrips) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  expect_bert_finetune_converts("tok");
 }
 
 // Options HF's BERT has no field for are refused by name, never dropped;

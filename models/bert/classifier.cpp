@@ -1,6 +1,8 @@
 // Implementation of models/bert/classifier.h.
 #include "models/bert/classifier.h"
 
+#include "models/bert/hf_adapter.h"
+
 namespace zoo::models {
 
 const config::Schema<BertClassifierOptions>& BertClassifierOptions::schema() {
@@ -89,6 +91,7 @@ ModelFamily bert_classifier_family() {
       "as modelzoo's bert/classifier model.",
       {"input_ids", "attention_mask", "token_type_ids", "labels"});
   f.required_keys = {"num_labels", "problem_type", "task_dropout"};
+  f.hf["bert-sequence-classifier"] = bert_sequence_classifier_hf_adapter();
   return f;
 }
 

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "models/bert/hf_adapter.h"
+
 namespace zoo::models {
 
 const config::Schema<BertTokenClassifierOptions>& BertTokenClassifierOptions::schema() {
@@ -106,6 +108,7 @@ ModelFamily bert_token_classifier_family() {
       "modelzoo's bert/token_classifier model.",
       {"input_ids", "attention_mask", "labels"});
   f.required_keys = {"num_classes", "encoder_output_dropout_rate"};
+  f.hf["bert-token-classifier"] = bert_token_classifier_hf_adapter();
   f.input_keys_from_model = {{"label_vocab_file", {"label_vocab_file"}},
                              {"include_padding_in_loss", {"include_padding_in_loss"}}};  // as modelzoo's data config reads them
   return f;

@@ -39,6 +39,12 @@ torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rota
 }
 
 YAML::Node rotary_decoder_shape(const nlohmann::json& c, const std::string& family) {
+  YAML::Node m = transformer_shape(c, family);
+  m["position_embedding_type"] = "rotary";
+  return m;
+}
+
+YAML::Node transformer_shape(const nlohmann::json& c, const std::string& family) {
   YAML::Node m(YAML::NodeType::Map);
   m["name"] = family;
   m["vocab_size"] = c.at("vocab_size").get<int64_t>();
@@ -47,7 +53,6 @@ YAML::Node rotary_decoder_shape(const nlohmann::json& c, const std::string& fami
   m["num_heads"] = c.at("num_attention_heads").get<int64_t>();
   m["filter_size"] = c.at("intermediate_size").get<int64_t>();
   m["max_position_embeddings"] = c.at("max_position_embeddings").get<int64_t>();
-  m["position_embedding_type"] = "rotary";
   return m;
 }
 
@@ -69,6 +74,12 @@ void refuse_config(const nlohmann::json& c, const std::string& key, const std::s
   const std::string value = c.contains(key) ? c.at(key).dump() : std::string("(absent)");
   throw std::runtime_error("config.json: " + (section.empty() ? key : section + "." + key) + " = " + value + " " + why +
                            "; zoo will not convert the model without it");
+}
+
+std::string hf_architecture(const nlohmann::json& c) {
+  if (!c.contains("architectures") || !c.at("architectures").is_array() || c.at("architectures").empty()) return "";
+  const nlohmann::json& first = c.at("architectures").front();
+  return first.is_string() ? first.get<std::string>() : "";
 }
 
 HfRope read_hf_rope(const nlohmann::json& c, const std::vector<std::string>& theta_keys, double default_theta) {

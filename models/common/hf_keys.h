@@ -2,8 +2,8 @@
 // with clear errors, and the rotary row order between HF's half-split layout
 // and modelzoo's interleaved one, reading config.json and checking an
 // export. Defines: take_key, permute_rotary, cls_row_last, cls_row_first,
-// rotary_decoder_shape, config_sets, config_value, refuse_config,
-// HfRope, read_hf_rope, zoo_activation, ExportCheck.
+// transformer_shape, rotary_decoder_shape, config_sets, config_value, refuse_config,
+// HfRope, read_hf_rope, hf_architecture, zoo_activation, ExportCheck.
 #pragma once
 
 #include <torch/torch.h>
@@ -30,10 +30,11 @@ torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rota
 torch::Tensor cls_row_last(const torch::Tensor& hf_rows);
 torch::Tensor cls_row_first(const torch::Tensor& zoo_rows);
 
-// The `model` keys of a rotary decoder read from the config.json fields
-// LLaMA, Mistral and GPT-NeoX share (vocab_size, hidden_size,
-// num_hidden_layers, num_attention_heads, intermediate_size,
-// max_position_embeddings), with model.name `family`.
+// The `model` keys read from the config.json fields BERT, LLaMA, Mistral,
+// GPT-NeoX and their kin share (vocab_size, hidden_size, num_hidden_layers,
+// num_attention_heads, intermediate_size, max_position_embeddings), with
+// model.name `family`; rotary_decoder_shape adds rotary positions.
+YAML::Node transformer_shape(const nlohmann::json& config, const std::string& family);
 YAML::Node rotary_decoder_shape(const nlohmann::json& config, const std::string& family);
 
 // True when config.json sets `key` to something other than null or false.
@@ -49,6 +50,10 @@ nlohmann::json config_value(const nlohmann::json& config, const std::vector<std:
 // `config` may be a nested object, named `section` (MPT's attn_config).
 [[noreturn]] void refuse_config(const nlohmann::json& config, const std::string& key, const std::string& why,
                                 const std::string& section = "");
+
+// config.json's first `architectures` entry ("" when none): which head a
+// checkpoint of one model_type carries (BertForTokenClassification, ...).
+std::string hf_architecture(const nlohmann::json& config);
 
 // A config.json's rotary settings. transformers 4 writes rope_theta (or a
 // model's own name for it) and rope_scaling; transformers 5 writes one

@@ -78,6 +78,13 @@ void hf_to_zoo(const ConvertCommand& c) {
   YAML::Node input(YAML::NodeType::Map);
   input["data_processor"] = "GptHDF5MapDataProcessor";
   if (a.input_from_hf) input = a.input_from_hf(hf_config, model, fs::path(config_path).parent_path().string());
+  fs::create_directories(c.output_dir);
+  if (a.label_vocab_from_hf) {
+    const std::string labels_path = (fs::path(c.output_dir) / "label_vocab.json").string();
+    std::ofstream(labels_path) << a.label_vocab_from_hf(hf_config).dump(2) << "\n";
+    model["label_vocab_file"] = labels_path;
+    input["label_vocab_file"] = labels_path;
+  }
   const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
   YAML::Node params_yaml = finetune_params(model, optimizer, input, ckpt_path, c.output_dir);
   Params params = params_from_node(params_yaml, config_path + " (converted)", YAML::Node());
@@ -92,7 +99,6 @@ void hf_to_zoo(const ConvertCommand& c) {
   // never holds a second copy of the weights.
   auto shapes = params.model->build(torch::TensorOptions().device(torch::kMeta));
   c10::impl::GenericDict converted = ckpt::model_state_dict_from(*shapes, std::move(state), c.checkpoint);
-  fs::create_directories(c.output_dir);
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", converted);
   d.insert("global_step", int64_t{0});

@@ -1,0 +1,184 @@
+// Hugging Face's fine-tuned BERTs <-> zoo's fine-tuning families, by
+// modelzoo's converter names:
+//   bert-sequence-classifier  BertForSequenceClassification <-> bert/classifier
+//                             (the pooler's tanh state, dropout, classifier);
+//   bert-token-classifier     BertForTokenClassification <-> bert/token_classifier
+//                             (every token's state, dropout, classifier; no pooler).
+// The encoder is BERT's (hf_adapter.cpp) under bert. on both sides. HF's
+// num_labels (the length of id2label) is num_labels / num_classes,
+// classifier_dropout (null: hidden_dropout_prob) is task_dropout /
+// encoder_output_dropout_rate, and an unset problem_type is regression for
+// one label and single_label_classification otherwise, as HF's loss decides
+// for integer labels (modelzoo's converter asks the user to set it).
+#include <fstream>
+
+#include "models/bert/classifier.h"
+#include "models/bert/hf_adapter.h"
+#include "models/bert/token_classifier.h"
+
+namespace zoo::models {
+namespace {
+
+const char* kSequenceClassifier = "BertForSequenceClassification";
+const char* kTokenClassifier = "BertForTokenClassification";
+
+// The encoder's keys as the fine-tuning families spell them (embedding_pad_token_id), named `family`.
+YAML::Node finetune_shape(const nlohmann::json& c, const std::string& family) {
+  YAML::Node m = bert_encoder_shape(c);
+  m["name"] = family;
+  m["embedding_pad_token_id"] = m["pad_token_id"];
+  m.remove("pad_token_id");
+  return m;
+}
+
+// HF derives num_labels from id2label; older files give num_labels, and its default is 2.
+int64_t num_labels(const nlohmann::json& c) {
+  if (c.contains("id2label") && c.at("id2label").is_object() && !c.at("id2label").empty())
+    return int64_t(c.at("id2label").size());
+  return config_value(c, {"num_labels"}, 2).get<int64_t>();
+}
+
+double classifier_dropout(const nlohmann::json& c) {
+  return config_value(c, {"classifier_dropout", "hidden_dropout_prob"}, 0.1).get<double>();
+}
+
+// id2label / label2id for `names` (class id -> name).
+void write_labels(nlohmann::json& config, const std::vector<std::string>& names) {
+  config["id2label"] = nlohmann::json::object();
+  config["label2id"] = nlohmann::json::object();
+  for (size_t i = 0; i < names.size(); ++i) {
+    config["id2label"][std::to_string(i)] = names[i];
+    config["label2id"][names[i]] = int64_t(i);
+  }
+}
+
+std::vector<std::string> default_label_names(int64_t n) {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < n; ++i) names.push_back("LABEL_" + std::to_string(i));
+  return names;
+}
+
+// The encoder's and the head's tensors; `pooler`: the sequence classifier's.
+HfKeyMap finetune_keys(const BertEncoderOptions& o, bool pooler) {
+  HfKeyMap m;
+  m.hf_prefix = "bert.";
+  m.hf_buffers = {"embeddings.position_ids", "embeddings.token_type_ids"};
+  // A token classifier saved with a pooler (HF builds it without one, and ignores it).
+  if (!pooler) m.hf_buffers.push_back("pooler.dense.");
+  map_bert_encoder(m, o, "bert.", "bert.", o.num_segments.value_or(2), pooler);
+  m.linear("classifier", "classifier");
+  return m;
+}
+
+template <class Options, class ModelT>
+const Options& options_as(const ModelSpec& model, const std::string& family) {
+  const auto* typed = dynamic_cast<const TypedModelSpec<Options, ModelT>*>(&model);
+  if (!typed) throw std::invalid_argument("this Hugging Face converter takes a " + family + " model section");
+  return typed->options();
+}
+
+const BertClassifierOptions& classifier_options(const ModelSpec& m) {
+  return options_as<BertClassifierOptions, BertClassifierModel>(m, "bert/classifier");
+}
+const BertTokenClassifierOptions& token_classifier_options(const ModelSpec& m) {
+  return options_as<BertTokenClassifierOptions, BertTokenClassifierModel>(m, "bert/token_classifier");
+}
+
+// What both converters share: HF's `architecture` of model_type bert, the
+// tensors (with the pooler when `pooler`), and fine-tuning data read by
+// `processor` with the checkpoint's vocab.txt; `options_of` the family's.
+template <class Options>
+HfAdapter finetune_adapter(const std::string& architecture, bool pooler, const std::string& processor,
+                           const Options& (*options_of)(const ModelSpec&)) {
+  HfAdapter a;
+  a.model_types = {"bert"};
+  a.claims = [architecture](const nlohmann::json& c) { return hf_architecture(c) == architecture; };
+  a.from_hf = [pooler, options_of](const StateDict& hf, const ModelSpec& m) {
+    return map_to_zoo(finetune_keys(options_of(m), pooler), hf);
+  };
+  a.to_hf = [pooler, options_of](const StateDict& zoo, const ModelSpec& m) {
+    const Options& o = options_of(m);
+    StateDict hf = map_to_hf(finetune_keys(o, pooler), zoo);
+    add_missing_token_types(hf, "bert.", o.num_segments.value_or(2), o.hidden_size);
+    return hf;
+  };
+  a.input_from_hf = [processor](const nlohmann::json&, const YAML::Node& model, const std::string& hf_dir) {
+    YAML::Node in(YAML::NodeType::Map);
+    in["data_processor"] = processor;
+    read_wordpiece_settings(in, hf_dir);
+    in["max_sequence_length"] = std::min<int64_t>(128, model["max_position_embeddings"].as<int64_t>());
+    return in;
+  };
+  return a;
+}
+
+}  // namespace
+
+HfAdapter bert_sequence_classifier_hf_adapter() {
+  // GLUE-style sentences (SST-2's TSV; MNLIDataProcessor for sentence pairs).
+  HfAdapter a = finetune_adapter(kSequenceClassifier, /*pooler=*/true, "SST2DataProcessor", classifier_options);
+  a.config_from_hf = [](const nlohmann::json& c) {
+    YAML::Node m = finetune_shape(c, "bert/classifier");
+    const int64_t labels = num_labels(c);
+    m["num_labels"] = labels;
+    m["problem_type"] = config_value(c, {"problem_type"}, labels == 1 ? "regression" : "single_label_classification")
+                            .get<std::string>();
+    m["task_dropout"] = classifier_dropout(c);
+    return m;
+  };
+  a.config_to_hf = [](const ModelSpec& model) {
+    const BertClassifierOptions& o = classifier_options(model);
+    check_bert_layout_export(ExportCheck("bert"), o, /*roberta=*/false, /*pooler=*/true);
+    nlohmann::json c = bert_encoder_config(o, false, o.num_segments.value_or(2));
+    c["architectures"] = {kSequenceClassifier};
+    c["problem_type"] = *o.problem_type;
+    c["classifier_dropout"] = *o.task_dropout;
+    write_labels(c, default_label_names(*o.num_labels));
+    return c;
+  };
+  return a;
+}
+
+HfAdapter bert_token_classifier_hf_adapter() {
+  // modelzoo's NER CSV.
+  HfAdapter a = finetune_adapter(kTokenClassifier, /*pooler=*/false, "BertTokenClassifierDataProcessor",
+                                 token_classifier_options);
+  a.config_from_hf = [](const nlohmann::json& c) {
+    YAML::Node m = finetune_shape(c, "bert/token_classifier");
+    m.remove("pooler_nonlinearity");
+    m["num_classes"] = num_labels(c);
+    m["encoder_output_dropout_rate"] = classifier_dropout(c);
+    return m;
+  };
+  a.label_vocab_from_hf = [](const nlohmann::json& c) {
+    nlohmann::json labels = nlohmann::json::object();
+    if (c.contains("id2label") && c.at("id2label").is_object())
+      for (const auto& [id, name] : c.at("id2label").items())
+        labels[name.is_string() ? name.get<std::string>() : name.dump()] = std::stoll(id);
+    else
+      for (int64_t i = 0; i < num_labels(c); ++i) labels["LABEL_" + std::to_string(i)] = i;
+    return labels;
+  };
+  a.config_to_hf = [](const ModelSpec& model) {
+    const BertTokenClassifierOptions& o = token_classifier_options(model);
+    check_bert_layout_export(ExportCheck("bert"), o, /*roberta=*/false, /*pooler=*/false);
+    nlohmann::json c = bert_encoder_config(o, false, o.num_segments.value_or(2));
+    c["architectures"] = {kTokenClassifier};
+    c["classifier_dropout"] = *o.encoder_output_dropout_rate;
+    // The label names of the model's label_vocab_file when it has one, else LABEL_<id>.
+    std::vector<std::string> names = default_label_names(*o.num_classes);
+    if (o.label_vocab_file) {
+      std::ifstream in(*o.label_vocab_file);
+      const nlohmann::json labels = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (labels.is_object())
+        for (const auto& [name, id] : labels.items())
+          if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < *o.num_classes)
+            names[size_t(id.get<int64_t>())] = name;
+    }
+    write_labels(c, names);
+    return c;
+  };
+  return a;
+}
+
+}  // namespace zoo::models
