@@ -493,6 +493,15 @@ TEST(ConvertLlama, ModelzooGemma2ParamsExportAndGemmaRefusals) {
   EXPECT_EQ(again["sliding_window_every_other_decoder_layer_pattern"].as<std::string>(), "full_attention_first");
   EXPECT_EQ(again["nonlinearity"].as<std::string>(), "geglu");
 
+  // A config.json's null caps and window are none (absent ones take HF's defaults).
+  nlohmann::json uncapped = cfg;
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "sliding_window"}) uncapped[key] = nullptr;
+  const YAML::Node plain = family.hf.at("gemma2").config_from_hf(uncapped);
+  for (const char* key : {"attention_logit_softcapping", "final_logit_softcapping", "attention_sliding_window_length"})
+    EXPECT_FALSE(plain[key]) << key;
+  uncapped.erase("attn_logit_softcapping");
+  EXPECT_EQ(family.hf.at("gemma2").config_from_hf(uncapped)["attention_logit_softcapping"].as<double>(), 50.0);
+
   YAML::Node scaled = YAML::Clone(m);
   scaled["embeddings_scale"] = 60.0;
   zoo::testing::expect_refused([&] { family.hf.at("gemma2").config_to_hf(*parse(scaled)); },

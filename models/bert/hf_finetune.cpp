@@ -153,8 +153,11 @@ HfAdapter bert_token_classifier_hf_adapter() {
   a.label_vocab_from_hf = [](const nlohmann::json& c) {
     nlohmann::json labels = nlohmann::json::object();
     if (c.contains("id2label") && c.at("id2label").is_object())
-      for (const auto& [id, name] : c.at("id2label").items())
+      for (const auto& [id, name] : c.at("id2label").items()) {
+        if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
+          refuse_config(c, "id2label", "has a key that is not a class id (`" + id + "`)");
         labels[name.is_string() ? name.get<std::string>() : name.dump()] = std::stoll(id);
+      }
     else
       for (int64_t i = 0; i < num_labels(c); ++i) labels["LABEL_" + std::to_string(i)] = i;
     return labels;

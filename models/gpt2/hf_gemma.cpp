@@ -97,13 +97,13 @@ YAML::Node gemma_from_hf(const nlohmann::json& c, bool gemma2) {
   m["norm_first_sandwich"] = true;
   const double query_scalar = config_value(c, {"query_pre_attn_scalar"}, 224).get<double>();
   if (query_scalar != double(head_dim)) m["attention_logits_alpha"] = std::sqrt(head_dim / query_scalar);
-  const nlohmann::json attn_cap = config_value(c, {"attn_logit_softcapping"}, 50.0);
-  const nlohmann::json final_cap = config_value(c, {"final_logit_softcapping"}, 30.0);
-  if (!c.contains("attn_logit_softcapping") || !attn_cap.is_null())
-    m["attention_logit_softcapping"] = attn_cap.get<double>();
-  if (!c.contains("final_logit_softcapping") || !final_cap.is_null())
-    m["final_logit_softcapping"] = final_cap.get<double>();
-  if (!c.contains("sliding_window") || !c.at("sliding_window").is_null()) {
+  // Absent: HF's default; null: no capping (and no window).
+  const auto absent_or_set = [&](const char* key) { return !c.contains(key) || !c.at(key).is_null(); };
+  if (absent_or_set("attn_logit_softcapping"))
+    m["attention_logit_softcapping"] = config_value(c, {"attn_logit_softcapping"}, 50.0).get<double>();
+  if (absent_or_set("final_logit_softcapping"))
+    m["final_logit_softcapping"] = config_value(c, {"final_logit_softcapping"}, 30.0).get<double>();
+  if (absent_or_set("sliding_window")) {
     m["attention_sliding_window_length"] = config_value(c, {"sliding_window"}, 4096).get<int64_t>();
     m["sliding_window_every_other_decoder_layer"] = true;
     m["sliding_window_every_other_decoder_layer_pattern"] = window_pattern(c, m["num_hidden_layers"].as<int64_t>());
