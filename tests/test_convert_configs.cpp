@@ -25,8 +25,8 @@ TEST(ConvertConfigs, ConverterFromModelTypeAndItsErrors) {
   for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
            {"gpt_bigcode", "starcoder"}, {"gpt_neox", "gpt-neox"}, {"gptj", "gptj"}, {"falcon", "falcon"},
            {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"}, {"jais", "jais"}, {"codegen", "codegen"},
-           {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}, {"qwen2", "qwen2"}, {"gemma", "gemma"},
-           {"gemma2", "gemma2"}})
+           {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
+           {"gemma", "gemma"}, {"gemma2", "gemma2"}})
     EXPECT_EQ(models::hf_converter_for({{"model_type", type}}), name) << type;
   expect_refused([] { models::hf_converter_for({{"model_type", "bart"}}); },
                  {"model_type \"bart\" has no zoo converter", "bloom", "starcoder", "t5"});
@@ -82,7 +82,8 @@ TEST(ConvertConfigs, RealModelzooConfigsExportToTheirHuggingFaceModels) {
 // "1.1B", StarCoder "15.5B", BTLM "3B"), HF's architecture's count for that
 // config. zoo adds only BLOOM's and MPT's ALiBi slopes, which HF computes
 // instead of storing. Gemma-2-2B (2,614,341,888), Gemma-7B (8,537,680,896)
-// and Qwen2.5-0.5B (494,032,768) are the counts HF's models report.
+// Qwen2.5-0.5B (494,032,768) and Qwen3-0.6B (596,049,920) are the counts
+// HF's models report.
 TEST(ConvertConfigs, PublishedConfigJsonsGiveThePublishedParameterCounts) {
   struct Published {
     const char* name;
@@ -182,7 +183,16 @@ TEST(ConvertConfigs, PublishedConfigJsonsGiveThePublishedParameterCounts) {
            "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
            "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
            "use_cache": true, "use_mrope": false, "use_sliding_window": false, "vocab_size": 151936})",
-       494032768}};
+       494032768},
+      {"Qwen/Qwen3-0.6B",
+       R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+           "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024,
+           "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960,
+           "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28,
+           "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+           "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true,
+           "use_sliding_window": false, "vocab_size": 151936})",
+       596049920}};
   for (const auto& m : models_) {
     SCOPED_TRACE(m.name);
     const nlohmann::json config = nlohmann::json::parse(m.config);

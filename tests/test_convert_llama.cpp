@@ -30,7 +30,7 @@ import json, math, os, struct, sys, torch
 import torch.nn.functional as F
 out = sys.argv[1]
 CASE = json.loads(open(out + "/case.json").read())
-SCALING, BIAS, THETA = CASE["rope_scaling"], CASE["bias"], CASE["theta"]
+SCALING, BIAS, THETA, QK_NORM = CASE["rope_scaling"], CASE["bias"], CASE["theta"], CASE["model_type"] == "qwen3"
 torch.manual_seed(1)
 V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6
 D = CASE["head_dim"] or C // H
@@ -51,6 +51,8 @@ for i in range(L):
     else:
         sd.update({p + "mlp.gate_proj.weight": torch.randn(I, C) * 0.2, p + "mlp.up_proj.weight": torch.randn(I, C) * 0.2,
                    p + "mlp.down_proj.weight": torch.randn(C, I) * 0.2})
+    if QK_NORM:   # Qwen3: each head's queries and keys RMS-normalized, scaled per head dim
+        sd.update({p + "self_attn.q_norm.weight": 1 + 0.3 * torch.randn(D), p + "self_attn.k_norm.weight": 1 + 0.3 * torch.randn(D)})
     biased = {"qkv": ["q", "k", "v"], "all": ["q", "k", "v", "o", "gate", "up", "down"]}.get(BIAS, [])
     for n in biased:
         w = sd[p + ("self_attn." if n in "qkvo" else "mlp.") + n + "_proj.weight"]
@@ -90,6 +92,8 @@ for i in range(L):
     q = lin(a, "self_attn.q_proj").view(2, P, H, D).transpose(1, 2)
     k = lin(a, "self_attn.k_proj").view(2, P, G, D).transpose(1, 2)
     v = lin(a, "self_attn.v_proj").view(2, P, G, D).transpose(1, 2)
+    if QK_NORM:
+        q, k = rms(q, sd[p + "self_attn.q_norm.weight"]), rms(k, sd[p + "self_attn.k_norm.weight"])
     q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
     k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
     w = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(torch.tril(torch.ones(P, P)) == 0, float("-inf")).softmax(-1)
@@ -168,7 +172,7 @@ void check_llama_conversion(const LlamaCase& c) {
     EXPECT_EQ(cfg["attention_bias"], c.bias == "all");
     EXPECT_EQ(cfg["mlp_bias"], c.bias == "all");
   }
-  if (c.model_type == "qwen2") EXPECT_EQ(cfg["use_sliding_window"], false);
+  if (c.model_type == "qwen2" || c.model_type == "qwen3") EXPECT_EQ(cfg["use_sliding_window"], false);
   if (c.experts) {
     EXPECT_EQ(cfg["architectures"][0], "MixtralForCausalLM");
     EXPECT_EQ(cfg["num_local_experts"], c.experts);
@@ -233,6 +237,14 @@ TEST(ConvertLlama, Qwen2AndLlamaBiasesMatchTheReferenceAndRoundTrip) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   check_llama_conversion({.model_type = "qwen2", .bias = "qkv", .theta = 1000000.0});
   check_llama_conversion({.bias = "all"});
+}
+
+// Qwen3: LLaMA with each head's queries and keys RMS-normalized before the
+// rotary (modelzoo's attention_qk_norm_layer); the norms' weights re-ordered
+// with the rotary dims.
+TEST(ConvertLlama, Qwen3QkNormsMatchTheReferenceAndRoundTrip) {
+  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  check_llama_conversion({.model_type = "qwen3", .head_dim = 16, .theta = 1000000.0});
 }
 
 // Mistral's sliding window travels both ways; config.json fields that change

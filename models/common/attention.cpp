@@ -28,6 +28,11 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
   proj_k_dense_layer = register_module("proj_k_dense_layer", Dense(C, KV, o.use_projection_bias, p));
   proj_v_dense_layer = register_module("proj_v_dense_layer", Dense(C, KV, o.use_projection_bias, p));
   proj_output_dense_layer = register_module("proj_output_dense_layer", Dense(inner, C, o.use_output_bias, p));
+  if (!o.qk_norm.empty()) {
+    const bool rms = o.qk_norm == "rmsnorm";
+    q_norm = register_module("q_norm", LayerNorm(inner / o.num_heads, o.qk_norm_eps, p, rms));
+    k_norm = register_module("k_norm", LayerNorm(inner / o.num_heads, o.qk_norm_eps, p, rms));
+  }
 }
 
 void MultiheadAttentionImpl::reset_parameters() {
@@ -35,6 +40,7 @@ void MultiheadAttentionImpl::reset_parameters() {
   proj_k_dense_layer->reset_parameters(options_.initializer);
   proj_v_dense_layer->reset_parameters(options_.initializer);
   proj_output_dense_layer->reset_parameters(options_.output_initializer);
+  if (q_norm) q_norm->reset_parameters(), k_norm->reset_parameters();
 }
 
 double MultiheadAttentionImpl::score_scale(int64_t D) const {
@@ -47,8 +53,9 @@ torch::Tensor MultiheadAttentionImpl::attend_to(const torch::Tensor& x, const to
   const int64_t B = x.size(0), T = x.size(1), S = memory.size(1), H = options_.num_heads, inner = inner_dim(),
                 D = inner / H, G = kv_heads();
   // (B, heads, length, D)
-  const torch::Tensor q = proj_q_dense_layer(x).view({B, T, H, D}).transpose(1, 2);
-  const torch::Tensor k = proj_k_dense_layer(memory).view({B, S, G, D}).transpose(1, 2);
+  torch::Tensor q = proj_q_dense_layer(x).view({B, T, H, D}).transpose(1, 2);
+  torch::Tensor k = proj_k_dense_layer(memory).view({B, S, G, D}).transpose(1, 2);
+  if (q_norm) q = q_norm(q), k = k_norm(k);
   const torch::Tensor v = proj_v_dense_layer(memory).view({B, S, G, D}).transpose(1, 2);
   const double p_drop = is_training() ? options_.dropout : 0.0;
   const torch::Tensor key_mask = memory_mask.defined() ? memory_mask.to(torch::kBool) : memory_mask;
@@ -84,9 +91,10 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       bias ? torch::cat({proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias})
            : torch::Tensor());
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
-  if (options_.rotary.dim > 0) {  // q and k rotate alike: one call for both
+  if (q_norm || options_.rotary.dim > 0) {  // q and k normalized per head, then rotated alike: one call for both
     torch::Tensor qk = qkv.narrow(-1, 0, (H + G) * D).view({B, T, H + G, D});
-    qk = apply_rotary(qk, options_.rotary, past);
+    if (q_norm) qk = torch::cat({q_norm(qk.narrow(2, 0, H)), k_norm(qk.narrow(2, H, G))}, 2);
+    if (options_.rotary.dim > 0) qk = apply_rotary(qk, options_.rotary, past);
     qkv = torch::cat({qk.flatten(2), qkv.narrow(-1, (H + G) * D, G * D)}, -1);
   }
   // (B, T, heads, D) views into qkv

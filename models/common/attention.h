@@ -53,6 +53,10 @@ struct AttentionOptions {
   bool scale_by_head_dim = false;      // with scale_by_sqrt_head_dim: 1/D instead of 1/sqrt(D) (muP)
   double logit_multiplier = 1.0;       // further factor on the scores (1/(layer+1): scale_qk_dot_by_layer_idx)
   double logit_softcapping = 0.0;      // scores -> cap * tanh(scores / cap) before the mask (Gemma 2); 0: none
+  // q and k each normalized over the head's dims (q_norm, k_norm) before
+  // the rotary: "" none, "rmsnorm" or "layernorm" (Qwen3, OLMo).
+  std::string qk_norm;
+  double qk_norm_eps = 1e-5;
   bool causal = true;                  // false: every query sees every (unpadded) key, as in an encoder
   bool softmax_fp32 = true;          // softmax in float32 under reduced precision
   InitializerSpec initializer;       // q/k/v
@@ -76,6 +80,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   Dense proj_q_dense_layer{nullptr}, proj_k_dense_layer{nullptr}, proj_v_dense_layer{nullptr},
       proj_output_dense_layer{nullptr};
+  LayerNorm q_norm{nullptr}, k_norm{nullptr};  // with options.qk_norm
 
  private:
   int64_t kv_heads() const { return options_.num_kv_groups > 0 ? options_.num_kv_groups : options_.num_heads; }

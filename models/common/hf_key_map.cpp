@@ -32,6 +32,9 @@ torch::Tensor rotary_rows(const HfKeyMap& map, const std::string& zoo_name, cons
       return permute_rotary(t, map.qkv.heads, *map.half_split_rotary_dim, to_zoo);
     if (ends_with(zoo_name, std::string("self_attn.proj_k_dense_layer.") + p))
       return permute_rotary(t, map.qkv.kv_heads, *map.half_split_rotary_dim, to_zoo);
+    // A per-head q/k norm scales the dims the rotary re-orders: one head's worth.
+    if (ends_with(zoo_name, std::string("self_attn.q_norm.") + p) || ends_with(zoo_name, std::string("self_attn.k_norm.") + p))
+      return permute_rotary(t, 1, *map.half_split_rotary_dim, to_zoo);
   }
   return t;
 }

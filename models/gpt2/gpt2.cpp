@@ -45,6 +45,12 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
                  config::if_set(config::positive<double>()))
           .field("final_logit_softcapping", &O::final_logit_softcapping,
                  "Logits become cap * tanh(logits / cap) (Gemma 2: 30).", config::if_set(config::positive<double>()))
+          .field("attention_qk_norm_layer", &O::attention_qk_norm_layer,
+                 "Normalize each head's queries and keys (q_norm, k_norm) before the rotary: rmsnorm or layernorm "
+                 "(Qwen3; null: none). modelzoo 2.10 builds these norms and never applies them; zoo applies them.",
+                 config::if_set(config::one_of({"rmsnorm", "layernorm"})))
+          .field("attention_qk_norm_eps", &O::attention_qk_norm_eps, "Epsilon of attention_qk_norm_layer.",
+                 config::positive<double>())
           .field("norm_first_sandwich", &O::norm_first_sandwich,
                  "Also normalize the attention and FFN outputs before the residual adds (norm1_post, norm3_post: "
                  "Gemma 2).")
@@ -156,6 +162,8 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
   d.attention.sink_tokens = o.attention_sink_tokens.value_or(0);
   d.attention.logit_softcapping = o.attention_logit_softcapping.value_or(0.0);
+  d.attention.qk_norm = o.attention_qk_norm_layer.value_or("");
+  d.attention.qk_norm_eps = o.attention_qk_norm_eps;
   if (o.sliding_window_every_other_decoder_layer)
     d.sliding_window_parity = o.sliding_window_every_other_decoder_layer_pattern == "sliding_window_first" ? 0 : 1;
   d.sandwich_norms = o.norm_first_sandwich;
@@ -367,6 +375,7 @@ ModelFamily gpt2_family() {
   f.hf["gemma"] = gemma_hf_adapter("gemma");
   f.hf["gemma2"] = gemma_hf_adapter("gemma2");
   f.hf["qwen2"] = llama_hf_adapter("qwen2");
+  f.hf["qwen3"] = llama_hf_adapter("qwen3");
   return f;
 }
 

@@ -36,6 +36,8 @@ struct Gpt2Options : DecoderLmOptions {
   std::optional<double> attention_logit_softcapping;  // Gemma 2: scores -> cap * tanh(scores / cap)
   std::optional<double> final_logit_softcapping;      // Gemma 2: logits -> cap * tanh(logits / cap)
   bool norm_first_sandwich = false;                   // Gemma 2: norms after attention and FFN too
+  std::optional<std::string> attention_qk_norm_layer;  // Qwen3: q and k normalized per head (rmsnorm, layernorm)
+  double attention_qk_norm_eps = 1e-5;
   bool alibi_trainable_slopes = false;        // alibi: train the per-head slopes
   bool embedding_layer_norm = false;          // BLOOM: a norm (embedding_ln_f) after the embeddings
   std::optional<double> output_logits_scale;  // muP of modelzoo <= 2.2: times the logits

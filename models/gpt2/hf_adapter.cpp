@@ -31,6 +31,8 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
               "has no muP base widths")
       .expect(has.gemma2 || o.attention_logits_alpha == 1.0, "attention_logits_alpha",
               std::to_string(o.attention_logits_alpha), no)
+      .expect(has.qk_norm || !o.attention_qk_norm_layer, "attention_qk_norm_layer",
+              o.attention_qk_norm_layer.value_or(""), "normalizes no queries and keys")
       .expect(!o.attention_sink_tokens, "attention_sink_tokens", std::to_string(o.attention_sink_tokens.value_or(0)), no)
       .expect(has.gemma2 || (!o.attention_logit_softcapping && !o.final_logit_softcapping && !o.norm_first_sandwich &&
                               !o.sliding_window_every_other_decoder_layer),
@@ -334,9 +336,10 @@ void write_mixtral_experts(const MoeOptions& moe, nlohmann::json& config) {
 HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
   a.config_from_hf = [model_type](const nlohmann::json& c) {
-    const bool llama = model_type == "llama", qwen2 = model_type == "qwen2";
+    const bool llama = model_type == "llama", qwen3 = model_type == "qwen3";
+    const bool qwen2 = model_type == "qwen2" || qwen3;  // Qwen3: Qwen2's fields, q/k norms, no q/k/v biases
     // Fields that change the math: carried, or refused by name, never dropped.
-    if (!llama)
+    if (!llama && !qwen3)
       for (const char* key : {"attention_bias", "mlp_bias"})
         if (config_sets(c, key))
           throw std::runtime_error(std::string("config.json: ") + key + " = " + c.at(key).dump() +
@@ -367,10 +370,15 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
       m["extra_attention_params"]["num_kv_groups"] = G;
     }
     m["share_embedding_weights"] = c.value("tie_word_embeddings", false);
-    // LLaMA's attention_bias puts biases on q, k, v and o; Qwen2 has them on q, k and v.
-    const bool attention_bias = llama && c.value("attention_bias", false);
-    m["use_projection_bias_in_attention"] = attention_bias || qwen2;
+    // LLaMA's attention_bias puts biases on q, k, v and o (Qwen3's too); Qwen2 has them on q, k and v.
+    const bool attention_bias = (llama || qwen3) && c.value("attention_bias", false);
+    m["use_projection_bias_in_attention"] = attention_bias || (qwen2 && !qwen3);
     m["use_ffn_bias_in_attention"] = attention_bias;
+    if (qwen3) {
+      if (config_sets(c, "mlp_bias")) refuse_config(c, "mlp_bias", "changes the model's math and is not Qwen3's");
+      m["attention_qk_norm_layer"] = "rmsnorm";
+      m["attention_qk_norm_eps"] = c.value("rms_norm_eps", 1e-6);
+    }
     m["use_ffn_bias"] = llama && c.value("mlp_bias", false);
     m["use_bias_in_output"] = false;
     m["dropout_rate"] = 0.0;
@@ -382,13 +390,14 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
   };
   a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = gpt2_options_of(model);
-    refuse_unrepresentable(o, model_type, HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true,
-                                                 .rms_norm = true, .rope_scaling = true, .head_dim = true});
+    refuse_unrepresentable(o, model_type,
+                           HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true, .rms_norm = true,
+                                 .rope_scaling = true, .head_dim = true, .qk_norm = model_type == "qwen3"});
     const int64_t head = o.attention_inner_dim.value_or(o.hidden_size) / o.num_heads;
     ExportCheck(model_type).expect(o.rotary_dim.value_or(o.hidden_size / o.num_heads) == head, "rotary_dim",
                                    std::to_string(o.rotary_dim.value_or(o.hidden_size / o.num_heads)),
                                    "rotates the whole head (" + std::to_string(head) + " dims)");
-    const bool llama = model_type == "llama", qwen2 = model_type == "qwen2";
+    const bool llama = model_type == "llama", qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
     const bool mistral = model_type == "mistral" || model_type == "mixtral";  // Mixtral is Mistral's layers with experts
     const bool mixtral = model_type == "mixtral";
     const std::string attention_biases = std::string(o.use_projection_bias_in_attention ? "q/k/v" : "no q/k/v") +
@@ -399,7 +408,12 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
         .expect(llama || !o.use_ffn_bias, "use_ffn_bias", "true", "has no MLP biases (llama has mlp_bias)")
         .expect(!mistral || (!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention), "use_*bias_in_attention",
                 attention_biases + " biases", "has no attention biases")
-        .expect(!llama || o.use_projection_bias_in_attention == o.use_ffn_bias_in_attention, "use_*bias_in_attention",
+        .expect(!qwen3 || (o.attention_qk_norm_layer.value_or("") == "rmsnorm" &&
+                           o.attention_qk_norm_eps == o.layer_norm_epsilon),
+                "attention_qk_norm_layer", o.attention_qk_norm_layer.value_or("null"),
+                "normalizes each head's queries and keys with RMSNorm at rms_norm_eps")
+        .expect(!(llama || qwen3) || o.use_projection_bias_in_attention == o.use_ffn_bias_in_attention,
+                "use_*bias_in_attention",
                 attention_biases + " biases", "has one attention_bias for q, k, v and o (q/k/v alone: --model qwen2)")
         .expect(!qwen2 || (o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention), "use_*bias_in_attention",
                 attention_biases + " biases", "has q/k/v biases and no output bias");
@@ -417,15 +431,14 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                                          mixtral   ? "MixtralForCausalLM"
                                          : mistral ? "MistralForCausalLM"
                                          : qwen2   ? "Qwen2ForCausalLM"
+                                         : qwen3   ? "Qwen3ForCausalLM"
                                                    : "LlamaForCausalLM");
     config["hidden_act"] = "silu";
     if (mistral) config["sliding_window"] = window;
     if (mixtral) write_mixtral_experts(o.moe, config);
-    if (llama) {
-      config["attention_bias"] = o.use_projection_bias_in_attention;
-      config["mlp_bias"] = o.use_ffn_bias;
-    }
-    if (qwen2) {
+    if (llama || qwen3) config["attention_bias"] = o.use_projection_bias_in_attention;
+    if (llama) config["mlp_bias"] = o.use_ffn_bias;
+    if (qwen2 || qwen3) {
       config["use_sliding_window"] = false;
       config["sliding_window"] = nullptr;
       config["max_window_layers"] = o.num_hidden_layers;
@@ -438,6 +451,8 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
       const std::string h = "model.layers." + std::to_string(i) + ".", z = zoo_layer(i);
       m.norm(h + "post_attention_layernorm", z + "norm3");
+      if (o.attention_qk_norm_layer)  // Qwen3; the rotary re-orders their weights as the q/k rows
+        for (const char* n : {"q_norm", "k_norm"}) m.norm(h + "self_attn." + n, z + "self_attn." + n);
       if (!o.moe.enabled()) {
         map_llama_mlp(m, h, z);
         continue;

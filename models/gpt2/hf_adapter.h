@@ -3,8 +3,9 @@
 // modelzoo's names (HF model_type in brackets):
 //   gpt2, btlm, jais                GPT-2's layout (Conv1D weights, c_attn),
 //                                   BTLM and Jais adding SwiGLU, ALiBi slopes and muP;
-//   llama, mistral, mixtral         q/k rows re-ordered for the interleaved rotary;
-//                                   Mixtral's experts as modelzoo's `moe`;
+//   llama, mistral, mixtral,        q/k rows re-ordered for the interleaved rotary;
+//   qwen2, qwen3                    Mixtral's experts as modelzoo's `moe`; Qwen2's
+//                                   q/k/v biases, Qwen3's q/k norms;
 //   bloom, mpt                      ALiBi (hf_alibi.cpp);
 //   santacoder (gpt2), starcoder    multi-query GPT-2s (hf_bigcode.cpp);
 //     (gpt_bigcode)
@@ -49,6 +50,7 @@ struct HfHas {
   // Gemma 2 adds query_pre_attn_scalar (attention_logits_alpha), softcapping,
   // sandwich norms and a window on every other layer.
   bool embeddings_scale = false, gemma2 = false;
+  bool qk_norm = false;  // q_norm / k_norm per head (Qwen3)
 };
 void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type, const HfHas& has);
 
