@@ -90,6 +90,15 @@ class TypedModelSpec : public ModelSpec {
   std::vector<std::string> consumes_;
 };
 
+// The options of `model` when it is a `Spec` (a family's TypedModelSpec, or
+// a class deriving from one); std::invalid_argument(`otherwise`) when not.
+template <class Spec>
+const auto& spec_options(const ModelSpec& model, const std::string& otherwise) {
+  const auto* typed = dynamic_cast<const Spec*>(&model);
+  if (!typed) throw std::invalid_argument(otherwise);
+  return typed->options();
+}
+
 // Conversion between a family and its Hugging Face counterpart (torchtitan's
 // state_dict_adapter): config.json <-> `model` section, and state dicts
 // without the "model." prefix. Functions throw std::runtime_error listing

@@ -122,9 +122,7 @@ void read_wordpiece_settings(YAML::Node& input, const std::string& hf_dir) {
 namespace {
 
 const BertOptions& options_of(const ModelSpec& model) {
-  const auto* typed = dynamic_cast<const BertSpec*>(&model);
-  if (!typed) throw std::invalid_argument("the bert Hugging Face converter takes a bert model section");
-  return typed->options();
+  return spec_options<BertSpec>(model, "the bert Hugging Face converter takes a bert model section");
 }
 
 // Where HF's BERT and RoBERTa keep their tensors: the encoder under

@@ -7,9 +7,7 @@ namespace zoo::models {
 namespace {
 
 const Esm2Options& esm_options_of(const ModelSpec& model) {
-  const auto* typed = dynamic_cast<const Esm2Spec*>(&model);
-  if (!typed) throw std::invalid_argument("the esm Hugging Face converter takes an esm2 model section");
-  return typed->options();
+  return spec_options<Esm2Spec>(model, "the esm Hugging Face converter takes an esm2 model section");
 }
 
 int64_t head_dim(const Esm2Options& o) { return o.hidden_size / o.num_heads; }

@@ -70,18 +70,13 @@ HfKeyMap finetune_keys(const BertEncoderOptions& o, bool pooler) {
   return m;
 }
 
-template <class Options, class ModelT>
-const Options& options_as(const ModelSpec& model, const std::string& family) {
-  const auto* typed = dynamic_cast<const TypedModelSpec<Options, ModelT>*>(&model);
-  if (!typed) throw std::invalid_argument("this Hugging Face converter takes a " + family + " model section");
-  return typed->options();
-}
-
 const BertClassifierOptions& classifier_options(const ModelSpec& m) {
-  return options_as<BertClassifierOptions, BertClassifierModel>(m, "bert/classifier");
+  return spec_options<TypedModelSpec<BertClassifierOptions, BertClassifierModel>>(
+      m, "this Hugging Face converter takes a bert/classifier model section");
 }
 const BertTokenClassifierOptions& token_classifier_options(const ModelSpec& m) {
-  return options_as<BertTokenClassifierOptions, BertTokenClassifierModel>(m, "bert/token_classifier");
+  return spec_options<TypedModelSpec<BertTokenClassifierOptions, BertTokenClassifierModel>>(
+      m, "this Hugging Face converter takes a bert/token_classifier model section");
 }
 
 // What both converters share: HF's `architecture` of model_type bert, the

@@ -8,9 +8,7 @@
 namespace zoo::models {
 
 const Gpt2Options& gpt2_options_of(const ModelSpec& model) {
-  const auto* typed = dynamic_cast<const Gpt2Spec*>(&model);
-  if (!typed) throw std::invalid_argument("this Hugging Face converter takes a gpt2-family model section");
-  return typed->options();
+  return spec_options<Gpt2Spec>(model, "this Hugging Face converter takes a gpt2-family model section");
 }
 
 QkvShape qkv_shape(const DecoderLmOptions& o) {
@@ -23,7 +21,8 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
   const ExportCheck check(model_type);
   const std::string no = "has no such option";
   const std::string& pos = o.position_embedding_type;
-  check.expect(has.mup || has.embeddings_scale || o.embeddings_scale == 1.0, "embeddings_scale", std::to_string(o.embeddings_scale), no)
+  check.expect(has.mup || has.embeddings_scale || o.embeddings_scale == 1.0, "embeddings_scale",
+               std::to_string(o.embeddings_scale), no)
       .expect(has.mup || !o.output_logits_scale || *o.output_logits_scale == 1.0, "output_logits_scale",
               std::to_string(o.output_logits_scale.value_or(1.0)), no)
       .expect(has.mup || !o.scale_qk_dot_by_d, "scale_qk_dot_by_d", "true", no)

@@ -10,9 +10,7 @@ namespace zoo::models {
 namespace {
 
 const GptjOptions& options_of(const ModelSpec& model) {
-  const auto* typed = dynamic_cast<const GptjSpec*>(&model);
-  if (!typed) throw std::invalid_argument("this Hugging Face converter takes a gptj-family model section");
-  return typed->options();
+  return spec_options<GptjSpec>(model, "this Hugging Face converter takes a gptj-family model section");
 }
 
 int64_t rotary_dims(const GptjOptions& o) { return o.rotary_dim.value_or(o.hidden_size / o.num_heads); }

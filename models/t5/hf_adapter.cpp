@@ -9,9 +9,8 @@ namespace zoo::models {
 namespace {
 
 const T5Options& options_of(const ModelSpec& model) {
-  const auto* typed = dynamic_cast<const TypedModelSpec<T5Options, T5Model>*>(&model);
-  if (!typed) throw std::invalid_argument("the t5 Hugging Face converter takes a t5 model section");
-  return typed->options();
+  return spec_options<TypedModelSpec<T5Options, T5Model>>(model,
+                                                           "the t5 Hugging Face converter takes a t5 model section");
 }
 
 // HF's feed_forward_proj <-> modelzoo's nonlinearity. HF's gated-gelu gates

@@ -11,9 +11,8 @@ namespace zoo::models {
 namespace {
 
 const VitOptions& vit_options_of(const ModelSpec& model) {
-  const auto* typed = dynamic_cast<const TypedModelSpec<VitOptions, VitModel>*>(&model);
-  if (!typed) throw std::invalid_argument("the vit Hugging Face converter takes a vision_transformer model section");
-  return typed->options();
+  return spec_options<TypedModelSpec<VitOptions, VitModel>>(
+      model, "the vit Hugging Face converter takes a vision_transformer model section");
 }
 
 const char* const kCls = "vit.embeddings.cls_token";
