@@ -232,6 +232,9 @@ HfKeyMap llama_layout(const Gpt2Options& o, double norm_offset) {
 }
 
 nlohmann::json llama_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture) {
+  const int64_t head = qkv_shape(o).head_dim, rotary = o.rotary_dim.value_or(o.hidden_size / o.num_heads);
+  ExportCheck(model_type).expect(rotary == head, "rotary_dim", std::to_string(rotary),
+                                 "rotates the whole head (" + std::to_string(head) + " dims)");
   return nlohmann::json{{"model_type", model_type},
                         {"architectures", {architecture}},
                         {"vocab_size", o.vocab_size},
@@ -247,6 +250,29 @@ nlohmann::json llama_config(const Gpt2Options& o, const std::string& model_type,
                         {"rope_scaling", rope_scaling(o)},
                         {"tie_word_embeddings", o.share_embedding_weights},
                         {"initializer_range", o.initializer_range}};
+}
+
+YAML::Node llama_shape(const nlohmann::json& c, const std::string& family, std::optional<int64_t> default_head_dim) {
+  const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
+  const int64_t G = c.value("num_key_value_heads", H);
+  YAML::Node m = rotary_decoder_shape(c, family);
+  read_rope(c, m);
+  // Mistral NeMo, Gemma and others set head_dim apart from hidden_size / heads.
+  const int64_t head_dim = config_value(c, {"head_dim"}, default_head_dim.value_or(C / H)).get<int64_t>();
+  if (head_dim * H != C) m["attention_inner_dim"] = head_dim * H;
+  m["rotary_dim"] = head_dim;
+  m["norm_type"] = "rmsnorm";
+  m["layer_norm_epsilon"] = c.value("rms_norm_eps", 1e-6);
+  if (G != H) {
+    m["attention_module"] = "multiquery_attention";
+    m["extra_attention_params"]["num_kv_groups"] = G;
+  }
+  m["use_ffn_bias"] = false;
+  m["use_bias_in_output"] = false;
+  m["dropout_rate"] = 0.0;
+  m["embedding_dropout_rate"] = 0.0;
+  m["initializer_range"] = c.value("initializer_range", 0.02);
+  return m;
 }
 
 void map_llama_mlp(HfKeyMap& m, const std::string& h, const std::string& z) {
@@ -336,7 +362,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
   HfAdapter a;
   a.config_from_hf = [model_type](const nlohmann::json& c) {
     const bool llama = model_type == "llama", qwen3 = model_type == "qwen3";
-    const bool qwen2 = model_type == "qwen2" || qwen3;  // Qwen3: Qwen2's fields, q/k norms, no q/k/v biases
+    const bool qwen = model_type == "qwen2" || qwen3;  // Qwen3: Qwen2's fields, q/k norms, no q/k/v biases
     // Fields that change the math: carried, or refused by name, never dropped.
     if (!llama && !qwen3)
       for (const char* key : {"attention_bias", "mlp_bias"})
@@ -347,31 +373,18 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
       throw std::runtime_error("config.json: hidden_act = " + c.at("hidden_act").dump() +
                                ": zoo's LLaMA/Mistral uses silu (SwiGLU) only");
     // Qwen2 keeps sliding_window for its use_sliding_window, which windows only the layers from max_window_layers on.
-    if (qwen2 && config_sets(c, "use_sliding_window"))
+    if (qwen && config_sets(c, "use_sliding_window"))
       refuse_config(c, "use_sliding_window", "windows the layers from max_window_layers on, which zoo's decoders do not");
-    if (qwen2 && c.contains("layer_types") && c.at("layer_types").dump().find("sliding") != std::string::npos)
+    if (qwen && c.contains("layer_types") && c.at("layer_types").dump().find("sliding") != std::string::npos)
       refuse_config(c, "layer_types", "windows some layers, which zoo converts for Gemma 2's every other layer only");
-    const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
-    const int64_t G = c.value("num_key_value_heads", H);
-    YAML::Node m = rotary_decoder_shape(c, "llama");
-    if (!qwen2 && config_sets(c, "sliding_window"))
+    YAML::Node m = llama_shape(c, "llama", std::nullopt);
+    if (!qwen && config_sets(c, "sliding_window"))
       m["attention_sliding_window_length"] = c.at("sliding_window").get<int64_t>();
-    read_rope(c, m);
-    // Mistral NeMo and others set head_dim apart from hidden_size / heads.
-    const int64_t head_dim = config_sets(c, "head_dim") ? c.at("head_dim").get<int64_t>() : C / H;
-    if (head_dim * H != C) m["attention_inner_dim"] = head_dim * H;
-    m["rotary_dim"] = head_dim;
-    m["norm_type"] = "rmsnorm";
-    m["layer_norm_epsilon"] = c.value("rms_norm_eps", 1e-6);
     m["nonlinearity"] = "swiglu";
-    if (G != H) {
-      m["attention_module"] = "multiquery_attention";
-      m["extra_attention_params"]["num_kv_groups"] = G;
-    }
     m["share_embedding_weights"] = c.value("tie_word_embeddings", false);
     // LLaMA's attention_bias puts biases on q, k, v and o (Qwen3's too); Qwen2 has them on q, k and v.
     const bool attention_bias = (llama || qwen3) && c.value("attention_bias", false);
-    m["use_projection_bias_in_attention"] = attention_bias || (qwen2 && !qwen3);
+    m["use_projection_bias_in_attention"] = attention_bias || (qwen && !qwen3);
     m["use_ffn_bias_in_attention"] = attention_bias;
     if (qwen3) {
       if (config_sets(c, "mlp_bias")) refuse_config(c, "mlp_bias", "changes the model's math and is not Qwen3's");
@@ -379,11 +392,7 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
       m["attention_qk_norm_eps"] = c.value("rms_norm_eps", 1e-6);
     }
     m["use_ffn_bias"] = llama && c.value("mlp_bias", false);
-    m["use_bias_in_output"] = false;
-    m["dropout_rate"] = 0.0;
-    m["embedding_dropout_rate"] = 0.0;
     m["attention_dropout_rate"] = 0.0;
-    m["initializer_range"] = c.value("initializer_range", 0.02);
     if (c.contains("num_local_experts")) read_mixtral_experts(c, m);
     return m;
   };
@@ -392,10 +401,6 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
     refuse_unrepresentable(o, model_type,
                            HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true, .rms_norm = true,
                                  .rope_scaling = true, .head_dim = true, .qk_norm = model_type == "qwen3"});
-    const int64_t head = o.attention_inner_dim.value_or(o.hidden_size) / o.num_heads;
-    ExportCheck(model_type).expect(o.rotary_dim.value_or(o.hidden_size / o.num_heads) == head, "rotary_dim",
-                                   std::to_string(o.rotary_dim.value_or(o.hidden_size / o.num_heads)),
-                                   "rotates the whole head (" + std::to_string(head) + " dims)");
     const bool llama = model_type == "llama", qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
     const bool mistral = model_type == "mistral" || model_type == "mixtral";  // Mixtral is Mistral's layers with experts
     const bool mixtral = model_type == "mixtral";

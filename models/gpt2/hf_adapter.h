@@ -15,7 +15,7 @@
 // and an export refuses options the HF type has no field for.
 // Defines: the *_hf_adapter functions, gpt2_options_of, qkv_shape, HfHas,
 // refuse_unrepresentable, gpt2_layout, gpt2_shape, gpt2_config,
-// expect_gpt2_biases, expect_mha, llama_layout, map_llama_mlp, llama_config, read_rope,
+// expect_gpt2_biases, expect_mha, llama_layout, map_llama_mlp, llama_shape, llama_config, read_rope,
 // rope_scaling.
 #pragma once
 
@@ -75,8 +75,14 @@ void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type);
 HfKeyMap llama_layout(const Gpt2Options& o, double norm_offset = 0.0);
 void map_llama_mlp(HfKeyMap& m, const std::string& hf_layer, const std::string& zoo_layer);
 
+// The `model` keys LLaMA-style config.jsons give alike (sizes, the rotary
+// over head_dim, default `default_head_dim` or hidden_size / heads,
+// RMSNorm, key/value groups, no FFN or head biases, no dropout); each type
+// adds its activation, attention biases and tied embeddings.
+YAML::Node llama_shape(const nlohmann::json& config, const std::string& family, std::optional<int64_t> default_head_dim);
 // The config.json fields LLaMA-style models share (sizes, key/value heads,
-// head_dim, rms_norm_eps, the rotary, tied embeddings).
+// head_dim, rms_norm_eps, the rotary, tied embeddings); an export whose
+// rotary leaves part of each head alone is refused, as these types cannot.
 nlohmann::json llama_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture);
 
 // A LLaMA-style config.json's rotary (rope_theta, and rope_scaling linear or

@@ -63,36 +63,20 @@ std::string window_pattern(const nlohmann::json& c, int64_t layers) {
 YAML::Node gemma_from_hf(const nlohmann::json& c, bool gemma2) {
   for (const char* key : {"mlp_bias", "use_bidirectional_attention"})
     if (config_sets(c, key)) refuse_config(c, key, "changes the model's math and zoo cannot represent it");
-  const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
-  const int64_t G = c.value("num_key_value_heads", H);
-  // Fields config.json may leave out are taken at HF's defaults (Gemma2Config's and GemmaConfig's).
-  const int64_t head_dim = config_value(c, {"head_dim"}, 256).get<int64_t>();
-  YAML::Node m = rotary_decoder_shape(c, gemma2 ? "gemma2" : "llama");
-  read_rope(c, m);
-  if (head_dim * H != C) m["attention_inner_dim"] = head_dim * H;
-  m["rotary_dim"] = head_dim;
-  m["norm_type"] = "rmsnorm";
-  m["layer_norm_epsilon"] = c.value("rms_norm_eps", 1e-6);
+  // Fields config.json may leave out are taken at HF's defaults (Gemma2Config's and GemmaConfig's: head_dim 256).
+  YAML::Node m = llama_shape(c, gemma2 ? "gemma2" : "llama", 256);
+  const int64_t head_dim = m["rotary_dim"].as<int64_t>();
   // hidden_activation; when null, HF's Gemma (transformers 4.40+) ignores hidden_act (gemma-7b's says exact
   // gelu) and gates with gelu_pytorch_tanh, as Gemma was trained.
   const std::string activation =
       config_sets(c, "hidden_activation") ? c.at("hidden_activation").get<std::string>() : "gelu_pytorch_tanh";
   m["nonlinearity"] = zoo_gated(c, "hidden_activation", activation);
-  m["embeddings_scale"] = std::sqrt(double(C));
-  if (G != H) {
-    m["attention_module"] = "multiquery_attention";
-    m["extra_attention_params"]["num_kv_groups"] = G;
-  }
+  m["embeddings_scale"] = std::sqrt(double(m["hidden_size"].as<int64_t>()));
   m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
   const bool attention_bias = c.value("attention_bias", false);
   m["use_projection_bias_in_attention"] = attention_bias;
   m["use_ffn_bias_in_attention"] = attention_bias;
-  m["use_ffn_bias"] = false;
-  m["use_bias_in_output"] = false;
-  m["dropout_rate"] = 0.0;
-  m["embedding_dropout_rate"] = 0.0;
   m["attention_dropout_rate"] = c.value("attention_dropout", 0.0);
-  m["initializer_range"] = c.value("initializer_range", 0.02);
   if (!gemma2) return m;
   m["norm_first_sandwich"] = true;
   const double query_scalar = config_value(c, {"query_pre_attn_scalar"}, 224).get<double>();
@@ -123,14 +107,10 @@ nlohmann::json gemma_to_hf(const ModelSpec& model, const std::string& model_type
                                .head_dim = true,
                                .embeddings_scale = true,
                                .gemma2 = gemma2});
-  const int64_t head = o.attention_inner_dim.value_or(o.hidden_size) / o.num_heads;
   const double sqrt_width = std::sqrt(double(o.hidden_size));
   const ExportCheck check(model_type);
+  // modelzoo's configs write the scale to 7 decimals (59.8665181 for 3584).
   check
-      .expect(o.rotary_dim.value_or(o.hidden_size / o.num_heads) == head, "rotary_dim",
-              std::to_string(o.rotary_dim.value_or(o.hidden_size / o.num_heads)),
-              "rotates the whole head (" + std::to_string(head) + " dims)")
-      // modelzoo's configs write the scale to 7 decimals (59.8665181 for 3584).
       .expect(std::abs(o.embeddings_scale / sqrt_width - 1.0) < 1e-6, "embeddings_scale",
               std::to_string(o.embeddings_scale),
               "scales the embeddings by sqrt(hidden_size) = " + std::to_string(sqrt_width))
@@ -153,7 +133,7 @@ nlohmann::json gemma_to_hf(const ModelSpec& model, const std::string& model_type
       .expect(!o.attention_sliding_window_length || o.sliding_window_every_other_decoder_layer,
               "sliding_window_every_other_decoder_layer", "false", "windows every other layer only");
   // query_pre_attn_scalar: an integer in every published config; kept exact when alpha gives one.
-  const double query_scalar = head / (o.attention_logits_alpha * o.attention_logits_alpha);
+  const double query_scalar = qkv_shape(o).head_dim / (o.attention_logits_alpha * o.attention_logits_alpha);
   const double rounded = std::round(query_scalar);
   config["query_pre_attn_scalar"] = std::abs(query_scalar - rounded) < 1e-6 * rounded ? nlohmann::json(int64_t(rounded))
                                                                                       : nlohmann::json(query_scalar);
