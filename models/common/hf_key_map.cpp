@@ -11,9 +11,6 @@ namespace {
 
 using StateDict = std::map<std::string, torch::Tensor>;
 
-// CodeGen was trained on TPU v4 with its qkv projection split 4 ways (its mp_num).
-constexpr int64_t kCodeGenShards = 4;
-
 std::vector<int64_t> with_rows(int64_t rows, const torch::Tensor& like) {
   std::vector<int64_t> shape{rows};
   for (int64_t d = 1; d < like.dim(); ++d) shape.push_back(like.size(d));

@@ -26,6 +26,8 @@ namespace zoo::models {
 //   kCodeGenShards: CodeGen's qkv_proj, saved from 4 model-parallel shards,
 //     each [its queries; its values; its keys] for a quarter of the heads.
 enum class QkvLayout { kPerGroup, kBlocks, kCodeGenShards };
+// CodeGen was trained on TPU v4 with its qkv projection split 4 ways (its mp_num).
+constexpr int64_t kCodeGenShards = 4;
 
 struct QkvShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;

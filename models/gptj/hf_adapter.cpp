@@ -212,8 +212,8 @@ HfAdapter gptj_hf_adapter(const std::string& model_type) {
     expect_rotary_layernorm(o, model_type)
         .expect(!o.use_untied_layer_norm, "use_untied_layer_norm", "true", "has one norm per layer")
         .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta), "has base 10000 and no field for it")
-        .expect(!codegen || o.num_heads % 4 == 0, "num_heads", std::to_string(o.num_heads),
-                "splits its heads over 4 model-parallel shards");
+        .expect(!codegen || o.num_heads % kCodeGenShards == 0, "num_heads", std::to_string(o.num_heads),
+                "splits its heads over " + std::to_string(kCodeGenShards) + " model-parallel shards");
     expect_mha(o, model_type);
     ExportCheck(model_type)
         .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "as set",
@@ -221,8 +221,9 @@ HfAdapter gptj_hf_adapter(const std::string& model_type) {
         .expect(o.use_bias_in_output, "use_bias_in_output", "false", "has an LM-head bias");
     // GPT-J's and CodeGen's config.json have GPT-2's field names (CodeGen keeps n_ctx).
     nlohmann::json c = gpt2_config(o.as_gpt2(), model_type, codegen ? "CodeGenForCausalLM" : "GPTJForCausalLM");
-    for (const char* gpt2_only : {"n_ctx", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"})
-      if (!codegen || std::string(gpt2_only) != "n_ctx") c.erase(gpt2_only);
+    c.erase("scale_attn_weights");
+    c.erase("scale_attn_by_inverse_layer_idx");
+    if (!codegen) c.erase("n_ctx");
     c["rotary_dim"] = rotary_dims(o);
     return c;
   };
