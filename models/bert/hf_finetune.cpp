@@ -58,6 +58,19 @@ std::vector<std::string> default_label_names(int64_t n) {
   return names;
 }
 
+// A token classifier's class names: its label_vocab_file's when it has one, else LABEL_<id>.
+std::vector<std::string> label_names(const BertTokenClassifierOptions& o) {
+  std::vector<std::string> names = default_label_names(*o.num_classes);
+  if (!o.label_vocab_file) return names;
+  std::ifstream in(*o.label_vocab_file);
+  const nlohmann::json labels = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (labels.is_object())
+    for (const auto& [name, id] : labels.items())
+      if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < *o.num_classes)
+        names[size_t(id.get<int64_t>())] = name;
+  return names;
+}
+
 // The encoder's and the head's tensors; `pooler`: the sequence classifier's.
 HfKeyMap finetune_keys(const BertEncoderOptions& o, bool pooler) {
   HfKeyMap m;
@@ -80,12 +93,22 @@ const BertTokenClassifierOptions& token_classifier_options(const ModelSpec& m) {
 }
 
 // What both converters share: HF's `architecture` of model_type bert, the
-// tensors (with the pooler when `pooler`), and fine-tuning data read by
-// `processor` with the checkpoint's vocab.txt; `options_of` the family's.
+// tensors (with the pooler when `pooler`), the encoder's config.json fields
+// (`head_fields` adds the head's), and fine-tuning data read by `processor`
+// with the checkpoint's vocab.txt; `options_of` the family's.
 template <class Options>
 HfAdapter finetune_adapter(const std::string& architecture, bool pooler, const std::string& processor,
-                           const Options& (*options_of)(const ModelSpec&)) {
+                           const Options& (*options_of)(const ModelSpec&),
+                           void (*head_fields)(const Options&, nlohmann::json&)) {
   HfAdapter a;
+  a.config_to_hf = [architecture, pooler, options_of, head_fields](const ModelSpec& model) {
+    const Options& o = options_of(model);
+    check_bert_layout_export(ExportCheck("bert"), o, /*roberta=*/false, pooler);
+    nlohmann::json c = bert_encoder_config(o, false, o.num_segments.value_or(2));
+    c["architectures"] = {architecture};
+    head_fields(o, c);
+    return c;
+  };
   a.model_types = {"bert"};
   a.claims = [architecture](const nlohmann::json& c) { return hf_architecture(c) == architecture; };
   a.from_hf = [pooler, options_of](const StateDict& hf, const ModelSpec& m) {
@@ -111,7 +134,13 @@ HfAdapter finetune_adapter(const std::string& architecture, bool pooler, const s
 
 HfAdapter bert_sequence_classifier_hf_adapter() {
   // GLUE-style sentences (SST-2's TSV; MNLIDataProcessor for sentence pairs).
-  HfAdapter a = finetune_adapter(kSequenceClassifier, /*pooler=*/true, "SST2DataProcessor", classifier_options);
+  HfAdapter a = finetune_adapter(
+      kSequenceClassifier, /*pooler=*/true, "SST2DataProcessor", classifier_options,
+      +[](const BertClassifierOptions& o, nlohmann::json& c) {
+        c["problem_type"] = *o.problem_type;
+        c["classifier_dropout"] = *o.task_dropout;
+        write_labels(c, default_label_names(*o.num_labels));
+      });
   a.config_from_hf = [](const nlohmann::json& c) {
     YAML::Node m = finetune_shape(c, "bert/classifier");
     const int64_t labels = num_labels(c);
@@ -121,23 +150,17 @@ HfAdapter bert_sequence_classifier_hf_adapter() {
     m["task_dropout"] = classifier_dropout(c);
     return m;
   };
-  a.config_to_hf = [](const ModelSpec& model) {
-    const BertClassifierOptions& o = classifier_options(model);
-    check_bert_layout_export(ExportCheck("bert"), o, /*roberta=*/false, /*pooler=*/true);
-    nlohmann::json c = bert_encoder_config(o, false, o.num_segments.value_or(2));
-    c["architectures"] = {kSequenceClassifier};
-    c["problem_type"] = *o.problem_type;
-    c["classifier_dropout"] = *o.task_dropout;
-    write_labels(c, default_label_names(*o.num_labels));
-    return c;
-  };
   return a;
 }
 
 HfAdapter bert_token_classifier_hf_adapter() {
   // modelzoo's NER CSV.
-  HfAdapter a = finetune_adapter(kTokenClassifier, /*pooler=*/false, "BertTokenClassifierDataProcessor",
-                                 token_classifier_options);
+  HfAdapter a = finetune_adapter(
+      kTokenClassifier, /*pooler=*/false, "BertTokenClassifierDataProcessor", token_classifier_options,
+      +[](const BertTokenClassifierOptions& o, nlohmann::json& c) {
+        c["classifier_dropout"] = *o.encoder_output_dropout_rate;
+        write_labels(c, label_names(o));
+      });
   a.config_from_hf = [](const nlohmann::json& c) {
     YAML::Node m = finetune_shape(c, "bert/token_classifier");
     m.remove("pooler_nonlinearity");
@@ -156,25 +179,6 @@ HfAdapter bert_token_classifier_hf_adapter() {
     else
       for (int64_t i = 0; i < num_labels(c); ++i) labels["LABEL_" + std::to_string(i)] = i;
     return labels;
-  };
-  a.config_to_hf = [](const ModelSpec& model) {
-    const BertTokenClassifierOptions& o = token_classifier_options(model);
-    check_bert_layout_export(ExportCheck("bert"), o, /*roberta=*/false, /*pooler=*/false);
-    nlohmann::json c = bert_encoder_config(o, false, o.num_segments.value_or(2));
-    c["architectures"] = {kTokenClassifier};
-    c["classifier_dropout"] = *o.encoder_output_dropout_rate;
-    // The label names of the model's label_vocab_file when it has one, else LABEL_<id>.
-    std::vector<std::string> names = default_label_names(*o.num_classes);
-    if (o.label_vocab_file) {
-      std::ifstream in(*o.label_vocab_file);
-      const nlohmann::json labels = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (labels.is_object())
-        for (const auto& [name, id] : labels.items())
-          if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < *o.num_classes)
-            names[size_t(id.get<int64_t>())] = name;
-    }
-    write_labels(c, names);
-    return c;
   };
   return a;
 }
