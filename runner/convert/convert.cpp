@@ -67,9 +67,11 @@ void hf_to_zoo(const ConvertCommand& c) {
   const std::string converter = c.model.empty() ? models::hf_converter_for(hf_config) : c.model;
   const models::HfAdapter& a = models::find_hf_converter(converter);
   YAML::Node model, optimizer;
+  nlohmann::json labels;  // label_vocab.json's, when the converter has one
   try {
     model = a.config_from_hf(hf_config);
     if (a.optimizer_from_hf) optimizer = a.optimizer_from_hf(hf_config);
+    if (a.label_vocab_from_hf) labels = a.label_vocab_from_hf(hf_config);
   } catch (const std::exception& e) {  // runtime_error, or nlohmann's for a missing or mistyped field
     throw std::runtime_error(config_path + " (" + converter + "): " + e.what());
   }
@@ -78,10 +80,9 @@ void hf_to_zoo(const ConvertCommand& c) {
   YAML::Node input(YAML::NodeType::Map);
   input["data_processor"] = "GptHDF5MapDataProcessor";
   if (a.input_from_hf) input = a.input_from_hf(hf_config, model, fs::path(config_path).parent_path().string());
-  fs::create_directories(c.output_dir);
-  if (a.label_vocab_from_hf) {
-    const std::string labels_path = (fs::path(c.output_dir) / "label_vocab.json").string();
-    std::ofstream(labels_path) << a.label_vocab_from_hf(hf_config).dump(2) << "\n";
+  // Written with the params, once the weights have converted; both sections name it.
+  const std::string labels_path = (fs::path(c.output_dir) / "label_vocab.json").string();
+  if (!labels.is_null()) {
     model["label_vocab_file"] = labels_path;
     input["label_vocab_file"] = labels_path;
   }
@@ -99,6 +100,7 @@ void hf_to_zoo(const ConvertCommand& c) {
   // never holds a second copy of the weights.
   auto shapes = params.model->build(torch::TensorOptions().device(torch::kMeta));
   c10::impl::GenericDict converted = ckpt::model_state_dict_from(*shapes, std::move(state), c.checkpoint);
+  fs::create_directories(c.output_dir);
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", converted);
   d.insert("global_step", int64_t{0});
@@ -106,6 +108,7 @@ void hf_to_zoo(const ConvertCommand& c) {
   ckpt::save_checkpoint_file(ckpt_path, d);
   const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
   config::write_yaml_file(params_path, params_yaml);
+  if (!labels.is_null()) std::ofstream(labels_path) << labels.dump(2) << "\n";
   std::cout << "Wrote " << ckpt_path << " and " << params_path
             << " (set train_input/eval_input's data directory, then: zoo CPU --params " << params_path
             << " --mode train; back to Hugging Face: zoo convert CHECKPOINT --model " << converter
