@@ -37,10 +37,11 @@ def write_safetensors(path, sd):
     open(path, "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
 )PY";
 
-// Runs a Python fixture (with write_safetensors available) on `dir`.
-inline void run_fixture(const TempDir& dir, const std::string& name, const std::string& body) {
+// Runs a Python fixture (with write_safetensors available) on `dir`, then `args`.
+inline void run_fixture(const TempDir& dir, const std::string& name, const std::string& body,
+                        const std::string& args = "") {
   std::string script = write_file(dir / name, std::string(kPySafetensors) + body);
-  auto r = run_command("/usr/bin/python3 " + script + " " + dir.path());
+  auto r = run_command("/usr/bin/python3 " + script + " " + dir.path() + (args.empty() ? "" : " " + args));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 

@@ -125,18 +125,29 @@ if nsp:
     open(out + "/nsp.bin", "wb").write(nsp_logits.detach().numpy().tobytes())
 )PY";
 
+// The fixture's inputs: 2 rows of 12 token ids, token types and the padding mask.
+struct BertInputs {
+  torch::Tensor ids, types, mask;
+};
+
+// Writes the fixture for `kind` into `dir` and converts dir/hf to dir/zoo
+// (no --model: config.json's model_type and architectures pick the converter).
+BertInputs convert_bert_fixture(const TempDir& dir, const std::string& kind) {
+  zoo::testing::run_fixture(dir, "bert.py", kPyBert, kind);
+  if (::testing::Test::HasFatalFailure()) return {};
+  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
+  using zoo::testing::read_raw;
+  return {read_raw(dir / "ids.bin", torch::kLong, {2, 12}), read_raw(dir / "types.bin", torch::kLong, {2, 12}),
+          read_raw(dir / "mask.bin", torch::kLong, {2, 12})};
+}
+
 void expect_bert_converts(const std::string& kind) {
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "bert.py", std::string(zoo::testing::kPySafetensors) + kPyBert);
-  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path() + " " + kind);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
+  const auto [ids, types, mask] = convert_bert_fixture(dir, kind);
+  if (::testing::Test::HasFatalFailure()) return;
   auto model = std::dynamic_pointer_cast<models::BertModel>(zoo::testing::load_converted(dir));
   ASSERT_TRUE(model);
   using zoo::testing::read_raw;
-  const torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12}),
-                      types = read_raw(dir / "types.bin", torch::kLong, {2, 12}),
-                      mask = read_raw(dir / "mask.bin", torch::kLong, {2, 12});
   torch::NoGradGuard no_grad;
   // RoBERTa takes no token types (HF adds type 0's row, as zoo does without them).
   auto out = model->run(ids, mask, kind == "roberta" ? torch::Tensor() : types, {});
@@ -187,14 +198,9 @@ void expect_bert_converts(const std::string& kind) {
 // original bit for bit with the labels' names.
 void expect_bert_finetune_converts(const std::string& kind) {
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "bert.py", std::string(zoo::testing::kPySafetensors) + kPyBert);
-  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path() + " " + kind);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
+  const auto [ids, types, mask] = convert_bert_fixture(dir, kind);
+  if (::testing::Test::HasFatalFailure()) return;
   using zoo::testing::read_raw;
-  const torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12}),
-                      types = read_raw(dir / "types.bin", torch::kLong, {2, 12}),
-                      mask = read_raw(dir / "mask.bin", torch::kLong, {2, 12});
   auto model = zoo::testing::load_converted(dir);
   torch::NoGradGuard no_grad;
   const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
