@@ -14,6 +14,7 @@
 #include "runner/checkpoint.h"
 #include "runner/device_memory.h"
 #include "runner/log.h"
+#include "runner/step_profiler.h"
 
 namespace zoo {
 
@@ -301,8 +302,11 @@ void Trainer::train(int64_t steps) {
   if (sparsity_ && !sparsity_->ready()) sparsity_->initialize();  // after any checkpoint's (broadcast) weights
   if (sparsity_) log::info(sparsity_->summary());
   model_->train();
+  const std::unique_ptr<StepProfiler> profiler = StepProfiler::from_environment(params_.runconfig.model_dir,
+                                                                                device_.is_cuda());
   metrics_.start("Train");
   for (int64_t i = 1; i <= steps; ++i) {
+    if (profiler) profiler->before_step(i);
     int64_t tokens = 0;
     unread_losses.push_back(train_step(accum, tokens));
     if (distributed_) {
@@ -348,6 +352,7 @@ void Trainer::train(int64_t steps) {
     if (log_step) metrics_.step(log, samples_per_step);
     if (checkpoint_step) save_checkpoint();
     metrics_.bar(i, steps, last_loss, tokens);
+    if (profiler) profiler->after_step(i);
   }
   metrics_.done();
   if (auto gib = peak_gpu_memory_gib(device_)) log::info(strf("Peak GPU memory allocated: %.2f GiB", *gib));

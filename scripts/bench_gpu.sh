@@ -11,7 +11,7 @@
 #
 # Needs a CUDA machine with the PyTorch 2.x install scripts/build_cuda.sh uses
 # (run `scripts/build_cuda.sh download` on Debian first for the .debs).
-# Usage: scripts/bench_gpu.sh [CONFIG[:BATCH] ...]
+# Usage: scripts/bench_gpu.sh [CONFIG[:BATCH[:eager]] ...]   (:eager skips the torch.compile run)
 #   default: configs/cerebras_gpt/cerebras_gpt_111m.yaml:16 configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8
 # Env: STEPS (default 40), PEAK_TFLOPS (default 989), PYTHON, ZOO_BENCH_DIR (default build-cuda/bench_gpu).
 set -euo pipefail
@@ -24,7 +24,7 @@ work="${ZOO_BENCH_DIR:-build-cuda/bench_gpu}"
 cases=("$@")
 [[ ${#cases[@]} -gt 0 ]] || cases=(configs/cerebras_gpt/cerebras_gpt_111m.yaml:16 configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8)
 
-ZOO_SKIP_TESTS=1 scripts/build_cuda.sh >/dev/null
+ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo scripts/build_cuda.sh >/dev/null
 mkdir -p "$work"
 "$PYTHON" -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__)'
 
@@ -57,27 +57,32 @@ field() { "$PYTHON" -c "import json, sys; print(json.loads(sys.argv[1])[sys.argv
 
 printf "\n%-34s %10s %7s %9s   %s\n" "case" "tok/s" "MFU" "peak GiB" "ratio"
 for c in "${cases[@]}"; do
-  config=${c%%:*}
-  batch=${c##*:}
-  [[ "$batch" == "$c" ]] && batch=8
-  read -r L C H F T V < <(bench_params "$config" "$batch" "$work/params.yaml")
+  IFS=: read -r config batch mode <<<"$c"
+  batch=${batch:-8}
+  name="$(basename "$config" .yaml) B=$batch"
+  # Each case's params and zoo log stay in $work for a closer look (ZOO_PROFILE, say).
+  case_params="$work/params_$(basename "$config" .yaml)_b$batch.yaml"
+  zoo_log="$work/zoo_$(basename "$config" .yaml)_b$batch.log"
+  read -r L C H F T V < <(bench_params "$config" "$batch" "$case_params")
   rm -rf "$work/model"
-  log=$(build-cuda/zoo GPU --params "$work/params.yaml" --mode train 2>&1) || { echo "$log" | tail -20; exit 1; }
+  build-cuda/zoo GPU --params "$case_params" --mode train >"$zoo_log" 2>&1 || { tail -20 "$zoo_log"; exit 1; }
+  log=$(cat "$zoo_log")
   n_params=$(sed -n 's/.*Built the model: \([0-9]*\) parameters.*/\1/p' <<<"$log")
   zoo_peak=$(sed -n 's/.*Peak GPU memory allocated: \([0-9.]*\) GiB.*/\1/p' <<<"$log")
   # Median samples/s over the log windows after the first (warm-up, compilation of kernels).
   zoo_tps=$(sed -n 's/.*, Rate=\([0-9.]*\) samples.*/\1/p' <<<"$log" | tail -n +2 | sort -g |
             awk -v T="$T" '{ r[NR] = $1 } END { printf "%.0f", T * r[int((NR + 1) / 2)] }')
   eager=$(reference "$L" "$C" "$H" "$F" "$T" "$V" "$batch")
-  compiled=$(reference "$L" "$C" "$H" "$F" "$T" "$V" "$batch" --compile)
+  compiled=""
+  [[ "$mode" == eager ]] || compiled=$(reference "$L" "$C" "$H" "$F" "$T" "$V" "$batch" --compile)
   mfu() { awk -v tps="$1" -v n="$n_params" -v L="$L" -v C="$C" -v T="$T" -v peak="$peak" \
               'BEGIN { printf "%.1f%%", 100 * tps * (6 * n + 12 * L * C * T) / (peak * 1e12) }'; }
   eager_tps=$(field "$eager" tokens_per_s)
-  compiled_tps=$(field "$compiled" tokens_per_s)
-  name="$(basename "$config" .yaml) B=$batch"
   printf "%-34s %10.0f %7s %9.1f\n" "zoo  $name" "$zoo_tps" "$(mfu "$zoo_tps")" "${zoo_peak:-0}"
   printf "%-34s %10.0f %7s %9.1f   zoo/eager %.2f\n" "  PyTorch eager" "$eager_tps" "$(mfu "$eager_tps")" \
     "$(field "$eager" peak_mem_gib)" "$(awk -v a="$zoo_tps" -v b="$eager_tps" 'BEGIN { print a / b }')"
+  [[ -n "$compiled" ]] || continue
+  compiled_tps=$(field "$compiled" tokens_per_s)
   printf "%-34s %10.0f %7s %9.1f   zoo/compile %.2f\n" "  PyTorch + torch.compile" "$compiled_tps" \
     "$(mfu "$compiled_tps")" "$(field "$compiled" peak_mem_gib)" \
     "$(awk -v a="$zoo_tps" -v b="$compiled_tps" 'BEGIN { print a / b }')"

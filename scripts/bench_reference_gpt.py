@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--pad_vocab", type=int, default=1, help="round the vocabulary up to a multiple of this")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--profile", help="write a Chrome trace of 3 steps after the warm-up here")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -101,8 +102,18 @@ def main():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
+    profiler = None
     times, loss = [], None
     for i in range(a.warmup + a.steps):
+        if a.profile and i == a.warmup:
+            sync()
+            profiler = torch.profiler.profile()
+            profiler.__enter__()
+        if profiler and i == a.warmup + 3:
+            sync()
+            profiler.__exit__(None, None, None)
+            profiler.export_chrome_trace(a.profile)
+            profiler = None
         sync()
         t0 = time.perf_counter()
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.bf16):

@@ -1,9 +1,13 @@
 // The training engine's numerics: dynamic loss scaling, gradient clipping,
-// gradient accumulation, mixed precision, and the NaN stop.
+// gradient accumulation, mixed precision, and the NaN stop; ZOO_PROFILE's traces.
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "runner/amp/grad_scaler.h"
 #include "runner/checkpoint.h"
+#include "runner/step_profiler.h"
 #include "runner/trainer.h"
 #include "test_util.h"
 
@@ -322,4 +326,43 @@ TEST(EngineCuda, MixedPrecisionTrainsOnGpu) {
     EXPECT_TRUE(std::isfinite(after)) << type;
     EXPECT_LT(after, before - 0.5) << type;
   }
+}
+
+// ---- ZOO_PROFILE (runner/step_profiler.h) ----
+
+TEST(Profile, MalformedSettingIsAnErrorNamingTheVariable) {
+  for (const std::string bad : {"3", "a:4", "0:2", "5:4", "2:3x", ":"}) {
+    zoo::testing::EnvGuard env({{"ZOO_PROFILE", bad}});
+    try {
+      StepProfiler::from_environment("m", false);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("ZOO_PROFILE=" + bad + ": expected FIRST:LAST"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(StepProfiler::from_environment("m", false), nullptr) << "unset: no profiler";
+}
+
+// The chosen steps' ops (and, on a GPU, their kernels) land in a Chrome
+// trace; a LibTorch without Kineto (Debian's 1.13) writes none, with a
+// warning, and the run goes on.
+TEST(Profile, ChosenStepsAreTracedAndTheRunGoesOn) {
+  Corpus c;
+  const std::filesystem::path trace = c.dir / "trace.json";
+  zoo::testing::EnvGuard env({{"ZOO_PROFILE", "2:3:" + trace.string()}});
+  const bool cuda = torch::cuda::is_available();
+  Trainer t(params_with(c.dir / "data", c.dir / "m", ""), cuda ? torch::Device(torch::kCUDA, 0) : torch::kCPU, true);
+  t.train(4);
+  EXPECT_EQ(t.global_step(), 4);
+  if (!std::filesystem::exists(trace)) GTEST_SKIP() << "this LibTorch has no Kineto: no trace, and the run went on";
+  const nlohmann::json events = nlohmann::json::parse(std::ifstream(trace)).at("traceEvents");
+  int64_t ops = 0, kernels = 0;
+  for (const auto& e : events) {
+    const std::string name = e.value("name", ""), cat = e.value("cat", "");
+    ops += name.rfind("aten::", 0) == 0;
+    kernels += cat == "kernel";
+  }
+  EXPECT_GT(ops, 0);
+  if (cuda) EXPECT_GT(kernels, 0);
 }

@@ -1,0 +1,92 @@
+// Implementation of runner/step_profiler.h on LibTorch's Kineto profiler.
+#include "runner/step_profiler.h"
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include "runner/log.h"
+
+namespace zoo {
+
+namespace {
+
+namespace prof = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+
+std::set<ActivityType> activities(bool cuda) {
+  std::set<ActivityType> a{ActivityType::CPU};
+  if (cuda) a.insert(ActivityType::CUDA);
+  return a;
+}
+
+}  // namespace
+
+std::unique_ptr<StepProfiler> StepProfiler::from_environment(const std::string& model_dir, bool cuda) {
+  const char* v = std::getenv("ZOO_PROFILE");
+  if (!v || !*v) return nullptr;
+  const std::string spec = v;
+  const auto bad = [&] {
+    return std::runtime_error("ZOO_PROFILE=" + spec + ": expected FIRST:LAST[:PATH], steps counted from 1 (e.g. 10:12)");
+  };
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos) throw bad();
+  const size_t colon2 = spec.find(':', colon + 1);
+  int64_t first = 0, last = 0;
+  try {
+    size_t used = 0;
+    first = std::stoll(spec.substr(0, colon), &used);
+    if (used != colon) throw bad();
+    const std::string l = spec.substr(colon + 1, colon2 == std::string::npos ? std::string::npos : colon2 - colon - 1);
+    last = std::stoll(l, &used);
+    if (used != l.size()) throw bad();
+  } catch (const std::logic_error&) {
+    throw bad();
+  }
+  if (first < 1 || last < first) throw bad();
+  std::string path = colon2 == std::string::npos ? "" : spec.substr(colon2 + 1);
+  if (path.empty()) path = (std::filesystem::path(model_dir) / "profile.json").string();
+  return std::unique_ptr<StepProfiler>(new StepProfiler(first, last, path, cuda));
+}
+
+StepProfiler::StepProfiler(int64_t first, int64_t last, std::string path, bool cuda)
+    : first_(first), last_(last), path_(std::move(path)), cuda_(cuda) {
+  // Loads Kineto's tracer now, so that its start-up is not in the first traced step.
+  prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
+}
+
+StepProfiler::~StepProfiler() {
+  if (active_) prof::disableProfiler();  // a run that ended inside the range writes nothing
+}
+
+void StepProfiler::before_step(int64_t i) {
+  if (i != first_) return;
+  if (cuda_) torch::cuda::synchronize();  // earlier steps' kernels stay out of the trace
+  prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
+  active_ = true;
+}
+
+void StepProfiler::after_step(int64_t i) {
+  if (!active_ || i != last_) return;
+  if (cuda_) torch::cuda::synchronize();
+  std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
+  active_ = false;
+  const std::string steps = "steps " + std::to_string(first_) + "-" + std::to_string(last_);
+  try {  // a profile that cannot be written is not worth the run
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
+    result->save(path_);
+    log::info("ZOO_PROFILE: trace of " + steps + " in " + path_);
+  } catch (const c10::Error& e) {
+    log::warn("ZOO_PROFILE: no trace of " + steps + " (" + e.what_without_backtrace() + ")");
+  } catch (const std::exception& e) {
+    log::warn("ZOO_PROFILE: no trace of " + steps + " (" + e.what() + ")");
+  }
+}
+
+}  // namespace zoo
