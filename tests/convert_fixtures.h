@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <iostream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,11 +41,58 @@ def write_safetensors(path, sd):
 )PY";
 
 // Runs a Python fixture (with write_safetensors available) on `dir`, then `args`.
+// The fixtures' interpreter: Debian's /usr/bin/python3 with python3-torch,
+// or ZOO_TRANSFORMERS_PYTHON, a Python with torch and transformers (as on the
+// GPU machines), with which each fixture's logits are also checked against
+// transformers' own model of the family.
+inline std::string fixture_python() {
+  const char* p = std::getenv("ZOO_TRANSFORMERS_PYTHON");
+  return p && *p ? p : "/usr/bin/python3";
+}
+inline bool have_fixture_torch() { return run_command(fixture_python() + " -c 'import torch'").exit_code == 0; }
+#define ZOO_SKIP_WITHOUT_FIXTURE_TORCH() \
+  if (!zoo::testing::have_fixture_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed"
+
+// Loads dir/hf with transformers (its config.json's architecture, eager
+// attention, float32) and compares its logits for dir/ids.bin (2 rows) with
+// the fixture's dir/logits.bin. Exit 0: they agree; 3: transformers has no
+// model for it here (remote code); otherwise what differs.
+inline const char* kPyTransformersCheck = R"PY(
+import json, sys, numpy as np, torch, transformers
+d = sys.argv[1]
+cfg = json.load(open(d + "/hf/config.json"))
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+if "auto_map" in cfg or cfg.get("model_type") not in CONFIG_MAPPING:
+    print("model_type", cfg.get("model_type"), "is remote code, not in transformers", transformers.__version__); sys.exit(3)
+arch = (cfg.get("architectures") or [""])[0]
+cls = getattr(transformers, arch, None) or transformers.AutoModelForCausalLM
+model, info = cls.from_pretrained(d + "/hf", dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+missing = [k for k in info["missing_keys"] if "rotary" not in k and "masked_bias" not in k and not k.endswith(".attn.bias")]
+if missing or info["unexpected_keys"]:
+    print("transformers", transformers.__version__, cls.__name__, "missing", missing, "unexpected", info["unexpected_keys"])
+ids = torch.from_numpy(np.fromfile(d + "/ids.bin", dtype=np.int64)).view(2, -1)
+expected = torch.from_numpy(np.fromfile(d + "/logits.bin", dtype=np.float32))
+with torch.no_grad():
+    got = model.eval()(input_ids=ids, use_cache=False).logits.float().flatten()
+if got.numel() != expected.numel():
+    print(cls.__name__, "gave", got.numel(), "logits, the fixture", expected.numel()); sys.exit(1)
+diff = (got - expected).abs().max().item()
+print(f"transformers {transformers.__version__} {cls.__name__}: max |logit difference| {diff:.2e}")
+sys.exit(0 if diff < 1e-4 and not missing else 1)
+)PY";
+
 inline void run_fixture(const TempDir& dir, const std::string& name, const std::string& body,
                         const std::string& args = "") {
   std::string script = write_file(dir / name, std::string(kPySafetensors) + body);
-  auto r = run_command("/usr/bin/python3 " + script + " " + dir.path() + (args.empty() ? "" : " " + args));
+  auto r = run_command(fixture_python() + " " + script + " " + dir.path() + (args.empty() ? "" : " " + args));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  if (!std::getenv("ZOO_TRANSFORMERS_PYTHON") || !std::filesystem::exists(dir / "logits.bin") ||
+      !std::filesystem::exists(dir / "ids.bin") || !std::filesystem::exists(dir / "hf/config.json"))
+    return;
+  auto check = run_command(fixture_python() + " " + write_file(dir / "check_transformers.py", kPyTransformersCheck) +
+                           " " + dir.path());
+  std::cout << "[ transformers ] " << name << ": " << check.output;
+  EXPECT_TRUE(check.exit_code == 0 || check.exit_code == 3) << name << ": " << check.output;
 }
 
 // The model a conversion wrote to dir/zoo, built from its params with its weights loaded.

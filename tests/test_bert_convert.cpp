@@ -245,33 +245,33 @@ void expect_bert_finetune_converts(const std::string& kind) {
 
 // BertForPreTraining: both heads; the next-sentence head's pooler is tanh.
 TEST(ConvertBert, PreTrainingMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_bert_converts("nsp");
 }
 
 // BertForMaskedLM weights (no pooler, no cls.seq_relationship) become a
 // masked-LM-only model (disable_nsp), exported back as BertForMaskedLM.
 TEST(ConvertBert, MaskedLmOnlyCheckpointConvertsWithoutTheNspHead) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_bert_converts("mlm");
 }
 
 // RobertaForMaskedLM: positions counted past the padding id, one token type,
 // gelu in the head: zoo's bert with disable_nsp and mask_padding_in_positional_embed.
 TEST(ConvertBert, RobertaMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_bert_converts("roberta");
 }
 
 // modelzoo's bert-sequence-classifier: the pooled [CLS] state and a classifier.
 TEST(ConvertBert, SequenceClassifierMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_bert_finetune_converts("seq");
 }
 
 // modelzoo's bert-token-classifier: every token's state and a classifier; id2label is the label vocabulary.
 TEST(ConvertBert, TokenClassifierMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_bert_finetune_converts("tok");
 }
 

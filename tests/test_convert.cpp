@@ -73,7 +73,7 @@ open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes()
 }  // namespace
 
 TEST(Convert, Gpt2FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   zoo::testing::TempDir dir;
   run_fixture(dir, "make_hf.py", kMakeHf);
 
@@ -148,7 +148,7 @@ TEST(Convert, MissingAndUnexpectedKeysAreNamed) {
 // Files written by Python's torch.save: dtypes, views over shared storages,
 // non-contiguous tensors and nested dicts come back exactly.
 TEST(Convert, ReadsTorchSaveFiles) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   zoo::testing::TempDir dir;
   run_fixture(dir, "save.py", R"PY(
 import collections, json, struct, sys, torch
@@ -189,7 +189,7 @@ write_safetensors(out + "/expected.safetensors", dict(sd))
 // parallel residual) converts to zoo's gptj family with the logits of NeoX's
 // forward written in Python, and back to the same tensors bit for bit.
 TEST(Convert, GptNeoxFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   zoo::testing::TempDir dir;
   run_fixture(dir, "make_neox.py", R"PY(
 import json, math, os, sys, torch

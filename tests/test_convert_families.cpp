@@ -137,7 +137,7 @@ void expect_config_refused(const TempDir& dir, const std::function<void(nlohmann
                  parts);
 }
 
-bool have_python() { return zoo::testing::have_python_torch(); }
+bool have_python() { return zoo::testing::have_fixture_torch(); }
 #define SKIP_WITHOUT_PYTHON() \
   if (!have_python()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed"
 

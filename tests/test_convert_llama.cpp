@@ -184,7 +184,7 @@ void check_llama_conversion(const LlamaCase& c) {
 }  // namespace
 
 TEST(ConvertLlama, LlamaFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   check_llama_conversion({});
 }
 
@@ -192,7 +192,7 @@ TEST(ConvertLlama, LlamaFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
 // pos_scaling_type llama3. The head size (8) and original context (64) put
 // one frequency in each band: kept, blended and divided by the factor.
 TEST(ConvertLlama, Llama31RopeScalingMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   check_llama_conversion({.rope_scaling = {{"rope_type", "llama3"},
                                            {"factor", 8.0},
                                            {"low_freq_factor", 1.0},
@@ -203,7 +203,7 @@ TEST(ConvertLlama, Llama31RopeScalingMatchesTheReferenceAndRoundTrips) {
 // transformers 5 saves rope_theta and the scaling inside rope_parameters; a
 // converter reading only rope_theta would silently rotate with base 10000.
 TEST(ConvertLlama, TransformersFiveRopeParametersAreRead) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   check_llama_conversion({.theta = 500000.0, .rope_parameters = true});
   check_llama_conversion({.rope_scaling = {{"rope_type", "llama3"},
                                            {"factor", 8.0},
@@ -218,14 +218,14 @@ TEST(ConvertLlama, TransformersFiveRopeParametersAreRead) {
 // down) become modelzoo's `moe` block; logits match HF's routing (float32
 // softmax, top 2 renormalized) and the export is bitwise the original.
 TEST(ConvertLlama, MixtralFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   check_llama_conversion({.model_type = "mixtral", .experts = 4});
 }
 
 // Mistral NeMo's head_dim (128 at hidden_size 5120, 32 heads) is modelzoo's
 // attention_inner_dim: q/k/v 64 wide here at hidden_size 32.
 TEST(ConvertLlama, LlamaHeadDimIsTheAttentionInnerDim) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   check_llama_conversion({.head_dim = 16});
 }
 
@@ -234,7 +234,7 @@ TEST(ConvertLlama, LlamaHeadDimIsTheAttentionInnerDim) {
 // unused sliding_window left behind; LLaMA's attention_bias and mlp_bias put
 // biases on every projection.
 TEST(ConvertLlama, Qwen2AndLlamaBiasesMatchTheReferenceAndRoundTrip) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   check_llama_conversion({.model_type = "qwen2", .bias = "qkv", .theta = 1000000.0});
   check_llama_conversion({.bias = "all"});
 }
@@ -243,7 +243,7 @@ TEST(ConvertLlama, Qwen2AndLlamaBiasesMatchTheReferenceAndRoundTrip) {
 // rotary (modelzoo's attention_qk_norm_layer); the norms' weights re-ordered
 // with the rotary dims.
 TEST(ConvertLlama, Qwen3QkNormsMatchTheReferenceAndRoundTrip) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   check_llama_conversion({.model_type = "qwen3", .head_dim = 16, .theta = 1000000.0});
 }
 
@@ -432,7 +432,7 @@ nlohmann::json check_gemma_conversion(const GemmaCase& c) {
 }  // namespace
 
 TEST(ConvertLlama, Gemma2FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   nlohmann::json cfg = check_gemma_conversion({});
   EXPECT_EQ(cfg["query_pre_attn_scalar"], 16);
   EXPECT_EQ(cfg["sliding_window"], 5);
@@ -447,7 +447,7 @@ TEST(ConvertLlama, Gemma2FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
 }
 
 TEST(ConvertLlama, GemmaFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   nlohmann::json cfg = check_gemma_conversion({.gemma2 = false, .bf16_norm = true});
   EXPECT_EQ(cfg["architectures"][0], "GemmaForCausalLM");
   EXPECT_FALSE(cfg.contains("query_pre_attn_scalar"));

@@ -111,7 +111,7 @@ for name, x in [("images", images), ("ids", ids), ("logits", logits)]:
 }  // namespace
 
 TEST(ConvertLlava, FromHuggingFaceMatchesItsForwardAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   TempDir dir;
   zoo::testing::run_fixture(dir, "llava.py", kPyHfLlava);
   convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
@@ -168,7 +168,7 @@ TEST(ConvertLlava, FromHuggingFaceMatchesItsForwardAndRoundTrips) {
 // features where image_data_loc says; the same logits, exported back bit
 // for bit. A model HF's LLaVA cannot hold is refused naming the key.
 TEST(ConvertLlava, IntoMultimodalSimplesLayoutAndBack) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   TempDir dir;
   zoo::testing::run_fixture(dir, "llava.py", kPyHfLlava);
   convert::run_convert({dir / "hf", "mmsimple-llava", "hf", "zoo", std::nullopt, dir / "zoo"});

@@ -131,7 +131,7 @@ for name, t in [("src", src), ("mask", mask.long()), ("tgt", tgt), ("logits", lo
 void expect_t5_converts(const std::string& kind) {
   TempDir dir;
   const std::string script = zoo::testing::write_file(dir / "t5.py", std::string(zoo::testing::kPySafetensors) + kPyT5);
-  auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path() + " " + kind);
+  auto r = zoo::testing::run_command(zoo::testing::fixture_python() + " " + script + " " + dir.path() + " " + kind);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
   auto model = std::dynamic_pointer_cast<models::T5Model>(zoo::testing::load_converted(dir));
@@ -172,21 +172,21 @@ void expect_t5_converts(const std::string& kind) {
 
 // T5 v1.0's layout: ReLU, the head tied to the shared embeddings.
 TEST(ConvertT5, TiedReluModelMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_t5_converts("v1");
 }
 
 // T5 v1.1's layout with a gated FFN (gated-silu: wi_0 the gate, wi_1 the
 // linear half) and an untied lm_head, more decoder layers than encoder's.
 TEST(ConvertT5, GatedUntiedModelMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_t5_converts("glu");
 }
 
 // FLAN-T5's layout: gated-gelu, whose gate is GELU's tanh form (zoo's
 // geglu_tanh), exact both ways; modelzoo's converter maps it to geglu.
 TEST(ConvertT5, FlanGatedGeluMatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_t5_converts("flan");
 }
 
