@@ -1,13 +1,18 @@
 // Implementation of runner/distributed.h on c10d's stores and process groups.
 #include "runner/distributed.h"
 
-#if ZOO_HAVE_GLOO
+// Gloo needs its own headers (Debian: libgloo-dev; PyTorch's wheels lack
+// them); NCCL comes with CUDA builds of LibTorch (ZOO_HAVE_NCCL, set by CMake).
+#if ZOO_HAVE_GLOO || ZOO_HAVE_NCCL
+#define ZOO_HAVE_C10D 1
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+#if ZOO_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if ZOO_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <torch/csrc/autograd/function.h>
@@ -127,19 +132,23 @@ void for_each_bucket(const std::vector<torch::Tensor>& tensors, const std::funct
 
 }  // namespace
 
-#if ZOO_HAVE_GLOO
+#if ZOO_HAVE_C10D
 struct Distributed::Group {
   c10::intrusive_ptr<c10d::Store> store;
+#if ZOO_HAVE_GLOO
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
-#ifdef USE_C10D_NCCL
+#endif
+#if ZOO_HAVE_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
   template <class F>
-  void with_backend(F&& f) {
-#ifdef USE_C10D_NCCL
+  void with_backend(F&& f) {  // join() made exactly one of them
+#if ZOO_HAVE_NCCL
     if (nccl) return f(*nccl);
 #endif
+#if ZOO_HAVE_GLOO
     f(*gloo);
+#endif
   }
   void allreduce(std::vector<at::Tensor>& buffers) {
     with_backend([&](auto& g) { g.allreduce(buffers)->wait(); });
@@ -264,7 +273,7 @@ Distributed::~Distributed() {
 }
 
 std::string Distributed::ranks_gone() {
-#if ZOO_HAVE_GLOO
+#if ZOO_HAVE_C10D
   auto beats = [&] {
     std::vector<int64_t> out(static_cast<size_t>(world_size_), -1);
     for (int r = 0; r < world_size_; ++r) {
@@ -307,10 +316,10 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
     throw std::runtime_error("runconfig.main_process_id " + std::to_string(rc.main_process_id) +
                              " is not a rank of this job (WORLD_SIZE " + std::to_string(d->world_size_) + ")");
   d->main_rank_ = static_cast<int>(rc.main_process_id);
-#if !ZOO_HAVE_GLOO
+#if !ZOO_HAVE_C10D
   (void)device;
   throw std::runtime_error("runconfig.enable_distributed: this zoo was built without the headers of c10d's Gloo "
-                           "process group (Debian: libgloo-dev); install them and rebuild");
+                           "process group (Debian: libgloo-dev) and without NCCL; install them and rebuild");
 #else
   const auto timeout = std::chrono::milliseconds(rc.dist_timeout * 1000);
   const std::string backend = rc.dist_backend.value_or(device.is_cuda() ? "nccl" : "gloo");
@@ -340,13 +349,18 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
       d->group_->store = c10::make_intrusive<c10d::TCPStore>(at.first, options);
     }
     if (backend == "gloo") {
+#if ZOO_HAVE_GLOO
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);
       const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
       options->devices.push_back(interface && *interface ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
                                                          : c10d::ProcessGroupGloo::createDefaultDevice());
       d->group_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(d->group_->store, d->rank_, d->world_size_, options);
+#else
+      throw std::runtime_error("runconfig.dist_backend gloo: this zoo was built without the headers of c10d's Gloo "
+                               "process group (Debian: libgloo-dev); use nccl on GPUs, or install them and rebuild");
+#endif
     } else {
-#ifdef USE_C10D_NCCL
+#if ZOO_HAVE_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
       d->group_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->group_->store, d->rank_, d->world_size_, options);

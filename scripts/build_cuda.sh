@@ -4,6 +4,7 @@
 #   on a Debian 12 machine:  scripts/build_cuda.sh download   # fetches .debs/ (ignored by git)
 #   on the CUDA machine:     scripts/build_cuda.sh [ctest args...]   # unpacks .debs/, builds build-cuda/, runs ctest
 # PYTHON names the interpreter whose torch is used (default: /opt/torch/.venv/bin/python, else python3).
+# ZOO_CMAKE_ARGS adds CMake options (e.g. -DZOO_WITH_NCCL=OFF).
 # ZOO_SKIP_TESTS=1 builds without running the tests; ZOO_BUILD_TARGET=zoo builds the
 # command alone, without the test binary (scripts/bench_gpu.sh sets both).
 set -euo pipefail
@@ -35,7 +36,7 @@ fi
 
 PYTHON=${PYTHON:-$( [[ -x /opt/torch/.venv/bin/python ]] && echo /opt/torch/.venv/bin/python || echo python3)}
 prefix=$("$PYTHON" -c 'import torch;print(torch.utils.cmake_prefix_path)')
-cmake -S . -B build-cuda -G Ninja -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build-cuda -G Ninja -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release ${ZOO_CMAKE_ARGS:-}
 cmake --build build-cuda ${ZOO_BUILD_TARGET:+--target "$ZOO_BUILD_TARGET"}
 [[ "${ZOO_SKIP_TESTS:-0}" == 1 ]] && exit 0
 # Each test process uses 2 threads so parallel tests do not oversubscribe the CPU.

@@ -34,6 +34,23 @@ else()
   message(WARNING "zoo: no gloo/algorithm.h (Debian: libgloo-dev): building without data-parallel training")
 endif()
 
+# --- NCCL, c10d's GPU process group, in CUDA builds of LibTorch. Its header
+# compiles only under USE_C10D_NCCL (LibTorch's own build sets it) and needs
+# nccl.h: in PyTorch's wheels it sits in site-packages/nvidia/nccl/include.
+option(ZOO_WITH_NCCL "Use c10d's NCCL process group where LibTorch has one" ON)
+if(ZOO_WITH_NCCL AND C10_CUDA_LIBRARY)
+  find_file(ZOO_NCCL_PROCESS_GROUP torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp HINTS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  find_path(ZOO_NCCL_INCLUDE_DIR nccl.h
+            HINTS ${TORCH_INCLUDE_DIRS} "${Torch_DIR}/../../../../nvidia/nccl/include" /usr/local/cuda/include)
+  if(ZOO_NCCL_PROCESS_GROUP AND ZOO_NCCL_INCLUDE_DIR)
+    target_compile_definitions(zoo_torch INTERFACE ZOO_HAVE_NCCL=1 USE_C10D_NCCL)
+    target_include_directories(zoo_torch SYSTEM INTERFACE ${ZOO_NCCL_INCLUDE_DIR})
+    message(STATUS "zoo: NCCL (nccl.h in ${ZOO_NCCL_INCLUDE_DIR}): data-parallel training on GPUs")
+  else()
+    message(WARNING "zoo: CUDA LibTorch without ProcessGroupNCCL.hpp or nccl.h: no NCCL backend")
+  endif()
+endif()
+
 # --- yaml-cpp (>= 0.7). Debian: libyaml-cpp-dev.
 find_package(yaml-cpp 0.7 REQUIRED)
 add_library(zoo_yaml INTERFACE)

@@ -18,6 +18,13 @@ torch::Tensor repeat_kv_heads(const torch::Tensor& t, int64_t H) {
 }
 // softmax_fp32's widening: half precision to float32; float64 stays.
 torch::Tensor at_least_float(const torch::Tensor& t) { return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat); }
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+// SDPA's optional mask: no mask is nullopt, not an undefined tensor (which
+// LibTorch 2.11 refuses for its missing dtype).
+c10::optional<torch::Tensor> sdpa_mask(const torch::Tensor& mask) {
+  return mask.defined() ? c10::optional<torch::Tensor>(mask) : c10::nullopt;
+}
+#endif
 }  // namespace
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
@@ -62,8 +69,8 @@ torch::Tensor MultiheadAttentionImpl::attend_to(const torch::Tensor& x, const to
   torch::Tensor y;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
   if (options_.logit_softcapping == 0) {
-    const torch::Tensor mask = key_mask.defined() ? key_mask.view({B, 1, 1, S}) : torch::Tensor();
-    y = at::scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H), mask, p_drop,
+    y = at::scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H),
+                                         sdpa_mask(key_mask.defined() ? key_mask.view({B, 1, 1, S}) : key_mask), p_drop,
                                          /*is_causal=*/false, score_scale(D));
   }
 #endif
@@ -120,8 +127,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined() && !position_bias.defined() &&
       options_.logit_softcapping == 0 && !(causal && key_mask.defined())) {
     torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
-    const torch::Tensor mask = key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1}) : torch::Tensor();
-    return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, mask, p_drop,
+    const torch::Tensor mask = key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1}) : key_mask;
+    return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, sdpa_mask(mask), p_drop,
                                                         /*is_causal=*/causal, scale));
   }
 #endif
