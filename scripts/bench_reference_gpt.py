@@ -126,7 +126,7 @@ def main():
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
     step = statistics.median(times)
-    out = {"step_s": step, "tokens_per_s": a.batch * a.seq / step, "loss": float(loss),
+    out = {"step_s": step, "tokens_per_s": a.batch * a.seq / step, "loss": loss.detach().item(),
            "torch": torch.__version__, "threads": torch.get_num_threads(),
            "compile": a.compile, "vocab": vocab}
     if dev.type == "cuda":

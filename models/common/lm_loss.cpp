@@ -81,31 +81,39 @@ class CpuCrossEntropy : public torch::autograd::Function<CpuCrossEntropy> {
 // Rows per float32 chunk: ~256 MB of logits at a time.
 int64_t default_chunk_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 26) / vocab); }
 
+// float32 log-softmax of a chunk of logits in one fused kernel: on CUDA
+// straight from bfloat16/float16 (ATen's half_to_float), elsewhere (where
+// ATen has no such kernel) from a float32 copy.
+torch::Tensor log_softmax_float32(const torch::Tensor& x) {
+  const bool reduced = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
+  if (x.is_cuda() && reduced) return at::_log_softmax(x, 1, /*half_to_float=*/true);
+  return at::_log_softmax(x.to(torch::kFloat), 1, /*half_to_float=*/false);
+}
+
 class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
                                const torch::Tensor& labels, int64_t vocab, int64_t rows) {
     const int64_t N = logits.size(0);
-    auto f32 = logits.options().dtype(torch::kFloat);
-    torch::Tensor lse = torch::empty({N}, f32), loss = torch::empty({N}, f32);
+    torch::Tensor loss = torch::empty({N}, logits.options().dtype(torch::kFloat));
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
       const int64_t n = std::min(rows, N - r0);
-      torch::Tensor x = logits.narrow(0, r0, n).narrow(1, 0, vocab).to(torch::kFloat);
-      torch::Tensor l = x.logsumexp(-1);
-      lse.narrow(0, r0, n).copy_(l);
-      loss.narrow(0, r0, n).copy_(l - x.gather(1, labels.narrow(0, r0, n).unsqueeze(1)).squeeze(1));
+      const torch::Tensor logp = log_softmax_float32(logits.narrow(0, r0, n).narrow(1, 0, vocab));
+      loss.narrow(0, r0, n).copy_(logp.gather(1, labels.narrow(0, r0, n).unsqueeze(1)).squeeze(1).neg());
     }
-    ctx->save_for_backward({logits, labels, lse});
+    ctx->save_for_backward({logits, labels});
     ctx->saved_data["vocab"] = vocab;
     ctx->saved_data["rows"] = rows;
     return loss;
   }
 
-  // d loss_i / d logits_ij = softmax_ij - [j == label_i], times the incoming gradient.
+  // The loss is -log_softmax(x)[label]: its gradient is log-softmax's
+  // backward of a one-hot -grad, which ATen fuses into one kernel that also
+  // writes the logits' dtype (each chunk's log-softmax is recomputed).
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
+    const torch::Tensor &logits = saved[0], &labels = saved[1];
     const int64_t vocab = ctx->saved_data["vocab"].toInt(), rows = ctx->saved_data["rows"].toInt();
     const int64_t N = logits.size(0);
     const torch::Tensor& grad = grads[0];
@@ -113,11 +121,12 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     if (logits.size(1) > vocab) dlogits.narrow(1, vocab, logits.size(1) - vocab).zero_();
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
       const int64_t n = std::min(rows, N - r0);
-      torch::Tensor p = logits.narrow(0, r0, n).narrow(1, 0, vocab).to(torch::kFloat);
-      p.sub_(lse.narrow(0, r0, n).unsqueeze(1)).exp_();
-      p.scatter_add_(1, labels.narrow(0, r0, n).unsqueeze(1), -torch::ones({n, 1}, p.options()));
-      p.mul_(grad.narrow(0, r0, n).unsqueeze(1));
-      dlogits.narrow(0, r0, n).narrow(1, 0, vocab).copy_(p);
+      const torch::Tensor x = logits.narrow(0, r0, n).narrow(1, 0, vocab);
+      const torch::Tensor logp = log_softmax_float32(x);
+      torch::Tensor one_hot = torch::zeros_like(logp);
+      one_hot.scatter_(1, labels.narrow(0, r0, n).unsqueeze(1), grad.narrow(0, r0, n).unsqueeze(1).neg().to(torch::kFloat));
+      const auto input_dtype = x.is_cuda() ? x.scalar_type() : torch::kFloat;  // as log_softmax_float32 read it
+      dlogits.narrow(0, r0, n).narrow(1, 0, vocab).copy_(at::_log_softmax_backward_data(one_hot, logp, 1, input_dtype));
     }
     return {dlogits, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

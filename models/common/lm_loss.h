@@ -20,9 +20,10 @@ struct LossScaling {
 // of logits (N, >= vocab) in any float dtype with labels (N) < vocab.
 // float32 CPU logits take one vectorized pass per row each way (exp with
 // ~2e-7 relative error); the rest go through row chunks of at most ~256 MB
-// in float32. Both keep only the logits as given and one log-sum-exp per row
-// for the backward (never a float32 copy of all logits, let alone two), and
-// give padding columns zero gradient.
+// in float32, each a fused log-softmax (on CUDA read straight from bfloat16)
+// recomputed in the backward. Both keep only the logits as given (never a
+// float32 copy of all logits, let alone two), and give padding columns zero
+// gradient.
 // chunk_rows overrides the chunk height (tests); 0: ~256 MB of float32 per chunk.
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   int64_t chunk_rows = 0);
