@@ -434,6 +434,8 @@ for i in range(L):
     x = x + lin(sd, F.gelu(lin(sd, ln(sd, x, h + "ln_2"), h + "mlp.c_fc", True), approximate="tanh"), h + "mlp.c_proj", True)
 logits = ln(sd, x, "transformer.ln_f") @ sd["transformer.wte.weight"].t()
 finish(sd, {"model_type": "gpt2", "attention_head_type": "multiquery", "vocab_size": V, "n_embd": C, "n_layer": L,
+            "auto_map": {"AutoConfig": "configuration_gpt2_mq.GPT2CustomConfig",
+                         "AutoModelForCausalLM": "modeling_gpt2_mq.GPT2LMHeadCustomModel"},
             "n_head": H, "n_inner": None, "n_positions": T, "activation_function": "gelu_fast",
             "scale_attn_by_inverse_layer_idx": True, "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
             "attn_pdrop": 0.0}, logits, ids)

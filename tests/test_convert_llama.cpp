@@ -346,6 +346,8 @@ if G2:
         config["layer_types"] = TYPES
 else:
     config.update({"hidden_act": "gelu", "hidden_activation": None})  # as gemma-7b: HF gates with GELU-tanh regardless
+    # ... up to transformers 4.x: 5.17's GemmaMLP reads hidden_act (exact GELU here; seen on the H100 machine).
+    open(out + "/transformers_5_differs.txt", "w").write("transformers 5 gates a null hidden_activation with hidden_act")
 if CASE["rope_parameters"]:
     config["rope_parameters"] = {"rope_type": "default", "rope_theta": config.pop("rope_theta")}
 os.makedirs(out + "/hf", exist_ok=True)

@@ -425,6 +425,7 @@ def write_tiff(path, arr, big=False, rows_per_strip=3, photometric=None, compres
 // Uncompressed TIFFs (as PIL saves them) read back exactly in either byte
 // order, in several strips; what zoo does not read is named.
 TEST(InriaData, UncompressedTiffsReadBackExactly) {
+  ZOO_SKIP_WITHOUT_NUMPY();
   TempDir dir;
   const std::string script = zoo::testing::write_file(dir / "t.py", std::string(kPyTiff) + R"PY(
 out = sys.argv[1]
@@ -458,6 +459,7 @@ open(out + '/gray.bin', 'wb').write(gray.tobytes())
 // modelzoo's Inria layout: <split>/images/*.tif and <split>/gt/*.tif with
 // buildings at 255; a UNet learns the bright roofs.
 TEST(InriaData, UNetTrainsOnInriaLayoutTiffs) {
+  ZOO_SKIP_WITHOUT_NUMPY();
   TempDir dir;
   const std::string script = zoo::testing::write_file(dir / "t.py", std::string(kPyTiff) + R"PY(
 out = sys.argv[1]

@@ -77,6 +77,9 @@ inline std::string shared_dir() { return source_dir() + "/../shared"; }
 inline bool have_shared() { return std::filesystem::is_directory(shared_dir() + "/modelzoo_configs"); }
 inline bool have_python_torch() { return run_command("/usr/bin/python3 -c 'import torch'").exit_code == 0; }
 inline bool have_h5py() { return run_command("/usr/bin/python3 -c 'import h5py, numpy'").exit_code == 0; }
+inline bool have_numpy() { return run_command("/usr/bin/python3 -c 'import numpy'").exit_code == 0; }
+#define ZOO_SKIP_WITHOUT_NUMPY() \
+  if (!zoo::testing::have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with python3-numpy is not installed"
 #define ZOO_SKIP_WITHOUT_H5PY()          \
   if (!zoo::testing::have_h5py()) \
   GTEST_SKIP() << "/usr/bin/python3 with python3-h5py and python3-numpy is not installed"
