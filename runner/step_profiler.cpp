@@ -28,7 +28,7 @@ std::set<ActivityType> activities(bool cuda) {
 
 }  // namespace
 
-std::unique_ptr<StepProfiler> StepProfiler::from_environment(const std::string& model_dir, bool cuda) {
+std::unique_ptr<StepProfiler> StepProfiler::from_environment(const std::string& model_dir, bool cuda, int rank) {
   const char* v = std::getenv("ZOO_PROFILE");
   if (!v || !*v) return nullptr;
   const std::string spec = v;
@@ -52,6 +52,10 @@ std::unique_ptr<StepProfiler> StepProfiler::from_environment(const std::string& 
   if (first < 1 || last < first) throw bad();
   std::string path = colon2 == std::string::npos ? "" : spec.substr(colon2 + 1);
   if (path.empty()) path = (std::filesystem::path(model_dir) / "profile.json").string();
+  if (rank > 0) {  // each rank traces its own steps
+    std::filesystem::path p(path);
+    path = (p.parent_path() / (p.stem().string() + ".rank" + std::to_string(rank) + p.extension().string())).string();
+  }
   return std::unique_ptr<StepProfiler>(new StepProfiler(first, last, path, cuda));
 }
 

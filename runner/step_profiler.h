@@ -1,7 +1,8 @@
 // A PyTorch-profiler (Kineto) trace of chosen training steps, for speed work.
 // ZOO_PROFILE=FIRST:LAST[:PATH] traces this run's steps FIRST..LAST (counted
 // from 1) into a Chrome trace at PATH (default: profile.json in the
-// model_dir), which Perfetto, chrome://tracing and TensorBoard open. Defines:
+// model_dir; data-parallel rank R > 0 writes PATH with ".rankR" before its
+// extension), which Perfetto, chrome://tracing and TensorBoard open. Defines:
 // StepProfiler.
 #pragma once
 
@@ -14,11 +15,12 @@ namespace zoo {
 class StepProfiler {
  public:
   // Null when ZOO_PROFILE is unset; throws naming the variable when it is malformed.
-  static std::unique_ptr<StepProfiler> from_environment(const std::string& model_dir, bool cuda);
+  static std::unique_ptr<StepProfiler> from_environment(const std::string& model_dir, bool cuda, int rank = 0);
   ~StepProfiler();
   // Call around step i of the run (1-based).
   void before_step(int64_t i);
   void after_step(int64_t i);
+  const std::string& path() const { return path_; }
 
  private:
   StepProfiler(int64_t first, int64_t last, std::string path, bool cuda);

@@ -302,8 +302,8 @@ void Trainer::train(int64_t steps) {
   if (sparsity_ && !sparsity_->ready()) sparsity_->initialize();  // after any checkpoint's (broadcast) weights
   if (sparsity_) log::info(sparsity_->summary());
   model_->train();
-  const std::unique_ptr<StepProfiler> profiler = StepProfiler::from_environment(params_.runconfig.model_dir,
-                                                                                device_.is_cuda());
+  const std::unique_ptr<StepProfiler> profiler = StepProfiler::from_environment(
+      params_.runconfig.model_dir, device_.is_cuda(), distributed_ ? distributed_->rank() : 0);
   metrics_.start("Train");
   for (int64_t i = 1; i <= steps; ++i) {
     if (profiler) profiler->before_step(i);

@@ -344,6 +344,17 @@ TEST(Profile, MalformedSettingIsAnErrorNamingTheVariable) {
   EXPECT_EQ(StepProfiler::from_environment("m", false), nullptr) << "unset: no profiler";
 }
 
+TEST(Profile, EachRankWritesItsOwnTrace) {
+  {
+    zoo::testing::EnvGuard env({{"ZOO_PROFILE", "2:3"}});
+    EXPECT_EQ(StepProfiler::from_environment("m", false)->path(), "m/profile.json");
+    EXPECT_EQ(StepProfiler::from_environment("m", false, 3)->path(), "m/profile.rank3.json");
+  }
+  zoo::testing::EnvGuard env({{"ZOO_PROFILE", "2:3:/t/step.trace.json"}});
+  EXPECT_EQ(StepProfiler::from_environment("m", false, 0)->path(), "/t/step.trace.json");
+  EXPECT_EQ(StepProfiler::from_environment("m", false, 1)->path(), "/t/step.trace.rank1.json");
+}
+
 // The chosen steps' ops (and, on a GPU, their kernels) land in a Chrome
 // trace; a LibTorch without Kineto (Debian's 1.13) writes none, with a
 // warning, and the run goes on.
