@@ -7,7 +7,8 @@
 # activation checkpointing, then the test binary: the GPU-only tests and the
 # conversion fixtures against transformers. Logs go to LOG (default
 # build-cuda/gpu_checks) and, where OUT is set (the device tool), into
-# $OUT/gpu_checks.tgz. Usage: scripts/gpu_checks.sh   (after scripts/build_cuda.sh download)
+# $OUT/gpu_checks.tgz. Usage: scripts/gpu_checks.sh   (after scripts/build_cuda.sh download
+# here; the .debs/ folder it fills is git-ignored, so a remote run must carry it)
 # Env: DEADLINE, STEPS (bench, default 20), COMPILE=1 (also torch.compile at 111M).
 set -u
 cd "$(dirname "$0")/.."
