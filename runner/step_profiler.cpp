@@ -1,12 +1,15 @@
-// Implementation of runner/step_profiler.h on LibTorch's Kineto profiler.
+// Implementation of runner/step_profiler.h on LibTorch's Kineto and legacy profilers.
 #include "runner/step_profiler.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/cuda.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "runner/log.h"
@@ -59,32 +62,54 @@ std::unique_ptr<StepProfiler> StepProfiler::from_environment(const std::string& 
   return std::unique_ptr<StepProfiler>(new StepProfiler(first, last, path, cuda));
 }
 
+// Records while it lives; its destructor writes the Chrome trace to `text`.
+struct StepProfiler::CpuTrace {
+  std::ostringstream text;
+  std::unique_ptr<prof::RecordProfile> recording = std::make_unique<prof::RecordProfile>(text);
+};
+
 StepProfiler::StepProfiler(int64_t first, int64_t last, std::string path, bool cuda)
     : first_(first), last_(last), path_(std::move(path)), cuda_(cuda) {
   // Loads Kineto's tracer now, so that its start-up is not in the first traced step.
-  prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
+  if (cuda_) prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
 }
 
 StepProfiler::~StepProfiler() {
-  if (active_) prof::disableProfiler();  // a run that ended inside the range writes nothing
+  if (active_ && cuda_) prof::disableProfiler();  // a run that ended inside the range writes nothing
 }
 
 void StepProfiler::before_step(int64_t i) {
   if (i != first_) return;
-  if (cuda_) torch::cuda::synchronize();  // earlier steps' kernels stay out of the trace
-  prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
+  if (cuda_) {
+    torch::cuda::synchronize();  // earlier steps' kernels stay out of the trace
+    prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
+  } else {
+    cpu_ = std::make_unique<CpuTrace>();
+  }
   active_ = true;
 }
 
 void StepProfiler::after_step(int64_t i) {
   if (!active_ || i != last_) return;
-  if (cuda_) torch::cuda::synchronize();
-  std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
+  std::unique_ptr<prof::ProfilerResult> result;
+  if (cuda_) {
+    torch::cuda::synchronize();
+    result = prof::disableProfiler();
+  } else {
+    cpu_->recording.reset();  // stops and writes the trace to cpu_->text
+  }
   active_ = false;
   const std::string steps = "steps " + std::to_string(first_) + "-" + std::to_string(last_);
   try {  // a profile that cannot be written is not worth the run
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
-    result->save(path_);
+    if (result) {
+      result->save(path_);
+    } else {
+      std::ofstream out(path_);
+      out << cpu_->text.str();
+      if (!out.flush()) throw std::runtime_error("cannot write " + path_);
+      cpu_.reset();
+    }
     log::info("ZOO_PROFILE: trace of " + steps + " in " + path_);
   } catch (const c10::Error& e) {
     log::warn("ZOO_PROFILE: no trace of " + steps + " (" + e.what_without_backtrace() + ")");

@@ -1,4 +1,6 @@
-// A PyTorch-profiler (Kineto) trace of chosen training steps, for speed work.
+// A PyTorch-profiler trace of chosen training steps, for speed work: Kineto
+// on CUDA (ops and kernels), the legacy profiler on CPU (ops; it needs no
+// Kineto, which Debian's LibTorch lacks).
 // ZOO_PROFILE=FIRST:LAST[:PATH] traces this run's steps FIRST..LAST (counted
 // from 1) into a Chrome trace at PATH (default: profile.json in the
 // model_dir; data-parallel rank R > 0 writes PATH with ".rankR" before its
@@ -28,6 +30,8 @@ class StepProfiler {
   std::string path_;
   bool cuda_;
   bool active_ = false;
+  struct CpuTrace;  // the legacy profiler's recording, while active on CPU
+  std::unique_ptr<CpuTrace> cpu_;
 };
 
 }  // namespace zoo

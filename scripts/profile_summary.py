@@ -43,8 +43,8 @@ def main():
     a = ap.parse_args()
     for path in a.traces:
         s = load(path)
-        print(f"{path}: {s['wall_ms']:.1f} ms traced, GPU busy {s['busy_ms']:.1f} ms "
-              f"({100 * s['busy_ms'] / s['wall_ms']:.0f}%), {s['n']} {s['what']}")
+        busy = f", GPU busy {s['busy_ms']:.1f} ms ({100 * s['busy_ms'] / s['wall_ms']:.0f}%)" if s["busy_ms"] else ""
+        print(f"{path}: {s['wall_ms']:.1f} ms traced{busy}, {s['n']} {s['what']}")
         for name, us in s["by_name"].most_common(a.top):
             print(f"  {us / 1e3:9.2f} ms {s['count'][name]:6d}x  {name[:110]}")
 
