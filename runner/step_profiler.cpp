@@ -2,7 +2,12 @@
 #include "runner/step_profiler.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
+#if __has_include(<torch/csrc/autograd/profiler_legacy.h>)
 #include <torch/csrc/autograd/profiler_legacy.h>
+#define ZOO_LEGACY_PROFILER 1
+#else
+#define ZOO_LEGACY_PROFILER 0
+#endif
 #include <torch/cuda.h>
 
 #include <cstdlib>
@@ -65,23 +70,27 @@ std::unique_ptr<StepProfiler> StepProfiler::from_environment(const std::string& 
 // Records while it lives; its destructor writes the Chrome trace to `text`.
 struct StepProfiler::CpuTrace {
   std::ostringstream text;
+#if ZOO_LEGACY_PROFILER
   std::unique_ptr<prof::RecordProfile> recording = std::make_unique<prof::RecordProfile>(text);
+#else
+  std::unique_ptr<int> recording;
+#endif
 };
 
 StepProfiler::StepProfiler(int64_t first, int64_t last, std::string path, bool cuda)
-    : first_(first), last_(last), path_(std::move(path)), cuda_(cuda) {
+    : first_(first), last_(last), path_(std::move(path)), cuda_(cuda), kineto_(cuda || !ZOO_LEGACY_PROFILER) {
   // Loads Kineto's tracer now, so that its start-up is not in the first traced step.
-  if (cuda_) prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
+  if (kineto_) prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
 }
 
 StepProfiler::~StepProfiler() {
-  if (active_ && cuda_) prof::disableProfiler();  // a run that ended inside the range writes nothing
+  if (active_ && kineto_) prof::disableProfiler();  // a run that ended inside the range writes nothing
 }
 
 void StepProfiler::before_step(int64_t i) {
   if (i != first_) return;
-  if (cuda_) {
-    torch::cuda::synchronize();  // earlier steps' kernels stay out of the trace
+  if (kineto_) {
+    if (cuda_) torch::cuda::synchronize();  // earlier steps' kernels stay out of the trace
     prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
   } else {
     cpu_ = std::make_unique<CpuTrace>();
@@ -92,8 +101,8 @@ void StepProfiler::before_step(int64_t i) {
 void StepProfiler::after_step(int64_t i) {
   if (!active_ || i != last_) return;
   std::unique_ptr<prof::ProfilerResult> result;
-  if (cuda_) {
-    torch::cuda::synchronize();
+  if (kineto_) {
+    if (cuda_) torch::cuda::synchronize();
     result = prof::disableProfiler();
   } else {
     cpu_->recording.reset();  // stops and writes the trace to cpu_->text

@@ -29,6 +29,7 @@ class StepProfiler {
   int64_t first_, last_;
   std::string path_;
   bool cuda_;
+  bool kineto_;  // else the legacy profiler (CPU)
   bool active_ = false;
   struct CpuTrace;  // the legacy profiler's recording, while active on CPU
   std::unique_ptr<CpuTrace> cpu_;
