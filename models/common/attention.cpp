@@ -6,6 +6,7 @@
 #include "models/common/attention.h"
 
 #include "models/common/causal_attention.h"
+#include "models/common/torch_version.h"
 
 #include <cmath>
 #include <limits>
@@ -18,7 +19,7 @@ torch::Tensor repeat_kv_heads(const torch::Tensor& t, int64_t H) {
 }
 // softmax_fp32's widening: half precision to float32; float64 stays.
 torch::Tensor at_least_float(const torch::Tensor& t) { return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat); }
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if ZOO_TORCH_AT_LEAST(2, 1)
 // SDPA's optional mask: no mask is nullopt, not an undefined tensor (which
 // LibTorch 2.11 refuses for its missing dtype).
 c10::optional<torch::Tensor> sdpa_mask(const torch::Tensor& mask) {
@@ -67,7 +68,7 @@ torch::Tensor MultiheadAttentionImpl::attend_to(const torch::Tensor& x, const to
   const double p_drop = is_training() ? options_.dropout : 0.0;
   const torch::Tensor key_mask = memory_mask.defined() ? memory_mask.to(torch::kBool) : memory_mask;
   torch::Tensor y;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if ZOO_TORCH_AT_LEAST(2, 1)
   if (options_.logit_softcapping == 0) {
     y = at::scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H),
                                          sdpa_mask(key_mask.defined() ? key_mask.view({B, 1, 1, S}) : key_mask), p_drop,
@@ -120,7 +121,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   auto merge_heads = [&](const torch::Tensor& y) {  // (B, H, T, D) -> (B, T, C)
     return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, inner}));
   };
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // `scale` arrived in 2.1
+#if ZOO_TORCH_AT_LEAST(2, 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
   // token may attend to everything.
   const bool causal = options_.causal && past == 0 && T > 1;

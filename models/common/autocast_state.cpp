@@ -3,9 +3,11 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "models/common/torch_version.h"
+
 namespace zoo::models {
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#if ZOO_TORCH_AT_LEAST(2, 4)
 AutocastState AutocastState::of(torch::DeviceType d) {
   return {d, at::autocast::is_autocast_enabled(d), at::autocast::get_autocast_dtype(d)};
 }

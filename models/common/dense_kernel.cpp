@@ -9,6 +9,7 @@
 
 #include "models/common/cpu_gemm.h"
 #include "models/common/cpu_kernels.h"
+#include "models/common/torch_version.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::models {
@@ -177,7 +178,7 @@ class DenseFunction : public torch::autograd::Function<DenseFunction> {
 
 namespace {
 bool cpu_autocast_enabled() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#if ZOO_TORCH_AT_LEAST(2, 4)
   return at::autocast::is_autocast_enabled(at::kCPU);
 #else
   return at::autocast::is_cpu_enabled();

@@ -2,6 +2,7 @@
 // and the factory. The update rules live in adaptive.cpp and classic.cpp.
 #include "runner/optim/optimizer.h"
 
+#include "models/common/torch_version.h"
 #include "runner/optim/algorithms.h"
 #include "runner/optim/registry.h"
 
@@ -181,7 +182,7 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, doubl
   for (auto& n : norms) n = n.to(torch::kFloat);
   torch::Tensor total = torch::stack(norms).norm();
   torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if ZOO_TORCH_AT_LEAST(2, 1)
   // One multi-tensor kernel by the on-device coefficient (no host sync); on
   // the H100 the loop below took ~6 ms of a 111M step in broadcast kernels.
   if (grads.front().is_cuda()) {
