@@ -45,11 +45,12 @@ def write_safetensors(path, sd):
 // or ZOO_TRANSFORMERS_PYTHON, a Python with torch and transformers (as on the
 // GPU machines), with which each fixture's logits are also checked against
 // transformers' own model of the family.
-inline std::string fixture_python() {
+inline const char* transformers_python() {  // null when unset or empty
   const char* p = std::getenv("ZOO_TRANSFORMERS_PYTHON");
-  return p && *p ? p : "/usr/bin/python3";
+  return p && *p ? p : nullptr;
 }
-inline bool have_fixture_torch() { return run_command(fixture_python() + " -c 'import torch'").exit_code == 0; }
+inline std::string fixture_python() { return transformers_python() ? transformers_python() : "/usr/bin/python3"; }
+inline bool have_fixture_torch() { return python_imports(fixture_python(), "torch"); }
 #define ZOO_SKIP_WITHOUT_FIXTURE_TORCH() \
   if (!zoo::testing::have_fixture_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed"
 
@@ -90,7 +91,7 @@ inline void run_fixture(const TempDir& dir, const std::string& name, const std::
   std::string script = write_file(dir / name, std::string(kPySafetensors) + body);
   auto r = run_command(fixture_python() + " " + script + " " + dir.path() + (args.empty() ? "" : " " + args));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  if (!std::getenv("ZOO_TRANSFORMERS_PYTHON") || !std::filesystem::exists(dir / "logits.bin") ||
+  if (!transformers_python() || !std::filesystem::exists(dir / "logits.bin") ||
       !std::filesystem::exists(dir / "ids.bin") || !std::filesystem::exists(dir / "hf/config.json"))
     return;
   auto check = run_command(fixture_python() + " " + write_file(dir / "check_transformers.py", kPyTransformersCheck) +

@@ -307,7 +307,7 @@ TEST(BertCsv, ParsesPythonTokenLists) {
 // tokens (at least one, at most max_predictions_per_seq) are predicted;
 // each epoch masks anew, and the stream is the same when read again.
 TEST(BertCsv, ReadsModelzooCsvAndMasksAnewEachEpoch) {
-  if (zoo::testing::run_command("/usr/bin/python3 -c 'import csv'").exit_code != 0)
+  if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
     GTEST_SKIP() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
   write_bert_csv(dir);
@@ -358,7 +358,7 @@ TEST(BertCsv, ReadsModelzooCsvAndMasksAnewEachEpoch) {
 // Bad data is named: a missing meta.dat, a token outside the vocabulary's
 // special tokens, a row longer than max_sequence_length with NSP (cut without).
 TEST(BertCsv, BadDataIsNamed) {
-  if (zoo::testing::run_command("/usr/bin/python3 -c 'import csv'").exit_code != 0)
+  if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
     GTEST_SKIP() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
   write_bert_csv(dir);
@@ -384,7 +384,7 @@ TEST(BertCsv, BadDataIsNamed) {
 // written (masked_lm_weights as masked_lm_mask); rows of other lengths and
 // missing columns are named.
 TEST(BertCsv, StaticRowsReadAsWritten) {
-  if (zoo::testing::run_command("/usr/bin/python3 -c 'import csv'").exit_code != 0)
+  if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
     GTEST_SKIP() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
   const std::string script = zoo::testing::write_file(dir / "static.py", R"PY(
@@ -430,7 +430,7 @@ open(out + "/meta.dat", "w").write("a.csv 4\n")
 // CSV data: the loss falls, eval reports the masked-LM and NSP metrics, and
 // the run resumes from its checkpoint.
 TEST(Bert, TrainsOnModelzooCsvData) {
-  if (zoo::testing::run_command("/usr/bin/python3 -c 'import csv'").exit_code != 0)
+  if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
     GTEST_SKIP() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
   write_bert_csv(dir);

@@ -21,7 +21,7 @@ using zoo::testing::TempDir;
 
 namespace {
 
-bool have_python() { return zoo::testing::run_command("/usr/bin/python3 -c 'import unicodedata'").exit_code == 0; }
+bool have_python() { return zoo::testing::python_imports("/usr/bin/python3", "unicodedata"); }
 
 // A vocabulary of specials, whole words and ## pieces, one per line.
 std::string write_vocab(const TempDir& dir) {

@@ -122,8 +122,7 @@ TEST(Data, BadDataErrorsNameKeyAndPlace) {
 
 // HDF5 files written with h5py exactly as modelzoo's preprocessing writes them.
 TEST(Data, ReadsModelzooHdf5Samples) {
-  if (zoo::testing::run_command("/usr/bin/python3 -c 'import h5py, numpy'").exit_code != 0)
-    GTEST_SKIP() << "/usr/bin/python3 with python3-h5py and python3-numpy is not installed";
+  ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
   std::string script = zoo::testing::write_file(dir / "w.py", R"PY(
 import sys, h5py, numpy as np

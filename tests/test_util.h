@@ -75,9 +75,13 @@ inline std::string source_dir() { return ZOO_SOURCE_DIR; }
 // ../shared beside the checkout, present in CI but not in a user's clone.
 inline std::string shared_dir() { return source_dir() + "/../shared"; }
 inline bool have_shared() { return std::filesystem::is_directory(shared_dir() + "/modelzoo_configs"); }
-inline bool have_python_torch() { return run_command("/usr/bin/python3 -c 'import torch'").exit_code == 0; }
-inline bool have_h5py() { return run_command("/usr/bin/python3 -c 'import h5py, numpy'").exit_code == 0; }
-inline bool have_numpy() { return run_command("/usr/bin/python3 -c 'import numpy'").exit_code == 0; }
+// Whether `python` can import `modules` ("h5py, numpy").
+inline bool python_imports(const std::string& python, const std::string& modules) {
+  return run_command(python + " -c 'import " + modules + "'").exit_code == 0;
+}
+inline bool have_python_torch() { return python_imports("/usr/bin/python3", "torch"); }
+inline bool have_h5py() { return python_imports("/usr/bin/python3", "h5py, numpy"); }
+inline bool have_numpy() { return python_imports("/usr/bin/python3", "numpy"); }
 #define ZOO_SKIP_WITHOUT_NUMPY() \
   if (!zoo::testing::have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with python3-numpy is not installed"
 #define ZOO_SKIP_WITHOUT_H5PY()          \
