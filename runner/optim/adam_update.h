@@ -1,10 +1,12 @@
 // The Adam/AdamW update with modelzoo's AdamBase arithmetic:
 //   g' = g + wd p (Adam, L2), m = b1 m + (1 - b1) g', v = b2 v + (1 - b2) g'^2,
 //   u = m / (sqrt(v) + eps) * correction (+ wd p for AdamW), p -= lr u.
-// float32 CPU tensors (dense) take a single pass over their elements; the
-// others (GPU, other dtypes) the same arithmetic as multi-tensor (_foreach_)
-// ops over the whole list, a few kernels per step instead of a dozen per
-// parameter. Defines: AdamHyper, AdamSlot, adam_update.
+// float32 CPU tensors (dense) take a single pass over their elements; CUDA
+// tensors on LibTorch >= 2.1 ATen's fused Adam(W) kernel, also one pass
+// (the correction folded into its learning rate); the others the same
+// arithmetic as multi-tensor (_foreach_) ops over the whole list, a few
+// kernels per step instead of a dozen per parameter.
+// Defines: AdamHyper, AdamSlot, adam_update.
 #pragma once
 
 #include <torch/torch.h>
