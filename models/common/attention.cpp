@@ -99,15 +99,25 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       bias ? torch::cat({proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias})
            : torch::Tensor());
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
+  // q, k and v (B, T, heads, D) come out of qkv through one split each: a
+  // split's backward is one cat, where narrows would each zero-fill a copy of
+  // qkv's whole gradient and add them up.
+  torch::Tensor q, k, v, rotated_qk;
   if (q_norm || options_.rotary.dim > 0) {  // q and k normalized per head, then rotated alike: one call for both
-    torch::Tensor qk = qkv.narrow(-1, 0, (H + G) * D).view({B, T, H + G, D});
-    if (q_norm) qk = torch::cat({q_norm(qk.narrow(2, 0, H)), k_norm(qk.narrow(2, H, G))}, 2);
+    const std::vector<torch::Tensor> qk_v = qkv.split_with_sizes({(H + G) * D, G * D}, -1);
+    torch::Tensor qk = qk_v[0].view({B, T, H + G, D});
+    if (q_norm) {
+      const std::vector<torch::Tensor> q_k = qk.split_with_sizes({H, G}, 2);
+      qk = torch::cat({q_norm(q_k[0]), k_norm(q_k[1])}, 2);
+    }
     if (options_.rotary.dim > 0) qk = apply_rotary(qk, options_.rotary, past);
-    qkv = torch::cat({qk.flatten(2), qkv.narrow(-1, (H + G) * D, G * D)}, -1);
+    const std::vector<torch::Tensor> q_k = qk.split_with_sizes({H, G}, 2);
+    q = q_k[0], k = q_k[1], v = qk_v[1].view({B, T, G, D});
+    rotated_qk = qk;
+  } else {
+    const std::vector<torch::Tensor> parts = qkv.split_with_sizes({H * D, G * D, G * D}, -1);
+    q = parts[0].view({B, T, H, D}), k = parts[1].view({B, T, G, D}), v = parts[2].view({B, T, G, D});
   }
-  // (B, T, heads, D) views into qkv
-  auto heads = [&](int64_t first, int64_t n) { return qkv.narrow(-1, first * D, n * D).view({B, T, n, D}); };
-  torch::Tensor q = heads(0, H), k = heads(H, G), v = heads(H + G, G);
   if (cache) {
     if (past > 0) {
       k = torch::cat({cache->keys, k}, 1);  // (B, past + T, G, D)
@@ -144,7 +154,10 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       const torch::Tensor s = alibi_slopes.detach().to(torch::kDouble).contiguous();
       slopes.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
     }
-    return proj_output_dense_layer(causal_attention(qkv, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
+    // The CPU kernel reads q, k and v side by side in one tensor.
+    const torch::Tensor fused =
+        rotated_qk.defined() ? torch::cat({rotated_qk.flatten(2), v.flatten(2)}, -1) : qkv;
+    return proj_output_dense_layer(causal_attention(fused, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
   }
   ScoreOptions scores;
   scores.scale = scale;

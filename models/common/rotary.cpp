@@ -60,7 +60,10 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryOptions& o, int64
   }
   torch::Tensor rot = x.narrow(-1, 0, R).to(torch::kFloat);
   torch::Tensor pairs = rot.reshape({B, T, heads, R / 2, 2});
-  torch::Tensor even = pairs.select(-1, 0), odd = pairs.select(-1, 1);
+  // unbind: one autograd node whose backward stacks, not two selects that
+  // each zero-fill a gradient the size of x
+  const std::vector<torch::Tensor> even_odd = pairs.unbind(-1);
+  const torch::Tensor &even = even_odd[0], &odd = even_odd[1];
   torch::Tensor out = torch::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).flatten(-2);
   out = out.to(x.scalar_type());
   if (R == x.size(-1)) return out;
