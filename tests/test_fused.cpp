@@ -419,9 +419,13 @@ TEST(FusedCuda, PaddedVocabularyOnTheGpuTrainsToTheCpuLosses) {
 TEST(FusedCuda, ChunkedCrossEntropyOnTheGpuMatchesTorch) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(4);
-  torch::Tensor logits = torch::randn({300, 50304}, torch::kCUDA).to(torch::kBFloat16).requires_grad_();
   torch::Tensor labels =
       torch::randint(0, 50257, {300}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  torch::Tensor logits = torch::randn({300, 50304}, torch::kCUDA);
+  // The first 20 rows predict their label with probability ~1 - 2e-4, which
+  // rounds to 1 in bfloat16: its gradient p - 1 must not round to 0.
+  logits.narrow(0, 0, 20).scatter_(1, labels.narrow(0, 0, 20).unsqueeze(1), 20.0);
+  logits = logits.to(torch::kBFloat16).requires_grad_();
   torch::Tensor ref_in = logits.detach().narrow(1, 0, 50257).to(torch::kFloat).requires_grad_();
   token_cross_entropy(logits, labels, 50257, /*chunk_rows=*/64).sum().backward();
   torch::nn::functional::cross_entropy(ref_in, labels,
@@ -430,4 +434,9 @@ TEST(FusedCuda, ChunkedCrossEntropyOnTheGpuMatchesTorch) {
   EXPECT_LT(relative_error(logits.grad().narrow(1, 0, 50257).to(torch::kDouble), ref_in.grad().to(torch::kDouble)),
             1e-2);  // bfloat16 gradients
   EXPECT_EQ(logits.grad().narrow(1, 50257, 47).abs().max().item<double>(), 0.0);
+  const torch::Tensor confident = labels.narrow(0, 0, 20).unsqueeze(1);
+  EXPECT_LT(relative_error(logits.grad().narrow(0, 0, 20).gather(1, confident).to(torch::kDouble),
+                           ref_in.grad().narrow(0, 0, 20).gather(1, confident).to(torch::kDouble)),
+            1e-2)
+      << "the label's gradient of a confident prediction";
 }

@@ -84,10 +84,18 @@ int64_t default_chunk_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t
 // float32 log-softmax of a chunk of logits in one fused kernel: on CUDA
 // straight from bfloat16/float16 (ATen's half_to_float), elsewhere (where
 // ATen has no such kernel) from a float32 copy.
+bool reads_reduced_precision(const torch::Tensor& x) {
+  return x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf);
+}
 torch::Tensor log_softmax_float32(const torch::Tensor& x) {
-  const bool reduced = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
-  if (x.is_cuda() && reduced) return at::_log_softmax(x, 1, /*half_to_float=*/true);
+  if (reads_reduced_precision(x)) return at::_log_softmax(x, 1, /*half_to_float=*/true);
   return at::_log_softmax(x.to(torch::kFloat), 1, /*half_to_float=*/false);
+}
+// softmax(x) likewise, in x's dtype on CUDA (computed in float32 inside the
+// kernel), else in float32.
+torch::Tensor softmax_of(const torch::Tensor& x) {
+  if (reads_reduced_precision(x)) return at::_softmax(x, 1, /*half_to_float=*/false);
+  return at::_softmax(x.to(torch::kFloat), 1, /*half_to_float=*/false);
 }
 
 class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
@@ -101,32 +109,34 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       const torch::Tensor logp = log_softmax_float32(logits.narrow(0, r0, n).narrow(1, 0, vocab));
       loss.narrow(0, r0, n).copy_(logp.gather(1, labels.narrow(0, r0, n).unsqueeze(1)).squeeze(1).neg());
     }
-    ctx->save_for_backward({logits, labels});
+    ctx->save_for_backward({logits, labels, loss});
     ctx->saved_data["vocab"] = vocab;
     ctx->saved_data["rows"] = rows;
     return loss;
   }
 
-  // The loss is -log_softmax(x)[label]: its gradient is log-softmax's
-  // backward of a one-hot -grad, which ATen fuses into one kernel that also
-  // writes the logits' dtype (each chunk's log-softmax is recomputed).
+  // d loss / d x = g (softmax(x) - onehot(label)): each chunk's softmax is
+  // recomputed straight into the logits' dtype and scaled by g into the
+  // gradient (two passes over the chunk in bfloat16 on a GPU, where
+  // log-softmax's backward of a float32 one-hot took five in float32). The
+  // label's entry is written apart, in float32, as g expm1(-loss): its
+  // probability can round to 1 in bfloat16, and p - 1 would lose it.
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor &logits = saved[0], &labels = saved[1];
+    const torch::Tensor &logits = saved[0], &labels = saved[1], &loss = saved[2];
     const int64_t vocab = ctx->saved_data["vocab"].toInt(), rows = ctx->saved_data["rows"].toInt();
     const int64_t N = logits.size(0);
-    const torch::Tensor& grad = grads[0];
+    const torch::Tensor grad = grads[0].to(torch::kFloat);
     torch::Tensor dlogits = torch::empty({N, logits.size(1)}, logits.options());
     if (logits.size(1) > vocab) dlogits.narrow(1, vocab, logits.size(1) - vocab).zero_();
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
       const int64_t n = std::min(rows, N - r0);
-      const torch::Tensor x = logits.narrow(0, r0, n).narrow(1, 0, vocab);
-      const torch::Tensor logp = log_softmax_float32(x);
-      torch::Tensor one_hot = torch::zeros_like(logp);
-      one_hot.scatter_(1, labels.narrow(0, r0, n).unsqueeze(1), grad.narrow(0, r0, n).unsqueeze(1).neg().to(torch::kFloat));
-      const auto input_dtype = x.is_cuda() ? x.scalar_type() : torch::kFloat;  // as log_softmax_float32 read it
-      dlogits.narrow(0, r0, n).narrow(1, 0, vocab).copy_(at::_log_softmax_backward_data(one_hot, logp, 1, input_dtype));
+      const torch::Tensor g = grad.narrow(0, r0, n).unsqueeze(1);
+      torch::Tensor d = dlogits.narrow(0, r0, n).narrow(1, 0, vocab);
+      at::mul_out(d, softmax_of(logits.narrow(0, r0, n).narrow(1, 0, vocab)), g);
+      const torch::Tensor label_grad = torch::expm1(loss.narrow(0, r0, n).unsqueeze(1).neg()) * g;
+      d.scatter_(1, labels.narrow(0, r0, n).unsqueeze(1), label_grad.to(d.scalar_type()));
     }
     return {dlogits, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

@@ -21,7 +21,8 @@ struct LossScaling {
 // float32 CPU logits take one vectorized pass per row each way (exp with
 // ~2e-7 relative error); the rest go through row chunks of at most ~256 MB
 // in float32, each a fused log-softmax (on CUDA read straight from bfloat16)
-// recomputed in the backward. Both keep only the logits as given (never a
+// and, in the backward, a fused softmax written in the logits' dtype and
+// scaled into the gradient. Both keep only the logits as given (never a
 // float32 copy of all logits, let alone two), and give padding columns zero
 // gradient.
 // chunk_rows overrides the chunk height (tests); 0: ~256 MB of float32 per chunk.
