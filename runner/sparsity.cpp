@@ -55,6 +55,7 @@ const config::Schema<SparsityConfig>& SparsityConfig::schema() {
           .field("param_name_patterns", &S::param_name_patterns,
                  "modelzoo 2.0's form of param_filter: regular expressions matched at the start of each name.")
           .renamed("type", "algorithm")
+          .renamed("schedule", "update")  // modelzoo 2.1's name
           .validate([](const S& o, const auto& fail) {
             if (!o.param_filter.items.empty() && !o.param_name_patterns.items.empty())
               fail("param_name_patterns", "give param_filter or param_name_patterns, not both");

@@ -241,6 +241,17 @@ TEST(Sparsity, ConfigErrorsAndTheTrainerForm) {
   EXPECT_EQ(back.sparsity->update->freq, 10);
   EXPECT_EQ(back.sparsity->drop_fraction->half_period, 50);
 
+  // modelzoo 2.1's dynamic sparsity: `type` and `schedule` for 2.2's algorithm and update.
+  const std::string release_2_1 = zoo::testing::write_file(
+      dir / "release_2_1.yaml", zoo::testing::tiny_params_yaml(dir / "data", dir / "m") +
+                                    "sparsity:\n  sparsity: 0.5\n  type: rigl\n  schedule: {freq: 100, stop: 3584}\n"
+                                    "  drop_fraction: {type: cosine, init: 0.3, half_period: 3584}\n");
+  Params old_form = load_params(release_2_1, YAML::Node());
+  ASSERT_TRUE(old_form.sparsity.has_value() && old_form.sparsity->update.has_value());
+  EXPECT_EQ(old_form.sparsity->algorithm, "rigl");
+  EXPECT_EQ(old_form.sparsity->update->freq, 100);
+  EXPECT_EQ(old_form.sparsity->update->stop, 3584);
+
   if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   Params p = load_params(zoo::testing::shared_dir() +
                              "/modelzoo_configs/transformers_pytorch_gpt3_sparsity_pretraining_params_gpt3_125m_static75.yaml",
