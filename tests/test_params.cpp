@@ -356,6 +356,13 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
                                                    "multimodal_simple and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(named);
+  // A legacy file names no model: keys only the model has give it away.
+  std::string demo = tiny;
+  demo.replace(demo.find("model:\n"), 7, "model:\n  embedding_size: 64\n");
+  EXPECT_NE(zoo::testing::params_error(demo).find("model.embedding_size: a key of modelzoo's layers_api_demo model "
+                                                  "(the layers-API tutorial), which zoo does not build"),
+            std::string::npos)
+      << zoo::testing::params_error(demo);
 }
 
 // convert-legacy writes the Trainer form, which resolves to the same params;
