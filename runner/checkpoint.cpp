@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -22,14 +21,6 @@ namespace zoo::ckpt {
 namespace fs = std::filesystem;
 
 namespace {
-
-// (step digits, timestamp) of a checkpoint file name, if it is one.
-std::optional<std::pair<std::string, std::string>> parse_name(const std::string& filename) {
-  static const std::regex pattern(R"(checkpoint_(\d+)(?:_(\d{8}_\d{6}))?\.mdl)");
-  std::smatch m;
-  if (!std::regex_match(filename, m, pattern)) return std::nullopt;
-  return std::make_pair(m[1].str(), m[2].str());
-}
 
 std::optional<int64_t> to_step(const std::string& digits) {
   int64_t step = 0;
@@ -40,17 +31,17 @@ std::optional<int64_t> to_step(const std::string& digits) {
 
 }  // namespace
 
-std::optional<int64_t> step_in_name(const std::string& path) {
-  const auto parsed = parse_name(fs::path(path).filename().string());
+std::optional<int64_t> step_in_name(const std::string& path, const CheckpointNaming& naming) {
+  const auto parsed = naming.match(fs::path(path).filename().string());
   return parsed ? to_step(parsed->first) : std::nullopt;
 }
 
-std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
+std::vector<CheckpointFile> list_checkpoints(const std::string& dir, const CheckpointNaming& naming) {
   std::vector<CheckpointFile> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
   for (const auto& e : fs::directory_iterator(dir)) {
-    const auto parsed = parse_name(e.path().filename().string());
+    const auto parsed = naming.match(e.path().filename().string());
     if (!e.is_regular_file() || !parsed) continue;
     if (const auto step = to_step(parsed->first))
       out.push_back({e.path().string(), *step, parsed->second});
@@ -63,13 +54,13 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
   return out;
 }
 
-std::string new_checkpoint_path(const std::string& dir, int64_t step) {
-  fs::path plain = fs::path(dir) / ("checkpoint_" + std::to_string(step) + ".mdl");
+std::string new_checkpoint_path(const std::string& dir, int64_t step, const CheckpointNaming& naming) {
+  fs::path plain = fs::path(dir) / naming.file_name(step);
   if (!fs::exists(plain)) return plain.string();
   char stamp[32];
   std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", std::localtime(&now));
-  return (fs::path(dir) / ("checkpoint_" + std::to_string(step) + "_" + stamp + ".mdl")).string();
+  return (fs::path(dir) / naming.file_name(step, stamp)).string();
 }
 
 c10::impl::GenericList checkpoint_metadata(const Params& params, const std::map<std::string, std::string>& extra) {
@@ -109,8 +100,8 @@ void load_rng_state_dict(const c10::impl::GenericDict& saved) {
   gen.set_state(saved.at("torch_cpu").toTensor());
 }
 
-void prune_checkpoints(const std::string& dir, int64_t max, const std::string& keep) {
-  auto all = list_checkpoints(dir);
+void prune_checkpoints(const std::string& dir, int64_t max, const std::string& keep, const CheckpointNaming& naming) {
+  auto all = list_checkpoints(dir, naming);
   int64_t excess = static_cast<int64_t>(all.size()) - max;
   for (const auto& c : all) {
     if (excess <= 0) break;

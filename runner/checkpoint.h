@@ -1,5 +1,5 @@
-// Checkpoint files: naming (checkpoint_<step>[_<YYYYmmdd_HHMMSS>].mdl),
-// discovery, atomic writes and reads of LibTorch pickles that Python's
+// Checkpoint files: naming (checkpoint_<step>[_<YYYYmmdd_HHMMSS>].mdl by
+// default, see runner/checkpoint_naming.h), discovery, atomic writes and reads of LibTorch pickles that Python's
 // torch.load opens, and model state-dict conversion.
 // Defines: CheckpointFile, list_checkpoints, new_checkpoint_path,
 // save_checkpoint_file, load_checkpoint_file, model_weights, step_in_name,
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/checkpoint_naming.h"
 #include "runner/params.h"
 
 namespace zoo::ckpt {
@@ -24,11 +25,13 @@ struct CheckpointFile {
   std::string timestamp;  // "" for the plain name, which sorts first
 };
 
-// checkpoint_*.mdl files in `dir`, ascending by (step, timestamp). A name
-// whose step does not fit in 64 bits is left out with a warning.
-std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
-// model_dir/checkpoint_<step>.mdl, or with a _<timestamp> suffix if that exists.
-std::string new_checkpoint_path(const std::string& dir, int64_t step);
+// The files in `dir` named as `naming` names checkpoints, ascending by (step,
+// timestamp). A name whose step does not fit in 64 bits is left out with a
+// warning.
+std::vector<CheckpointFile> list_checkpoints(const std::string& dir, const CheckpointNaming& naming = {});
+// dir/checkpoint_<step>.mdl (as `naming` names it), or with a _<timestamp>
+// after the step if that exists.
+std::string new_checkpoint_path(const std::string& dir, int64_t step, const CheckpointNaming& naming = {});
 
 // Writes to a temporary file, fsyncs and renames, so a crash never leaves a
 // partial checkpoint under the final name. Adds "__checksum__", a CRC32C of
@@ -43,8 +46,9 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path);
 // The "model" state dict of a loaded checkpoint; throws std::runtime_error
 // naming the file and the keys it has when there is none.
 c10::impl::GenericDict model_weights(const c10::impl::GenericDict& dict, const std::string& path);
-// The step in a checkpoint_<step>[_<timestamp>].mdl file name, if it is one.
-std::optional<int64_t> step_in_name(const std::string& path);
+// The step in a checkpoint_<step>[_<timestamp>].mdl file name (as `naming`
+// names them), if it is one.
+std::optional<int64_t> step_in_name(const std::string& path, const CheckpointNaming& naming = {});
 
 // modelzoo's "__metadata__": [{version, model_name, params (the resolved
 // params as YAML text), and any `extra` entries}].
@@ -58,7 +62,8 @@ Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
 c10::impl::GenericDict rng_state_dict();
 void load_rng_state_dict(const c10::impl::GenericDict& saved);
 // Deletes the oldest checkpoints in `dir` beyond `max`, never `keep`.
-void prune_checkpoints(const std::string& dir, int64_t max, const std::string& keep);
+void prune_checkpoints(const std::string& dir, int64_t max, const std::string& keep,
+                       const CheckpointNaming& naming = {});
 
 // Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them
 // (a models::Model may name another prefix: checkpoint_key_prefix).

@@ -66,7 +66,9 @@ void run_generate(const GenerateCommand& c) {
   std::string path = c.checkpoint_path;
   if (std::filesystem::is_directory(path)) {
     auto all = ckpt::list_checkpoints(path);
-    if (all.empty()) throw std::runtime_error("no checkpoint_<step>.mdl files in " + path);
+    if (all.empty())
+      throw std::runtime_error("no checkpoint_<step>.mdl files in " + path +
+                               " (checkpoints saved under another checkpoint_name: pass the file itself)");
     path = all.back().path;
   }
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);

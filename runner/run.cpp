@@ -132,7 +132,7 @@ void train_and_eval_mode(const Params& params, torch::Device device, Distributed
     int64_t segment = std::min(remaining, *rc.eval_frequency);
     t.train(segment);
     remaining -= segment;
-    auto all = ckpt::list_checkpoints(rc.model_dir);
+    auto all = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
     t.evaluate(!all.empty() && all.back().step == t.global_step() ? all.back().path
                                                                   : "global_step " + std::to_string(t.global_step()));
   }
@@ -141,8 +141,10 @@ void train_and_eval_mode(const Params& params, torch::Device device, Distributed
 void eval_all_mode(const Params& params, torch::Device device, Distributed* distributed) {
   const RunConfig& rc = params.runconfig;
   if (rc.checkpoint_path) throw std::runtime_error("--checkpoint_path cannot be used with --mode eval_all");
-  auto all = ckpt::list_checkpoints(rc.model_dir);
-  if (all.empty()) throw std::runtime_error("eval_all: no checkpoint_<step>.mdl files in " + rc.model_dir);
+  auto all = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
+  if (all.empty())
+    throw std::runtime_error("eval_all: no checkpoint files named as " + rc.checkpoint_name + " in " +
+                             rc.checkpoint_dir());
   Trainer t(params, device, /*for_training=*/false, distributed);
   // A bad file (empty, truncated, another model's) is reported and passed
   // over, so the good checkpoints after it are still evaluated; the run

@@ -1,6 +1,8 @@
 // Schema of runner/runconfig.h.
 #include "runner/runconfig.h"
 
+#include "runner/checkpoint_naming.h"
+
 #include <algorithm>
 #include <sstream>
 
@@ -34,6 +36,17 @@ const config::Schema<RunConfig>& RunConfig::schema() {
           .field("checkpoint_steps", &R::checkpoint_steps,
                  "Save every N steps of this run and at its last step (null or 0: never).",
                  if_set(config::non_negative<int64_t>()))
+          .field("checkpoint_name", &R::checkpoint_name,
+                 "File name of each checkpoint, with its step as {step} (or zero-padded, {step:08d}); modelzoo's "
+                 "Trainer key checkpoint.checkpoint_name. Autoload and eval_all look for this name only.",
+                 config::Check<std::string>([](const std::string& v) { return ckpt::CheckpointNaming::check(v); }))
+          .field("checkpoint_root", &R::checkpoint_root,
+                 "Directory checkpoints are written to and looked for in (null: model_dir); modelzoo's Trainer "
+                 "key checkpoint.checkpoint_root.",
+                 config::if_set(config::Check<std::string>([](const std::string& v) {
+                   return v.rfind("s3://", 0) == 0 ? std::string("expected a directory; zoo does not write to S3")
+                                                   : std::string();
+                 })))
           .field("max_checkpoints", &R::max_checkpoints, "Keep only the newest N checkpoints (null: all).",
                  if_set(positive<int64_t>()))
           .field("max_steps", &R::max_steps, "Upper bound on global_step.", if_set(positive<int64_t>()))
@@ -88,6 +101,8 @@ const config::Schema<RunConfig>& RunConfig::schema() {
                          "applies to Cerebras CSX systems only")
           .hardware_only({"save_losses", "show_debug_metrics", "keep_checkpoint_max"},
                          "legacy modelzoo key with no effect")
+          .hardware_only({"strict_version"},
+                         "modelzoo's checkpoint format version check; zoo checks each checkpoint by its checksum")
           .validate([](const R& r, const auto& fail) {
             if (r.num_steps && r.num_epochs)
               fail("num_epochs", "num_steps and num_epochs are mutually exclusive; set only one");

@@ -24,6 +24,8 @@ struct CheckpointStates {
 };
 
 struct RunConfig {
+  // Where checkpoints are written, found and pruned.
+  const std::string& checkpoint_dir() const { return checkpoint_root ? *checkpoint_root : model_dir; }
   std::string target_device = "CPU";
   std::string mode = "train";
   std::string model_dir = "./model_dir";
@@ -33,6 +35,8 @@ struct RunConfig {
   bool autoload_last_checkpoint = true;
   bool save_initial_checkpoint = false;
   std::optional<int64_t> checkpoint_steps;
+  std::string checkpoint_name = "checkpoint_{step}.mdl";  // see runner/checkpoint_naming.h
+  std::optional<std::string> checkpoint_root;            // null: model_dir
   std::optional<int64_t> max_checkpoints;
   std::optional<int64_t> max_steps;
   std::optional<int64_t> num_steps;

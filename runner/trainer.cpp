@@ -139,7 +139,7 @@ std::optional<std::string> Trainer::restore_checkpoint(bool training) {
   }
   if (rc.autoload_last_checkpoint) {
     // Newest first; a corrupt or truncated file is skipped for the one before it.
-    auto all = ckpt::list_checkpoints(rc.model_dir);
+    auto all = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
     std::string unreadable;
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
       std::optional<c10::impl::GenericDict> dict;
@@ -155,7 +155,7 @@ std::optional<std::string> Trainer::restore_checkpoint(bool training) {
     }
     // Starting over would quietly abandon the run these files belong to.
     if (!unreadable.empty())
-      throw std::runtime_error("no readable checkpoint in " + rc.model_dir + " (unreadable: " + unreadable +
+      throw std::runtime_error("no readable checkpoint in " + rc.checkpoint_dir() + " (unreadable: " + unreadable +
                                "); move them away to start afresh, or set checkpoint_path");
   }
   log::info("No checkpoint to load; starting from the initialized model (global_step 0).");
@@ -186,7 +186,8 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
   global_step_ = 0;
   if (want("global_step")) {
     global_step_ = dict.at("global_step").toInt();
-  } else if (const auto named = ckpt::step_in_name(path); states.count("global_step") && named) {
+  } else if (const auto named = ckpt::step_in_name(path, ckpt::CheckpointNaming(rc.checkpoint_name));
+             states.count("global_step") && named) {
     // A bare state dict saved as checkpoint_<N>.mdl: resume numbering after
     // it rather than write a second checkpoint_<N> beside it.
     global_step_ = *named;
@@ -438,7 +439,7 @@ std::string Trainer::save_checkpoint() {
   // Sharded: every rank sends its share of the optimizer state (a collective).
   c10::impl::GenericDict optimizer_state = sharding_ ? sharding_->full_state_dict(*optimizer_) : optimizer_->state_dict();
   if (distributed_ && !distributed_->is_main()) return "";  // the ranks hold the same state
-  fs::create_directories(rc.model_dir);
+  fs::create_directories(rc.checkpoint_dir());
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", ckpt::model_state_dict(*model_));
   d.insert("optimizer", optimizer_state);
@@ -449,11 +450,12 @@ std::string Trainer::save_checkpoint() {
   d.insert("rng_state", ckpt::rng_state_dict());
   if (sparsity_ && sparsity_->ready()) d.insert("sparsity", sparsity_->state_dict());
   d.insert("__metadata__", ckpt::checkpoint_metadata(params_));
-  std::string path = ckpt::new_checkpoint_path(rc.model_dir, global_step_);
+  const ckpt::CheckpointNaming naming(rc.checkpoint_name);
+  std::string path = ckpt::new_checkpoint_path(rc.checkpoint_dir(), global_step_, naming);
   const auto start = std::chrono::steady_clock::now();
   ckpt::save_checkpoint_file(path, d);
   log_checkpoint_io("Saved", path, start);
-  if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.model_dir, *rc.max_checkpoints, resumed_from_);
+  if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.checkpoint_dir(), *rc.max_checkpoints, resumed_from_, naming);
   return path;
 }
 
