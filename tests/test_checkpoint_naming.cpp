@@ -15,7 +15,8 @@ TEST(CheckpointNaming, TemplatesNameAndRecognizeFiles) {
   const ckpt::CheckpointNaming plain;
   EXPECT_EQ(plain.file_name(12), "checkpoint_12.mdl");
   EXPECT_EQ(plain.file_name(12, "20261126_130000"), "checkpoint_12_20261126_130000.mdl");
-  EXPECT_EQ(plain.match("checkpoint_12_20261126_130000.mdl"), std::make_pair(std::string("12"), std::string("20261126_130000")));
+  EXPECT_EQ(plain.match("checkpoint_12_20261126_130000.mdl"),
+            std::make_pair(std::string("12"), std::string("20261126_130000")));
   EXPECT_FALSE(plain.match("checkpoint_12.mdl.tmp"));
 
   const ckpt::CheckpointNaming padded("run.a-{step:06d}.pt");
@@ -42,7 +43,8 @@ TEST(CheckpointNaming, RunsWriteResumeAndEvaluateUnderTheirNames) {
       dir / "legacy.yaml",
       zoo::testing::tiny_params_yaml(dir / "data", dir / "m",
                                      "  checkpoint_steps: 2\n  max_checkpoints: 2\n  eval_steps: 1\n"
-                                     "  checkpoint_name: 'step-{step:04d}.mdl'\n  checkpoint_root: " + root + "\n"));
+                                     "  checkpoint_name: 'step-{step:04d}.mdl'\n  checkpoint_root: " +
+                                         root + "\n"));
   const std::string params = dir / "trainer.yaml";
   auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " config convert-legacy " + legacy + " " + params);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -87,8 +89,8 @@ TEST(CheckpointNaming, BadSettingsNameTheKey) {
             std::string::npos)
       << zoo::testing::params_error(tiny + "  checkpoint_root: s3://bucket/run\n");
   // modelzoo's version check has nothing to check in zoo: a warning, not an error.
-  const Params p = params_from_node(config::load_yaml_string(tiny + "  strict_version: false\n", "p.yaml"), "p.yaml",
-                                    YAML::Node());
+  const Params p =
+      params_from_node(config::load_yaml_string(tiny + "  strict_version: false\n", "p.yaml"), "p.yaml", YAML::Node());
   std::string warnings;
   for (const auto& w : p.warnings) warnings += w + "\n";
   EXPECT_NE(warnings.find("strict_version"), std::string::npos) << warnings;
