@@ -253,9 +253,10 @@ const config::Schema<BertCsvStaticOptions>& BertCsvStaticOptions::schema() {
 }
 
 BertCsvStaticSource::BertCsvStaticSource(const BertCsvStaticOptions& o) : o_(o) {
-  std::vector<std::string> required = {"input_ids", "attention_mask", "labels"};
-  if (!o.disable_nsp) required.insert(required.end(), {"token_type_ids", "next_sentence_label"});
-  rows_ = std::make_unique<CsvTable>(o.data_dir.items, required);
+  // The NSP columns are read where the files have them, as modelzoo's
+  // processor does (ESM-2's classification rows have none, and their files
+  // leave disable_nsp unset); a model that needs them says so.
+  rows_ = std::make_unique<CsvTable>(o.data_dir.items, std::vector<std::string>{"input_ids", "attention_mask", "labels"});
 }
 
 Features BertCsvStaticSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
@@ -300,7 +301,8 @@ DataProcessor bert_csv_static_processor() {
   return make_data_processor<BertCsvStaticOptions>(
       "BertCSVDataProcessor",
       "BERT samples masked ahead of time: modelzoo's CSV rows of input_ids, attention_mask, labels, "
-      "masked_lm_positions, masked_lm_weights (and with NSP token_type_ids, next_sentence_label).",
+      "masked_lm_positions, masked_lm_weights (and with NSP token_type_ids, next_sentence_label); also rows of "
+      "input_ids, attention_mask and one label, for ESM-2 classification.",
       {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions", "token_type_ids",
        "next_sentence_label"},
       open_csv<BertCsvStaticSource, BertCsvStaticOptions>,

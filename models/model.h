@@ -88,6 +88,10 @@ class Model : public torch::nn::Module {
   virtual std::map<std::string, torch::Tensor> adapt_loaded_state(std::map<std::string, torch::Tensor> saved) const {
     return saved;
   }
+  // (alias, source) key prefixes: tensors under `source` are saved under
+  // `alias` as well, where modelzoo's module tree holds one module twice
+  // (its state dict then lists it under both names); loading skips them.
+  virtual std::vector<std::pair<std::string, std::string>> saved_aliases() const { return {}; }
 };
 
 inline torch::Tensor Model::next_logits(const torch::Tensor&, GenerationCache&) {

@@ -7,6 +7,7 @@
 
 #include "models/bert/bert.h"
 #include "models/bert/classifier.h"
+#include "models/bert/esm2_classifier.h"
 #include "models/bert/summarizer.h"
 #include "models/bert/token_classifier.h"
 #include "models/dit/dit.h"
@@ -26,7 +27,7 @@ namespace zoo::models {
 std::vector<const ModelFamily*> model_families() {
   static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
                                                      bert_classifier_family(), bert_token_classifier_family(),
-                                                     bert_summarizer_family(), esm2_family(), t5_family(),
+                                                     bert_summarizer_family(), esm2_family(), esm2_classifier_family(), t5_family(),
                                                      dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family(),
                                                      dit_family(), llava_family(), multimodal_simple_family()};
   std::vector<const ModelFamily*> out;

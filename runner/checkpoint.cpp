@@ -137,6 +137,16 @@ c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {
   c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
   for (const auto& p : model.named_parameters()) out.insert(prefix + p.key(), p.value().detach().cpu());
   for (const auto& b : model.named_buffers()) out.insert(prefix + b.key(), b.value().detach().cpu());
+  if (const auto* m = dynamic_cast<const models::Model*>(&model))
+    for (const auto& [alias, source] : m->saved_aliases()) {
+      std::vector<std::pair<std::string, at::Tensor>> copies;
+      for (const auto& kv : out) {
+        const std::string& k = kv.key().toStringRef();
+        if (k.rfind(prefix + source, 0) == 0)
+          copies.emplace_back(prefix + alias + k.substr(prefix.size() + source.size()), kv.value().toTensor());
+      }
+      for (const auto& [k, t] : copies) out.insert(k, t);  // the same tensor: no second copy in memory
+    }
   return out;
 }
 
@@ -200,7 +210,12 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
     std::string k = kv.key().toStringRef();
     saved[all_prefixed ? k.substr(6) : k] = kv.value().toTensor();
   }
-  if (const auto* m = dynamic_cast<const models::Model*>(&model)) saved = m->adapt_loaded_state(std::move(saved));
+  if (const auto* m = dynamic_cast<const models::Model*>(&model)) {
+    saved = m->adapt_loaded_state(std::move(saved));
+    for (const auto& [alias, source] : m->saved_aliases())
+      for (auto it = saved.lower_bound(alias); it != saved.end() && it->first.rfind(alias, 0) == 0;)
+        it = saved.erase(it);
+  }
   std::map<std::string, torch::Tensor> targets = model_tensors(model);
   std::vector<std::string> report = check_state(targets, saved, strict, source);
   torch::NoGradGuard no_grad;

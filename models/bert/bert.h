@@ -12,6 +12,7 @@
 #include <string>
 
 #include "models/bert/bert_encoder.h"
+#include "models/common/ffn.h"
 #include "models/model.h"
 #include "models/registry.h"
 
@@ -73,6 +74,53 @@ struct Esm2Options : BertOptions {
   Esm2Options() { norm_first = true; }
   static const config::Schema<Esm2Options>& schema();
 };
+
+// modelzoo's BertForPreTrainingModelConfig keys, for bert and the models built on it (esm2).
+template <class O>
+config::Schema<O> bert_pretraining_schema(const std::string& name, const std::string& doc) {
+  auto nonlinearity = config::one_of(kActivationNames);
+  return add_bert_encoder_fields(config::Schema<O>(name, doc))
+      .field("pad_token_id", &O::pad_token_id, "The word embedding row of this id gets no gradient.",
+             config::non_negative<int64_t>())
+      .field("mlm_nonlinearity", &O::mlm_nonlinearity,
+             "Activation of the masked-LM head's transform (null: encoder_nonlinearity).",
+             config::if_set(nonlinearity))
+      .field("use_ffn_bias_in_mlm", &O::use_ffn_bias_in_mlm, "Bias in the masked-LM head's transform.")
+      .field("use_output_bias_in_mlm", &O::use_output_bias_in_mlm, "Bias on the masked-LM logits.")
+      .field("share_embedding_weights", &O::share_embedding_weights,
+             "Tie the masked-LM output projection to the word embeddings.")
+      .field("mlm_loss_weight", &O::mlm_loss_weight, "Multiplies the masked-LM loss (a sum over masked "
+                                                      "tokens / batch size).")
+      .field("label_smoothing", &O::label_smoothing, "Label smoothing of the masked-LM loss in training.",
+             config::in_range(0.0, 1.0, /*hi_open=*/true))
+      .field("disable_nsp", &O::disable_nsp, "No next-sentence prediction: masked LM only (RoBERTa).")
+      .field("num_classes", &O::num_classes, "Classes of the NSP head.", config::positive<int64_t>())
+      .field("compute_eval_metrics", &O::compute_eval_metrics,
+             "Eval also reports accuracy_masked_lm, mlm_perplexity and (with NSP) accuracy_cls.")
+      .ignored({"nonlinearity"}, "modelzoo's bert model replaces it by encoder_nonlinearity")
+      .ignored({"embedding_dropout_rate"}, "modelzoo's bert model replaces it by dropout_rate")
+      .ignored({"embedding_pad_token_id"}, "modelzoo's bert model replaces it by pad_token_id")
+      .ignored({"add_pooling_layer"}, "modelzoo's bert model pools exactly when NSP is on")
+      .validate([](const O& o, const auto& fail) {
+        check_bert_encoder(o, fail);
+        if (o.pad_token_id >= o.vocab_size) fail("pad_token_id", "must be below vocab_size");
+      });
+}
+
+// ESM-2's own keys on top of those.
+template <class O>
+config::Schema<O> add_esm2_fields(config::Schema<O> s) {
+  return s
+      .field("token_dropout", &O::token_dropout,
+             "Embed mask tokens as 0 and scale the rest by (1 - 0.15 * 0.8) / (1 - the sample's share of "
+             "mask tokens among its attention_mask tokens), as ESM's training did.")
+      .field("mask_token_id", &O::mask_token_id, "The mask token's id (required with token_dropout).",
+             config::if_set(config::non_negative<int64_t>()))
+      .validate([](const O& o, const auto& fail) {
+        if (o.token_dropout && !o.mask_token_id) fail("mask_token_id", "required with token_dropout: true");
+        if (o.mask_token_id && *o.mask_token_id >= o.vocab_size) fail("mask_token_id", "must be below vocab_size");
+      });
+}
 
 // What BERT pre-training reads: masked-LM features, and the NSP ones unless disable_nsp.
 std::vector<std::string> bert_pretraining_features(bool disable_nsp);
