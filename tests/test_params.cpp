@@ -351,9 +351,10 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   named.replace(named.find("model:\n"), 7, "model:\n  name: dino\n");
   EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's dino model (a vision model) is not one "
                                                    "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
-                                                   "bert/token_classifier, bert/extractive_summarization, esm2, esm2/classification, t5, "
-                                                   "dpo, dpr, fc_mnist, unet, vision_transformer, dit, llava, "
-                                                   "multimodal_simple and their aliases"),
+                                                   "bert/token_classifier, bert/extractive_summarization, esm2, "
+                                                   "esm2/classification, t5, dpo, dpr, fc_mnist, unet, "
+                                                   "vision_transformer, dit, llava, multimodal_simple and their "
+                                                   "aliases"),
             std::string::npos)
       << zoo::testing::params_error(named);
   // A legacy file names no model: keys only the model has give it away.
