@@ -63,13 +63,7 @@ ModelOutput BertClassifierModel::forward(const Features& batch, bool with_metric
   const torch::Tensor& labels = batch.at("labels");
   const std::string& type = *options_.problem_type;
   ModelOutput result;
-  if (type == "regression") {
-    result.loss = torch::mse_loss(out.squeeze(-1), labels.to(torch::kFloat).reshape({-1}));
-  } else if (type == "multi_label_classification") {
-    result.loss = torch::binary_cross_entropy_with_logits(out, labels.to(torch::kFloat).reshape(out.sizes()));
-  } else {
-    result.loss = torch::cross_entropy_loss(out, labels.reshape({-1}).to(torch::kLong));
-  }
+  result.loss = sequence_classification_loss(out, labels, type);
   if (with_metrics && options_.compute_eval_metrics && type == "single_label_classification") {
     torch::NoGradGuard no_grad;
     const torch::Tensor correct = (out.argmax(-1) == labels.reshape({-1}).to(torch::kLong)).to(torch::kFloat);
@@ -82,6 +76,15 @@ ModelOutput BertClassifierModel::forward(const Features& batch, bool with_metric
       }
   }
   return result;
+}
+
+torch::Tensor sequence_classification_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                                           const std::string& problem_type) {
+  if (problem_type == "regression")
+    return torch::mse_loss(logits.squeeze(-1), labels.to(torch::kFloat).reshape({-1}));
+  if (problem_type == "multi_label_classification")
+    return torch::binary_cross_entropy_with_logits(logits, labels.to(torch::kFloat).reshape(logits.sizes()));
+  return torch::cross_entropy_loss(logits, labels.reshape({-1}).to(torch::kLong));
 }
 
 ModelFamily bert_classifier_family() {

@@ -54,6 +54,12 @@ class BertClassifierModel : public Model {
   BertClassifierOptions options_;
 };
 
+// modelzoo's BertForSequenceClassificationLoss of float logits (B,
+// num_labels): mean squared error (regression), binary cross-entropy per
+// label (multi_label_classification) or cross-entropy (single_label_classification).
+torch::Tensor sequence_classification_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                                           const std::string& problem_type);
+
 ModelFamily bert_classifier_family();
 
 }  // namespace zoo::models

@@ -1,6 +1,7 @@
 // Implementation of models/bert/esm2_classifier.h.
 #include "models/bert/esm2_classifier.h"
 
+#include "models/bert/classifier.h"
 #include "models/common/ffn.h"
 
 namespace zoo::models {
@@ -55,13 +56,7 @@ ModelOutput Esm2ClassifierModel::forward(const Features& batch, bool with_metric
   const torch::Tensor& labels = batch.at("labels");
   const std::string type = options_.resolved_problem_type();
   ModelOutput result;
-  if (type == "regression") {
-    result.loss = torch::mse_loss(out.squeeze(-1), labels.to(torch::kFloat).reshape({-1}));
-  } else if (type == "multi_label_classification") {
-    result.loss = torch::binary_cross_entropy_with_logits(out, labels.to(torch::kFloat).reshape(out.sizes()));
-  } else {
-    result.loss = torch::cross_entropy_loss(out, labels.reshape({-1}).to(torch::kLong));
-  }
+  result.loss = sequence_classification_loss(out, labels, type);
   if (with_metrics && options_.compute_eval_metrics && type == "single_label_classification") {
     torch::NoGradGuard no_grad;
     const torch::Tensor correct = (out.argmax(-1) == labels.reshape({-1}).to(torch::kLong)).to(torch::kFloat).sum();
