@@ -45,6 +45,7 @@ CheckpointNaming::CheckpointNaming(const std::string& name_template) {
   Parsed p = parse(name_template);
   if (!p.error.empty()) throw std::invalid_argument("checkpoint_name '" + name_template + "': " + p.error);
   prefix_ = p.prefix, suffix_ = p.suffix, width_ = p.width;
+  pattern_ = std::regex(regex_escape(prefix_) + R"((\d+)(?:_(\d{8}_\d{6}))?)" + regex_escape(suffix_));
 }
 
 std::string CheckpointNaming::check(const std::string& name_template) { return parse(name_template).error; }
@@ -56,9 +57,8 @@ std::string CheckpointNaming::file_name(int64_t step, const std::string& timesta
 }
 
 std::optional<std::pair<std::string, std::string>> CheckpointNaming::match(const std::string& file_name) const {
-  const std::regex pattern(regex_escape(prefix_) + R"((\d+)(?:_(\d{8}_\d{6}))?)" + regex_escape(suffix_));
   std::smatch m;
-  if (!std::regex_match(file_name, m, pattern)) return std::nullopt;
+  if (!std::regex_match(file_name, m, pattern_)) return std::nullopt;
   return std::make_pair(m[1].str(), m[2].str());
 }
 

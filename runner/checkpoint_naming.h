@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <regex>
 #include <string>
 #include <utility>
 
@@ -29,7 +30,8 @@ class CheckpointNaming {
 
  private:
   std::string prefix_, suffix_;
-  int width_ = 0;  // minimum digits, zero-padded
+  int width_ = 0;       // minimum digits, zero-padded
+  std::regex pattern_;  // the names file_name makes, with or without a timestamp
 };
 
 }  // namespace zoo::ckpt

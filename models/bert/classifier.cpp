@@ -5,6 +5,9 @@
 
 namespace zoo::models {
 
+const std::vector<std::string> kProblemTypes = {"single_label_classification", "multi_label_classification",
+                                                "regression"};
+
 const config::Schema<BertClassifierOptions>& BertClassifierOptions::schema() {
   using O = BertClassifierOptions;
   auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
@@ -14,8 +17,7 @@ const config::Schema<BertClassifierOptions>& BertClassifierOptions::schema() {
           .field("num_labels", &O::num_labels, "Classes (1: regression).", config::if_set(config::positive<int64_t>()))
           .field("problem_type", &O::problem_type,
                  "single_label_classification, multi_label_classification or regression.",
-                 config::if_set(config::one_of({"single_label_classification", "multi_label_classification",
-                                                "regression"})))
+                 config::if_set(config::one_of(kProblemTypes)))
           .field("task_dropout", &O::task_dropout, "Dropout on the pooled [CLS] state.", config::if_set(dropout))
           .field("embedding_pad_token_id", &O::pad_token_id, "The word embedding row of this id gets no gradient.",
                  config::non_negative<int64_t>())

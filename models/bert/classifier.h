@@ -54,6 +54,9 @@ class BertClassifierModel : public Model {
   BertClassifierOptions options_;
 };
 
+// The problem_type values modelzoo's sequence classifiers take.
+extern const std::vector<std::string> kProblemTypes;
+
 // modelzoo's BertForSequenceClassificationLoss of float logits (B,
 // num_labels): mean squared error (regression), binary cross-entropy per
 // label (multi_label_classification) or cross-entropy (single_label_classification).

@@ -18,8 +18,7 @@ const config::Schema<Esm2ClassifierOptions>& Esm2ClassifierOptions::schema() {
           .field("problem_type", &O::problem_type,
                  "single_label_classification, multi_label_classification or regression (null: regression with "
                  "one label, else single_label_classification).",
-                 config::if_set(
-                     config::one_of({"single_label_classification", "multi_label_classification", "regression"})))
+                 config::if_set(config::one_of(kProblemTypes)))
           .field("freeze_pretrained_model", &O::freeze_pretrained_model,
                  "Train the pooler and the classifier only: the ESM-2 encoder's weights stay as loaded.");
   return s;

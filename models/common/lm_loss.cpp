@@ -81,12 +81,13 @@ class CpuCrossEntropy : public torch::autograd::Function<CpuCrossEntropy> {
 // Rows per float32 chunk: ~256 MB of logits at a time.
 int64_t default_chunk_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 26) / vocab); }
 
-// float32 log-softmax of a chunk of logits in one fused kernel: on CUDA
-// straight from bfloat16/float16 (ATen's half_to_float), elsewhere (where
-// ATen has no such kernel) from a float32 copy.
+// Whether ATen's softmax kernels read x as it is (bfloat16/float16 on CUDA).
 bool reads_reduced_precision(const torch::Tensor& x) {
   return x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf);
 }
+// float32 log-softmax of a chunk of logits in one fused kernel: on CUDA
+// straight from bfloat16/float16 (ATen's half_to_float), elsewhere (where
+// ATen has no such kernel) from a float32 copy.
 torch::Tensor log_softmax_float32(const torch::Tensor& x) {
   if (reads_reduced_precision(x)) return at::_log_softmax(x, 1, /*half_to_float=*/true);
   return at::_log_softmax(x.to(torch::kFloat), 1, /*half_to_float=*/false);
