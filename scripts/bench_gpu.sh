@@ -73,15 +73,15 @@ for c in "${cases[@]}"; do
   zoo_tps=$(sed -n 's/.*, Rate=\([0-9.]*\) samples.*/\1/p' <<<"$log" | tail -n +2 | sort -g |
             awk -v T="$T" '{ r[NR] = $1 } END { printf "%.0f", T * r[int((NR + 1) / 2)] }')
   eager=$(reference "$L" "$C" "$H" "$F" "$T" "$V" "$batch")
-  compiled=""
-  [[ "$mode" == eager ]] || compiled=$(reference "$L" "$C" "$H" "$F" "$T" "$V" "$batch" --compile)
   mfu() { awk -v tps="$1" -v n="$n_params" -v L="$L" -v C="$C" -v T="$T" -v peak="$peak" \
               'BEGIN { printf "%.1f%%", 100 * tps * (6 * n + 12 * L * C * T) / (peak * 1e12) }'; }
   eager_tps=$(field "$eager" tokens_per_s)
   printf "%-34s %10.0f %7s %9.1f\n" "zoo  $name" "$zoo_tps" "$(mfu "$zoo_tps")" "${zoo_peak:-0}"
   printf "%-34s %10.0f %7s %9.1f   zoo/eager %.2f\n" "  PyTorch eager" "$eager_tps" "$(mfu "$eager_tps")" \
     "$(field "$eager" peak_mem_gib)" "$(awk -v a="$zoo_tps" -v b="$eager_tps" 'BEGIN { print a / b }')"
-  [[ -n "$compiled" ]] || continue
+  # Compiled last, so a run cut short still has printed the eager ratio.
+  [[ "$mode" == eager ]] && continue
+  compiled=$(reference "$L" "$C" "$H" "$F" "$T" "$V" "$batch" --compile)
   compiled_tps=$(field "$compiled" tokens_per_s)
   printf "%-34s %10.0f %7s %9.1f   zoo/compile %.2f\n" "  PyTorch + torch.compile" "$compiled_tps" \
     "$(mfu "$compiled_tps")" "$(field "$compiled" peak_mem_gib)" \
