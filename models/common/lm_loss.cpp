@@ -86,10 +86,11 @@ bool reads_reduced_precision(const torch::Tensor& x) {
   return x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf);
 }
 // float32 log-softmax of a chunk of logits in one fused kernel: on CUDA
-// straight from bfloat16/float16 (ATen's half_to_float), elsewhere (where
-// ATen has no such kernel) from a float32 copy.
+// straight from float16 (ATen's half_to_float), elsewhere from a float32 copy
+// (ATen's CUDA kernel refuses half_to_float for bfloat16: "conversion is
+// supported for Half type only"; PyTorch's autocast makes the same copy).
 torch::Tensor log_softmax_float32(const torch::Tensor& x) {
-  if (reads_reduced_precision(x)) return at::_log_softmax(x, 1, /*half_to_float=*/true);
+  if (x.is_cuda() && x.scalar_type() == torch::kHalf) return at::_log_softmax(x, 1, /*half_to_float=*/true);
   return at::_log_softmax(x.to(torch::kFloat), 1, /*half_to_float=*/false);
 }
 // softmax(x) likewise, in x's dtype on CUDA (computed in float32 inside the
