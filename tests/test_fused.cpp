@@ -328,8 +328,11 @@ TEST(FusedCuda, AdamUpdateOnTheGpuMatchesTheCpuPath) {
           cpu_slots.push_back({cpu[i], cpu_m[i], cpu_v[i], correction});
           gpu_slots.push_back({gpu[i], gpu_m[i], gpu_v[i], correction});
         }
+        // The kernel takes 1 - beta of beta rounded to float32 (0.999 -> 1 - 1.29e-5
+        // relative in v's new term, as PyTorch's fused AdamW); the reference does too.
         const zoo::optim::AdamHyper h{0.9, 0.999, 1e-6, 1e-2, 0.1, decoupled};
-        zoo::optim::adam_update(cpu_slots, h);
+        const zoo::optim::AdamHyper h_float_betas{double(float(0.9)), double(float(0.999)), 1e-6, 1e-2, 0.1, decoupled};
+        zoo::optim::adam_update(cpu_slots, h_float_betas);
         zoo::optim::adam_update(gpu_slots, h);
       }
       for (size_t i = 0; i < cpu.size(); ++i) {

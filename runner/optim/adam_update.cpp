@@ -68,8 +68,10 @@ bool fusable_on_cuda(const AdamSlot& s) {
 // step = +inf (its corrections become 1) and modelzoo's correction goes into
 // the learning rate, with the decoupled decay divided by it to keep lr * wd:
 //   p -= lr c wd p;  p -= lr c m / (sqrt(v) + eps)   (Adam: g += wd p first)
-// which is adam_update's arithmetic, up to float rounding. Returns the slots
-// it did not take.
+// which is adam_update's arithmetic, up to float rounding. One rounding is
+// systematic: the kernel takes 1 - beta of beta in float32, so with beta2 =
+// 0.999 each g^2 enters v 1.3e-5 (relative) lighter than in float64 (as in
+// PyTorch's fused AdamW; measured on an H100). Returns the slots it did not take.
 std::vector<AdamSlot> adam_update_fused_cuda(const std::vector<AdamSlot>& slots, const AdamHyper& h) {
   if (!(h.beta1 < 1 && h.beta2 < 1)) return slots;  // pow(1, inf) = 1 would divide by zero
   std::vector<AdamSlot> rest;
