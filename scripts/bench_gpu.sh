@@ -13,7 +13,8 @@
 # (run `scripts/build_cuda.sh download` on Debian first for the .debs).
 # Usage: scripts/bench_gpu.sh [CONFIG[:BATCH[:eager]] ...]   (:eager skips the torch.compile run)
 #   default: configs/cerebras_gpt/cerebras_gpt_111m.yaml:16 configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8
-# Env: STEPS (default 40), PEAK_TFLOPS (default 989), PYTHON, ZOO_BENCH_DIR (default build-cuda/bench_gpu).
+# Env: STEPS (default 40), PEAK_TFLOPS (default 989), PYTHON, ZOO_BENCH_DIR (default build-cuda/bench_gpu),
+#      ZOO_BENCH_SKIP_BUILD=1 (use build-cuda/zoo as it is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$( [[ -x /opt/torch/.venv/bin/python ]] && echo /opt/torch/.venv/bin/python || echo python3)}
@@ -24,7 +25,7 @@ work="${ZOO_BENCH_DIR:-build-cuda/bench_gpu}"
 cases=("$@")
 [[ ${#cases[@]} -gt 0 ]] || cases=(configs/cerebras_gpt/cerebras_gpt_111m.yaml:16 configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8)
 
-ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo scripts/build_cuda.sh >/dev/null
+[[ "${ZOO_BENCH_SKIP_BUILD:-0}" == 1 ]] || ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo scripts/build_cuda.sh >/dev/null
 mkdir -p "$work"
 "$PYTHON" -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__)'
 
