@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "models/common/attention.h"
 #include "models/common/causal_attention.h"
@@ -13,6 +14,7 @@
 #include "models/common/dense_kernel.h"
 #include "models/common/embedding.h"
 #include "models/common/embedding_kernel.h"
+#include "models/common/layers.h"
 #include "models/common/lm_loss.h"
 #include "models/common/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
@@ -351,12 +353,16 @@ TEST(Fused, CrossEntropyPathsMatchTorchAndIgnorePadding) {
   torch::manual_seed(4);
   const int64_t N = 37, V = 50, padded = 64;
   torch::Tensor labels = torch::randint(0, V, {N}, torch::kLong);
-  for (auto [dtype, chunk_rows] : {std::pair{torch::kFloat, 0}, {torch::kFloat, 8}, {torch::kBFloat16, 8}}) {
-    SCOPED_TRACE(chunk_rows ? "chunked" : "CPU kernel");
-    torch::Tensor wide = (torch::randn({N, padded}) * 3).to(dtype).requires_grad_();
+  for (auto [dtype, chunk_rows] : {std::pair{torch::kFloat, 0}, {torch::kFloat, 8}, {torch::kBFloat16, 8}})
+  for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
+    const bool neg_inf = padding == PaddingColumns::neg_inf;
+    SCOPED_TRACE(std::string(chunk_rows ? "chunked" : "CPU kernel") + (neg_inf ? ", -inf padding" : ""));
+    torch::Tensor values = torch::randn({N, padded}) * 3;
+    if (neg_inf) values.narrow(1, V, padded - V).fill_(-std::numeric_limits<float>::infinity());
+    torch::Tensor wide = values.to(dtype).requires_grad_();
     torch::Tensor ref_in = wide.detach().narrow(1, 0, V).to(torch::kDouble).requires_grad_();
     torch::Tensor upstream = torch::rand({N}, torch::kDouble);
-    torch::Tensor loss = token_cross_entropy(wide, labels, V, chunk_rows);
+    torch::Tensor loss = token_cross_entropy(wide, labels, V, padding, chunk_rows);
     torch::Tensor ref = torch::nn::functional::cross_entropy(
         ref_in, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
     (loss * upstream.to(torch::kFloat)).sum().backward();
@@ -403,6 +409,41 @@ std::vector<double> short_run_losses(std::optional<int64_t> pad_multiple, torch:
 }
 }  // namespace
 
+// OutputHead's padding columns are -inf, from a -inf bias on zero weight
+// rows; the real columns and, through the whole-row chunked loss, the head's
+// gradients are those of the unpadded head.
+TEST(Fused, PaddedHeadColumnsAreMinusInfinityAndChangeNoGradient) {
+  for (bool with_bias : {false, true}) {
+    SCOPED_TRACE(with_bias ? "with bias" : "without bias");
+    torch::manual_seed(6);
+    OutputHead head(16, 50, /*own_weight=*/true, with_bias, torch::TensorOptions());
+    {
+      torch::NoGradGuard no_grad;
+      head->weight.normal_();
+      if (with_bias) head->bias.uniform_(-1, 1);
+    }
+    const torch::Tensor h = torch::randn({3, 5, 16}), labels = torch::randint(0, 50, {15}, torch::kLong);
+    auto run = [&](int64_t pad_multiple, PaddingColumns padding) {
+      head->pad_multiple = pad_multiple;
+      head->zero_grad();
+      const torch::Tensor logits = head->forward(h, torch::Tensor());
+      token_cross_entropy(logits.flatten(0, 1), labels, 50, padding, /*chunk_rows=*/4).sum().backward();
+      std::vector<torch::Tensor> grads = {head->weight.grad().clone()};
+      if (with_bias) grads.push_back(head->bias.grad().clone());
+      return std::pair{logits.detach(), grads};
+    };
+    auto [plain, plain_grads] = run(1, PaddingColumns::any);
+    auto [padded, padded_grads] = run(64, PaddingColumns::neg_inf);
+    ASSERT_EQ(padded.size(-1), 64);
+    EXPECT_TRUE(torch::allclose(padded.narrow(-1, 0, 50), plain, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::all(padded.narrow(-1, 50, 14) == -std::numeric_limits<float>::infinity()).item<bool>());
+    for (size_t i = 0; i < plain_grads.size(); ++i) {
+      EXPECT_EQ(padded_grads[i].size(0), 50) << "parameters keep the real vocabulary";
+      EXPECT_TRUE(torch::allclose(padded_grads[i], plain_grads[i], 1e-5, 1e-6)) << "gradient " << i;
+    }
+  }
+}
+
 // Padding the vocabulary is internal: the same losses step for step.
 TEST(Fused, PaddedVocabularyTrainsToTheSameLosses) {
   std::vector<double> plain = short_run_losses(1), padded = short_run_losses(64);
@@ -421,25 +462,31 @@ TEST(FusedCuda, PaddedVocabularyOnTheGpuTrainsToTheCpuLosses) {
 
 TEST(FusedCuda, ChunkedCrossEntropyOnTheGpuMatchesTorch) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  torch::manual_seed(4);
-  torch::Tensor labels =
-      torch::randint(0, 50257, {300}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
-  torch::Tensor logits = torch::randn({300, 50304}, torch::kCUDA);
-  // The first 20 rows predict their label with probability ~1 - 2e-4, which
-  // rounds to 1 in bfloat16: its gradient p - 1 must not round to 0.
-  logits.narrow(0, 0, 20).scatter_(1, labels.narrow(0, 0, 20).unsqueeze(1), 20.0);
-  logits = logits.to(torch::kBFloat16).requires_grad_();
-  torch::Tensor ref_in = logits.detach().narrow(1, 0, 50257).to(torch::kFloat).requires_grad_();
-  token_cross_entropy(logits, labels, 50257, /*chunk_rows=*/64).sum().backward();
-  torch::nn::functional::cross_entropy(ref_in, labels,
-                                       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-      .backward();
-  EXPECT_LT(relative_error(logits.grad().narrow(1, 0, 50257).to(torch::kDouble), ref_in.grad().to(torch::kDouble)),
-            1e-2);  // bfloat16 gradients
-  EXPECT_EQ(logits.grad().narrow(1, 50257, 47).abs().max().item<double>(), 0.0);
-  const torch::Tensor confident = labels.narrow(0, 0, 20).unsqueeze(1);
-  EXPECT_LT(relative_error(logits.grad().narrow(0, 0, 20).gather(1, confident).to(torch::kDouble),
-                           ref_in.grad().narrow(0, 0, 20).gather(1, confident).to(torch::kDouble)),
-            1e-2)
-      << "the label's gradient of a confident prediction";
+  for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
+    SCOPED_TRACE(padding == PaddingColumns::neg_inf ? "-inf padding, whole rows" : "any padding");
+    torch::manual_seed(4);
+    torch::Tensor labels =
+        torch::randint(0, 50257, {300}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+    torch::Tensor logits = torch::randn({300, 50304}, torch::kCUDA);
+    if (padding == PaddingColumns::neg_inf) logits.narrow(1, 50257, 47).fill_(-std::numeric_limits<float>::infinity());
+    // The first 20 rows predict their label with probability ~1 - 2e-4, which
+    // rounds to 1 in bfloat16: its gradient p - 1 must not round to 0.
+    logits.narrow(0, 0, 20).scatter_(1, labels.narrow(0, 0, 20).unsqueeze(1), 20.0);
+    logits = logits.to(torch::kBFloat16).requires_grad_();
+    torch::Tensor ref_in = logits.detach().narrow(1, 0, 50257).to(torch::kFloat).requires_grad_();
+    torch::Tensor loss = token_cross_entropy(logits, labels, 50257, padding, /*chunk_rows=*/64);
+    torch::Tensor ref = torch::nn::functional::cross_entropy(
+        ref_in, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    loss.sum().backward();
+    ref.sum().backward();
+    EXPECT_LT(relative_error(loss.to(torch::kDouble), ref.detach().to(torch::kDouble)), 1e-6) << "float32 losses";
+    EXPECT_LT(relative_error(logits.grad().narrow(1, 0, 50257).to(torch::kDouble), ref_in.grad().to(torch::kDouble)),
+              1e-2);  // bfloat16 gradients
+    EXPECT_EQ(logits.grad().narrow(1, 50257, 47).abs().max().item<double>(), 0.0);
+    const torch::Tensor confident = labels.narrow(0, 0, 20).unsqueeze(1);
+    EXPECT_LT(relative_error(logits.grad().narrow(0, 0, 20).gather(1, confident).to(torch::kDouble),
+                             ref_in.grad().narrow(0, 0, 20).gather(1, confident).to(torch::kDouble)),
+              1e-2)
+        << "the label's gradient of a confident prediction";
+  }
 }

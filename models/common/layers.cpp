@@ -1,6 +1,8 @@
 // Implementation of models/common/layers.h.
 #include "models/common/layers.h"
 
+#include <limits>
+
 #include "models/common/dense_kernel.h"
 #include "models/common/norm_kernel.h"
 #include "models/model.h"
@@ -77,8 +79,11 @@ torch::Tensor OutputHeadImpl::forward(const torch::Tensor& h, const torch::Tenso
   const torch::Tensor& w = weight.defined() ? weight : tied_weight;
   const int64_t pad = padded_vocab(h) - vocab;
   if (pad == 0) return dense(h, w, bias);
-  return dense(h, torch::constant_pad_nd(w, {0, 0, 0, pad}),
-               bias.defined() ? torch::constant_pad_nd(bias, {0, pad}) : torch::Tensor());
+  // Zero weight rows plus a -inf bias (a GEMM epilogue, no extra pass): the
+  // padding columns have probability 0, so a softmax may read whole rows.
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const torch::Tensor real_bias = bias.defined() ? bias : torch::zeros({vocab}, w.options().requires_grad(false));
+  return dense(h, torch::constant_pad_nd(w, {0, 0, 0, pad}), torch::constant_pad_nd(real_bias, {0, pad}, neg_inf));
 }
 
 std::set<std::string> norm_parameter_names(const torch::nn::Module& model) {

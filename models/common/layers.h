@@ -58,9 +58,10 @@ class OutputHeadImpl : public torch::nn::Module {
  public:
   OutputHeadImpl(int64_t hidden, int64_t vocab, bool own_weight, bool bias, const torch::TensorOptions& options);
   // h: (B, T, C) -> logits (B, T, padded_vocab(h)); tied_weight used when there
-  // is no own weight. Columns from V on come from zero rows added to the
-  // weight for this product only (GEMMs of a multiple of 64 run much faster
-  // on GPUs than GPT-2's 50257): narrow them away, or let lm_loss ignore them.
+  // is no own weight. Columns from V on are -inf, from zero rows added to the
+  // weight and a -inf bias for this product only (GEMMs of a multiple of 64
+  // run much faster on GPUs than GPT-2's 50257): narrow them away, or hand
+  // them to lm_loss / token_cross_entropy (PaddingColumns::neg_inf).
   // Parameters and checkpoints keep the real V.
   torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& tied_weight);
   // The width forward produces: V rounded up to pad_multiple (default: 64 on CUDA, V elsewhere).

@@ -100,19 +100,22 @@ torch::Tensor softmax_of(const torch::Tensor& x) {
   return at::_softmax(x.to(torch::kFloat), 1, /*half_to_float=*/false);
 }
 
+// Chunks of `rows` rows; the softmax reads each row's first `columns`
+// columns (vocab, or the whole padded width where the padding is -inf), the
+// rest get zero gradient.
 class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
-                               const torch::Tensor& labels, int64_t vocab, int64_t rows) {
+                               const torch::Tensor& labels, int64_t columns, int64_t rows) {
     const int64_t N = logits.size(0);
     torch::Tensor loss = torch::empty({N}, logits.options().dtype(torch::kFloat));
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
       const int64_t n = std::min(rows, N - r0);
-      const torch::Tensor logp = log_softmax_float32(logits.narrow(0, r0, n).narrow(1, 0, vocab));
+      const torch::Tensor logp = log_softmax_float32(logits.narrow(0, r0, n).narrow(1, 0, columns));
       loss.narrow(0, r0, n).copy_(logp.gather(1, labels.narrow(0, r0, n).unsqueeze(1)).squeeze(1).neg());
     }
     ctx->save_for_backward({logits, labels, loss});
-    ctx->saved_data["vocab"] = vocab;
+    ctx->saved_data["columns"] = columns;
     ctx->saved_data["rows"] = rows;
     return loss;
   }
@@ -127,16 +130,16 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &logits = saved[0], &labels = saved[1], &loss = saved[2];
-    const int64_t vocab = ctx->saved_data["vocab"].toInt(), rows = ctx->saved_data["rows"].toInt();
+    const int64_t columns = ctx->saved_data["columns"].toInt(), rows = ctx->saved_data["rows"].toInt();
     const int64_t N = logits.size(0);
     const torch::Tensor grad = grads[0].to(torch::kFloat);
     torch::Tensor dlogits = torch::empty({N, logits.size(1)}, logits.options());
-    if (logits.size(1) > vocab) dlogits.narrow(1, vocab, logits.size(1) - vocab).zero_();
+    if (logits.size(1) > columns) dlogits.narrow(1, columns, logits.size(1) - columns).zero_();
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
       const int64_t n = std::min(rows, N - r0);
       const torch::Tensor g = grad.narrow(0, r0, n).unsqueeze(1);
-      torch::Tensor d = dlogits.narrow(0, r0, n).narrow(1, 0, vocab);
-      at::mul_out(d, softmax_of(logits.narrow(0, r0, n).narrow(1, 0, vocab)), g);
+      torch::Tensor d = dlogits.narrow(0, r0, n).narrow(1, 0, columns);
+      at::mul_out(d, softmax_of(logits.narrow(0, r0, n).narrow(1, 0, columns)), g);
       const torch::Tensor label_grad = torch::expm1(loss.narrow(0, r0, n).unsqueeze(1).neg()) * g;
       d.scatter_(1, labels.narrow(0, r0, n).unsqueeze(1), label_grad.to(d.scalar_type()));
     }
@@ -147,10 +150,12 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 }  // namespace
 
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
-                                  int64_t chunk_rows) {
+                                  PaddingColumns padding, int64_t chunk_rows) {
   if (chunk_rows == 0 && is_cpu_float32(logits) && logits.stride(1) == 1)
     return CpuCrossEntropy::apply(logits, labels.contiguous(), vocab);
-  return ChunkedCrossEntropy::apply(logits, labels, vocab, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab));
+  // -inf columns change neither the log-sum-exp nor the other probabilities.
+  const int64_t columns = padding == PaddingColumns::neg_inf ? logits.size(1) : vocab;
+  return ChunkedCrossEntropy::apply(logits, labels, columns, chunk_rows > 0 ? chunk_rows : default_chunk_rows(columns));
 }
 
 torch::Tensor smooth_cross_entropy(const torch::Tensor& per_token, const torch::Tensor& logits, int64_t vocab,
@@ -164,7 +169,7 @@ ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, co
   torch::Tensor flat_logits = logits.reshape({-1, logits.size(-1)});
   torch::Tensor flat_labels = labels.reshape({-1}).to(torch::kLong);
   torch::Tensor m = mask.reshape({-1}).to(torch::kFloat);
-  torch::Tensor per_token = token_cross_entropy(flat_logits, flat_labels, vocab);
+  torch::Tensor per_token = token_cross_entropy(flat_logits, flat_labels, vocab, PaddingColumns::neg_inf);
   torch::Tensor masked_sum = (per_token * m).sum();
   torch::Tensor num_tokens = m.sum();
 

@@ -16,6 +16,12 @@ struct LossScaling {
   double loss_weight = 1.0;
 };
 
+// What a cross-entropy may assume of the logits' columns from vocab on.
+enum class PaddingColumns {
+  any,      // anything: they are left out (each chunk of rows is read strided)
+  neg_inf,  // -inf, as OutputHead pads: a softmax over whole rows gives them 0
+};
+
 // Per-token cross-entropy -log softmax(logits[:, :vocab])[label], float32,
 // of logits (N, >= vocab) in any float dtype with labels (N) < vocab.
 // float32 CPU logits take one vectorized pass per row each way (exp with
@@ -25,16 +31,18 @@ struct LossScaling {
 // scaled into the gradient. Both keep only the logits as given (never a
 // float32 copy of all logits, let alone two), and give padding columns zero
 // gradient.
+// With PaddingColumns::neg_inf the chunks read whole rows, without the copy
+// that a strided chunk costs each softmax kernel.
 // chunk_rows overrides the chunk height (tests); 0: ~256 MB of float32 per chunk.
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
-                                  int64_t chunk_rows = 0);
+                                  PaddingColumns padding = PaddingColumns::any, int64_t chunk_rows = 0);
 
 // modelzoo's label smoothing (smooth_loss): (1 - s) * per_token + s * the
 // mean over the vocab classes of -log softmax(logits (N, >= vocab)).
 torch::Tensor smooth_cross_entropy(const torch::Tensor& per_token, const torch::Tensor& logits, int64_t vocab,
                                    double smoothing);
 
-// logits (B, T, >= V; columns from V on are padding, see OutputHead), labels
+// logits (B, T, >= V; columns from V on are OutputHead's -inf padding), labels
 // (B, T) int, mask (B, T) 0/1. Fills loss and, with with_metrics, the
 // "lm_perplexity" and "accuracy" terms over masked tokens.
 ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask,

@@ -331,7 +331,8 @@ torch::Tensor Gpt2Model::label_log_likelihood(const Features& batch, bool averag
   const torch::Tensor mask = batch.at("attention_mask").to(torch::kFloat);
   const torch::Tensor logits = padded_logits(ids);
   const torch::Tensor nll =
-      token_cross_entropy(logits.flatten(0, 1), batch.at("labels").flatten(), options_.vocab_size).view_as(mask);
+      token_cross_entropy(logits.flatten(0, 1), batch.at("labels").flatten(), options_.vocab_size,
+                          PaddingColumns::neg_inf).view_as(mask);
   torch::Tensor sum = -(nll * mask).sum(-1);
   // A sample without a counted token scores 0 (modelzoo's average divides by 0 there: nan).
   return average ? sum / mask.sum(-1).clamp_min(1.0) : sum;

@@ -311,7 +311,7 @@ ModelOutput T5Model::forward(const Features& batch, bool with_metrics) {
   const int64_t B = batch.at("labels").size(0), V = o.target_vocab();
   const torch::Tensor flat = out.reshape({-1, out.size(-1)});
   torch::Tensor mask = batch.at("decoder_attention_mask").to(torch::kFloat);
-  torch::Tensor per_token = token_cross_entropy(flat, labels, V);
+  torch::Tensor per_token = token_cross_entropy(flat, labels, V, PaddingColumns::neg_inf);
   const torch::Tensor cross_entropy = (per_token * mask.reshape({-1})).sum();
   if (o.label_smoothing > 0 && is_training()) per_token = smooth_cross_entropy(per_token, flat, V, o.label_smoothing);
   std::string scaling = o.mlm_loss_scaling;
