@@ -409,6 +409,43 @@ std::vector<double> short_run_losses(std::optional<int64_t> pad_multiple, torch:
 }
 }  // namespace
 
+// zoo's fused CUDA kernels (-DZOO_CUDA_KERNELS=ON) against the chunked
+// path, in float32, bfloat16 and float16, with either padding, confident
+// rows included; an out-of-range label gives a NaN loss, not a wild read.
+TEST(FusedCuda, CrossEntropyKernelsMatchTheChunkedPath) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!have_cuda_cross_entropy_kernels()) GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON";
+  const int64_t N = 300, V = 50257, width = 50304;
+  for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
+  for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
+    SCOPED_TRACE(std::string(c10::toString(dtype)) + (padding == PaddingColumns::neg_inf ? ", -inf padding" : ""));
+    torch::manual_seed(4);
+    const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+    const torch::Tensor labels = torch::randint(0, V, {N}, cuda.dtype(torch::kLong));
+    torch::Tensor values = torch::randn({N, width}, cuda) * 2;
+    if (padding == PaddingColumns::neg_inf) values.narrow(1, V, width - V).fill_(-std::numeric_limits<float>::infinity());
+    values.narrow(0, 0, 20).scatter_(1, labels.narrow(0, 0, 20).unsqueeze(1), 20.0);
+    const torch::Tensor upstream = torch::rand({N}, cuda);
+    auto run = [&](int64_t chunk_rows) {
+      torch::Tensor logits = values.to(dtype).requires_grad_();
+      torch::Tensor loss = token_cross_entropy(logits, labels, V, padding, chunk_rows);
+      (loss * upstream).sum().backward();
+      return std::pair{loss.detach().to(torch::kDouble), logits.grad().to(torch::kDouble)};
+    };
+    auto [kernel_loss, kernel_grad] = run(0);
+    auto [chunk_loss, chunk_grad] = run(64);
+    EXPECT_LT(relative_error(kernel_loss, chunk_loss), 1e-6) << "float32 losses";
+    // Both round each gradient to the logits' type once (the chunks twice in bfloat16/float16).
+    EXPECT_LT(relative_error(kernel_grad, chunk_grad), dtype == torch::kFloat ? 1e-5 : 1e-2);
+    EXPECT_EQ(kernel_grad.narrow(1, V, width - V).abs().max().item<double>(), 0.0);
+  }
+  torch::Tensor logits = torch::randn({4, 64}, torch::kCUDA);
+  torch::Tensor labels = torch::tensor({1, 2, 70, -1}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  const torch::Tensor loss = token_cross_entropy(logits, labels, 64).cpu();
+  EXPECT_TRUE(std::isfinite(loss[0].item<double>()) && std::isfinite(loss[1].item<double>()));
+  EXPECT_TRUE(std::isnan(loss[2].item<double>()) && std::isnan(loss[3].item<double>()));
+}
+
 // OutputHead's padding columns are -inf, from a -inf bias on zero weight
 // rows; the real columns and, through the whole-row chunked loss, the head's
 // gradients are those of the unpadded head.

@@ -9,6 +9,18 @@
 #include "models/common/cpu_kernels.h"
 #include "models/common/vector_math.h"
 
+#ifdef ZOO_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "models/common/cuda/cross_entropy.h"
+#endif
+
 namespace zoo::models {
 namespace {
 
@@ -147,7 +159,77 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
   }
 };
 
+#ifdef ZOO_CUDA_KERNELS
+// CUDA logits in zoo's fused kernels (models/common/cuda/cross_entropy.cu):
+// one read of the logits forward, one read and one write backward, where
+// the chunks take five passes.
+std::optional<zoo::cuda::LogitsType> cuda_kernel_type(const torch::Tensor& logits) {
+  if (!logits.is_cuda() || logits.dim() != 2 || logits.stride(1) != 1) return std::nullopt;
+  switch (logits.scalar_type()) {
+    case torch::kFloat: return zoo::cuda::LogitsType::f32;
+    case torch::kBFloat16: return zoo::cuda::LogitsType::bf16;
+    case torch::kHalf: return zoo::cuda::LogitsType::f16;
+    default: return std::nullopt;
+  }
+}
+
+void check_launch(const char* error, const char* what) {
+  if (error) throw std::runtime_error(std::string("zoo's CUDA cross-entropy ") + what + ": " + error);
+}
+
+class CudaCrossEntropy : public torch::autograd::Function<CudaCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& labels, int64_t columns) {
+    const c10::cuda::CUDAGuard guard(logits.device());
+    const int64_t N = logits.size(0);
+    const auto f32 = logits.options().dtype(torch::kFloat);
+    torch::Tensor lse = torch::empty({N}, f32), loss = torch::empty({N}, f32);
+    check_launch(zoo::cuda::cross_entropy_forward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
+                                                  labels.data_ptr<int64_t>(), N, columns, lse.data_ptr<float>(),
+                                                  loss.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
+                 "forward");
+    ctx->save_for_backward({logits, labels, lse});
+    ctx->saved_data["columns"] = columns;
+    return loss;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
+    const c10::cuda::CUDAGuard guard(logits.device());
+    const int64_t N = logits.size(0), width = logits.size(1);
+    const torch::Tensor grad = grads[0].to(torch::kFloat).contiguous();
+    torch::Tensor dlogits = torch::empty({N, width}, logits.options());
+    check_launch(zoo::cuda::cross_entropy_backward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
+                                                   labels.data_ptr<int64_t>(), lse.data_ptr<float>(),
+                                                   grad.data_ptr<float>(), N, ctx->saved_data["columns"].toInt(),
+                                                   width, dlogits.data_ptr(),
+                                                   c10::cuda::getCurrentCUDAStream().stream()),
+                 "backward");
+    return {dlogits, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+bool cuda_kernels_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("ZOO_CUDA_KERNELS");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
+#endif
+
 }  // namespace
+
+bool have_cuda_cross_entropy_kernels() {
+#ifdef ZOO_CUDA_KERNELS
+  return cuda_kernels_enabled();
+#else
+  return false;
+#endif
+}
 
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   PaddingColumns padding, int64_t chunk_rows) {
@@ -155,6 +237,10 @@ torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tens
     return CpuCrossEntropy::apply(logits, labels.contiguous(), vocab);
   // -inf columns change neither the log-sum-exp nor the other probabilities.
   const int64_t columns = padding == PaddingColumns::neg_inf ? logits.size(1) : vocab;
+#ifdef ZOO_CUDA_KERNELS
+  if (chunk_rows == 0 && cuda_kernels_enabled() && cuda_kernel_type(logits) && labels.device() == logits.device())
+    return CudaCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(), columns);
+#endif
   return ChunkedCrossEntropy::apply(logits, labels, columns, chunk_rows > 0 ? chunk_rows : default_chunk_rows(columns));
 }
 

@@ -26,16 +26,23 @@ enum class PaddingColumns {
 // of logits (N, >= vocab) in any float dtype with labels (N) < vocab.
 // float32 CPU logits take one vectorized pass per row each way (exp with
 // ~2e-7 relative error); the rest go through row chunks of at most ~256 MB
-// in float32, each a fused log-softmax (on CUDA read straight from bfloat16)
-// and, in the backward, a fused softmax written in the logits' dtype and
-// scaled into the gradient. Both keep only the logits as given (never a
-// float32 copy of all logits, let alone two), and give padding columns zero
+// in float32, each a fused log-softmax (on CUDA read straight from float16,
+// bfloat16 through a float32 copy of the chunk) and, in the backward, a fused
+// softmax written in the logits' dtype and scaled into the gradient; CUDA
+// logits take zoo's fused kernels instead where they are built (see
+// have_cuda_cross_entropy_kernels). All keep only the logits as given (never
+// a float32 copy of all logits, let alone two), and give padding columns zero
 // gradient.
 // With PaddingColumns::neg_inf the chunks read whole rows, without the copy
 // that a strided chunk costs each softmax kernel.
 // chunk_rows overrides the chunk height (tests); 0: ~256 MB of float32 per chunk.
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   PaddingColumns padding = PaddingColumns::any, int64_t chunk_rows = 0);
+
+// Whether token_cross_entropy runs CUDA logits through zoo's fused kernels:
+// built with -DZOO_CUDA_KERNELS=ON, and not turned off by ZOO_CUDA_KERNELS=0
+// in the environment. (chunk_rows > 0 always takes the chunks.)
+bool have_cuda_cross_entropy_kernels();
 
 // modelzoo's label smoothing (smooth_loss): (1 - s) * per_token + s * the
 // mean over the vocab classes of -log softmax(logits (N, >= vocab)).
