@@ -54,41 +54,27 @@ ZOO_VECTOR_CLONES void cross_entropy_grad_rows(const float* x, int64_t ld, const
   }
 }
 
-// float32 CPU logits: one pass over each row forward (max, sum of exps,
-// log-sum-exp) and one backward (softmax - one-hot), rows spread over threads.
-class CpuCrossEntropy : public torch::autograd::Function<CpuCrossEntropy> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
-                               const torch::Tensor& labels, int64_t vocab) {
-    const int64_t N = logits.size(0), ld = logits.stride(0);
-    torch::Tensor lse = torch::empty({N}, logits.options()), loss = torch::empty({N}, logits.options());
-    const float* x = logits.data_ptr<float>();
-    const int64_t* y = labels.data_ptr<int64_t>();
-    float *pl = lse.data_ptr<float>(), *ploss = loss.data_ptr<float>();
-    at::parallel_for(0, N, rows_per_task(vocab),
-                     [&](int64_t begin, int64_t end) { cross_entropy_rows(x, ld, y, vocab, begin, end, pl, ploss); });
-    ctx->save_for_backward({logits, labels, lse});
-    ctx->saved_data["vocab"] = vocab;
-    return loss;
-  }
+// float32 CPU logits, rows spread over threads: lse and loss of each row.
+void cpu_forward_rows(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab, torch::Tensor& lse,
+                      torch::Tensor& loss) {
+  const int64_t ld = logits.stride(0);
+  const float* x = logits.data_ptr<float>();
+  const int64_t* y = labels.data_ptr<int64_t>();
+  float *pl = lse.data_ptr<float>(), *ploss = loss.data_ptr<float>();
+  at::parallel_for(0, logits.size(0), rows_per_task(vocab),
+                   [&](int64_t begin, int64_t end) { cross_entropy_rows(x, ld, y, vocab, begin, end, pl, ploss); });
+}
 
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
-    const int64_t vocab = ctx->saved_data["vocab"].toInt(), N = logits.size(0), width = logits.size(1);
-    const int64_t ld = logits.stride(0);
-    torch::Tensor g = grads[0].contiguous();
-    torch::Tensor dlogits = torch::empty({N, width}, logits.options());
-    const float *x = logits.data_ptr<float>(), *pl = lse.data_ptr<float>(), *pg = g.data_ptr<float>();
-    const int64_t* y = labels.data_ptr<int64_t>();
-    float* d = dlogits.data_ptr<float>();
-    at::parallel_for(0, N, rows_per_task(vocab), [&](int64_t begin, int64_t end) {
-      cross_entropy_grad_rows(x, ld, y, pl, pg, vocab, width, begin, end, d);
-    });
-    return {dlogits, torch::Tensor(), torch::Tensor()};
-  }
-};
+void cpu_backward_rows(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& lse,
+                       const torch::Tensor& grad, int64_t vocab, torch::Tensor& dlogits) {
+  const int64_t ld = logits.stride(0), width = logits.size(1);
+  const float *x = logits.data_ptr<float>(), *pl = lse.data_ptr<float>(), *pg = grad.data_ptr<float>();
+  const int64_t* y = labels.data_ptr<int64_t>();
+  float* d = dlogits.data_ptr<float>();
+  at::parallel_for(0, logits.size(0), rows_per_task(vocab), [&](int64_t begin, int64_t end) {
+    cross_entropy_grad_rows(x, ld, y, pl, pg, vocab, width, begin, end, d);
+  });
+}
 
 // Rows per float32 chunk: ~256 MB of logits at a time.
 int64_t default_chunk_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 26) / vocab); }
@@ -177,40 +163,25 @@ void check_launch(const char* error, const char* what) {
   if (error) throw std::runtime_error(std::string("zoo's CUDA cross-entropy ") + what + ": " + error);
 }
 
-class CudaCrossEntropy : public torch::autograd::Function<CudaCrossEntropy> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
-                               const torch::Tensor& labels, int64_t columns) {
-    const c10::cuda::CUDAGuard guard(logits.device());
-    const int64_t N = logits.size(0);
-    const auto f32 = logits.options().dtype(torch::kFloat);
-    torch::Tensor lse = torch::empty({N}, f32), loss = torch::empty({N}, f32);
-    check_launch(zoo::cuda::cross_entropy_forward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
-                                                  labels.data_ptr<int64_t>(), N, columns, lse.data_ptr<float>(),
-                                                  loss.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
-                 "forward");
-    ctx->save_for_backward({logits, labels, lse});
-    ctx->saved_data["columns"] = columns;
-    return loss;
-  }
+void cuda_forward_rows(const torch::Tensor& logits, const torch::Tensor& labels, int64_t columns, torch::Tensor& lse,
+                       torch::Tensor& loss) {
+  const c10::cuda::CUDAGuard guard(logits.device());
+  check_launch(zoo::cuda::cross_entropy_forward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
+                                                labels.data_ptr<int64_t>(), logits.size(0), columns,
+                                                lse.data_ptr<float>(), loss.data_ptr<float>(),
+                                                c10::cuda::getCurrentCUDAStream().stream()),
+               "forward");
+}
 
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
-    const c10::cuda::CUDAGuard guard(logits.device());
-    const int64_t N = logits.size(0), width = logits.size(1);
-    const torch::Tensor grad = grads[0].to(torch::kFloat).contiguous();
-    torch::Tensor dlogits = torch::empty({N, width}, logits.options());
-    check_launch(zoo::cuda::cross_entropy_backward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
-                                                   labels.data_ptr<int64_t>(), lse.data_ptr<float>(),
-                                                   grad.data_ptr<float>(), N, ctx->saved_data["columns"].toInt(),
-                                                   width, dlogits.data_ptr(),
-                                                   c10::cuda::getCurrentCUDAStream().stream()),
-                 "backward");
-    return {dlogits, torch::Tensor(), torch::Tensor()};
-  }
-};
+void cuda_backward_rows(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& lse,
+                        const torch::Tensor& grad, int64_t columns, torch::Tensor& dlogits) {
+  const c10::cuda::CUDAGuard guard(logits.device());
+  check_launch(zoo::cuda::cross_entropy_backward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
+                                                 labels.data_ptr<int64_t>(), lse.data_ptr<float>(),
+                                                 grad.data_ptr<float>(), logits.size(0), columns, logits.size(1),
+                                                 dlogits.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
+               "backward");
+}
 
 bool cuda_kernels_enabled() {
   static const bool enabled = [] {
@@ -220,6 +191,41 @@ bool cuda_kernels_enabled() {
   return enabled;
 }
 #endif
+
+// Cross-entropy through a per-row kernel pair: zoo's CPU loops for float32
+// CPU logits, its CUDA kernels for CUDA ones. Forward: one pass over each row
+// (max, sum of exps, log-sum-exp); backward: one (softmax - one-hot, scaled).
+class RowKernelCrossEntropy : public torch::autograd::Function<RowKernelCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& labels, int64_t columns) {
+    const auto f32 = logits.options().dtype(torch::kFloat);
+    torch::Tensor lse = torch::empty({logits.size(0)}, f32), loss = torch::empty({logits.size(0)}, f32);
+#ifdef ZOO_CUDA_KERNELS
+    if (logits.is_cuda()) cuda_forward_rows(logits, labels, columns, lse, loss);
+    else
+#endif
+      cpu_forward_rows(logits, labels, columns, lse, loss);
+    ctx->save_for_backward({logits, labels, lse});
+    ctx->saved_data["columns"] = columns;
+    return loss;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
+    const int64_t columns = ctx->saved_data["columns"].toInt();
+    const torch::Tensor grad = grads[0].to(torch::kFloat).contiguous();
+    torch::Tensor dlogits = torch::empty({logits.size(0), logits.size(1)}, logits.options());
+#ifdef ZOO_CUDA_KERNELS
+    if (logits.is_cuda()) cuda_backward_rows(logits, labels, lse, grad, columns, dlogits);
+    else
+#endif
+      cpu_backward_rows(logits, labels, lse, grad, columns, dlogits);
+    return {dlogits, torch::Tensor(), torch::Tensor()};
+  }
+};
 
 }  // namespace
 
@@ -234,12 +240,12 @@ bool have_cuda_cross_entropy_kernels() {
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   PaddingColumns padding, int64_t chunk_rows) {
   if (chunk_rows == 0 && is_cpu_float32(logits) && logits.stride(1) == 1)
-    return CpuCrossEntropy::apply(logits, labels.contiguous(), vocab);
+    return RowKernelCrossEntropy::apply(logits, labels.contiguous(), vocab);
   // -inf columns change neither the log-sum-exp nor the other probabilities.
   const int64_t columns = padding == PaddingColumns::neg_inf ? logits.size(1) : vocab;
 #ifdef ZOO_CUDA_KERNELS
   if (chunk_rows == 0 && cuda_kernels_enabled() && cuda_kernel_type(logits) && labels.device() == logits.device())
-    return CudaCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(), columns);
+    return RowKernelCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(), columns);
 #endif
   return ChunkedCrossEntropy::apply(logits, labels, columns, chunk_rows > 0 ? chunk_rows : default_chunk_rows(columns));
 }
