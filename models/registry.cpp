@@ -72,10 +72,15 @@ std::optional<std::pair<std::string, std::string>> unbuilt_model_key(const std::
   return std::nullopt;
 }
 
-const ModelFamily& find_model(const std::string& name) {
+std::optional<std::string> unbuilt_model_name(const std::string& name) {
   for (const UnbuiltModel& m : unbuilt_models())
     if (std::find(m.names.begin(), m.names.end(), name) != m.names.end())
-      throw std::invalid_argument("modelzoo's " + name + " model (" + m.what + ") is not one zoo builds; " + builds());
+      return "modelzoo's " + name + " model (" + m.what + ") is not one zoo builds; " + builds();
+  return std::nullopt;
+}
+
+const ModelFamily& find_model(const std::string& name) {
+  if (auto unbuilt = unbuilt_model_name(name)) throw std::invalid_argument(*unbuilt);
   std::string known;
   for (const ModelFamily* f : model_families()) {
     if (f->name == name) return *f;

@@ -183,6 +183,9 @@ ModelFamily make_model_family(std::string name, std::vector<std::string> aliases
 
 // Throws std::invalid_argument naming the known families.
 const ModelFamily& find_model(const std::string& name);
+// For one of modelzoo's model names that zoo does not build (dino, resnet,
+// ...): the message saying so, as find_model throws it; nullopt otherwise.
+std::optional<std::string> unbuilt_model_name(const std::string& name);
 // For a `model` section without a name: the first of `keys` that only a
 // modelzoo model zoo does not build has (BERT's pooler_nonlinearity, T5's
 // d_kv, ...), with a message saying so; nullopt when none.

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "models/registry.h"
 #include "runner/trainer_format_map.h"
 
 namespace zoo::trainer_format {
@@ -345,6 +346,10 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
   });
   const YAML::Node init = trainer["init"];
   if (!present(init)) ctx.fail(trainer, "trainer.init", "required: the model, optimizer and loop of the run");
+  // A model zoo does not build is the first thing to say (before, say, how its schedulers differ).
+  if (const YAML::Node model = init["model"]; present(model) && model.IsMap())
+    if (const YAML::Node name = model["name"]; present(name) && name.IsScalar())
+      if (auto unbuilt = models::unbuilt_model_name(name.as<std::string>())) r.fail(name, "init.model.name", *unbuilt);
   const std::vector<std::string> init_keys = {"backend", "device", "model_dir", "seed", "model", "optimizer",
                                               "schedulers", "precision", "sparsity", "loop", "checkpoint",
                                               "logging", "callbacks", "loggers", "autorestart"};

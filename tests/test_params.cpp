@@ -244,6 +244,13 @@ TEST(TrainerFormat, ErrorsNameTheTrainerKeys) {
   y = with("batch_size: 8}", "batch_size: 0}");
   EXPECT_NE(error_of(y).find("trainer.fit.train_dataloader.batch_size: expected a value > 0"), std::string::npos)
       << error_of(y);
+  // A model zoo does not build is what is said first (here, not its second scheduler).
+  y = with("model: {name: gpt2,", "model: {name: dino,");
+  y.insert(y.find("    loop:"), "    - ConstantLR: {learning_rate: 0.1}\n");
+  EXPECT_NE(error_of(y).find("t.yaml:" + line_col(y, "dino") +
+                             ": trainer.init.model.name: modelzoo's dino model (a vision model) is not one zoo builds"),
+            std::string::npos)
+      << error_of(y);
 }
 
 // Keys of newer modelzoo releases (2.2 - 2.10): Llama 3.1's position
