@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 #include <regex>
 
 #include "data/loader.h"
@@ -229,8 +228,7 @@ TEST(Dpr, TrainsOnModelzoosDprFiles) {
   // Both encoders start alike, so a question already scores its topic's contexts highest: far below the
   // log(16) of 16 contexts that score alike; then training lowers the loss further.
   EXPECT_LT(losses.front(), 0.5 * std::log(16.0)) << r.output;
-  const double first = std::accumulate(losses.begin(), losses.begin() + 20, 0.0) / 20;
-  const double last = std::accumulate(losses.end() - 20, losses.end(), 0.0) / 20;
+  const auto [first, last] = zoo::testing::first_and_last_means(losses, 20);
   EXPECT_LT(last, 0.7 * first) << first << " -> " << last;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Metric: eval/accuracy = ([0-9.e+-]+)"))) << r.output;

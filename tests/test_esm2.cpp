@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 
 #include "convert_fixtures.h"
 #include "data/loader.h"
@@ -236,8 +235,7 @@ TEST(Esm2, TrainsFromALegacyConfig) {
   EXPECT_NE(r.output.find("so zoo builds esm2"), std::string::npos) << r.output;
   const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 100u) << r.output;
-  const double first = std::accumulate(losses.begin(), losses.begin() + 10, 0.0) / 10;
-  const double last = std::accumulate(losses.end() - 10, losses.end(), 0.0) / 10;
+  const auto [first, last] = zoo::testing::first_and_last_means(losses, 10);
   EXPECT_LT(last, 0.4 * first) << first << " -> " << last;
 
   std::string bad = esm_params("/d");

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 #include <random>
 #include <regex>
 
@@ -119,8 +118,7 @@ TEST(Esm2Classifier, TrainsOnDeepLocRowsAndReportsAccuracyAndF1) {
   EXPECT_NE(r.output.find("so zoo builds esm2/classification"), std::string::npos) << r.output;
   const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 60u) << r.output;
-  const double first = std::accumulate(losses.begin(), losses.begin() + 10, 0.0) / 10;
-  const double last = std::accumulate(losses.end() - 10, losses.end(), 0.0) / 10;
+  const auto [first, last] = zoo::testing::first_and_last_means(losses, 10);
   EXPECT_LT(last, 0.5 * first) << first << " -> " << last;
   const std::string csv = zoo::testing::read_file(dir / "m/eval/results.csv");
   EXPECT_NE(csv.find("accuracy"), std::string::npos) << csv;

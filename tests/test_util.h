@@ -9,10 +9,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <fstream>
 #include <regex>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <system_error>
 
 #include <unistd.h>
@@ -226,6 +229,14 @@ inline std::vector<double> train_losses(const std::string& output) {
   for (auto it = std::sregex_iterator(output.begin(), output.end(), loss_re); it != std::sregex_iterator(); ++it)
     losses.push_back(std::stod((*it)[1]));
   return losses;
+}
+
+// The means of a run's first k and last k losses, to tell that training lowered
+// the loss despite step-to-step noise.
+inline std::pair<double, double> first_and_last_means(const std::vector<double>& losses, size_t k) {
+  if (k == 0 || losses.size() < k) throw std::invalid_argument("first_and_last_means: fewer than k losses");
+  return {std::accumulate(losses.begin(), losses.begin() + k, 0.0) / k,
+          std::accumulate(losses.end() - k, losses.end(), 0.0) / k};
 }
 
 // Params YAML for a tiny byte-level GPT on the built-in corpus in `data_dir`.
