@@ -14,7 +14,8 @@
 # here; the .debs/ folder it fills is git-ignored, so a remote run must carry it)
 # Env: DEADLINE, STEPS (bench, default 20), COMPILE=1 (also torch.compile at 111M),
 #      CUDA_KERNELS=OFF (build without zoo's CUDA kernels; with them, where they
-#      build, 111M also runs with ZOO_CUDA_KERNELS=0 for an A/B figure),
+#      build, 111M also runs with ZOO_CUDA_KERNELS=0 and =cross_entropy for
+#      A/B figures: none of them, and the loss kernel without the norm one),
 #      EXTRAS=0 (skip the optional steps at the end).
 set -u
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 # The test binary holds only the files with GPU-only tests (ZOO_TEST_SOURCES);
 # zoo's CUDA kernels are built unless CUDA_KERNELS=OFF.
-base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_engine.cpp"
+base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_engine.cpp"
 export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=${CUDA_KERNELS:-ON}"
 kernels=$([[ "${CUDA_KERNELS:-ON}" == OFF ]] && echo 0 || echo 1)
 say "build zoo (ZOO_CMAKE_ARGS:$ZOO_CMAKE_ARGS)"
@@ -63,9 +64,12 @@ zoo_tps() { sed -n 's/.*, Rate=\([0-9.]*\) samples.*/\1/p' "$1" | tail -n +2 | s
             awk -v T="$2" '{ r[NR] = $1 } END { if (NR) printf "%.0f", T * r[int((NR + 1) / 2)] }'; }
 small=$W/params_cerebras_gpt_111m_b16.yaml big=$W/params_cerebras_gpt_1p3b_b8.yaml
 if [[ -f $small && $kernels == 1 ]]; then
-  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (the chunked loss) against the bench's zoo line"
+  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops) and =cross_entropy (no norm kernel)"
   ZOO_CUDA_KERNELS=0 timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train -o "$LOG/m_ab" >"$LOG/ab_no_kernels.log" 2>&1
-  echo "111M zoo tok/s: kernels $(zoo_tps "$W/zoo_cerebras_gpt_111m_b16.log" 2048), chunked $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
+  ZOO_CUDA_KERNELS=cross_entropy timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train -o "$LOG/m_ab_ce" \
+    >"$LOG/ab_loss_kernel.log" 2>&1
+  echo "111M zoo tok/s: all kernels $(zoo_tps "$W/zoo_cerebras_gpt_111m_b16.log" 2048)," \
+    "loss kernel only $(zoo_tps "$LOG/ab_loss_kernel.log" 2048), none $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
 fi
 
 variant() { # SRC NAME STEPS PYTHON-EDIT: writes $LOG/NAME.yaml from a bench params file

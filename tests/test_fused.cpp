@@ -19,8 +19,10 @@
 #include "models/common/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
 #include "runner/optim/adam_update.h"
+#include "tests/tensor_compare.h"
 
 using namespace zoo::models;
+using zoo::testing::relative_error;
 
 namespace {
 
@@ -44,11 +46,6 @@ Qkv make_qkv(const AttentionCase& c, const torch::TensorOptions& options) {
   r.k = heads(c.H, c.G);
   r.v = heads(c.H + c.G, c.G);
   return r;
-}
-
-// Max |a - b| relative to max |b|.
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>() / std::max(b.abs().max().item<double>(), 1e-30);
 }
 
 using Leaves = std::vector<torch::Tensor>;  // inputs to differentiate; undefined ones are skipped

@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "models/common/autocast_state.h"
 #include "models/common/dense_kernel.h"
 #include "models/common/norm_kernel.h"
 #include "models/model.h"
@@ -49,13 +50,30 @@ void LayerNormImpl::reset_parameters() {
   if (bias.defined()) bias.zero_();
 }
 
+namespace {
+// The type autocast gives a matmul's input x, when it casts it.
+std::optional<torch::ScalarType> autocast_matmul_type(const torch::Tensor& x) {
+  if (!(x.is_cpu() || x.is_cuda()) || !x.is_floating_point() || x.scalar_type() == torch::kDouble) return std::nullopt;
+  const AutocastState autocast = AutocastState::of(x.device().type());
+  if (!autocast.enabled || autocast.dtype == x.scalar_type()) return std::nullopt;
+  return autocast.dtype;
+}
+}  // namespace
+
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
-  if (cpu_norm_available(x, weight, bias)) return cpu_norm(x, weight, bias, eps, rms);
-  if (!rms) return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
-  // statistics in float32 (float64 stays), as LLaMA does
-  torch::Tensor x32 = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
-  torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);
-  return weight * normed.to(x.scalar_type());
+  const std::optional<torch::ScalarType> cast = autocast_output ? autocast_matmul_type(x) : std::nullopt;
+  if (cuda_norm_available(x, weight, bias)) return cuda_norm(x, weight, bias, eps, rms, cast.value_or(torch::kFloat));
+  torch::Tensor y;
+  if (cpu_norm_available(x, weight, bias)) {
+    y = cpu_norm(x, weight, bias, eps, rms);
+  } else if (!rms) {
+    y = torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+  } else {  // statistics in float32 (float64 stays), as LLaMA does
+    torch::Tensor x32 = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
+    torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);
+    y = weight * normed.to(x.scalar_type());
+  }
+  return cast ? y.to(*cast) : y;
 }
 
 OutputHeadImpl::OutputHeadImpl(int64_t hidden, int64_t vocab_, bool own_weight, bool use_bias,

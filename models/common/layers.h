@@ -49,6 +49,10 @@ class LayerNormImpl : public torch::nn::Module {
   torch::Tensor bias;  // undefined for RMSNorm and without bias
   double eps;
   bool rms;
+  // For a norm whose output only feeds matmuls: under autocast, forward
+  // returns the type those would cast it to (the same values; zoo's CUDA
+  // kernel writes it so in the norm's own pass, and reads its gradient so).
+  bool autocast_output = false;
 };
 TORCH_MODULE(LayerNorm);
 

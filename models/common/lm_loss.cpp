@@ -9,17 +9,7 @@
 #include "models/common/cpu_kernels.h"
 #include "models/common/vector_math.h"
 
-#ifdef ZOO_CUDA_KERNELS
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
-#include <cstdlib>
-#include <optional>
-#include <stdexcept>
-#include <string>
-
-#include "models/common/cuda/cross_entropy.h"
-#endif
+#include "models/common/cuda/kernel_glue.h"
 
 namespace zoo::models {
 namespace {
@@ -145,69 +135,29 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
   }
 };
 
-#ifdef ZOO_CUDA_KERNELS
-// CUDA logits in zoo's fused kernels (models/common/cuda/cross_entropy.cu):
-// one read of the logits forward, one read and one write backward, where
-// the chunks take five passes.
-std::optional<zoo::cuda::LogitsType> cuda_kernel_type(const torch::Tensor& logits) {
-  if (!logits.is_cuda() || logits.dim() != 2 || logits.stride(1) != 1) return std::nullopt;
-  switch (logits.scalar_type()) {
-    case torch::kFloat: return zoo::cuda::LogitsType::f32;
-    case torch::kBFloat16: return zoo::cuda::LogitsType::bf16;
-    case torch::kHalf: return zoo::cuda::LogitsType::f16;
-    default: return std::nullopt;
-  }
-}
-
-void check_launch(const char* error, const char* what) {
-  if (error) throw std::runtime_error(std::string("zoo's CUDA cross-entropy ") + what + ": " + error);
-}
-
-void cuda_forward_rows(const torch::Tensor& logits, const torch::Tensor& labels, int64_t columns, torch::Tensor& lse,
-                       torch::Tensor& loss) {
-  const c10::cuda::CUDAGuard guard(logits.device());
-  check_launch(zoo::cuda::cross_entropy_forward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
-                                                labels.data_ptr<int64_t>(), logits.size(0), columns,
-                                                lse.data_ptr<float>(), loss.data_ptr<float>(),
-                                                c10::cuda::getCurrentCUDAStream().stream()),
-               "forward");
-}
-
-void cuda_backward_rows(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& lse,
-                        const torch::Tensor& grad, int64_t columns, torch::Tensor& dlogits) {
-  const c10::cuda::CUDAGuard guard(logits.device());
-  check_launch(zoo::cuda::cross_entropy_backward(*cuda_kernel_type(logits), logits.data_ptr(), logits.stride(0),
-                                                 labels.data_ptr<int64_t>(), lse.data_ptr<float>(),
-                                                 grad.data_ptr<float>(), logits.size(0), columns, logits.size(1),
-                                                 dlogits.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
-               "backward");
-}
-
-bool cuda_kernels_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ZOO_CUDA_KERNELS");
-    return !(v && std::string(v) == "0");
-  }();
-  return enabled;
-}
-#endif
-
 // Cross-entropy through a per-row kernel pair: zoo's CPU loops for float32
-// CPU logits, its CUDA kernels for CUDA ones. Forward: one pass over each row
+// CPU logits (kernels null), or a CrossEntropyKernels table (zoo's CUDA
+// kernels; in tests their CPU emulation). Forward: one pass over each row
 // (max, sum of exps, log-sum-exp); backward: one (softmax - one-hot, scaled).
 class RowKernelCrossEntropy : public torch::autograd::Function<RowKernelCrossEntropy> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
-                               const torch::Tensor& labels, int64_t columns) {
+                               const torch::Tensor& labels, int64_t columns, const CrossEntropyKernels* kernels) {
     const auto f32 = logits.options().dtype(torch::kFloat);
     torch::Tensor lse = torch::empty({logits.size(0)}, f32), loss = torch::empty({logits.size(0)}, f32);
-#ifdef ZOO_CUDA_KERNELS
-    if (logits.is_cuda()) cuda_forward_rows(logits, labels, columns, lse, loss);
-    else
-#endif
+    if (kernels) {
+      const zoo::cuda::LaunchScope launch(logits);
+      zoo::cuda::check_launch(kernels->forward(*zoo::cuda::element_type_of(logits.scalar_type()), logits.data_ptr(),
+                                               logits.stride(0), labels.data_ptr<int64_t>(), logits.size(0), columns,
+                                               lse.data_ptr<float>(), loss.data_ptr<float>(), launch.stream()),
+                              "cross-entropy forward");
+    } else {
       cpu_forward_rows(logits, labels, columns, lse, loss);
+    }
     ctx->save_for_backward({logits, labels, lse});
     ctx->saved_data["columns"] = columns;
+    // A static table (see CrossEntropyKernels), so its address outlives the graph.
+    ctx->saved_data["kernels"] = reinterpret_cast<int64_t>(kernels);
     return loss;
   }
 
@@ -216,22 +166,42 @@ class RowKernelCrossEntropy : public torch::autograd::Function<RowKernelCrossEnt
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &logits = saved[0], &labels = saved[1], &lse = saved[2];
     const int64_t columns = ctx->saved_data["columns"].toInt();
+    const auto* kernels = reinterpret_cast<const CrossEntropyKernels*>(ctx->saved_data["kernels"].toInt());
     const torch::Tensor grad = grads[0].to(torch::kFloat).contiguous();
     torch::Tensor dlogits = torch::empty({logits.size(0), logits.size(1)}, logits.options());
-#ifdef ZOO_CUDA_KERNELS
-    if (logits.is_cuda()) cuda_backward_rows(logits, labels, lse, grad, columns, dlogits);
-    else
-#endif
+    if (kernels) {
+      const zoo::cuda::LaunchScope launch(logits);
+      zoo::cuda::check_launch(kernels->backward(*zoo::cuda::element_type_of(logits.scalar_type()), logits.data_ptr(),
+                                                logits.stride(0), labels.data_ptr<int64_t>(), lse.data_ptr<float>(),
+                                                grad.data_ptr<float>(), logits.size(0), columns, logits.size(1),
+                                                dlogits.data_ptr(), launch.stream()),
+                              "cross-entropy backward");
+    } else {
       cpu_backward_rows(logits, labels, lse, grad, columns, dlogits);
-    return {dlogits, torch::Tensor(), torch::Tensor()};
+    }
+    return {dlogits, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
+#ifdef ZOO_CUDA_KERNELS
+const CrossEntropyKernels kCudaCrossEntropy = {zoo::cuda::cross_entropy_forward, zoo::cuda::cross_entropy_backward};
+#endif
+
 }  // namespace
+
+torch::Tensor cross_entropy_through(const CrossEntropyKernels& kernels, const torch::Tensor& logits,
+                                    const torch::Tensor& labels, int64_t columns) {
+  TORCH_CHECK(logits.dim() == 2 && logits.stride(1) == 1 && zoo::cuda::element_type_of(logits.scalar_type()),
+              "cross_entropy_through: logits (N, width) of float32, bfloat16 or float16 with contiguous rows "
+              "expected; got ",
+              logits.sizes(), " ", logits.scalar_type());
+  TORCH_CHECK(columns <= logits.size(1), "cross_entropy_through: ", columns, " columns of ", logits.size(1));
+  return RowKernelCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(), columns, &kernels);
+}
 
 bool have_cuda_cross_entropy_kernels() {
 #ifdef ZOO_CUDA_KERNELS
-  return cuda_kernels_enabled();
+  return zoo::cuda::kernel_enabled("cross_entropy");
 #else
   return false;
 #endif
@@ -240,12 +210,14 @@ bool have_cuda_cross_entropy_kernels() {
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   PaddingColumns padding, int64_t chunk_rows) {
   if (chunk_rows == 0 && is_cpu_float32(logits) && logits.stride(1) == 1)
-    return RowKernelCrossEntropy::apply(logits, labels.contiguous(), vocab);
+    return RowKernelCrossEntropy::apply(logits, labels.contiguous(), vocab, nullptr);
   // -inf columns change neither the log-sum-exp nor the other probabilities.
   const int64_t columns = padding == PaddingColumns::neg_inf ? logits.size(1) : vocab;
 #ifdef ZOO_CUDA_KERNELS
-  if (chunk_rows == 0 && cuda_kernels_enabled() && cuda_kernel_type(logits) && labels.device() == logits.device())
-    return RowKernelCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(), columns);
+  if (chunk_rows == 0 && logits.is_cuda() && logits.dim() == 2 && logits.stride(1) == 1 &&
+      zoo::cuda::element_type_of(logits.scalar_type()) && labels.device() == logits.device() &&
+      have_cuda_cross_entropy_kernels())
+    return cross_entropy_through(kCudaCrossEntropy, logits, labels, columns);
 #endif
   return ChunkedCrossEntropy::apply(logits, labels, columns, chunk_rows > 0 ? chunk_rows : default_chunk_rows(columns));
 }

@@ -1,12 +1,14 @@
 // Masked next-token cross-entropy and the LM eval metrics (modelzoo's
 // GPTLMHeadModelLoss, lm_perplexity, accuracy). Defines: LossScaling,
-// token_cross_entropy, smooth_cross_entropy, lm_loss.
+// PaddingColumns, token_cross_entropy, have_cuda_cross_entropy_kernels,
+// CrossEntropyKernels, cross_entropy_through, smooth_cross_entropy, lm_loss.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <string>
 
+#include "models/common/cuda/cross_entropy.h"
 #include "models/model.h"
 
 namespace zoo::models {
@@ -40,9 +42,26 @@ torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tens
                                   PaddingColumns padding = PaddingColumns::any, int64_t chunk_rows = 0);
 
 // Whether token_cross_entropy runs CUDA logits through zoo's fused kernels:
-// built with -DZOO_CUDA_KERNELS=ON, and not turned off by ZOO_CUDA_KERNELS=0
-// in the environment. (chunk_rows > 0 always takes the chunks.)
+// built with -DZOO_CUDA_KERNELS=ON, and not turned off by ZOO_CUDA_KERNELS in
+// the environment (0, or a list without cross_entropy). (chunk_rows > 0
+// always takes the chunks.)
 bool have_cuda_cross_entropy_kernels();
+
+// zoo's CUDA cross-entropy kernels as a table: cross_entropy_through runs the
+// host side of them, and tests hand it the kernels compiled for the CPU
+// (tests/cuda_emulation.h).
+struct CrossEntropyKernels {
+  decltype(&zoo::cuda::cross_entropy_forward) forward;
+  decltype(&zoo::cuda::cross_entropy_backward) backward;
+};
+
+// Per-token cross-entropy over the first `columns` columns of logits (N,
+// width; rows contiguous; float32, bfloat16 or float16) through `kernels` (a
+// table that outlives the autograd graph), on the kernels' device: float32
+// losses, NaN for a label outside [0, columns); the gradient in the logits'
+// type, 0 in the columns from `columns` on.
+torch::Tensor cross_entropy_through(const CrossEntropyKernels& kernels, const torch::Tensor& logits,
+                                    const torch::Tensor& labels, int64_t columns);
 
 // modelzoo's label smoothing (smooth_loss): (1 - s) * per_token + s * the
 // mean over the vocab classes of -log softmax(logits (N, >= vocab)).

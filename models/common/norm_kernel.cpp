@@ -1,5 +1,6 @@
-// Implementation of models/common/norm_kernel.h. Row sums are taken in
-// double: rows are short, and one pass of them costs little next to the rest.
+// Implementation of models/common/norm_kernel.h. The CPU loops take row
+// sums in double: rows are short, and one pass of them costs little next to
+// the rest.
 #include "models/common/norm_kernel.h"
 
 #include <ATen/Parallel.h>
@@ -7,6 +8,7 @@
 #include <cmath>
 
 #include "models/common/cpu_kernels.h"
+#include "models/common/cuda/kernel_glue.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::models {
@@ -125,6 +127,73 @@ class NormFunction : public torch::autograd::Function<NormFunction> {
   }
 };
 
+// The norm through a NormKernels table; b is empty for "no bias".
+class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& w_in,
+                               const torch::Tensor& b_in, double eps, bool rms, torch::ScalarType out_dtype,
+                               const NormKernels* kernels) {
+    const torch::Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.contiguous();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    torch::Tensor y = torch::empty(x.sizes(), x.options().dtype(out_dtype));
+    torch::Tensor mean = torch::empty({rows}, x.options()), rstd = torch::empty_like(mean);
+    const zoo::cuda::LaunchScope launch(x);
+    zoo::cuda::check_launch(kernels->forward(*zoo::cuda::element_type_of(out_dtype), x.data_ptr<float>(),
+                                             w.data_ptr<float>(), b.numel() > 0 ? b.data_ptr<float>() : nullptr, rows,
+                                             C, float(eps), rms, y.data_ptr(), mean.data_ptr<float>(),
+                                             rstd.data_ptr<float>(), launch.stream()),
+                            "norm forward");
+    ctx->save_for_backward({x, w, mean, rstd});
+    ctx->saved_data["rms"] = rms;
+    ctx->saved_data["bias"] = b.numel() > 0;
+    ctx->saved_data["out_dtype"] = static_cast<int64_t>(out_dtype);
+    // A static table (see NormKernels), so its address outlives the graph.
+    ctx->saved_data["kernels"] = reinterpret_cast<int64_t>(kernels);
+    return y;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const bool rms = ctx->saved_data["rms"].toBool(), bias = ctx->saved_data["bias"].toBool();
+    const auto out_dtype = static_cast<torch::ScalarType>(ctx->saved_data["out_dtype"].toInt());
+    const auto* kernels = reinterpret_cast<const NormKernels*>(ctx->saved_data["kernels"].toInt());
+    const torch::Tensor dy = grads[0].to(out_dtype).contiguous();
+    const zoo::cuda::ElementType dy_type = *zoo::cuda::element_type_of(out_dtype);
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    const zoo::cuda::LaunchScope launch(x);
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      dx = torch::empty_like(x);
+      zoo::cuda::check_launch(kernels->input_grad(dy_type, x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr(),
+                                                  mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, C, rms,
+                                                  dx.data_ptr<float>(), launch.stream()),
+                              "norm input gradient");
+    }
+    if (ctx->needs_input_grad(1) || (bias && ctx->needs_input_grad(2))) {
+      const int64_t chunks = kernels->param_grad_chunks(rows);
+      torch::Tensor dw_partial = torch::empty({chunks, C}, x.options());
+      torch::Tensor db_partial = bias ? torch::empty_like(dw_partial) : torch::Tensor();
+      zoo::cuda::check_launch(kernels->param_grads(dy_type, x.data_ptr<float>(), dy.data_ptr(), mean.data_ptr<float>(),
+                                                   rstd.data_ptr<float>(), rows, C, dw_partial.data_ptr<float>(),
+                                                   bias ? db_partial.data_ptr<float>() : nullptr, launch.stream()),
+                              "norm weight gradient");
+      if (ctx->needs_input_grad(1)) dw = dw_partial.sum(0);
+      if (bias && ctx->needs_input_grad(2)) db = db_partial.sum(0);
+    }
+    return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+bool is_float32(const torch::Tensor& t) { return t.scalar_type() == torch::kFloat; }
+
+void check_norm_shapes(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                       const char* what) {
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0) &&
+                  (!bias.defined() || bias.sizes() == weight.sizes()),
+              what, ": expected x (..., C), weight (C), bias (C); got x ", x.sizes(), ", weight ", weight.sizes());
+}
+
 }  // namespace
 
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -133,10 +202,40 @@ bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, con
 
 torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                        bool rms) {
-  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0) &&
-                  (!bias.defined() || bias.sizes() == weight.sizes()),
-              "cpu_norm: expected x (..., C), weight (C), bias (C); got x ", x.sizes(), ", weight ", weight.sizes());
+  check_norm_shapes(x, weight, bias, "cpu_norm");
   return NormFunction::apply(x, weight, absent_as_empty(bias, weight.options()), eps, rms);
+}
+
+torch::Tensor norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype) {
+  check_norm_shapes(x, weight, bias, "norm_through");
+  TORCH_CHECK(is_float32(x) && is_float32(weight) && (!bias.defined() || is_float32(bias)),
+              "norm_through: float32 x, weight and bias expected");
+  TORCH_CHECK(zoo::cuda::element_type_of(out_dtype), "norm_through: output type ", out_dtype,
+              " is not float32, bfloat16 or float16");
+  return KernelNormFunction::apply(x, weight, absent_as_empty(bias, weight.options()), eps, rms, out_dtype, &kernels);
+}
+
+bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+#ifdef ZOO_CUDA_KERNELS
+  return x.is_cuda() && is_float32(x) && is_float32(weight) && (!bias.defined() || is_float32(bias)) &&
+         zoo::cuda::kernel_enabled("norm");
+#else
+  (void)x, (void)weight, (void)bias;
+  return false;
+#endif
+}
+
+torch::Tensor cuda_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                        bool rms, torch::ScalarType out_dtype) {
+#ifdef ZOO_CUDA_KERNELS
+  static const NormKernels kernels = {zoo::cuda::norm_forward, zoo::cuda::norm_input_grad,
+                                      zoo::cuda::norm_param_grad_chunks, zoo::cuda::norm_param_grads};
+  return norm_through(kernels, x, weight, bias, eps, rms, out_dtype);
+#else
+  (void)x, (void)weight, (void)bias, (void)eps, (void)rms, (void)out_dtype;
+  throw std::logic_error("cuda_norm: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
+#endif
 }
 
 }  // namespace zoo::models

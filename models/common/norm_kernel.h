@@ -1,11 +1,16 @@
-// LayerNorm and RMSNorm over the last dim for float32 CPU tensors, as one
-// autograd node with a row-at-a-time forward and backward. LibTorch 1.13's
-// CPU layer_norm spends ~50 us each way on a (512, 64) input, several times
-// the arithmetic; on small models that was ~7% of a training step.
-// Defines: cpu_norm_available, cpu_norm.
+// LayerNorm and RMSNorm over the last dim as one autograd node with a
+// row-at-a-time forward and backward: zoo's loops for float32 CPU tensors
+// (LibTorch 1.13's CPU layer_norm spends ~50 us each way on a (512, 64)
+// input, several times the arithmetic; on small models that was ~7% of a
+// training step), and zoo's CUDA kernels (models/common/cuda/norm.h), which
+// also write the output in the type a following matmul takes under autocast.
+// Defines: cpu_norm_available, cpu_norm, NormKernels, norm_through,
+// cuda_norm_available, cuda_norm.
 #pragma once
 
 #include <torch/torch.h>
+
+#include "models/common/cuda/norm.h"
 
 namespace zoo::models {
 
@@ -18,5 +23,30 @@ bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, con
 // weight and bias.
 torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                        bool rms);
+
+// zoo's CUDA norm kernels as a table: norm_through runs the host side of
+// them, and tests hand it the kernels compiled for the CPU (tests/cuda_emulation.h).
+struct NormKernels {
+  decltype(&zoo::cuda::norm_forward) forward;
+  decltype(&zoo::cuda::norm_input_grad) input_grad;
+  decltype(&zoo::cuda::norm_param_grad_chunks) param_grad_chunks;
+  decltype(&zoo::cuda::norm_param_grads) param_grads;
+};
+
+// The norm (as cpu_norm) of float32 x with float32 weight and bias through
+// `kernels` (a table that outlives the autograd graph), on the kernels'
+// device; y in out_dtype (float32, bfloat16 or float16) and its gradient
+// read in that type, float32 gradients for x, weight and bias.
+torch::Tensor norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype);
+
+// True when cuda_norm applies: float32 CUDA x, weight and bias, in a build
+// with zoo's CUDA kernels (-DZOO_CUDA_KERNELS=ON) whose environment does not
+// turn the norm kernel off (ZOO_CUDA_KERNELS).
+bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+// norm_through zoo's CUDA kernels.
+torch::Tensor cuda_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                        bool rms, torch::ScalarType out_dtype);
 
 }  // namespace zoo::models

@@ -22,6 +22,12 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptio
     moe = register_module("ffn", SparseMoeBlock(o.moe, o.ffn, o.moe_gate_initializer, p));
   else
     ffn = register_module("ffn", FeedForward(o.ffn, p));
+  // Under autocast norm1 and norm3 hand the attention's and the FFN's
+  // projections their input in the autocast type (see LayerNorm). An MoE
+  // block first scales its input by routing weights, so its input stays.
+  const bool moe_input = o.moe.enabled();
+  norm1->autocast_output = !(moe_input && o.parallel_residual && !norm3);
+  if (norm3) norm3->autocast_output = !moe_input;
   if (o.sandwich_norms) {
     norm1_post = register_module("norm1_post", make_norm(o, p));
     norm3_post = register_module("norm3_post", make_norm(o, p));

@@ -3,36 +3,14 @@
 // its strided columns, and the block merges the pairs, so the row is read
 // once. Backward: each element's softmax from the saved log-sum-exp, minus the
 // one-hot, times the row's upstream gradient, written once.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include "models/common/cuda/cross_entropy.h"
+#include "models/common/cuda/device_common.cuh"
 
 namespace zoo::cuda {
 namespace {
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half(x);
-}
 
 // A running log-sum-exp: sum of exp(x - max) over the values seen.
 struct MaxSum {
@@ -112,54 +90,28 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-const char* launched() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
-}
-
 }  // namespace
 
-const char* cross_entropy_forward(LogitsType type, const void* logits, int64_t ld, const int64_t* labels, int64_t n,
+const char* cross_entropy_forward(ElementType type, const void* logits, int64_t ld, const int64_t* labels, int64_t n,
                                   int64_t columns, float* lse, float* loss, void* stream) {
   if (n == 0) return nullptr;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case LogitsType::f32:
-      forward_rows<<<static_cast<unsigned>(n), kThreads, 0, s>>>(static_cast<const float*>(logits), ld, labels, columns,
-                                                                 lse, loss);
-      break;
-    case LogitsType::bf16:
-      forward_rows<<<static_cast<unsigned>(n), kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(logits), ld, labels,
-                                                                 columns, lse, loss);
-      break;
-    case LogitsType::f16:
-      forward_rows<<<static_cast<unsigned>(n), kThreads, 0, s>>>(static_cast<const __half*>(logits), ld, labels,
-                                                                 columns, lse, loss);
-      break;
-  }
+  with_element_type(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    ZOO_LAUNCH(forward_rows<T>, static_cast<unsigned>(n), kThreads, static_cast<cudaStream_t>(stream))
+    (static_cast<const T*>(logits), ld, labels, columns, lse, loss);
+  });
   return launched();
 }
 
-const char* cross_entropy_backward(LogitsType type, const void* logits, int64_t ld, const int64_t* labels,
+const char* cross_entropy_backward(ElementType type, const void* logits, int64_t ld, const int64_t* labels,
                                    const float* lse, const float* grad, int64_t n, int64_t columns, int64_t width,
                                    void* dlogits, void* stream) {
   if (n == 0) return nullptr;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case LogitsType::f32:
-      backward_rows<<<static_cast<unsigned>(n), kThreads, 0, s>>>(static_cast<const float*>(logits), ld, labels, lse,
-                                                                  grad, columns, width, static_cast<float*>(dlogits));
-      break;
-    case LogitsType::bf16:
-      backward_rows<<<static_cast<unsigned>(n), kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(logits), ld, labels,
-                                                                  lse, grad, columns, width,
-                                                                  static_cast<__nv_bfloat16*>(dlogits));
-      break;
-    case LogitsType::f16:
-      backward_rows<<<static_cast<unsigned>(n), kThreads, 0, s>>>(static_cast<const __half*>(logits), ld, labels, lse,
-                                                                  grad, columns, width, static_cast<__half*>(dlogits));
-      break;
-  }
+  with_element_type(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    ZOO_LAUNCH(backward_rows<T>, static_cast<unsigned>(n), kThreads, static_cast<cudaStream_t>(stream))
+    (static_cast<const T*>(logits), ld, labels, lse, grad, columns, width, static_cast<T*>(dlogits));
+  });
   return launched();
 }
 

@@ -2,26 +2,26 @@
 // built with -DZOO_CUDA_KERNELS=ON): one read of each row of logits forward,
 // one read and one write backward, in float32 arithmetic from float32,
 // bfloat16 or float16 logits. Plain C++ here, so that callers need no CUDA
-// headers. Defines: LogitsType, cross_entropy_forward, cross_entropy_backward.
+// headers. Defines: cross_entropy_forward, cross_entropy_backward.
 #pragma once
 
 #include <cstdint>
 
-namespace zoo::cuda {
+#include "models/common/cuda/element_type.h"
 
-enum class LogitsType { f32, bf16, f16 };
+namespace zoo::cuda {
 
 // Rows [0, n) of `logits` (row i starts at logits + i * ld elements; columns
 // contiguous): lse[i] = log sum_{j < columns} exp(x_ij) and loss[i] = lse[i] -
 // x[i, labels[i]], NaN where a label is outside [0, columns). Launched on
 // `stream` (a cudaStream_t) of the current device. Returns nullptr, or the
 // CUDA error's message.
-const char* cross_entropy_forward(LogitsType type, const void* logits, int64_t ld, const int64_t* labels, int64_t n,
+const char* cross_entropy_forward(ElementType type, const void* logits, int64_t ld, const int64_t* labels, int64_t n,
                                   int64_t columns, float* lse, float* loss, void* stream);
 
 // dlogits (n rows of `width`, contiguous, the logits' type):
 // grad[i] * (exp(x_ij - lse[i]) - [j == labels[i]]) for j < columns, 0 beyond.
-const char* cross_entropy_backward(LogitsType type, const void* logits, int64_t ld, const int64_t* labels,
+const char* cross_entropy_backward(ElementType type, const void* logits, int64_t ld, const int64_t* labels,
                                    const float* lse, const float* grad, int64_t n, int64_t columns, int64_t width,
                                    void* dlogits, void* stream);
 

@@ -1,0 +1,89 @@
+// Device helpers shared by zoo's CUDA kernels (included by .cu files only):
+// float conversions of the element types, a block-wide sum, the launch
+// macro, and the launch check each entry point returns. The tests compile
+// the kernels for the CPU through tests/cuda_emulation.h, which stands in
+// for CUDA's headers and defines ZOO_LAUNCH its own way.
+#pragma once
+
+#include <type_traits>
+
+#ifndef ZOO_CUDA_EMULATION
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// ZOO_LAUNCH(kernel, grid, block, stream)(args...): kernel<<<grid, block, 0, stream>>>(args...).
+#define ZOO_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#endif
+
+#include "models/common/cuda/element_type.h"
+
+namespace zoo::cuda {
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half(x);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of v over a block of kThreads (a multiple of 32), in every thread.
+// `shared` holds kThreads / 32 + 1 floats; it may be reused once this returns.
+template <int kThreads>
+__device__ float block_sum(float v, float* shared) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_sum(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = warp_sum(lane < kWarps ? shared[lane] : 0.f);
+    if (lane == 0) shared[kWarps] = v;
+  }
+  __syncthreads();
+  const float total = shared[kWarps];
+  __syncthreads();
+  return total;
+}
+
+// Calls launch(T*{}) with the device type T of `type`; launch reads T as
+// std::remove_pointer_t<decltype(its argument)>.
+template <typename Launch>
+void with_element_type(ElementType type, Launch&& launch) {
+  switch (type) {
+    case ElementType::f32:
+      launch(static_cast<float*>(nullptr));
+      break;
+    case ElementType::bf16:
+      launch(static_cast<__nv_bfloat16*>(nullptr));
+      break;
+    case ElementType::f16:
+      launch(static_cast<__half*>(nullptr));
+      break;
+  }
+}
+
+// nullptr, or the message of the error the last launch left.
+inline const char* launched() {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+}  // namespace zoo::cuda

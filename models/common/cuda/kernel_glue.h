@@ -1,0 +1,47 @@
+// Host-side glue between LibTorch and zoo's CUDA kernels: which kernels the
+// environment lets run, a tensor's ElementType, the device and stream a
+// launch goes to, and launch errors as exceptions. Built in every build: the
+// tests run the same host code over the kernels' CPU emulation.
+// Defines: kernel_enabled, enabled_kernels, element_type_of, LaunchScope, check_launch.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <optional>
+#include <set>
+#include <string>
+
+#include "models/common/cuda/element_type.h"
+
+namespace zoo::cuda {
+
+// ZOO_CUDA_KERNELS in the environment: unset or 1, all of zoo's kernels; 0,
+// none (LibTorch's ops instead); or a comma list of kernel names
+// (cross_entropy, norm), those only. Read once; an unknown name throws,
+// naming it and the known ones.
+bool kernel_enabled(const char* name);
+
+// The kernel names a ZOO_CUDA_KERNELS value enables (nullptr: unset).
+std::set<std::string> enabled_kernels(const char* value);
+
+// f32, bf16 or f16; nullopt for the types the kernels do not take.
+std::optional<ElementType> element_type_of(at::ScalarType type);
+
+// Makes `on`'s device current for as long as it lives; stream() is that
+// device's current CUDA stream (a cudaStream_t), where LibTorch's own ops
+// run. A CPU tensor (the emulation) gets no guard and a null stream.
+class LaunchScope {
+ public:
+  explicit LaunchScope(const at::Tensor& on);
+  void* stream() const { return stream_; }
+
+ private:
+  c10::OptionalDeviceGuard guard_;
+  void* stream_ = nullptr;
+};
+
+// Throws "zoo's CUDA <kernel>: <error>" when a launch returned an error.
+void check_launch(const char* error, const char* kernel);
+
+}  // namespace zoo::cuda

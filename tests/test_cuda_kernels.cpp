@@ -1,0 +1,252 @@
+// zoo's CUDA kernels (models/common/cuda/): on the CPU, in every build, their
+// own source run through tests/cuda_emulation.h behind the same host code
+// (norm_through, cross_entropy_through) against float64 references; on a
+// GPU (built with -DZOO_CUDA_KERNELS=ON), the real kernels against
+// LibTorch's ops. Also what ZOO_CUDA_KERNELS selects, and that a norm handing
+// its matmuls the autocast type leaves a training step as it was.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/common/cuda/kernel_glue.h"
+#include "models/common/layers.h"
+#include "models/common/lm_loss.h"
+#include "models/common/norm_kernel.h"
+#include "models/gpt2/gpt2.h"
+#include "runner/amp/autocast.h"
+#include "tests/tensor_compare.h"
+
+// The kernels' source, compiled here for the CPU. Their headers came in
+// above (norm_kernel.h, lm_loss.h), so the .cu files' own includes of them
+// are skipped and the definitions below, in namespace zoo_emulated::cuda,
+// take zoo::cuda's ElementType: the emulated functions have the real ones'
+// types, and never clash with them in a build that also links those.
+#include "tests/cuda_emulation.h"
+namespace zoo_emulated::cuda {
+using ::zoo::cuda::ElementType;
+}
+#define zoo zoo_emulated
+#include "models/common/cuda/cross_entropy.cu"
+#include "models/common/cuda/norm.cu"
+#undef zoo
+
+using namespace zoo::models;
+using zoo::testing::relative_error;
+
+namespace {
+
+const CrossEntropyKernels kEmulatedCrossEntropy = {zoo_emulated::cuda::cross_entropy_forward,
+                                                   zoo_emulated::cuda::cross_entropy_backward};
+const NormKernels kEmulatedNorm = {zoo_emulated::cuda::norm_forward, zoo_emulated::cuda::norm_input_grad,
+                                   zoo_emulated::cuda::norm_param_grad_chunks, zoo_emulated::cuda::norm_param_grads};
+
+std::string type_name(torch::ScalarType t) { return c10::toString(t); }
+
+// float64 -log softmax(logits[:, :columns])[label] of the logits as given (already rounded to their type).
+torch::Tensor reference_cross_entropy(const torch::Tensor& logits64, const torch::Tensor& labels, int64_t columns) {
+  return torch::nn::functional::cross_entropy(logits64.narrow(1, 0, columns), labels,
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+}
+
+// The norm in float64: LayerNorm (biased variance) or RMSNorm, times weight, plus bias.
+torch::Tensor reference_norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, bool rms) {
+  if (rms) return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5) * w;
+  return torch::layer_norm(x, {x.size(-1)}, w, b, 1e-5);
+}
+
+// The LayerNorms of `m`.
+std::vector<LayerNormImpl*> norms_of(torch::nn::Module& m) {
+  std::vector<LayerNormImpl*> norms;
+  for (const auto& child : m.modules(/*include_self=*/false))
+    if (auto* norm = dynamic_cast<LayerNormImpl*>(child.get())) norms.push_back(norm);
+  return norms;
+}
+
+}  // namespace
+
+// Rows wider than four strides of the block (the unrolled loop and its
+// tail), rows a stride apart wider than the logits, columns past `columns`
+// left out (garbage) or -inf, confident rows; float32, bfloat16 and float16.
+TEST(CudaKernelsEmulated, CrossEntropyMatchesFloat64InLossAndGradient) {
+  const int64_t N = 5, width = 2112, stride = width + 8;
+  for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
+    for (bool neg_inf : {false, true}) {
+      const int64_t columns = neg_inf ? width : 2050;
+      SCOPED_TRACE(type_name(dtype) + (neg_inf ? ", -inf padding" : ", 2050 of 2112 columns"));
+      torch::manual_seed(21);
+      torch::Tensor labels = torch::randint(0, 2050, {N}, torch::kLong);
+      torch::Tensor values = torch::randn({N, stride}) * 2;
+      if (neg_inf) values.narrow(1, 2050, stride - 2050).fill_(-std::numeric_limits<float>::infinity());
+      values.narrow(0, 0, 2).scatter_(1, labels.narrow(0, 0, 2).unsqueeze(1), 20.0);  // p of the label ~1
+      const torch::Tensor storage = values.to(dtype);
+      torch::Tensor logits = storage.narrow(1, 0, width).detach().requires_grad_();
+      ASSERT_EQ(logits.stride(0), stride);
+      const torch::Tensor upstream = torch::rand({N}, torch::kDouble);
+
+      torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, labels, columns);
+      (loss * upstream.to(torch::kFloat)).sum().backward();
+      torch::Tensor ref_in = logits.detach().to(torch::kDouble).requires_grad_();
+      torch::Tensor ref = reference_cross_entropy(ref_in, labels, 2050);
+      (ref * upstream).sum().backward();
+
+      EXPECT_LT(relative_error(loss.to(torch::kDouble), ref.detach()), 1e-6) << "float32 losses";
+      const torch::Tensor grad = logits.grad().to(torch::kDouble);
+      // One rounding of each gradient to the logits' type (float16 keeps 11 bits, bfloat16 8).
+      EXPECT_LT(relative_error(grad, ref_in.grad()), dtype == torch::kFloat ? 1e-5 : 1e-2);
+      EXPECT_EQ(grad.narrow(1, 2050, width - 2050).abs().max().item<double>(), 0.0) << "padding gets no gradient";
+    }
+  torch::Tensor logits = torch::randn({3, 64});
+  const torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, torch::tensor({1, 64, -1}), 64);
+  EXPECT_TRUE(std::isfinite(loss[0].item<double>()));
+  EXPECT_TRUE(std::isnan(loss[1].item<double>()) && std::isnan(loss[2].item<double>())) << "labels outside [0, 64)";
+}
+
+// LayerNorm with and without bias and RMSNorm; y in float32, bfloat16 and
+// float16; rows of 300 (past one stride of the block) and of 40 (a partial
+// 32-column tile); 150 rows make the weight gradients two row chunks.
+TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
+  struct Case {
+    bool rms, bias;
+    int64_t rows, C;
+    torch::ScalarType out;
+  };
+  const std::vector<Case> cases = {
+      {false, true, 9, 300, torch::kFloat}, {false, false, 9, 300, torch::kFloat},
+      {true, false, 9, 300, torch::kFloat}, {false, true, 9, 300, torch::kBFloat16},
+      {true, false, 9, 300, torch::kHalf},  {false, true, 150, 40, torch::kFloat},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.rms ? "RMSNorm" : "LayerNorm") + (c.bias ? " with bias" : "") + ", " +
+                 std::to_string(c.rows) + " x " + std::to_string(c.C) + ", y in " + type_name(c.out));
+    torch::manual_seed(22);
+    torch::Tensor x = (torch::randn({c.rows, c.C}) * 3 + 1).requires_grad_();
+    torch::Tensor w = torch::randn({c.C}).requires_grad_();
+    torch::Tensor b = c.bias ? torch::randn({c.C}).requires_grad_() : torch::Tensor();
+    // Upstream values the output type holds exactly, so both sides start from the same gradient.
+    const torch::Tensor upstream = torch::randn({c.rows, c.C}).to(c.out).to(torch::kDouble);
+
+    torch::Tensor y = norm_through(kEmulatedNorm, x.view({c.rows, 1, c.C}), w, b, 1e-5, c.rms, c.out);
+    ASSERT_EQ(y.scalar_type(), c.out);
+    (y.view({c.rows, c.C}).to(torch::kDouble) * upstream).sum().backward();
+    torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
+                  w64 = w.detach().to(torch::kDouble).requires_grad_();
+    torch::Tensor b64 = c.bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
+    torch::Tensor ref = reference_norm(x64, w64, b64, c.rms);
+    (ref * upstream).sum().backward();
+
+    // float32 arithmetic, then one rounding to the output type.
+    EXPECT_LT(relative_error(y.view({c.rows, c.C}).to(torch::kDouble), ref.detach()),
+              c.out == torch::kFloat ? 1e-5 : 1e-2);
+    EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-4);
+    EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-5);
+    if (c.bias) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-5);
+  }
+}
+
+// The emulation itself: a __syncthreads that only some threads reach is an
+// error, not a hang (on a GPU it is undefined behaviour).
+namespace {
+__global__ void half_the_block_waits(int* reached) {
+  if (threadIdx.x < 32) __syncthreads();
+  reached[threadIdx.x] = 1;
+}
+}  // namespace
+
+TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
+  std::vector<int> reached(64, 0);
+  EXPECT_THROW(ZOO_LAUNCH(half_the_block_waits, 1, 64, nullptr)(reached.data()), std::logic_error);
+}
+
+TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
+  using Names = std::set<std::string>;
+  EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), (Names{"cross_entropy", "norm"})) << "unset: all";
+  EXPECT_EQ(zoo::cuda::enabled_kernels("1"), (Names{"cross_entropy", "norm"}));
+  EXPECT_EQ(zoo::cuda::enabled_kernels("0"), Names{});
+  EXPECT_EQ(zoo::cuda::enabled_kernels("norm"), Names{"norm"});
+  EXPECT_EQ(zoo::cuda::enabled_kernels("cross_entropy,norm"), (Names{"cross_entropy", "norm"}));
+  try {
+    zoo::cuda::enabled_kernels("norm,softmax");
+    ADD_FAILURE() << "an unknown kernel name was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
+                                         "or a comma list of: cross_entropy, norm)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Under autocast the decoder's norms hand the attention and FFN projections
+// their input already in bfloat16: the same values the projections would
+// have cast it to, so the loss and every gradient are bit for bit those of
+// float32 norm outputs (CPU autocast here; on CUDA zoo's norm kernel writes
+// the bfloat16 itself).
+TEST(CudaKernels, NormsHandingMatmulsTheAutocastTypeLeaveAStepAsItWas) {
+  Gpt2Options o;
+  o.vocab_size = 64;
+  o.hidden_size = 32;
+  o.num_hidden_layers = 2;
+  o.num_heads = 4;
+  o.filter_size = 64;
+  o.max_position_embeddings = 16;
+  o.dropout_rate = 0.0;
+  torch::manual_seed(23);
+  Gpt2Model m(o, torch::TensorOptions());
+  m.reset_parameters();
+  const torch::Tensor ids = torch::randint(0, 64, {2, 16}, torch::kLong);
+  const Features batch{{"input_ids", ids}, {"labels", ids.roll(-1, 1)}, {"attention_mask", torch::ones({2, 16})}};
+  int handing_over = 0;
+  for (LayerNormImpl* norm : norms_of(m)) handing_over += norm->autocast_output;
+  EXPECT_EQ(handing_over, 4) << "norm1 and norm3 of both layers (not the final norm)";
+  auto step = [&]() {
+    m.zero_grad();
+    torch::Tensor loss;
+    {
+      zoo::amp::AutocastGuard autocast(torch::kCPU, torch::kBFloat16);
+      loss = m.forward(batch, false).loss;
+    }
+    loss.backward();
+    std::map<std::string, torch::Tensor> grads;
+    for (const auto& p : m.named_parameters()) grads[p.key()] = p.value().grad().clone();
+    return std::pair{loss.item<double>(), grads};
+  };
+  auto [cast_loss, cast_grads] = step();
+  for (LayerNormImpl* norm : norms_of(m)) norm->autocast_output = false;
+  auto [plain_loss, plain_grads] = step();
+  EXPECT_EQ(cast_loss, plain_loss);
+  for (const auto& [name, g] : plain_grads) EXPECT_TRUE(torch::equal(cast_grads.at(name), g)) << name;
+}
+
+// The real kernels on a GPU against LibTorch's layer_norm in float32 (and
+// the cast a matmul would make), in value and gradients.
+TEST(FusedCuda, NormKernelsMatchLibTorch) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  if (!cuda_norm_available(torch::ones({1}, cuda), torch::ones({1}, cuda), torch::Tensor()))
+    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
+  for (bool rms : {false, true})
+    for (auto out : {torch::kFloat, torch::kBFloat16}) {
+      SCOPED_TRACE(std::string(rms ? "RMSNorm" : "LayerNorm") + ", y in " + type_name(out));
+      torch::manual_seed(24);
+      torch::Tensor x = (torch::randn({4096, 768}, cuda) * 3 + 1).requires_grad_();
+      torch::Tensor w = torch::randn({768}, cuda).requires_grad_();
+      torch::Tensor b = rms ? torch::Tensor() : torch::randn({768}, cuda).requires_grad_();
+      const torch::Tensor upstream = torch::randn({4096, 768}, cuda).to(out);
+      torch::Tensor y = cuda_norm(x, w, b, 1e-5, rms, out);
+      (y * upstream).sum().backward();
+      torch::Tensor xr = x.detach().clone().requires_grad_(), wr = w.detach().clone().requires_grad_();
+      torch::Tensor br = rms ? torch::Tensor() : b.detach().clone().requires_grad_();
+      torch::Tensor ref =
+          (rms ? xr * torch::rsqrt(xr.pow(2).mean(-1, true) + 1e-5) * wr : torch::layer_norm(xr, {768}, wr, br, 1e-5))
+              .to(out);
+      (ref * upstream).sum().backward();
+      EXPECT_LT(relative_error(y.to(torch::kDouble), ref.to(torch::kDouble)), out == torch::kFloat ? 1e-5 : 1e-2);
+      EXPECT_LT(relative_error(x.grad().to(torch::kDouble), xr.grad().to(torch::kDouble)), 1e-4);
+      EXPECT_LT(relative_error(w.grad().to(torch::kDouble), wr.grad().to(torch::kDouble)), 1e-4);
+      if (!rms) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), br.grad().to(torch::kDouble)), 1e-4);
+    }
+}
