@@ -183,7 +183,7 @@ Launch<Params...> launch(void (*kernel)(Params...), dim3 grid, dim3 block) {
 #define blockDim (::zoo_cuda_emulation::Block::current().block_dim)
 #define gridDim (::zoo_cuda_emulation::Block::current().grid_dim)
 #define ZOO_CUDA_EMULATION 1
-#define ZOO_LAUNCH(kernel, grid, block, stream) ::zoo_cuda_emulation::launch(kernel, grid, block)
+#define ZOO_LAUNCH(grid, block, stream, ...) ::zoo_cuda_emulation::launch(__VA_ARGS__, grid, block)
 
 inline void __syncthreads() { ::zoo_cuda_emulation::Block::current().sync_block(); }
 

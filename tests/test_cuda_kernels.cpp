@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -108,43 +109,69 @@ TEST(CudaKernelsEmulated, CrossEntropyMatchesFloat64InLossAndGradient) {
 
 // LayerNorm with and without bias and RMSNorm; y in float32, bfloat16 and
 // float16; rows of 300 (past one stride of the block) and of 40 (a partial
-// 32-column tile); 150 rows make the weight gradients two row chunks.
+// 32-column tile); 150 rows make the weight gradients two row chunks; with a
+// residual add of a float32 or bfloat16 branch before the norm, whose sum
+// also feeds the loss (the gradient the backward adds in).
 TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
   struct Case {
     bool rms, bias;
     int64_t rows, C;
     torch::ScalarType out;
+    std::optional<torch::ScalarType> branch;
   };
   const std::vector<Case> cases = {
-      {false, true, 9, 300, torch::kFloat}, {false, false, 9, 300, torch::kFloat},
-      {true, false, 9, 300, torch::kFloat}, {false, true, 9, 300, torch::kBFloat16},
-      {true, false, 9, 300, torch::kHalf},  {false, true, 150, 40, torch::kFloat},
+      {false, true, 9, 300, torch::kFloat},
+      {false, false, 9, 300, torch::kFloat},
+      {true, false, 9, 300, torch::kFloat},
+      {false, true, 9, 300, torch::kBFloat16},
+      {true, false, 9, 300, torch::kHalf},
+      {false, true, 150, 40, torch::kFloat},
+      {false, true, 9, 300, torch::kBFloat16, torch::kBFloat16},
+      {true, false, 9, 300, torch::kFloat, torch::kFloat},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.rms ? "RMSNorm" : "LayerNorm") + (c.bias ? " with bias" : "") + ", " +
-                 std::to_string(c.rows) + " x " + std::to_string(c.C) + ", y in " + type_name(c.out));
+                 std::to_string(c.rows) + " x " + std::to_string(c.C) + ", y in " + type_name(c.out) +
+                 (c.branch ? ", after adding a " + type_name(*c.branch) + " branch" : ""));
     torch::manual_seed(22);
     torch::Tensor x = (torch::randn({c.rows, c.C}) * 3 + 1).requires_grad_();
     torch::Tensor w = torch::randn({c.C}).requires_grad_();
     torch::Tensor b = c.bias ? torch::randn({c.C}).requires_grad_() : torch::Tensor();
+    torch::Tensor branch = c.branch ? torch::randn({c.rows, c.C}).to(*c.branch).requires_grad_() : torch::Tensor();
     // Upstream values the output type holds exactly, so both sides start from the same gradient.
     const torch::Tensor upstream = torch::randn({c.rows, c.C}).to(c.out).to(torch::kDouble);
+    const torch::Tensor sum_upstream = torch::randn({c.rows, c.C}, torch::kDouble);
 
-    torch::Tensor y = norm_through(kEmulatedNorm, x.view({c.rows, 1, c.C}), w, b, 1e-5, c.rms, c.out);
+    const SumAndNorm out =
+        norm_through(kEmulatedNorm, x.view({c.rows, 1, c.C}),
+                     c.branch ? branch.view({c.rows, 1, c.C}) : torch::Tensor(), w, b, 1e-5, c.rms, c.out);
+    const torch::Tensor y = out.normed.view({c.rows, c.C});
     ASSERT_EQ(y.scalar_type(), c.out);
-    (y.view({c.rows, c.C}).to(torch::kDouble) * upstream).sum().backward();
+    torch::Tensor loss = (y.to(torch::kDouble) * upstream).sum();
+    if (c.branch) loss = loss + (out.sum.view({c.rows, c.C}).to(torch::kDouble) * sum_upstream).sum();
+    loss.backward();
+
     torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
                   w64 = w.detach().to(torch::kDouble).requires_grad_();
     torch::Tensor b64 = c.bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
-    torch::Tensor ref = reference_norm(x64, w64, b64, c.rms);
-    (ref * upstream).sum().backward();
+    torch::Tensor branch64 = c.branch ? branch.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
+    const torch::Tensor sum64 = c.branch ? x64 + branch64 : x64;
+    torch::Tensor ref_loss = (reference_norm(sum64, w64, b64, c.rms) * upstream).sum();
+    if (c.branch) ref_loss = ref_loss + (sum64 * sum_upstream).sum();
+    ref_loss.backward();
 
     // float32 arithmetic, then one rounding to the output type.
-    EXPECT_LT(relative_error(y.view({c.rows, c.C}).to(torch::kDouble), ref.detach()),
+    EXPECT_LT(relative_error(y.to(torch::kDouble), reference_norm(sum64, w64, b64, c.rms).detach()),
               c.out == torch::kFloat ? 1e-5 : 1e-2);
     EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), 1e-4);
     EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), 1e-5);
     if (c.bias) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), 1e-5);
+    if (c.branch) {
+      EXPECT_LT(relative_error(out.sum.view({c.rows, c.C}).to(torch::kDouble), sum64.detach()), 1e-6);
+      ASSERT_EQ(branch.grad().scalar_type(), *c.branch);
+      EXPECT_LT(relative_error(branch.grad().to(torch::kDouble), branch64.grad()),
+                *c.branch == torch::kFloat ? 1e-4 : 1e-2);
+    }
   }
 }
 
@@ -159,7 +186,7 @@ __global__ void half_the_block_waits(int* reached) {
 
 TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
   std::vector<int> reached(64, 0);
-  EXPECT_THROW(ZOO_LAUNCH(half_the_block_waits, 1, 64, nullptr)(reached.data()), std::logic_error);
+  EXPECT_THROW(ZOO_LAUNCH(1, 64, nullptr, half_the_block_waits)(reached.data()), std::logic_error);
 }
 
 TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
@@ -236,7 +263,7 @@ TEST(FusedCuda, NormKernelsMatchLibTorch) {
       torch::Tensor w = torch::randn({768}, cuda).requires_grad_();
       torch::Tensor b = rms ? torch::Tensor() : torch::randn({768}, cuda).requires_grad_();
       const torch::Tensor upstream = torch::randn({4096, 768}, cuda).to(out);
-      torch::Tensor y = cuda_norm(x, w, b, 1e-5, rms, out);
+      torch::Tensor y = cuda_norm(x, torch::Tensor(), w, b, 1e-5, rms, out).normed;
       (y * upstream).sum().backward();
       torch::Tensor xr = x.detach().clone().requires_grad_(), wr = w.detach().clone().requires_grad_();
       torch::Tensor br = rms ? torch::Tensor() : b.detach().clone().requires_grad_();

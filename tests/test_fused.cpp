@@ -219,25 +219,38 @@ TEST(Fused, CpuDenseMatchesLinearInValueAndGradient) {
 
 // zoo's CPU LayerNorm and RMSNorm against the float64 math (torch's
 // layer_norm; RMSNorm written out), in value and all gradients; rows
-// spanning several thread tasks, with one thread and with two.
+// spanning several thread tasks, with one thread and with two; and after a
+// residual add in the same node (both the sum and the norm as outputs).
 TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
   const int threads = at::get_num_threads();
   for (int n : {1, 2}) {
     at::set_num_threads(n);
     for (bool rms : {false, true}) {
       for (bool with_bias : {true, false}) {
-        if (rms && with_bias) continue;
-        SCOPED_TRACE(std::string(rms ? "RMSNorm" : "LayerNorm") + (with_bias ? " with bias" : "") + ", threads " +
-                     std::to_string(n));
-        torch::manual_seed(13);
-        expect_matches_float64(
-            {torch::randn({3, 300, 72}) * 3 + 1, torch::randn({72}), with_bias ? torch::randn({72}) : torch::Tensor()},
-            [rms = rms](const Leaves& in) { return cpu_norm(in[0], in[1], in[2], 1e-5, rms); },
-            [rms = rms](const Leaves& in) {
-              return rms ? in[0] * torch::rsqrt(in[0].pow(2).mean(-1, true) + 1e-5) * in[1]
-                         : torch::layer_norm(in[0], {72}, in[1], in[2], 1e-5);
-            },
-            1e-6, 1e-5);
+        for (bool add : {false, true}) {
+          if (rms && with_bias) continue;
+          SCOPED_TRACE(std::string(rms ? "RMSNorm" : "LayerNorm") + (with_bias ? " with bias" : "") +
+                       (add ? " after a residual add" : "") + ", threads " + std::to_string(n));
+          torch::manual_seed(13);
+          auto norm = [rms = rms](const torch::Tensor& x, const Leaves& in) {
+            return rms ? x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5) * in[1]
+                       : torch::layer_norm(x, {72}, in[1], in[2], 1e-5);
+          };
+          expect_matches_float64(
+              {torch::randn({3, 300, 72}) * 3 + 1, torch::randn({72}), with_bias ? torch::randn({72}) : torch::Tensor(),
+               add ? torch::randn({3, 300, 72}) : torch::Tensor()},
+              [rms = rms, add = add](const Leaves& in) {
+                if (!add) return cpu_norm(in[0], in[1], in[2], 1e-5, rms);
+                const SumAndNorm out = cpu_add_norm(in[0], in[3], in[1], in[2], 1e-5, rms);
+                return torch::cat({out.sum, out.normed});
+              },
+              [&norm, add = add](const Leaves& in) {
+                if (!add) return norm(in[0], in);
+                const torch::Tensor sum = in[0] + in[3];
+                return torch::cat({sum, norm(sum, in)});
+              },
+              1e-6, 1e-5);
+        }
       }
     }
   }

@@ -60,20 +60,30 @@ std::optional<torch::ScalarType> autocast_matmul_type(const torch::Tensor& x) {
 }
 }  // namespace
 
-torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
-  const std::optional<torch::ScalarType> cast = autocast_output ? autocast_matmul_type(x) : std::nullopt;
-  if (cuda_norm_available(x, weight, bias)) return cuda_norm(x, weight, bias, eps, rms, cast.value_or(torch::kFloat));
-  torch::Tensor y;
-  if (cpu_norm_available(x, weight, bias)) {
-    y = cpu_norm(x, weight, bias, eps, rms);
-  } else if (!rms) {
-    y = torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
-  } else {  // statistics in float32 (float64 stays), as LLaMA does
-    torch::Tensor x32 = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
-    torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);
-    y = weight * normed.to(x.scalar_type());
+torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) { return add_then_forward(x, torch::Tensor()).normed; }
+
+SumAndNorm LayerNormImpl::add_then_forward(const torch::Tensor& x, const torch::Tensor& branch) {
+  if (!branch.defined() || branch_fuses(x, branch)) {  // one node, in zoo's kernels where they apply
+    const std::optional<torch::ScalarType> cast = autocast_output ? autocast_matmul_type(x) : std::nullopt;
+    if (cuda_norm_available(x, weight, bias))
+      return cuda_norm(x, branch, weight, bias, eps, rms, cast.value_or(torch::kFloat));
+    if (cpu_norm_available(x, weight, bias)) {
+      SumAndNorm out = cpu_add_norm(x, branch, weight, bias, eps, rms);
+      if (cast) out.normed = out.normed.to(*cast);
+      return out;
+    }
   }
-  return cast ? y.to(*cast) : y;
+  const torch::Tensor sum = branch.defined() ? x + branch : x;
+  torch::Tensor y;
+  if (!rms) {
+    y = torch::layer_norm(sum, {weight.size(0)}, weight, bias, eps);
+  } else {  // statistics in float32 (float64 stays), as LLaMA does
+    torch::Tensor x32 = sum.scalar_type() == torch::kDouble ? sum : sum.to(torch::kFloat);
+    torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);
+    y = weight * normed.to(sum.scalar_type());
+  }
+  const std::optional<torch::ScalarType> cast = autocast_output ? autocast_matmul_type(sum) : std::nullopt;
+  return {sum, cast ? y.to(*cast) : y};
 }
 
 OutputHeadImpl::OutputHeadImpl(int64_t hidden, int64_t vocab_, bool own_weight, bool use_bias,

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "models/common/initializers.h"
+#include "models/common/norm_kernel.h"
 
 namespace zoo::models {
 
@@ -44,6 +45,10 @@ class LayerNormImpl : public torch::nn::Module {
  public:
   LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options, bool rms = false, bool with_bias = true);
   torch::Tensor forward(const torch::Tensor& x);
+  // The residual add before a pre-norm and the norm: {x + branch, forward(x
+  // + branch)}, as one node (one pass over the rows) where zoo's kernels
+  // take them (see models/common/norm_kernel.h); branch may be undefined.
+  SumAndNorm add_then_forward(const torch::Tensor& x, const torch::Tensor& branch);
   void reset_parameters();  // weight = 1, bias = 0
   torch::Tensor weight;
   torch::Tensor bias;  // undefined for RMSNorm and without bias

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "models/common/cpu_kernels.h"
 #include "models/common/cuda/kernel_glue.h"
@@ -19,12 +20,20 @@ using torch::autograd::tensor_list;
 
 constexpr int64_t kRowsPerTask = 256;
 
-// Normalizes rows [begin, end) of x (C wide) into y, keeping each row's mean and 1 / rms or 1 / std.
-ZOO_VECTOR_CLONES void normalize_rows(const float* x, const float* w, const float* b, float* y, float* mean,
-                                      float* rstd, int64_t begin, int64_t end, int64_t C, float eps, bool rms) {
+// Normalizes rows [begin, end) of x (C wide) into y, keeping each row's mean
+// and 1 / rms or 1 / std; with a branch, of h = x + branch, written to sum.
+ZOO_VECTOR_CLONES void normalize_rows(const float* x, const float* branch, float* sum, const float* w, const float* b,
+                                      float* y, float* mean, float* rstd, int64_t begin, int64_t end, int64_t C,
+                                      float eps, bool rms) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * C;
     float* yr = y + r * C;
+    if (branch) {
+      const float* br = branch + r * C;
+      float* hr = sum + r * C;
+      for (int64_t j = 0; j < C; ++j) hr[j] = xr[j] + br[j];
+      xr = hr;
+    }
     float m = 0;
     if (!rms) {
       double s = 0;
@@ -45,9 +54,11 @@ ZOO_VECTOR_CLONES void normalize_rows(const float* x, const float* w, const floa
 
 // dx for rows [begin, end): with xhat = (x - mean) * rstd and g = dy * w,
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (LayerNorm), or
-// dx = rstd * (g - xhat * mean(g * xhat)) (RMSNorm).
-ZOO_VECTOR_CLONES void input_grad_rows(const float* x, const float* w, const float* dy, const float* mean,
-                                       const float* rstd, float* dx, int64_t begin, int64_t end, int64_t C, bool rms) {
+// dx = rstd * (g - xhat * mean(g * xhat)) (RMSNorm); plus residual_grad, the
+// gradient reaching x from elsewhere, when not null.
+ZOO_VECTOR_CLONES void input_grad_rows(const float* x, const float* w, const float* dy, const float* residual_grad,
+                                       const float* mean, const float* rstd, float* dx, int64_t begin, int64_t end,
+                                       int64_t C, bool rms) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * C;
     const float* dyr = dy + r * C;
@@ -61,6 +72,8 @@ ZOO_VECTOR_CLONES void input_grad_rows(const float* x, const float* w, const flo
     }
     const float mean_g = rms ? 0.0f : sum_g / float(C), mean_gx = sum_gx / float(C);
     for (int64_t j = 0; j < C; ++j) dxr[j] = inv * (dyr[j] * w[j] - mean_g - (xr[j] - m) * inv * mean_gx);
+    if (residual_grad)
+      for (int64_t j = 0; j < C; ++j) dxr[j] += residual_grad[r * C + j];
   }
 }
 
@@ -82,95 +95,133 @@ ZOO_VECTOR_CLONES void param_grads(const float* x, const float* dy, const float*
   if (db) sum_b.write(db);
 }
 
-// b is empty for "no bias" (absent_as_empty).
+// What both autograd functions save and read back: the normalized input (x,
+// or the sum x + branch), the weight, and each row's statistics.
+void save_norm(AutogradContext* ctx, const torch::Tensor& normalized, const torch::Tensor& w, const torch::Tensor& mean,
+               const torch::Tensor& rstd, bool rms, bool bias, bool branch) {
+  ctx->save_for_backward({normalized, w, mean, rstd});
+  ctx->saved_data["rms"] = rms;
+  ctx->saved_data["bias"] = bias;
+  ctx->saved_data["branch"] = branch;
+}
+
+// The gradients reaching the outputs {y} or {y, sum}: dy (zeros if y went
+// unused), and the sum's gradient from its other uses (undefined if none).
+std::pair<torch::Tensor, torch::Tensor> output_grads(const tensor_list& grads, const torch::Tensor& normalized,
+                                                     torch::ScalarType y_type) {
+  torch::Tensor dy = grads[0].defined() ? grads[0].to(y_type).contiguous()
+                                        : torch::zeros(normalized.sizes(), normalized.options().dtype(y_type));
+  torch::Tensor residual = grads.size() > 1 && grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
+  return {dy, residual};
+}
+
+// zoo's CPU loops. Inputs: x, branch (empty: no residual add), weight, bias
+// (empty: none); outputs {y} or, with a branch, {y, x + branch}.
 class NormFunction : public torch::autograd::Function<NormFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& w_in,
-                               const torch::Tensor& b_in, double eps, bool rms) {
-    const torch::Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.contiguous();
+  static tensor_list forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& branch_in,
+                             const torch::Tensor& w_in, const torch::Tensor& b_in, double eps, bool rms) {
+    const torch::Tensor x = x_in.contiguous(), branch = branch_in.contiguous();
+    const torch::Tensor w = w_in.contiguous(), b = b_in.contiguous();
+    const bool add = branch.numel() > 0;
     const int64_t C = x.size(-1), rows = x.numel() / C;
-    torch::Tensor y = torch::empty_like(x), mean = torch::empty({rows}, x.options()), rstd = torch::empty_like(mean);
+    torch::Tensor y = torch::empty_like(x), sum = add ? torch::empty_like(x) : torch::Tensor();
+    torch::Tensor mean = torch::empty({rows}, x.options()), rstd = torch::empty_like(mean);
     const float* bp = b.numel() > 0 ? b.data_ptr<float>() : nullptr;
     at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
-      normalize_rows(x.data_ptr<float>(), w.data_ptr<float>(), bp, y.data_ptr<float>(), mean.data_ptr<float>(),
-                     rstd.data_ptr<float>(), begin, end, C, float(eps), rms);
+      normalize_rows(x.data_ptr<float>(), add ? branch.data_ptr<float>() : nullptr,
+                     add ? sum.data_ptr<float>() : nullptr, w.data_ptr<float>(), bp, y.data_ptr<float>(),
+                     mean.data_ptr<float>(), rstd.data_ptr<float>(), begin, end, C, float(eps), rms);
     });
-    ctx->save_for_backward({x, w, mean, rstd});
-    ctx->saved_data["rms"] = rms;
-    ctx->saved_data["bias"] = b.numel() > 0;
-    return y;
+    save_norm(ctx, add ? sum : x, w, mean, rstd, rms, b.numel() > 0, add);
+    return add ? tensor_list{y, sum} : tensor_list{y};
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
-    const torch::Tensor dy = grads[0].contiguous();
+    const auto [dy, residual] = output_grads(grads, x, torch::kFloat);
     const bool rms = ctx->saved_data["rms"].toBool(), bias = ctx->saved_data["bias"].toBool();
+    const bool add = ctx->saved_data["branch"].toBool();
     const int64_t C = x.size(-1), rows = x.numel() / C;
     torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) {
+    if (ctx->needs_input_grad(0) || (add && ctx->needs_input_grad(1))) {
       dx = torch::empty_like(x);
       at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
-        input_grad_rows(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), mean.data_ptr<float>(),
+        input_grad_rows(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(),
+                        residual.defined() ? residual.data_ptr<float>() : nullptr, mean.data_ptr<float>(),
                         rstd.data_ptr<float>(), dx.data_ptr<float>(), begin, end, C, rms);
       });
     }
-    if (ctx->needs_input_grad(1) || (bias && ctx->needs_input_grad(2))) {
+    if (ctx->needs_input_grad(2) || (bias && ctx->needs_input_grad(3))) {
       dw = torch::empty_like(w);
       if (bias) db = torch::empty_like(w);
       param_grads(x.data_ptr<float>(), dy.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, C,
                   dw.data_ptr<float>(), bias ? db.data_ptr<float>() : nullptr);
-      if (!ctx->needs_input_grad(1)) dw = torch::Tensor();
-      if (!bias || !ctx->needs_input_grad(2)) db = torch::Tensor();
+      if (!ctx->needs_input_grad(2)) dw = torch::Tensor();
+      if (!bias || !ctx->needs_input_grad(3)) db = torch::Tensor();
     }
-    return {dx, dw, db, torch::Tensor(), torch::Tensor()};
+    // The add's two inputs get the same gradient (as torch's add does).
+    return {dx, add ? dx : torch::Tensor(), dw, db, torch::Tensor(), torch::Tensor()};
   }
 };
 
-// The norm through a NormKernels table; b is empty for "no bias".
+// Through a NormKernels table; inputs and outputs as NormFunction's, the
+// branch in any type the kernels take, y in out_dtype.
 class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& w_in,
-                               const torch::Tensor& b_in, double eps, bool rms, torch::ScalarType out_dtype,
-                               const NormKernels* kernels) {
-    const torch::Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.contiguous();
+  static tensor_list forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& branch_in,
+                             const torch::Tensor& w_in, const torch::Tensor& b_in, double eps, bool rms,
+                             torch::ScalarType out_dtype, const NormKernels* kernels) {
+    const torch::Tensor x = x_in.contiguous(), branch = branch_in.contiguous();
+    const torch::Tensor w = w_in.contiguous(), b = b_in.contiguous();
+    const bool add = branch.numel() > 0;
     const int64_t C = x.size(-1), rows = x.numel() / C;
     torch::Tensor y = torch::empty(x.sizes(), x.options().dtype(out_dtype));
+    torch::Tensor sum = add ? torch::empty_like(x) : torch::Tensor();
     torch::Tensor mean = torch::empty({rows}, x.options()), rstd = torch::empty_like(mean);
     const zoo::cuda::LaunchScope launch(x);
-    zoo::cuda::check_launch(kernels->forward(*zoo::cuda::element_type_of(out_dtype), x.data_ptr<float>(),
-                                             w.data_ptr<float>(), b.numel() > 0 ? b.data_ptr<float>() : nullptr, rows,
-                                             C, float(eps), rms, y.data_ptr(), mean.data_ptr<float>(),
-                                             rstd.data_ptr<float>(), launch.stream()),
-                            "norm forward");
-    ctx->save_for_backward({x, w, mean, rstd});
-    ctx->saved_data["rms"] = rms;
-    ctx->saved_data["bias"] = b.numel() > 0;
+    zoo::cuda::check_launch(
+        kernels->forward(*zoo::cuda::element_type_of(out_dtype), x.data_ptr<float>(),
+                         *zoo::cuda::element_type_of(branch.scalar_type()), add ? branch.data_ptr() : nullptr,
+                         add ? sum.data_ptr<float>() : nullptr, w.data_ptr<float>(),
+                         b.numel() > 0 ? b.data_ptr<float>() : nullptr, rows, C, float(eps), rms, y.data_ptr(),
+                         mean.data_ptr<float>(), rstd.data_ptr<float>(), launch.stream()),
+        "norm forward");
+    save_norm(ctx, add ? sum : x, w, mean, rstd, rms, b.numel() > 0, add);
     ctx->saved_data["out_dtype"] = static_cast<int64_t>(out_dtype);
+    ctx->saved_data["branch_dtype"] = static_cast<int64_t>(branch.scalar_type());
     // A static table (see NormKernels), so its address outlives the graph.
     ctx->saved_data["kernels"] = reinterpret_cast<int64_t>(kernels);
-    return y;
+    return add ? tensor_list{y, sum} : tensor_list{y};
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
     const bool rms = ctx->saved_data["rms"].toBool(), bias = ctx->saved_data["bias"].toBool();
+    const bool add = ctx->saved_data["branch"].toBool();
     const auto out_dtype = static_cast<torch::ScalarType>(ctx->saved_data["out_dtype"].toInt());
+    const auto branch_dtype = static_cast<torch::ScalarType>(ctx->saved_data["branch_dtype"].toInt());
     const auto* kernels = reinterpret_cast<const NormKernels*>(ctx->saved_data["kernels"].toInt());
-    const torch::Tensor dy = grads[0].to(out_dtype).contiguous();
+    const auto [dy, residual] = output_grads(grads, x, out_dtype);
     const zoo::cuda::ElementType dy_type = *zoo::cuda::element_type_of(out_dtype);
     const int64_t C = x.size(-1), rows = x.numel() / C;
     const zoo::cuda::LaunchScope launch(x);
-    torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) {
+    torch::Tensor dx, dbranch, dw, db;
+    if (ctx->needs_input_grad(0) || (add && ctx->needs_input_grad(1))) {
       dx = torch::empty_like(x);
+      // A float32 branch shares dx; another type gets its copy from the same pass.
+      const bool own_copy = add && branch_dtype != torch::kFloat && ctx->needs_input_grad(1);
+      dbranch = own_copy ? torch::empty(x.sizes(), x.options().dtype(branch_dtype)) : add ? dx : torch::Tensor();
       zoo::cuda::check_launch(kernels->input_grad(dy_type, x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr(),
+                                                  residual.defined() ? residual.data_ptr<float>() : nullptr,
                                                   mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, C, rms,
-                                                  dx.data_ptr<float>(), launch.stream()),
+                                                  dx.data_ptr<float>(), *zoo::cuda::element_type_of(branch_dtype),
+                                                  own_copy ? dbranch.data_ptr() : nullptr, launch.stream()),
                               "norm input gradient");
     }
-    if (ctx->needs_input_grad(1) || (bias && ctx->needs_input_grad(2))) {
+    if (ctx->needs_input_grad(2) || (bias && ctx->needs_input_grad(3))) {
       const int64_t chunks = kernels->param_grad_chunks(rows);
       torch::Tensor dw_partial = torch::empty({chunks, C}, x.options());
       torch::Tensor db_partial = bias ? torch::empty_like(dw_partial) : torch::Tensor();
@@ -178,10 +229,10 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
                                                    rstd.data_ptr<float>(), rows, C, dw_partial.data_ptr<float>(),
                                                    bias ? db_partial.data_ptr<float>() : nullptr, launch.stream()),
                               "norm weight gradient");
-      if (ctx->needs_input_grad(1)) dw = dw_partial.sum(0);
-      if (bias && ctx->needs_input_grad(2)) db = db_partial.sum(0);
+      if (ctx->needs_input_grad(2)) dw = dw_partial.sum(0);
+      if (bias && ctx->needs_input_grad(3)) db = db_partial.sum(0);
     }
-    return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dx, dbranch, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -200,20 +251,41 @@ bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, con
   return is_cpu_float32(x) && is_cpu_float32(weight) && (!bias.defined() || is_cpu_float32(bias));
 }
 
-torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                       bool rms) {
-  check_norm_shapes(x, weight, bias, "cpu_norm");
-  return NormFunction::apply(x, weight, absent_as_empty(bias, weight.options()), eps, rms);
+bool branch_fuses(const torch::Tensor& x, const torch::Tensor& branch) {
+  if (branch.sizes() != x.sizes() || branch.device() != x.device()) return false;
+  return x.is_cuda() ? zoo::cuda::element_type_of(branch.scalar_type()).has_value() : is_cpu_float32(branch);
 }
 
-torch::Tensor norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype) {
+torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                       bool rms) {
+  return cpu_add_norm(x, torch::Tensor(), weight, bias, eps, rms).normed;
+}
+
+SumAndNorm cpu_add_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
+                        const torch::Tensor& bias, double eps, bool rms) {
+  check_norm_shapes(x, weight, bias, "cpu_norm");
+  TORCH_CHECK(!branch.defined() || branch_fuses(x, branch), "cpu_add_norm: a float32 CPU branch of x's shape ",
+              x.sizes(), " expected");
+  const tensor_list out = NormFunction::apply(x, absent_as_empty(branch, x.options()), weight,
+                                              absent_as_empty(bias, weight.options()), eps, rms);
+  return {branch.defined() ? out[1] : x, out[0]};
+}
+
+SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& branch,
+                        const torch::Tensor& weight, const torch::Tensor& bias, double eps, bool rms,
+                        torch::ScalarType out_dtype) {
   check_norm_shapes(x, weight, bias, "norm_through");
   TORCH_CHECK(is_float32(x) && is_float32(weight) && (!bias.defined() || is_float32(bias)),
               "norm_through: float32 x, weight and bias expected");
+  TORCH_CHECK(!branch.defined() || (branch.sizes() == x.sizes() && branch.device() == x.device() &&
+                                     zoo::cuda::element_type_of(branch.scalar_type())),
+              "norm_through: a branch of x's shape ", x.sizes(), " and device in float32, bfloat16 or float16 expected");
   TORCH_CHECK(zoo::cuda::element_type_of(out_dtype), "norm_through: output type ", out_dtype,
               " is not float32, bfloat16 or float16");
-  return KernelNormFunction::apply(x, weight, absent_as_empty(bias, weight.options()), eps, rms, out_dtype, &kernels);
+  const tensor_list out =
+      KernelNormFunction::apply(x, absent_as_empty(branch, x.options()), weight,
+                                absent_as_empty(bias, weight.options()), eps, rms, out_dtype, &kernels);
+  return {branch.defined() ? out[1] : x, out[0]};
 }
 
 bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -226,14 +298,14 @@ bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, co
 #endif
 }
 
-torch::Tensor cuda_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                        bool rms, torch::ScalarType out_dtype) {
+SumAndNorm cuda_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
+                     const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype) {
 #ifdef ZOO_CUDA_KERNELS
   static const NormKernels kernels = {zoo::cuda::norm_forward, zoo::cuda::norm_input_grad,
                                       zoo::cuda::norm_param_grad_chunks, zoo::cuda::norm_param_grads};
-  return norm_through(kernels, x, weight, bias, eps, rms, out_dtype);
+  return norm_through(kernels, x, branch, weight, bias, eps, rms, out_dtype);
 #else
-  (void)x, (void)weight, (void)bias, (void)eps, (void)rms, (void)out_dtype;
+  (void)x, (void)branch, (void)weight, (void)bias, (void)eps, (void)rms, (void)out_dtype;
   throw std::logic_error("cuda_norm: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
 #endif
 }

@@ -4,8 +4,10 @@
 // input, several times the arithmetic; on small models that was ~7% of a
 // training step), and zoo's CUDA kernels (models/common/cuda/norm.h), which
 // also write the output in the type a following matmul takes under autocast.
-// Defines: cpu_norm_available, cpu_norm, NormKernels, norm_through,
-// cuda_norm_available, cuda_norm.
+// Either can take a residual add into the same node (x + branch, then the
+// norm), as pre-norm decoder layers do between attention and FFN.
+// Defines: SumAndNorm, cpu_norm_available, cpu_norm, branch_fuses,
+// cpu_add_norm, NormKernels, norm_through, cuda_norm_available, cuda_norm.
 #pragma once
 
 #include <torch/torch.h>
@@ -13,6 +15,12 @@
 #include "models/common/cuda/norm.h"
 
 namespace zoo::models {
+
+// A residual add and the norm after it: sum = x + branch (x's type; x itself
+// without a branch), normed = norm(sum).
+struct SumAndNorm {
+  torch::Tensor sum, normed;
+};
 
 // True when cpu_norm applies: float32 CPU x and weight (and bias, if defined).
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
@@ -24,6 +32,15 @@ bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, con
 torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                        bool rms);
 
+// True when a branch can be added into x inside the norm's node: x's shape
+// and device, float32 on the CPU, float32, bfloat16 or float16 on CUDA.
+bool branch_fuses(const torch::Tensor& x, const torch::Tensor& branch);
+
+// cpu_norm after a residual add of branch (a float32 CPU tensor, or
+// undefined: none), one node, differentiable in x, branch, weight and bias.
+SumAndNorm cpu_add_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
+                        const torch::Tensor& bias, double eps, bool rms);
+
 // zoo's CUDA norm kernels as a table: norm_through runs the host side of
 // them, and tests hand it the kernels compiled for the CPU (tests/cuda_emulation.h).
 struct NormKernels {
@@ -33,12 +50,14 @@ struct NormKernels {
   decltype(&zoo::cuda::norm_param_grads) param_grads;
 };
 
-// The norm (as cpu_norm) of float32 x with float32 weight and bias through
-// `kernels` (a table that outlives the autograd graph), on the kernels'
-// device; y in out_dtype (float32, bfloat16 or float16) and its gradient
-// read in that type, float32 gradients for x, weight and bias.
-torch::Tensor norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype);
+// The norm (as cpu_norm) of float32 x, after adding branch when it is
+// defined (branch_fuses), with float32 weight and bias, through `kernels` (a
+// table that outlives the autograd graph) on the kernels' device: normed in
+// out_dtype (float32, bfloat16 or float16) and its gradient read in that
+// type; float32 gradients for x, weight and bias, the branch's in its type.
+SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& branch,
+                        const torch::Tensor& weight, const torch::Tensor& bias, double eps, bool rms,
+                        torch::ScalarType out_dtype);
 
 // True when cuda_norm applies: float32 CUDA x, weight and bias, in a build
 // with zoo's CUDA kernels (-DZOO_CUDA_KERNELS=ON) whose environment does not
@@ -46,7 +65,7 @@ torch::Tensor norm_through(const NormKernels& kernels, const torch::Tensor& x, c
 bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 // norm_through zoo's CUDA kernels.
-torch::Tensor cuda_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                        bool rms, torch::ScalarType out_dtype);
+SumAndNorm cuda_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
+                     const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype);
 
 }  // namespace zoo::models

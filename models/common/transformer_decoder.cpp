@@ -61,10 +61,10 @@ torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, Layer
     return x + a + (drop ? torch::dropout(f, dropout_, true) : f);
   }
   if (norm1_post) a = norm1_post(a);
-  torch::Tensor h = x + a;
-  torch::Tensor f = feed_forward(norm3(h), moe_context);
+  const SumAndNorm h = norm3->add_then_forward(x, a);  // x + a and norm3 of it, in one node where it can
+  torch::Tensor f = feed_forward(h.normed, moe_context);
   if (drop) f = torch::dropout(f, dropout_, true);
-  return h + (norm3_post ? norm3_post(f) : f);
+  return h.sum + (norm3_post ? norm3_post(f) : f);
 }
 
 TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& o,

@@ -97,7 +97,7 @@ const char* cross_entropy_forward(ElementType type, const void* logits, int64_t 
   if (n == 0) return nullptr;
   with_element_type(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    ZOO_LAUNCH(forward_rows<T>, static_cast<unsigned>(n), kThreads, static_cast<cudaStream_t>(stream))
+    ZOO_LAUNCH(static_cast<unsigned>(n), kThreads, static_cast<cudaStream_t>(stream), forward_rows<T>)
     (static_cast<const T*>(logits), ld, labels, columns, lse, loss);
   });
   return launched();
@@ -109,7 +109,7 @@ const char* cross_entropy_backward(ElementType type, const void* logits, int64_t
   if (n == 0) return nullptr;
   with_element_type(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    ZOO_LAUNCH(backward_rows<T>, static_cast<unsigned>(n), kThreads, static_cast<cudaStream_t>(stream))
+    ZOO_LAUNCH(static_cast<unsigned>(n), kThreads, static_cast<cudaStream_t>(stream), backward_rows<T>)
     (static_cast<const T*>(logits), ld, labels, lse, grad, columns, width, static_cast<T*>(dlogits));
   });
   return launched();

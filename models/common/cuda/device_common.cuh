@@ -12,8 +12,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-// ZOO_LAUNCH(kernel, grid, block, stream)(args...): kernel<<<grid, block, 0, stream>>>(args...).
-#define ZOO_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+// ZOO_LAUNCH(grid, block, stream, kernel)(args...): kernel<<<grid, block, 0, stream>>>(args...)
+// (the kernel last, as its template arguments may hold commas).
+#define ZOO_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>
 #endif
 
 #include "models/common/cuda/element_type.h"

@@ -1,6 +1,6 @@
 // Implementation of models/common/cuda/norm.h. Forward and input gradient:
 // one thread block per row, the row read from memory once and again from
-// cache for each further pass (mean, variance, output), float32 arithmetic.
+// cache for each further pass (sum, mean, variance, output), float32 arithmetic.
 // Weight and bias gradients: a grid of 32-column tiles by row chunks, each
 // thread summing one column down its chunk (a warp reads 32 adjacent values
 // of a row), the chunks' sums added up by the caller.
@@ -14,20 +14,31 @@ constexpr int kNormThreads = 256;
 constexpr int kTileColumns = 32, kTileRows = 8;
 constexpr int64_t kRowsPerChunk = 128, kMaxChunks = 1024;
 
-template <typename TY>
+// With a branch: h = x + branch is written to `sum` and normalized.
+template <typename TB, typename TY>
 __global__ void __launch_bounds__(kNormThreads)
-    normalize_rows(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, int64_t C,
-                   float eps, bool rms, TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
+    normalize_rows(const float* __restrict__ x, const TB* __restrict__ branch, float* __restrict__ sum,
+                   const float* __restrict__ w, const float* __restrict__ b, int64_t C, float eps, bool rms,
+                   TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
   __shared__ float shared[kNormThreads / 32 + 1];
   const int64_t r = blockIdx.x;
   const float* xr = x + r * C;
   TY* yr = y + r * C;
-  float m = 0.f;
-  if (!rms) {  // uniform across the block, as block_sum's barriers need
-    float s = 0.f;
+  float s = 0.f;
+  if (branch) {
+    const TB* br = branch + r * C;
+    float* hr = sum + r * C;
+    for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
+      const float h = xr[j] + to_float(br[j]);
+      hr[j] = h;
+      s += h;
+    }
+    xr = hr;  // each thread reads back only what it wrote
+  } else {
     for (int64_t j = threadIdx.x; j < C; j += kNormThreads) s += xr[j];
-    m = block_sum<kNormThreads>(s, shared) / float(C);
   }
+  // rms is uniform across the block, as block_sum's barriers need.
+  const float m = rms ? 0.f : block_sum<kNormThreads>(s, shared) / float(C);
   float ss = 0.f;
   for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
     const float d = xr[j] - m;
@@ -44,11 +55,15 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
-template <typename TD>
+// x is the normalized input (the sum, with a branch). residual_grad, the
+// gradient reaching x from elsewhere, is added in; branch_grad gets a copy
+// of dx in the branch's type.
+template <typename TD, typename TB>
 __global__ void __launch_bounds__(kNormThreads)
     input_grad_rows(const float* __restrict__ x, const float* __restrict__ w, const TD* __restrict__ dy,
-                    const float* __restrict__ mean, const float* __restrict__ rstd, int64_t C, bool rms,
-                    float* __restrict__ dx) {
+                    const float* __restrict__ residual_grad, const float* __restrict__ mean,
+                    const float* __restrict__ rstd, int64_t C, bool rms, float* __restrict__ dx,
+                    TB* __restrict__ branch_grad) {
   __shared__ float shared[kNormThreads / 32 + 1];
   const int64_t r = blockIdx.x;
   const float* xr = x + r * C;
@@ -63,8 +78,12 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   const float mean_gx = block_sum<kNormThreads>(sum_gx, shared) / float(C);
   const float mean_g = rms ? 0.f : block_sum<kNormThreads>(sum_g, shared) / float(C);
-  for (int64_t j = threadIdx.x; j < C; j += kNormThreads)
-    dxr[j] = inv * (to_float(dyr[j]) * w[j] - mean_g - (xr[j] - m) * inv * mean_gx);
+  for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
+    float d = inv * (to_float(dyr[j]) * w[j] - mean_g - (xr[j] - m) * inv * mean_gx);
+    if (residual_grad) d += residual_grad[r * C + j];
+    dxr[j] = d;
+    if (branch_grad) branch_grad[r * C + j] = from_float<TB>(d);
+  }
 }
 
 template <typename TD>
@@ -97,24 +116,32 @@ __global__ void __launch_bounds__(kTileColumns* kTileRows)
 
 }  // namespace
 
-const char* norm_forward(ElementType y_type, const float* x, const float* w, const float* b, int64_t rows, int64_t C,
-                         float eps, bool rms, void* y, float* mean, float* rstd, void* stream) {
+const char* norm_forward(ElementType y_type, const float* x, ElementType branch_type, const void* branch, float* sum,
+                         const float* w, const float* b, int64_t rows, int64_t C, float eps, bool rms, void* y,
+                         float* mean, float* rstd, void* stream) {
   if (rows == 0) return nullptr;
-  with_element_type(y_type, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    ZOO_LAUNCH(normalize_rows<T>, static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream))
-    (x, w, b, C, eps, rms, static_cast<T*>(y), mean, rstd);
+  with_element_type(branch ? branch_type : ElementType::f32, [&](auto* branch_tag) {
+    using TB = std::remove_pointer_t<decltype(branch_tag)>;
+    with_element_type(y_type, [&](auto* y_tag) {
+      using TY = std::remove_pointer_t<decltype(y_tag)>;
+      ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream), normalize_rows<TB, TY>)
+      (x, static_cast<const TB*>(branch), sum, w, b, C, eps, rms, static_cast<TY*>(y), mean, rstd);
+    });
   });
   return launched();
 }
 
-const char* norm_input_grad(ElementType dy_type, const float* x, const float* w, const void* dy, const float* mean,
-                            const float* rstd, int64_t rows, int64_t C, bool rms, float* dx, void* stream) {
+const char* norm_input_grad(ElementType dy_type, const float* x, const float* w, const void* dy,
+                            const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
+                            bool rms, float* dx, ElementType branch_type, void* branch_grad, void* stream) {
   if (rows == 0) return nullptr;
-  with_element_type(dy_type, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    ZOO_LAUNCH(input_grad_rows<T>, static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream))
-    (x, w, static_cast<const T*>(dy), mean, rstd, C, rms, dx);
+  with_element_type(dy_type, [&](auto* dy_tag) {
+    using TD = std::remove_pointer_t<decltype(dy_tag)>;
+    with_element_type(branch_grad ? branch_type : ElementType::f32, [&](auto* branch_tag) {
+      using TB = std::remove_pointer_t<decltype(branch_tag)>;
+      ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream), input_grad_rows<TD, TB>)
+      (x, w, static_cast<const TD*>(dy), residual_grad, mean, rstd, C, rms, dx, static_cast<TB*>(branch_grad));
+    });
   });
   return launched();
 }
@@ -132,7 +159,7 @@ const char* norm_param_grads(ElementType dy_type, const float* x, const void* dy
   const dim3 block(kTileColumns, kTileRows);
   with_element_type(dy_type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    ZOO_LAUNCH(param_grad_chunks<T>, grid, block, static_cast<cudaStream_t>(stream))
+    ZOO_LAUNCH(grid, block, static_cast<cudaStream_t>(stream), param_grad_chunks<T>)
     (x, static_cast<const T*>(dy), mean, rstd, rows, C, rows_per_chunk, dw_partial, db_partial);
   });
   return launched();

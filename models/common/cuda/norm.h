@@ -1,12 +1,11 @@
 // zoo's LayerNorm / RMSNorm kernels for CUDA (models/common/cuda/norm.cu,
 // built with -DZOO_CUDA_KERNELS=ON) over rows of C float32 values with
-// float32 weight and bias: the output is written in float32, bfloat16 or
-// float16, so that under autocast the cast a matmul would make of it is
-// part of the norm's own write, and the backward reads the gradient in that
-// type. Plain C++, so that callers need no CUDA headers. Each function
-// launches on `stream` (a cudaStream_t) of the current device and returns
-// nullptr, or the CUDA error's message.
-// Defines: norm_forward, norm_input_grad, norm_param_grad_chunks, norm_param_grads.
+// float32 weight and bias, optionally after a residual add (x + branch, the
+// sum kept): the output is written in float32, bfloat16 or float16, so that
+// under autocast the cast a matmul would make of it is part of the norm's
+// own write, and the backward reads the gradient in that type. Plain C++, so that callers need no CUDA headers. Each
+// function launches on `stream` (a cudaStream_t) of the current device and returns nullptr, or the CUDA error's
+// message. Defines: norm_forward, norm_input_grad, norm_param_grad_chunks, norm_param_grads.
 #pragma once
 
 #include <cstdint>
@@ -15,16 +14,22 @@
 
 namespace zoo::cuda {
 
-// y = (x - mean) * rstd * w + b per row (b may be null); rms: mean = 0,
-// rstd = 1 / sqrt(mean(x^2) + eps), else 1 / sqrt(biased variance + eps).
-// Keeps each row's mean and rstd for the backward.
-const char* norm_forward(ElementType y_type, const float* x, const float* w, const float* b, int64_t rows, int64_t C,
-                         float eps, bool rms, void* y, float* mean, float* rstd, void* stream);
+// y = (h - mean) * rstd * w + b per row (b may be null); rms: mean = 0,
+// rstd = 1 / sqrt(mean(h^2) + eps), else 1 / sqrt(biased variance + eps).
+// h is x, or with a branch (branch_type; branch and sum both set or both
+// null) x + branch, which is also written to sum (float32, as x). Keeps each
+// row's mean and rstd for the backward.
+const char* norm_forward(ElementType y_type, const float* x, ElementType branch_type, const void* branch, float* sum,
+                         const float* w, const float* b, int64_t rows, int64_t C, float eps, bool rms, void* y,
+                         float* mean, float* rstd, void* stream);
 
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), with g = dy * w and
-// xhat = (x - mean) * rstd (rms: no mean(g) term); dy in dy_type.
-const char* norm_input_grad(ElementType dy_type, const float* x, const float* w, const void* dy, const float* mean,
-                            const float* rstd, int64_t rows, int64_t C, bool rms, float* dx, void* stream);
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) + residual_grad, with
+// g = dy * w and xhat = (x - mean) * rstd (rms: no mean(g) term; x is the
+// normalized h; residual_grad, h's gradient from its other uses, may be
+// null); dy in dy_type. branch_grad, when not null, gets dx in branch_type.
+const char* norm_input_grad(ElementType dy_type, const float* x, const float* w, const void* dy,
+                            const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
+                            bool rms, float* dx, ElementType branch_type, void* branch_grad, void* stream);
 
 // How many row chunks norm_param_grads sums separately for `rows` rows.
 int64_t norm_param_grad_chunks(int64_t rows);
