@@ -52,19 +52,28 @@ torch::Tensor TransformerDecoderLayerImpl::feed_forward(const torch::Tensor& h, 
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
                                                    const torch::Tensor& alibi_slopes, MoeContext* moe_context,
                                                    const torch::Tensor& key_mask) {
+  const Residual out = forward_unsummed({x, torch::Tensor()}, cache, alibi_slopes, moe_context, key_mask);
+  return out.stream + out.branch;
+}
+
+// Each residual add goes into the norm after it, in one node where it can.
+Residual TransformerDecoderLayerImpl::forward_unsummed(const Residual& in, LayerKV* cache,
+                                                       const torch::Tensor& alibi_slopes, MoeContext* moe_context,
+                                                       const torch::Tensor& key_mask) {
   const bool drop = dropout_ > 0 && is_training();
-  torch::Tensor normed = norm1(x);
-  torch::Tensor a = self_attn->forward(normed, cache, alibi_slopes, key_mask);
+  const SumAndNorm pre = norm1->add_then_forward(in.stream, in.branch);
+  const torch::Tensor& x = pre.sum;
+  torch::Tensor a = self_attn->forward(pre.normed, cache, alibi_slopes, key_mask);
   if (drop) a = torch::dropout(a, dropout_, true);
   if (parallel_) {
-    torch::Tensor f = feed_forward(norm3 ? norm3(x) : normed, moe_context);
-    return x + a + (drop ? torch::dropout(f, dropout_, true) : f);
+    torch::Tensor f = feed_forward(norm3 ? norm3(x) : pre.normed, moe_context);
+    return {x + a, drop ? torch::dropout(f, dropout_, true) : f};
   }
   if (norm1_post) a = norm1_post(a);
-  const SumAndNorm h = norm3->add_then_forward(x, a);  // x + a and norm3 of it, in one node where it can
+  const SumAndNorm h = norm3->add_then_forward(x, a);
   torch::Tensor f = feed_forward(h.normed, moe_context);
   if (drop) f = torch::dropout(f, dropout_, true);
-  return h.sum + (norm3_post ? norm3_post(f) : f);
+  return {h.sum, norm3_post ? norm3_post(f) : f};
 }
 
 TransformerDecoderImpl::TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& o,
@@ -91,11 +100,17 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
   if (cache) cache->resize(layers->size());
   // Only a training step has a backward pass to recompute in.
   const bool recompute = recompute_ && is_training() && !cache && torch::GradMode::is_enabled();
+  // Each layer's last residual add is left to the next norm (the final one after the last layer).
+  torch::Tensor pending;
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
     if (!recompute) {
-      x = layer->forward(x, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask);
-    } else if (moe && layer->moe) {
+      Residual out = layer->forward_unsummed({x, pending}, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask);
+      x = out.stream, pending = out.branch;
+      continue;
+    }
+    if (pending.defined()) x = x + pending, pending = torch::Tensor();  // a recomputed layer takes one tensor
+    if (moe && layer->moe) {
       // The router statistics come out of the recomputed block as outputs, so
       // the load-balancing loss's gradient reaches the router.
       MoeContext reads{moe->input_ids, moe->first_position, moe->token_weights};  // by value: backward runs later
@@ -117,7 +132,7 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
           x);
     }
   }
-  return norm(x);
+  return norm->add_then_forward(x, pending).normed;
 }
 
 }  // namespace zoo::models

@@ -38,6 +38,13 @@ struct DecoderLayerOptions {
   InitializerSpec moe_gate_initializer;
 };
 
+// The residual stream and a branch still to be added to it (undefined:
+// none): a layer's output left unsummed, so that the next norm can take the
+// add into its own pass (LayerNorm::add_then_forward).
+struct Residual {
+  torch::Tensor stream, branch;
+};
+
 class TransformerDecoderLayerImpl : public torch::nn::Module {
  public:
   TransformerDecoderLayerImpl(const DecoderLayerOptions& options, const torch::TensorOptions& p);
@@ -50,6 +57,10 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   // missing image); undefined: every key in causal range.
   torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
                         MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
+  // forward() of in.stream + in.branch, returned as {stream, branch} whose
+  // sum is forward()'s output (the same additions, in the same order).
+  Residual forward_unsummed(const Residual& in, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
+                            MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
   void reset_parameters();
 
   LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
