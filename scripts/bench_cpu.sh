@@ -21,6 +21,7 @@
 # Usage: scripts/bench_cpu.sh [THREADS]   (default 1; ZOO_BENCH_DIR: where to write, default build/bench_cpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/zoo_log.sh
 threads="${1:-1}"
 build_dir="${ZOO_BUILD_DIR:-build}"
 work="${ZOO_BENCH_DIR:-$build_dir/bench_cpu}"
@@ -54,8 +55,9 @@ EOF
 zoo_step_ms() {  # L C H F T V B STEPS LOG_STEPS
   params "$@" > "$work/params.yaml"
   rm -rf "$work/model"
-  "$zoo" CPU --params "$work/params.yaml" --mode train 2>&1 | sed -n 's/.*, Rate=\([0-9.]*\) samples.*/\1/p' |
-    tail -n +2 | sort -g | awk -v B="$7" '{ r[NR] = $1 } END { if (NR == 0) exit 1; printf "%.3f", 1000 * B / r[int((NR + 1) / 2)] }'
+  local rate
+  rate=$("$zoo" CPU --params "$work/params.yaml" --mode train 2>&1 | median_rate) || return 1
+  awk -v B="$7" -v r="$rate" 'BEGIN { printf "%.3f", 1000 * B / r }'
 }
 
 python_step_ms() {  # L C H F T V B STEPS WARMUP

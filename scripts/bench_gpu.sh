@@ -17,6 +17,7 @@
 #      ZOO_BENCH_SKIP_BUILD=1 (use build-cuda/zoo as it is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/zoo_log.sh
 PYTHON=${PYTHON:-$( [[ -x /opt/torch/.venv/bin/python ]] && echo /opt/torch/.venv/bin/python || echo python3)}
 export PYTHON
 steps="${STEPS:-40}"
@@ -71,8 +72,8 @@ for c in "${cases[@]}"; do
   n_params=$(sed -n 's/.*Built the model: \([0-9]*\) parameters.*/\1/p' <<<"$log")
   zoo_peak=$(sed -n 's/.*Peak GPU memory allocated: \([0-9.]*\) GiB.*/\1/p' <<<"$log")
   # Median samples/s over the log windows after the first (warm-up, compilation of kernels).
-  zoo_tps=$(sed -n 's/.*, Rate=\([0-9.]*\) samples.*/\1/p' <<<"$log" | tail -n +2 | sort -g |
-            awk -v T="$T" '{ r[NR] = $1 } END { printf "%.0f", T * r[int((NR + 1) / 2)] }')
+  rate=$(median_rate <<<"$log" || true)
+  zoo_tps=$(awk -v T="$T" -v r="${rate:-0}" 'BEGIN { printf "%.0f", T * r }')
   eager=$(reference "$L" "$C" "$H" "$F" "$T" "$V" "$batch")
   mfu() { awk -v tps="$1" -v n="$n_params" -v L="$L" -v C="$C" -v T="$T" -v peak="$peak" \
               'BEGIN { printf "%.1f%%", 100 * tps * (6 * n + 12 * L * C * T) / (peak * 1e12) }'; }

@@ -19,6 +19,7 @@
 #      EXTRAS=0 (skip the optional steps at the end).
 set -u
 cd "$(dirname "$0")/.."
+source scripts/zoo_log.sh
 T0=$SECONDS; DEADLINE=${DEADLINE:-540}
 LOG=${LOG:-build-cuda/gpu_checks}; rm -rf "$LOG"; mkdir -p "$LOG"
 [[ -n "${OUT:-}" ]] && trap 'tar czf "$OUT/gpu_checks.tgz" -C "$LOG" . 2>/dev/null' EXIT
@@ -59,9 +60,8 @@ STEPS=${STEPS:-20} ZOO_BENCH_DIR=$W ZOO_BENCH_SKIP_BUILD=1 timeout "$(cap 280)" 
   grep -v -E "Warn|detach|out = " | tee "$LOG/bench.txt"
 cp $W/zoo_*.log $W/params_*.yaml "$LOG/" 2>/dev/null
 
-# Median tokens/s of a zoo log's windows after the first (as bench_gpu.sh reads them).
-zoo_tps() { sed -n 's/.*, Rate=\([0-9.]*\) samples.*/\1/p' "$1" | tail -n +2 | sort -g |
-            awk -v T="$2" '{ r[NR] = $1 } END { if (NR) printf "%.0f", T * r[int((NR + 1) / 2)] }'; }
+# Median tokens/s of a zoo log (LOG TOKENS_PER_SAMPLE); nothing when it has no rate.
+zoo_tps() { local r; r=$(median_rate <"$1") && awk -v T="$2" -v r="$r" 'BEGIN { printf "%.0f", T * r }'; }
 small=$W/params_cerebras_gpt_111m_b16.yaml big=$W/params_cerebras_gpt_1p3b_b8.yaml
 if [[ -f $small && $kernels == 1 ]]; then
   say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops) and =cross_entropy (no norm kernel)"
