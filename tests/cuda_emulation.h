@@ -86,7 +86,6 @@ class Block {
   }
 
   static Block& current() { return *current_; }
-  int thread() const { return current_thread_; }
   dim3 thread_idx() const {
     const unsigned t = unsigned(current_thread_);
     return dim3(t % block_dim.x, t / block_dim.x % block_dim.y, t / (block_dim.x * block_dim.y));

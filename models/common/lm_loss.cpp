@@ -7,9 +7,8 @@
 #include <cmath>
 
 #include "models/common/cpu_kernels.h"
-#include "models/common/vector_math.h"
-
 #include "models/common/cuda/kernel_glue.h"
+#include "models/common/vector_math.h"
 
 namespace zoo::models {
 namespace {
@@ -183,6 +182,11 @@ class RowKernelCrossEntropy : public torch::autograd::Function<RowKernelCrossEnt
   }
 };
 
+// Logits the row kernels read: (N, width), contiguous rows, a type they take.
+bool row_kernels_take(const torch::Tensor& logits) {
+  return logits.dim() == 2 && logits.stride(1) == 1 && zoo::cuda::element_type_of(logits.scalar_type());
+}
+
 #ifdef ZOO_CUDA_KERNELS
 const CrossEntropyKernels kCudaCrossEntropy = {zoo::cuda::cross_entropy_forward, zoo::cuda::cross_entropy_backward};
 #endif
@@ -191,7 +195,7 @@ const CrossEntropyKernels kCudaCrossEntropy = {zoo::cuda::cross_entropy_forward,
 
 torch::Tensor cross_entropy_through(const CrossEntropyKernels& kernels, const torch::Tensor& logits,
                                     const torch::Tensor& labels, int64_t columns) {
-  TORCH_CHECK(logits.dim() == 2 && logits.stride(1) == 1 && zoo::cuda::element_type_of(logits.scalar_type()),
+  TORCH_CHECK(row_kernels_take(logits),
               "cross_entropy_through: logits (N, width) of float32, bfloat16 or float16 with contiguous rows "
               "expected; got ",
               logits.sizes(), " ", logits.scalar_type());
@@ -214,8 +218,7 @@ torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tens
   // -inf columns change neither the log-sum-exp nor the other probabilities.
   const int64_t columns = padding == PaddingColumns::neg_inf ? logits.size(1) : vocab;
 #ifdef ZOO_CUDA_KERNELS
-  if (chunk_rows == 0 && logits.is_cuda() && logits.dim() == 2 && logits.stride(1) == 1 &&
-      zoo::cuda::element_type_of(logits.scalar_type()) && labels.device() == logits.device() &&
+  if (chunk_rows == 0 && logits.is_cuda() && row_kernels_take(logits) && labels.device() == logits.device() &&
       have_cuda_cross_entropy_kernels())
     return cross_entropy_through(kCudaCrossEntropy, logits, labels, columns);
 #endif

@@ -238,6 +238,17 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
 
 bool is_float32(const torch::Tensor& t) { return t.scalar_type() == torch::kFloat; }
 
+// float32 x, weight and (when defined) bias: what every norm kernel computes on.
+bool float32_inputs(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return is_float32(x) && is_float32(weight) && (!bias.defined() || is_float32(bias));
+}
+
+// A branch the kernels can add into x: x's shape and device, a type they read.
+bool kernel_branch_fits(const torch::Tensor& x, const torch::Tensor& branch) {
+  return branch.sizes() == x.sizes() && branch.device() == x.device() &&
+         zoo::cuda::element_type_of(branch.scalar_type()).has_value();
+}
+
 void check_norm_shapes(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                        const char* what) {
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0) &&
@@ -248,12 +259,11 @@ void check_norm_shapes(const torch::Tensor& x, const torch::Tensor& weight, cons
 }  // namespace
 
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  return is_cpu_float32(x) && is_cpu_float32(weight) && (!bias.defined() || is_cpu_float32(bias));
+  return x.is_cpu() && weight.is_cpu() && (!bias.defined() || bias.is_cpu()) && float32_inputs(x, weight, bias);
 }
 
 bool branch_fuses(const torch::Tensor& x, const torch::Tensor& branch) {
-  if (branch.sizes() != x.sizes() || branch.device() != x.device()) return false;
-  return x.is_cuda() ? zoo::cuda::element_type_of(branch.scalar_type()).has_value() : is_cpu_float32(branch);
+  return kernel_branch_fits(x, branch) && (x.is_cuda() || (x.is_cpu() && is_float32(branch)));  // CPU loops: float32
 }
 
 torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
@@ -275,11 +285,9 @@ SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, cons
                         const torch::Tensor& weight, const torch::Tensor& bias, double eps, bool rms,
                         torch::ScalarType out_dtype) {
   check_norm_shapes(x, weight, bias, "norm_through");
-  TORCH_CHECK(is_float32(x) && is_float32(weight) && (!bias.defined() || is_float32(bias)),
-              "norm_through: float32 x, weight and bias expected");
-  TORCH_CHECK(!branch.defined() || (branch.sizes() == x.sizes() && branch.device() == x.device() &&
-                                     zoo::cuda::element_type_of(branch.scalar_type())),
-              "norm_through: a branch of x's shape ", x.sizes(), " and device in float32, bfloat16 or float16 expected");
+  TORCH_CHECK(float32_inputs(x, weight, bias), "norm_through: float32 x, weight and bias expected");
+  TORCH_CHECK(!branch.defined() || kernel_branch_fits(x, branch), "norm_through: a branch of x's shape ", x.sizes(),
+              " and device in float32, bfloat16 or float16 expected");
   TORCH_CHECK(zoo::cuda::element_type_of(out_dtype), "norm_through: output type ", out_dtype,
               " is not float32, bfloat16 or float16");
   const tensor_list out =
@@ -290,8 +298,7 @@ SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, cons
 
 bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
 #ifdef ZOO_CUDA_KERNELS
-  return x.is_cuda() && is_float32(x) && is_float32(weight) && (!bias.defined() || is_float32(bias)) &&
-         zoo::cuda::kernel_enabled("norm");
+  return x.is_cuda() && float32_inputs(x, weight, bias) && zoo::cuda::kernel_enabled("norm");
 #else
   (void)x, (void)weight, (void)bias;
   return false;
