@@ -70,41 +70,68 @@ std::vector<LayerNormImpl*> norms_of(torch::nn::Module& m) {
 
 }  // namespace
 
-// Rows wider than four strides of the block (the unrolled loop and its
-// tail), rows a stride apart wider than the logits, columns past `columns`
-// left out (garbage) or -inf, confident rows; float32, bfloat16 and float16.
+// Rows that start on 16 bytes (read in packs: two per thread and a tail
+// pack, then single columns) and rows that do not (read column by column:
+// four per thread and a tail); columns past `columns` left out (garbage)
+// or -inf; confident rows; float32, bfloat16 and float16.
 TEST(CudaKernelsEmulated, CrossEntropyMatchesFloat64InLossAndGradient) {
-  const int64_t N = 5, width = 2112, stride = width + 8;
+  const int64_t N = 5, width = 8712, vocab = 8705;
   for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
-    for (bool neg_inf : {false, true}) {
-      const int64_t columns = neg_inf ? width : 2050;
-      SCOPED_TRACE(type_name(dtype) + (neg_inf ? ", -inf padding" : ", 2050 of 2112 columns"));
-      torch::manual_seed(21);
-      torch::Tensor labels = torch::randint(0, 2050, {N}, torch::kLong);
-      torch::Tensor values = torch::randn({N, stride}) * 2;
-      if (neg_inf) values.narrow(1, 2050, stride - 2050).fill_(-std::numeric_limits<float>::infinity());
-      values.narrow(0, 0, 2).scatter_(1, labels.narrow(0, 0, 2).unsqueeze(1), 20.0);  // p of the label ~1
-      const torch::Tensor storage = values.to(dtype);
-      torch::Tensor logits = storage.narrow(1, 0, width).detach().requires_grad_();
-      ASSERT_EQ(logits.stride(0), stride);
-      const torch::Tensor upstream = torch::rand({N}, torch::kDouble);
+    for (bool neg_inf : {false, true})
+      for (int64_t stride : {width + 8, width + 1}) {  // every row on 16 bytes; every other row off them
+        const int64_t columns = neg_inf ? width : vocab;
+        SCOPED_TRACE(type_name(dtype) + (neg_inf ? ", -inf padding" : ", garbage padding") +
+                     ", row stride " + std::to_string(stride));
+        torch::manual_seed(21);
+        torch::Tensor labels = torch::randint(0, vocab, {N}, torch::kLong);
+        torch::Tensor values = torch::randn({N, stride}) * 2;
+        if (neg_inf) values.narrow(1, vocab, stride - vocab).fill_(-std::numeric_limits<float>::infinity());
+        values.narrow(0, 0, 2).scatter_(1, labels.narrow(0, 0, 2).unsqueeze(1), 20.0);  // p of the label ~1
+        const torch::Tensor storage = values.to(dtype);
+        torch::Tensor logits = storage.narrow(1, 0, width).detach().requires_grad_();
+        ASSERT_EQ(logits.stride(0), stride);
+        const torch::Tensor upstream = torch::rand({N}, torch::kDouble);
 
-      torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, labels, columns);
-      (loss * upstream.to(torch::kFloat)).sum().backward();
-      torch::Tensor ref_in = logits.detach().to(torch::kDouble).requires_grad_();
-      torch::Tensor ref = reference_cross_entropy(ref_in, labels, 2050);
-      (ref * upstream).sum().backward();
+        torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, labels, columns);
+        (loss * upstream.to(torch::kFloat)).sum().backward();
+        torch::Tensor ref_in = logits.detach().to(torch::kDouble).requires_grad_();
+        torch::Tensor ref = reference_cross_entropy(ref_in, labels, vocab);
+        (ref * upstream).sum().backward();
 
-      EXPECT_LT(relative_error(loss.to(torch::kDouble), ref.detach()), 1e-6) << "float32 losses";
-      const torch::Tensor grad = logits.grad().to(torch::kDouble);
-      // One rounding of each gradient to the logits' type (float16 keeps 11 bits, bfloat16 8).
-      EXPECT_LT(relative_error(grad, ref_in.grad()), dtype == torch::kFloat ? 1e-5 : 1e-2);
-      EXPECT_EQ(grad.narrow(1, 2050, width - 2050).abs().max().item<double>(), 0.0) << "padding gets no gradient";
-    }
+        EXPECT_LT(relative_error(loss.to(torch::kDouble), ref.detach()), 1e-6) << "float32 losses";
+        const torch::Tensor grad = logits.grad().to(torch::kDouble);
+        // One rounding of each gradient to the logits' type (float16 keeps 11 bits, bfloat16 8).
+        EXPECT_LT(relative_error(grad, ref_in.grad()), dtype == torch::kFloat ? 1e-5 : 1e-2);
+        EXPECT_EQ(grad.narrow(1, vocab, width - vocab).abs().max().item<double>(), 0.0)
+            << "padding gets no gradient";
+      }
   torch::Tensor logits = torch::randn({3, 64});
   const torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, torch::tensor({1, 64, -1}), 64);
   EXPECT_TRUE(std::isfinite(loss[0].item<double>()));
   EXPECT_TRUE(std::isnan(loss[1].item<double>()) && std::isnan(loss[2].item<double>())) << "labels outside [0, 64)";
+}
+
+// A NaN logit makes its row's loss NaN (a diverged step is not hidden),
+// wherever it sits: among finite values, among -inf before any finite one
+// (where the running max is still -inf), or in a row of -inf; read in packs
+// and column by column.
+TEST(CudaKernelsEmulated, CrossEntropyCarriesNaNLogitsIntoTheLoss) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t offset : {0, 1}) {  // rows on 16 bytes; rows one column off
+    SCOPED_TRACE("first column at " + std::to_string(offset));
+    torch::Tensor storage = torch::randn({4, 64 + 8});
+    torch::Tensor logits = storage.narrow(1, offset, 64);
+    logits[0][3] = nan;
+    logits[1].narrow(0, 0, 8).fill_(-inf);
+    logits[1][2] = nan;
+    logits[3].fill_(-inf);
+    logits[3][40] = nan;
+    const torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, torch::tensor({5, 9, 9, 9}), 64);
+    EXPECT_TRUE(std::isnan(loss[0].item<double>())) << "among finite logits";
+    EXPECT_TRUE(std::isnan(loss[1].item<double>())) << "after -inf only";
+    EXPECT_TRUE(std::isfinite(loss[2].item<double>()));
+    EXPECT_TRUE(std::isnan(loss[3].item<double>())) << "in a row of -inf";
+  }
 }
 
 // LayerNorm with and without bias and RMSNorm; y in float32, bfloat16 and

@@ -425,10 +425,13 @@ std::vector<double> short_run_losses(std::optional<int64_t> pad_multiple, torch:
 TEST(FusedCuda, CrossEntropyKernelsMatchTheChunkedPath) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   if (!have_cuda_cross_entropy_kernels()) GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON";
-  const int64_t N = 300, V = 50257, width = 50304;
+  const int64_t N = 300, V = 50257;
+  // Rows of 50304 start on 16 bytes and are read in packs; rows of 50257 column by column.
+  for (int64_t width : {int64_t{50304}, V})
   for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
   for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
-    SCOPED_TRACE(std::string(c10::toString(dtype)) + (padding == PaddingColumns::neg_inf ? ", -inf padding" : ""));
+    SCOPED_TRACE(std::string(c10::toString(dtype)) + (padding == PaddingColumns::neg_inf ? ", -inf padding" : "") +
+                 ", width " + std::to_string(width));
     torch::manual_seed(4);
     const auto cuda = torch::TensorOptions().device(torch::kCUDA);
     const torch::Tensor labels = torch::randint(0, V, {N}, cuda.dtype(torch::kLong));
@@ -447,7 +450,7 @@ TEST(FusedCuda, CrossEntropyKernelsMatchTheChunkedPath) {
     EXPECT_LT(relative_error(kernel_loss, chunk_loss), 1e-6) << "float32 losses";
     // Both round each gradient to the logits' type once (the chunks twice in bfloat16/float16).
     EXPECT_LT(relative_error(kernel_grad, chunk_grad), dtype == torch::kFloat ? 1e-5 : 1e-2);
-    EXPECT_EQ(kernel_grad.narrow(1, V, width - V).abs().max().item<double>(), 0.0);
+    if (width > V) EXPECT_EQ(kernel_grad.narrow(1, V, width - V).abs().max().item<double>(), 0.0);
   }
   torch::Tensor logits = torch::randn({4, 64}, torch::kCUDA);
   torch::Tensor labels = torch::tensor({1, 2, 70, -1}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));

@@ -2,7 +2,9 @@
 // row. Forward: each thread keeps a running (max, sum of exp(x - max)) over
 // its strided columns, and the block merges the pairs, so the row is read
 // once. Backward: each element's softmax from the saved log-sum-exp, minus the
-// one-hot, times the row's upstream gradient, written once.
+// one-hot, times the row's upstream gradient, written once. Rows that start
+// on 16 bytes are read (and their gradients written) in 16-byte packs, the
+// rest element by element.
 #include "models/common/cuda/cross_entropy.h"
 #include "models/common/cuda/device_common.cuh"
 
@@ -19,7 +21,7 @@ struct MaxSum {
 
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.max, b.max);
-  if (m == -INFINITY) return {m, 0.f};  // nothing but -inf (padding) seen
+  if (m == -INFINITY) return {m, a.sum + b.sum};  // nothing but -inf (padding) seen: 0, or NaN kept
   return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
 }
 
@@ -30,6 +32,25 @@ __device__ __forceinline__ void add(MaxSum& v, float x) {
   } else if (x != -INFINITY) {  // -inf adds 0 (and -inf - -inf would be NaN); NaN propagates
     v.sum += expf(x - v.max);
   }
+}
+
+// A pack at once: one rescale to the pack's max, then its exps.
+template <typename T>
+__device__ __forceinline__ void add(MaxSum& v, const Pack<T>& p) {
+  float x[Pack<T>::kSize];
+  float m = v.max;
+  for (int e = 0; e < Pack<T>::kSize; ++e) {
+    x[e] = to_float(p.v[e]);
+    m = fmaxf(m, x[e]);  // ignores NaN, which the sums below carry
+  }
+  if (m == -INFINITY) {  // nothing but -inf (and NaN) yet: exp(x - m) would be NaN for each -inf
+    for (int e = 0; e < Pack<T>::kSize; ++e)
+      if (x[e] != x[e]) v.sum = x[e];
+    return;
+  }
+  float sum = v.sum * expf(v.max - m);
+  for (int e = 0; e < Pack<T>::kSize; ++e) sum += expf(x[e] - m);
+  v = {m, sum};
 }
 
 __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
@@ -56,7 +77,19 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i = blockIdx.x;
   const T* row = logits + i * ld;
   MaxSum v{-INFINITY, 0.f};
-  int64_t j = threadIdx.x;
+  int64_t j = 0;  // the first column the element loops read
+  if (pack_aligned(row)) {  // the same in all threads of the block
+    const Pack<T>* packs = reinterpret_cast<const Pack<T>*>(row);
+    const int64_t n = columns / Pack<T>::kSize;
+    int64_t k = threadIdx.x;
+    for (; k + kThreads < n; k += 2 * kThreads) {  // two loads in flight before their exps
+      const Pack<T> a = packs[k], b = packs[k + kThreads];
+      add(v, a), add(v, b);
+    }
+    if (k < n) add(v, packs[k]);
+    j = n * Pack<T>::kSize;
+  }
+  j += threadIdx.x;
   // Four loads in flight per thread before their exps.
   for (; j + 3 * kThreads < columns; j += 4 * kThreads) {
     const float x0 = to_float(row[j]), x1 = to_float(row[j + kThreads]);
@@ -83,11 +116,34 @@ __global__ void __launch_bounds__(kThreads)
   T* drow = dlogits + i * width;
   const float l = lse[i], g = grad[i];
   const int64_t y = labels[i];
-  for (int64_t j = threadIdx.x; j < width; j += kThreads) {
-    // p - 1 at the label is taken in float32: p can round to 1 in bfloat16.
-    const float d = j < columns ? (expf(to_float(row[j]) - l) - (j == y ? 1.f : 0.f)) * g : 0.f;
-    drow[j] = from_float<T>(d);
+  // p - 1 at the label is taken in float32: p can round to 1 in bfloat16.
+  // Columns from `columns` on get 0 (a pack may read them: they lie inside the row).
+  const auto d = [&](T x, int64_t j) { return from_float<T>(j < columns ? (expf(to_float(x) - l) - (j == y)) * g : 0.f); };
+  int64_t j = 0;  // the first column the element loop writes
+  if (pack_aligned(row) && pack_aligned(drow)) {
+    constexpr int kSize = Pack<T>::kSize;
+    const Pack<T>* packs = reinterpret_cast<const Pack<T>*>(row);
+    Pack<T>* dpacks = reinterpret_cast<Pack<T>*>(drow);
+    const int64_t n = width / kSize;
+    int64_t k = threadIdx.x;
+    for (; k + kThreads < n; k += 2 * kThreads) {  // two loads in flight before the first store
+      const Pack<T> a = packs[k], b = packs[k + kThreads];
+      Pack<T> da, db;
+      for (int e = 0; e < kSize; ++e) {
+        da.v[e] = d(a.v[e], k * kSize + e);
+        db.v[e] = d(b.v[e], (k + kThreads) * kSize + e);
+      }
+      dpacks[k] = da, dpacks[k + kThreads] = db;
+    }
+    if (k < n) {
+      const Pack<T> a = packs[k];
+      Pack<T> da;
+      for (int e = 0; e < kSize; ++e) da.v[e] = d(a.v[e], k * kSize + e);
+      dpacks[k] = da;
+    }
+    j = n * kSize;
   }
+  for (j += threadIdx.x; j < width; j += kThreads) drow[j] = d(row[j], j);
 }
 
 }  // namespace

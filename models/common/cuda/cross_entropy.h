@@ -13,14 +13,17 @@ namespace zoo::cuda {
 
 // Rows [0, n) of `logits` (row i starts at logits + i * ld elements; columns
 // contiguous): lse[i] = log sum_{j < columns} exp(x_ij) and loss[i] = lse[i] -
-// x[i, labels[i]], NaN where a label is outside [0, columns). Launched on
+// x[i, labels[i]], NaN where a label is outside [0, columns) or the row holds
+// a NaN. Rows starting on 16 bytes are read in 16-byte packs. Launched on
 // `stream` (a cudaStream_t) of the current device. Returns nullptr, or the
 // CUDA error's message.
 const char* cross_entropy_forward(ElementType type, const void* logits, int64_t ld, const int64_t* labels, int64_t n,
                                   int64_t columns, float* lse, float* loss, void* stream);
 
 // dlogits (n rows of `width`, contiguous, the logits' type):
-// grad[i] * (exp(x_ij - lse[i]) - [j == labels[i]]) for j < columns, 0 beyond.
+// grad[i] * (exp(x_ij - lse[i]) - [j == labels[i]]) for j < columns, 0 beyond
+// (where rows of both start on 16 bytes, in packs that may read, never use,
+// the logits' columns [columns, width)).
 const char* cross_entropy_backward(ElementType type, const void* logits, int64_t ld, const int64_t* labels,
                                    const float* lse, const float* grad, int64_t n, int64_t columns, int64_t width,
                                    void* dlogits, void* stream);
