@@ -82,6 +82,14 @@ config::Context Params::context(const std::string& section) const {
   return c;
 }
 
+const char* ignored_section(const std::string& name) {
+  if (name == "description" || name == "tag")  // modelzoo 2.1's DiT files name themselves
+    return "ignored (a note on the file, which modelzoo does not read either)";
+  if (name == "csconfig")  // e.g. use_cbfloat16 in 2.0/2.2 MNIST and DPR files
+    return "ignored: settings of a Cerebras system (CS-2) run, which do not apply on CPU or GPU";
+  return nullptr;
+}
+
 Params params_from_node(const YAML::Node& root_file, const std::string& name, const YAML::Node& overrides) {
   Params p;
   p.file = name;
@@ -104,8 +112,8 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
                           "(or modelzoo's trainer:)");
   for (const auto& kv : root_in) {
     const std::string key = kv.first.as<std::string>();
-    if (key == "description" || key == "tag") {  // modelzoo 2.1's DiT files name themselves
-      top.warn(kv.first, key, "ignored (a note on the file, which modelzoo does not read either)");
+    if (const char* why = ignored_section(key)) {
+      top.warn(kv.first, key, why);
       continue;
     }
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end())

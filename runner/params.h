@@ -5,8 +5,8 @@
 // their owner here, at the parse boundary. modelzoo's Trainer format
 // (`trainer:` at the top) is read into the same specs (runner/trainer_format.h).
 // Nothing downstream reads raw YAML.
-// Defines: PrecisionConfig, Params, load_params, params_from_node,
-// check_inputs_for_mode, describe_all_schemas.
+// Defines: PrecisionConfig, Params, ignored_section, load_params,
+// params_from_node, check_inputs_for_mode, describe_all_schemas.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -54,6 +54,11 @@ struct Params {
   // The merged, resolved params (legacy layout) as written to params_<mode>.yaml.
   YAML::Node resolved() const;
 };
+
+// Why a top-level section that is not zoo's is skipped with a warning, or
+// nullptr when it is an error: modelzoo 2.1's notes on the file
+// (description, tag) and the Cerebras system section `csconfig`.
+const char* ignored_section(const std::string& name);
 
 // Reads `file`, applies `runconfig_overrides` (a mapping, e.g. from the CLI) on
 // top of its runconfig, and validates everything. Throws config::ConfigError.

@@ -1,6 +1,7 @@
 // The legacy -> Trainer direction of runner/trainer_format.h (`zoo config
 // convert-legacy`), from the same table as the reader.
 #include "runner/optim/lr_schedule.h"
+#include "runner/params.h"
 #include "runner/trainer_format.h"
 #include "runner/trainer_format_map.h"
 
@@ -96,7 +97,10 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
       set_path(t, "init.sparsity", body);
       continue;
     }
-    if (name == "description" || name == "tag") continue;  // 2.1's notes on the file; Trainer files have none
+    if (const char* why = ignored_section(name)) {  // nothing a Trainer file holds either
+      ctx.warn(section.first, name, std::string(why) + "; dropped");
+      continue;
+    }
     if (name != "model" && name != "optimizer" && name != "runconfig")
       ctx.fail(section.first, name, "unknown section (expected train_input, eval_input, model, optimizer, runconfig, sparsity)");
     if (name == "optimizer") has_optimizer = true;

@@ -373,6 +373,30 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
       << zoo::testing::params_error(demo);
 }
 
+// csconfig (use_cbfloat16 in modelzoo's MNIST and DPR files) configures a
+// Cerebras system: a warning at its line, nothing more; convert-legacy drops it.
+TEST(Params, ACerebrasSystemSectionIsIgnoredWithAWarning) {
+  const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m") + "csconfig:\n  use_cbfloat16: False\n";
+  const Params p = params_from_node(config::load_yaml_string(tiny, "p.yaml"), "p.yaml", YAML::Node());
+  std::string warnings;
+  for (const auto& w : p.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("p.yaml:" + line_col(tiny, "csconfig") +
+                          ": csconfig: ignored: settings of a Cerebras system (CS-2) run"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(p.resolved()["csconfig"].IsDefined(), false);
+
+  TempDir dir;
+  const std::string legacy = zoo::testing::write_file(dir / "legacy.yaml", tiny), trainer = dir / "trainer.yaml";
+  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " config convert-legacy " + legacy + " " + trainer);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(zoo::testing::read_file(trainer).find("csconfig"), std::string::npos);
+  YAML::Emitter a, b;
+  a << p.resolved();
+  b << load_params(trainer, YAML::Node()).resolved();
+  EXPECT_EQ(std::string(a.c_str()), b.c_str());
+}
+
 // convert-legacy writes the Trainer form, which resolves to the same params;
 // and a converted file trains like the original.
 TEST(TrainerFormat, ConvertLegacyRoundTripsAndTrains) {
