@@ -12,7 +12,7 @@ LayerNorm encoder_layer_norm(const EncoderLayerOptions& o, const torch::TensorOp
 TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const EncoderLayerOptions& o, const torch::TensorOptions& p)
     : options_(o) {
   AttentionOptions attention = o.attention;
-  attention.causal = false;
+  attention.causal = o.causal;
   self_attn = register_module("self_attn", MultiheadAttention(attention, p));
   ffn = register_module("ffn", FeedForward(o.ffn, p));
   norm1 = register_module("norm1", encoder_layer_norm(o, p));

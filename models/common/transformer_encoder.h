@@ -15,7 +15,8 @@
 namespace zoo::models {
 
 struct EncoderLayerOptions {
-  AttentionOptions attention;  // attention.causal is false
+  AttentionOptions attention;  // attention.causal is not read: see causal
+  bool causal = false;         // a causal mask (the layers-API tutorial's); else every key is seen
   FeedForwardOptions ffn;      // its dropout follows the activation
   double layer_norm_epsilon = 1e-5;
   bool rms_norm = false;       // RMSNorm instead of LayerNorm (T5's)
