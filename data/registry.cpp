@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "data/alphabet.h"
 #include "data/bert_csv.h"
 #include "data/bert_hdf5.h"
 #include "data/bert_mlm.h"
@@ -36,7 +37,8 @@ std::vector<const DataProcessor*> data_processors() {
                                                  mnist_processor(), severstal_processor(), cityscapes_processor(), inria_processor(), unet_hdf5_processor(), skm_processor(), imagenet_processor(), diffusion_latent_processor(), diffusion_synthetic_processor(), bert_mlm_processor(), bert_hdf5_processor(), bert_csv_processor(),
                                                  bert_csv_static_processor(), sst2_processor(), mnli_processor(),
                                                  ner_processor(), bertsum_processor(),
-                                                 t5_text_processor(), transformer_text_processor()};
+                                                 t5_text_processor(), transformer_text_processor(),
+                                                 alphabet_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
   return out;

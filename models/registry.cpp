@@ -16,6 +16,7 @@
 #include "models/fc_mnist/fc_mnist.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gptj/gptj.h"
+#include "models/layers_api_demo/layers_api_demo.h"
 #include "models/llava/llava.h"
 #include "models/multimodal_simple/multimodal_simple.h"
 #include "models/t5/t5.h"
@@ -29,7 +30,8 @@ std::vector<const ModelFamily*> model_families() {
                                                      bert_classifier_family(), bert_token_classifier_family(),
                                                      bert_summarizer_family(), esm2_family(), esm2_classifier_family(), t5_family(),
                                                      dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family(),
-                                                     dit_family(), llava_family(), multimodal_simple_family()};
+                                                     dit_family(), llava_family(), multimodal_simple_family(),
+                                                     layers_api_demo_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -48,9 +50,6 @@ struct UnbuiltModel {
 const std::vector<UnbuiltModel>& unbuilt_models() {
   static const std::vector<UnbuiltModel> m = {
       {{"dino", "resnet"}, "a vision model", {}},
-      // Releases 2.0-2.3: a tutorial on an alphabet toy task, whose model.py
-      // (GPTLMHeadModelLoss built without its loss_weight) cannot run as released.
-      {{"layers_api_demo"}, "the layers-API tutorial", {"embedding_size", "seq_len"}},
   };
   return m;
 }

@@ -351,7 +351,8 @@ TEST(Params, AMicroBatchSizeThatDoesNotDivideTheBatchBecomesOneThatDoes) {
 }
 
 // modelzoo's models that zoo does not build (DINO, ResNet) are named as such
-// when the Trainer format names them.
+// when the Trainer format names them; the layers-API tutorial's keys now
+// pick its family.
 TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
   std::string named = tiny;
@@ -360,17 +361,18 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
                                                    "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
                                                    "bert/token_classifier, bert/extractive_summarization, esm2, "
                                                    "esm2/classification, t5, dpo, dpr, fc_mnist, unet, "
-                                                   "vision_transformer, dit, llava, multimodal_simple and their "
-                                                   "aliases"),
+                                                   "vision_transformer, dit, llava, multimodal_simple, "
+                                                   "layers_api_demo and their aliases"),
             std::string::npos)
       << zoo::testing::params_error(named);
-  // A legacy file names no model: keys only the model has give it away.
-  std::string demo = tiny;
-  demo.replace(demo.find("model:\n"), 7, "model:\n  embedding_size: 64\n");
-  EXPECT_NE(zoo::testing::params_error(demo).find("model.embedding_size: a key of modelzoo's layers_api_demo model "
-                                                  "(the layers-API tutorial), which zoo does not build"),
-            std::string::npos)
-      << zoo::testing::params_error(demo);
+  // A legacy file names no model: the tutorial's embedding_size and seq_len give it away.
+  const std::string demo = "train_input: {num_samples: 64, seq_length: 10, batch_size: 8}\n"
+                           "model: {vocab_size: 26, embedding_size: 16, num_heads: 2, hidden_size: 16, "
+                           "num_hidden_layers: 1, dropout: 0.0, seq_len: 10, nonlinearity: gelu}\n"
+                           "optimizer: {optimizer_type: Adam, learning_rate: 0.001}\n"
+                           "runconfig: {max_steps: 2}\n";
+  const Params p = params_from_node(config::load_yaml_string(demo, "p.yaml"), "p.yaml", YAML::Node());
+  EXPECT_EQ(p.model_name, "layers_api_demo");
 }
 
 // csconfig (use_cbfloat16 in modelzoo's MNIST and DPR files) configures a
