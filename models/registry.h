@@ -122,6 +122,16 @@ struct HfAdapter {
   // (data_dir and batch_size are added); unset: GPT-style HDF5 token data.
   std::function<YAML::Node(const nlohmann::json& config, const YAML::Node& model, const std::string& hf_dir)>
       input_from_hf;
+  // Optional: a model Hugging Face keeps as several checkpoints, one per
+  // sub-directory of the converted directory (DPR's question and context
+  // encoders): each sub-directory's name and the prefix of its tensors'
+  // keys. config_from_hf then reads, and config_to_hf writes, one object
+  // of the sub-directories' config.json files by name; from_hf / to_hf see
+  // all their tensors in one state dict.
+  struct Component {
+    std::string dir, key_prefix;
+  };
+  std::vector<Component> components;
   // Optional: label names -> class ids (a token classifier's id2label),
   // written beside the params as label_vocab.json, which the model's and the
   // input's label_vocab_file then name.

@@ -13,6 +13,7 @@
 #include "models/bert/bert.h"
 #include "models/bert/classifier.h"
 #include "models/bert/token_classifier.h"
+#include "models/dpr/dpr.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
 
@@ -24,18 +25,21 @@ namespace {
 // argv: dir, then "nsp" (BertForPreTraining), "mlm" (BertForMaskedLM: no
 // pooler, no NSP head), "roberta" (RobertaForMaskedLM: roberta. and
 // lm_head names, one token type, positions counted from pad_token_id + 1),
-// "seq" (BertForSequenceClassification: pooler and a 3-class classifier) or
-// "tok" (BertForTokenClassification: a 5-class classifier on every token).
+// "seq" (BertForSequenceClassification: pooler and a 3-class classifier),
+// "tok" (BertForTokenClassification: a 5-class classifier on every token),
+// or "dprq" / "dprc" (DPRQuestionEncoder / DPRContextEncoder: other weights
+// each, no pooler, the [CLS] state, in hf/q_encoder or hf/ctx_encoder).
 const char* kPyBert = R"PY(
 import os, sys
 import torch.nn.functional as F
 out, kind = sys.argv[1], sys.argv[2]
 nsp, roberta, seq, tok = kind == "nsp", kind == "roberta", kind == "seq", kind == "tok"
+dpr = kind in ("dprq", "dprc")
 finetuned = seq or tok
-torch.manual_seed(0)
+torch.manual_seed(1 if kind == "dprc" else 0)
 B, T, V, C, L, H, FF, P = 2, 12, 50, 32, 2, 4, 48, 16
 PAD = 1 if roberta else 0
-base = "roberta." if roberta else "bert."
+base = {"roberta": "roberta.", "dprq": "question_encoder.bert_model.", "dprc": "ctx_encoder.bert_model."}.get(kind, "bert.")
 head = ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder") if roberta else \
        ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias", "cls.predictions.decoder")
 
@@ -61,7 +65,7 @@ for i in range(L):
     linear(p + "intermediate.dense", C, FF)
     linear(p + "output.dense", FF, C)
     norm(p + "output.LayerNorm")
-if not finetuned:
+if not finetuned and not dpr:
     linear(head[0], C, C)
     norm(head[1])
     sd[head[2]] = rnd(V)
@@ -98,15 +102,19 @@ for i in range(L):
     a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
     x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
     x = ln(x + lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
-if finetuned:   # the pooled [CLS] state (sequence) or every token's state (token), then the classifier
+if dpr:   # the [CLS] state
+    mlm = x[:, 0]
+elif finetuned:   # the pooled [CLS] state (sequence) or every token's state (token), then the classifier
     mlm = lin(torch.tanh(lin(x[:, 0], base + "pooler.dense")) if seq else x, "classifier")
 else:
     mlm = ln(F.gelu(lin(x, head[0])), head[1]) @ sd[base + "embeddings.word_embeddings.weight"].t() + sd[head[2]]
-os.makedirs(out + "/hf", exist_ok=True)
-write_safetensors(out + "/hf/model.safetensors", sd)
+hf = out + "/hf" + {"dprq": "/q_encoder", "dprc": "/ctx_encoder"}.get(kind, "")
+os.makedirs(hf, exist_ok=True)
+write_safetensors(hf + "/model.safetensors", sd)
 arch = {"roberta": "RobertaForMaskedLM", "nsp": "BertForPreTraining", "mlm": "BertForMaskedLM",
-        "seq": "BertForSequenceClassification", "tok": "BertForTokenClassification"}[kind]
-config = {"model_type": "roberta" if roberta else "bert", "architectures": [arch],
+        "seq": "BertForSequenceClassification", "tok": "BertForTokenClassification",
+        "dprq": "DPRQuestionEncoder", "dprc": "DPRContextEncoder"}[kind]
+config = {"model_type": "roberta" if roberta else "dpr" if dpr else "bert", "architectures": [arch],
           "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
           "intermediate_size": FF, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
           "attention_probs_dropout_prob": 0.1, "max_position_embeddings": P + (PAD + 1 if roberta else 0),
@@ -115,11 +123,13 @@ config = {"model_type": "roberta" if roberta else "bert", "architectures": [arch
 if finetuned:
     config.update({"id2label": {str(i): n for i, n in enumerate(LABELS)}, "label2id": {n: i for i, n in enumerate(LABELS)},
                    "classifier_dropout": None})
-json.dump(config, open(out + "/hf/config.json", "w"))
-open(out + "/hf/vocab.txt", "w").write("\n".join("t%d" % i for i in range(V)) + "\n")
-json.dump({"do_lower_case": True}, open(out + "/hf/tokenizer_config.json", "w"))
+if dpr:
+    config["projection_dim"] = 0
+json.dump(config, open(hf + "/config.json", "w"))
+open(hf + "/vocab.txt", "w").write("\n".join("t%d" % i for i in range(V)) + "\n")
+json.dump({"do_lower_case": True}, open(hf + "/tokenizer_config.json", "w"))
 for name, t in [("ids", ids), ("types", types), ("mask", mask.long()), ("mlm", mlm)]:
-    open(out + "/" + name + ".bin", "wb").write(t.detach().numpy().tobytes())
+    open(out + "/" + name + ("_" + kind if dpr else "") + ".bin", "wb").write(t.detach().numpy().tobytes())
 if nsp:
     nsp_logits = lin(torch.tanh(lin(x[:, 0], base + "pooler.dense")), "cls.seq_relationship")
     open(out + "/nsp.bin", "wb").write(nsp_logits.detach().numpy().tobytes())
@@ -273,6 +283,54 @@ TEST(ConvertBert, SequenceClassifierMatchesTheReferenceAndRoundTrips) {
 TEST(ConvertBert, TokenClassifierMatchesTheReferenceAndRoundTrips) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   expect_bert_finetune_converts("tok");
+}
+
+// Hugging Face's DPR encoders, as modelzoo's converter lays them out (the
+// sub-directories q_encoder/ and ctx_encoder/ of one directory), become
+// zoo's dpr: each encoder's [CLS] state is HF's pooled output, and the
+// export writes both checkpoints back bit for bit.
+TEST(ConvertBert, DprEncodersMatchTheReferenceAndRoundTrip) {
+  TempDir dir;
+  for (const char* side : {"dprq", "dprc"}) zoo::testing::run_fixture(dir, "bert.py", kPyBert, side);
+  if (HasFatalFailure()) return;
+  convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});  // model_type dpr picks it
+  auto model = std::dynamic_pointer_cast<models::DprModel>(zoo::testing::load_converted(dir));
+  ASSERT_TRUE(model);
+  using zoo::testing::read_raw;
+  torch::NoGradGuard no_grad;
+  for (const std::string side : {"dprq", "dprc"}) {
+    const torch::Tensor ids = read_raw(dir / ("ids_" + side + ".bin"), torch::kLong, {2, 12});
+    const torch::Tensor types = read_raw(dir / ("types_" + side + ".bin"), torch::kLong, {2, 12});
+    const torch::Tensor mask = read_raw(dir / ("mask_" + side + ".bin"), torch::kLong, {2, 12});
+    const torch::Tensor pooled = read_raw(dir / ("mlm_" + side + ".bin"), torch::kFloat, {2, 32});
+    const auto encoder = side == "dprq" ? model->question_encoder : model->ctx_encoder;
+    EXPECT_LT((model->embed(encoder, ids, mask, types) - pooled).abs().max().item<double>(), 1e-5) << side;
+  }
+  const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
+  EXPECT_EQ(params["model"]["pooler_type"].as<std::string>(), "cls");
+  EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "DPRHDF5DataProcessor");
+
+  convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "back"});
+  for (const std::string sub : {"q_encoder", "ctx_encoder"}) {
+    auto original = convert::read_safetensors(dir / ("hf/" + sub + "/model.safetensors"));
+    auto back = convert::read_safetensors(dir / ("back/" + sub + "/model.safetensors"));
+    original.erase((sub == "q_encoder" ? "question_encoder" : "ctx_encoder") + std::string(".bert_model.embeddings.position_ids"));
+    EXPECT_EQ(back.size(), original.size()) << sub;
+    for (const auto& [k, t] : original) EXPECT_TRUE(back.count(k) && torch::equal(t, back[k])) << sub << ": " << k;
+    const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / ("back/" + sub + "/config.json")));
+    EXPECT_EQ(config.at("architectures")[0], sub == "q_encoder" ? "DPRQuestionEncoder" : "DPRContextEncoder");
+    EXPECT_EQ(config.at("model_type"), "dpr");
+    EXPECT_EQ(config.at("projection_dim"), 0);
+  }
+  // A projection of the pooled state has no place in zoo's dpr; a missing part is named.
+  nlohmann::json projected = nlohmann::json::parse(zoo::testing::read_file(dir / "hf/ctx_encoder/config.json"));
+  projected["projection_dim"] = 16;
+  std::ofstream(dir / "hf/ctx_encoder/config.json") << projected.dump();
+  zoo::testing::expect_refused([&] { convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo2"}); },
+                               {"projection_dim", "ctx_encoder"});
+  std::filesystem::remove_all(dir / "hf/ctx_encoder");
+  zoo::testing::expect_refused([&] { convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo3"}); },
+                               {"sub-directory ctx_encoder/"});
 }
 
 // Options HF's BERT has no field for are refused by name, never dropped;

@@ -137,6 +137,7 @@ ModelFamily dpr_family() {
       {"questions_input_ids", "questions_attention_mask", "questions_token_type_ids", "ctx_input_ids",
        "ctx_attention_mask", "ctx_token_type_ids"});
   f.required_keys = {"q_encoder"};  // a legacy DPR file (modelzoo's legacy files give the encoders)
+  f.hf["dpr"] = dpr_hf_adapter();
   return f;
 }
 

@@ -4,7 +4,7 @@
 // each question against every context of the batch, trained with a softmax
 // cross-entropy that picks the question's own positive context among the
 // others and their hard negatives. Defines: DprEncoderOptions, DprOptions,
-// DprModel, dpr_family.
+// DprModel, dpr_hf_adapter, dpr_family.
 #pragma once
 
 #include <torch/torch.h>
@@ -72,6 +72,10 @@ class DprModel : public Model {
 };
 
 using DprSpec = TypedModelSpec<DprOptions, DprModel>;
+
+// Hugging Face's DPRQuestionEncoder and DPRContextEncoder (sub-directories
+// q_encoder/ and ctx_encoder/) <-> zoo's dpr (models/dpr/hf_adapter.cpp).
+HfAdapter dpr_hf_adapter();
 
 ModelFamily dpr_family();
 

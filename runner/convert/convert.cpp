@@ -5,6 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "models/registry.h"
@@ -52,20 +56,64 @@ YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer,
   return p;
 }
 
+nlohmann::json read_config_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot read the Hugging Face config.json (pass --config)");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+// A directory without config.json may hold a model HF keeps as several
+// checkpoints (DPR's q_encoder/ and ctx_encoder/): the first sub-directory's.
+std::string find_config_json(const fs::path& dir) {
+  if (fs::exists(dir / "config.json") || !fs::is_directory(dir)) return (dir / "config.json").string();
+  std::vector<fs::path> subdirs;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_directory() && fs::exists(entry.path() / "config.json")) subdirs.push_back(entry.path());
+  std::sort(subdirs.begin(), subdirs.end());
+  return ((subdirs.empty() ? dir : subdirs.front()) / "config.json").string();
+}
+
+// The config.json of each of the adapter's components (by sub-directory name) and all their tensors.
+std::pair<nlohmann::json, models::StateDict> read_components(const models::HfAdapter& a, const fs::path& dir,
+                                                             const std::string& converter) {
+  nlohmann::json configs = nlohmann::json::object();
+  models::StateDict all;
+  for (const auto& part : a.components) {
+    const fs::path sub = dir / part.dir;
+    if (!fs::is_directory(sub))
+      throw std::runtime_error(dir.string() + ": the " + converter + " converter reads a sub-directory " + part.dir +
+                               "/ (Hugging Face keeps the model as one checkpoint per part)");
+    configs[part.dir] = read_config_json((sub / "config.json").string());
+    for (auto& [key, t] : read_hf_weights(sub.string())) {
+      if (key.rfind(part.key_prefix, 0) != 0)
+        throw std::runtime_error(sub.string() + ": tensor " + key + " is not the " + part.dir + "'s (expected keys " +
+                                 part.key_prefix + "*)");
+      all[key] = std::move(t);
+    }
+  }
+  return {configs, all};
+}
+
 void hf_to_zoo(const ConvertCommand& c) {
   fs::path weights(c.checkpoint);
-  std::string config_path = c.config ? *c.config
-                                     : ((fs::is_directory(weights) ? weights : weights.parent_path()) / "config.json").string();
-  std::ifstream in(config_path);
-  if (!in) throw std::runtime_error(config_path + ": cannot read the Hugging Face config.json (pass --config)");
-  nlohmann::json hf_config;
-  try {
-    hf_config = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(config_path + ": not valid JSON (" + e.what() + ")");
-  }
+  const fs::path dir = fs::is_directory(weights) ? weights : weights.parent_path();
+  std::string config_path = c.config ? *c.config : find_config_json(dir);
+  nlohmann::json hf_config = read_config_json(config_path);
   const std::string converter = c.model.empty() ? models::hf_converter_for(hf_config) : c.model;
   const models::HfAdapter& a = models::find_hf_converter(converter);
+  models::StateDict hf_weights;
+  if (!a.components.empty()) {
+    if (c.config) throw std::runtime_error("--config names one config.json; the " + converter +
+                                           " converter reads one in each part's sub-directory");
+    std::tie(hf_config, hf_weights) = read_components(a, dir, converter);
+    config_path = (dir / "*" / "config.json").string();  // for messages
+  } else {
+    hf_weights = read_hf_weights(c.checkpoint);
+  }
   YAML::Node model, optimizer;
   nlohmann::json labels;  // label_vocab.json's, when the converter has one
   try {
@@ -75,11 +123,11 @@ void hf_to_zoo(const ConvertCommand& c) {
   } catch (const std::exception& e) {  // runtime_error, or nlohmann's for a missing or mistyped field
     throw std::runtime_error(config_path + " (" + converter + "): " + e.what());
   }
-  models::StateDict hf_weights = read_hf_weights(c.checkpoint);
   if (a.config_from_weights) a.config_from_weights(model, hf_weights);
   YAML::Node input(YAML::NodeType::Map);
   input["data_processor"] = "GptHDF5MapDataProcessor";
-  if (a.input_from_hf) input = a.input_from_hf(hf_config, model, fs::path(config_path).parent_path().string());
+  if (a.input_from_hf)
+    input = a.input_from_hf(hf_config, model, (a.components.empty() ? fs::path(config_path).parent_path() : dir).string());
   // Written with the params, once the weights have converted; both sections name it.
   const std::string labels_path = (fs::path(c.output_dir) / "label_vocab.json").string();
   if (!labels.is_null()) {
@@ -172,11 +220,27 @@ void zoo_to_hf(const ConvertCommand& c) {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }
-  fs::create_directories(c.output_dir);
-  write_safetensors((fs::path(c.output_dir) / "model.safetensors").string(), hf, {{"format", "pt"}});
-  const std::string cfg_path = (fs::path(c.output_dir) / "config.json").string();
-  std::ofstream(cfg_path) << cfg.dump(2) << "\n";
-  std::cout << "Wrote " << (fs::path(c.output_dir) / "model.safetensors").string() << " and " << cfg_path << "\n";
+  // One checkpoint, or one per part in its sub-directory.
+  std::vector<std::pair<fs::path, nlohmann::json>> parts;
+  std::map<fs::path, models::StateDict> part_tensors;
+  if (a.components.empty()) {
+    parts.emplace_back(fs::path(c.output_dir), cfg);
+    part_tensors[c.output_dir] = std::move(hf);
+  } else {
+    for (const auto& part : a.components) parts.emplace_back(fs::path(c.output_dir) / part.dir, cfg.at(part.dir));
+    for (auto& [key, t] : hf) {
+      auto owner = std::find_if(a.components.begin(), a.components.end(),
+                                [&](const auto& part) { return key.rfind(part.key_prefix, 0) == 0; });
+      if (owner == a.components.end()) throw std::logic_error(converter + " export: " + key + " belongs to no part");
+      part_tensors[fs::path(c.output_dir) / owner->dir][key] = std::move(t);
+    }
+  }
+  for (const auto& [dir, part_cfg] : parts) {
+    fs::create_directories(dir);
+    write_safetensors((dir / "model.safetensors").string(), part_tensors[dir], {{"format", "pt"}});
+    std::ofstream((dir / "config.json").string()) << part_cfg.dump(2) << "\n";
+    std::cout << "Wrote " << (dir / "model.safetensors").string() << " and " << (dir / "config.json").string() << "\n";
+  }
 }
 
 }  // namespace
