@@ -33,6 +33,8 @@ HfKeyMap dpr_keys(const DprOptions& o) {
     const std::string hf = std::string(side.hf_prefix) + "bert_model.";
     m.hf_buffers.push_back(hf + "embeddings.position_ids");
     m.hf_buffers.push_back(hf + "embeddings.token_type_ids");
+    // facebook's DPR checkpoints carry a BERT pooler that HF's DPR never builds (nor does zoo's: [CLS] pooling).
+    m.hf_buffers.push_back(hf + "pooler.dense.");
     const DprEncoderOptions& e = side_options(o, side);
     map_bert_encoder(m, e, hf, side.zoo_prefix, e.segments(), /*pooler=*/false);
   }
