@@ -131,11 +131,12 @@ TEST(AlphabetData, SamplesAreRunsOfLettersContinuedOneAhead) {
   for (int s = 0; s <= 15; ++s) EXPECT_GT(starts[s], 5) << "start " << s << " of 0..15 drawn too rarely";
   data::AlphabetOptions other = o;
   other.seed = 2;
+  const data::AlphabetSource other_source(other);
   int same = 0;
   std::vector<int32_t> ids2(10);
   for (int64_t i = 0; i < 50; ++i) {
     source.read(i, ids.data(), mask.data(), labels.data());
-    data::AlphabetSource(other).read(i, ids2.data(), mask.data(), labels.data());
+    other_source.read(i, ids2.data(), mask.data(), labels.data());
     same += ids[0] == ids2[0];
   }
   EXPECT_LT(same, 25) << "another seed draws other starts";

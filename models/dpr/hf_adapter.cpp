@@ -11,32 +11,28 @@ namespace zoo::models {
 namespace {
 
 struct DprSide {
-  const char* dir;            // the sub-directory, and zoo's section name
-  const char* hf_prefix;      // HF's module: question_encoder. / ctx_encoder.
-  const char* zoo_prefix;     // zoo's module
+  const char* dir;     // the sub-directory, and zoo's section name
+  const char* module;  // HF's and zoo's module: question_encoder. / ctx_encoder.
   const char* architecture;
+  const DprEncoderOptions& (DprOptions::*options)() const;
 };
-const DprSide kSides[] = {{"q_encoder", "question_encoder.", "question_encoder.", "DPRQuestionEncoder"},
-                          {"ctx_encoder", "ctx_encoder.", "ctx_encoder.", "DPRContextEncoder"}};
+const DprSide kSides[] = {{"q_encoder", "question_encoder.", "DPRQuestionEncoder", &DprOptions::question},
+                          {"ctx_encoder", "ctx_encoder.", "DPRContextEncoder", &DprOptions::context}};
 
 const DprOptions& dpr_options(const ModelSpec& m) {
   return spec_options<DprSpec>(m, "the dpr Hugging Face converter takes a dpr model section");
 }
 
-const DprEncoderOptions& side_options(const DprOptions& o, const DprSide& side) {
-  return std::string(side.dir) == "q_encoder" ? o.question() : o.context();
-}
-
 HfKeyMap dpr_keys(const DprOptions& o) {
   HfKeyMap m;
   for (const DprSide& side : kSides) {
-    const std::string hf = std::string(side.hf_prefix) + "bert_model.";
+    const std::string hf = std::string(side.module) + "bert_model.";
     m.hf_buffers.push_back(hf + "embeddings.position_ids");
     m.hf_buffers.push_back(hf + "embeddings.token_type_ids");
     // facebook's DPR checkpoints carry a BERT pooler that HF's DPR never builds (nor does zoo's: [CLS] pooling).
     m.hf_buffers.push_back(hf + "pooler.dense.");
-    const DprEncoderOptions& e = side_options(o, side);
-    map_bert_encoder(m, e, hf, side.zoo_prefix, e.segments(), /*pooler=*/false);
+    const DprEncoderOptions& e = (o.*side.options)();
+    map_bert_encoder(m, e, hf, side.module, e.segments(), /*pooler=*/false);
   }
   return m;
 }
@@ -45,7 +41,7 @@ HfKeyMap dpr_keys(const DprOptions& o) {
 
 HfAdapter dpr_hf_adapter() {
   HfAdapter a;
-  for (const DprSide& side : kSides) a.components.push_back({side.dir, side.hf_prefix});
+  for (const DprSide& side : kSides) a.components.push_back({side.dir, side.module});
   a.model_types = {"dpr"};
   a.config_from_hf = [](const nlohmann::json& both) {
     YAML::Node m(YAML::NodeType::Map);
@@ -69,7 +65,7 @@ HfAdapter dpr_hf_adapter() {
         .expect(o.pooler_type == "cls", "pooler_type", o.pooler_type, "pools the [CLS] state");
     nlohmann::json both = nlohmann::json::object();
     for (const DprSide& side : kSides) {
-      const DprEncoderOptions& e = side_options(o, side);
+      const DprEncoderOptions& e = (o.*side.options)();
       check_bert_layout_export(check, e, /*roberta=*/false, /*pooler=*/false);
       nlohmann::json c = bert_encoder_config(e, /*roberta=*/false, e.segments());
       c["model_type"] = "dpr";
@@ -84,8 +80,8 @@ HfAdapter dpr_hf_adapter() {
     const DprOptions& o = dpr_options(m);
     StateDict hf = map_to_hf(dpr_keys(o), zoo);
     for (const DprSide& side : kSides) {
-      const DprEncoderOptions& e = side_options(o, side);
-      add_missing_token_types(hf, std::string(side.hf_prefix) + "bert_model.", e.segments(), e.hidden_size);
+      const DprEncoderOptions& e = (o.*side.options)();
+      add_missing_token_types(hf, std::string(side.module) + "bert_model.", e.segments(), e.hidden_size);
     }
     return hf;
   };

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -221,25 +220,29 @@ void zoo_to_hf(const ConvertCommand& c) {
     throw std::runtime_error(c.checkpoint + ": " + e.what());
   }
   // One checkpoint, or one per part in its sub-directory.
-  std::vector<std::pair<fs::path, nlohmann::json>> parts;
-  std::map<fs::path, models::StateDict> part_tensors;
+  struct Written {
+    fs::path dir;
+    nlohmann::json config;
+    models::StateDict tensors;
+  };
+  std::vector<Written> written;
   if (a.components.empty()) {
-    parts.emplace_back(fs::path(c.output_dir), cfg);
-    part_tensors[c.output_dir] = std::move(hf);
+    written.push_back({c.output_dir, cfg, std::move(hf)});
   } else {
-    for (const auto& part : a.components) parts.emplace_back(fs::path(c.output_dir) / part.dir, cfg.at(part.dir));
+    for (const auto& part : a.components) written.push_back({fs::path(c.output_dir) / part.dir, cfg.at(part.dir), {}});
     for (auto& [key, t] : hf) {
       auto owner = std::find_if(a.components.begin(), a.components.end(),
                                 [&](const auto& part) { return key.rfind(part.key_prefix, 0) == 0; });
       if (owner == a.components.end()) throw std::logic_error(converter + " export: " + key + " belongs to no part");
-      part_tensors[fs::path(c.output_dir) / owner->dir][key] = std::move(t);
+      written[size_t(owner - a.components.begin())].tensors[key] = std::move(t);
     }
   }
-  for (const auto& [dir, part_cfg] : parts) {
-    fs::create_directories(dir);
-    write_safetensors((dir / "model.safetensors").string(), part_tensors[dir], {{"format", "pt"}});
-    std::ofstream((dir / "config.json").string()) << part_cfg.dump(2) << "\n";
-    std::cout << "Wrote " << (dir / "model.safetensors").string() << " and " << (dir / "config.json").string() << "\n";
+  for (const Written& w : written) {
+    fs::create_directories(w.dir);
+    write_safetensors((w.dir / "model.safetensors").string(), w.tensors, {{"format", "pt"}});
+    std::ofstream((w.dir / "config.json").string()) << w.config.dump(2) << "\n";
+    std::cout << "Wrote " << (w.dir / "model.safetensors").string() << " and " << (w.dir / "config.json").string()
+              << "\n";
   }
 }
 
