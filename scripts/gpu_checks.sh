@@ -13,8 +13,8 @@
 # $OUT/gpu_checks.tgz. Usage: scripts/gpu_checks.sh   (after scripts/build_cuda.sh download
 # here; the .debs/ folder it fills is git-ignored, so a remote run must carry it)
 # Env: DEADLINE, STEPS (bench, default 20), COMPILE=1 (also torch.compile at 111M),
-#      CUDA_KERNELS=OFF (build without zoo's CUDA kernels; with them, where they
-#      build, 111M also runs with ZOO_CUDA_KERNELS=0 and =cross_entropy for
+#      CUDA_KERNELS=OFF (build without zoo's CUDA kernels; default AUTO, as in any
+#      build; with them, 111M also runs with ZOO_CUDA_KERNELS=0 and =cross_entropy for
 #      A/B figures: none of them, and the loss kernel without the norm one),
 #      EXTRAS=0 (skip the optional steps at the end).
 set -u
@@ -31,22 +31,23 @@ ZOO=build-cuda/zoo W=build-cuda/bench_gpu
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 # The test binary holds only the files with GPU-only tests (ZOO_TEST_SOURCES);
-# zoo's CUDA kernels are built unless CUDA_KERNELS=OFF.
+# zoo's CUDA kernels are built where nvcc is found, unless CUDA_KERNELS=OFF.
 base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_engine.cpp"
-export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=${CUDA_KERNELS:-ON}"
-kernels=$([[ "${CUDA_KERNELS:-ON}" == OFF ]] && echo 0 || echo 1)
+export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=${CUDA_KERNELS:-AUTO}"
 say "build zoo (ZOO_CMAKE_ARGS:$ZOO_CMAKE_ARGS)"
 ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo timeout "$(cap 240)" scripts/build_cuda.sh >"$LOG/build.log" 2>&1 || {
   grep -E -A8 'error|FAILED' "$LOG/build.log" | head -60
-  [[ "${CUDA_KERNELS:-ON}" == OFF ]] && exit 1
+  [[ "${CUDA_KERNELS:-AUTO}" == OFF ]] && exit 1
   say "the build with zoo's CUDA kernels failed (above); building without them"
-  export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=OFF" kernels=0
+  export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=OFF"
+  mv "$LOG/build.log" "$LOG/failed_build_with_kernels.log"
   ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo timeout "$(cap 200)" scripts/build_cuda.sh >"$LOG/build_retry.log" 2>&1 || {
     grep -E -A8 'error|FAILED' "$LOG/build_retry.log" | head -60
     exit 1
   }
 }
-grep -h -E "zoo: (NCCL|Gloo|CUDA kernels)" "$LOG"/build*.log
+grep -h -E "zoo: (NCCL|Gloo|CUDA kernels|no nvcc)" "$LOG"/build*.log
+kernels=$(grep -q -h "zoo: CUDA kernels" "$LOG"/build*.log && echo 1 || echo 0)
 
 # Background: the test binary (a precompiled header, two files, a link) builds
 # niced on a few of the 16 cores while the bench runs.

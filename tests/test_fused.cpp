@@ -440,7 +440,8 @@ TEST(FusedCuda, CrossEntropyKernelsMatchTheChunkedPath) {
     values.narrow(0, 0, 20).scatter_(1, labels.narrow(0, 0, 20).unsqueeze(1), 20.0);
     const torch::Tensor upstream = torch::rand({N}, cuda);
     auto run = [&](int64_t chunk_rows) {
-      torch::Tensor logits = values.to(dtype).requires_grad_();
+      // A copy: in float32 `to` would return `values` itself, and the second run's gradient would add to the first's.
+      torch::Tensor logits = values.to(dtype, /*non_blocking=*/false, /*copy=*/true).requires_grad_();
       torch::Tensor loss = token_cross_entropy(logits, labels, V, padding, chunk_rows);
       (loss * upstream).sum().backward();
       return std::pair{loss.detach().to(torch::kDouble), logits.grad().to(torch::kDouble)};
