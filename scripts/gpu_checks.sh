@@ -16,7 +16,7 @@
 #      CUDA_KERNELS=OFF (build without zoo's CUDA kernels; default AUTO, as in any
 #      build; with them, 111M also runs with ZOO_CUDA_KERNELS=0 and =cross_entropy for
 #      A/B figures: none of them, and the loss kernel without the norm one),
-#      EXTRAS=0 (skip the optional steps at the end).
+#      BIG=0 (no 1.3B bench), EXTRAS=0 (skip the optional steps at the end).
 set -u
 cd "$(dirname "$0")/.."
 source scripts/zoo_log.sh
@@ -56,8 +56,9 @@ kernels=$(grep -q -h "zoo: CUDA kernels" "$LOG"/build*.log && echo 1 || echo 0)
 
 say "bench"
 compile=$([[ "${COMPILE:-0}" == 1 ]] && echo "" || echo ":eager")
+big_case=$([[ "${BIG:-1}" == 1 ]] && echo configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8:eager)
 STEPS=${STEPS:-20} ZOO_BENCH_DIR=$W ZOO_BENCH_SKIP_BUILD=1 timeout "$(cap 280)" scripts/bench_gpu.sh \
-  configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8:eager "configs/cerebras_gpt/cerebras_gpt_111m.yaml:16$compile" 2>&1 |
+  $big_case "configs/cerebras_gpt/cerebras_gpt_111m.yaml:16$compile" 2>&1 |
   grep -v -E "Warn|detach|out = " | tee "$LOG/bench.txt"
 cp $W/zoo_*.log $W/params_*.yaml "$LOG/" 2>/dev/null
 
