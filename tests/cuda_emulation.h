@@ -29,6 +29,15 @@ using cudaStream_t = CUstream_st*;
 enum cudaError_t { cudaSuccess = 0 };
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
+// A small GPU: 2 multiprocessors holding 2 blocks each, so that kernels
+// sizing their grid to the GPU still run several blocks here.
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
+inline cudaError_t cudaGetDevice(int* device) { return *device = 0, cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) { return *value = 2, cudaSuccess; }
+template <typename Kernel>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, Kernel, int, size_t) {
+  return *blocks = 2, cudaSuccess;
+}
 
 using __nv_bfloat16 = c10::BFloat16;
 using __half = c10::Half;

@@ -208,30 +208,34 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
     const zoo::cuda::ElementType dy_type = *zoo::cuda::element_type_of(out_dtype);
     const int64_t C = x.size(-1), rows = x.numel() / C;
     const zoo::cuda::LaunchScope launch(x);
-    torch::Tensor dx, dbranch, dw, db;
+    torch::Tensor dx, dbranch, dw_partial, db_partial;
+    bool own_copy = false;
     if (ctx->needs_input_grad(0) || (add && ctx->needs_input_grad(1))) {
       dx = torch::empty_like(x);
       // A float32 branch shares dx; another type gets its copy from the same pass.
-      const bool own_copy = add && branch_dtype != torch::kFloat && ctx->needs_input_grad(1);
+      own_copy = add && branch_dtype != torch::kFloat && ctx->needs_input_grad(1);
       dbranch = own_copy ? torch::empty(x.sizes(), x.options().dtype(branch_dtype)) : add ? dx : torch::Tensor();
-      zoo::cuda::check_launch(kernels->input_grad(dy_type, x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr(),
-                                                  residual.defined() ? residual.data_ptr<float>() : nullptr,
-                                                  mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, C, rms,
-                                                  dx.data_ptr<float>(), *zoo::cuda::element_type_of(branch_dtype),
-                                                  own_copy ? dbranch.data_ptr() : nullptr, launch.stream()),
-                              "norm input gradient");
     }
-    if (ctx->needs_input_grad(2) || (bias && ctx->needs_input_grad(3))) {
-      const int64_t chunks = kernels->param_grad_chunks(rows);
-      torch::Tensor dw_partial = torch::empty({chunks, C}, x.options());
-      torch::Tensor db_partial = bias ? torch::empty_like(dw_partial) : torch::Tensor();
-      zoo::cuda::check_launch(kernels->param_grads(dy_type, x.data_ptr<float>(), dy.data_ptr(), mean.data_ptr<float>(),
-                                                   rstd.data_ptr<float>(), rows, C, dw_partial.data_ptr<float>(),
-                                                   bias ? db_partial.data_ptr<float>() : nullptr, launch.stream()),
-                              "norm weight gradient");
-      if (ctx->needs_input_grad(2)) dw = dw_partial.sum(0);
-      if (bias && ctx->needs_input_grad(3)) db = db_partial.sum(0);
+    const bool need_dw = ctx->needs_input_grad(2), need_db = bias && ctx->needs_input_grad(3);
+    if (need_dw || need_db) {
+      // Per chunk of rows, summed here; db's sums are skipped where it is not wanted.
+      dw_partial = torch::empty({kernels->param_grad_chunks(rows), C}, x.options());
+      if (need_db) db_partial = torch::empty_like(dw_partial);
     }
+    int64_t chunks = 0;
+    if (dx.defined() || dw_partial.defined()) {
+      zoo::cuda::check_launch(
+          kernels->backward(dy_type, x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr(),
+                            residual.defined() ? residual.data_ptr<float>() : nullptr, mean.data_ptr<float>(),
+                            rstd.data_ptr<float>(), rows, C, rms, dx.defined() ? dx.data_ptr<float>() : nullptr,
+                            *zoo::cuda::element_type_of(branch_dtype), own_copy ? dbranch.data_ptr() : nullptr,
+                            dw_partial.defined() ? dw_partial.data_ptr<float>() : nullptr,
+                            db_partial.defined() ? db_partial.data_ptr<float>() : nullptr, &chunks,
+                            launch.stream()),
+          "norm backward");
+    }
+    const torch::Tensor dw = need_dw ? dw_partial.narrow(0, 0, chunks).sum(0) : torch::Tensor();
+    const torch::Tensor db = need_db ? db_partial.narrow(0, 0, chunks).sum(0) : torch::Tensor();
     return {dx, dbranch, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -308,8 +312,8 @@ bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, co
 SumAndNorm cuda_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
                      const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype) {
 #ifdef ZOO_CUDA_KERNELS
-  static const NormKernels kernels = {zoo::cuda::norm_forward, zoo::cuda::norm_input_grad,
-                                      zoo::cuda::norm_param_grad_chunks, zoo::cuda::norm_param_grads};
+  static const NormKernels kernels = {zoo::cuda::norm_forward, zoo::cuda::norm_param_grad_chunks,
+                                      zoo::cuda::norm_backward};
   return norm_through(kernels, x, branch, weight, bias, eps, rms, out_dtype);
 #else
   (void)x, (void)branch, (void)weight, (void)bias, (void)eps, (void)rms, (void)out_dtype;

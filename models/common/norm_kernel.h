@@ -45,9 +45,8 @@ SumAndNorm cpu_add_norm(const torch::Tensor& x, const torch::Tensor& branch, con
 // them, and tests hand it the kernels compiled for the CPU (tests/cuda_emulation.h).
 struct NormKernels {
   decltype(&zoo::cuda::norm_forward) forward;
-  decltype(&zoo::cuda::norm_input_grad) input_grad;
   decltype(&zoo::cuda::norm_param_grad_chunks) param_grad_chunks;
-  decltype(&zoo::cuda::norm_param_grads) param_grads;
+  decltype(&zoo::cuda::norm_backward) backward;
 };
 
 // The norm (as cpu_norm) of float32 x, after adding branch when it is

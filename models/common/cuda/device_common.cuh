@@ -93,6 +93,21 @@ void with_element_type(ElementType type, Launch&& launch) {
   }
 }
 
+// How many blocks of `threads` threads running `kernel` one multiprocessor
+// holds at once (0 if CUDA cannot say).
+template <typename Kernel>
+int64_t resident_blocks_per_sm(Kernel kernel, int threads) {
+  int blocks = 0;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) == cudaSuccess ? blocks : 0;
+}
+
+// The current device's multiprocessors (0 if CUDA cannot say).
+inline int64_t multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  return cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess ? count : 0;
+}
+
 // nullptr, or the message of the error the last launch left.
 inline const char* launched() {
   const cudaError_t e = cudaGetLastError();

@@ -1,9 +1,11 @@
-// Implementation of models/common/cuda/norm.h. Forward and input gradient:
-// one thread block per row, the row read from memory once and again from
-// cache for each further pass (sum, mean, variance, output), float32 arithmetic.
-// Weight and bias gradients: a grid of 32-column tiles by row chunks, each
-// thread summing one column down its chunk (a warp reads 32 adjacent values
-// of a row), the chunks' sums added up by the caller.
+// Implementation of models/common/cuda/norm.h, in float32 arithmetic.
+// Forward: one thread block per row, the row read from memory once and again
+// from cache for each further pass (sum, mean, variance, output). Backward:
+// as many blocks as the GPU holds at once, each taking every gridDim.x-th row
+// likewise and adding up the weight and bias gradients of its rows as it
+// goes; the caller adds up the blocks' sums.
+#include <algorithm>
+
 #include "models/common/cuda/device_common.cuh"
 #include "models/common/cuda/norm.h"
 
@@ -12,7 +14,25 @@ namespace {
 
 constexpr int kNormThreads = 256;
 constexpr int kTileColumns = 32, kTileRows = 8;
-constexpr int64_t kRowsPerChunk = 128, kMaxChunks = 1024;
+// At most this many blocks, each summing its own rows' weight gradients:
+// more than any current GPU holds at once (an H100: 132 SMs x 6 blocks).
+// Rows too wide for that are summed by tiles of columns in kTiledChunks
+// chunks of rows.
+constexpr int64_t kMaxChunks = 2048, kTiledChunks = 256;
+// Rows up to kNormThreads * kMaxRegisterColumns wide keep their weight and
+// bias gradient sums in registers (8192: LLaMA-70B's width).
+constexpr int kMaxRegisterColumns = 32;
+
+// Calls launch(std::integral_constant<int, K>{}) with the smallest K of
+// 4, 8, 16, 32 that covers `per_thread` columns, or K = 0 beyond that.
+template <typename Launch>
+void with_register_columns(int64_t per_thread, Launch&& launch) {
+  if (per_thread <= 4) return launch(std::integral_constant<int, 4>{});
+  if (per_thread <= 8) return launch(std::integral_constant<int, 8>{});
+  if (per_thread <= 16) return launch(std::integral_constant<int, 16>{});
+  if (per_thread <= kMaxRegisterColumns) return launch(std::integral_constant<int, kMaxRegisterColumns>{});
+  launch(std::integral_constant<int, 0>{});
+}
 
 // With a branch: h = x + branch is written to `sum` and normalized.
 template <typename TB, typename TY>
@@ -55,37 +75,76 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
-// x is the normalized input (the sum, with a branch). residual_grad, the
-// gradient reaching x from elsewhere, is added in; branch_grad gets a copy
-// of dx in the branch's type.
-template <typename TD, typename TB>
+// A grid the GPU holds at once, each block taking every gridDim.x-th row
+// (its chunk), row by row. x is the normalized input (the
+// sum, with a branch). Where dx is set: its input gradient, residual_grad
+// (the gradient reaching x from elsewhere) added in, and branch_grad, when
+// set, a copy of it in the branch's type. Where dw_partial is set (kCols > 0:
+// each thread's columns tid + k * kNormThreads, k < kCols), the chunk's
+// column sums of dy * xhat and of dy (db_partial, when set) are kept in
+// registers and written once, from the same reads of x and dy.
+template <typename TD, typename TB, int kCols>
 __global__ void __launch_bounds__(kNormThreads)
-    input_grad_rows(const float* __restrict__ x, const float* __restrict__ w, const TD* __restrict__ dy,
-                    const float* __restrict__ residual_grad, const float* __restrict__ mean,
-                    const float* __restrict__ rstd, int64_t C, bool rms, float* __restrict__ dx,
-                    TB* __restrict__ branch_grad) {
+    backward_rows(const float* __restrict__ x, const float* __restrict__ w, const TD* __restrict__ dy,
+                  const float* __restrict__ residual_grad, const float* __restrict__ mean,
+                  const float* __restrict__ rstd, int64_t rows, int64_t C, bool rms, float* __restrict__ dx, TB* __restrict__ branch_grad, float* __restrict__ dw_partial,
+                  float* __restrict__ db_partial) {
   __shared__ float shared[kNormThreads / 32 + 1];
-  const int64_t r = blockIdx.x;
-  const float* xr = x + r * C;
-  const TD* dyr = dy + r * C;
-  float* dxr = dx + r * C;
-  const float m = mean[r], inv = rstd[r];
-  float sum_g = 0.f, sum_gx = 0.f;
-  for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
-    const float g = to_float(dyr[j]) * w[j];
-    sum_g += g;
-    sum_gx += g * (xr[j] - m) * inv;
+  constexpr int kSums = kCols > 0 ? kCols : 1;
+  float sum_w[kSums], sum_b[kSums];
+  for (int k = 0; k < kSums; ++k) sum_w[k] = sum_b[k] = 0.f;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * C;
+    const TD* dyr = dy + r * C;
+    const float m = mean[r], inv = rstd[r];
+    float mean_g = 0.f, mean_gx = 0.f;
+    if (dx) {  // uniform across the block, as block_sum's barriers need
+      float g_total = 0.f, gx_total = 0.f;
+      for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
+        const float g = to_float(dyr[j]) * w[j];
+        g_total += g;
+        gx_total += g * (xr[j] - m) * inv;
+      }
+      mean_gx = block_sum<kNormThreads>(gx_total, shared) / float(C);
+      mean_g = rms ? 0.f : block_sum<kNormThreads>(g_total, shared) / float(C);
+    }
+    auto column = [&](int64_t j, int k) {
+      const float d_y = to_float(dyr[j]), xhat = (xr[j] - m) * inv;
+      if (dx) {
+        float d = inv * (d_y * w[j] - mean_g - xhat * mean_gx);
+        if (residual_grad) d += residual_grad[r * C + j];
+        dx[r * C + j] = d;
+        if (branch_grad) branch_grad[r * C + j] = from_float<TB>(d);
+      }
+      if (kCols > 0 && dw_partial) {
+        sum_w[k] += d_y * xhat;
+        sum_b[k] += d_y;
+      }
+    };
+    if constexpr (kCols > 0) {
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) {
+        const int64_t j = threadIdx.x + int64_t(k) * kNormThreads;
+        if (j < C) column(j, k);
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < C; j += kNormThreads) column(j, 0);
+    }
   }
-  const float mean_gx = block_sum<kNormThreads>(sum_gx, shared) / float(C);
-  const float mean_g = rms ? 0.f : block_sum<kNormThreads>(sum_g, shared) / float(C);
-  for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
-    float d = inv * (to_float(dyr[j]) * w[j] - mean_g - (xr[j] - m) * inv * mean_gx);
-    if (residual_grad) d += residual_grad[r * C + j];
-    dxr[j] = d;
-    if (branch_grad) branch_grad[r * C + j] = from_float<TB>(d);
+  if (kCols > 0 && dw_partial) {
+#pragma unroll
+    for (int k = 0; k < kSums; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * kNormThreads;
+      if (j >= C) break;
+      dw_partial[blockIdx.x * C + j] = sum_w[k];
+      if (db_partial) db_partial[blockIdx.x * C + j] = sum_b[k];
+    }
   }
 }
 
+// The column sums for rows wider than backward_rows keeps in registers: a
+// grid of 32-column tiles by row chunks, each thread summing one column
+// down its chunk (a warp reads 32 adjacent values of a row).
 template <typename TD>
 __global__ void __launch_bounds__(kTileColumns* kTileRows)
     param_grad_chunks(const float* __restrict__ x, const TD* __restrict__ dy, const float* __restrict__ mean,
@@ -131,36 +190,41 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
   return launched();
 }
 
-const char* norm_input_grad(ElementType dy_type, const float* x, const float* w, const void* dy,
-                            const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
-                            bool rms, float* dx, ElementType branch_type, void* branch_grad, void* stream) {
-  if (rows == 0) return nullptr;
+int64_t norm_param_grad_chunks(int64_t rows) { return rows < 1 ? 1 : rows < kMaxChunks ? rows : kMaxChunks; }
+
+const char* norm_backward(ElementType dy_type, const float* x, const float* w, const void* dy,
+                          const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
+                          bool rms, float* dx, ElementType branch_type, void* branch_grad, float* dw_partial,
+                          float* db_partial, int64_t* chunks, void* stream) {
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  *chunks = norm_param_grad_chunks(rows);
+  bool sums_in_registers = false;
   with_element_type(dy_type, [&](auto* dy_tag) {
     using TD = std::remove_pointer_t<decltype(dy_tag)>;
     with_element_type(branch_grad ? branch_type : ElementType::f32, [&](auto* branch_tag) {
       using TB = std::remove_pointer_t<decltype(branch_tag)>;
-      ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream), input_grad_rows<TD, TB>)
-      (x, w, static_cast<const TD*>(dy), residual_grad, mean, rstd, C, rms, dx, static_cast<TB*>(branch_grad));
+      with_register_columns((C + kNormThreads - 1) / kNormThreads, [&](auto cols) {
+        constexpr int kCols = decltype(cols)::value;
+        sums_in_registers = kCols > 0;
+        if (!dx && !(sums_in_registers && dw_partial)) return;
+        const auto kernel = backward_rows<TD, TB, kCols>;
+        // One wave: with more blocks than fit, the last wave would leave most of the GPU idle.
+        static const int64_t per_sm = resident_blocks_per_sm(kernel, kNormThreads);
+        const int64_t resident = per_sm * multiprocessors();
+        if (resident > 0 && resident < *chunks) *chunks = resident;
+        ZOO_LAUNCH(static_cast<unsigned>(*chunks), kNormThreads, cuda_stream, backward_rows<TD, TB, kCols>)
+        (x, w, static_cast<const TD*>(dy), residual_grad, mean, rstd, rows, C, rms, dx, static_cast<TB*>(branch_grad),
+         dw_partial, db_partial);
+      });
     });
-  });
-  return launched();
-}
-
-int64_t norm_param_grad_chunks(int64_t rows) {
-  const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  return chunks < 1 ? 1 : chunks > kMaxChunks ? kMaxChunks : chunks;
-}
-
-const char* norm_param_grads(ElementType dy_type, const float* x, const void* dy, const float* mean, const float* rstd,
-                             int64_t rows, int64_t C, float* dw_partial, float* db_partial, void* stream) {
-  const int64_t chunks = norm_param_grad_chunks(rows);
-  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  const dim3 grid(static_cast<unsigned>((C + kTileColumns - 1) / kTileColumns), static_cast<unsigned>(chunks));
-  const dim3 block(kTileColumns, kTileRows);
-  with_element_type(dy_type, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    ZOO_LAUNCH(grid, block, static_cast<cudaStream_t>(stream), param_grad_chunks<T>)
-    (x, static_cast<const T*>(dy), mean, rstd, rows, C, rows_per_chunk, dw_partial, db_partial);
+    if (dw_partial && !sums_in_registers) {
+      // Row chunks of a grid of column tiles: a few hundred fill the GPU.
+      *chunks = std::min<int64_t>(norm_param_grad_chunks(rows), kTiledChunks);
+      const int64_t rows_per_chunk = (rows + *chunks - 1) / *chunks;
+      const dim3 grid(static_cast<unsigned>((C + kTileColumns - 1) / kTileColumns), static_cast<unsigned>(*chunks));
+      ZOO_LAUNCH(grid, dim3(kTileColumns, kTileRows), cuda_stream, param_grad_chunks<TD>)
+      (x, static_cast<const TD*>(dy), mean, rstd, rows, C, rows_per_chunk, dw_partial, db_partial);
+    }
   });
   return launched();
 }

@@ -1,11 +1,11 @@
 // zoo's LayerNorm / RMSNorm kernels for CUDA (models/common/cuda/norm.cu,
-// built with -DZOO_CUDA_KERNELS=ON) over rows of C float32 values with
+// built wherever nvcc is found) over rows of C float32 values with
 // float32 weight and bias, optionally after a residual add (x + branch, the
 // sum kept): the output is written in float32, bfloat16 or float16, so that
 // under autocast the cast a matmul would make of it is part of the norm's
 // own write, and the backward reads the gradient in that type. Plain C++, so that callers need no CUDA headers. Each
 // function launches on `stream` (a cudaStream_t) of the current device and returns nullptr, or the CUDA error's
-// message. Defines: norm_forward, norm_input_grad, norm_param_grad_chunks, norm_param_grads.
+// message. Defines: norm_forward, norm_param_grad_chunks, norm_backward.
 #pragma once
 
 #include <cstdint>
@@ -23,21 +23,22 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
                          const float* w, const float* b, int64_t rows, int64_t C, float eps, bool rms, void* y,
                          float* mean, float* rstd, void* stream);
 
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) + residual_grad, with
-// g = dy * w and xhat = (x - mean) * rstd (rms: no mean(g) term; x is the
-// normalized h; residual_grad, h's gradient from its other uses, may be
-// null); dy in dy_type. branch_grad, when not null, gets dx in branch_type.
-const char* norm_input_grad(ElementType dy_type, const float* x, const float* w, const void* dy,
-                            const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
-                            bool rms, float* dx, ElementType branch_type, void* branch_grad, void* stream);
-
-// How many row chunks norm_param_grads sums separately for `rows` rows.
+// The most chunks of rows norm_backward sums the weight and bias gradients
+// of separately, for `rows` rows: the rows dw_partial and db_partial hold.
 int64_t norm_param_grad_chunks(int64_t rows);
 
-// Per chunk of rows, the column sums of dy * xhat (dw) and of dy (db, when
-// dw_partial's companion db_partial is not null): (chunks, C) each, for the
+// The backward, in one pass over x and dy (dy in dy_type) for rows up to
+// 8192 wide, a second one for the sums beyond. Where dx is set: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// + residual_grad, with g = dy * w and xhat = (x - mean) * rstd (rms: no
+// mean(g) term; x is the normalized h; residual_grad, h's gradient from its
+// other uses, may be null); branch_grad, when not null, gets dx in
+// branch_type. Where dw_partial is set: per chunk of rows, the column sums
+// of dy * xhat (dw) and of dy (db, when db_partial is not null): the first
+// *chunks rows of each (norm_param_grad_chunks(rows), C) buffer, for the
 // caller to sum over chunks.
-const char* norm_param_grads(ElementType dy_type, const float* x, const void* dy, const float* mean, const float* rstd,
-                             int64_t rows, int64_t C, float* dw_partial, float* db_partial, void* stream);
+const char* norm_backward(ElementType dy_type, const float* x, const float* w, const void* dy,
+                          const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
+                          bool rms, float* dx, ElementType branch_type, void* branch_grad, float* dw_partial,
+                          float* db_partial, int64_t* chunks, void* stream);
 
 }  // namespace zoo::cuda
