@@ -221,11 +221,43 @@ runconfig:
   ASSERT_EQ(losses.size(), 40u) << r.output;
   EXPECT_LT(losses.back(), 0.25 * losses.front()) << losses.front() << " -> " << losses.back();
   EXPECT_NE(r.output.find("eval/accuracy = 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("eval/f1_score = 1"), std::string::npos) << "two labels: modelzoo's F1 too\n" << r.output;
   auto m = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params("MNLIDataProcessor", "mnli", 3) +
                                      " --mode train_and_eval --model_dir " + (dir / "m2"));
   ASSERT_EQ(m.exit_code, 0) << m.output;
   for (const char* metric : {"eval/accuracy = ", "eval/accuracy_matched = ", "eval/accuracy_mismatched = "})
     EXPECT_NE(m.output.find(metric), std::string::npos) << metric << "\n" << m.output;
+  EXPECT_EQ(m.output.find("f1_score"), std::string::npos) << "three labels: no F1, as in modelzoo\n" << m.output;
+}
+
+// modelzoo's FBetaScoreMetric as the classifier configures it for two
+// labels (micro average, no ignored class), from its confusion matrix over
+// the labels in [0, 2): precision and recall are both the diagonal over the
+// counted rows, so F1 is their accuracy; a label outside is not counted.
+TEST(BertClassifier, TwoLabelF1IsModelzoosMicroAveragedScore) {
+  using models::MetricTerm, models::ModelOutput, models::add_classification_metrics;
+  const torch::Tensor logits = torch::tensor({{2.0, 1.0}, {0.0, 3.0}, {1.0, 0.5}, {0.2, 0.1}, {0.0, 1.0}, {3.0, 0.0}});
+  const torch::Tensor labels = torch::tensor({0, 1, 1, 1, -100, 0});
+  ModelOutput out;
+  add_classification_metrics(out, logits, labels, 2);
+  double confusion[2][2] = {};
+  const torch::Tensor predicted = logits.argmax(-1);
+  for (int64_t i = 0; i < labels.size(0); ++i) {
+    const int64_t l = labels[i].item<int64_t>();
+    if (l >= 0 && l < 2) confusion[l][predicted[i].item<int64_t>()] += 1;
+  }
+  const double tp = confusion[0][0] + confusion[1][1];
+  const double predicted_total = confusion[0][0] + confusion[1][0] + confusion[0][1] + confusion[1][1];
+  const double precision = tp / predicted_total, recall = tp / predicted_total;  // every counted row has both
+  const double f1 = 2 * precision * recall / (precision + recall);
+  const MetricTerm& term = out.metrics.at("f1_score");
+  EXPECT_DOUBLE_EQ(term.sum.item<double>() / term.count.item<double>(), f1);
+  EXPECT_DOUBLE_EQ(f1, 3.0 / 5.0);
+  const MetricTerm& accuracy = out.metrics.at("accuracy");
+  EXPECT_DOUBLE_EQ(accuracy.sum.item<double>() / accuracy.count.item<double>(), 3.0 / 6.0) << "accuracy counts every row";
+  ModelOutput three;
+  add_classification_metrics(three, torch::cat({logits, torch::zeros({6, 1})}, 1), labels.clamp_min(0), 3);
+  EXPECT_EQ(three.metrics.count("f1_score"), 0u);
 }
 
 // modelzoo's SST-2 config builds Hugging Face's BertForSequenceClassification

@@ -35,8 +35,9 @@ class BertClassifierModel : public Model {
   BertClassifierModel(const BertClassifierOptions& options, const torch::TensorOptions& param_options);
   // Cross-entropy (single label), binary cross-entropy per label (multi
   // label) or mean squared error (regression) of the logits; eval also
-  // reports accuracy, and accuracy_matched / accuracy_mismatched when the
-  // batch has is_matched / is_mismatched (MNLI's two dev sets).
+  // reports accuracy, with two labels f1_score (add_classification_metrics),
+  // and accuracy_matched / accuracy_mismatched when the batch has
+  // is_matched / is_mismatched (MNLI's two dev sets).
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                        const torch::Tensor& token_type_ids);  // (B, num_labels)
@@ -62,6 +63,15 @@ extern const std::vector<std::string> kProblemTypes;
 // label (multi_label_classification) or cross-entropy (single_label_classification).
 torch::Tensor sequence_classification_loss(const torch::Tensor& logits, const torch::Tensor& labels,
                                            const std::string& problem_type);
+
+// modelzoo's eval metrics of a single-label classifier, as sums the runner
+// adds up over batches: accuracy, and with two labels f1_score. modelzoo's
+// F1 there is micro-averaged over both classes and counts the labels in
+// [0, num_labels): each such row is a true positive, or a false positive and
+// a false negative, so it equals the accuracy over those rows (not the F1 of
+// class 1 that GLUE reports).
+void add_classification_metrics(ModelOutput& result, const torch::Tensor& logits, const torch::Tensor& labels,
+                                int64_t num_labels);
 
 ModelFamily bert_classifier_family();
 

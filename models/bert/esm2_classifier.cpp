@@ -56,15 +56,8 @@ ModelOutput Esm2ClassifierModel::forward(const Features& batch, bool with_metric
   const std::string type = options_.resolved_problem_type();
   ModelOutput result;
   result.loss = sequence_classification_loss(out, labels, type);
-  if (with_metrics && options_.compute_eval_metrics && type == "single_label_classification") {
-    torch::NoGradGuard no_grad;
-    const torch::Tensor correct = (out.argmax(-1) == labels.reshape({-1}).to(torch::kLong)).to(torch::kFloat).sum();
-    const torch::Tensor count = torch::tensor(double(out.size(0)));
-    result.metrics["accuracy"] = {correct, count, MetricTerm::Reduce::mean};
-    // Micro-averaged over both classes, each sequence's one label counts once
-    // as a true positive or as a false positive and a false negative.
-    if (options_.num_labels == 2) result.metrics["f1_score"] = {correct, count, MetricTerm::Reduce::mean};
-  }
+  if (with_metrics && options_.compute_eval_metrics && type == "single_label_classification")
+    add_classification_metrics(result, out, labels, options_.num_labels);
   return result;
 }
 
