@@ -65,7 +65,9 @@ LaunchScope::LaunchScope(const at::Tensor& on) {
 }
 
 void check_launch(const char* error, const char* kernel) {
-  if (error) throw std::runtime_error(std::string("zoo's CUDA ") + kernel + ": " + error);
+  if (error)
+    throw std::runtime_error(std::string("zoo's CUDA ") + kernel + ": " + error +
+                             " (ZOO_CUDA_KERNELS=0 in the environment runs LibTorch's ops instead)");
 }
 
 }  // namespace zoo::cuda

@@ -41,7 +41,8 @@ class LaunchScope {
   void* stream_ = nullptr;
 };
 
-// Throws "zoo's CUDA <kernel>: <error>" when a launch returned an error.
+// Throws "zoo's CUDA <kernel>: <error>", and how to run without zoo's
+// kernels, when a launch returned an error.
 void check_launch(const char* error, const char* kernel);
 
 }  // namespace zoo::cuda
