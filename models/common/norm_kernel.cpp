@@ -230,8 +230,7 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
                             rstd.data_ptr<float>(), rows, C, rms, dx.defined() ? dx.data_ptr<float>() : nullptr,
                             *zoo::cuda::element_type_of(branch_dtype), own_copy ? dbranch.data_ptr() : nullptr,
                             dw_partial.defined() ? dw_partial.data_ptr<float>() : nullptr,
-                            db_partial.defined() ? db_partial.data_ptr<float>() : nullptr, &chunks,
-                            launch.stream()),
+                            db_partial.defined() ? db_partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
           "norm backward");
     }
     const torch::Tensor dw = need_dw ? dw_partial.narrow(0, 0, chunks).sum(0) : torch::Tensor();

@@ -75,20 +75,20 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
-// A grid the GPU holds at once, each block taking every gridDim.x-th row
-// (its chunk), row by row. x is the normalized input (the
-// sum, with a branch). Where dx is set: its input gradient, residual_grad
-// (the gradient reaching x from elsewhere) added in, and branch_grad, when
-// set, a copy of it in the branch's type. Where dw_partial is set (kCols > 0:
-// each thread's columns tid + k * kNormThreads, k < kCols), the chunk's
-// column sums of dy * xhat and of dy (db_partial, when set) are kept in
-// registers and written once, from the same reads of x and dy.
+// Each block takes every gridDim.x-th row (its chunk), row by row. x is the
+// normalized input (the sum, with a branch). Where dx is set: the input
+// gradient, residual_grad (the gradient reaching x from elsewhere) added in,
+// and branch_grad, when set, a copy of it in the branch's type. Where
+// dw_partial is set (kCols > 0: each thread's columns tid + k * kNormThreads,
+// k < kCols), the chunk's column sums of dy * xhat and of dy (db_partial,
+// when set) are kept in registers and written once, from the same reads of
+// x and dy.
 template <typename TD, typename TB, int kCols>
 __global__ void __launch_bounds__(kNormThreads)
     backward_rows(const float* __restrict__ x, const float* __restrict__ w, const TD* __restrict__ dy,
                   const float* __restrict__ residual_grad, const float* __restrict__ mean,
-                  const float* __restrict__ rstd, int64_t rows, int64_t C, bool rms, float* __restrict__ dx, TB* __restrict__ branch_grad, float* __restrict__ dw_partial,
-                  float* __restrict__ db_partial) {
+                  const float* __restrict__ rstd, int64_t rows, int64_t C, bool rms, float* __restrict__ dx,
+                  TB* __restrict__ branch_grad, float* __restrict__ dw_partial, float* __restrict__ db_partial) {
   __shared__ float shared[kNormThreads / 32 + 1];
   constexpr int kSums = kCols > 0 ? kCols : 1;
   float sum_w[kSums], sum_b[kSums];
