@@ -5,8 +5,9 @@
 # eager (scripts/bench_gpu.sh; 1.3B first, then 111M, whose torch.compile run
 # comes last), fp32 CPU / GPU losses of a tiny GPT,
 # the GPU-only tests (a test binary of the files that hold them, built in the
-# background), ZOO_PROFILE traces of zoo at 111M and 1.3B, then, as time allows, the reference's 1.3B
-# trace and 1.3B with activation checkpointing. (NCCL with one rank and the
+# background), the DPR conversion against transformers, ZOO_PROFILE traces of
+# zoo at 111M and 1.3B, then, as time allows, the reference's 1.3B trace and
+# 1.3B with activation checkpointing. (NCCL with one rank and the
 # conversion fixtures against transformers were checked on the 2026-11-26
 # lease: scripts/build_cuda.sh runs the whole suite.) Logs go to LOG (default
 # build-cuda/gpu_checks) and, where OUT is set (the device tool), into
@@ -32,7 +33,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 # The test binary holds only the files with GPU-only tests (ZOO_TEST_SOURCES);
 # zoo's CUDA kernels are built where nvcc is found, unless CUDA_KERNELS=OFF.
-base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_engine.cpp"
+base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_engine.cpp;tests/test_bert_convert.cpp"
 export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=${CUDA_KERNELS:-AUTO}"
 say "build zoo (ZOO_CMAKE_ARGS:$ZOO_CMAKE_ARGS)"
 ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo timeout "$(cap 240)" scripts/build_cuda.sh >"$LOG/build.log" 2>&1 || {
@@ -101,6 +102,11 @@ wait
 [[ "$(cat "$LOG/build_tests.rc" 2>/dev/null)" == 0 ]] || { grep -E -A8 'error:|FAILED' "$LOG/build_tests.log" | head -40; exit 1; }
 OMP_NUM_THREADS=4 timeout "$(cap 90)" build-cuda/zoo_tests --gtest_filter='*Cuda*:Profile.*' 2>&1 |
   grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|actual" | tee "$LOG/gpu_tests.txt"
+
+say "DPR conversion against transformers' DPR encoders (not yet run on a lease)"
+ZOO_TRANSFORMERS_PYTHON=$PYTHON OMP_NUM_THREADS=4 timeout "$(cap 60)" build-cuda/zoo_tests \
+  --gtest_filter='ConvertBert.Dpr*' 2>&1 | grep -E "^\[ +(OK|FAILED|SKIPPED) |Failure|Expected|Which is|actual|transformers" |
+  tee "$LOG/transformers_dpr.txt"
 
 if [[ -f $small ]]; then
   say "zoo's trace at 111M B=16, steps 6-8"
