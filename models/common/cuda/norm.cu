@@ -1,9 +1,10 @@
 // Implementation of models/common/cuda/norm.h, in float32 arithmetic.
-// Forward: one thread block per row, the row read from memory once and again
-// from cache for each further pass (sum, mean, variance, output). Backward:
-// as many blocks as the GPU holds at once, each taking every gridDim.x-th row
-// likewise and adding up the weight and bias gradients of its rows as it
-// goes; the caller adds up the blocks' sums.
+// Forward: one thread block per row, the row read from memory once and kept
+// in registers (rows up to 8192 wide; wider ones read again from cache) for
+// each further pass (mean, variance, output). Backward: as many blocks as the
+// GPU holds at once, each taking every gridDim.x-th row likewise and adding
+// up the weight and bias gradients of its rows as it goes; the caller adds up
+// the blocks' sums.
 #include <algorithm>
 
 #include "models/common/cuda/device_common.cuh"
@@ -19,8 +20,9 @@ constexpr int kTileColumns = 32, kTileRows = 8;
 // Rows too wide for that are summed by tiles of columns in kTiledChunks
 // chunks of rows.
 constexpr int64_t kMaxChunks = 2048, kTiledChunks = 256;
-// Rows up to kNormThreads * kMaxRegisterColumns wide keep their weight and
-// bias gradient sums in registers (8192: LLaMA-70B's width).
+// Rows up to kNormThreads * kMaxRegisterColumns wide keep their values
+// (forward) and weight and bias gradient sums (backward) in registers
+// (8192: LLaMA-70B's width).
 constexpr int kMaxRegisterColumns = 32;
 
 // Calls launch(std::integral_constant<int, K>{}) with the smallest K of
@@ -34,41 +36,66 @@ void with_register_columns(int64_t per_thread, Launch&& launch) {
   launch(std::integral_constant<int, 0>{});
 }
 
-// With a branch: h = x + branch is written to `sum` and normalized.
-template <typename TB, typename TY>
+// Calls visit(j, k) for this thread's columns j of a row of C. kCols > 0:
+// j = threadIdx.x + k * kNormThreads for k < kCols, unrolled, so that arrays
+// the caller indexes by k stay in registers; kCols = 0: every
+// kNormThreads-th column from threadIdx.x, with k = 0.
+template <int kCols, typename Visit>
+__device__ __forceinline__ void for_row_columns(int64_t C, Visit visit) {
+  if constexpr (kCols > 0) {
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * kNormThreads;
+      if (j < C) visit(j, k);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < C; j += kNormThreads) visit(j, 0);
+  }
+}
+
+// With a branch: h = x + branch is written to `sum` and normalized. kCols >
+// 0: each thread keeps its columns of h in registers between the passes;
+// kCols = 0 (wider rows): it reads them again, from cache.
+template <typename TB, typename TY, int kCols>
 __global__ void __launch_bounds__(kNormThreads)
     normalize_rows(const float* __restrict__ x, const TB* __restrict__ branch, float* __restrict__ sum,
                    const float* __restrict__ w, const float* __restrict__ b, int64_t C, float eps, bool rms,
                    TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
   __shared__ float shared[kNormThreads / 32 + 1];
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * C;
+  const float* hr = x + r * C;
   TY* yr = y + r * C;
+  float held[kCols > 0 ? kCols : 1];
   float s = 0.f;
-  if (branch) {
-    const TB* br = branch + r * C;
-    float* hr = sum + r * C;
-    for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
-      const float h = xr[j] + to_float(br[j]);
-      hr[j] = h;
-      s += h;
+  for_row_columns<kCols>(C, [&](int64_t j, int k) {
+    float h = hr[j];
+    if (branch) {
+      h += to_float(branch[r * C + j]);
+      sum[r * C + j] = h;
     }
-    xr = hr;  // each thread reads back only what it wrote
-  } else {
-    for (int64_t j = threadIdx.x; j < C; j += kNormThreads) s += xr[j];
-  }
+    if constexpr (kCols > 0) held[k] = h;
+    s += h;
+  });
+  if (branch) hr = sum + r * C;  // each thread reads back only what it wrote
+  auto h_at = [&](int64_t j, int k) {
+    if constexpr (kCols > 0) {
+      return held[k];
+    } else {
+      return hr[j];
+    }
+  };
   // rms is uniform across the block, as block_sum's barriers need.
   const float m = rms ? 0.f : block_sum<kNormThreads>(s, shared) / float(C);
   float ss = 0.f;
-  for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
-    const float d = xr[j] - m;
+  for_row_columns<kCols>(C, [&](int64_t j, int k) {
+    const float d = h_at(j, k) - m;
     ss += d * d;
-  }
+  });
   const float inv = rsqrtf(block_sum<kNormThreads>(ss, shared) / float(C) + eps);
-  for (int64_t j = threadIdx.x; j < C; j += kNormThreads) {
-    const float v = (xr[j] - m) * inv * w[j];
+  for_row_columns<kCols>(C, [&](int64_t j, int k) {
+    const float v = (h_at(j, k) - m) * inv * w[j];
     yr[j] = from_float<TY>(b ? v + b[j] : v);
-  }
+  });
   if (threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = inv;
@@ -121,15 +148,7 @@ __global__ void __launch_bounds__(kNormThreads)
         sum_b[k] += d_y;
       }
     };
-    if constexpr (kCols > 0) {
-#pragma unroll
-      for (int k = 0; k < kCols; ++k) {
-        const int64_t j = threadIdx.x + int64_t(k) * kNormThreads;
-        if (j < C) column(j, k);
-      }
-    } else {
-      for (int64_t j = threadIdx.x; j < C; j += kNormThreads) column(j, 0);
-    }
+    for_row_columns<kCols>(C, column);
   }
   if (kCols > 0 && dw_partial) {
 #pragma unroll
@@ -183,8 +202,12 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
     using TB = std::remove_pointer_t<decltype(branch_tag)>;
     with_element_type(y_type, [&](auto* y_tag) {
       using TY = std::remove_pointer_t<decltype(y_tag)>;
-      ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream), normalize_rows<TB, TY>)
-      (x, static_cast<const TB*>(branch), sum, w, b, C, eps, rms, static_cast<TY*>(y), mean, rstd);
+      with_register_columns((C + kNormThreads - 1) / kNormThreads, [&](auto cols) {
+        constexpr int kCols = decltype(cols)::value;
+        ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream),
+                   normalize_rows<TB, TY, kCols>)
+        (x, static_cast<const TB*>(branch), sum, w, b, C, eps, rms, static_cast<TY*>(y), mean, rstd);
+      });
     });
   });
   return launched();
