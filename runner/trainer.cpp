@@ -321,11 +321,12 @@ void Trainer::train(int64_t steps) {
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
                                  (i % *rc.checkpoint_steps == 0 || i == steps);
-    // On the CPU the loss is read before the update, so a non-finite one
-    // stops the run before its step; a GPU's is read once the update is
-    // queued, so the GPU works through it while the host waits.
-    const bool read_loss = log_step || checkpoint_step || device_.is_cpu();
-    if (read_loss && device_.is_cpu()) last_loss = read_losses(unread_losses, global_step_ + 1, /*steps_apart=*/1);
+    // On the CPU every loss is read, before the update, so a non-finite one
+    // stops the run before its step; a GPU's is read on the steps that need
+    // it once the update is queued, so the GPU works through it while the
+    // host waits.
+    const bool on_cpu = device_.is_cpu();
+    if (on_cpu) last_loss = read_losses(unread_losses, global_step_ + 1, /*steps_apart=*/1);
     // Order as modelzoo: unscale, clip, step; a step with non-finite gradients
     // is skipped and does not advance the LR schedule.
     const bool finite = !scaler_ || scaler_->unscale(parameters);
@@ -343,7 +344,7 @@ void Trainer::train(int64_t steps) {
       scheduler_->step();
     }
     optimizer_->zero_grad();
-    if (read_loss && !device_.is_cpu()) {
+    if (!on_cpu && (log_step || checkpoint_step)) {
       last_loss = read_losses(unread_losses, global_step_ + 1, /*steps_apart=*/1);
       log.loss = last_loss;
     }

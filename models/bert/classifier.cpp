@@ -24,7 +24,8 @@ const config::Schema<BertClassifierOptions>& BertClassifierOptions::schema() {
           .field("embedding_dropout_rate", &O::embedding_dropout_rate,
                  "Dropout after the embeddings (null: dropout_rate).", config::if_set(dropout))
           .field("compute_eval_metrics", &O::compute_eval_metrics,
-                 "Eval also reports accuracy, with two labels f1_score (modelzoo's micro-averaged F1), and MNLI's accuracy_matched / accuracy_mismatched.")
+                 "Eval also reports accuracy, with two labels f1_score (modelzoo's micro-averaged F1), and "
+                 "MNLI's accuracy_matched / accuracy_mismatched.")
           .ignored({"mlm_loss_weight", "mlm_nonlinearity", "share_embedding_weights"},
                    "deprecated and unused by modelzoo's bert/classifier model")
           .ignored({"nonlinearity"}, "modelzoo's bert/classifier model replaces it by encoder_nonlinearity")
@@ -39,8 +40,8 @@ const config::Schema<BertClassifierOptions>& BertClassifierOptions::schema() {
   return s;
 }
 
-void add_classification_metrics(ModelOutput& result, const torch::Tensor& logits, const torch::Tensor& labels,
-                                int64_t num_labels) {
+torch::Tensor add_classification_metrics(ModelOutput& result, const torch::Tensor& logits, const torch::Tensor& labels,
+                                         int64_t num_labels) {
   torch::NoGradGuard no_grad;
   const torch::Tensor label = labels.reshape({-1}).to(torch::kLong);
   const torch::Tensor correct = (logits.argmax(-1) == label).to(torch::kFloat);
@@ -49,6 +50,7 @@ void add_classification_metrics(ModelOutput& result, const torch::Tensor& logits
     const torch::Tensor counted = ((label >= 0) & (label < num_labels)).to(torch::kFloat);
     result.metrics["f1_score"] = {(correct * counted).sum(), counted.sum(), MetricTerm::Reduce::mean};
   }
+  return correct;
 }
 
 BertClassifierModel::BertClassifierModel(const BertClassifierOptions& o, const torch::TensorOptions& p) : options_(o) {
@@ -80,8 +82,7 @@ ModelOutput BertClassifierModel::forward(const Features& batch, bool with_metric
   result.loss = sequence_classification_loss(out, labels, type);
   if (with_metrics && options_.compute_eval_metrics && type == "single_label_classification") {
     torch::NoGradGuard no_grad;
-    add_classification_metrics(result, out, labels, options_.num_labels.value_or(2));
-    const torch::Tensor correct = (out.argmax(-1) == labels.reshape({-1}).to(torch::kLong)).to(torch::kFloat);
+    const torch::Tensor correct = add_classification_metrics(result, out, labels, options_.num_labels.value_or(2));
     for (const auto& [feature, metric] : {std::pair<const char*, const char*>{"is_matched", "accuracy_matched"},
                                           {"is_mismatched", "accuracy_mismatched"}})
       if (batch.count(feature)) {

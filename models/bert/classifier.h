@@ -69,9 +69,10 @@ torch::Tensor sequence_classification_loss(const torch::Tensor& logits, const to
 // F1 there is micro-averaged over both classes and counts the labels in
 // [0, num_labels): each such row is a true positive, or a false positive and
 // a false negative, so it equals the accuracy over those rows (not the F1 of
-// class 1 that GLUE reports).
-void add_classification_metrics(ModelOutput& result, const torch::Tensor& logits, const torch::Tensor& labels,
-                                int64_t num_labels);
+// class 1 that GLUE reports). Returns each row's correctness (1 or 0,
+// float), for metrics over subsets of the rows.
+torch::Tensor add_classification_metrics(ModelOutput& result, const torch::Tensor& logits, const torch::Tensor& labels,
+                                         int64_t num_labels);
 
 ModelFamily bert_classifier_family();
 

@@ -26,9 +26,11 @@ constexpr int64_t kMaxChunks = 2048, kTiledChunks = 256;
 constexpr int kMaxRegisterColumns = 32;
 
 // Calls launch(std::integral_constant<int, K>{}) with the smallest K of
-// 4, 8, 16, 32 that covers `per_thread` columns, or K = 0 beyond that.
+// 4, 8, 16, 32 that covers each thread's columns of a row of C, or K = 0
+// beyond that.
 template <typename Launch>
-void with_register_columns(int64_t per_thread, Launch&& launch) {
+void with_register_columns(int64_t C, Launch&& launch) {
+  const int64_t per_thread = (C + kNormThreads - 1) / kNormThreads;
   if (per_thread <= 4) return launch(std::integral_constant<int, 4>{});
   if (per_thread <= 8) return launch(std::integral_constant<int, 8>{});
   if (per_thread <= 16) return launch(std::integral_constant<int, 16>{});
@@ -202,7 +204,7 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
     using TB = std::remove_pointer_t<decltype(branch_tag)>;
     with_element_type(y_type, [&](auto* y_tag) {
       using TY = std::remove_pointer_t<decltype(y_tag)>;
-      with_register_columns((C + kNormThreads - 1) / kNormThreads, [&](auto cols) {
+      with_register_columns(C, [&](auto cols) {
         constexpr int kCols = decltype(cols)::value;
         ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream),
                    normalize_rows<TB, TY, kCols>)
@@ -226,7 +228,7 @@ const char* norm_backward(ElementType dy_type, const float* x, const float* w, c
     using TD = std::remove_pointer_t<decltype(dy_tag)>;
     with_element_type(branch_grad ? branch_type : ElementType::f32, [&](auto* branch_tag) {
       using TB = std::remove_pointer_t<decltype(branch_tag)>;
-      with_register_columns((C + kNormThreads - 1) / kNormThreads, [&](auto cols) {
+      with_register_columns(C, [&](auto cols) {
         constexpr int kCols = decltype(cols)::value;
         sums_in_registers = kCols > 0;
         if (!dx && !(sums_in_registers && dw_partial)) return;
