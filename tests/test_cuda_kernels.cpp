@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/common/cuda/kernel_glue.h"
+#include "models/common/dense_kernel.h"
 #include "models/common/layers.h"
 #include "models/common/lm_loss.h"
 #include "models/common/norm_kernel.h"
@@ -29,10 +30,12 @@
 // types, and never clash with them in a build that also links those.
 #include "tests/cuda_emulation.h"
 namespace zoo_emulated::cuda {
+using ::zoo::cuda::Activation;
 using ::zoo::cuda::ElementType;
 }
 #define zoo zoo_emulated
 #include "models/common/cuda/cross_entropy.cu"
+#include "models/common/cuda/dense.cu"
 #include "models/common/cuda/norm.cu"
 #undef zoo
 
@@ -45,6 +48,8 @@ const CrossEntropyKernels kEmulatedCrossEntropy = {zoo_emulated::cuda::cross_ent
                                                    zoo_emulated::cuda::cross_entropy_backward};
 const NormKernels kEmulatedNorm = {zoo_emulated::cuda::norm_forward, zoo_emulated::cuda::norm_param_grad_chunks,
                                    zoo_emulated::cuda::norm_backward};
+const DenseKernels kEmulatedDense = {zoo_emulated::cuda::dense_grad_chunks,
+                                     zoo_emulated::cuda::dense_activation_and_bias_grad};
 
 std::string type_name(torch::ScalarType t) { return c10::toString(t); }
 
@@ -218,6 +223,93 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
   }
 }
 
+namespace {
+// The activation in float64, as zoo's kernel differentiates it.
+torch::Tensor reference_activation(DenseActivation act, const torch::Tensor& x) {
+  switch (act) {
+    case DenseActivation::gelu:
+      return x * 0.5 * torch::erfc(-x / std::sqrt(2.0));
+    case DenseActivation::gelu_tanh:
+      return 0.5 * x * (1 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x.pow(3))));
+    case DenseActivation::relu:
+      return torch::relu(x);
+    case DenseActivation::none:
+      break;
+  }
+  return x;
+}
+}  // namespace
+
+// The dense layer with each activation, with and without a bias, in float32
+// and bfloat16 (LibTorch 1.13 has no float16 GEMM on the CPU), from float32 inputs (as under autocast) and from
+// inputs already in that type; widths read in 16-byte groups (48, and 2504:
+// two column tiles) and column by column (37); 1500 rows: several row chunks,
+// each thread walking several rounds of rows. Against float64 on the same
+// rounded x, w and b: the output, and every gradient.
+TEST(CudaKernelsEmulated, DenseMatchesFloat64InValueAndGradients) {
+  struct Case {
+    DenseActivation act;
+    bool bias;
+    int64_t rows, out;
+    torch::ScalarType compute;
+    bool inputs_in_compute_type = false, weight_grad = true;
+  };
+  const std::vector<Case> cases = {
+      {DenseActivation::gelu, true, 1500, 48, torch::kBFloat16},
+      {DenseActivation::none, true, 1500, 48, torch::kBFloat16},
+      {DenseActivation::gelu_tanh, true, 9, 37, torch::kFloat},
+      {DenseActivation::relu, true, 150, 48, torch::kBFloat16},
+      {DenseActivation::gelu, false, 150, 48, torch::kFloat},
+      {DenseActivation::gelu, true, 9, 2504, torch::kBFloat16, /*inputs_in_compute_type=*/true},
+      {DenseActivation::none, true, 9, 37, torch::kFloat, true},
+      {DenseActivation::gelu, true, 150, 48, torch::kBFloat16, false, /*weight_grad=*/false},
+  };
+  const char* names[] = {"no activation", "GELU", "tanh-GELU", "ReLU"};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(names[int(c.act)]) + (c.bias ? " with bias, " : ", ") + std::to_string(c.rows) + " x " +
+                 std::to_string(c.out) + " in " + type_name(c.compute) +
+                 (c.inputs_in_compute_type ? " (inputs in that type)" : " (float32 inputs)") +
+                 (c.weight_grad ? "" : ", weight frozen"));
+    torch::manual_seed(25);
+    const int64_t in = 24;
+    const torch::ScalarType input_type = c.inputs_in_compute_type ? c.compute : torch::kFloat;
+    torch::Tensor x = torch::randn({c.rows, in}).to(input_type).requires_grad_();
+    torch::Tensor w = (torch::randn({c.out, in}) * 0.3).to(input_type).requires_grad_(c.weight_grad);
+    torch::Tensor b = c.bias ? torch::randn({c.out}).to(input_type).requires_grad_() : torch::Tensor();
+    const torch::Tensor upstream = torch::randn({c.rows, 1, c.out}).to(c.compute).to(torch::kDouble);
+
+    const torch::Tensor y = dense_through(kEmulatedDense, x.view({c.rows, 1, in}), w, b, c.act, c.compute);
+    ASSERT_EQ(y.scalar_type(), c.compute);
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{c.rows, 1, c.out}));
+    (y.to(torch::kDouble) * upstream).sum().backward();
+
+    auto rounded64 = [&](const torch::Tensor& t) {
+      return t.detach().to(c.compute).to(torch::kDouble).requires_grad_(t.requires_grad());
+    };
+    torch::Tensor x64 = rounded64(x), w64 = rounded64(w), b64 = c.bias ? rounded64(b) : torch::Tensor();
+    torch::Tensor pre64 = torch::matmul(x64, w64.t());
+    if (c.bias) pre64 = pre64 + b64;
+    const torch::Tensor ref = reference_activation(c.act, pre64).view({c.rows, 1, c.out});
+    (ref * upstream).sum().backward();
+
+    // The product rounded to the type, then the activation of that, rounded again.
+    const double tolerance = c.compute == torch::kFloat ? 1e-5 : 2e-2;
+    EXPECT_LT(relative_error(y.to(torch::kDouble), ref.detach()), tolerance);
+    ASSERT_EQ(x.grad().scalar_type(), input_type);
+    EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), tolerance);
+    if (c.weight_grad) {
+      ASSERT_EQ(w.grad().scalar_type(), input_type);
+      EXPECT_LT(relative_error(w.grad().to(torch::kDouble), w64.grad()), tolerance);
+    } else {
+      EXPECT_FALSE(w.grad().defined());
+    }
+    if (c.bias) {
+      ASSERT_EQ(b.grad().scalar_type(), input_type);
+      EXPECT_LT(relative_error(b.grad().to(torch::kDouble), b64.grad()), tolerance);
+    }
+  }
+}
+
 // The emulation itself: a __syncthreads that only some threads reach is an
 // error, not a hang (on a GPU it is undefined behaviour).
 namespace {
@@ -234,8 +326,8 @@ TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
 
 TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
   using Names = std::set<std::string>;
-  EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), (Names{"cross_entropy", "norm"})) << "unset: all";
-  EXPECT_EQ(zoo::cuda::enabled_kernels("1"), (Names{"cross_entropy", "norm"}));
+  EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), (Names{"cross_entropy", "dense", "norm"})) << "unset: all";
+  EXPECT_EQ(zoo::cuda::enabled_kernels("1"), (Names{"cross_entropy", "dense", "norm"}));
   EXPECT_EQ(zoo::cuda::enabled_kernels("0"), Names{});
   EXPECT_EQ(zoo::cuda::enabled_kernels("norm"), Names{"norm"});
   EXPECT_EQ(zoo::cuda::enabled_kernels("cross_entropy,norm"), (Names{"cross_entropy", "norm"}));
@@ -244,7 +336,7 @@ TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
-                                         "or a comma list of: cross_entropy, norm)"),
+                                         "or a comma list of: cross_entropy, dense, norm)"),
               std::string::npos)
         << e.what();
   }
@@ -319,4 +411,36 @@ TEST(FusedCuda, NormKernelsMatchLibTorch) {
       EXPECT_LT(relative_error(w.grad().to(torch::kDouble), wr.grad().to(torch::kDouble)), 1e-4);
       if (!rms) EXPECT_LT(relative_error(b.grad().to(torch::kDouble), br.grad().to(torch::kDouble)), 1e-4);
     }
+}
+
+// Under bfloat16 autocast, as in training: the CUDA dense layer against
+// LibTorch's linear and activation, with GELU and without, at a 111M FFN shape.
+TEST(FusedCuda, DenseKernelMatchesLibTorch) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const torch::Tensor probe = torch::ones({1, 1}, cuda).requires_grad_();
+  if (!cuda_dense_available(probe, probe, torch::ones({1}, cuda)))
+    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
+  zoo::amp::AutocastGuard autocast(torch::kCUDA, torch::kBFloat16);
+  for (auto act : {DenseActivation::gelu, DenseActivation::none}) {
+    SCOPED_TRACE(act == DenseActivation::gelu ? "GELU" : "no activation");
+    torch::manual_seed(26);
+    torch::Tensor x = torch::randn({8, 512, 768}, cuda).requires_grad_();
+    torch::Tensor w = (torch::randn({3072, 768}, cuda) * 0.03).requires_grad_();
+    torch::Tensor b = torch::randn({3072}, cuda).requires_grad_();
+    const torch::Tensor upstream = torch::randn({8, 512, 3072}, cuda).to(torch::kBFloat16);
+    const torch::Tensor y = cuda_dense(x, w, b, act);
+    ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+    (y * upstream).sum().backward();
+    torch::Tensor xr = x.detach().clone().requires_grad_(), wr = w.detach().clone().requires_grad_(),
+                  br = b.detach().clone().requires_grad_();
+    torch::Tensor ref = torch::linear(xr, wr, br);
+    if (act == DenseActivation::gelu) ref = torch::gelu(ref);
+    (ref * upstream).sum().backward();
+    EXPECT_LT(relative_error(y.to(torch::kDouble), ref.to(torch::kDouble)), 1e-2);
+    EXPECT_LT(relative_error(x.grad().to(torch::kDouble), xr.grad().to(torch::kDouble)), 1e-2);
+    EXPECT_LT(relative_error(w.grad().to(torch::kDouble), wr.grad().to(torch::kDouble)), 1e-2);
+    // zoo sums the bias gradient in float32 and keeps it there; LibTorch rounds it to bfloat16.
+    EXPECT_LT(relative_error(b.grad().to(torch::kDouble), br.grad().to(torch::kDouble)), 1e-2);
+  }
 }

@@ -2,14 +2,14 @@
 #include "models/common/dense_kernel.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "models/common/autocast_state.h"
 #include "models/common/cpu_gemm.h"
 #include "models/common/cpu_kernels.h"
-#include "models/common/torch_version.h"
+#include "models/common/cuda/kernel_glue.h"
 #include "models/common/vector_math.h"
 
 namespace zoo::models {
@@ -177,19 +177,16 @@ class DenseFunction : public torch::autograd::Function<DenseFunction> {
 }  // namespace
 
 namespace {
-bool cpu_autocast_enabled() {
-#if ZOO_TORCH_AT_LEAST(2, 4)
-  return at::autocast::is_autocast_enabled(at::kCPU);
-#else
-  return at::autocast::is_cpu_enabled();
-#endif
+void check_dense_shapes(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const char* what) {
+  TORCH_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) && (!b.defined() || b.numel() == w.size(0)), what,
+              ": expected x (..., in), w (out, in), b (out); got x ", x.sizes(), ", w ", w.sizes());
 }
 }  // namespace
 
 bool cpu_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   // Under CPU autocast, linear runs in bfloat16: leave it to LibTorch.
   return is_cpu_float32(x) && is_cpu_float32(w) && (!b.defined() || is_cpu_float32(b)) && cpu_gemm_available() &&
-         !cpu_autocast_enabled();
+         !AutocastState::of(torch::kCPU).enabled;
 }
 
 std::optional<DenseActivation> dense_activation_of(const std::string& name) {
@@ -200,9 +197,141 @@ std::optional<DenseActivation> dense_activation_of(const std::string& name) {
 }
 
 torch::Tensor cpu_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act) {
-  TORCH_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) && (!b.defined() || b.numel() == w.size(0)),
-              "cpu_dense: expected x (..., in), w (out, in), b (out); got x ", x.sizes(), ", w ", w.sizes());
+  check_dense_shapes(x, w, b, "cpu_dense");
   return DenseFunction::apply(x, w, absent_as_empty(b, w.options()), static_cast<int64_t>(act));
+}
+
+namespace {
+
+torch::Tensor activated(DenseActivation act, const torch::Tensor& pre) {
+  switch (act) {
+    case DenseActivation::gelu:
+      return at::gelu(pre);
+    case DenseActivation::gelu_tanh:
+      return at::gelu(pre, "tanh");
+    case DenseActivation::relu:
+      return at::relu(pre);
+    case DenseActivation::none:
+      break;
+  }
+  return pre;
+}
+
+// x, w and b (empty: none) in their own types; the GEMMs in `compute`.
+class KernelDenseFunction : public torch::autograd::Function<KernelDenseFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b, int64_t act_code, torch::ScalarType compute,
+                               const DenseKernels* kernels) {
+    const auto act = static_cast<DenseActivation>(act_code);
+    const torch::Tensor xc = x.to(compute).contiguous(), wc = w.to(compute).contiguous();
+    const torch::Tensor rows_in = xc.view({-1, wc.size(1)});
+    // addmm with a vector bias: cuBLASLt adds it in the GEMM's epilogue.
+    const torch::Tensor pre = b.numel() > 0 ? at::addmm(b.to(compute), rows_in, wc.t()) : at::mm(rows_in, wc.t());
+    if (act == DenseActivation::none)
+      ctx->save_for_backward({xc, wc});
+    else
+      ctx->save_for_backward({xc, wc, pre});
+    ctx->saved_data["act"] = act_code;
+    ctx->saved_data["bias"] = b.numel() > 0;
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
+    // A static table (see DenseKernels), so its address outlives the graph.
+    ctx->saved_data["kernels"] = reinterpret_cast<int64_t>(kernels);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = wc.size(0);
+    return activated(act, pre).view(shape);
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &xc = saved[0], &wc = saved[1];
+    const auto act = static_cast<DenseActivation>(ctx->saved_data["act"].toInt());
+    const auto* kernels = reinterpret_cast<const DenseKernels*>(ctx->saved_data["kernels"].toInt());
+    auto dtype = [&](const char* key) { return static_cast<torch::ScalarType>(ctx->saved_data[key].toInt()); };
+    const int64_t out_features = wc.size(0);
+    const torch::Tensor dy = grads[0].to(wc.scalar_type()).contiguous().view({-1, out_features});
+    const int64_t rows = dy.size(0);
+    const bool need_db = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
+    torch::Tensor g = dy, partial;  // g: the gradient of the GEMM's output
+    int64_t chunks = 0;
+    if (act != DenseActivation::none || need_db) {
+      const torch::Tensor pre = act != DenseActivation::none ? saved[2] : torch::Tensor();
+      if (pre.defined()) g = torch::empty_like(pre);
+      if (need_db)
+        partial = torch::empty({kernels->grad_chunks(rows), out_features}, dy.options().dtype(torch::kFloat));
+      const zoo::cuda::LaunchScope launch(dy);
+      zoo::cuda::check_launch(
+          kernels->activation_and_bias_grad(*zoo::cuda::element_type_of(dy.scalar_type()), act,
+                                            pre.defined() ? pre.data_ptr() : nullptr, dy.data_ptr(),
+                                            pre.defined() ? g.data_ptr() : nullptr, rows, out_features,
+                                            need_db ? partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
+          "dense backward");
+    }
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) dx = at::mm(g, wc).view(xc.sizes()).to(dtype("x_dtype"));
+    if (ctx->needs_input_grad(1)) dw = at::mm(g.t(), xc.view({-1, wc.size(1)})).to(dtype("w_dtype"));
+    if (need_db) db = partial.narrow(0, 0, chunks).sum(0).to(dtype("b_dtype"));
+    return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// The type a CUDA dense layer multiplies in: autocast's when it is on, else
+// the one x, w and b share; nullopt when they do not or the kernel does not take it.
+std::optional<torch::ScalarType> dense_compute_type(const torch::Tensor& x, const torch::Tensor& w,
+                                                    const torch::Tensor& b) {
+  const AutocastState autocast = AutocastState::of(x.device().type());
+  const torch::ScalarType compute = autocast.enabled ? autocast.dtype : x.scalar_type();
+  if (!autocast.enabled && (w.scalar_type() != compute || (b.defined() && b.scalar_type() != compute)))
+    return std::nullopt;
+  if (!zoo::cuda::element_type_of(compute)) return std::nullopt;
+  return compute;
+}
+
+}  // namespace
+
+torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x, const torch::Tensor& w,
+                            const torch::Tensor& b, DenseActivation act, torch::ScalarType compute) {
+  check_dense_shapes(x, w, b, "dense_through");
+  TORCH_CHECK(zoo::cuda::element_type_of(compute), "dense_through: compute type ", compute,
+              " is not float32, bfloat16 or float16");
+  TORCH_CHECK(w.device() == x.device() && (!b.defined() || b.device() == x.device()),
+              "dense_through: x, w and b on one device expected");
+  return KernelDenseFunction::apply(x, w, absent_as_empty(b, w.options()), static_cast<int64_t>(act), compute,
+                                    &kernels);
+}
+
+bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+#ifdef ZOO_CUDA_KERNELS
+  return x.is_cuda() && b.defined() && w.device() == x.device() && b.device() == x.device() &&
+         torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() || b.requires_grad()) &&
+         dense_compute_type(x, w, b).has_value() && zoo::cuda::kernel_enabled("dense");
+#else
+  (void)x, (void)w, (void)b;
+  return false;
+#endif
+}
+
+torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act) {
+#ifdef ZOO_CUDA_KERNELS
+  static const DenseKernels kernels = {zoo::cuda::dense_grad_chunks, zoo::cuda::dense_activation_and_bias_grad};
+  const std::optional<torch::ScalarType> compute = dense_compute_type(x, w, b);
+  TORCH_CHECK(compute, "cuda_dense: x ", x.scalar_type(), ", w ", w.scalar_type(),
+              " without autocast: one type of float32, bfloat16 or float16 expected");
+  return dense_through(kernels, x, w, b, act, *compute);
+#else
+  (void)x, (void)w, (void)b, (void)act;
+  throw std::logic_error("cuda_dense: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
+#endif
+}
+
+bool fused_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  return cpu_dense_available(x, w, b) || cuda_dense_available(x, w, b);
+}
+
+torch::Tensor fused_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act) {
+  return x.is_cuda() ? cuda_dense(x, w, b, act) : cpu_dense(x, w, b, act);
 }
 
 }  // namespace zoo::models

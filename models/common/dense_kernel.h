@@ -7,7 +7,13 @@
 // The first layer of a feed-forward block can take its activation along
 // (GELU, tanh-GELU, ReLU): one pass over the output each way instead of an
 // activation node of its own.
-// Defines: DenseActivation, dense_activation_of, cpu_dense_available, cpu_dense.
+// On CUDA, the layer with a bias is one node too: LibTorch's GEMMs in the
+// type autocast gives them, and zoo's kernel (models/common/cuda/dense.h)
+// for the gradient through the activation and the bias gradient in one pass.
+// fused_dense picks whichever applies.
+// Defines: DenseActivation, dense_activation_of, cpu_dense_available,
+// cpu_dense, DenseKernels, dense_through, cuda_dense_available, cuda_dense,
+// fused_dense_available, fused_dense.
 #pragma once
 
 #include <torch/torch.h>
@@ -15,9 +21,11 @@
 #include <optional>
 #include <string>
 
+#include "models/common/cuda/dense.h"
+
 namespace zoo::models {
 
-enum class DenseActivation { none, gelu, gelu_tanh, relu };
+using DenseActivation = zoo::cuda::Activation;  // none, gelu, gelu_tanh, relu
 // The fused activation for a modelzoo nonlinearity name ("gelu", "gelu_new",
 // "gelu_fast", "relu"); nullopt for the rest.
 std::optional<DenseActivation> dense_activation_of(const std::string& nonlinearity);
@@ -34,5 +42,36 @@ bool cpu_dense_available(const torch::Tensor& x, const torch::Tensor& w, const t
 // is GPT-2's "gelu_new".
 torch::Tensor cpu_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                         DenseActivation act = DenseActivation::none);
+
+// zoo's CUDA dense kernel as a table: dense_through runs the host side of
+// it, and tests hand it the kernel compiled for the CPU (tests/cuda_emulation.h).
+struct DenseKernels {
+  decltype(&zoo::cuda::dense_grad_chunks) grad_chunks;
+  decltype(&zoo::cuda::dense_activation_and_bias_grad) activation_and_bias_grad;
+};
+
+// act(x W^T + b) with x, w and b cast to `compute` (float32, bfloat16 or
+// float16) for LibTorch's GEMMs (b may be undefined), the output in that
+// type; the backward's gradient through act and b's gradient (summed in
+// float32, not rounded to `compute`) through `kernels` (a table that
+// outlives the autograd graph), on the kernels' device. Gradients come back
+// in each input's own type, as autocast's casts give them.
+torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x, const torch::Tensor& w,
+                            const torch::Tensor& b, DenseActivation act, torch::ScalarType compute);
+
+// True when cuda_dense applies and gains: a build with zoo's CUDA kernels
+// whose environment does not turn the dense kernel off (ZOO_CUDA_KERNELS), CUDA x,
+// w and a bias, a gradient to compute, and one type for the GEMM (autocast's,
+// or the one x, w and b share).
+bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+
+// dense_through zoo's CUDA kernel, in autocast's type when it is on.
+torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                         DenseActivation act = DenseActivation::none);
+
+// cpu_dense or cuda_dense, whichever applies.
+bool fused_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+torch::Tensor fused_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                          DenseActivation act = DenseActivation::none);
 
 }  // namespace zoo::models

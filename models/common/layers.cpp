@@ -22,7 +22,7 @@ void DenseImpl::reset_parameters(const InitializerSpec& weight_init) {
 }
 
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  return cpu_dense_available(x, weight, bias) ? cpu_dense(x, weight, bias) : torch::linear(x, weight, bias);
+  return fused_dense_available(x, weight, bias) ? fused_dense(x, weight, bias) : torch::linear(x, weight, bias);
 }
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }

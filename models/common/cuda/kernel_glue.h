@@ -18,7 +18,7 @@ namespace zoo::cuda {
 
 // ZOO_CUDA_KERNELS in the environment: unset or 1, all of zoo's kernels; 0,
 // none (LibTorch's ops instead); or a comma list of kernel names
-// (cross_entropy, norm), those only. Read once; an unknown name throws,
+// (cross_entropy, dense, norm), those only. Read once; an unknown name throws,
 // naming it and the known ones.
 bool kernel_enabled(const char* name);
 

@@ -1,0 +1,163 @@
+// Implementation of models/common/cuda/dense.h, in float32 arithmetic.
+// A grid of row chunks by column tiles, as many blocks as the GPU holds at
+// once; each thread takes one group of adjacent columns (16 bytes where the
+// rows allow) and walks its chunk's rows, keeping the group's sums in
+// registers; the block adds up its threads' sums once at the end and the
+// caller adds up the chunks'.
+#include <algorithm>
+
+#include "models/common/cuda/dense.h"
+#include "models/common/cuda/device_common.cuh"
+
+namespace zoo::cuda {
+namespace {
+
+constexpr int kDenseThreads = 256;
+// Rows each thread loads before it computes on any: enough reads in flight
+// to keep the memory busy with a few blocks per multiprocessor.
+constexpr int kRowsInFlight = 4;
+// More blocks than any current GPU holds at once (an H100: 132 SMs x 8).
+constexpr int64_t kMaxDenseChunks = 2048;
+
+// N adjacent elements, read or written as one access (16 bytes at most).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Group {
+  T v[N];
+};
+
+// g * act'(x), as LibTorch's activation backward computes it.
+template <Activation kAct>
+__device__ __forceinline__ float through_activation(float x, float g) {
+  if constexpr (kAct == Activation::gelu) {  // Phi(x) + x phi(x)
+    const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return g * (cdf + x * pdf);
+  } else if constexpr (kAct == Activation::gelu_tanh) {
+    constexpr float kBeta = 0.79788456080286536f, kKappa = 0.044715f;  // sqrt(2 / pi)
+    const float x2 = x * x, t = tanhf(kBeta * (x + kKappa * x2 * x));
+    return g * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kBeta * (1.f + 3.f * kKappa * x2));
+  } else if constexpr (kAct == Activation::relu) {
+    return x > 0.f ? g : 0.f;
+  } else {
+    return g;
+  }
+}
+
+// A block's threads are `lanes` rows of groups_per_tile threads, thread
+// (lane, p) taking group p of column tile blockIdx.y; rows blockIdx.x * lanes
+// + lane, then every gridDim.x * lanes-th: neighbouring threads read
+// neighbouring columns, neighbouring blocks neighbouring rows.
+template <typename T, Activation kAct, int N>
+__global__ void __launch_bounds__(kDenseThreads)
+    activation_and_column_sums(const T* __restrict__ pre, const T* __restrict__ dy, T* __restrict__ dpre, int64_t rows,
+                               int64_t C, int groups_per_tile, float* __restrict__ partial) {
+  using Columns = Group<T, N>;
+  __shared__ float sums[kDenseThreads * N];
+  const int lanes = kDenseThreads / groups_per_tile;
+  const int lane = threadIdx.x / groups_per_tile, p = threadIdx.x % groups_per_tile;
+  const int64_t c = (int64_t(blockIdx.y) * groups_per_tile + p) * N;
+  float acc[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) acc[k] = 0.f;
+  if (lane < lanes && c < C) {
+    const int64_t step = int64_t(gridDim.x) * lanes;
+    for (int64_t first = int64_t(blockIdx.x) * lanes + lane; first < rows; first += step * kRowsInFlight) {
+      Columns g[kRowsInFlight];
+      [[maybe_unused]] Columns x[kRowsInFlight];
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        const int64_t r = first + i * step;
+        if (r < rows) {
+          g[i] = *reinterpret_cast<const Columns*>(dy + r * C + c);
+          if constexpr (kAct != Activation::none) x[i] = *reinterpret_cast<const Columns*>(pre + r * C + c);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        const int64_t r = first + i * step;
+        if (r < rows) {
+          if constexpr (kAct != Activation::none) {
+#pragma unroll
+            for (int k = 0; k < N; ++k)
+              g[i].v[k] = from_float<T>(through_activation<kAct>(to_float(x[i].v[k]), to_float(g[i].v[k])));
+            *reinterpret_cast<Columns*>(dpre + r * C + c) = g[i];
+          }
+#pragma unroll
+          for (int k = 0; k < N; ++k) acc[k] += to_float(g[i].v[k]);
+        }
+      }
+    }
+  }
+  if (!partial) return;  // the same in every thread: no barrier is left half-reached
+#pragma unroll
+  for (int k = 0; k < N; ++k) sums[threadIdx.x * N + k] = acc[k];
+  __syncthreads();
+  if (lane == 0 && c < C) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float total = 0.f;
+      for (int l = 0; l < lanes; ++l) total += sums[(l * groups_per_tile + p) * N + k];
+      partial[blockIdx.x * C + c + k] = total;
+    }
+  }
+}
+
+// Calls launch(std::integral_constant<Activation, act>{}).
+template <typename Launch>
+void with_activation(Activation act, Launch&& launch) {
+  switch (act) {
+    case Activation::none:
+      return launch(std::integral_constant<Activation, Activation::none>{});
+    case Activation::gelu:
+      return launch(std::integral_constant<Activation, Activation::gelu>{});
+    case Activation::gelu_tanh:
+      return launch(std::integral_constant<Activation, Activation::gelu_tanh>{});
+    case Activation::relu:
+      return launch(std::integral_constant<Activation, Activation::relu>{});
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+int64_t dense_grad_chunks(int64_t rows) { return rows < 1 ? 1 : std::min(rows, kMaxDenseChunks); }
+
+const char* dense_activation_and_bias_grad(ElementType type, Activation act, const void* pre, const void* dy,
+                                           void* dpre, int64_t rows, int64_t C, float* partial, int64_t* chunks,
+                                           void* stream) {
+  *chunks = 0;
+  if (rows == 0 || C == 0 || (act == Activation::none && !partial)) return nullptr;
+  with_element_type(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    constexpr int kVector = 16 / sizeof(T);
+    auto launch = [&](auto width) {
+      constexpr int N = decltype(width)::value;
+      with_activation(act, [&](auto activation) {
+        constexpr Activation kAct = decltype(activation)::value;
+        const auto kernel = activation_and_column_sums<T, kAct, N>;
+        const int64_t groups = (C + N - 1) / N, tiles = (groups + kDenseThreads - 1) / kDenseThreads;
+        const int groups_per_tile = static_cast<int>((groups + tiles - 1) / tiles);
+        const int64_t lanes = kDenseThreads / groups_per_tile;
+        // One wave: with more blocks than fit, the last wave would leave most of the GPU idle.
+        static const int64_t per_sm = resident_blocks_per_sm(kernel, kDenseThreads);
+        const int64_t resident = per_sm * multiprocessors();
+        *chunks = std::min({std::max<int64_t>(1, (resident > 0 ? resident : kMaxDenseChunks) / tiles),
+                            dense_grad_chunks(rows), (rows + lanes - 1) / lanes});
+        const dim3 grid(static_cast<unsigned>(*chunks), static_cast<unsigned>(tiles));
+        ZOO_LAUNCH(grid, kDenseThreads, static_cast<cudaStream_t>(stream), activation_and_column_sums<T, kAct, N>)
+        (static_cast<const T*>(pre), static_cast<const T*>(dy), static_cast<T*>(dpre), rows, C, groups_per_tile,
+         partial);
+      });
+    };
+    const bool vector =
+        C % kVector == 0 && aligned16(dy) && (act == Activation::none || (aligned16(pre) && aligned16(dpre)));
+    if (vector)
+      launch(std::integral_constant<int, kVector>{});
+    else
+      launch(std::integral_constant<int, 1>{});
+  });
+  return launched();
+}
+
+}  // namespace zoo::cuda
