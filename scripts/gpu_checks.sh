@@ -15,8 +15,9 @@
 # here; the .debs/ folder it fills is git-ignored, so a remote run must carry it)
 # Env: DEADLINE, STEPS (bench, default 20), COMPILE=1 (also torch.compile at 111M),
 #      CUDA_KERNELS=OFF (build without zoo's CUDA kernels; default AUTO, as in any
-#      build; with them, 111M also runs with ZOO_CUDA_KERNELS=0 and =cross_entropy,norm
-#      for A/B figures: none of them, and all but the dense layer's),
+#      build; with them, 111M also runs with ZOO_CUDA_KERNELS=0, =cross_entropy,cross_entropy_fused,norm
+#      and =cross_entropy,dense,norm for A/B figures: none of them, all but the dense
+#      layer's, all but the loss's one-pass forward with its gradient),
 #      BIG=0 (no 1.3B bench), EXTRAS=0 (skip the optional steps at the end).
 set -u
 cd "$(dirname "$0")/.."
@@ -67,12 +68,15 @@ cp $W/zoo_*.log $W/params_*.yaml "$LOG/" 2>/dev/null
 zoo_tps() { local r; r=$(median_rate <"$1") && awk -v T="$2" -v r="$r" 'BEGIN { printf "%.0f", T * r }'; }
 small=$W/params_cerebras_gpt_111m_b16.yaml big=$W/params_cerebras_gpt_1p3b_b8.yaml
 if [[ -f $small && $kernels == 1 ]]; then
-  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops) and =cross_entropy,norm (no dense kernel)"
+  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops), without the dense kernel, without the one-pass loss"
   ZOO_CUDA_KERNELS=0 timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train -o "$LOG/m_ab" >"$LOG/ab_no_kernels.log" 2>&1
-  ZOO_CUDA_KERNELS=cross_entropy,norm timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train -o "$LOG/m_ab_nd" \
-    >"$LOG/ab_no_dense_kernel.log" 2>&1
+  ZOO_CUDA_KERNELS=cross_entropy,cross_entropy_fused,norm timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train \
+    -o "$LOG/m_ab_nd" >"$LOG/ab_no_dense_kernel.log" 2>&1
+  ZOO_CUDA_KERNELS=cross_entropy,dense,norm timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train \
+    -o "$LOG/m_ab_nf" >"$LOG/ab_no_fused_loss.log" 2>&1
   echo "111M zoo tok/s: all kernels $(zoo_tps "$W/zoo_cerebras_gpt_111m_b16.log" 2048)," \
-    "all but dense $(zoo_tps "$LOG/ab_no_dense_kernel.log" 2048), none $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
+    "all but dense $(zoo_tps "$LOG/ab_no_dense_kernel.log" 2048)," \
+    "all but the one-pass loss $(zoo_tps "$LOG/ab_no_fused_loss.log" 2048), none $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
 fi
 
 variant() { # SRC NAME STEPS PYTHON-EDIT: writes $LOG/NAME.yaml from a bench params file

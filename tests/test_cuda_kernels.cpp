@@ -44,8 +44,9 @@ using zoo::testing::relative_error;
 
 namespace {
 
-const CrossEntropyKernels kEmulatedCrossEntropy = {zoo_emulated::cuda::cross_entropy_forward,
-                                                   zoo_emulated::cuda::cross_entropy_backward};
+const CrossEntropyKernels kEmulatedCrossEntropy = {
+    zoo_emulated::cuda::cross_entropy_forward, zoo_emulated::cuda::cross_entropy_backward,
+    zoo_emulated::cuda::cross_entropy_forward_with_grad, zoo_emulated::cuda::cross_entropy_scale_grad};
 const NormKernels kEmulatedNorm = {zoo_emulated::cuda::norm_forward, zoo_emulated::cuda::norm_param_grad_chunks,
                                    zoo_emulated::cuda::norm_backward};
 const DenseKernels kEmulatedDense = {zoo_emulated::cuda::dense_grad_chunks,
@@ -114,6 +115,47 @@ TEST(CudaKernelsEmulated, CrossEntropyMatchesFloat64InLossAndGradient) {
   const torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, torch::tensor({1, 64, -1}), 64);
   EXPECT_TRUE(std::isfinite(loss[0].item<double>()));
   EXPECT_TRUE(std::isnan(loss[1].item<double>()) && std::isnan(loss[2].item<double>())) << "labels outside [0, 64)";
+}
+
+// The loss whose forward makes its gradient: sum_i w_i CE_i against float64,
+// with weights that include 0 (masked rows), rows read in packs and column by
+// column, 7 rows over the emulation's 4 blocks (some take two), and a
+// backward scaled by 1 (the kernel leaves the gradient as it is) or not, over
+// a gradient of whole packs or with a tail (width 8709, no padding, so the
+// tail holds real columns). A second backward (retain_graph) is refused.
+TEST(CudaKernelsEmulated, CrossEntropyWithItsGradientInTheForwardMatchesFloat64) {
+  const int64_t N = 7;
+  for (auto dtype : {torch::kFloat, torch::kBFloat16})
+    for (int64_t width : {8712, 8709})
+      for (int64_t stride : {width + 8, width + 1})
+        for (double upstream : {1.0, 0.37}) {
+          const int64_t vocab = width == 8712 ? 8705 : width;
+          SCOPED_TRACE(type_name(dtype) + ", width " + std::to_string(width) + ", row stride " +
+                       std::to_string(stride) + ", upstream gradient " + std::to_string(upstream));
+          torch::manual_seed(27);
+          const torch::Tensor labels = torch::randint(0, vocab, {N}, torch::kLong);
+          torch::Tensor values = torch::randn({N, stride}) * 2;
+          values.narrow(1, vocab, stride - vocab).fill_(-std::numeric_limits<float>::infinity());
+          const torch::Tensor storage = values.to(dtype);
+          torch::Tensor logits = storage.narrow(1, 0, width).detach().requires_grad_();
+          const torch::Tensor weights = torch::tensor({0.1, 0.0, 0.3, 0.2, 0.0, 0.25, 0.15}, torch::kFloat);
+
+          const torch::Tensor loss =
+              weighted_cross_entropy_through(kEmulatedCrossEntropy, logits, labels, weights, width);
+          ASSERT_EQ(loss.dim(), 0);
+          (loss * upstream).backward({}, /*retain_graph=*/true);
+          torch::Tensor ref_in = logits.detach().to(torch::kDouble).requires_grad_();
+          const torch::Tensor ref = (reference_cross_entropy(ref_in, labels, vocab) * weights.to(torch::kDouble)).sum();
+          (ref * upstream).backward();
+
+          EXPECT_LT(std::abs(loss.item<double>() - ref.item<double>()), 1e-6 * std::abs(ref.item<double>()));
+          const torch::Tensor grad = logits.grad().to(torch::kDouble);
+          EXPECT_LT(relative_error(grad, ref_in.grad()), dtype == torch::kFloat ? 1e-5 : 1e-2);
+          if (vocab < width)
+            EXPECT_EQ(grad.narrow(1, vocab, width - vocab).abs().max().item<double>(), 0.0) << "padding";
+          EXPECT_EQ(grad[1].abs().max().item<double>(), 0.0) << "a row of weight 0";
+          EXPECT_THROW(loss.backward(), c10::Error) << "a second backward would scale the gradient again";
+        }
 }
 
 // A NaN logit makes its row's loss NaN (a diverged step is not hidden),
@@ -326,8 +368,9 @@ TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
 
 TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
   using Names = std::set<std::string>;
-  EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), (Names{"cross_entropy", "dense", "norm"})) << "unset: all";
-  EXPECT_EQ(zoo::cuda::enabled_kernels("1"), (Names{"cross_entropy", "dense", "norm"}));
+  const Names all = {"cross_entropy", "cross_entropy_fused", "dense", "norm"};
+  EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), all) << "unset: all";
+  EXPECT_EQ(zoo::cuda::enabled_kernels("1"), all);
   EXPECT_EQ(zoo::cuda::enabled_kernels("0"), Names{});
   EXPECT_EQ(zoo::cuda::enabled_kernels("norm"), Names{"norm"});
   EXPECT_EQ(zoo::cuda::enabled_kernels("cross_entropy,norm"), (Names{"cross_entropy", "norm"}));
@@ -336,7 +379,7 @@ TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
-                                         "or a comma list of: cross_entropy, dense, norm)"),
+                                         "or a comma list of: cross_entropy, cross_entropy_fused, dense, norm)"),
               std::string::npos)
         << e.what();
   }
@@ -443,4 +486,38 @@ TEST(FusedCuda, DenseKernelMatchesLibTorch) {
     // zoo sums the bias gradient in float32 and keeps it there; LibTorch rounds it to bfloat16.
     EXPECT_LT(relative_error(b.grad().to(torch::kDouble), br.grad().to(torch::kDouble)), 1e-2);
   }
+}
+
+// lm_loss trains through the cross-entropy that makes its gradient in the
+// forward: the same loss and logits gradient as the per-token kernels'
+// masked mean (num_tokens) or per-sample sum (batch_size), under a plain
+// backward and a halved one (gradient accumulation over two micro-batches).
+TEST(FusedCuda, LmLossWithItsGradientInTheForwardMatchesThePerTokenKernels) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!have_cuda_cross_entropy_kernels() || !zoo::cuda::kernel_enabled("cross_entropy_fused"))
+    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const int64_t B = 4, T = 512, V = 50257, width = 50304;
+  for (const std::string mode : {"num_tokens", "batch_size"})
+    for (double upstream : {1.0, 0.5}) {
+      SCOPED_TRACE(mode + ", upstream gradient " + std::to_string(upstream));
+      torch::manual_seed(28);
+      torch::Tensor values = torch::randn({B, T, width}, cuda) * 3;
+      values.narrow(2, V, width - V).fill_(-std::numeric_limits<float>::infinity());
+      torch::Tensor logits = values.to(torch::kBFloat16).requires_grad_();
+      const torch::Tensor labels = torch::randint(0, V, {B, T}, cuda.dtype(torch::kLong));
+      const torch::Tensor mask = (torch::rand({B, T}, cuda) > 0.2).to(torch::kFloat);
+      const LossScaling scaling{mode, 0.7};
+      const torch::Tensor loss = lm_loss(logits, labels, mask, scaling, /*with_metrics=*/false, V).loss;
+      (loss * upstream).backward();
+
+      torch::Tensor ref_logits = logits.detach().clone().requires_grad_();
+      const torch::Tensor per_token =
+          token_cross_entropy(ref_logits.view({B * T, width}), labels.flatten(), V, PaddingColumns::neg_inf);
+      const torch::Tensor masked_sum = (per_token * mask.flatten()).sum();
+      const torch::Tensor ref = mode == "batch_size" ? masked_sum / double(B) * 0.7 : masked_sum / mask.sum();
+      (ref * upstream).backward();
+      EXPECT_LT(std::abs(loss.item<double>() - ref.item<double>()), 1e-5 * std::abs(ref.item<double>()));
+      EXPECT_LT(relative_error(logits.grad().to(torch::kDouble), ref_logits.grad().to(torch::kDouble)), 1e-2);
+    }
 }

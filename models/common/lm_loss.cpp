@@ -182,13 +182,63 @@ class RowKernelCrossEntropy : public torch::autograd::Function<RowKernelCrossEnt
   }
 };
 
+// The loss sum_i weights[i] * CE_i, its gradient made by the forward (see
+// weighted_cross_entropy_through).
+class FusedRowKernelCrossEntropy : public torch::autograd::Function<FusedRowKernelCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& labels, const torch::Tensor& weights, int64_t columns,
+                               const CrossEntropyKernels* kernels) {
+    const int64_t n = logits.size(0), width = logits.size(1);
+    torch::Tensor loss = torch::empty({n}, logits.options().dtype(torch::kFloat));
+    torch::Tensor dlogits = torch::empty({n, width}, logits.options());
+    const zoo::cuda::LaunchScope launch(logits);
+    zoo::cuda::check_launch(
+        kernels->forward_with_grad(*zoo::cuda::element_type_of(logits.scalar_type()), logits.data_ptr(),
+                                   logits.stride(0), labels.data_ptr<int64_t>(), weights.data_ptr<float>(), n, columns,
+                                   width, loss.data_ptr<float>(), dlogits.data_ptr(), launch.stream()),
+        "cross-entropy forward");
+    ctx->save_for_backward({dlogits});
+    ctx->saved_data["kernels"] = reinterpret_cast<int64_t>(kernels);
+    return (loss * weights).sum();
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    // The gradient is scaled where it lies: a second backward would scale it again.
+    TORCH_CHECK(ctx->saved_data.find("scaled") == ctx->saved_data.end(),
+                "the fused cross-entropy's backward runs once (retain_graph is not supported)");
+    ctx->saved_data["scaled"] = true;
+    const torch::Tensor dlogits = ctx->get_saved_variables()[0];
+    const auto* kernels = reinterpret_cast<const CrossEntropyKernels*>(ctx->saved_data["kernels"].toInt());
+    const torch::Tensor scale = grads[0].to(torch::kFloat).contiguous();
+    const zoo::cuda::LaunchScope launch(dlogits);
+    zoo::cuda::check_launch(kernels->scale_grad(*zoo::cuda::element_type_of(dlogits.scalar_type()), dlogits.data_ptr(),
+                                                dlogits.numel(), scale.data_ptr<float>(), launch.stream()),
+                            "cross-entropy backward");
+    return {dlogits, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 // Logits the row kernels read: (N, width), contiguous rows, a type they take.
 bool row_kernels_take(const torch::Tensor& logits) {
   return logits.dim() == 2 && logits.stride(1) == 1 && zoo::cuda::element_type_of(logits.scalar_type());
 }
 
 #ifdef ZOO_CUDA_KERNELS
-const CrossEntropyKernels kCudaCrossEntropy = {zoo::cuda::cross_entropy_forward, zoo::cuda::cross_entropy_backward};
+const CrossEntropyKernels kCudaCrossEntropy = {zoo::cuda::cross_entropy_forward, zoo::cuda::cross_entropy_backward,
+                                               zoo::cuda::cross_entropy_forward_with_grad,
+                                               zoo::cuda::cross_entropy_scale_grad};
+
+// Whether lm_loss trains through weighted_cross_entropy_through: CUDA logits
+// the kernels take, zoo's kernels on (cross_entropy and cross_entropy_fused),
+// and a gradient to make. Not float16: its gradient is rounded before the
+// loss scale multiplies it, and w * p (w ~ 1 / tokens) would underflow.
+bool fused_loss_applies(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return logits.is_cuda() && row_kernels_take(logits) && logits.scalar_type() != torch::kHalf &&
+         labels.device() == logits.device() && have_cuda_cross_entropy_kernels() &&
+         zoo::cuda::kernel_enabled("cross_entropy_fused") && torch::GradMode::is_enabled() && logits.requires_grad();
+}
 #endif
 
 }  // namespace
@@ -201,6 +251,20 @@ torch::Tensor cross_entropy_through(const CrossEntropyKernels& kernels, const to
               logits.sizes(), " ", logits.scalar_type());
   TORCH_CHECK(columns <= logits.size(1), "cross_entropy_through: ", columns, " columns of ", logits.size(1));
   return RowKernelCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(), columns, &kernels);
+}
+
+torch::Tensor weighted_cross_entropy_through(const CrossEntropyKernels& kernels, const torch::Tensor& logits,
+                                             const torch::Tensor& labels, const torch::Tensor& weights,
+                                             int64_t columns) {
+  TORCH_CHECK(row_kernels_take(logits),
+              "weighted_cross_entropy_through: logits (N, width) of float32, bfloat16 or float16 with contiguous "
+              "rows expected; got ",
+              logits.sizes(), " ", logits.scalar_type());
+  TORCH_CHECK(columns <= logits.size(1), "weighted_cross_entropy_through: ", columns, " columns of ", logits.size(1));
+  TORCH_CHECK(weights.dim() == 1 && weights.size(0) == logits.size(0),
+              "weighted_cross_entropy_through: one weight per row expected; got ", weights.sizes());
+  return FusedRowKernelCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(),
+                                           weights.detach().to(torch::kFloat).contiguous(), columns, &kernels);
 }
 
 bool have_cuda_cross_entropy_kernels() {
@@ -236,11 +300,22 @@ ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, co
   torch::Tensor flat_logits = logits.reshape({-1, logits.size(-1)});
   torch::Tensor flat_labels = labels.reshape({-1}).to(torch::kLong);
   torch::Tensor m = mask.reshape({-1}).to(torch::kFloat);
+  torch::Tensor num_tokens = m.sum();
+  ModelOutput out;
+#ifdef ZOO_CUDA_KERNELS
+  // The same loss as below, the sum weighted up front: the padding columns are -inf, so whole rows are read.
+  if (!with_metrics && fused_loss_applies(flat_logits, flat_labels)) {
+    const torch::Tensor weights = scaling.mode == "batch_size"
+                                      ? m * (scaling.loss_weight / double(logits.size(0)))
+                                      : m / num_tokens.clamp_min(1.0);
+    out.loss = weighted_cross_entropy_through(kCudaCrossEntropy, flat_logits, flat_labels, weights,
+                                              flat_logits.size(1));
+    return out;
+  }
+#endif
   torch::Tensor per_token = token_cross_entropy(flat_logits, flat_labels, vocab, PaddingColumns::neg_inf);
   torch::Tensor masked_sum = (per_token * m).sum();
-  torch::Tensor num_tokens = m.sum();
 
-  ModelOutput out;
   if (scaling.mode == "batch_size") {
     out.loss = masked_sum / double(logits.size(0)) * scaling.loss_weight;
   } else {

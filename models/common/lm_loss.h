@@ -1,7 +1,8 @@
 // Masked next-token cross-entropy and the LM eval metrics (modelzoo's
 // GPTLMHeadModelLoss, lm_perplexity, accuracy). Defines: LossScaling,
 // PaddingColumns, token_cross_entropy, have_cuda_cross_entropy_kernels,
-// CrossEntropyKernels, cross_entropy_through, smooth_cross_entropy, lm_loss.
+// CrossEntropyKernels, cross_entropy_through, weighted_cross_entropy_through,
+// smooth_cross_entropy, lm_loss.
 #pragma once
 
 #include <torch/torch.h>
@@ -53,6 +54,8 @@ bool have_cuda_cross_entropy_kernels();
 struct CrossEntropyKernels {
   decltype(&zoo::cuda::cross_entropy_forward) forward;
   decltype(&zoo::cuda::cross_entropy_backward) backward;
+  decltype(&zoo::cuda::cross_entropy_forward_with_grad) forward_with_grad;
+  decltype(&zoo::cuda::cross_entropy_scale_grad) scale_grad;
 };
 
 // Per-token cross-entropy over the first `columns` columns of logits (N,
@@ -63,6 +66,19 @@ struct CrossEntropyKernels {
 torch::Tensor cross_entropy_through(const CrossEntropyKernels& kernels, const torch::Tensor& logits,
                                     const torch::Tensor& labels, int64_t columns);
 
+// sum_i weights[i] * cross-entropy of row i (as cross_entropy_through), a
+// float32 scalar differentiable in logits, for weights (N, float32, constants:
+// a masked mean's mask / count) known before the backward: the forward makes
+// the gradient too, in one kernel whose second read of each row comes from
+// L2, and keeps it instead of the logits; the backward scales it by the
+// loss's upstream gradient on the device (nothing to do when that is 1).
+// Its backward runs once: with retain_graph, a second one is an error. The
+// gradient is rounded to the logits' type before that scale: float16 would
+// underflow under loss scaling (lm_loss keeps it on the two passes).
+torch::Tensor weighted_cross_entropy_through(const CrossEntropyKernels& kernels, const torch::Tensor& logits,
+                                             const torch::Tensor& labels, const torch::Tensor& weights,
+                                             int64_t columns);
+
 // modelzoo's label smoothing (smooth_loss): (1 - s) * per_token + s * the
 // mean over the vocab classes of -log softmax(logits (N, >= vocab)).
 torch::Tensor smooth_cross_entropy(const torch::Tensor& per_token, const torch::Tensor& logits, int64_t vocab,
@@ -70,7 +86,10 @@ torch::Tensor smooth_cross_entropy(const torch::Tensor& per_token, const torch::
 
 // logits (B, T, >= V; columns from V on are OutputHead's -inf padding), labels
 // (B, T) int, mask (B, T) 0/1. Fills loss and, with with_metrics, the
-// "lm_perplexity" and "accuracy" terms over masked tokens.
+// "lm_perplexity" and "accuracy" terms over masked tokens. A loss to train on
+// without metrics, on CUDA with zoo's kernels and float32 or bfloat16 logits,
+// goes through weighted_cross_entropy_through (the mask's weights are known
+// up front).
 ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask,
                     const LossScaling& scaling, bool with_metrics, int64_t vocab);
 

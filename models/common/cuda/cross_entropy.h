@@ -2,7 +2,8 @@
 // built with -DZOO_CUDA_KERNELS=ON): one read of each row of logits forward,
 // one read and one write backward, in float32 arithmetic from float32,
 // bfloat16 or float16 logits. Plain C++ here, so that callers need no CUDA
-// headers. Defines: cross_entropy_forward, cross_entropy_backward.
+// headers. Defines: cross_entropy_forward, cross_entropy_backward,
+// cross_entropy_forward_with_grad, cross_entropy_scale_grad.
 #pragma once
 
 #include <cstdint>
@@ -27,5 +28,21 @@ const char* cross_entropy_forward(ElementType type, const void* logits, int64_t 
 const char* cross_entropy_backward(ElementType type, const void* logits, int64_t ld, const int64_t* labels,
                                    const float* lse, const float* grad, int64_t n, int64_t columns, int64_t width,
                                    void* dlogits, void* stream);
+
+// The forward and the backward in one kernel, for a loss sum_i weights[i] *
+// loss[i] whose weights are known before the backward (a masked mean): loss
+// as cross_entropy_forward (no lse kept), and dlogits as
+// cross_entropy_backward with grad = weights. Each row's second read comes
+// from L2, so the logits cross memory once instead of twice; the caller
+// scales dlogits by the loss's own upstream gradient later
+// (cross_entropy_scale_grad) and need not keep the logits.
+const char* cross_entropy_forward_with_grad(ElementType type, const void* logits, int64_t ld, const int64_t* labels,
+                                            const float* weights, int64_t n, int64_t columns, int64_t width,
+                                            float* loss, void* dlogits, void* stream);
+
+// dlogits (count contiguous values of `type`, starting on 16 bytes) *=
+// *scale, a float32 on the device, read there: when it is exactly 1 (a
+// plain backward of the loss) nothing is read or written, with no host sync.
+const char* cross_entropy_scale_grad(ElementType type, void* dlogits, int64_t count, const float* scale, void* stream);
 
 }  // namespace zoo::cuda

@@ -14,7 +14,7 @@
 namespace zoo::cuda {
 namespace {
 
-const std::set<std::string> kKernelNames = {"cross_entropy", "dense", "norm"};
+const std::set<std::string> kKernelNames = {"cross_entropy", "cross_entropy_fused", "dense", "norm"};
 
 }  // namespace
 
