@@ -1,8 +1,8 @@
 // Runs zoo's CUDA kernels (models/common/cuda/*.cu) on the CPU, so that CI,
 // which has no GPU, tests their indexing, reductions and type conversions.
 // Include it, then the .cu files: it defines what those use of CUDA (the
-// built-in indices, __syncthreads, __shfl_down_sync, bfloat16 and half as
-// c10's types, the launch macro, the error calls). Each CUDA thread of a block
+// built-in indices, __syncthreads, __shfl_down_sync and __shfl_xor_sync,
+// bfloat16 and half as c10's types, the launch macro, the error calls). Each CUDA thread of a block
 // is a fiber (ucontext) on the calling thread; blocks run one after another,
 // so a kernel's __shared__ arrays can be function statics. Barriers switch
 // fibers; a barrier that some threads never reach (divergent code) throws
@@ -102,15 +102,17 @@ class Block {
 
   void sync_block() { wait(block_arrived_, block_generation_, threads_); }
 
-  // __shfl_down_sync over the full warp: every lane's value, then lane + delta's.
-  template <typename T>
-  T shuffle_down(T value, int delta) {
+  // A full-warp shuffle: every lane posts its value, then takes lane
+  // source(lane)'s (its own where that is outside the warp), as
+  // __shfl_down_sync (lane + delta) and __shfl_xor_sync (lane ^ mask) do.
+  template <typename T, typename Source>
+  T shuffle(T value, Source source) {
     static_assert(sizeof(T) <= sizeof(uint64_t), "values of up to 8 bytes");
-    const int warp = current_thread_ / 32, lane = current_thread_ % 32;
+    const int warp = current_thread_ / 32, lane = current_thread_ % 32, from = source(lane);
     std::memcpy(&warp_slots_[current_thread_], &value, sizeof(T));
     wait(warp_arrived_[warp], warp_generation_[warp], 32);
     T result = value;
-    if (lane + delta < 32) std::memcpy(&result, &warp_slots_[warp * 32 + lane + delta], sizeof(T));
+    if (from >= 0 && from < 32) std::memcpy(&result, &warp_slots_[warp * 32 + from], sizeof(T));
     wait(warp_arrived_[warp], warp_generation_[warp], 32);  // all read before the next write
     return result;
   }
@@ -198,5 +200,10 @@ inline void __syncthreads() { ::zoo_cuda_emulation::Block::current().sync_block(
 template <typename T>
 T __shfl_down_sync(unsigned mask, T value, unsigned delta) {
   if (mask != 0xffffffffu) throw std::invalid_argument("cuda_emulation: full-warp shuffles only");
-  return ::zoo_cuda_emulation::Block::current().shuffle_down(value, int(delta));
+  return ::zoo_cuda_emulation::Block::current().shuffle(value, [&](int lane) { return lane + int(delta); });
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask) {
+  if (mask != 0xffffffffu) throw std::invalid_argument("cuda_emulation: full-warp shuffles only");
+  return ::zoo_cuda_emulation::Block::current().shuffle(value, [&](int lane) { return lane ^ lane_mask; });
 }

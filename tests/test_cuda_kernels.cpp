@@ -182,8 +182,10 @@ TEST(CudaKernelsEmulated, CrossEntropyCarriesNaNLogitsIntoTheLoss) {
 }
 
 // LayerNorm with and without bias and RMSNorm; y in float32, bfloat16 and
-// float16; rows of 300 (past one stride of the block) and of 40 (a partial
-// 32-column tile); 150 rows make the weight gradients two row chunks; with a
+// float16; rows of 300 (past one stride of the block; forward, a warp per
+// row, as every width that is a multiple of 4 up to 4096), of 302 (forward,
+// a block per row) and of 40 (a partial 32-column tile); 150 rows make the
+// weight gradients two row chunks; with a
 // residual add of a float32 or bfloat16 branch before the norm, whose sum
 // also feeds the loss (the gradient the backward adds in).
 TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
@@ -196,6 +198,8 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
   };
   const std::vector<Case> cases = {
       {false, true, 9, 300, torch::kFloat},
+      // Not a multiple of 4: the forward's block-per-row kernel instead of its warp-per-row one.
+      {false, true, 9, 302, torch::kBFloat16, torch::kBFloat16},
       {false, false, 9, 300, torch::kFloat},
       {true, false, 9, 300, torch::kFloat},
       {false, true, 9, 300, torch::kBFloat16},

@@ -19,12 +19,6 @@ constexpr int kRowsInFlight = 4;
 // More blocks than any current GPU holds at once (an H100: 132 SMs x 8).
 constexpr int64_t kMaxDenseChunks = 2048;
 
-// N adjacent elements, read or written as one access (16 bytes at most).
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Group {
-  T v[N];
-};
-
 // g * act'(x), as LibTorch's activation backward computes it.
 template <Activation kAct>
 __device__ __forceinline__ float through_activation(float x, float g) {
@@ -117,8 +111,6 @@ void with_activation(Activation act, Launch&& launch) {
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 int64_t dense_grad_chunks(int64_t rows) { return rows < 1 ? 1 : std::min(rows, kMaxDenseChunks); }
@@ -150,8 +142,8 @@ const char* dense_activation_and_bias_grad(ElementType type, Activation act, con
          partial);
       });
     };
-    const bool vector =
-        C % kVector == 0 && aligned16(dy) && (act == Activation::none || (aligned16(pre) && aligned16(dpre)));
+    const bool vector = C % kVector == 0 && aligned_to(dy, 16) &&
+                        (act == Activation::none || (aligned_to(pre, 16) && aligned_to(dpre, 16)));
     if (vector)
       launch(std::integral_constant<int, kVector>{});
     else

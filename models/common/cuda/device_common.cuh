@@ -1,8 +1,9 @@
 // Device helpers shared by zoo's CUDA kernels (included by .cu files only):
-// float conversions of the element types, 16-byte packs, a block-wide sum,
-// the launch macro, and the launch check each entry point returns. The tests compile
-// the kernels for the CPU through tests/cuda_emulation.h, which stands in
-// for CUDA's headers and defines ZOO_LAUNCH its own way.
+// float conversions of the element types, 16-byte packs and smaller groups,
+// warp- and block-wide sums, the launch macro, and the launch check each
+// entry point returns. The tests compile the kernels for the CPU through
+// tests/cuda_emulation.h, which stands in for CUDA's headers and defines
+// ZOO_LAUNCH its own way.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +53,27 @@ struct alignas(16) Pack {
 // Whether p may be read or written as Packs.
 __device__ __forceinline__ bool pack_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// N adjacent elements of T, read or written as one access (16 bytes at most;
+// the address a multiple of sizeof(T) * N).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Group {
+  T v[N];
+};
+
+// Whether a host or device pointer is a multiple of `bytes`.
+__host__ __device__ __forceinline__ bool aligned_to(const void* p, int bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// The sum of v over the warp, in lane 0.
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of v over the warp, in every lane (a butterfly of shuffles).
+__device__ __forceinline__ float warp_all_sum(float v) {
+  for (int mask = 16; mask > 0; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask);
   return v;
 }
 

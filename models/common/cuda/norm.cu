@@ -1,7 +1,9 @@
 // Implementation of models/common/cuda/norm.h, in float32 arithmetic.
-// Forward: one thread block per row, the row read from memory once and kept
-// in registers (rows up to 8192 wide; wider ones read again from cache) for
-// each further pass (mean, variance, output). Backward: as many blocks as the
+// Forward: one warp per row (rows up to 4096 wide, a multiple of 4, on 16
+// bytes: what models have), reading 16 bytes a lane per access and summing by
+// shuffles; else one thread block per row. Either reads the row from memory
+// once and keeps it in registers (block: rows up to 8192 wide; wider ones are
+// read again from cache) for each further pass (mean, variance, output). Backward: as many blocks as the
 // GPU holds at once, each taking every gridDim.x-th row likewise and adding
 // up the weight and bias gradients of its rows as it goes; the caller adds up
 // the blocks' sums.
@@ -20,6 +22,10 @@ constexpr int kTileColumns = 32, kTileRows = 8;
 // Rows too wide for that are summed by tiles of columns in kTiledChunks
 // chunks of rows.
 constexpr int64_t kMaxChunks = 2048, kTiledChunks = 256;
+// The forward's warp-per-row kernel: kRowsPerBlock rows a block, rows up to
+// kMaxWarpColumns wide (LLaMA-7B's 4096).
+constexpr int kRowsPerBlock = kNormThreads / 32;
+constexpr int64_t kMaxWarpColumns = 32 * 4 * 32;
 // Rows up to kNormThreads * kMaxRegisterColumns wide keep their values
 // (forward) and weight and bias gradient sums (backward) in registers
 // (8192: LLaMA-70B's width).
@@ -36,6 +42,18 @@ void with_register_columns(int64_t C, Launch&& launch) {
   if (per_thread <= 16) return launch(std::integral_constant<int, 16>{});
   if (per_thread <= kMaxRegisterColumns) return launch(std::integral_constant<int, kMaxRegisterColumns>{});
   launch(std::integral_constant<int, 0>{});
+}
+
+// Calls launch(std::integral_constant<int, K>{}) with the smallest K of 2, 4,
+// 8, 16, 32 for which a warp's 128 K columns cover a row of C <= kMaxWarpColumns.
+template <typename Launch>
+void with_warp_iterations(int64_t C, Launch&& launch) {
+  const int64_t iterations = (C + 127) / 128;
+  if (iterations <= 2) return launch(std::integral_constant<int, 2>{});
+  if (iterations <= 4) return launch(std::integral_constant<int, 4>{});
+  if (iterations <= 8) return launch(std::integral_constant<int, 8>{});
+  if (iterations <= 16) return launch(std::integral_constant<int, 16>{});
+  launch(std::integral_constant<int, 32>{});
 }
 
 // Calls visit(j, k) for this thread's columns j of a row of C. kCols > 0:
@@ -99,6 +117,59 @@ __global__ void __launch_bounds__(kNormThreads)
     yr[j] = from_float<TY>(b ? v + b[j] : v);
   });
   if (threadIdx.x == 0) {
+    mean[r] = m;
+    rstd[r] = inv;
+  }
+}
+
+// Rows up to kMaxWarpColumns wide, a multiple of 4, start on 16 bytes: one
+// warp per row (kRowsPerBlock rows a block), each lane reading 4 adjacent
+// columns per access (16 bytes of float32) and keeping them in registers,
+// its sums made by shuffles alone, with no block barrier between the passes.
+// kIters accesses per lane cover 128 kIters columns.
+template <typename TB, typename TY, int kIters>
+__global__ void __launch_bounds__(kNormThreads)
+    normalize_rows_by_warp(const float* __restrict__ x, const TB* __restrict__ branch, float* __restrict__ sum,
+                           const float* __restrict__ w, const float* __restrict__ b, int64_t rows, int64_t C, float eps,
+                           bool rms, TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
+  using Floats = Group<float, 4>;
+  const int lane = threadIdx.x % 32;
+  const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;  // the whole warp: this kernel has no block barrier
+  float held[kIters][4];
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < kIters; ++k) {
+    const int64_t c = (int64_t(k) * 32 + lane) * 4;
+    if (c >= C) continue;
+    Floats h = *reinterpret_cast<const Floats*>(x + r * C + c);
+    if (branch) {
+      const Group<TB, 4> add = *reinterpret_cast<const Group<TB, 4>*>(branch + r * C + c);
+      for (int e = 0; e < 4; ++e) h.v[e] += to_float(add.v[e]);
+      *reinterpret_cast<Floats*>(sum + r * C + c) = h;
+    }
+    for (int e = 0; e < 4; ++e) held[k][e] = h.v[e], s += h.v[e];
+  }
+  const float m = rms ? 0.f : warp_all_sum(s) / float(C);
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < kIters; ++k) {
+    if ((int64_t(k) * 32 + lane) * 4 >= C) continue;
+    for (int e = 0; e < 4; ++e) ss += (held[k][e] - m) * (held[k][e] - m);
+  }
+  const float inv = rsqrtf(warp_all_sum(ss) / float(C) + eps);
+#pragma unroll
+  for (int k = 0; k < kIters; ++k) {
+    const int64_t c = (int64_t(k) * 32 + lane) * 4;
+    if (c >= C) continue;
+    const Floats wk = *reinterpret_cast<const Floats*>(w + c);
+    Floats bk{};
+    if (b) bk = *reinterpret_cast<const Floats*>(b + c);
+    Group<TY, 4> out;
+    for (int e = 0; e < 4; ++e) out.v[e] = from_float<TY>((held[k][e] - m) * inv * wk.v[e] + bk.v[e]);
+    *reinterpret_cast<Group<TY, 4>*>(y + r * C + c) = out;
+  }
+  if (lane == 0) {
     mean[r] = m;
     rstd[r] = inv;
   }
@@ -204,6 +275,19 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
     using TB = std::remove_pointer_t<decltype(branch_tag)>;
     with_element_type(y_type, [&](auto* y_tag) {
       using TY = std::remove_pointer_t<decltype(y_tag)>;
+      // Groups of 4 columns on their own alignment in every row.
+      const bool by_warp = C % 4 == 0 && C <= kMaxWarpColumns && aligned_to(x, 16) && aligned_to(w, 16) &&
+                           (!b || aligned_to(b, 16)) && aligned_to(y, 4 * sizeof(TY)) &&
+                           (!branch || (aligned_to(branch, 4 * sizeof(TB)) && aligned_to(sum, 16)));
+      if (by_warp) {
+        with_warp_iterations(C, [&](auto iterations) {
+          constexpr int kIters = decltype(iterations)::value;
+          const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+          ZOO_LAUNCH(blocks, kNormThreads, static_cast<cudaStream_t>(stream), normalize_rows_by_warp<TB, TY, kIters>)
+          (x, static_cast<const TB*>(branch), sum, w, b, rows, C, eps, rms, static_cast<TY*>(y), mean, rstd);
+        });
+        return;
+      }
       with_register_columns(C, [&](auto cols) {
         constexpr int kCols = decltype(cols)::value;
         ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream),
