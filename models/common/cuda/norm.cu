@@ -3,10 +3,11 @@
 // bytes: what models have), reading 16 bytes a lane per access and summing by
 // shuffles; else one thread block per row. Either reads the row from memory
 // once and keeps it in registers (block: rows up to 8192 wide; wider ones are
-// read again from cache) for each further pass (mean, variance, output). Backward: as many blocks as the
-// GPU holds at once, each taking every gridDim.x-th row likewise and adding
-// up the weight and bias gradients of its rows as it goes; the caller adds up
-// the blocks' sums.
+// read again from cache) for each further pass (mean, variance, output).
+// Backward: as many blocks as the GPU holds at once, each taking every
+// gridDim.x-th row (rows up to 2048 wide: each warp every (gridDim.x * 8)-th,
+// as the forward's warps) and adding up the weight and bias gradients of its
+// rows as it goes; the caller adds up the blocks' sums.
 #include <algorithm>
 
 #include "models/common/cuda/device_common.cuh"
@@ -26,6 +27,8 @@ constexpr int64_t kMaxChunks = 2048, kTiledChunks = 256;
 // kMaxWarpColumns wide (LLaMA-7B's 4096).
 constexpr int kRowsPerBlock = kNormThreads / 32;
 constexpr int64_t kMaxWarpColumns = 32 * 4 * 32;
+// The backward's (its lanes also hold the weight and bias gradient sums): 1.3B's 2048.
+constexpr int64_t kMaxWarpBackwardColumns = 32 * 4 * 16;
 // Rows up to kNormThreads * kMaxRegisterColumns wide keep their values
 // (forward) and weight and bias gradient sums (backward) in registers
 // (8192: LLaMA-70B's width).
@@ -234,6 +237,95 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
+// The backward with one warp per row, for rows up to kMaxWarpBackwardColumns
+// wide that normalize_rows_by_warp takes: each block's warps take every
+// (gridDim.x * kRowsPerBlock)-th row, a lane 4 adjacent columns per access
+// (its second pass over the row finds it in cache), the row's two means made
+// by shuffles. Each lane keeps its columns' weight and bias gradient sums in
+// registers; the block adds up its warps' sums once, at the end, through
+// shared memory, 128 columns at a time.
+template <typename TD, typename TB, int kIters>
+__global__ void __launch_bounds__(kNormThreads)
+    backward_rows_by_warp(const float* __restrict__ x, const float* __restrict__ w, const TD* __restrict__ dy,
+                          const float* __restrict__ residual_grad, const float* __restrict__ mean,
+                          const float* __restrict__ rstd, int64_t rows, int64_t C, bool rms, float* __restrict__ dx,
+                          TB* __restrict__ branch_grad, float* __restrict__ dw_partial,
+                          float* __restrict__ db_partial) {
+  using Floats = Group<float, 4>;
+  __shared__ float warp_sums[kRowsPerBlock][128];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float sum_w[kIters][4], sum_b[kIters][4];
+#pragma unroll
+  for (int k = 0; k < kIters; ++k)
+    for (int e = 0; e < 4; ++e) sum_w[k][e] = sum_b[k][e] = 0.f;
+  const int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
+  for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp; r < rows; r += stride) {
+    const float m = mean[r], inv = rstd[r];
+    float mean_g = 0.f, mean_gx = 0.f;
+    if (dx) {
+      float g_total = 0.f, gx_total = 0.f;
+#pragma unroll
+      for (int k = 0; k < kIters; ++k) {
+        const int64_t c = (int64_t(k) * 32 + lane) * 4;
+        if (c >= C) continue;
+        const Floats xk = *reinterpret_cast<const Floats*>(x + r * C + c);
+        const Floats wk = *reinterpret_cast<const Floats*>(w + c);
+        const Group<TD, 4> dyk = *reinterpret_cast<const Group<TD, 4>*>(dy + r * C + c);
+        for (int e = 0; e < 4; ++e) {
+          const float g = to_float(dyk.v[e]) * wk.v[e];
+          g_total += g;
+          gx_total += g * (xk.v[e] - m) * inv;
+        }
+      }
+      mean_gx = warp_all_sum(gx_total) / float(C);
+      mean_g = rms ? 0.f : warp_all_sum(g_total) / float(C);
+    }
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      const int64_t c = (int64_t(k) * 32 + lane) * 4;
+      if (c >= C) continue;
+      const Floats xk = *reinterpret_cast<const Floats*>(x + r * C + c);
+      const Group<TD, 4> dyk = *reinterpret_cast<const Group<TD, 4>*>(dy + r * C + c);
+      float xhat[4], d_y[4];
+      for (int e = 0; e < 4; ++e) xhat[e] = (xk.v[e] - m) * inv, d_y[e] = to_float(dyk.v[e]);
+      if (dx) {
+        const Floats wk = *reinterpret_cast<const Floats*>(w + c);
+        Floats d;
+        for (int e = 0; e < 4; ++e) d.v[e] = inv * (d_y[e] * wk.v[e] - mean_g - xhat[e] * mean_gx);
+        if (residual_grad) {
+          const Floats rk = *reinterpret_cast<const Floats*>(residual_grad + r * C + c);
+          for (int e = 0; e < 4; ++e) d.v[e] += rk.v[e];
+        }
+        *reinterpret_cast<Floats*>(dx + r * C + c) = d;
+        if (branch_grad) {
+          Group<TB, 4> bk;
+          for (int e = 0; e < 4; ++e) bk.v[e] = from_float<TB>(d.v[e]);
+          *reinterpret_cast<Group<TB, 4>*>(branch_grad + r * C + c) = bk;
+        }
+      }
+      if (dw_partial)
+        for (int e = 0; e < 4; ++e) sum_w[k][e] += d_y[e] * xhat[e], sum_b[k][e] += d_y[e];
+    }
+  }
+  if (!dw_partial) return;  // the same in every thread: no barrier is left half-reached
+  auto write_block_sums = [&](float(*sums)[4], float* partial) {
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      for (int e = 0; e < 4; ++e) warp_sums[warp][lane * 4 + e] = sums[k][e];
+      __syncthreads();
+      const int64_t c = int64_t(k) * 128 + threadIdx.x;
+      if (threadIdx.x < 128 && c < C) {
+        float total = 0.f;
+        for (int v = 0; v < kRowsPerBlock; ++v) total += warp_sums[v][threadIdx.x];
+        partial[blockIdx.x * C + c] = total;
+      }
+      __syncthreads();  // read before the next k writes
+    }
+  };
+  write_block_sums(sum_w, dw_partial);
+  if (db_partial) write_block_sums(sum_b, db_partial);
+}
+
 // The column sums for rows wider than backward_rows keeps in registers: a
 // grid of 32-column tiles by row chunks, each thread summing one column
 // down its chunk (a warp reads 32 adjacent values of a row).
@@ -312,6 +404,29 @@ const char* norm_backward(ElementType dy_type, const float* x, const float* w, c
     using TD = std::remove_pointer_t<decltype(dy_tag)>;
     with_element_type(branch_grad ? branch_type : ElementType::f32, [&](auto* branch_tag) {
       using TB = std::remove_pointer_t<decltype(branch_tag)>;
+      // Groups of 4 columns on their own alignment in every row.
+      const bool by_warp = C % 4 == 0 && C <= kMaxWarpBackwardColumns && aligned_to(x, 16) && aligned_to(w, 16) &&
+                           aligned_to(dy, 4 * sizeof(TD)) && (!residual_grad || aligned_to(residual_grad, 16)) &&
+                           (!dx || aligned_to(dx, 16)) && (!branch_grad || aligned_to(branch_grad, 4 * sizeof(TB)));
+      if (by_warp) {
+        sums_in_registers = true;
+        if (!dx && !dw_partial) return;
+        with_warp_iterations(C, [&](auto iterations) {
+          constexpr int kIters = decltype(iterations)::value;
+          if constexpr (kIters * 128 <= kMaxWarpBackwardColumns) {
+            const auto kernel = backward_rows_by_warp<TD, TB, kIters>;
+            // One wave, as below; no more blocks than rows for their warps.
+            static const int64_t per_sm = resident_blocks_per_sm(kernel, kNormThreads);
+            const int64_t resident = per_sm * multiprocessors();
+            *chunks = std::min(*chunks, (rows + kRowsPerBlock - 1) / kRowsPerBlock);
+            if (resident > 0 && resident < *chunks) *chunks = resident;
+            ZOO_LAUNCH(static_cast<unsigned>(*chunks), kNormThreads, cuda_stream, backward_rows_by_warp<TD, TB, kIters>)
+            (x, w, static_cast<const TD*>(dy), residual_grad, mean, rstd, rows, C, rms, dx,
+             static_cast<TB*>(branch_grad), dw_partial, db_partial);
+          }
+        });
+        return;
+      }
       with_register_columns(C, [&](auto cols) {
         constexpr int kCols = decltype(cols)::value;
         sums_in_registers = kCols > 0;
