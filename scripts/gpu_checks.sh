@@ -77,6 +77,11 @@ if [[ -f $small && $kernels == 1 ]]; then
   echo "111M zoo tok/s: all kernels $(zoo_tps "$W/zoo_cerebras_gpt_111m_b16.log" 2048)," \
     "all but dense $(zoo_tps "$LOG/ab_no_dense_kernel.log" 2048)," \
     "all but the one-pass loss $(zoo_tps "$LOG/ab_no_fused_loss.log" 2048), none $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
+  # The same seed and data: the runs' losses agree to bfloat16's rounding, or a kernel is wrong.
+  last_loss() { grep -o 'Loss=[0-9.na]*' "$1" | tail -n 1; }
+  echo "111M last logged loss: all kernels $(last_loss "$W/zoo_cerebras_gpt_111m_b16.log")," \
+    "all but dense $(last_loss "$LOG/ab_no_dense_kernel.log"), all but the one-pass loss" \
+    "$(last_loss "$LOG/ab_no_fused_loss.log"), none $(last_loss "$LOG/ab_no_kernels.log")"
 fi
 
 variant() { # SRC NAME STEPS PYTHON-EDIT: writes $LOG/NAME.yaml from a bench params file
