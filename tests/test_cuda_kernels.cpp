@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "models/bert/bert.h"
 #include "models/common/cuda/kernel_glue.h"
 #include "models/common/dense_kernel.h"
 #include "models/common/layers.h"
@@ -524,4 +525,48 @@ TEST(FusedCuda, LmLossWithItsGradientInTheForwardMatchesThePerTokenKernels) {
       EXPECT_LT(std::abs(loss.item<double>() - ref.item<double>()), 1e-5 * std::abs(ref.item<double>()));
       EXPECT_LT(relative_error(logits.grad().to(torch::kDouble), ref_logits.grad().to(torch::kDouble)), 1e-2);
     }
+}
+
+// BERT's masked-LM loss takes the one-pass cross-entropy while training
+// (forward without metrics) and the per-token kernels with metrics: the same
+// loss and gradients for every parameter, on the GPU in float32.
+TEST(FusedCuda, BertMaskedLmLossInOnePassMatchesThePerTokenKernels) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  if (!one_pass_cross_entropy_applies(torch::ones({2, 8}, cuda).requires_grad_(),
+                                      torch::zeros({2}, cuda.dtype(torch::kLong))))
+    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
+  BertOptions o;
+  o.vocab_size = 50;
+  o.hidden_size = 32;
+  o.num_hidden_layers = 2;
+  o.num_heads = 4;
+  o.filter_size = 48;
+  o.max_position_embeddings = 16;
+  o.dropout_rate = 0.0;
+  o.mlm_loss_weight = 0.25;
+  torch::manual_seed(5);
+  BertModel model(o, cuda.dtype(torch::kFloat));
+  model.reset_parameters();
+  model.train();
+  const auto ids = cuda.dtype(torch::kLong);
+  const Features batch{{"input_ids", torch::randint(1, 50, {2, 12}, ids)},
+                       {"attention_mask", torch::ones({2, 12}, ids)},
+                       {"token_type_ids", torch::zeros({2, 12}, ids)},
+                       {"labels", torch::randint(1, 50, {2, 12}, ids)},
+                       {"masked_lm_mask", (torch::rand({2, 12}, cuda) < 0.3).to(torch::kLong)},
+                       {"next_sentence_label", torch::tensor({0, 1}, ids)}};
+  auto step = [&](bool with_metrics) {
+    model.zero_grad();
+    const torch::Tensor loss = model.forward(batch, with_metrics).loss;
+    loss.backward();
+    std::map<std::string, torch::Tensor> grads;
+    for (const auto& p : model.named_parameters()) grads[p.key()] = p.value().grad().clone();
+    return std::make_pair(loss.item<double>(), grads);
+  };
+  const auto [one_pass_loss, one_pass] = step(false);
+  const auto [per_token_loss, per_token] = step(true);
+  EXPECT_NEAR(one_pass_loss, per_token_loss, 1e-5 * std::abs(per_token_loss));
+  for (const auto& [name, g] : per_token)
+    EXPECT_TRUE(torch::allclose(one_pass.at(name), g, 1e-4, 1e-6)) << name;
 }

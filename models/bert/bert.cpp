@@ -91,11 +91,19 @@ ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
   const torch::Tensor logits = out.mlm_logits.reshape({-1, out.mlm_logits.size(-1)});
   const torch::Tensor flat_labels = labels.reshape({-1}).to(torch::kLong);
   const torch::Tensor weights = batch.at("masked_lm_mask").reshape({-1}).to(torch::kFloat);
-  torch::Tensor per_token = token_cross_entropy(logits, flat_labels, V, PaddingColumns::neg_inf);
-  const torch::Tensor mlm_sum = (per_token * weights).sum();
-  if (o.label_smoothing > 0 && is_training()) per_token = smooth_cross_entropy(per_token, logits, V, o.label_smoothing);
   ModelOutput result;
-  result.loss = (per_token * weights).sum() / double(B) * o.mlm_loss_weight;
+  torch::Tensor mlm_sum;  // for the metrics
+  if (!with_metrics && !(o.label_smoothing > 0 && is_training()) &&
+      one_pass_cross_entropy_applies(logits, flat_labels)) {  // the same loss, its weights up front
+    result.loss =
+        one_pass_cross_entropy(logits, flat_labels, weights * (o.mlm_loss_weight / double(B)), logits.size(1));
+  } else {
+    torch::Tensor per_token = token_cross_entropy(logits, flat_labels, V, PaddingColumns::neg_inf);
+    mlm_sum = (per_token * weights).sum();
+    if (o.label_smoothing > 0 && is_training())
+      per_token = smooth_cross_entropy(per_token, logits, V, o.label_smoothing);
+    result.loss = (per_token * weights).sum() / double(B) * o.mlm_loss_weight;
+  }
   torch::Tensor nsp_labels;
   if (!o.disable_nsp) {
     if (!batch.count("next_sentence_label"))

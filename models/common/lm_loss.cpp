@@ -229,16 +229,6 @@ bool row_kernels_take(const torch::Tensor& logits) {
 const CrossEntropyKernels kCudaCrossEntropy = {zoo::cuda::cross_entropy_forward, zoo::cuda::cross_entropy_backward,
                                                zoo::cuda::cross_entropy_forward_with_grad,
                                                zoo::cuda::cross_entropy_scale_grad};
-
-// Whether lm_loss trains through weighted_cross_entropy_through: CUDA logits
-// the kernels take, zoo's kernels on (cross_entropy and cross_entropy_fused),
-// and a gradient to make. Not float16: its gradient is rounded before the
-// loss scale multiplies it, and w * p (w ~ 1 / tokens) would underflow.
-bool fused_loss_applies(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return logits.is_cuda() && row_kernels_take(logits) && logits.scalar_type() != torch::kHalf &&
-         labels.device() == logits.device() && have_cuda_cross_entropy_kernels() &&
-         zoo::cuda::kernel_enabled("cross_entropy_fused") && torch::GradMode::is_enabled() && logits.requires_grad();
-}
 #endif
 
 }  // namespace
@@ -265,6 +255,28 @@ torch::Tensor weighted_cross_entropy_through(const CrossEntropyKernels& kernels,
               "weighted_cross_entropy_through: one weight per row expected; got ", weights.sizes());
   return FusedRowKernelCrossEntropy::apply(logits, labels.to(torch::kLong).contiguous(),
                                            weights.detach().to(torch::kFloat).contiguous(), columns, &kernels);
+}
+
+bool one_pass_cross_entropy_applies(const torch::Tensor& logits, const torch::Tensor& labels) {
+#ifdef ZOO_CUDA_KERNELS
+  // float16: w * p (w ~ 1 / tokens) would underflow before the loss scale.
+  return logits.is_cuda() && row_kernels_take(logits) && logits.scalar_type() != torch::kHalf &&
+         labels.device() == logits.device() && have_cuda_cross_entropy_kernels() &&
+         zoo::cuda::kernel_enabled("cross_entropy_fused") && torch::GradMode::is_enabled() && logits.requires_grad();
+#else
+  (void)logits, (void)labels;
+  return false;
+#endif
+}
+
+torch::Tensor one_pass_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels,
+                                     const torch::Tensor& weights, int64_t columns) {
+#ifdef ZOO_CUDA_KERNELS
+  return weighted_cross_entropy_through(kCudaCrossEntropy, logits, labels, weights, columns);
+#else
+  (void)logits, (void)labels, (void)weights, (void)columns;
+  throw std::logic_error("one_pass_cross_entropy: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
+#endif
 }
 
 bool have_cuda_cross_entropy_kernels() {
@@ -302,17 +314,13 @@ ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, co
   torch::Tensor m = mask.reshape({-1}).to(torch::kFloat);
   torch::Tensor num_tokens = m.sum();
   ModelOutput out;
-#ifdef ZOO_CUDA_KERNELS
   // The same loss as below, the sum weighted up front: the padding columns are -inf, so whole rows are read.
-  if (!with_metrics && fused_loss_applies(flat_logits, flat_labels)) {
-    const torch::Tensor weights = scaling.mode == "batch_size"
-                                      ? m * (scaling.loss_weight / double(logits.size(0)))
-                                      : m / num_tokens.clamp_min(1.0);
-    out.loss = weighted_cross_entropy_through(kCudaCrossEntropy, flat_logits, flat_labels, weights,
-                                              flat_logits.size(1));
+  if (!with_metrics && one_pass_cross_entropy_applies(flat_logits, flat_labels)) {
+    const torch::Tensor weights = scaling.mode == "batch_size" ? m * (scaling.loss_weight / double(logits.size(0)))
+                                                               : m / num_tokens.clamp_min(1.0);
+    out.loss = one_pass_cross_entropy(flat_logits, flat_labels, weights, flat_logits.size(1));
     return out;
   }
-#endif
   torch::Tensor per_token = token_cross_entropy(flat_logits, flat_labels, vocab, PaddingColumns::neg_inf);
   torch::Tensor masked_sum = (per_token * m).sum();
 

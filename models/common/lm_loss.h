@@ -2,7 +2,8 @@
 // GPTLMHeadModelLoss, lm_perplexity, accuracy). Defines: LossScaling,
 // PaddingColumns, token_cross_entropy, have_cuda_cross_entropy_kernels,
 // CrossEntropyKernels, cross_entropy_through, weighted_cross_entropy_through,
-// smooth_cross_entropy, lm_loss.
+// one_pass_cross_entropy_applies, one_pass_cross_entropy, smooth_cross_entropy,
+// lm_loss.
 #pragma once
 
 #include <torch/torch.h>
@@ -74,10 +75,23 @@ torch::Tensor cross_entropy_through(const CrossEntropyKernels& kernels, const to
 // loss's upstream gradient on the device (nothing to do when that is 1).
 // Its backward runs once: with retain_graph, a second one is an error. The
 // gradient is rounded to the logits' type before that scale: float16 would
-// underflow under loss scaling (lm_loss keeps it on the two passes).
+// underflow under loss scaling (see one_pass_cross_entropy_applies).
 torch::Tensor weighted_cross_entropy_through(const CrossEntropyKernels& kernels, const torch::Tensor& logits,
                                              const torch::Tensor& labels, const torch::Tensor& weights,
                                              int64_t columns);
+
+// Whether a training loss sum_i w_i CE_i over these logits runs through
+// weighted_cross_entropy_through (one_pass_cross_entropy): CUDA logits (N,
+// width) of float32 or bfloat16 with contiguous rows, zoo's cross_entropy
+// and cross_entropy_fused kernels on, and a gradient to make. float16 keeps
+// the two passes: its gradient, rounded before a loss scale multiplies it,
+// would underflow.
+bool one_pass_cross_entropy_applies(const torch::Tensor& logits, const torch::Tensor& labels);
+
+// sum_i weights[i] * CE_i over the first `columns` columns, through zoo's
+// CUDA kernels (see one_pass_cross_entropy_applies, which must hold).
+torch::Tensor one_pass_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels,
+                                     const torch::Tensor& weights, int64_t columns);
 
 // modelzoo's label smoothing (smooth_loss): (1 - s) * per_token + s * the
 // mean over the vocab classes of -log softmax(logits (N, >= vocab)).
@@ -87,9 +101,8 @@ torch::Tensor smooth_cross_entropy(const torch::Tensor& per_token, const torch::
 // logits (B, T, >= V; columns from V on are OutputHead's -inf padding), labels
 // (B, T) int, mask (B, T) 0/1. Fills loss and, with with_metrics, the
 // "lm_perplexity" and "accuracy" terms over masked tokens. A loss to train on
-// without metrics, on CUDA with zoo's kernels and float32 or bfloat16 logits,
-// goes through weighted_cross_entropy_through (the mask's weights are known
-// up front).
+// without metrics goes through one_pass_cross_entropy where it applies (the
+// mask's weights are known up front).
 ModelOutput lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask,
                     const LossScaling& scaling, bool with_metrics, int64_t vocab);
 
