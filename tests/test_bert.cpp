@@ -12,10 +12,12 @@
 #include "runner/params.h"
 #include "runner/run.h"
 #include "runner/trainer.h"
+#include "tests/bert_fixtures.h"
 #include "test_util.h"
 
 using namespace zoo;
 using namespace zoo::models;
+using zoo::testing::tiny_bert;
 
 namespace {
 
@@ -67,20 +69,6 @@ std::string csv_input(const zoo::testing::TempDir& dir, const std::map<std::stri
   std::string y;
   for (const auto& [k, v] : keys) y += (y.empty() ? "{" : ", ") + k + ": " + v;
   return y + "}";
-}
-
-BertOptions tiny_bert() {
-  BertOptions o;
-  o.vocab_size = 50;
-  o.hidden_size = 32;
-  o.num_hidden_layers = 2;
-  o.num_heads = 4;
-  o.filter_size = 48;
-  o.max_position_embeddings = 16;
-  o.dropout_rate = 0.0;
-  o.pooler_nonlinearity = "tanh";
-  o.mlm_loss_weight = 0.25;
-  return o;
 }
 
 // A float64 BERT written from Devlin et al. (and Vaswani et al.'s layers):

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "models/bert/bert.h"
 #include "models/common/cuda/kernel_glue.h"
 #include "models/common/dense_kernel.h"
 #include "models/common/layers.h"
@@ -22,6 +21,7 @@
 #include "models/common/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
 #include "runner/amp/autocast.h"
+#include "tests/bert_fixtures.h"
 #include "tests/tensor_compare.h"
 
 // The kernels' source, compiled here for the CPU. Their headers came in
@@ -536,17 +536,8 @@ TEST(FusedCuda, BertMaskedLmLossInOnePassMatchesThePerTokenKernels) {
   if (!one_pass_cross_entropy_applies(torch::ones({2, 8}, cuda).requires_grad_(),
                                       torch::zeros({2}, cuda.dtype(torch::kLong))))
     GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
-  BertOptions o;
-  o.vocab_size = 50;
-  o.hidden_size = 32;
-  o.num_hidden_layers = 2;
-  o.num_heads = 4;
-  o.filter_size = 48;
-  o.max_position_embeddings = 16;
-  o.dropout_rate = 0.0;
-  o.mlm_loss_weight = 0.25;
   torch::manual_seed(5);
-  BertModel model(o, cuda.dtype(torch::kFloat));
+  BertModel model(zoo::testing::tiny_bert(), cuda.dtype(torch::kFloat));
   model.reset_parameters();
   model.train();
   const auto ids = cuda.dtype(torch::kLong);
