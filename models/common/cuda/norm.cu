@@ -76,6 +76,19 @@ __device__ __forceinline__ void for_row_columns(int64_t C, Visit visit) {
   }
 }
 
+// The warp kernels' for_row_columns: calls visit(c, k) for this lane's
+// groups of 4 columns c = (k * 32 + lane) * 4 of a row of C, k < kIters,
+// unrolled, so that arrays the caller indexes by k stay in registers.
+template <int kIters, typename Visit>
+__device__ __forceinline__ void for_lane_groups(int64_t C, Visit visit) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < kIters; ++k) {
+    const int64_t c = (int64_t(k) * 32 + lane) * 4;
+    if (c < C) visit(c, k);
+  }
+}
+
 // With a branch: h = x + branch is written to `sum` and normalized. kCols >
 // 0: each thread keeps its columns of h in registers between the passes;
 // kCols = 0 (wider rows): it reads them again, from cache.
@@ -141,10 +154,7 @@ __global__ void __launch_bounds__(kNormThreads)
   if (r >= rows) return;  // the whole warp: this kernel has no block barrier
   float held[kIters][4];
   float s = 0.f;
-#pragma unroll
-  for (int k = 0; k < kIters; ++k) {
-    const int64_t c = (int64_t(k) * 32 + lane) * 4;
-    if (c >= C) continue;
+  for_lane_groups<kIters>(C, [&](int64_t c, int k) {
     Floats h = *reinterpret_cast<const Floats*>(x + r * C + c);
     if (branch) {
       const Group<TB, 4> add = *reinterpret_cast<const Group<TB, 4>*>(branch + r * C + c);
@@ -152,26 +162,21 @@ __global__ void __launch_bounds__(kNormThreads)
       *reinterpret_cast<Floats*>(sum + r * C + c) = h;
     }
     for (int e = 0; e < 4; ++e) held[k][e] = h.v[e], s += h.v[e];
-  }
+  });
   const float m = rms ? 0.f : warp_all_sum(s) / float(C);
   float ss = 0.f;
-#pragma unroll
-  for (int k = 0; k < kIters; ++k) {
-    if ((int64_t(k) * 32 + lane) * 4 >= C) continue;
+  for_lane_groups<kIters>(C, [&](int64_t, int k) {
     for (int e = 0; e < 4; ++e) ss += (held[k][e] - m) * (held[k][e] - m);
-  }
+  });
   const float inv = rsqrtf(warp_all_sum(ss) / float(C) + eps);
-#pragma unroll
-  for (int k = 0; k < kIters; ++k) {
-    const int64_t c = (int64_t(k) * 32 + lane) * 4;
-    if (c >= C) continue;
+  for_lane_groups<kIters>(C, [&](int64_t c, int k) {
     const Floats wk = *reinterpret_cast<const Floats*>(w + c);
     Floats bk{};
     if (b) bk = *reinterpret_cast<const Floats*>(b + c);
     Group<TY, 4> out;
     for (int e = 0; e < 4; ++e) out.v[e] = from_float<TY>((held[k][e] - m) * inv * wk.v[e] + bk.v[e]);
     *reinterpret_cast<Group<TY, 4>*>(y + r * C + c) = out;
-  }
+  });
   if (lane == 0) {
     mean[r] = m;
     rstd[r] = inv;
@@ -264,10 +269,7 @@ __global__ void __launch_bounds__(kNormThreads)
     float mean_g = 0.f, mean_gx = 0.f;
     if (dx) {
       float g_total = 0.f, gx_total = 0.f;
-#pragma unroll
-      for (int k = 0; k < kIters; ++k) {
-        const int64_t c = (int64_t(k) * 32 + lane) * 4;
-        if (c >= C) continue;
+      for_lane_groups<kIters>(C, [&](int64_t c, int) {
         const Floats xk = *reinterpret_cast<const Floats*>(x + r * C + c);
         const Floats wk = *reinterpret_cast<const Floats*>(w + c);
         const Group<TD, 4> dyk = *reinterpret_cast<const Group<TD, 4>*>(dy + r * C + c);
@@ -276,14 +278,11 @@ __global__ void __launch_bounds__(kNormThreads)
           g_total += g;
           gx_total += g * (xk.v[e] - m) * inv;
         }
-      }
+      });
       mean_gx = warp_all_sum(gx_total) / float(C);
       mean_g = rms ? 0.f : warp_all_sum(g_total) / float(C);
     }
-#pragma unroll
-    for (int k = 0; k < kIters; ++k) {
-      const int64_t c = (int64_t(k) * 32 + lane) * 4;
-      if (c >= C) continue;
+    for_lane_groups<kIters>(C, [&](int64_t c, int k) {
       const Floats xk = *reinterpret_cast<const Floats*>(x + r * C + c);
       const Group<TD, 4> dyk = *reinterpret_cast<const Group<TD, 4>*>(dy + r * C + c);
       float xhat[4], d_y[4];
@@ -305,7 +304,7 @@ __global__ void __launch_bounds__(kNormThreads)
       }
       if (dw_partial)
         for (int e = 0; e < 4; ++e) sum_w[k][e] += d_y[e] * xhat[e], sum_b[k][e] += d_y[e];
-    }
+    });
   }
   if (!dw_partial) return;  // the same in every thread: no barrier is left half-reached
   auto write_block_sums = [&](float(*sums)[4], float* partial) {
