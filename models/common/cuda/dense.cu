@@ -122,7 +122,7 @@ const char* dense_activation_and_bias_grad(ElementType type, Activation act, con
   if (rows == 0 || C == 0 || (act == Activation::none && !partial)) return nullptr;
   with_element_type(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    constexpr int kVector = 16 / sizeof(T);
+    constexpr int kVector = Pack<T>::kSize;  // a 16-byte access
     auto launch = [&](auto width) {
       constexpr int N = decltype(width)::value;
       with_activation(act, [&](auto activation) {

@@ -42,28 +42,26 @@ __device__ __forceinline__ __half from_float<__half>(float x) {
   return __float2half(x);
 }
 
-// 16 bytes of T, read or written as one vector access (ld/st.global.v4):
-// a warp moves 512 bytes per instruction instead of 64 for 2-byte elements.
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
-// Whether p may be read or written as Packs.
-__device__ __forceinline__ bool pack_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // N adjacent elements of T, read or written as one access (16 bytes at most;
 // the address a multiple of sizeof(T) * N).
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Group {
+  static constexpr int kSize = N;
   T v[N];
 };
+
+// 16 bytes of T, read or written as one vector access (ld/st.global.v4):
+// a warp moves 512 bytes per instruction instead of 64 for 2-byte elements.
+template <typename T>
+using Pack = Group<T, 16 / sizeof(T)>;
 
 // Whether a host or device pointer is a multiple of `bytes`.
 __host__ __device__ __forceinline__ bool aligned_to(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
+
+// Whether p may be read or written as Packs.
+__device__ __forceinline__ bool pack_aligned(const void* p) { return aligned_to(p, 16); }
 
 // The sum of v over the warp, in lane 0.
 __device__ __forceinline__ float warp_sum(float v) {
