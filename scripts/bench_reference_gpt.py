@@ -125,6 +125,10 @@ def main():
         sync()
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
+    if profiler:  # fewer than 3 steps after the warm-up: the trace holds them all
+        sync()
+        profiler.__exit__(None, None, None)
+        profiler.export_chrome_trace(a.profile)
     step = statistics.median(times)
     out = {"step_s": step, "tokens_per_s": a.batch * a.seq / step, "loss": loss.detach().item(),
            "torch": torch.__version__, "threads": torch.get_num_threads(),

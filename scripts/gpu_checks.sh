@@ -18,7 +18,7 @@
 #      build; with them, 111M also runs with ZOO_CUDA_KERNELS=0, =cross_entropy,cross_entropy_fused,norm
 #      and =cross_entropy,dense,norm for A/B figures: none of them, all but the dense
 #      layer's, all but the loss's one-pass forward with its gradient),
-#      BIG=0 (no 1.3B bench), EXTRAS=0 (skip the optional steps at the end).
+#      AB=0 (no A/B runs), BIG=0 (no 1.3B bench), EXTRAS=0 (skip the optional steps at the end).
 set -u
 cd "$(dirname "$0")/.."
 source scripts/zoo_log.sh
@@ -66,7 +66,7 @@ cp $W/zoo_*.log $W/params_*.yaml "$LOG/" 2>/dev/null
 # Median tokens/s of a zoo log (LOG TOKENS_PER_SAMPLE); nothing when it has no rate.
 zoo_tps() { local r; r=$(median_rate <"$1") && awk -v T="$2" -v r="$r" 'BEGIN { printf "%.0f", T * r }'; }
 small=$W/params_cerebras_gpt_111m_b16.yaml big=$W/params_cerebras_gpt_1p3b_b8.yaml
-if [[ -f $small && $kernels == 1 ]]; then
+if [[ -f $small && $kernels == 1 && "${AB:-1}" == 1 ]]; then
   say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops), without the dense kernel, without the one-pass loss"
   ZOO_CUDA_KERNELS=0 timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train -o "$LOG/m_ab" >"$LOG/ab_no_kernels.log" 2>&1
   ZOO_CUDA_KERNELS=cross_entropy,cross_entropy_fused,norm timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train \
