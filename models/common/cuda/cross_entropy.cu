@@ -21,6 +21,24 @@ constexpr int kWarps = kThreads / 32;
 // second read finds it in the 50 MB L2.
 constexpr int kFusedBlocksPerSm = 2;
 
+// Packs each thread loads before it computes on any of them.
+constexpr int kPacksInFlight = 4;
+
+// Calls visit(p, k) for this thread's packs p = packs[k], k = threadIdx.x +
+// i * kThreads < n, with kPacksInFlight loads issued before the first visit.
+template <typename T, typename Visit>
+__device__ __forceinline__ void for_thread_packs(const Pack<T>* packs, int64_t n, Visit visit) {
+  int64_t k = threadIdx.x;
+  for (; k + (kPacksInFlight - 1) * kThreads < n; k += kPacksInFlight * kThreads) {
+    Pack<T> p[kPacksInFlight];
+#pragma unroll
+    for (int i = 0; i < kPacksInFlight; ++i) p[i] = packs[k + i * kThreads];
+#pragma unroll
+    for (int i = 0; i < kPacksInFlight; ++i) visit(p[i], k + i * kThreads);
+  }
+  for (; k < n; k += kThreads) visit(packs[k], k);
+}
+
 // A running log-sum-exp: sum of exp(x - max) over the values seen.
 struct MaxSum {
   float max, sum;
@@ -29,15 +47,15 @@ struct MaxSum {
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.max, b.max);
   if (m == -INFINITY) return {m, a.sum + b.sum};  // nothing but -inf (padding) seen: 0, or NaN kept
-  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+  return {m, a.sum * exp_of(a.max - m) + b.sum * exp_of(b.max - m)};
 }
 
 __device__ __forceinline__ void add(MaxSum& v, float x) {
   if (x > v.max) {
-    v.sum = v.sum * expf(v.max - x) + 1.f;
+    v.sum = v.sum * exp_of(v.max - x) + 1.f;
     v.max = x;
   } else if (x != -INFINITY) {  // -inf adds 0 (and -inf - -inf would be NaN); NaN propagates
-    v.sum += expf(x - v.max);
+    v.sum += exp_of(x - v.max);
   }
 }
 
@@ -55,8 +73,8 @@ __device__ __forceinline__ void add(MaxSum& v, const Pack<T>& p) {
       if (x[e] != x[e]) v.sum = x[e];
     return;
   }
-  float sum = v.sum * expf(v.max - m);
-  for (int e = 0; e < Pack<T>::kSize; ++e) sum += expf(x[e] - m);
+  float sum = v.sum * exp_of(v.max - m);
+  for (int e = 0; e < Pack<T>::kSize; ++e) sum += exp_of(x[e] - m);
   v = {m, sum};
 }
 
@@ -84,14 +102,8 @@ __device__ MaxSum row_max_sum(const T* row, int64_t columns) {
   MaxSum v{-INFINITY, 0.f};
   int64_t j = 0;  // the first column the element loops read
   if (pack_aligned(row)) {  // the same in all threads of the block
-    const Pack<T>* packs = reinterpret_cast<const Pack<T>*>(row);
     const int64_t n = columns / Pack<T>::kSize;
-    int64_t k = threadIdx.x;
-    for (; k + kThreads < n; k += 2 * kThreads) {  // two loads in flight before their exps
-      const Pack<T> a = packs[k], b = packs[k + kThreads];
-      add(v, a), add(v, b);
-    }
-    if (k < n) add(v, packs[k]);
+    for_thread_packs(reinterpret_cast<const Pack<T>*>(row), n, [&](const Pack<T>& p, int64_t) { add(v, p); });
     j = n * Pack<T>::kSize;
   }
   j += threadIdx.x;
@@ -111,30 +123,24 @@ __device__ void write_row_grad(const T* row, T* drow, float l, float g, int64_t 
   // p - 1 at the label is taken in float32: p can round to 1 in bfloat16.
   // Columns from `columns` on get 0 (a pack may read them: they lie inside the row).
   const auto d = [&](T x, int64_t j) {
-    return from_float<T>(j < columns ? (expf(to_float(x) - l) - (j == y)) * g : 0.f);
+    return from_float<T>(j < columns ? (exp_of(to_float(x) - l) - (j == y)) * g : 0.f);
   };
   int64_t j = 0;  // the first column the element loop writes
   if (pack_aligned(row) && pack_aligned(drow)) {
     constexpr int kSize = Pack<T>::kSize;
-    const Pack<T>* packs = reinterpret_cast<const Pack<T>*>(row);
     Pack<T>* dpacks = reinterpret_cast<Pack<T>*>(drow);
     const int64_t n = width / kSize;
-    int64_t k = threadIdx.x;
-    for (; k + kThreads < n; k += 2 * kThreads) {  // two loads in flight before the first store
-      const Pack<T> a = packs[k], b = packs[k + kThreads];
-      Pack<T> da, db;
-      for (int e = 0; e < kSize; ++e) {
-        da.v[e] = d(a.v[e], k * kSize + e);
-        db.v[e] = d(b.v[e], (k + kThreads) * kSize + e);
+    for_thread_packs(reinterpret_cast<const Pack<T>*>(row), n, [&](const Pack<T>& p, int64_t k) {
+      const int64_t first = k * kSize;
+      Pack<T> dp;
+      // All but a pack or two per row: no label, no padding, no test per column.
+      if (first + kSize <= columns && static_cast<uint64_t>(y - first) >= kSize) {
+        for (int e = 0; e < kSize; ++e) dp.v[e] = from_float<T>(exp_of(to_float(p.v[e]) - l) * g);
+      } else {
+        for (int e = 0; e < kSize; ++e) dp.v[e] = d(p.v[e], first + e);
       }
-      dpacks[k] = da, dpacks[k + kThreads] = db;
-    }
-    if (k < n) {
-      const Pack<T> a = packs[k];
-      Pack<T> da;
-      for (int e = 0; e < kSize; ++e) da.v[e] = d(a.v[e], k * kSize + e);
-      dpacks[k] = da;
-    }
+      dpacks[k] = dp;
+    });
     j = n * kSize;
   }
   for (j += threadIdx.x; j < width; j += kThreads) drow[j] = d(row[j], j);
@@ -173,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
 // pass reads the row again right after the first, mostly from L2 while few
 // rows are in flight (see kFusedBlocksPerSm).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm)
     forward_rows_with_grad(const T* __restrict__ logits, int64_t ld, const int64_t* __restrict__ labels,
                            const float* __restrict__ weights, int64_t n, int64_t columns, int64_t width,
                            float* __restrict__ loss, T* __restrict__ dlogits) {

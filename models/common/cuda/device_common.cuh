@@ -42,6 +42,13 @@ __device__ __forceinline__ __half from_float<__half>(float x) {
   return __float2half(x);
 }
 
+// exp(d) as the hardware's exp2 of d * log2(e) (ex2.approx: 2^-22 relative
+// error), one multiply before it where expf's range reduction takes about
+// eight instructions. The loss takes two exps per logit, 3.3 billion a 111M
+// step; with expf's the one-pass loss kernel moved ~1.9 TB/s on an H100,
+// where the two-pass kernels, with half the work per byte, moved ~3.
+__device__ __forceinline__ float exp_of(float d) { return exp2f(d * 1.44269504088896341f); }
+
 // N adjacent elements of T, read or written as one access (16 bytes at most;
 // the address a multiple of sizeof(T) * N).
 template <typename T, int N>
