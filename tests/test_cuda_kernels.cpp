@@ -288,8 +288,8 @@ torch::Tensor reference_activation(DenseActivation act, const torch::Tensor& x) 
 
 // The dense layer with each activation, with and without a bias, in float32
 // and bfloat16 (LibTorch 1.13 has no float16 GEMM on the CPU), from float32 inputs (as under autocast) and from
-// inputs already in that type; widths read in 16-byte groups (48, and 2504:
-// two column tiles) and column by column (37); 1500 rows: several row chunks,
+// inputs already in that type; widths read in 16-byte groups (48: one
+// tile; 2504: ten, the last part empty) and column by column (37: two); 1500 rows: several row chunks,
 // each thread walking several rounds of rows. Against float64 on the same
 // rounded x, w and b: the output, and every gradient.
 TEST(CudaKernelsEmulated, DenseMatchesFloat64InValueAndGradients) {
