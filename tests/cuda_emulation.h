@@ -2,7 +2,7 @@
 // which has no GPU, tests their indexing, reductions and type conversions.
 // Include it, then the .cu files: it defines what those use of CUDA (the
 // built-in indices, __syncthreads, __shfl_down_sync and __shfl_xor_sync,
-// bfloat16 and half as c10's types, the launch macro, the error calls). Each CUDA thread of a block
+// bfloat16 and half as c10's types, int4 and its cache-hinted loads and stores, the launch macro, the error calls). Each CUDA thread of a block
 // is a fiber (ucontext) on the calling thread; blocks run one after another,
 // so a kernel's __shared__ arrays can be function statics. Barriers switch
 // fibers; a barrier that some threads never reach (divergent code) throws
@@ -46,6 +46,12 @@ inline __nv_bfloat16 __float2bfloat16(float x) { return __nv_bfloat16(x); }  // 
 inline float __half2float(__half x) { return float(x); }
 inline __half __float2half(float x) { return __half(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// 16 bytes, and the cache-hinted (evict-first) load and store: plain here.
+struct alignas(16) int4 {
+  int x, y, z, w;
+};
+inline int4 __ldcs(const int4* p) { return *p; }
+inline void __stcs(int4* p, int4 v) { *p = v; }
 
 namespace zoo_cuda_emulation {
 

@@ -62,6 +62,19 @@ struct alignas(sizeof(T) * N) Group {
 template <typename T>
 using Pack = Group<T, 16 / sizeof(T)>;
 
+// A pack read for the last time, and one written that no kernel reads back
+// soon: both marked evict-first in L2 (ld/st.global.cs), so that they do not
+// push out of it what is read again shortly (the fused loss's rows).
+template <typename T>
+__device__ __forceinline__ Pack<T> load_last_use(const Pack<T>* p) {
+  const int4 v = __ldcs(reinterpret_cast<const int4*>(p));
+  return *reinterpret_cast<const Pack<T>*>(&v);
+}
+template <typename T>
+__device__ __forceinline__ void store_streaming(Pack<T>* p, const Pack<T>& v) {
+  __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v));
+}
+
 // Whether a host or device pointer is a multiple of `bytes`.
 __host__ __device__ __forceinline__ bool aligned_to(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
