@@ -115,14 +115,18 @@ else  # the traces and benches below still run: they need only zoo
   grep -E -A8 'error:|FAILED' "$LOG/build_tests.log" | head -40
 fi
 
-if [[ -f $small ]]; then
-  say "zoo's trace at 111M B=16, steps 6-8"
-  variant "$small" prof 8 'p["runconfig"]["log_steps"] = 8'
-  ZOO_PROFILE=6:8:$LOG/zoo_111m.json timeout "$(cap 45)" $ZOO GPU --params "$LOG/prof.yaml" --mode train >"$LOG/prof_zoo.log" 2>&1
-  timeout "$(cap 20)" "$PYTHON" scripts/profile_summary.py "$LOG/zoo_111m.json" --top 12 | tee "$LOG/profile_111m.txt"
-fi
+# zoo's ZOO_PROFILE trace of steps FIRST..LAST of a bench params file, into
+# $LOG/zoo_NAME.json, and its top kernels.  Usage: trace NAME PARAMS FIRST LAST SECONDS
+trace() {
+  say "zoo's trace of $1, steps $3-$4"
+  variant "$2" "prof_$1" "$4" "p['runconfig']['log_steps'] = $4"
+  ZOO_PROFILE=$3:$4:$LOG/zoo_$1.json timeout "$(cap "$5")" $ZOO GPU --params "$LOG/prof_$1.yaml" --mode train \
+    >"$LOG/prof_zoo_$1.log" 2>&1
+  timeout "$(cap 20)" "$PYTHON" scripts/profile_summary.py "$LOG/zoo_$1.json" --top 12 | tee "$LOG/profile_$1.txt"
+}
+[[ -f $small ]] && trace 111m "$small" 6 8 45
 if [[ "${EXTRAS:-1}" == 1 ]]; then
-  # Where torch.compile's 111M step goes (never traced before): the figure zoo's goal is 1.1x of.
+  # Where torch.compile's 111M step goes: the figure zoo's goal is 1.1x of.
   say "extras: the reference's torch.compile trace at 111M B=16, beside zoo's"
   timeout "$(cap 150)" "$PYTHON" scripts/bench_reference_gpt.py --layers 10 --hidden 768 --heads 12 --ffn 3072 --seq 2048 \
     --vocab 50257 --batch 16 --steps 3 --warmup 6 --device cuda --bf16 --pad_vocab 64 --compile \
@@ -143,12 +147,7 @@ if [[ $tests_built == 1 && "${EXTRAS:-1}" == 1 ]]; then
     tee "$LOG/transformers_dpr.txt"
 fi
 
-if [[ -f $big ]]; then
-  say "zoo's trace at 1.3B B=8, steps 5-6"
-  variant "$big" prof_big 6 'p["runconfig"]["log_steps"] = 6'
-  ZOO_PROFILE=5:6:$LOG/zoo_1p3b.json timeout "$(cap 60)" $ZOO GPU --params "$LOG/prof_big.yaml" --mode train >"$LOG/prof_zoo_big.log" 2>&1
-  timeout "$(cap 20)" "$PYTHON" scripts/profile_summary.py "$LOG/zoo_1p3b.json" --top 12 | tee "$LOG/profile_1p3b.txt"
-fi
+[[ -f $big ]] && trace 1p3b "$big" 5 6 60
 
 if [[ "${EXTRAS:-1}" == 1 ]]; then
   if [[ -f $big ]]; then
