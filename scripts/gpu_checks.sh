@@ -7,8 +7,8 @@
 # binary of the files that hold them, built in the background), zoo's
 # ZOO_PROFILE trace at 111M beside the reference's torch.compile trace, then,
 # as time allows, the 1.3B bench against eager, the DPR conversion against
-# transformers (with EXTRAS), zoo's 1.3B trace and 1.3B with activation checkpointing. (NCCL with one rank and the
-# conversion fixtures against transformers were checked on the 2026-11-26
+# transformers (with EXTRAS), zoo's 1.3B trace and 1.3B with activation
+# checkpointing. (NCCL with one rank and the conversion fixtures against transformers were checked on the 2026-11-26
 # lease: scripts/build_cuda.sh runs the whole suite.) Logs go to LOG (default
 # build-cuda/gpu_checks) and, where OUT is set (the device tool), into
 # $OUT/gpu_checks.tgz. Usage: scripts/gpu_checks.sh   (after scripts/build_cuda.sh download
@@ -56,12 +56,16 @@ kernels=$(grep -q -h "zoo: CUDA kernels" "$LOG"/build*.log && echo 1 || echo 0)
 (nice -n 19 timeout "$(cap 300)" cmake --build build-cuda --target zoo_tests -j 3 >"$LOG/build_tests.log" 2>&1
  echo $? >"$LOG/build_tests.rc") &
 
+# scripts/bench_gpu.sh on one CONFIG:BATCH[:eager] case, its table appended to
+# $LOG/bench.txt and its zoo log and params file copied to $LOG.  Usage: bench CASE SECONDS
+bench() {
+  STEPS=${STEPS:-20} ZOO_BENCH_DIR=$W ZOO_BENCH_SKIP_BUILD=1 timeout "$(cap "$2")" scripts/bench_gpu.sh "$1" 2>&1 |
+    grep -v -E "Warn|detach|out = " | tee -a "$LOG/bench.txt"
+  cp $W/zoo_*.log $W/params_*.yaml "$LOG/" 2>/dev/null
+}
 compile=$([[ "${COMPILE:-0}" == 1 ]] && echo "" || echo ":eager")
 say "bench: 111M B=16 (zoo, PyTorch eager$([[ -z $compile ]] && echo " and torch.compile"))"
-STEPS=${STEPS:-20} ZOO_BENCH_DIR=$W ZOO_BENCH_SKIP_BUILD=1 timeout "$(cap 200)" scripts/bench_gpu.sh \
-  "configs/cerebras_gpt/cerebras_gpt_111m.yaml:16$compile" 2>&1 |
-  grep -v -E "Warn|detach|out = " | tee "$LOG/bench.txt"
-cp $W/zoo_*.log $W/params_*.yaml "$LOG/" 2>/dev/null
+bench "configs/cerebras_gpt/cerebras_gpt_111m.yaml:16$compile" 200
 
 # Median tokens/s of a zoo log (LOG TOKENS_PER_SAMPLE); nothing when it has no rate.
 zoo_tps() { local r; r=$(median_rate <"$1") && awk -v T="$2" -v r="$r" 'BEGIN { printf "%.0f", T * r }'; }
@@ -136,9 +140,7 @@ if [[ "${EXTRAS:-1}" == 1 ]]; then
 fi
 if [[ "${BIG:-1}" == 1 ]]; then
   say "bench: 1.3B B=8 (zoo, eager)"
-  STEPS=${STEPS:-20} ZOO_BENCH_DIR=$W ZOO_BENCH_SKIP_BUILD=1 timeout "$(cap 150)" scripts/bench_gpu.sh \
-    configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8:eager 2>&1 | grep -v -E "Warn|detach|out = " | tee -a "$LOG/bench.txt"
-  cp $W/zoo_*.log $W/params_*.yaml "$LOG/" 2>/dev/null
+  bench configs/cerebras_gpt/cerebras_gpt_1p3b.yaml:8:eager 150
 fi
 if [[ $tests_built == 1 && "${EXTRAS:-1}" == 1 ]]; then
   say "DPR conversion against transformers' DPR encoders (passed on 2026-11-27)"
@@ -149,13 +151,11 @@ fi
 
 [[ -f $big ]] && trace 1p3b "$big" 5 6 60
 
-if [[ "${EXTRAS:-1}" == 1 ]]; then
-  if [[ -f $big ]]; then
-    say "extras: 1.3B B=8 with activation checkpointing (without: the bench's zoo log)"
-    variant "$big" ckpt 6 'p["model"]["activation_checkpointing"] = True'
-    timeout "$(cap 60)" $ZOO GPU --params "$LOG/ckpt.yaml" --mode train >"$LOG/mem_ckpt.log" 2>&1
-    grep -h -E "Peak|rror" "$LOG/zoo_cerebras_gpt_1p3b_b8.log" "$LOG/mem_ckpt.log"
-  fi
+if [[ "${EXTRAS:-1}" == 1 && -f $big ]]; then
+  say "extras: 1.3B B=8 with activation checkpointing (without: the bench's zoo log)"
+  variant "$big" ckpt 6 'p["model"]["activation_checkpointing"] = True'
+  timeout "$(cap 60)" $ZOO GPU --params "$LOG/ckpt.yaml" --mode train >"$LOG/mem_ckpt.log" 2>&1
+  grep -h -E "Peak|rror" "$LOG/zoo_cerebras_gpt_1p3b_b8.log" "$LOG/mem_ckpt.log"
 fi
 gzip -f "$LOG"/*.json 2>/dev/null
 say done
