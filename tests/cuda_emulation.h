@@ -2,7 +2,8 @@
 // which has no GPU, tests their indexing, reductions and type conversions.
 // Include it, then the .cu files: it defines what those use of CUDA (the
 // built-in indices, __syncthreads, __shfl_down_sync and __shfl_xor_sync,
-// bfloat16 and half as c10's types, int4 and its cache-hinted loads and stores, the launch macro, the error calls). Each CUDA thread of a block
+// bfloat16 and half as c10's types, int4 and its cache-hinted loads and
+// stores, the launch macro, the error calls). Each CUDA thread of a block
 // is a fiber (ucontext) on the calling thread; blocks run one after another,
 // so a kernel's __shared__ arrays can be function statics. Barriers switch
 // fibers; a barrier that some threads never reach (divergent code) throws
