@@ -217,10 +217,11 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
       dbranch = own_copy ? torch::empty(x.sizes(), x.options().dtype(branch_dtype)) : add ? dx : torch::Tensor();
     }
     const bool need_dw = ctx->needs_input_grad(2), need_db = bias && ctx->needs_input_grad(3);
+    torch::Tensor partials;  // (1 or 2, chunks, C): dw's and db's per chunk of rows, summed here in one launch
     if (need_dw || need_db) {
-      // Per chunk of rows, summed here; db's sums are skipped where it is not wanted.
-      dw_partial = torch::empty({kernels->param_grad_chunks(rows), C}, x.options());
-      if (need_db) db_partial = torch::empty_like(dw_partial);
+      partials = torch::empty({need_db ? 2 : 1, kernels->param_grad_chunks(rows), C}, x.options());
+      dw_partial = partials[0];
+      if (need_db) db_partial = partials[1];
     }
     int64_t chunks = 0;
     if (dx.defined() || dw_partial.defined()) {
@@ -233,8 +234,9 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
                             db_partial.defined() ? db_partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
           "norm backward");
     }
-    const torch::Tensor dw = need_dw ? dw_partial.narrow(0, 0, chunks).sum(0) : torch::Tensor();
-    const torch::Tensor db = need_db ? db_partial.narrow(0, 0, chunks).sum(0) : torch::Tensor();
+    const torch::Tensor sums = partials.defined() ? partials.narrow(1, 0, chunks).sum(1) : torch::Tensor();
+    const torch::Tensor dw = need_dw ? sums[0] : torch::Tensor();
+    const torch::Tensor db = need_db ? sums[1] : torch::Tensor();
     return {dx, dbranch, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
