@@ -299,6 +299,7 @@ TEST(CudaKernelsEmulated, DenseMatchesFloat64InValueAndGradients) {
     int64_t rows, out;
     torch::ScalarType compute;
     bool inputs_in_compute_type = false, weight_grad = true;
+    int64_t padding = 0;
   };
   const std::vector<Case> cases = {
       {DenseActivation::gelu, true, 1500, 48, torch::kBFloat16},
@@ -309,25 +310,35 @@ TEST(CudaKernelsEmulated, DenseMatchesFloat64InValueAndGradients) {
       {DenseActivation::gelu, true, 9, 2504, torch::kBFloat16, /*inputs_in_compute_type=*/true},
       {DenseActivation::none, true, 9, 37, torch::kFloat, true},
       {DenseActivation::gelu, true, 150, 48, torch::kBFloat16, false, /*weight_grad=*/false},
+      {DenseActivation::none, true, 150, 37, torch::kBFloat16, false, true, /*padding=*/11},
+      {DenseActivation::none, false, 9, 40, torch::kFloat, false, true, /*padding=*/8},
   };
   const char* names[] = {"no activation", "GELU", "tanh-GELU", "ReLU"};
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(names[int(c.act)]) + (c.bias ? " with bias, " : ", ") + std::to_string(c.rows) + " x " +
                  std::to_string(c.out) + " in " + type_name(c.compute) +
                  (c.inputs_in_compute_type ? " (inputs in that type)" : " (float32 inputs)") +
-                 (c.weight_grad ? "" : ", weight frozen"));
+                 (c.weight_grad ? "" : ", weight frozen") + ", padding " + std::to_string(c.padding));
     torch::manual_seed(25);
     const int64_t in = 24;
     const torch::ScalarType input_type = c.inputs_in_compute_type ? c.compute : torch::kFloat;
     torch::Tensor x = torch::randn({c.rows, in}).to(input_type).requires_grad_();
     torch::Tensor w = (torch::randn({c.out, in}) * 0.3).to(input_type).requires_grad_(c.weight_grad);
     torch::Tensor b = c.bias ? torch::randn({c.out}).to(input_type).requires_grad_() : torch::Tensor();
-    const torch::Tensor upstream = torch::randn({c.rows, 1, c.out}).to(c.compute).to(torch::kDouble);
+    // Over the padding too: its gradient must be dropped.
+    const torch::Tensor upstream_all = torch::randn({c.rows, 1, c.out + c.padding}).to(c.compute).to(torch::kDouble);
+    const torch::Tensor upstream = upstream_all.narrow(2, 0, c.out);
 
-    const torch::Tensor y = dense_through(kEmulatedDense, x.view({c.rows, 1, in}), w, b, c.act, c.compute);
-    ASSERT_EQ(y.scalar_type(), c.compute);
-    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{c.rows, 1, c.out}));
-    (y.to(torch::kDouble) * upstream).sum().backward();
+    const torch::Tensor y_all =
+        dense_through(kEmulatedDense, x.view({c.rows, 1, in}), w, b, c.act, c.compute, c.padding);
+    ASSERT_EQ(y_all.scalar_type(), c.compute);
+    ASSERT_EQ(y_all.sizes(), (std::vector<int64_t>{c.rows, 1, c.out + c.padding}));
+    y_all.to(torch::kDouble).backward(upstream_all);
+    const torch::Tensor y = y_all.narrow(2, 0, c.out);
+    if (c.padding > 0) {
+      const torch::Tensor pad = y_all.narrow(2, c.out, c.padding).to(torch::kDouble);
+      EXPECT_TRUE(torch::all(torch::isinf(pad) & (pad < 0)).item<bool>()) << "padding outputs are -inf";
+    }
 
     auto rounded64 = [&](const torch::Tensor& t) {
       return t.detach().to(c.compute).to(torch::kDouble).requires_grad_(t.requires_grad());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -251,23 +252,44 @@ torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, torch:
   return at::mm(g.t(), x).to(type);
 }
 
-// x, w and b (empty: none) in their own types; the GEMMs in `compute`.
+// w and b cast to `compute`, with `padding` more outputs: zero weight rows
+// and -inf biases, written by the cast itself (padding the float32 weight
+// first cost a fill and a copy of it each way, ~0.3 ms of the 111M step).
+std::pair<torch::Tensor, torch::Tensor> compute_weights(const torch::Tensor& w, const torch::Tensor& b,
+                                                        torch::ScalarType compute, int64_t padding) {
+  if (padding == 0) return {w.to(compute).contiguous(), b.numel() > 0 ? b.to(compute) : torch::Tensor()};
+  const int64_t outputs = w.size(0);
+  torch::Tensor wc = torch::empty({outputs + padding, w.size(1)}, w.options().dtype(compute));
+  wc.narrow(0, 0, outputs).copy_(w);
+  wc.narrow(0, outputs, padding).zero_();
+  torch::Tensor bc = torch::full({outputs + padding}, -std::numeric_limits<double>::infinity(), wc.options());
+  if (b.numel() > 0)
+    bc.narrow(0, 0, outputs).copy_(b);
+  else
+    bc.narrow(0, 0, outputs).zero_();
+  return {wc, bc};
+}
+
+// x, w and b (empty: none) in their own types; the GEMMs in `compute`; the
+// output `padding` columns wider than w's rows (compute_weights).
 class KernelDenseFunction : public torch::autograd::Function<KernelDenseFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
                                const torch::Tensor& b, int64_t act_code, torch::ScalarType compute,
-                               const DenseKernels* kernels) {
+                               const DenseKernels* kernels, int64_t padding) {
     const auto act = static_cast<DenseActivation>(act_code);
-    const torch::Tensor xc = x.to(compute).contiguous(), wc = w.to(compute).contiguous();
+    const torch::Tensor xc = x.to(compute).contiguous();
+    const auto [wc, bc] = compute_weights(w, b, compute, padding);
     const torch::Tensor rows_in = xc.view({-1, wc.size(1)});
     // addmm with a vector bias: cuBLASLt adds it in the GEMM's epilogue.
-    const torch::Tensor pre = b.numel() > 0 ? at::addmm(b.to(compute), rows_in, wc.t()) : at::mm(rows_in, wc.t());
+    const torch::Tensor pre = bc.defined() ? at::addmm(bc, rows_in, wc.t()) : at::mm(rows_in, wc.t());
     if (act == DenseActivation::none)
       ctx->save_for_backward({xc, wc});
     else
       ctx->save_for_backward({xc, wc, pre});
     ctx->saved_data["act"] = act_code;
     ctx->saved_data["bias"] = b.numel() > 0;
+    ctx->saved_data["outputs"] = w.size(0);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
     ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
@@ -303,11 +325,14 @@ class KernelDenseFunction : public torch::autograd::Function<KernelDenseFunction
                                             need_db ? partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
           "dense backward");
     }
+    // The padding's zero weight rows add nothing to dx; its columns of g are left out of dW and db.
+    const int64_t outputs = ctx->saved_data["outputs"].toInt();
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = at::mm(g, wc).view(xc.sizes()).to(dtype("x_dtype"));
-    if (ctx->needs_input_grad(1)) dw = weight_grad(g, xc.view({-1, wc.size(1)}), dtype("w_dtype"));
-    if (need_db) db = partial.narrow(0, 0, chunks).sum(0).to(dtype("b_dtype"));
-    return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    if (ctx->needs_input_grad(1))
+      dw = weight_grad(g.narrow(1, 0, outputs), xc.view({-1, wc.size(1)}), dtype("w_dtype"));
+    if (need_db) db = partial.narrow(0, 0, chunks).sum(0).narrow(0, 0, outputs).to(dtype("b_dtype"));
+    return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -326,14 +351,15 @@ std::optional<torch::ScalarType> dense_compute_type(const torch::Tensor& x, cons
 }  // namespace
 
 torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x, const torch::Tensor& w,
-                            const torch::Tensor& b, DenseActivation act, torch::ScalarType compute) {
+                            const torch::Tensor& b, DenseActivation act, torch::ScalarType compute, int64_t padding) {
   check_dense_shapes(x, w, b, "dense_through");
   TORCH_CHECK(zoo::cuda::element_type_of(compute), "dense_through: compute type ", compute,
               " is not float32, bfloat16 or float16");
   TORCH_CHECK(w.device() == x.device() && (!b.defined() || b.device() == x.device()),
               "dense_through: x, w and b on one device expected");
+  TORCH_CHECK(padding >= 0, "dense_through: padding ", padding, " < 0");
   return KernelDenseFunction::apply(x, w, absent_as_empty(b, w.options()), static_cast<int64_t>(act), compute,
-                                    &kernels);
+                                    &kernels, padding);
 }
 
 bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
@@ -347,15 +373,16 @@ bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const 
 #endif
 }
 
-torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act) {
+torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act,
+                         int64_t padding) {
 #ifdef ZOO_CUDA_KERNELS
   static const DenseKernels kernels = {zoo::cuda::dense_grad_chunks, zoo::cuda::dense_activation_and_bias_grad};
   const std::optional<torch::ScalarType> compute = dense_compute_type(x, w, b);
   TORCH_CHECK(compute, "cuda_dense: x ", x.scalar_type(), ", w ", w.scalar_type(),
               " without autocast: one type of float32, bfloat16 or float16 expected");
-  return dense_through(kernels, x, w, b, act, *compute);
+  return dense_through(kernels, x, w, b, act, *compute, padding);
 #else
-  (void)x, (void)w, (void)b, (void)act;
+  (void)x, (void)w, (void)b, (void)act, (void)padding;
   throw std::logic_error("cuda_dense: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
 #endif
 }

@@ -55,9 +55,13 @@ struct DenseKernels {
 // type; the backward's gradient through act and b's gradient (summed in
 // float32, not rounded to `compute`) through `kernels` (a table that
 // outlives the autograd graph), on the kernels' device. Gradients come back
-// in each input's own type, as autocast's casts give them.
+// in each input's own type, as autocast's casts give them. padding > 0 adds
+// that many outputs after w's, each -inf (a vocabulary padded to a multiple,
+// so that kernels may read whole rows: probability 0 under a softmax); their
+// gradient is dropped.
 torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x, const torch::Tensor& w,
-                            const torch::Tensor& b, DenseActivation act, torch::ScalarType compute);
+                            const torch::Tensor& b, DenseActivation act, torch::ScalarType compute,
+                            int64_t padding = 0);
 
 // True when cuda_dense applies and gains: a build with zoo's CUDA kernels
 // whose environment does not turn the dense kernel off (ZOO_CUDA_KERNELS), CUDA x,
@@ -67,7 +71,7 @@ bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const 
 
 // dense_through zoo's CUDA kernel, in autocast's type when it is on.
 torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                         DenseActivation act = DenseActivation::none);
+                         DenseActivation act = DenseActivation::none, int64_t padding = 0);
 
 // cpu_dense or cuda_dense, whichever applies.
 bool fused_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);

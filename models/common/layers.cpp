@@ -111,6 +111,8 @@ torch::Tensor OutputHeadImpl::forward(const torch::Tensor& h, const torch::Tenso
   // padding columns have probability 0, so a softmax may read whole rows.
   const double neg_inf = -std::numeric_limits<double>::infinity();
   const torch::Tensor real_bias = bias.defined() ? bias : torch::zeros({vocab}, w.options().requires_grad(false));
+  // zoo's CUDA path pads as it casts the weight for the GEMM.
+  if (cuda_dense_available(h, w, real_bias)) return cuda_dense(h, w, real_bias, DenseActivation::none, pad);
   return dense(h, torch::constant_pad_nd(w, {0, 0, 0, pad}), torch::constant_pad_nd(real_bias, {0, pad}, neg_inf));
 }
 
