@@ -195,6 +195,7 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
     torch::ScalarType out;
     std::optional<torch::ScalarType> branch;
     bool x_grad = true, weight_grad = true;  // false: frozen, no gradient computed
+    bool sum_used = true;                     // false: only y feeds the loss (a decoder's final norm)
   };
   const std::vector<Case> cases = {
       {false, true, 9, 300, torch::kFloat},
@@ -213,12 +214,14 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
       {true, false, 3, 8300, torch::kFloat},
       {false, true, 70, 300, torch::kFloat, std::nullopt, /*x_grad=*/false},
       {false, true, 70, 300, torch::kBFloat16, torch::kBFloat16, true, /*weight_grad=*/false},
+      {false, true, 9, 300, torch::kBFloat16, torch::kBFloat16, true, true, /*sum_used=*/false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.rms ? "RMSNorm" : "LayerNorm") + (c.bias ? " with bias" : "") + ", " +
                  std::to_string(c.rows) + " x " + std::to_string(c.C) + ", y in " + type_name(c.out) +
                  (c.branch ? ", after adding a " + type_name(*c.branch) + " branch" : "") +
-                 (c.x_grad ? "" : ", x frozen") + (c.weight_grad ? "" : ", weight frozen"));
+                 (c.x_grad ? "" : ", x frozen") + (c.weight_grad ? "" : ", weight frozen") +
+                 (c.sum_used ? "" : ", sum unused"));
     torch::manual_seed(22);
     torch::Tensor x = (torch::randn({c.rows, c.C}) * 3 + 1).requires_grad_(c.x_grad);
     torch::Tensor w = torch::randn({c.C}).requires_grad_(c.weight_grad);
@@ -234,7 +237,7 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
     const torch::Tensor y = out.normed.view({c.rows, c.C});
     ASSERT_EQ(y.scalar_type(), c.out);
     torch::Tensor loss = (y.to(torch::kDouble) * upstream).sum();
-    if (c.branch) loss = loss + (out.sum.view({c.rows, c.C}).to(torch::kDouble) * sum_upstream).sum();
+    if (c.branch && c.sum_used) loss = loss + (out.sum.view({c.rows, c.C}).to(torch::kDouble) * sum_upstream).sum();
     loss.backward();
 
     torch::Tensor x64 = x.detach().to(torch::kDouble).requires_grad_(),
@@ -243,7 +246,7 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
     torch::Tensor branch64 = c.branch ? branch.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
     const torch::Tensor sum64 = c.branch ? x64 + branch64 : x64;
     torch::Tensor ref_loss = (reference_norm(sum64, w64, b64, c.rms) * upstream).sum();
-    if (c.branch) ref_loss = ref_loss + (sum64 * sum_upstream).sum();
+    if (c.branch && c.sum_used) ref_loss = ref_loss + (sum64 * sum_upstream).sum();
     ref_loss.backward();
 
     // float32 arithmetic, then one rounding to the output type.
