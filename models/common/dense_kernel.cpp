@@ -325,12 +325,15 @@ class KernelDenseFunction : public torch::autograd::Function<KernelDenseFunction
                                             need_db ? partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
           "dense backward");
     }
-    // The padding's zero weight rows add nothing to dx; its columns of g are left out of dW and db.
+    // The padding's zero weight rows add nothing to dx; its rows of dW and db
+    // are dropped. dW is made whole, then narrowed (a view of its first rows):
+    // for the 111M head, dW of the 50257 columns of g alone took cuBLAS 5.0 ms
+    // a step in an sm80 kernel where the 50304 padded ones take 3.1.
     const int64_t outputs = ctx->saved_data["outputs"].toInt();
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = at::mm(g, wc).view(xc.sizes()).to(dtype("x_dtype"));
     if (ctx->needs_input_grad(1))
-      dw = weight_grad(g.narrow(1, 0, outputs), xc.view({-1, wc.size(1)}), dtype("w_dtype"));
+      dw = weight_grad(g, xc.view({-1, wc.size(1)}), dtype("w_dtype")).narrow(0, 0, outputs);
     if (need_db) db = partial.narrow(0, 0, chunks).sum(0).narrow(0, 0, outputs).to(dtype("b_dtype"));
     return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
