@@ -196,6 +196,7 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
     std::optional<torch::ScalarType> branch;
     bool x_grad = true, weight_grad = true;  // false: frozen, no gradient computed
     bool sum_used = true;                     // false: only y feeds the loss (a decoder's final norm)
+    bool branch_bias = false;                 // the branch's projection bias added in the node
   };
   const std::vector<Case> cases = {
       {false, true, 9, 300, torch::kFloat},
@@ -215,25 +216,34 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
       {false, true, 70, 300, torch::kFloat, std::nullopt, /*x_grad=*/false},
       {false, true, 70, 300, torch::kBFloat16, torch::kBFloat16, true, /*weight_grad=*/false},
       {false, true, 9, 300, torch::kBFloat16, torch::kBFloat16, true, true, /*sum_used=*/false},
+      // With the branch's bias: its gradient summed in the backward's one pass (300 wide), by a
+      // second pass over dx beside the warp kernel (1500), the block kernel (5000) and the
+      // block-per-row forward (302).
+      {false, true, 70, 300, torch::kBFloat16, torch::kBFloat16, true, true, true, /*branch_bias=*/true},
+      {false, true, 70, 1500, torch::kBFloat16, torch::kBFloat16, true, true, true, /*branch_bias=*/true},
+      {false, true, 40, 5000, torch::kFloat, torch::kFloat, true, true, true, /*branch_bias=*/true},
+      {true, false, 9, 302, torch::kFloat, torch::kBFloat16, /*x_grad=*/false, true, true, /*branch_bias=*/true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.rms ? "RMSNorm" : "LayerNorm") + (c.bias ? " with bias" : "") + ", " +
                  std::to_string(c.rows) + " x " + std::to_string(c.C) + ", y in " + type_name(c.out) +
                  (c.branch ? ", after adding a " + type_name(*c.branch) + " branch" : "") +
                  (c.x_grad ? "" : ", x frozen") + (c.weight_grad ? "" : ", weight frozen") +
-                 (c.sum_used ? "" : ", sum unused"));
+                 (c.sum_used ? "" : ", sum unused") + (c.branch_bias ? ", with the branch's bias" : ""));
     torch::manual_seed(22);
     torch::Tensor x = (torch::randn({c.rows, c.C}) * 3 + 1).requires_grad_(c.x_grad);
     torch::Tensor w = torch::randn({c.C}).requires_grad_(c.weight_grad);
     torch::Tensor b = c.bias ? torch::randn({c.C}).requires_grad_() : torch::Tensor();
     torch::Tensor branch = c.branch ? torch::randn({c.rows, c.C}).to(*c.branch).requires_grad_() : torch::Tensor();
+    torch::Tensor branch_bias = c.branch_bias ? torch::randn({c.C}).requires_grad_() : torch::Tensor();
     // Upstream values the output type holds exactly, so both sides start from the same gradient.
     const torch::Tensor upstream = torch::randn({c.rows, c.C}).to(c.out).to(torch::kDouble);
     const torch::Tensor sum_upstream = torch::randn({c.rows, c.C}, torch::kDouble);
 
     const SumAndNorm out =
         norm_through(kEmulatedNorm, x.view({c.rows, 1, c.C}),
-                     c.branch ? branch.view({c.rows, 1, c.C}) : torch::Tensor(), w, b, 1e-5, c.rms, c.out);
+                     c.branch ? branch.view({c.rows, 1, c.C}) : torch::Tensor(), w, b, 1e-5, c.rms, c.out,
+                     branch_bias);
     const torch::Tensor y = out.normed.view({c.rows, c.C});
     ASSERT_EQ(y.scalar_type(), c.out);
     torch::Tensor loss = (y.to(torch::kDouble) * upstream).sum();
@@ -244,7 +254,10 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
                   w64 = w.detach().to(torch::kDouble).requires_grad_();
     torch::Tensor b64 = c.bias ? b.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
     torch::Tensor branch64 = c.branch ? branch.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
-    const torch::Tensor sum64 = c.branch ? x64 + branch64 : x64;
+    torch::Tensor branch_bias64 =
+        c.branch_bias ? branch_bias.detach().to(torch::kDouble).requires_grad_() : torch::Tensor();
+    torch::Tensor sum64 = c.branch ? x64 + branch64 : x64;
+    if (c.branch_bias) sum64 = sum64 + branch_bias64;
     torch::Tensor ref_loss = (reference_norm(sum64, w64, b64, c.rms) * upstream).sum();
     if (c.branch && c.sum_used) ref_loss = ref_loss + (sum64 * sum_upstream).sum();
     ref_loss.backward();
@@ -269,6 +282,7 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
       EXPECT_LT(relative_error(branch.grad().to(torch::kDouble), branch64.grad()),
                 *c.branch == torch::kFloat ? 1e-4 : 1e-2);
     }
+    if (c.branch_bias) EXPECT_LT(relative_error(branch_bias.grad().to(torch::kDouble), branch_bias64.grad()), 1e-4);
   }
 }
 

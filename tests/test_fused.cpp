@@ -230,7 +230,8 @@ TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
         for (bool add : {false, true}) {
           if (rms && with_bias) continue;
           SCOPED_TRACE(std::string(rms ? "RMSNorm" : "LayerNorm") + (with_bias ? " with bias" : "") +
-                       (add ? " after a residual add" : "") + ", threads " + std::to_string(n));
+                       (add ? " after a residual add with the branch's bias" : "") + ", threads " +
+                       std::to_string(n));
           torch::manual_seed(13);
           auto norm = [rms = rms](const torch::Tensor& x, const Leaves& in) {
             return rms ? x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5) * in[1]
@@ -238,15 +239,15 @@ TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
           };
           expect_matches_float64(
               {torch::randn({3, 300, 72}) * 3 + 1, torch::randn({72}), with_bias ? torch::randn({72}) : torch::Tensor(),
-               add ? torch::randn({3, 300, 72}) : torch::Tensor()},
-              [rms = rms, add = add](const Leaves& in) {
+               add ? torch::randn({3, 300, 72}) : torch::Tensor(), add ? torch::randn({72}) : torch::Tensor()},
+              [rms = rms, add = add](const Leaves& in) {  // in[4]: the branch's projection bias
                 if (!add) return cpu_norm(in[0], in[1], in[2], 1e-5, rms);
-                const SumAndNorm out = cpu_add_norm(in[0], in[3], in[1], in[2], 1e-5, rms);
+                const SumAndNorm out = cpu_add_norm(in[0], in[3], in[1], in[2], 1e-5, rms, in[4]);
                 return torch::cat({out.sum, out.normed});
               },
               [&norm, add = add](const Leaves& in) {
                 if (!add) return norm(in[0], in);
-                const torch::Tensor sum = in[0] + in[3];
+                const torch::Tensor sum = in[0] + in[3] + in[4];
                 return torch::cat({sum, norm(sum, in)});
               },
               1e-6, 1e-5);

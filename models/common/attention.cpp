@@ -89,7 +89,11 @@ torch::Tensor MultiheadAttentionImpl::attend_to(const torch::Tensor& x, const to
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes,
-                                              const torch::Tensor& key_mask, const torch::Tensor& position_bias) {
+                                              const torch::Tensor& key_mask, const torch::Tensor& position_bias,
+                                              bool without_output_bias) {
+  auto project_output = [&](const torch::Tensor& heads) {  // (B, T, inner) -> (B, T, C)
+    return without_output_bias ? proj_output_dense_layer->forward_without_bias(heads) : proj_output_dense_layer(heads);
+  };
   const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H, G = kv_heads();
   // q, k and v from one GEMM over the concatenated weights (one pass over x;
   // the parameters and their checkpoint keys stay separate).
@@ -129,7 +133,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   const double scale = score_scale(D);
   const double p_drop = is_training() ? options_.dropout : 0.0;
   auto merge_heads = [&](const torch::Tensor& y) {  // (B, H, T, D) -> (B, T, C)
-    return proj_output_dense_layer(y.transpose(1, 2).reshape({B, T, inner}));
+    return project_output(y.transpose(1, 2).reshape({B, T, inner}));
   };
 #if ZOO_TORCH_AT_LEAST(2, 1)  // `scale` arrived in 2.1
   // is_causal aligns the mask top-left, right only without a cache; one new
@@ -157,7 +161,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
     // The CPU kernel reads q, k and v side by side in one tensor.
     const torch::Tensor fused =
         rotated_qk.defined() ? torch::cat({rotated_qk.flatten(2), v.flatten(2)}, -1) : qkv;
-    return proj_output_dense_layer(causal_attention(fused, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
+    return project_output(causal_attention(fused, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
   }
   ScoreOptions scores;
   scores.scale = scale;

@@ -70,9 +70,12 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // x: (B, T, C) -> (B, T, C), causal unless options.causal is false. With a
   // cache, x continues the cached positions and its keys/values are appended.
   // alibi_slopes, key_mask (B, T): see ScoreOptions; position_bias (H, T,
-  // past + T): ScoreOptions::bias.
+  // past + T): ScoreOptions::bias. without_output_bias: the output
+  // projection's bias (output_bias()) left for the caller to add.
   torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
-                        const torch::Tensor& key_mask = {}, const torch::Tensor& position_bias = {});
+                        const torch::Tensor& key_mask = {}, const torch::Tensor& position_bias = {},
+                        bool without_output_bias = false);
+  const torch::Tensor& output_bias() const { return proj_output_dense_layer->bias; }  // undefined: none
   // Cross-attention: queries from x (B, T, C), keys and values from memory
   // (B, S, C), which every query sees except where memory_mask (B, S) is false.
   torch::Tensor attend_to(const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& memory_mask);

@@ -65,7 +65,11 @@ void FeedForwardImpl::reset_parameters() {
   ffn[1]->as<FFNLayerImpl>()->linear_layer->reset_parameters(options_.output_initializer);
 }
 
-torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+const torch::Tensor& FeedForwardImpl::output_bias() const {
+  return ffn->ptr(1)->as<FFNLayerImpl>()->linear_layer->bias;
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x, bool without_output_bias) {
   FFNLayerImpl* first = ffn[0]->as<FFNLayerImpl>();
   Dense up = first->linear_layer;
   torch::Tensor h;
@@ -78,7 +82,8 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
     h = activation(options_.nonlinearity, up(x));
   }
   if (options_.dropout > 0) h = torch::dropout(h, options_.dropout, is_training());
-  return ffn[1]->as<FFNLayerImpl>()->linear_layer(h);
+  Dense down = ffn[1]->as<FFNLayerImpl>()->linear_layer;
+  return without_output_bias ? down->forward_without_bias(h) : down(h);
 }
 
 std::shared_ptr<torch::nn::Module> one_layer_network(const std::shared_ptr<torch::nn::Module>& layer) {

@@ -45,7 +45,10 @@ struct FeedForwardOptions {
 class FeedForwardImpl : public torch::nn::Module {
  public:
   FeedForwardImpl(const FeedForwardOptions& options, const torch::TensorOptions& param_options);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  // (B, T, C) -> (B, T, C); without_output_bias: the last layer's bias
+  // (output_bias()) left for the caller to add.
+  torch::Tensor forward(const torch::Tensor& x, bool without_output_bias = false);
+  const torch::Tensor& output_bias() const;  // undefined: none
   void reset_parameters();
   torch::nn::ModuleList ffn;  // [0]: C -> filter_size, [1]: filter_size -> C
 

@@ -27,6 +27,10 @@ torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const t
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }
 
+torch::Tensor DenseImpl::forward_without_bias(const torch::Tensor& x) {
+  return fused_dense_available(x, weight, bias) ? fused_dense(x, weight, torch::Tensor()) : torch::linear(x, weight);
+}
+
 EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options,
                                        int64_t padding_idx_)
     : padding_idx(padding_idx_) {
@@ -62,18 +66,26 @@ std::optional<torch::ScalarType> autocast_matmul_type(const torch::Tensor& x) {
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) { return add_then_forward(x, torch::Tensor()).normed; }
 
-SumAndNorm LayerNormImpl::add_then_forward(const torch::Tensor& x, const torch::Tensor& branch) {
-  if (!branch.defined() || branch_fuses(x, branch)) {  // one node, in zoo's kernels where they apply
+bool LayerNormImpl::takes_branch_bias(const torch::Tensor& x) const {
+  return cpu_norm_available(x, weight, bias) || (cuda_norm_available(x, weight, bias) && cuda_norm_sums_branch_bias(x));
+}
+
+SumAndNorm LayerNormImpl::add_then_forward(const torch::Tensor& x, const torch::Tensor& branch,
+                                           const torch::Tensor& branch_bias) {
+  const bool bias_fits = !branch_bias.defined() || (branch.defined() && branch_bias.scalar_type() == torch::kFloat &&
+                                                    branch_bias.device() == x.device());
+  if ((!branch.defined() || branch_fuses(x, branch)) && bias_fits) {  // one node, in zoo's kernels where they apply
     const std::optional<torch::ScalarType> cast = autocast_output ? autocast_matmul_type(x) : std::nullopt;
     if (cuda_norm_available(x, weight, bias))
-      return cuda_norm(x, branch, weight, bias, eps, rms, cast.value_or(torch::kFloat));
+      return cuda_norm(x, branch, weight, bias, eps, rms, cast.value_or(torch::kFloat), branch_bias);
     if (cpu_norm_available(x, weight, bias)) {
-      SumAndNorm out = cpu_add_norm(x, branch, weight, bias, eps, rms);
+      SumAndNorm out = cpu_add_norm(x, branch, weight, bias, eps, rms, branch_bias);
       if (cast) out.normed = out.normed.to(*cast);
       return out;
     }
   }
-  const torch::Tensor sum = branch.defined() ? x + branch : x;
+  torch::Tensor sum = branch.defined() ? x + branch : x;
+  if (branch_bias.defined()) sum = sum + branch_bias;
   torch::Tensor y;
   if (!rms) {
     y = torch::layer_norm(sum, {weight.size(0)}, weight, bias, eps);

@@ -22,6 +22,9 @@ class DenseImpl : public torch::nn::Module {
  public:
   DenseImpl(int64_t in_features, int64_t out_features, bool bias, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
+  // x W^T alone, on the path forward takes, for a caller that adds the bias
+  // later (a norm after a residual add: LayerNormImpl::add_then_forward).
+  torch::Tensor forward_without_bias(const torch::Tensor& x);
   void reset_parameters(const InitializerSpec& weight_init);  // bias = 0
   torch::Tensor weight;  // (out, in), as torch.nn.Linear
   torch::Tensor bias;    // (out) or undefined
@@ -48,7 +51,15 @@ class LayerNormImpl : public torch::nn::Module {
   // The residual add before a pre-norm and the norm: {x + branch, forward(x
   // + branch)}, as one node (one pass over the rows) where zoo's kernels
   // take them (see models/common/norm_kernel.h); branch may be undefined.
-  SumAndNorm add_then_forward(const torch::Tensor& x, const torch::Tensor& branch);
+  // branch_bias (undefined: none) is the bias of the layer that made the
+  // branch, added with it (Dense::forward_without_bias).
+  SumAndNorm add_then_forward(const torch::Tensor& x, const torch::Tensor& branch,
+                              const torch::Tensor& branch_bias = {});
+  // Whether a branch bias handed to add_then_forward with x's rows saves a
+  // pass: its gradient then comes from the sums of this node's own pass
+  // (zoo's CPU loops; the CUDA kernels for rows up to 768 wide), not from a
+  // pass of the projection's backward over the branch's gradient.
+  bool takes_branch_bias(const torch::Tensor& x) const;
   void reset_parameters();  // weight = 1, bias = 0
   torch::Tensor weight;
   torch::Tensor bias;  // undefined for RMSNorm and without bias

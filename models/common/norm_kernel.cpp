@@ -21,17 +21,21 @@ using torch::autograd::tensor_list;
 constexpr int64_t kRowsPerTask = 256;
 
 // Normalizes rows [begin, end) of x (C wide) into y, keeping each row's mean
-// and 1 / rms or 1 / std; with a branch, of h = x + branch, written to sum.
-ZOO_VECTOR_CLONES void normalize_rows(const float* x, const float* branch, float* sum, const float* w, const float* b,
-                                      float* y, float* mean, float* rstd, int64_t begin, int64_t end, int64_t C,
-                                      float eps, bool rms) {
+// and 1 / rms or 1 / std; with a branch, of h = x + branch (+ branch_bias,
+// when not null), written to sum.
+ZOO_VECTOR_CLONES void normalize_rows(const float* x, const float* branch, const float* branch_bias, float* sum,
+                                      const float* w, const float* b, float* y, float* mean, float* rstd,
+                                      int64_t begin, int64_t end, int64_t C, float eps, bool rms) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * C;
     float* yr = y + r * C;
     if (branch) {
       const float* br = branch + r * C;
       float* hr = sum + r * C;
-      for (int64_t j = 0; j < C; ++j) hr[j] = xr[j] + br[j];
+      if (branch_bias)
+        for (int64_t j = 0; j < C; ++j) hr[j] = xr[j] + br[j] + branch_bias[j];
+      else
+        for (int64_t j = 0; j < C; ++j) hr[j] = xr[j] + br[j];
       xr = hr;
     }
     float m = 0;
@@ -95,10 +99,21 @@ ZOO_VECTOR_CLONES void param_grads(const float* x, const float* dy, const float*
   if (db) sum_b.write(db);
 }
 
+// out = the column sums of m (rows x C).
+void column_sums(const float* m, int64_t rows, int64_t C, float* out) {
+  ColumnSums sums(C);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = sums.row_sums(r);
+    const float* row = m + r * C;
+    for (int64_t j = 0; j < C; ++j) s[j] += row[j];
+  }
+  sums.write(out);
+}
+
 // What both autograd functions save and read back: the normalized input (x,
 // or the sum x + branch), the weight, and each row's statistics.
 void save_norm(AutogradContext* ctx, const torch::Tensor& normalized, const torch::Tensor& w, const torch::Tensor& mean,
-               const torch::Tensor& rstd, bool rms, bool bias, bool branch) {
+               const torch::Tensor& rstd, bool rms, bool bias, bool branch, bool branch_bias) {
   ctx->save_for_backward({normalized, w, mean, rstd});
   // An output with no gradient stays undefined (output_grads), not a tensor
   // of zeros autograd fills and the backward reads: the final norm's sum is
@@ -107,6 +122,7 @@ void save_norm(AutogradContext* ctx, const torch::Tensor& normalized, const torc
   ctx->saved_data["rms"] = rms;
   ctx->saved_data["bias"] = bias;
   ctx->saved_data["branch"] = branch;
+  ctx->saved_data["branch_bias"] = branch_bias;
 }
 
 // The gradients reaching the outputs {y} or {y, sum}: dy (zeros if y went
@@ -119,25 +135,29 @@ std::pair<torch::Tensor, torch::Tensor> output_grads(const tensor_list& grads, c
   return {dy, residual};
 }
 
-// zoo's CPU loops. Inputs: x, branch (empty: no residual add), weight, bias
-// (empty: none); outputs {y} or, with a branch, {y, x + branch}.
+// zoo's CPU loops. Inputs: x, branch (empty: no residual add), the branch's
+// bias (empty: none), weight, bias (empty: none); outputs {y} or, with a
+// branch, {y, x + branch + its bias}.
 class NormFunction : public torch::autograd::Function<NormFunction> {
  public:
   static tensor_list forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& branch_in,
-                             const torch::Tensor& w_in, const torch::Tensor& b_in, double eps, bool rms) {
+                             const torch::Tensor& branch_bias_in, const torch::Tensor& w_in, const torch::Tensor& b_in,
+                             double eps, bool rms) {
     const torch::Tensor x = x_in.contiguous(), branch = branch_in.contiguous();
+    const torch::Tensor branch_bias = branch_bias_in.contiguous();
     const torch::Tensor w = w_in.contiguous(), b = b_in.contiguous();
-    const bool add = branch.numel() > 0;
+    const bool add = branch.numel() > 0, add_bias = add && branch_bias.numel() > 0;
     const int64_t C = x.size(-1), rows = x.numel() / C;
     torch::Tensor y = torch::empty_like(x), sum = add ? torch::empty_like(x) : torch::Tensor();
     torch::Tensor mean = torch::empty({rows}, x.options()), rstd = torch::empty_like(mean);
     const float* bp = b.numel() > 0 ? b.data_ptr<float>() : nullptr;
     at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
       normalize_rows(x.data_ptr<float>(), add ? branch.data_ptr<float>() : nullptr,
-                     add ? sum.data_ptr<float>() : nullptr, w.data_ptr<float>(), bp, y.data_ptr<float>(),
-                     mean.data_ptr<float>(), rstd.data_ptr<float>(), begin, end, C, float(eps), rms);
+                     add_bias ? branch_bias.data_ptr<float>() : nullptr, add ? sum.data_ptr<float>() : nullptr,
+                     w.data_ptr<float>(), bp, y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                     begin, end, C, float(eps), rms);
     });
-    save_norm(ctx, add ? sum : x, w, mean, rstd, rms, b.numel() > 0, add);
+    save_norm(ctx, add ? sum : x, w, mean, rstd, rms, b.numel() > 0, add, add_bias);
     return add ? tensor_list{y, sum} : tensor_list{y};
   }
 
@@ -147,9 +167,10 @@ class NormFunction : public torch::autograd::Function<NormFunction> {
     const auto [dy, residual] = output_grads(grads, x, torch::kFloat);
     const bool rms = ctx->saved_data["rms"].toBool(), bias = ctx->saved_data["bias"].toBool();
     const bool add = ctx->saved_data["branch"].toBool();
+    const bool need_dbb = ctx->saved_data["branch_bias"].toBool() && ctx->needs_input_grad(2);
     const int64_t C = x.size(-1), rows = x.numel() / C;
-    torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0) || (add && ctx->needs_input_grad(1))) {
+    torch::Tensor dx, dw, db, dbb;
+    if (ctx->needs_input_grad(0) || (add && ctx->needs_input_grad(1)) || need_dbb) {
       dx = torch::empty_like(x);
       at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
         input_grad_rows(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(),
@@ -157,16 +178,20 @@ class NormFunction : public torch::autograd::Function<NormFunction> {
                         rstd.data_ptr<float>(), dx.data_ptr<float>(), begin, end, C, rms);
       });
     }
-    if (ctx->needs_input_grad(2) || (bias && ctx->needs_input_grad(3))) {
+    if (ctx->needs_input_grad(3) || (bias && ctx->needs_input_grad(4))) {
       dw = torch::empty_like(w);
       if (bias) db = torch::empty_like(w);
       param_grads(x.data_ptr<float>(), dy.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, C,
                   dw.data_ptr<float>(), bias ? db.data_ptr<float>() : nullptr);
-      if (!ctx->needs_input_grad(2)) dw = torch::Tensor();
-      if (!bias || !ctx->needs_input_grad(3)) db = torch::Tensor();
+      if (!ctx->needs_input_grad(3)) dw = torch::Tensor();
+      if (!bias || !ctx->needs_input_grad(4)) db = torch::Tensor();
     }
-    // The add's two inputs get the same gradient (as torch's add does).
-    return {dx, add ? dx : torch::Tensor(), dw, db, torch::Tensor(), torch::Tensor()};
+    if (need_dbb) {  // the column sums of the sum's gradient
+      dbb = torch::empty_like(w);
+      column_sums(dx.data_ptr<float>(), rows, C, dbb.data_ptr<float>());
+    }
+    // The add's inputs get the same gradient (as torch's add does).
+    return {dx, add ? dx : torch::Tensor(), dbb, dw, db, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -175,11 +200,12 @@ class NormFunction : public torch::autograd::Function<NormFunction> {
 class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> {
  public:
   static tensor_list forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& branch_in,
-                             const torch::Tensor& w_in, const torch::Tensor& b_in, double eps, bool rms,
-                             torch::ScalarType out_dtype, const NormKernels* kernels) {
+                             const torch::Tensor& branch_bias_in, const torch::Tensor& w_in, const torch::Tensor& b_in,
+                             double eps, bool rms, torch::ScalarType out_dtype, const NormKernels* kernels) {
     const torch::Tensor x = x_in.contiguous(), branch = branch_in.contiguous();
+    const torch::Tensor branch_bias = branch_bias_in.contiguous();
     const torch::Tensor w = w_in.contiguous(), b = b_in.contiguous();
-    const bool add = branch.numel() > 0;
+    const bool add = branch.numel() > 0, add_bias = add && branch_bias.numel() > 0;
     const int64_t C = x.size(-1), rows = x.numel() / C;
     torch::Tensor y = torch::empty(x.sizes(), x.options().dtype(out_dtype));
     torch::Tensor sum = add ? torch::empty_like(x) : torch::Tensor();
@@ -188,11 +214,12 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
     zoo::cuda::check_launch(
         kernels->forward(*zoo::cuda::element_type_of(out_dtype), x.data_ptr<float>(),
                          *zoo::cuda::element_type_of(branch.scalar_type()), add ? branch.data_ptr() : nullptr,
-                         add ? sum.data_ptr<float>() : nullptr, w.data_ptr<float>(),
+                         add_bias ? branch_bias.data_ptr<float>() : nullptr, add ? sum.data_ptr<float>() : nullptr,
+                         w.data_ptr<float>(),
                          b.numel() > 0 ? b.data_ptr<float>() : nullptr, rows, C, float(eps), rms, y.data_ptr(),
                          mean.data_ptr<float>(), rstd.data_ptr<float>(), launch.stream()),
         "norm forward");
-    save_norm(ctx, add ? sum : x, w, mean, rstd, rms, b.numel() > 0, add);
+    save_norm(ctx, add ? sum : x, w, mean, rstd, rms, b.numel() > 0, add, add_bias);
     ctx->saved_data["out_dtype"] = static_cast<int64_t>(out_dtype);
     ctx->saved_data["branch_dtype"] = static_cast<int64_t>(branch.scalar_type());
     // A static table (see NormKernels), so its address outlives the graph.
@@ -212,21 +239,25 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
     const zoo::cuda::ElementType dy_type = *zoo::cuda::element_type_of(out_dtype);
     const int64_t C = x.size(-1), rows = x.numel() / C;
     const zoo::cuda::LaunchScope launch(x);
-    torch::Tensor dx, dbranch, dw_partial, db_partial;
+    const bool need_dbb = ctx->saved_data["branch_bias"].toBool() && ctx->needs_input_grad(2);
+    torch::Tensor dx, dbranch, dw_partial, db_partial, dbb_partial;
     bool own_copy = false;
-    if (ctx->needs_input_grad(0) || (add && ctx->needs_input_grad(1))) {
+    if (ctx->needs_input_grad(0) || (add && ctx->needs_input_grad(1)) || need_dbb) {
       dx = torch::empty_like(x);
       // A float32 branch shares dx; another type gets its copy from the same pass.
       own_copy = add && branch_dtype != torch::kFloat && ctx->needs_input_grad(1);
       dbranch = own_copy ? torch::empty(x.sizes(), x.options().dtype(branch_dtype)) : add ? dx : torch::Tensor();
     }
-    const bool need_dw = ctx->needs_input_grad(2), need_db = bias && ctx->needs_input_grad(3);
-    torch::Tensor partials;  // (1 or 2, chunks, C): dw's and db's per chunk of rows, summed here in one launch
-    if (need_dw || need_db) {
-      partials = torch::empty({need_db ? 2 : 1, kernels->param_grad_chunks(rows), C}, x.options());
-      dw_partial = partials[0];
-      if (need_db) db_partial = partials[1];
-    }
+    const bool need_dw = ctx->needs_input_grad(3), need_db = bias && ctx->needs_input_grad(4);
+    // (planes, chunks, C): dw's, db's and the branch bias's sums per chunk of
+    // rows, added up here in one launch.
+    const int64_t planes = (need_dw || need_db ? 1 : 0) + (need_db ? 1 : 0) + (need_dbb ? 1 : 0);
+    torch::Tensor partials;
+    int64_t plane = 0;
+    if (planes > 0) partials = torch::empty({planes, kernels->param_grad_chunks(rows), C}, x.options());
+    if (need_dw || need_db) dw_partial = partials[plane++];
+    if (need_db) db_partial = partials[plane++];
+    if (need_dbb) dbb_partial = partials[plane++];
     int64_t chunks = 0;
     if (dx.defined() || dw_partial.defined()) {
       zoo::cuda::check_launch(
@@ -235,13 +266,15 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
                             rstd.data_ptr<float>(), rows, C, rms, dx.defined() ? dx.data_ptr<float>() : nullptr,
                             *zoo::cuda::element_type_of(branch_dtype), own_copy ? dbranch.data_ptr() : nullptr,
                             dw_partial.defined() ? dw_partial.data_ptr<float>() : nullptr,
-                            db_partial.defined() ? db_partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
+                            db_partial.defined() ? db_partial.data_ptr<float>() : nullptr,
+                            dbb_partial.defined() ? dbb_partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
           "norm backward");
     }
     const torch::Tensor sums = partials.defined() ? partials.narrow(1, 0, chunks).sum(1) : torch::Tensor();
     const torch::Tensor dw = need_dw ? sums[0] : torch::Tensor();
     const torch::Tensor db = need_db ? sums[1] : torch::Tensor();
-    return {dx, dbranch, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const torch::Tensor dbb = need_dbb ? sums[planes - 1] : torch::Tensor();
+    return {dx, dbranch, dbb, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -265,7 +298,25 @@ void check_norm_shapes(const torch::Tensor& x, const torch::Tensor& weight, cons
               what, ": expected x (..., C), weight (C), bias (C); got x ", x.sizes(), ", weight ", weight.sizes());
 }
 
+// A branch bias goes with a branch: float32, C values, on the weight's device.
+void check_branch_bias(const torch::Tensor& branch, const torch::Tensor& branch_bias, const torch::Tensor& weight,
+                       const char* what) {
+  TORCH_CHECK(!branch_bias.defined() || (branch.defined() && branch_bias.sizes() == weight.sizes() &&
+                                         is_float32(branch_bias) && branch_bias.device() == weight.device()),
+              what, ": a branch bias needs a branch and float32 (C) values on the weight's device; got ",
+              branch_bias.defined() ? branch_bias.sizes() : weight.sizes());
+}
+
 }  // namespace
+
+bool cuda_norm_sums_branch_bias(const torch::Tensor& x) {
+#ifdef ZOO_CUDA_KERNELS
+  return zoo::cuda::norm_sums_branch_bias_in_one_pass(x.size(-1));
+#else
+  (void)x;
+  return false;
+#endif
+}
 
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   return x.is_cpu() && weight.is_cpu() && (!bias.defined() || bias.is_cpu()) && float32_inputs(x, weight, bias);
@@ -281,27 +332,30 @@ torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, cons
 }
 
 SumAndNorm cpu_add_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
-                        const torch::Tensor& bias, double eps, bool rms) {
+                        const torch::Tensor& bias, double eps, bool rms, const torch::Tensor& branch_bias) {
   check_norm_shapes(x, weight, bias, "cpu_norm");
   TORCH_CHECK(!branch.defined() || branch_fuses(x, branch), "cpu_add_norm: a float32 CPU branch of x's shape ",
               x.sizes(), " expected");
-  const tensor_list out = NormFunction::apply(x, absent_as_empty(branch, x.options()), weight,
-                                              absent_as_empty(bias, weight.options()), eps, rms);
+  check_branch_bias(branch, branch_bias, weight, "cpu_add_norm");
+  const tensor_list out =
+      NormFunction::apply(x, absent_as_empty(branch, x.options()), absent_as_empty(branch_bias, weight.options()),
+                          weight, absent_as_empty(bias, weight.options()), eps, rms);
   return {branch.defined() ? out[1] : x, out[0]};
 }
 
 SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& branch,
                         const torch::Tensor& weight, const torch::Tensor& bias, double eps, bool rms,
-                        torch::ScalarType out_dtype) {
+                        torch::ScalarType out_dtype, const torch::Tensor& branch_bias) {
   check_norm_shapes(x, weight, bias, "norm_through");
   TORCH_CHECK(float32_inputs(x, weight, bias), "norm_through: float32 x, weight and bias expected");
   TORCH_CHECK(!branch.defined() || kernel_branch_fits(x, branch), "norm_through: a branch of x's shape ", x.sizes(),
               " and device in float32, bfloat16 or float16 expected");
   TORCH_CHECK(zoo::cuda::element_type_of(out_dtype), "norm_through: output type ", out_dtype,
               " is not float32, bfloat16 or float16");
-  const tensor_list out =
-      KernelNormFunction::apply(x, absent_as_empty(branch, x.options()), weight,
-                                absent_as_empty(bias, weight.options()), eps, rms, out_dtype, &kernels);
+  check_branch_bias(branch, branch_bias, weight, "norm_through");
+  const tensor_list out = KernelNormFunction::apply(
+      x, absent_as_empty(branch, x.options()), absent_as_empty(branch_bias, weight.options()), weight,
+      absent_as_empty(bias, weight.options()), eps, rms, out_dtype, &kernels);
   return {branch.defined() ? out[1] : x, out[0]};
 }
 
@@ -315,13 +369,14 @@ bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, co
 }
 
 SumAndNorm cuda_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
-                     const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype) {
+                     const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype,
+                     const torch::Tensor& branch_bias) {
 #ifdef ZOO_CUDA_KERNELS
   static const NormKernels kernels = {zoo::cuda::norm_forward, zoo::cuda::norm_param_grad_chunks,
                                       zoo::cuda::norm_backward};
-  return norm_through(kernels, x, branch, weight, bias, eps, rms, out_dtype);
+  return norm_through(kernels, x, branch, weight, bias, eps, rms, out_dtype, branch_bias);
 #else
-  (void)x, (void)branch, (void)weight, (void)bias, (void)eps, (void)rms, (void)out_dtype;
+  (void)x, (void)branch, (void)weight, (void)bias, (void)eps, (void)rms, (void)out_dtype, (void)branch_bias;
   throw std::logic_error("cuda_norm: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
 #endif
 }

@@ -5,9 +5,11 @@
 // training step), and zoo's CUDA kernels (models/common/cuda/norm.h), which
 // also write the output in the type a following matmul takes under autocast.
 // Either can take a residual add into the same node (x + branch, then the
-// norm), as pre-norm decoder layers do between attention and FFN.
+// norm), as pre-norm decoder layers do between attention and FFN, and the
+// bias of the layer that made the branch with it.
 // Defines: SumAndNorm, cpu_norm_available, cpu_norm, branch_fuses,
-// cpu_add_norm, NormKernels, norm_through, cuda_norm_available, cuda_norm.
+// cpu_add_norm, NormKernels, norm_through, cuda_norm_available, cuda_norm,
+// cuda_norm_sums_branch_bias.
 #pragma once
 
 #include <torch/torch.h>
@@ -37,9 +39,12 @@ torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, cons
 bool branch_fuses(const torch::Tensor& x, const torch::Tensor& branch);
 
 // cpu_norm after a residual add of branch (a float32 CPU tensor, or
-// undefined: none), one node, differentiable in x, branch, weight and bias.
+// undefined: none) and of branch_bias (C float32 values, or undefined: the
+// bias of the layer that made the branch, left to this node so that its
+// gradient comes from the sums of the gradient this pass makes), one node,
+// differentiable in each.
 SumAndNorm cpu_add_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
-                        const torch::Tensor& bias, double eps, bool rms);
+                        const torch::Tensor& bias, double eps, bool rms, const torch::Tensor& branch_bias = {});
 
 // zoo's CUDA norm kernels as a table: norm_through runs the host side of
 // them, and tests hand it the kernels compiled for the CPU (tests/cuda_emulation.h).
@@ -56,7 +61,7 @@ struct NormKernels {
 // type; float32 gradients for x, weight and bias, the branch's in its type.
 SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, const torch::Tensor& branch,
                         const torch::Tensor& weight, const torch::Tensor& bias, double eps, bool rms,
-                        torch::ScalarType out_dtype);
+                        torch::ScalarType out_dtype, const torch::Tensor& branch_bias = {});
 
 // True when cuda_norm applies: float32 CUDA x, weight and bias, in a build
 // with zoo's CUDA kernels (-DZOO_CUDA_KERNELS=ON) whose environment does not
@@ -65,6 +70,12 @@ bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, co
 
 // norm_through zoo's CUDA kernels.
 SumAndNorm cuda_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,
-                     const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype);
+                     const torch::Tensor& bias, double eps, bool rms, torch::ScalarType out_dtype,
+                     const torch::Tensor& branch_bias = {});
+
+// True when cuda_norm sums a branch bias's gradient in its backward's one
+// pass for rows like x's (zoo/cuda/norm.h: up to 768 wide); wider rows
+// take a second pass over the sum's gradient.
+bool cuda_norm_sums_branch_bias(const torch::Tensor& x);
 
 }  // namespace zoo::models

@@ -10,6 +10,11 @@ LayerNorm make_norm(const DecoderLayerOptions& o, const torch::TensorOptions& p)
 }
 }  // namespace
 
+torch::Tensor Residual::summed() const {
+  torch::Tensor out = branch.defined() ? stream + branch : stream;
+  return branch_bias.defined() ? out + branch_bias : out;
+}
+
 TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o,
                                                          const torch::TensorOptions& p)
     : dropout_(o.dropout), parallel_(o.parallel_residual) {
@@ -52,8 +57,7 @@ torch::Tensor TransformerDecoderLayerImpl::feed_forward(const torch::Tensor& h, 
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
                                                    const torch::Tensor& alibi_slopes, MoeContext* moe_context,
                                                    const torch::Tensor& key_mask) {
-  const Residual out = forward_unsummed({x, torch::Tensor()}, cache, alibi_slopes, moe_context, key_mask);
-  return out.stream + out.branch;
+  return forward_unsummed({x, torch::Tensor()}, cache, alibi_slopes, moe_context, key_mask).summed();
 }
 
 // Each residual add goes into the norm after it, in one node where it can.
@@ -61,16 +65,24 @@ Residual TransformerDecoderLayerImpl::forward_unsummed(const Residual& in, Layer
                                                        const torch::Tensor& alibi_slopes, MoeContext* moe_context,
                                                        const torch::Tensor& key_mask) {
   const bool drop = dropout_ > 0 && is_training();
-  const SumAndNorm pre = norm1->add_then_forward(in.stream, in.branch);
+  const SumAndNorm pre = norm1->add_then_forward(in.stream, in.branch, in.branch_bias);
   const torch::Tensor& x = pre.sum;
-  torch::Tensor a = self_attn->forward(pre.normed, cache, alibi_slopes, key_mask);
+  // The attention's and the FFN's output biases go to the norms after their
+  // residual adds (norm3; the next layer's norm1 or the final norm, alike),
+  // where those take them (takes_branch_bias). Not past dropout or a norm
+  // of the branch, nor for experts.
+  const bool defer = !drop && !parallel_ && !norm1_post && !moe && norm3->takes_branch_bias(x);
+  const torch::Tensor attention_bias = defer ? self_attn->output_bias() : torch::Tensor();
+  const torch::Tensor ffn_bias = defer ? ffn->output_bias() : torch::Tensor();
+  torch::Tensor a = self_attn->forward(pre.normed, cache, alibi_slopes, key_mask, {}, attention_bias.defined());
   if (drop) a = torch::dropout(a, dropout_, true);
   if (parallel_) {
     torch::Tensor f = feed_forward(norm3 ? norm3(x) : pre.normed, moe_context);
     return {x + a, drop ? torch::dropout(f, dropout_, true) : f};
   }
   if (norm1_post) a = norm1_post(a);
-  const SumAndNorm h = norm3->add_then_forward(x, a);
+  const SumAndNorm h = norm3->add_then_forward(x, a, attention_bias);
+  if (ffn_bias.defined()) return {h.sum, ffn->forward(h.normed, /*without_output_bias=*/true), ffn_bias};
   torch::Tensor f = feed_forward(h.normed, moe_context);
   if (drop) f = torch::dropout(f, dropout_, true);
   return {h.sum, norm3_post ? norm3_post(f) : f};
@@ -101,15 +113,14 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
   // Only a training step has a backward pass to recompute in.
   const bool recompute = recompute_ && is_training() && !cache && torch::GradMode::is_enabled();
   // Each layer's last residual add is left to the next norm (the final one after the last layer).
-  torch::Tensor pending;
+  Residual pending{x};
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
     if (!recompute) {
-      Residual out = layer->forward_unsummed({x, pending}, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask);
-      x = out.stream, pending = out.branch;
+      pending = layer->forward_unsummed(pending, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask);
       continue;
     }
-    if (pending.defined()) x = x + pending, pending = torch::Tensor();  // a recomputed layer takes one tensor
+    x = pending.summed();  // a recomputed layer takes one tensor
     if (moe && layer->moe) {
       // The router statistics come out of the recomputed block as outputs, so
       // the load-balancing loss's gradient reaches the router.
@@ -131,8 +142,9 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
           },
           x);
     }
+    pending = Residual{x};
   }
-  return norm->add_then_forward(x, pending).normed;
+  return norm->add_then_forward(pending.stream, pending.branch, pending.branch_bias).normed;
 }
 
 }  // namespace zoo::models

@@ -39,10 +39,13 @@ struct DecoderLayerOptions {
 };
 
 // The residual stream and a branch still to be added to it (undefined:
-// none): a layer's output left unsummed, so that the next norm can take the
-// add into its own pass (LayerNorm::add_then_forward).
+// none), with the bias of the projection that made the branch (undefined:
+// none, or already in the branch): a layer's output left unsummed, so that
+// the next norm can take the add into its own pass
+// (LayerNorm::add_then_forward), and the bias's gradient from it.
 struct Residual {
-  torch::Tensor stream, branch;
+  torch::Tensor stream, branch, branch_bias;
+  torch::Tensor summed() const;  // stream + branch + branch_bias, those defined
 };
 
 class TransformerDecoderLayerImpl : public torch::nn::Module {

@@ -29,6 +29,10 @@ constexpr int kRowsPerBlock = kNormThreads / 32;
 constexpr int64_t kMaxWarpColumns = 32 * 4 * 32;
 // The backward's (its lanes also hold the weight and bias gradient sums): 1.3B's 2048.
 constexpr int64_t kMaxWarpBackwardColumns = 32 * 4 * 16;
+// ... and with dx's column sums as well, a third set of registers: 768
+// (GPT-2 small's width; 120 registers a thread on an H100, two blocks per
+// multiprocessor as without them, where 1024 took 144 and one).
+constexpr int64_t kMaxWarpBranchSumColumns = 32 * 4 * 6;
 // Rows up to kNormThreads * kMaxRegisterColumns wide keep their values
 // (forward) and weight and bias gradient sums (backward) in registers
 // (8192: LLaMA-70B's width).
@@ -48,12 +52,14 @@ void with_register_columns(int64_t C, Launch&& launch) {
 }
 
 // Calls launch(std::integral_constant<int, K>{}) with the smallest K of 2, 4,
-// 8, 16, 32 for which a warp's 128 K columns cover a row of C <= kMaxWarpColumns.
+// 6, 8, 16, 32 for which a warp's 128 K columns cover a row of C <=
+// kMaxWarpColumns (6: 768, GPT-2 small's width, in fewer registers than 8).
 template <typename Launch>
 void with_warp_iterations(int64_t C, Launch&& launch) {
   const int64_t iterations = (C + 127) / 128;
   if (iterations <= 2) return launch(std::integral_constant<int, 2>{});
   if (iterations <= 4) return launch(std::integral_constant<int, 4>{});
+  if (iterations <= 6) return launch(std::integral_constant<int, 6>{});
   if (iterations <= 8) return launch(std::integral_constant<int, 8>{});
   if (iterations <= 16) return launch(std::integral_constant<int, 16>{});
   launch(std::integral_constant<int, 32>{});
@@ -89,14 +95,15 @@ __device__ __forceinline__ void for_lane_groups(int64_t C, Visit visit) {
   }
 }
 
-// With a branch: h = x + branch is written to `sum` and normalized. kCols >
-// 0: each thread keeps its columns of h in registers between the passes;
-// kCols = 0 (wider rows): it reads them again, from cache.
+// With a branch: h = x + branch (+ branch_bias, when set) is written to
+// `sum` and normalized. kCols > 0: each thread keeps its columns of h in
+// registers between the passes; kCols = 0 (wider rows): it reads them again,
+// from cache.
 template <typename TB, typename TY, int kCols>
 __global__ void __launch_bounds__(kNormThreads)
-    normalize_rows(const float* __restrict__ x, const TB* __restrict__ branch, float* __restrict__ sum,
-                   const float* __restrict__ w, const float* __restrict__ b, int64_t C, float eps, bool rms,
-                   TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
+    normalize_rows(const float* __restrict__ x, const TB* __restrict__ branch, const float* __restrict__ branch_bias,
+                   float* __restrict__ sum, const float* __restrict__ w, const float* __restrict__ b, int64_t C,
+                   float eps, bool rms, TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
   __shared__ float shared[kNormThreads / 32 + 1];
   const int64_t r = blockIdx.x;
   const float* hr = x + r * C;
@@ -107,6 +114,7 @@ __global__ void __launch_bounds__(kNormThreads)
     float h = hr[j];
     if (branch) {
       h += to_float(branch[r * C + j]);
+      if (branch_bias) h += branch_bias[j];
       sum[r * C + j] = h;
     }
     if constexpr (kCols > 0) held[k] = h;
@@ -145,9 +153,10 @@ __global__ void __launch_bounds__(kNormThreads)
 // kIters accesses per lane cover 128 kIters columns.
 template <typename TB, typename TY, int kIters>
 __global__ void __launch_bounds__(kNormThreads)
-    normalize_rows_by_warp(const float* __restrict__ x, const TB* __restrict__ branch, float* __restrict__ sum,
-                           const float* __restrict__ w, const float* __restrict__ b, int64_t rows, int64_t C, float eps,
-                           bool rms, TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
+    normalize_rows_by_warp(const float* __restrict__ x, const TB* __restrict__ branch,
+                           const float* __restrict__ branch_bias, float* __restrict__ sum, const float* __restrict__ w,
+                           const float* __restrict__ b, int64_t rows, int64_t C, float eps, bool rms,
+                           TY* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
   using Floats = Group<float, 4>;
   const int lane = threadIdx.x % 32;
   const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
@@ -159,6 +168,10 @@ __global__ void __launch_bounds__(kNormThreads)
     if (branch) {
       const Group<TB, 4> add = *reinterpret_cast<const Group<TB, 4>*>(branch + r * C + c);
       for (int e = 0; e < 4; ++e) h.v[e] += to_float(add.v[e]);
+      if (branch_bias) {
+        const Floats bias = *reinterpret_cast<const Floats*>(branch_bias + c);
+        for (int e = 0; e < 4; ++e) h.v[e] += bias.v[e];
+      }
       *reinterpret_cast<Floats*>(sum + r * C + c) = h;
     }
     for (int e = 0; e < 4; ++e) held[k][e] = h.v[e], s += h.v[e];
@@ -248,21 +261,26 @@ __global__ void __launch_bounds__(kNormThreads)
 // (its second pass over the row finds it in cache), the row's two means made
 // by shuffles. Each lane keeps its columns' weight and bias gradient sums in
 // registers; the block adds up its warps' sums once, at the end, through
-// shared memory, 128 columns at a time.
-template <typename TD, typename TB, int kIters>
+// shared memory, 128 columns at a time. kBranchSums: also the column sums of
+// dx (branch_bias_partial: the gradient of a bias added with the branch).
+template <typename TD, typename TB, int kIters, bool kBranchSums>
 __global__ void __launch_bounds__(kNormThreads)
     backward_rows_by_warp(const float* __restrict__ x, const float* __restrict__ w, const TD* __restrict__ dy,
                           const float* __restrict__ residual_grad, const float* __restrict__ mean,
                           const float* __restrict__ rstd, int64_t rows, int64_t C, bool rms, float* __restrict__ dx,
-                          TB* __restrict__ branch_grad, float* __restrict__ dw_partial,
-                          float* __restrict__ db_partial) {
+                          TB* __restrict__ branch_grad, float* __restrict__ dw_partial, float* __restrict__ db_partial,
+                          float* __restrict__ branch_bias_partial) {
   using Floats = Group<float, 4>;
   __shared__ float warp_sums[kRowsPerBlock][128];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float sum_w[kIters][4], sum_b[kIters][4];
+  constexpr int kDxSums = kBranchSums ? kIters : 1;
+  float sum_w[kIters][4], sum_b[kIters][4], sum_dx[kDxSums][4];
 #pragma unroll
   for (int k = 0; k < kIters; ++k)
     for (int e = 0; e < 4; ++e) sum_w[k][e] = sum_b[k][e] = 0.f;
+#pragma unroll
+  for (int k = 0; k < kDxSums; ++k)
+    for (int e = 0; e < 4; ++e) sum_dx[k][e] = 0.f;
   const int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp; r < rows; r += stride) {
     const float m = mean[r], inv = rstd[r];
@@ -296,6 +314,8 @@ __global__ void __launch_bounds__(kNormThreads)
           for (int e = 0; e < 4; ++e) d.v[e] += rk.v[e];
         }
         *reinterpret_cast<Floats*>(dx + r * C + c) = d;
+        if constexpr (kBranchSums)
+          for (int e = 0; e < 4; ++e) sum_dx[k][e] += d.v[e];
         if (branch_grad) {
           Group<TB, 4> bk;
           for (int e = 0; e < 4; ++e) bk.v[e] = from_float<TB>(d.v[e]);
@@ -306,7 +326,7 @@ __global__ void __launch_bounds__(kNormThreads)
         for (int e = 0; e < 4; ++e) sum_w[k][e] += d_y[e] * xhat[e], sum_b[k][e] += d_y[e];
     });
   }
-  if (!dw_partial) return;  // the same in every thread: no barrier is left half-reached
+  if (!dw_partial && !kBranchSums) return;  // the same in every thread: no barrier is left half-reached
   auto write_block_sums = [&](float(*sums)[4], float* partial) {
 #pragma unroll
     for (int k = 0; k < kIters; ++k) {
@@ -321,47 +341,58 @@ __global__ void __launch_bounds__(kNormThreads)
       __syncthreads();  // read before the next k writes
     }
   };
-  write_block_sums(sum_w, dw_partial);
+  if (dw_partial) write_block_sums(sum_w, dw_partial);
   if (db_partial) write_block_sums(sum_b, db_partial);
+  if constexpr (kBranchSums) write_block_sums(sum_dx, branch_bias_partial);
 }
 
-// The column sums for rows wider than backward_rows keeps in registers: a
-// grid of 32-column tiles by row chunks, each thread summing one column
-// down its chunk (a warp reads 32 adjacent values of a row).
+// The column sums the backward kernels do not keep in registers (rows too
+// wide; dx's sums beside the warp kernel's widest rows): a grid of 32-column
+// tiles by row chunks, each thread summing one column down its chunk (a warp
+// reads 32 adjacent values of a row). Where dw_partial is set, those of dy *
+// xhat and dy (db_partial, when set); where dx_partial is, those of dx.
 template <typename TD>
 __global__ void __launch_bounds__(kTileColumns* kTileRows)
     param_grad_chunks(const float* __restrict__ x, const TD* __restrict__ dy, const float* __restrict__ mean,
-                      const float* __restrict__ rstd, int64_t rows, int64_t C, int64_t rows_per_chunk,
-                      float* __restrict__ dw_partial, float* __restrict__ db_partial) {
-  __shared__ float sums_w[kTileRows][kTileColumns + 1], sums_b[kTileRows][kTileColumns + 1];
+                      const float* __restrict__ rstd, const float* __restrict__ dx, int64_t rows, int64_t C,
+                      int64_t rows_per_chunk, float* __restrict__ dw_partial, float* __restrict__ db_partial,
+                      float* __restrict__ dx_partial) {
+  __shared__ float sums_w[kTileRows][kTileColumns + 1], sums_b[kTileRows][kTileColumns + 1],
+      sums_dx[kTileRows][kTileColumns + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = int64_t(blockIdx.x) * kTileColumns + tx;
   const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
   const int64_t end = begin + rows_per_chunk < rows ? begin + rows_per_chunk : rows;
-  float sw = 0.f, sb = 0.f;
+  float sw = 0.f, sb = 0.f, sd = 0.f;
   if (c < C) {
     for (int64_t r = begin + ty; r < end; r += kTileRows) {
-      const float d = to_float(dy[r * C + c]);
-      sw += d * (x[r * C + c] - mean[r]) * rstd[r];
-      sb += d;
+      if (dw_partial) {
+        const float d = to_float(dy[r * C + c]);
+        sw += d * (x[r * C + c] - mean[r]) * rstd[r];
+        sb += d;
+      }
+      if (dx_partial) sd += dx[r * C + c];
     }
   }
   sums_w[ty][tx] = sw;
   sums_b[ty][tx] = sb;
+  sums_dx[ty][tx] = sd;
   __syncthreads();
   if (ty == 0 && c < C) {
-    for (int k = 1; k < kTileRows; ++k) sw += sums_w[k][tx], sb += sums_b[k][tx];
-    dw_partial[blockIdx.y * C + c] = sw;
+    for (int k = 1; k < kTileRows; ++k) sw += sums_w[k][tx], sb += sums_b[k][tx], sd += sums_dx[k][tx];
+    if (dw_partial) dw_partial[blockIdx.y * C + c] = sw;
     if (db_partial) db_partial[blockIdx.y * C + c] = sb;
+    if (dx_partial) dx_partial[blockIdx.y * C + c] = sd;
   }
 }
 
 }  // namespace
 
-const char* norm_forward(ElementType y_type, const float* x, ElementType branch_type, const void* branch, float* sum,
-                         const float* w, const float* b, int64_t rows, int64_t C, float eps, bool rms, void* y,
-                         float* mean, float* rstd, void* stream) {
+const char* norm_forward(ElementType y_type, const float* x, ElementType branch_type, const void* branch,
+                         const float* branch_bias, float* sum, const float* w, const float* b, int64_t rows, int64_t C,
+                         float eps, bool rms, void* y, float* mean, float* rstd, void* stream) {
   if (rows == 0) return nullptr;
+  if (!branch) branch_bias = nullptr;
   with_element_type(branch ? branch_type : ElementType::f32, [&](auto* branch_tag) {
     using TB = std::remove_pointer_t<decltype(branch_tag)>;
     with_element_type(y_type, [&](auto* y_tag) {
@@ -369,13 +400,15 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
       // Groups of 4 columns on their own alignment in every row.
       const bool by_warp = C % 4 == 0 && C <= kMaxWarpColumns && aligned_to(x, 16) && aligned_to(w, 16) &&
                            (!b || aligned_to(b, 16)) && aligned_to(y, 4 * sizeof(TY)) &&
-                           (!branch || (aligned_to(branch, 4 * sizeof(TB)) && aligned_to(sum, 16)));
+                           (!branch || (aligned_to(branch, 4 * sizeof(TB)) && aligned_to(sum, 16))) &&
+                           (!branch_bias || aligned_to(branch_bias, 16));
       if (by_warp) {
         with_warp_iterations(C, [&](auto iterations) {
           constexpr int kIters = decltype(iterations)::value;
           const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
           ZOO_LAUNCH(blocks, kNormThreads, static_cast<cudaStream_t>(stream), normalize_rows_by_warp<TB, TY, kIters>)
-          (x, static_cast<const TB*>(branch), sum, w, b, rows, C, eps, rms, static_cast<TY*>(y), mean, rstd);
+          (x, static_cast<const TB*>(branch), branch_bias, sum, w, b, rows, C, eps, rms, static_cast<TY*>(y), mean,
+           rstd);
         });
         return;
       }
@@ -383,7 +416,7 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
         constexpr int kCols = decltype(cols)::value;
         ZOO_LAUNCH(static_cast<unsigned>(rows), kNormThreads, static_cast<cudaStream_t>(stream),
                    normalize_rows<TB, TY, kCols>)
-        (x, static_cast<const TB*>(branch), sum, w, b, C, eps, rms, static_cast<TY*>(y), mean, rstd);
+        (x, static_cast<const TB*>(branch), branch_bias, sum, w, b, C, eps, rms, static_cast<TY*>(y), mean, rstd);
       });
     });
   });
@@ -392,13 +425,16 @@ const char* norm_forward(ElementType y_type, const float* x, ElementType branch_
 
 int64_t norm_param_grad_chunks(int64_t rows) { return rows < 1 ? 1 : rows < kMaxChunks ? rows : kMaxChunks; }
 
+bool norm_sums_branch_bias_in_one_pass(int64_t C) { return C % 4 == 0 && C <= kMaxWarpBranchSumColumns; }
+
 const char* norm_backward(ElementType dy_type, const float* x, const float* w, const void* dy,
                           const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
                           bool rms, float* dx, ElementType branch_type, void* branch_grad, float* dw_partial,
-                          float* db_partial, int64_t* chunks, void* stream) {
+                          float* db_partial, float* branch_bias_partial, int64_t* chunks, void* stream) {
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
   *chunks = norm_param_grad_chunks(rows);
-  bool sums_in_registers = false;
+  // Whether a backward kernel below kept the sums in registers: dw's and db's, dx's.
+  bool param_sums_done = false, dx_sums_done = !branch_bias_partial;
   with_element_type(dy_type, [&](auto* dy_tag) {
     using TD = std::remove_pointer_t<decltype(dy_tag)>;
     with_element_type(branch_grad ? branch_type : ElementType::f32, [&](auto* branch_tag) {
@@ -408,28 +444,37 @@ const char* norm_backward(ElementType dy_type, const float* x, const float* w, c
                            aligned_to(dy, 4 * sizeof(TD)) && (!residual_grad || aligned_to(residual_grad, 16)) &&
                            (!dx || aligned_to(dx, 16)) && (!branch_grad || aligned_to(branch_grad, 4 * sizeof(TB)));
       if (by_warp) {
-        sums_in_registers = true;
+        param_sums_done = true;
         if (!dx && !dw_partial) return;
         with_warp_iterations(C, [&](auto iterations) {
           constexpr int kIters = decltype(iterations)::value;
-          if constexpr (kIters * 128 <= kMaxWarpBackwardColumns) {
-            const auto kernel = backward_rows_by_warp<TD, TB, kIters>;
+          auto launch = [&](auto branch_sums) {
+            constexpr bool kBranchSums = decltype(branch_sums)::value;
+            const auto kernel = backward_rows_by_warp<TD, TB, kIters, kBranchSums>;
             // One wave, as below; no more blocks than rows for their warps.
             static const int64_t per_sm = resident_blocks_per_sm(kernel, kNormThreads);
             const int64_t resident = per_sm * multiprocessors();
             *chunks = std::min(*chunks, (rows + kRowsPerBlock - 1) / kRowsPerBlock);
             if (resident > 0 && resident < *chunks) *chunks = resident;
-            ZOO_LAUNCH(static_cast<unsigned>(*chunks), kNormThreads, cuda_stream, backward_rows_by_warp<TD, TB, kIters>)
+            ZOO_LAUNCH(static_cast<unsigned>(*chunks), kNormThreads, cuda_stream,
+                       backward_rows_by_warp<TD, TB, kIters, kBranchSums>)
             (x, w, static_cast<const TD*>(dy), residual_grad, mean, rstd, rows, C, rms, dx,
-             static_cast<TB*>(branch_grad), dw_partial, db_partial);
+             static_cast<TB*>(branch_grad), dw_partial, db_partial, branch_bias_partial);
+          };
+          if constexpr (kIters * 128 <= kMaxWarpBranchSumColumns) {
+            if (branch_bias_partial && dx) {
+              dx_sums_done = true;
+              return launch(std::true_type{});
+            }
           }
+          if constexpr (kIters * 128 <= kMaxWarpBackwardColumns) launch(std::false_type{});
         });
         return;
       }
       with_register_columns(C, [&](auto cols) {
         constexpr int kCols = decltype(cols)::value;
-        sums_in_registers = kCols > 0;
-        if (!dx && !(sums_in_registers && dw_partial)) return;
+        param_sums_done = kCols > 0;
+        if (!dx && !(param_sums_done && dw_partial)) return;
         const auto kernel = backward_rows<TD, TB, kCols>;
         // One wave: with more blocks than fit, the last wave would leave most of the GPU idle.
         static const int64_t per_sm = resident_blocks_per_sm(kernel, kNormThreads);
@@ -440,13 +485,16 @@ const char* norm_backward(ElementType dy_type, const float* x, const float* w, c
          dw_partial, db_partial);
       });
     });
-    if (dw_partial && !sums_in_registers) {
-      // Row chunks of a grid of column tiles: a few hundred fill the GPU.
-      *chunks = std::min<int64_t>(norm_param_grad_chunks(rows), kTiledChunks);
+    const bool param_sums_left = dw_partial && !param_sums_done;
+    if (param_sums_left || !dx_sums_done) {
+      // Row chunks of a grid of column tiles: a few hundred fill the GPU. The
+      // chunk count a kernel above used, when its partial sums share the buffer.
+      if (!(param_sums_done && dw_partial)) *chunks = std::min<int64_t>(norm_param_grad_chunks(rows), kTiledChunks);
       const int64_t rows_per_chunk = (rows + *chunks - 1) / *chunks;
       const dim3 grid(static_cast<unsigned>((C + kTileColumns - 1) / kTileColumns), static_cast<unsigned>(*chunks));
       ZOO_LAUNCH(grid, dim3(kTileColumns, kTileRows), cuda_stream, param_grad_chunks<TD>)
-      (x, static_cast<const TD*>(dy), mean, rstd, rows, C, rows_per_chunk, dw_partial, db_partial);
+      (x, static_cast<const TD*>(dy), mean, rstd, dx, rows, C, rows_per_chunk, param_sums_left ? dw_partial : nullptr,
+       param_sums_left ? db_partial : nullptr, dx_sums_done ? nullptr : branch_bias_partial);
     }
   });
   return launched();

@@ -17,11 +17,12 @@ namespace zoo::cuda {
 // y = (h - mean) * rstd * w + b per row (b may be null); rms: mean = 0,
 // rstd = 1 / sqrt(mean(h^2) + eps), else 1 / sqrt(biased variance + eps).
 // h is x, or with a branch (branch_type; branch and sum both set or both
-// null) x + branch, which is also written to sum (float32, as x). Keeps each
-// row's mean and rstd for the backward.
-const char* norm_forward(ElementType y_type, const float* x, ElementType branch_type, const void* branch, float* sum,
-                         const float* w, const float* b, int64_t rows, int64_t C, float eps, bool rms, void* y,
-                         float* mean, float* rstd, void* stream);
+// null) x + branch, plus branch_bias (C float32 values, may be null: the
+// bias of the layer that made the branch), which is also written to sum
+// (float32, as x). Keeps each row's mean and rstd for the backward.
+const char* norm_forward(ElementType y_type, const float* x, ElementType branch_type, const void* branch,
+                         const float* branch_bias, float* sum, const float* w, const float* b, int64_t rows, int64_t C,
+                         float eps, bool rms, void* y, float* mean, float* rstd, void* stream);
 
 // The most chunks of rows norm_backward sums the weight and bias gradients
 // of separately, for `rows` rows: the rows dw_partial and db_partial hold.
@@ -35,10 +36,16 @@ int64_t norm_param_grad_chunks(int64_t rows);
 // branch_type. Where dw_partial is set: per chunk of rows, the column sums
 // of dy * xhat (dw) and of dy (db, when db_partial is not null): the first
 // *chunks rows of each (norm_param_grad_chunks(rows), C) buffer, for the
-// caller to sum over chunks.
+// caller to sum over chunks. Where branch_bias_partial is set (dx must be
+// too), the same for the column sums of dx: the branch bias's gradient.
 const char* norm_backward(ElementType dy_type, const float* x, const float* w, const void* dy,
                           const float* residual_grad, const float* mean, const float* rstd, int64_t rows, int64_t C,
                           bool rms, float* dx, ElementType branch_type, void* branch_grad, float* dw_partial,
-                          float* db_partial, int64_t* chunks, void* stream);
+                          float* db_partial, float* branch_bias_partial, int64_t* chunks, void* stream);
+
+// Whether norm_backward sums the branch bias's gradient in the same pass as
+// the rest for rows C wide (aligned as tensors are): up to 768 wide, a
+// multiple of 4. Wider rows take a second pass over dx.
+bool norm_sums_branch_bias_in_one_pass(int64_t C);
 
 }  // namespace zoo::cuda
