@@ -22,17 +22,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// db = the column sums of dy (rows x cols).
-void column_sums(const float* dy, int64_t rows, int64_t cols, float* db) {
-  ColumnSums sums(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* s = sums.row_sums(r);
-    const float* row = dy + r * cols;
-    for (int64_t j = 0; j < cols; ++j) s[j] += row[j];
-  }
-  sums.write(db);
-}
-
 // Phi(x), the standard normal CDF, from erfc(|x| / sqrt 2) by the
 // Chebyshev-fitted form in Numerical Recipes (erfcc; relative error < 1.2e-7
 // everywhere), so the far negative tail keeps its relative accuracy.

@@ -99,17 +99,6 @@ ZOO_VECTOR_CLONES void param_grads(const float* x, const float* dy, const float*
   if (db) sum_b.write(db);
 }
 
-// out = the column sums of m (rows x C).
-void column_sums(const float* m, int64_t rows, int64_t C, float* out) {
-  ColumnSums sums(C);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* s = sums.row_sums(r);
-    const float* row = m + r * C;
-    for (int64_t j = 0; j < C; ++j) s[j] += row[j];
-  }
-  sums.write(out);
-}
-
 // What both autograd functions save and read back: the normalized input (x,
 // or the sum x + branch), the weight, and each row's statistics.
 void save_norm(AutogradContext* ctx, const torch::Tensor& normalized, const torch::Tensor& w, const torch::Tensor& mean,

@@ -1,6 +1,6 @@
 // Float math for zoo's CPU kernels: written so the loops that
 // use it vectorize, with the accuracy the kernels document.
-// Defines: ZOO_VECTOR_CLONES, exp_nonpositive, max_of, ColumnSums.
+// Defines: ZOO_VECTOR_CLONES, exp_nonpositive, max_of, ColumnSums, column_sums.
 #pragma once
 
 #include <cstdint>
@@ -74,5 +74,16 @@ class ColumnSums {
   std::vector<float> block_;
   std::vector<double> total_;
 };
+
+// out = the column sums of m (rows x cols, row-major), through ColumnSums.
+inline void column_sums(const float* m, int64_t rows, int64_t cols, float* out) {
+  ColumnSums sums(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = sums.row_sums(r);
+    const float* row = m + r * cols;
+    for (int64_t j = 0; j < cols; ++j) s[j] += row[j];
+  }
+  sums.write(out);
+}
 
 }  // namespace zoo::models
