@@ -70,7 +70,7 @@ Residual TransformerDecoderLayerImpl::forward_unsummed(const Residual& in, Layer
   // The attention's and the FFN's output biases go to the norms after their
   // residual adds (norm3; the next layer's norm1 or the final norm, alike),
   // where those take them (takes_branch_bias). Not past dropout or a norm
-  // of the branch, nor for experts.
+  // of the branch, nor in parallel layers or for experts.
   const bool defer = !drop && !parallel_ && !norm1_post && !moe && norm3->takes_branch_bias(x);
   const torch::Tensor attention_bias = defer ? self_attn->output_bias() : torch::Tensor();
   const torch::Tensor ffn_bias = defer ? ffn->output_bias() : torch::Tensor();
