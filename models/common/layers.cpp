@@ -72,9 +72,7 @@ bool LayerNormImpl::takes_branch_bias(const torch::Tensor& x) const {
 
 SumAndNorm LayerNormImpl::add_then_forward(const torch::Tensor& x, const torch::Tensor& branch,
                                            const torch::Tensor& branch_bias) {
-  const bool bias_fits = !branch_bias.defined() || (branch.defined() && branch_bias.scalar_type() == torch::kFloat &&
-                                                    branch_bias.device() == x.device());
-  if ((!branch.defined() || branch_fuses(x, branch)) && bias_fits) {  // one node, in zoo's kernels where they apply
+  if ((!branch.defined() || branch_fuses(x, branch)) && branch_bias_fuses(branch, branch_bias, weight)) {  // one node, in zoo's kernels where they apply
     const std::optional<torch::ScalarType> cast = autocast_output ? autocast_matmul_type(x) : std::nullopt;
     if (cuda_norm_available(x, weight, bias))
       return cuda_norm(x, branch, weight, bias, eps, rms, cast.value_or(torch::kFloat), branch_bias);

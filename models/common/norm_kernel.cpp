@@ -287,12 +287,10 @@ void check_norm_shapes(const torch::Tensor& x, const torch::Tensor& weight, cons
               what, ": expected x (..., C), weight (C), bias (C); got x ", x.sizes(), ", weight ", weight.sizes());
 }
 
-// A branch bias goes with a branch: float32, C values, on the weight's device.
 void check_branch_bias(const torch::Tensor& branch, const torch::Tensor& branch_bias, const torch::Tensor& weight,
                        const char* what) {
-  TORCH_CHECK(!branch_bias.defined() || (branch.defined() && branch_bias.sizes() == weight.sizes() &&
-                                         is_float32(branch_bias) && branch_bias.device() == weight.device()),
-              what, ": a branch bias needs a branch and float32 (C) values on the weight's device; got ",
+  TORCH_CHECK(branch_bias_fuses(branch, branch_bias, weight), what,
+              ": a branch bias needs a branch and float32 (C) values on the weight's device; got ",
               branch_bias.defined() ? branch_bias.sizes() : weight.sizes());
 }
 
@@ -309,6 +307,11 @@ bool cuda_norm_sums_branch_bias(const torch::Tensor& x) {
 
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   return x.is_cpu() && weight.is_cpu() && (!bias.defined() || bias.is_cpu()) && float32_inputs(x, weight, bias);
+}
+
+bool branch_bias_fuses(const torch::Tensor& branch, const torch::Tensor& branch_bias, const torch::Tensor& weight) {
+  return !branch_bias.defined() || (branch.defined() && branch_bias.sizes() == weight.sizes() &&
+                                    is_float32(branch_bias) && branch_bias.device() == weight.device());
 }
 
 bool branch_fuses(const torch::Tensor& x, const torch::Tensor& branch) {

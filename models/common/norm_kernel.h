@@ -7,7 +7,7 @@
 // Either can take a residual add into the same node (x + branch, then the
 // norm), as pre-norm decoder layers do between attention and FFN, and the
 // bias of the layer that made the branch with it.
-// Defines: SumAndNorm, cpu_norm_available, cpu_norm, branch_fuses,
+// Defines: SumAndNorm, cpu_norm_available, cpu_norm, branch_fuses, branch_bias_fuses,
 // cpu_add_norm, NormKernels, norm_through, cuda_norm_available, cuda_norm,
 // cuda_norm_sums_branch_bias.
 #pragma once
@@ -37,6 +37,10 @@ torch::Tensor cpu_norm(const torch::Tensor& x, const torch::Tensor& weight, cons
 // True when a branch can be added into x inside the norm's node: x's shape
 // and device, float32 on the CPU, float32, bfloat16 or float16 on CUDA.
 bool branch_fuses(const torch::Tensor& x, const torch::Tensor& branch);
+
+// True when branch_bias (undefined: none) can be left to the norm's node:
+// with a branch, float32, C values, on the weight's device.
+bool branch_bias_fuses(const torch::Tensor& branch, const torch::Tensor& branch_bias, const torch::Tensor& weight);
 
 // cpu_norm after a residual add of branch (a float32 CPU tensor, or
 // undefined: none) and of branch_bias (C float32 values, or undefined: the
