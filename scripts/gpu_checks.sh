@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 # The test binary holds only the files with GPU-only tests (ZOO_TEST_SOURCES);
 # zoo's CUDA kernels are built where nvcc is found, unless CUDA_KERNELS=OFF.
-base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_cuda_kernels_gpu.cpp;tests/test_engine.cpp;tests/test_bert_convert.cpp"
+base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_weight_copies.cpp;tests/test_cuda_kernels_gpu.cpp;tests/test_engine.cpp;tests/test_bert_convert.cpp"
 export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=${CUDA_KERNELS:-AUTO}"
 say "build zoo (ZOO_CMAKE_ARGS:$ZOO_CMAKE_ARGS)"
 ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo timeout "$(cap 240)" scripts/build_cuda.sh >"$LOG/build.log" 2>&1 || {
@@ -71,20 +71,24 @@ bench "configs/cerebras_gpt/cerebras_gpt_111m.yaml:16$compile" 200
 zoo_tps() { local r; r=$(median_rate <"$1") && awk -v T="$2" -v r="$r" 'BEGIN { printf "%.0f", T * r }'; }
 small=$W/params_cerebras_gpt_111m_b16.yaml big=$W/params_cerebras_gpt_1p3b_b8.yaml
 if [[ -f $small && $kernels == 1 && "${AB:-1}" == 1 ]]; then
-  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops), without the dense kernel, without the one-pass loss"
+  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops), without the dense kernel, the one-pass loss, the kept weight copies"
   ZOO_CUDA_KERNELS=0 timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train -o "$LOG/m_ab" >"$LOG/ab_no_kernels.log" 2>&1
   ZOO_CUDA_KERNELS=cross_entropy,cross_entropy_fused,norm timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train \
     -o "$LOG/m_ab_nd" >"$LOG/ab_no_dense_kernel.log" 2>&1
-  ZOO_CUDA_KERNELS=cross_entropy,dense,norm timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train \
+  ZOO_CUDA_KERNELS=cross_entropy,dense,norm,weight_copies timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train \
     -o "$LOG/m_ab_nf" >"$LOG/ab_no_fused_loss.log" 2>&1
+  ZOO_CUDA_KERNELS=cross_entropy,cross_entropy_fused,dense,norm timeout "$(cap 60)" $ZOO GPU --params "$small" \
+    --mode train -o "$LOG/m_ab_nw" >"$LOG/ab_no_weight_copies.log" 2>&1
   echo "111M zoo tok/s: all kernels $(zoo_tps "$W/zoo_cerebras_gpt_111m_b16.log" 2048)," \
     "all but dense $(zoo_tps "$LOG/ab_no_dense_kernel.log" 2048)," \
-    "all but the one-pass loss $(zoo_tps "$LOG/ab_no_fused_loss.log" 2048), none $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
+    "all but the one-pass loss $(zoo_tps "$LOG/ab_no_fused_loss.log" 2048)," \
+    "all but the kept weight copies $(zoo_tps "$LOG/ab_no_weight_copies.log" 2048), none $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
   # The same seed and data: the runs' losses agree to bfloat16's rounding, or a kernel is wrong.
   last_loss() { grep -o 'Loss=[0-9.na]*' "$1" | tail -n 1; }
   echo "111M last logged loss: all kernels $(last_loss "$W/zoo_cerebras_gpt_111m_b16.log")," \
     "all but dense $(last_loss "$LOG/ab_no_dense_kernel.log"), all but the one-pass loss" \
-    "$(last_loss "$LOG/ab_no_fused_loss.log"), none $(last_loss "$LOG/ab_no_kernels.log")"
+    "$(last_loss "$LOG/ab_no_fused_loss.log"), all but the kept weight copies" \
+    "$(last_loss "$LOG/ab_no_weight_copies.log"), none $(last_loss "$LOG/ab_no_kernels.log")"
 fi
 
 variant() { # SRC NAME STEPS PYTHON-EDIT: writes $LOG/NAME.yaml from a bench params file

@@ -21,6 +21,7 @@
 #include "models/common/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
 #include "runner/amp/autocast.h"
+#include "tests/emulated_kernels.h"
 #include "tests/tensor_compare.h"
 
 // The kernels' source, compiled here for the CPU. Their headers came in
@@ -39,7 +40,12 @@ using ::zoo::cuda::ElementType;
 #include "models/common/cuda/norm.cu"
 #undef zoo
 
+// Shared with tests/test_weight_copies.cpp (tests/emulated_kernels.h).
+const zoo::models::DenseKernels zoo::testing::kEmulatedDense = {zoo_emulated::cuda::dense_grad_chunks,
+                                                                zoo_emulated::cuda::dense_activation_and_bias_grad};
+
 using namespace zoo::models;
+using zoo::testing::kEmulatedDense;
 using zoo::testing::relative_error;
 
 namespace {
@@ -49,8 +55,6 @@ const CrossEntropyKernels kEmulatedCrossEntropy = {
     zoo_emulated::cuda::cross_entropy_forward_with_grad, zoo_emulated::cuda::cross_entropy_scale_grad};
 const NormKernels kEmulatedNorm = {zoo_emulated::cuda::norm_forward, zoo_emulated::cuda::norm_param_grad_chunks,
                                    zoo_emulated::cuda::norm_backward};
-const DenseKernels kEmulatedDense = {zoo_emulated::cuda::dense_grad_chunks,
-                                     zoo_emulated::cuda::dense_activation_and_bias_grad};
 
 std::string type_name(torch::ScalarType t) { return c10::toString(t); }
 
@@ -400,7 +404,7 @@ TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
 
 TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
   using Names = std::set<std::string>;
-  const Names all = {"cross_entropy", "cross_entropy_fused", "dense", "norm"};
+  const Names all = {"cross_entropy", "cross_entropy_fused", "dense", "norm", "weight_copies"};
   EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), all) << "unset: all";
   EXPECT_EQ(zoo::cuda::enabled_kernels("1"), all);
   EXPECT_EQ(zoo::cuda::enabled_kernels("0"), Names{});
@@ -411,7 +415,7 @@ TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
-                                         "or a comma list of: cross_entropy, cross_entropy_fused, dense, norm)"),
+                                         "or a comma list of: cross_entropy, cross_entropy_fused, dense, norm, weight_copies)"),
               std::string::npos)
         << e.what();
   }

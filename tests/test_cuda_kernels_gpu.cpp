@@ -8,11 +8,14 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "models/common/cuda/kernel_glue.h"
 #include "models/common/dense_kernel.h"
 #include "models/common/lm_loss.h"
 #include "models/common/norm_kernel.h"
+#include "models/common/weight_copies.h"
+#include "runner/optim/adam_update.h"
 #include "runner/amp/autocast.h"
 #include "tests/bert_fixtures.h"
 #include "tests/tensor_compare.h"
@@ -83,6 +86,40 @@ TEST(FusedCuda, DenseKernelMatchesLibTorch) {
     EXPECT_LT(relative_error(w.grad().to(torch::kDouble), wr.grad().to(torch::kDouble)), 1e-2);
     // zoo sums the bias gradient in float32 and keeps it there; LibTorch rounds it to bfloat16.
     EXPECT_LT(relative_error(b.grad().to(torch::kDouble), br.grad().to(torch::kDouble)), 1e-2);
+  }
+}
+
+// Kept bfloat16 weight copies on a GPU, refreshed by one multi-tensor cast:
+// after zoo's AdamW (LibTorch's fused kernel) every copy holds the new
+// weights, and q, k and v's parts make the layer the concatenated weight does.
+TEST(FusedCuda, KeptWeightCopiesFollowTheOptimizer) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const torch::Tensor probe = torch::ones({1, 1}, cuda).requires_grad_();
+  if (!cuda_dense_available(probe, probe, torch::Tensor()))
+    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
+  zoo::amp::AutocastGuard autocast(torch::kCUDA, torch::kBFloat16);
+  torch::manual_seed(27);
+  std::vector<torch::Tensor> w, b;
+  for (int64_t rows : {768, 768, 765}) {  // 765 x 768 + 765: sizes off the kernels' vector width
+    w.push_back((torch::randn({rows, 768}, cuda) * 0.03).requires_grad_());
+    b.push_back(torch::randn({rows}, cuda).requires_grad_());
+  }
+  const torch::Tensor x = torch::randn({4, 256, 768}, cuda);
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const torch::Tensor y = cuda_dense_parts(x, w, b);
+    const torch::Tensor ref = torch::linear(x, torch::cat(w).detach(), torch::cat(b).detach());
+    EXPECT_LT(relative_error(y.to(torch::kDouble), ref.to(torch::kDouble)), 1e-2);
+    y.to(torch::kFloat).square().mean().backward();
+    std::vector<zoo::optim::AdamSlot> slots;
+    for (const auto& p : w) slots.push_back({p, torch::zeros_like(p), torch::zeros_like(p)});
+    for (const auto& p : b) slots.push_back({p, torch::zeros_like(p), torch::zeros_like(p)});
+    zoo::optim::adam_update(slots, {0.9, 0.999, 1e-8, 1e-2, 0.01, true});
+    for (auto& p : w) p.mutable_grad() = torch::Tensor();
+    for (auto& p : b) p.mutable_grad() = torch::Tensor();
+    const torch::Tensor copy = weight_copy(w, torch::kBFloat16);
+    EXPECT_TRUE(torch::equal(copy, torch::cat(w).detach().to(torch::kBFloat16))) << "refreshed after the update";
   }
 }
 

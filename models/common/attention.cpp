@@ -95,13 +95,14 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
     return without_output_bias ? proj_output_dense_layer->forward_without_bias(heads) : proj_output_dense_layer(heads);
   };
   const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H, G = kv_heads();
-  // q, k and v from one GEMM over the concatenated weights (one pass over x;
-  // the parameters and their checkpoint keys stay separate).
-  const bool bias = options_.use_projection_bias;
-  torch::Tensor qkv = dense(
-      x, torch::cat({proj_q_dense_layer->weight, proj_k_dense_layer->weight, proj_v_dense_layer->weight}),
-      bias ? torch::cat({proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias})
-           : torch::Tensor());
+  // q, k and v from one GEMM over the stacked weights (one pass over x; the
+  // parameters and their checkpoint keys stay separate).
+  const std::vector<torch::Tensor> weights = {proj_q_dense_layer->weight, proj_k_dense_layer->weight,
+                                              proj_v_dense_layer->weight};
+  std::vector<torch::Tensor> biases;
+  if (options_.use_projection_bias)
+    biases = {proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias};
+  torch::Tensor qkv = dense(x, weights, biases);
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
   // q, k and v (B, T, heads, D) come out of qkv through one split each: a
   // split's backward is one cat, where narrows would each zero-fill a copy of

@@ -7,13 +7,14 @@
 // The first layer of a feed-forward block can take its activation along
 // (GELU, tanh-GELU, ReLU): one pass over the output each way instead of an
 // activation node of its own.
-// On CUDA, the layer with a bias is one node too: LibTorch's GEMMs in the
+// On CUDA, the layer is one node too: LibTorch's GEMMs in the
 // type autocast gives them, and zoo's kernel (models/common/cuda/dense.h)
 // for the gradient through the activation and the bias gradient in one pass.
 // fused_dense picks whichever applies.
 // Defines: DenseActivation, dense_activation_of, cpu_dense_available,
-// cpu_dense, DenseKernels, dense_through, cuda_dense_available, cuda_dense,
-// fused_dense_available, fused_dense.
+// cpu_dense, DenseKernels, dense_through, dense_through_parts,
+// cuda_dense_available, cuda_dense, cuda_dense_parts, fused_dense_available,
+// fused_dense.
 #pragma once
 
 #include <torch/torch.h>
@@ -58,20 +59,31 @@ struct DenseKernels {
 // in each input's own type, as autocast's casts give them. padding > 0 adds
 // that many outputs after w's, each -inf (a vocabulary padded to a multiple,
 // so that kernels may read whole rows: probability 0 under a softmax); their
-// gradient is dropped.
+// gradient is dropped. float32 parameters cast to 16 bits are kept cast
+// between calls (models/common/weight_copies.h).
 torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x, const torch::Tensor& w,
                             const torch::Tensor& b, DenseActivation act, torch::ScalarType compute,
                             int64_t padding = 0);
+// dense_through with w the weight parts (each (rows_i, in)) stacked along
+// dim 0 and b the bias parts (empty: none) stacked to as many values, as
+// q, k and v's projections make one GEMM; each part gets its own gradient
+// (a view of the stacked one's rows), and no stacked float32 copy is made.
+torch::Tensor dense_through_parts(const DenseKernels& kernels, const torch::Tensor& x, at::TensorList weights,
+                                  at::TensorList biases, DenseActivation act, torch::ScalarType compute,
+                                  int64_t padding = 0);
 
-// True when cuda_dense applies and gains: a build with zoo's CUDA kernels
-// whose environment does not turn the dense kernel off (ZOO_CUDA_KERNELS), CUDA x,
-// w and a bias, a gradient to compute, and one type for the GEMM (autocast's,
-// or the one x, w and b share).
+// True when cuda_dense applies: a build with zoo's CUDA kernels whose
+// environment does not turn the dense kernel off (ZOO_CUDA_KERNELS), CUDA
+// x, w and b (if defined), a gradient to compute, and one type for the GEMM
+// (autocast's, or the one x, w and b share).
 bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
 
-// dense_through zoo's CUDA kernel, in autocast's type when it is on.
+// dense_through (dense_through_parts) zoo's CUDA kernel, in autocast's type
+// when it is on.
 torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                          DenseActivation act = DenseActivation::none, int64_t padding = 0);
+torch::Tensor cuda_dense_parts(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
+                               DenseActivation act = DenseActivation::none, int64_t padding = 0);
 
 // cpu_dense or cuda_dense, whichever applies.
 bool fused_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);

@@ -25,10 +25,17 @@ torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const t
   return fused_dense_available(x, weight, bias) ? fused_dense(x, weight, bias) : torch::linear(x, weight, bias);
 }
 
+torch::Tensor dense(const torch::Tensor& x, at::TensorList weights, at::TensorList biases) {
+  const torch::Tensor first_bias = biases.empty() ? torch::Tensor() : biases.front();
+  if (cuda_dense_available(x, weights.front(), first_bias)) return cuda_dense_parts(x, weights, biases);
+  auto stacked = [](at::TensorList parts) { return parts.size() == 1 ? parts.front() : torch::cat(parts); };
+  return dense(x, stacked(weights), biases.empty() ? torch::Tensor() : stacked(biases));
+}
+
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }
 
 torch::Tensor DenseImpl::forward_without_bias(const torch::Tensor& x) {
-  return fused_dense_available(x, weight, bias) ? fused_dense(x, weight, torch::Tensor()) : torch::linear(x, weight);
+  return dense(x, weight, torch::Tensor());
 }
 
 EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options,
@@ -119,10 +126,10 @@ torch::Tensor OutputHeadImpl::forward(const torch::Tensor& h, const torch::Tenso
   if (pad == 0) return dense(h, w, bias);
   // Zero weight rows plus a -inf bias (a GEMM epilogue, no extra pass): the
   // padding columns have probability 0, so a softmax may read whole rows.
+  // zoo's CUDA path pads as it casts the weight for the GEMM.
+  if (cuda_dense_available(h, w, bias)) return cuda_dense(h, w, bias, DenseActivation::none, pad);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   const torch::Tensor real_bias = bias.defined() ? bias : torch::zeros({vocab}, w.options().requires_grad(false));
-  // zoo's CUDA path pads as it casts the weight for the GEMM.
-  if (cuda_dense_available(h, w, real_bias)) return cuda_dense(h, w, real_bias, DenseActivation::none, pad);
   return dense(h, torch::constant_pad_nd(w, {0, 0, 0, pad}), torch::constant_pad_nd(real_bias, {0, pad}, neg_inf));
 }
 

@@ -17,6 +17,10 @@ namespace zoo::models {
 // x W^T + b (b may be undefined): torch::linear, or zoo's CPU kernel
 // (models/common/dense_kernel.h) where it applies.
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+// The same with the weight and the bias in parts stacked along dim 0 (q, k
+// and v's projections as one GEMM): on zoo's CUDA path no stacked float32
+// copy is made; biases empty: none.
+torch::Tensor dense(const torch::Tensor& x, at::TensorList weights, at::TensorList biases);
 
 class DenseImpl : public torch::nn::Module {
  public:

@@ -142,6 +142,9 @@ void adam_update(const std::vector<AdamSlot>& slots, const AdamHyper& h) {
     at::parallel_for(0, s.param.numel(), 1 << 18, [&](int64_t b, int64_t e) {
       adam_update_cpu_pass(p + b, g + b, m + b, v + b, e - b, h, float(s.correction));
     });
+    // Written through raw pointers: the version counter still has to move, as
+    // any in-place op's does (kept weight copies and autograd's checks read it).
+    torch::autograd::impl::bump_version(s.param);
   }
 #if ZOO_TORCH_AT_LEAST(2, 1)
   rest = adam_update_fused_cuda(rest, h);
