@@ -259,12 +259,13 @@ torch::Tensor compute_weight(at::TensorList parts, torch::ScalarType compute, in
 }
 
 // The bias of a layer without one whose `padding` extra outputs are -inf:
-// zeros, then -inf, made once per shape, type and device.
+// zeros, then -inf, made once per shape, type and device (and never freed:
+// a static's destructor would free GPU memory after CUDA's own teardown).
 torch::Tensor padding_only_bias(int64_t outputs, int64_t padding, const torch::TensorOptions& options) {
   static std::mutex mutex;
-  static std::map<std::tuple<int64_t, int64_t, std::string, torch::ScalarType>, torch::Tensor> made;
+  static auto* made = new std::map<std::tuple<int64_t, int64_t, std::string, torch::ScalarType>, torch::Tensor>();
   const std::lock_guard<std::mutex> lock(mutex);
-  torch::Tensor& bias = made[{outputs, padding, options.device().str(), options.dtype().toScalarType()}];
+  torch::Tensor& bias = (*made)[{outputs, padding, options.device().str(), options.dtype().toScalarType()}];
   if (!bias.defined()) {
     torch::NoGradGuard no_grad;
     bias = torch::full({outputs + padding}, -std::numeric_limits<double>::infinity(), options);

@@ -121,7 +121,7 @@ struct Store {
 };
 
 Store& store() {
-  static Store* s = new Store();  // never destroyed: no order problem at exit
+  static Store* s = new Store();  // never destroyed: its GPU tensors outlive CUDA's teardown at exit
   return *s;
 }
 
