@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 # The test binary holds only the files with GPU-only tests (ZOO_TEST_SOURCES);
 # zoo's CUDA kernels are built where nvcc is found, unless CUDA_KERNELS=OFF.
-base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_weight_copies.cpp;tests/test_cuda_kernels_gpu.cpp;tests/test_engine.cpp;tests/test_bert_convert.cpp"
+base_args="${ZOO_CMAKE_ARGS:-} -DZOO_TEST_SOURCES=tests/test_fused.cpp;tests/test_cuda_kernels.cpp;tests/test_weight_copies.cpp;tests/test_embedding_kernel.cpp;tests/test_cuda_kernels_gpu.cpp;tests/test_engine.cpp;tests/test_bert_convert.cpp"
 export ZOO_CMAKE_ARGS="$base_args -DZOO_CUDA_KERNELS=${CUDA_KERNELS:-AUTO}"
 say "build zoo (ZOO_CMAKE_ARGS:$ZOO_CMAKE_ARGS)"
 ZOO_SKIP_TESTS=1 ZOO_BUILD_TARGET=zoo timeout "$(cap 240)" scripts/build_cuda.sh >"$LOG/build.log" 2>&1 || {

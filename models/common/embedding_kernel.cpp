@@ -4,6 +4,7 @@
 #include <string>
 
 #include "models/common/cpu_kernels.h"
+#include "models/common/cuda/kernel_glue.h"
 
 namespace zoo::models {
 namespace {
@@ -67,7 +68,69 @@ class EmbeddingSumFunction : public torch::autograd::Function<EmbeddingSumFuncti
   }
 };
 
+// words[ids], with words' gradient from zoo's kernels (embedding_through).
+class KernelEmbeddingFunction : public torch::autograd::Function<KernelEmbeddingFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& ids, const torch::Tensor& words,
+                               const EmbeddingKernels* kernels) {
+    ctx->save_for_backward({ids});
+    ctx->saved_data["rows"] = words.size(0);
+    ctx->saved_data["kernels"] = reinterpret_cast<int64_t>(kernels);
+    return at::embedding(words, ids);
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    if (!ctx->needs_input_grad(1)) return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const torch::Tensor ids = ctx->get_saved_variables()[0].reshape({-1});
+    const auto* kernels = reinterpret_cast<const EmbeddingKernels*>(ctx->saved_data["kernels"].toInt());
+    const int64_t V = ctx->saved_data["rows"].toInt(), n = ids.numel();
+    const torch::Tensor dy = grads[0].to(torch::kFloat).contiguous().view({n, -1});
+    const int64_t C = dy.size(1);
+    // Stable: equal ids keep their order, so each sum is added the same way every run.
+    const auto sorted_and_order = at::sort(ids, /*stable=*/c10::optional<bool>(true), /*dim=*/0, /*descending=*/false);
+    const torch::Tensor& sorted = std::get<0>(sorted_and_order);
+    const torch::Tensor& order = std::get<1>(sorted_and_order);
+    torch::Tensor grad = torch::zeros({V, C}, dy.options());
+    const torch::Tensor partials = torch::empty({2, kernels->grad_tasks(n), C}, dy.options());
+    const zoo::cuda::LaunchScope launch(dy);
+    zoo::cuda::check_launch(kernels->grad(sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(), dy.data_ptr<float>(),
+                                          n, C, grad.data_ptr<float>(), partials[0].data_ptr<float>(),
+                                          partials[1].data_ptr<float>(), launch.stream()),
+                            "embedding backward");
+    return {torch::Tensor(), grad, torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor embedding_through(const EmbeddingKernels& kernels, const torch::Tensor& ids, const torch::Tensor& words) {
+  TORCH_CHECK(ids.scalar_type() == torch::kLong && words.dim() == 2 && words.scalar_type() == torch::kFloat &&
+                  ids.device() == words.device(),
+              "embedding_through: int64 ids and a float32 (V, C) table on one device expected; got ",
+              ids.scalar_type(), " ids and a ", words.scalar_type(), " table of ", words.sizes());
+  return KernelEmbeddingFunction::apply(ids, words, &kernels);
+}
+
+bool cuda_embedding_available(const torch::Tensor& ids, const torch::Tensor& words) {
+#ifdef ZOO_CUDA_KERNELS
+  return ids.is_cuda() && ids.scalar_type() == torch::kLong && words.device() == ids.device() && words.dim() == 2 &&
+         words.scalar_type() == torch::kFloat && words.requires_grad() && torch::GradMode::is_enabled() &&
+         zoo::cuda::kernel_enabled("embedding");
+#else
+  (void)ids, (void)words;
+  return false;
+#endif
+}
+
+torch::Tensor cuda_embedding(const torch::Tensor& ids, const torch::Tensor& words) {
+#ifdef ZOO_CUDA_KERNELS
+  static const EmbeddingKernels kernels = {zoo::cuda::embedding_grad_tasks, zoo::cuda::embedding_grad};
+  return embedding_through(kernels, ids, words);
+#else
+  (void)ids, (void)words;
+  throw std::logic_error("cuda_embedding: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
+#endif
+}
 
 bool cpu_embedding_available(const torch::Tensor& ids, const torch::Tensor& words, const torch::Tensor& positions) {
   return ids.device().is_cpu() && ids.scalar_type() == torch::kLong && ids.dim() == 2 && is_cpu_float32(words) &&

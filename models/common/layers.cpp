@@ -5,6 +5,7 @@
 
 #include "models/common/autocast_state.h"
 #include "models/common/dense_kernel.h"
+#include "models/common/embedding_kernel.h"
 #include "models/common/norm_kernel.h"
 #include "models/model.h"
 
@@ -45,6 +46,7 @@ EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, cons
 }
 
 torch::Tensor EmbeddingTableImpl::forward(const torch::Tensor& ids) {
+  if (padding_idx < 0 && cuda_embedding_available(ids, weight)) return cuda_embedding(ids, weight);
   return torch::embedding(weight, ids, padding_idx);
 }
 
