@@ -415,8 +415,8 @@ TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
-                                         "or a comma list of: cross_entropy, cross_entropy_fused, dense, embedding, norm, "
-                                         "weight_copies)"),
+                                         "or a comma list of: cross_entropy, cross_entropy_fused, dense, embedding, "
+                                         "norm, weight_copies)"),
               std::string::npos)
         << e.what();
   }

@@ -59,8 +59,8 @@ TEST(EmbeddingKernelEmulated, GradientMatchesFloat64) {
     const torch::Tensor upstream = torch::randn({3, 149, C});
     (y * upstream).sum().backward();
 
-    const torch::Tensor expected =
-        torch::zeros({V, C}, torch::kDouble).index_add_(0, ids.reshape({-1}), upstream.reshape({-1, C}).to(torch::kDouble));
+    const torch::Tensor rows64 = upstream.reshape({-1, C}).to(torch::kDouble);
+    const torch::Tensor expected = torch::zeros({V, C}, torch::kDouble).index_add_(0, ids.reshape({-1}), rows64);
     ASSERT_EQ(words.grad().scalar_type(), torch::kFloat);
     EXPECT_LT(relative_error(words.grad().to(torch::kDouble), expected), 1e-6);
     // Rows no id points at stay exactly zero.

@@ -81,7 +81,8 @@ bool LayerNormImpl::takes_branch_bias(const torch::Tensor& x) const {
 
 SumAndNorm LayerNormImpl::add_then_forward(const torch::Tensor& x, const torch::Tensor& branch,
                                            const torch::Tensor& branch_bias) {
-  if ((!branch.defined() || branch_fuses(x, branch)) && branch_bias_fuses(branch, branch_bias, weight)) {  // one node, in zoo's kernels where they apply
+  // One node, in zoo's kernels where they apply.
+  if ((!branch.defined() || branch_fuses(x, branch)) && branch_bias_fuses(branch, branch_bias, weight)) {
     const std::optional<torch::ScalarType> cast = autocast_output ? autocast_matmul_type(x) : std::nullopt;
     if (cuda_norm_available(x, weight, bias))
       return cuda_norm(x, branch, weight, bias, eps, rms, cast.value_or(torch::kFloat), branch_bias);
