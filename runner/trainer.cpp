@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include "data/registry.h"
 #include "models/registry.h"
@@ -335,10 +336,17 @@ void Trainer::train(int64_t steps) {
     for (const auto& g : optimizer_->param_groups()) log.lrs.push_back(g.lr);  // as used by this step
     if (finite) {
       if (sparsity_) sparsity_->mask_gradients(global_step_ + 1);
-      if (oc.max_gradient_norm) optim::clip_grad_norm(parameters, *oc.max_gradient_norm);
+      // Clipping by norm hands its coefficient to the step (Adam(W) reads it
+      // in its update pass); clipping by value needs the gradients clipped first.
+      torch::Tensor clip;
+      if (oc.max_gradient_norm) clip = optim::clip_coefficient(parameters, *oc.max_gradient_norm);
+      if (clip.defined() && oc.max_gradient_value) optim::scale_gradients(parameters, std::exchange(clip, {}));
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
       if (sharding_) sharding_->keep_own_gradients(parameters);
-      optimizer_->step();
+      if (clip.defined())
+        optimizer_->step_scaled(clip);
+      else
+        optimizer_->step();
       if (sharding_) sharding_->share_updated(parameters);
       if (sparsity_) sparsity_->after_step(global_step_ + 1);
       scheduler_->step();

@@ -404,7 +404,7 @@ TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
 
 TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
   using Names = std::set<std::string>;
-  const Names all = {"cross_entropy", "cross_entropy_fused", "dense", "embedding", "norm", "weight_copies"};
+  const Names all = {"adam", "cross_entropy", "cross_entropy_fused", "dense", "embedding", "norm", "weight_copies"};
   EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), all) << "unset: all";
   EXPECT_EQ(zoo::cuda::enabled_kernels("1"), all);
   EXPECT_EQ(zoo::cuda::enabled_kernels("0"), Names{});
@@ -415,8 +415,8 @@ TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
-                                         "or a comma list of: cross_entropy, cross_entropy_fused, dense, embedding, "
-                                         "norm, weight_copies)"),
+                                         "or a comma list of: adam, cross_entropy, cross_entropy_fused, dense, "
+                                         "embedding, norm, weight_copies)"),
               std::string::npos)
         << e.what();
   }

@@ -311,46 +311,56 @@ TEST(Fused, CpuAdamUpdateMatchesTheMultiTensorPath) {
   }
 }
 
-// On a GPU (LibTorch >= 2.1: ATen's fused Adam kernel, modelzoo's
-// correction folded into its learning rate) against the CPU's float64
-// multi-tensor path, with and without bias correction.
+// On a GPU (zoo's kernel, runner/optim/cuda/adam.cu; or, with it off or not
+// built, LibTorch >= 2.1: ATen's fused Adam kernel, modelzoo's correction
+// folded into its learning rate) against the CPU's float64 multi-tensor
+// path, with and without bias correction and the clipping coefficient.
 TEST(FusedCuda, AdamUpdateOnTheGpuMatchesTheCpuPath) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const bool zoo_kernel = zoo::optim::cuda_adam_kernel_available();
   for (bool decoupled : {true, false}) {
     for (bool correct_bias : {true, false}) {
-      SCOPED_TRACE(std::string(decoupled ? "AdamW" : "Adam") + (correct_bias ? "" : ", no bias correction"));
-      torch::manual_seed(5);
-      // Two parameters of different shapes, so one kernel call covers a list.
-      std::vector<torch::Tensor> cpu = {torch::randn({300, 37}, torch::kDouble), torch::randn({41}, torch::kDouble)};
-      std::vector<torch::Tensor> gpu, cpu_m, cpu_v, gpu_m, gpu_v;
-      for (const torch::Tensor& p : cpu) {
-        gpu.push_back(p.to(torch::kCUDA, torch::kFloat));
-        cpu_m.push_back(torch::zeros_like(p)), cpu_v.push_back(torch::zeros_like(p));
-        gpu_m.push_back(torch::zeros_like(gpu.back())), gpu_v.push_back(torch::zeros_like(gpu.back()));
-      }
-      double b1p = 1, b2p = 1;
-      for (int step = 1; step <= 20; ++step) {
-        b1p *= 0.9;
-        b2p *= 0.999;
-        const double correction = correct_bias ? std::sqrt(1 - b2p) / (1 - b1p) : 1.0;
-        std::vector<zoo::optim::AdamSlot> cpu_slots, gpu_slots;
-        for (size_t i = 0; i < cpu.size(); ++i) {
-          torch::Tensor g = torch::randn(cpu[i].sizes(), torch::kDouble) * (step % 3 + 1);
-          cpu[i].mutable_grad() = g;
-          gpu[i].mutable_grad() = g.to(torch::kCUDA, torch::kFloat);
-          cpu_slots.push_back({cpu[i], cpu_m[i], cpu_v[i], correction});
-          gpu_slots.push_back({gpu[i], gpu_m[i], gpu_v[i], correction});
+      for (bool clipped : {false, true}) {
+        SCOPED_TRACE(std::string(decoupled ? "AdamW" : "Adam") + (correct_bias ? "" : ", no bias correction") +
+                     (clipped ? ", clipping coefficient" : "") + (zoo_kernel ? ", zoo's kernel" : ", ATen's kernel"));
+        torch::manual_seed(5);
+        // Two parameters of different shapes, so one kernel call covers a list.
+        std::vector<torch::Tensor> cpu = {torch::randn({300, 37}, torch::kDouble), torch::randn({41}, torch::kDouble)};
+        std::vector<torch::Tensor> gpu, cpu_m, cpu_v, gpu_m, gpu_v;
+        for (const torch::Tensor& p : cpu) {
+          gpu.push_back(p.to(torch::kCUDA, torch::kFloat));
+          cpu_m.push_back(torch::zeros_like(p)), cpu_v.push_back(torch::zeros_like(p));
+          gpu_m.push_back(torch::zeros_like(gpu.back())), gpu_v.push_back(torch::zeros_like(gpu.back()));
         }
-        // The kernel takes 1 - beta of beta rounded to float32 (0.999 -> 1 - 1.29e-5
-        // relative in v's new term, as PyTorch's fused AdamW); the reference does too.
-        const zoo::optim::AdamHyper h{0.9, 0.999, 1e-6, 1e-2, 0.1, decoupled};
-        const zoo::optim::AdamHyper h_float_betas{double(float(0.9)), double(float(0.999)), 1e-6, 1e-2, 0.1, decoupled};
-        zoo::optim::adam_update(cpu_slots, h_float_betas);
-        zoo::optim::adam_update(gpu_slots, h);
-      }
-      for (size_t i = 0; i < cpu.size(); ++i) {
-        EXPECT_LT(relative_error(gpu[i].cpu().to(torch::kDouble), cpu[i]), 1e-6) << "parameter " << i;
-        EXPECT_LT(relative_error(gpu_v[i].cpu().to(torch::kDouble), cpu_v[i]), 1e-6) << "parameter " << i;
+        double b1p = 1, b2p = 1;
+        for (int step = 1; step <= 20; ++step) {
+          b1p *= 0.9;
+          b2p *= 0.999;
+          const double correction = correct_bias ? std::sqrt(1 - b2p) / (1 - b1p) : 1.0;
+          std::vector<zoo::optim::AdamSlot> cpu_slots, gpu_slots;
+          for (size_t i = 0; i < cpu.size(); ++i) {
+            torch::Tensor g = torch::randn(cpu[i].sizes(), torch::kDouble) * (step % 3 + 1);
+            cpu[i].mutable_grad() = g;
+            gpu[i].mutable_grad() = g.to(torch::kCUDA, torch::kFloat);
+            cpu_slots.push_back({cpu[i], cpu_m[i], cpu_v[i], correction});
+            gpu_slots.push_back({gpu[i], gpu_m[i], gpu_v[i], correction});
+          }
+          zoo::optim::AdamHyper h{0.9, 0.999, 1e-6, 1e-2, 0.1, decoupled};
+          // ATen's kernel takes 1 - beta of beta rounded to float32 (0.999 -> 1 - 1.29e-5
+          // relative in v's new term, as PyTorch's fused AdamW); its reference does too.
+          zoo::optim::AdamHyper reference = h;
+          if (!zoo_kernel) reference.beta1 = double(float(0.9)), reference.beta2 = double(float(0.999));
+          if (clipped) {
+            h.grad_coefficient = torch::full({}, 0.4f, torch::kCUDA);
+            reference.grad_coefficient = torch::full({}, 0.4f);
+          }
+          zoo::optim::adam_update(cpu_slots, reference);
+          zoo::optim::adam_update(gpu_slots, h);
+        }
+        for (size_t i = 0; i < cpu.size(); ++i) {
+          EXPECT_LT(relative_error(gpu[i].cpu().to(torch::kDouble), cpu[i]), 1e-6) << "parameter " << i;
+          EXPECT_LT(relative_error(gpu_v[i].cpu().to(torch::kDouble), cpu_v[i]), 1e-6) << "parameter " << i;
+        }
       }
     }
   }

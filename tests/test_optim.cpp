@@ -12,6 +12,7 @@
 #include "configs/schema/yaml_util.h"
 #include "runner/optim/lr_schedule.h"
 #include "runner/optim/optimizer.h"
+#include "tensor_compare.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -245,6 +246,39 @@ TEST(Optim, EveryOptimizerMatchesItsOracleOver100Steps) {
     torch::Tensor rel = (got - expected).abs() / expected.abs().clamp_min(1.0);
     EXPECT_LT(rel.max().item<double>(), 1e-6) << c.name << "\nzoo:   " << got << "\noracle: " << expected;
     EXPECT_GT((got - flat(initial_params())).abs().max().item<double>(), 1e-3) << c.name << " did not move";
+  }
+}
+
+// Clipping by norm hands its coefficient to the step (Trainer): every
+// optimizer's step_scaled(c) is its step on gradients multiplied by c first:
+// bit for bit in float64, to float32 rounding in float32 (Adam(W)'s single
+// CPU pass reads c into its loop).
+TEST(Optim, ScaledStepIsTheStepOnScaledGradients) {
+  const torch::Tensor coefficient = torch::full({}, 0.37f);
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& c : cases()) {
+      SCOPED_TRACE(c.name + (dtype == torch::kFloat ? ", float32" : ", float64"));
+      std::vector<torch::Tensor> scaled, plain;
+      for (const torch::Tensor& p : initial_params()) {
+        scaled.push_back(p.detach().to(dtype).requires_grad_());
+        plain.push_back(p.detach().to(dtype).requires_grad_());
+      }
+      auto by_coefficient = build(c, scaled);
+      auto by_hand = build(c, plain);
+      for (int t = 0; t < 5; ++t) {
+        set_grads(scaled, t);
+        set_grads(plain, t);
+        by_coefficient->step_scaled(coefficient);
+        for (auto& p : plain) p.mutable_grad().mul_(coefficient.to(dtype));
+        by_hand->step();
+      }
+      if (dtype == torch::kDouble)
+        EXPECT_TRUE(torch::equal(flat(scaled), flat(plain))) << flat(scaled) - flat(plain);
+      else  // where the compiler fuses g c + wd p into one multiply-add, one rounding fewer
+        EXPECT_LT(zoo::testing::relative_error(flat(scaled), flat(plain)), 1e-6);
+      EXPECT_GT((flat(scaled).to(torch::kDouble) - flat(initial_params())).abs().max().item<double>(), 1e-6)
+          << "did not move";
+    }
   }
 }
 

@@ -5,12 +5,14 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <tuple>
 
 #include "models/common/cpu_kernels.h"
+#include "models/common/cuda/kernel_glue.h"
 #include "models/common/torch_version.h"
 #include "models/common/vector_math.h"
 
@@ -32,6 +34,8 @@ void adam_update_foreach(const std::vector<AdamSlot>& slots, const AdamHyper& h)
     v.push_back(s.exp_avg_sq);
     correction.emplace_back(s.correction);
   }
+  if (h.grad_coefficient.defined())
+    for (auto& gi : g) gi = gi * h.grad_coefficient.to(gi.device(), gi.scalar_type());
   if (!h.decoupled && h.weight_decay > 0) g = at::_foreach_add(g, p, h.weight_decay);
   at::_foreach_mul_(m, h.beta1);
   at::_foreach_add_(m, g, 1 - h.beta1);
@@ -43,6 +47,31 @@ void adam_update_foreach(const std::vector<AdamSlot>& slots, const AdamHyper& h)
   at::_foreach_mul_(update, correction);
   if (h.decoupled && h.weight_decay > 0) at::_foreach_add_(update, p, h.weight_decay);
   at::_foreach_add_(p, update, -h.lr);
+}
+
+zoo::cuda::AdamConstants constants_of(const AdamHyper& h) {
+  return {float(h.beta1),
+          float(h.beta2),
+          float(1 - h.beta1),
+          float(1 - h.beta2),
+          float(h.eps),
+          float(h.lr),
+          h.decoupled ? 0.0f : float(h.weight_decay),
+          h.decoupled ? float(h.weight_decay) : 0.0f};
+}
+
+// What zoo's kernel takes: float32 param, grad and moments, contiguous and
+// alike in shape, on one device.
+bool kernel_takes(const AdamSlot& s) {
+  const torch::Tensor& p = s.param;
+  const torch::Tensor& g = p.grad();
+  if (p.scalar_type() != torch::kFloat || p.layout() != torch::kStrided || !p.is_contiguous() || g.is_sparse())
+    return false;
+  for (const torch::Tensor* t : {&g, &s.exp_avg, &s.exp_avg_sq})
+    if (t->scalar_type() != torch::kFloat || t->device() != p.device() || t->sizes() != p.sizes() ||
+        !t->is_contiguous())
+      return false;
+  return true;
 }
 
 #if ZOO_TORCH_AT_LEAST(2, 1)
@@ -96,43 +125,78 @@ std::vector<AdamSlot> adam_update_fused_cuda(const std::vector<AdamSlot>& slots,
                                                torch::TensorOptions().dtype(torch::kFloat).device(p[0].device()));
     const std::vector<torch::Tensor> steps(p.size(), inf_step);  // read, never written, by the kernel
     const double c = std::get<2>(key), lr = h.lr * c;
+    // The kernel divides each gradient by grad_scale (and stores it so).
+    c10::optional<torch::Tensor> grad_scale;
+    if (h.grad_coefficient.defined()) grad_scale = h.grad_coefficient.to(p[0].device(), torch::kFloat).reciprocal();
     if (h.decoupled)
       at::_fused_adamw_(p, g, m, v, {}, steps, lr, h.beta1, h.beta2, h.weight_decay / c, h.eps, /*amsgrad=*/false,
-                        /*maximize=*/false);
+                        /*maximize=*/false, grad_scale);
     else
       at::_fused_adam_(p, g, m, v, {}, steps, lr, h.beta1, h.beta2, h.weight_decay, h.eps, /*amsgrad=*/false,
-                       /*maximize=*/false);
+                       /*maximize=*/false, grad_scale);
   }
   return rest;
 }
 #endif
 
-ZOO_VECTOR_CLONES void adam_update_cpu_pass(float* p, const float* grad, float* m, float* v, int64_t n, const AdamHyper& h,
-                                         float correction) {
-  const float b1 = float(h.beta1), b2 = float(h.beta2), one_b1 = float(1 - h.beta1), one_b2 = float(1 - h.beta2);
-  const float eps = float(h.eps), lr = float(h.lr);
-  const float l2 = h.decoupled ? 0.0f : float(h.weight_decay), decoupled = h.decoupled ? float(h.weight_decay) : 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] + l2 * p[i];
-    const float mi = m[i] * b1 + one_b1 * g;
-    const float vi = v[i] * b2 + one_b2 * (g * g);
-    m[i] = mi;
-    v[i] = vi;
-    const float update = mi / (std::sqrt(vi) + eps) * correction + decoupled * p[i];
-    p[i] = p[i] - lr * update;
-  }
+ZOO_VECTOR_CLONES void adam_update_cpu_pass(float* p, const float* grad, float* m, float* v, int64_t n,
+                                            const zoo::cuda::AdamConstants& c, float correction, float coefficient) {
+  for (int64_t i = 0; i < n; ++i) zoo::cuda::adam_element(p[i], grad[i] * coefficient, m[i], v[i], correction, c);
 }
 
 }  // namespace
 
+std::vector<AdamSlot> adam_update_with(AdamKernel kernel, const std::vector<AdamSlot>& slots, const AdamHyper& h) {
+  std::vector<AdamSlot> rest;
+  std::vector<std::pair<c10::Device, std::vector<const AdamSlot*>>> by_device;
+  for (const AdamSlot& s : slots) {
+    if (!kernel_takes(s)) {
+      rest.push_back(s);
+      continue;
+    }
+    auto it =
+        std::find_if(by_device.begin(), by_device.end(), [&](const auto& d) { return d.first == s.param.device(); });
+    if (it == by_device.end()) it = by_device.insert(by_device.end(), {s.param.device(), {}});
+    it->second.push_back(&s);
+  }
+  const zoo::cuda::AdamConstants constants = constants_of(h);
+  for (const auto& [device, group] : by_device) {
+    std::vector<zoo::cuda::AdamTensor> tensors;
+    for (const AdamSlot* s : group)
+      tensors.push_back({s->param.data_ptr<float>(), s->param.grad().data_ptr<float>(), s->exp_avg.data_ptr<float>(),
+                         s->exp_avg_sq.data_ptr<float>(), s->param.numel(), float(s->correction)});
+    // Lives until the launches are queued; the allocator reuses its memory only behind them on this stream.
+    const torch::Tensor coefficient =
+        h.grad_coefficient.defined() ? h.grad_coefficient.to(device, torch::kFloat).contiguous() : torch::Tensor();
+    const zoo::cuda::LaunchScope launch(group.front()->param);
+    zoo::cuda::check_launch(kernel(tensors.data(), int64_t(tensors.size()), constants,
+                                   coefficient.defined() ? coefficient.data_ptr<float>() : nullptr, launch.stream()),
+                            "Adam update");
+    // Written through raw pointers: move the version counters, as in-place ops do.
+    for (const AdamSlot* s : group) torch::autograd::impl::bump_version(s->param);
+  }
+  return rest;
+}
+
+bool cuda_adam_kernel_available() {
+#ifdef ZOO_CUDA_KERNELS
+  return zoo::cuda::kernel_enabled("adam");
+#else
+  return false;
+#endif
+}
+
 void adam_update(const std::vector<AdamSlot>& slots, const AdamHyper& h) {
   torch::NoGradGuard no_grad;
-  std::vector<AdamSlot> rest;
+  const zoo::cuda::AdamConstants constants = constants_of(h);
+  const bool cpu_coefficient = !h.grad_coefficient.defined() || h.grad_coefficient.is_cpu();
+  const float coefficient = h.grad_coefficient.defined() && cpu_coefficient ? h.grad_coefficient.item<float>() : 1.0f;
+  std::vector<AdamSlot> rest, on_cuda;
   for (const auto& s : slots) {
     const torch::Tensor& grad = s.param.grad();
-    if (!(dense_float_cpu(s.param) && dense_float_cpu(grad) && dense_float_cpu(s.exp_avg) &&
+    if (!(cpu_coefficient && dense_float_cpu(s.param) && dense_float_cpu(grad) && dense_float_cpu(s.exp_avg) &&
           dense_float_cpu(s.exp_avg_sq))) {
-      rest.push_back(s);
+      (s.param.is_cuda() ? on_cuda : rest).push_back(s);
       continue;
     }
     float* p = s.param.data_ptr<float>();
@@ -140,15 +204,19 @@ void adam_update(const std::vector<AdamSlot>& slots, const AdamHyper& h) {
     float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>();
     // ~256K elements per thread task: smaller parameters are not worth waking the threads for.
     at::parallel_for(0, s.param.numel(), 1 << 18, [&](int64_t b, int64_t e) {
-      adam_update_cpu_pass(p + b, g + b, m + b, v + b, e - b, h, float(s.correction));
+      adam_update_cpu_pass(p + b, g + b, m + b, v + b, e - b, constants, float(s.correction), coefficient);
     });
     // Written through raw pointers: the version counter still has to move, as
     // any in-place op's does (kept weight copies and autograd's checks read it).
     torch::autograd::impl::bump_version(s.param);
   }
-#if ZOO_TORCH_AT_LEAST(2, 1)
-  rest = adam_update_fused_cuda(rest, h);
+#ifdef ZOO_CUDA_KERNELS
+  if (cuda_adam_kernel_available()) on_cuda = adam_update_with(zoo::cuda::adam_update, on_cuda, h);
 #endif
+#if ZOO_TORCH_AT_LEAST(2, 1)
+  on_cuda = adam_update_fused_cuda(on_cuda, h);
+#endif
+  rest.insert(rest.end(), on_cuda.begin(), on_cuda.end());
   adam_update_foreach(rest, h);
 }
 

@@ -47,8 +47,12 @@ class CerebrasAdam : public MomentOptimizer {
                         c.eps_value()),
         correct_bias_(c.correct_bias), decoupled_(decoupled) {}
 
-  // One adam_update per parameter group, so a GPU runs a few multi-tensor kernels per group.
-  void step() override {
+  void step() override { update({}); }
+  void step_scaled(const torch::Tensor& coefficient) override { update(coefficient); }
+
+ private:
+  // One adam_update per parameter group, so a GPU runs a few kernels per group.
+  void update(const torch::Tensor& grad_coefficient) {
     std::vector<std::vector<AdamSlot>> slots(groups_.size());
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
@@ -64,10 +68,10 @@ class CerebrasAdam : public MomentOptimizer {
       slots[&g - groups_.data()].push_back(s);
     });
     for (size_t k = 0; k < groups_.size(); ++k)
-      adam_update(slots[k], AdamHyper{b_.b1, b_.b2, eps_, groups_[k].lr, groups_[k].weight_decay, decoupled_});
+      adam_update(slots[k],
+                  AdamHyper{b_.b1, b_.b2, eps_, groups_[k].lr, groups_[k].weight_decay, decoupled_, grad_coefficient});
   }
 
- private:
   bool correct_bias_, decoupled_;
 };
 

@@ -29,6 +29,12 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual void step() = 0;  // uses each group's lr
+  // The step as if every gradient were first multiplied by `coefficient`, a
+  // float32 scalar on the gradients' device (clip_coefficient's). This one
+  // multiplies the gradients in place, then steps; Adam and AdamW take the
+  // coefficient into their update pass, which reads the gradients anyway,
+  // and may leave them as they were.
+  virtual void step_scaled(const torch::Tensor& coefficient);
   void zero_grad();
   void set_lr(double lr);
   std::vector<ParamGroup>& param_groups() { return groups_; }
@@ -59,10 +65,20 @@ class Optimizer {
   std::map<std::string, double> hyper_;                      // echoed into param_groups
 };
 
-// Scales the gradients of `parameters` so their global 2-norm is at most
-// max_norm, as torch.nn.utils.clip_grad_norm_ (coefficient
-// max_norm / (norm + 1e-6), at most 1). Returns the norm before clipping as a
-// tensor on the gradients' device: nothing here waits for a GPU.
+// What torch.nn.utils.clip_grad_norm_ multiplies the gradients of
+// `parameters` by so that their global 2-norm is at most max_norm:
+// max_norm / (norm + 1e-6), at most 1; a float32 scalar on the gradients'
+// device (nothing here waits for a GPU), undefined without gradients. `norm`,
+// when given, gets the norm before clipping.
+torch::Tensor clip_coefficient(const std::vector<torch::Tensor>& parameters, double max_norm,
+                               torch::Tensor* norm = nullptr);
+
+// Multiplies the gradients of `parameters` in place by `coefficient` (a scalar
+// tensor on their device), in one multi-tensor kernel on CUDA.
+void scale_gradients(const std::vector<torch::Tensor>& parameters, const torch::Tensor& coefficient);
+
+// Both: clips the gradients as clip_grad_norm_ does and returns the norm
+// before clipping, as a tensor on the gradients' device.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 // A schedule and how far it has stepped (torch's lr_scheduler.last_epoch),

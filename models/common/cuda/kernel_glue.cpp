@@ -15,8 +15,8 @@ namespace zoo::cuda {
 namespace {
 
 // weight_copies: the dense layer's kept 16-bit weights (models/common/weight_copies.h).
-const std::set<std::string> kKernelNames = {"cross_entropy", "cross_entropy_fused", "dense", "embedding", "norm",
-                                            "weight_copies"};
+const std::set<std::string> kKernelNames = {"adam",      "cross_entropy", "cross_entropy_fused", "dense",
+                                            "embedding", "norm",          "weight_copies"};
 
 }  // namespace
 

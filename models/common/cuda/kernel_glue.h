@@ -18,10 +18,11 @@ namespace zoo::cuda {
 
 // ZOO_CUDA_KERNELS in the environment: unset or 1, all of zoo's kernels; 0,
 // none (LibTorch's ops instead); or a comma list of kernel names, those
-// only: cross_entropy, cross_entropy_fused (the loss's one-pass forward with
-// its gradient; needs cross_entropy too), dense, embedding (an embedding
-// table's gradient), norm, weight_copies (the dense layer's kept 16-bit
-// weights). Read once; an unknown name throws, naming it and the known ones.
+// only: adam (the Adam/AdamW update, runner/optim/cuda/adam.h),
+// cross_entropy, cross_entropy_fused (the loss's one-pass forward with its
+// gradient; needs cross_entropy too), dense, embedding (an embedding table's
+// gradient), norm, weight_copies (the dense layer's kept 16-bit weights).
+// Read once; an unknown name throws, naming it and the known ones.
 bool kernel_enabled(const char* name);
 
 // The kernel names a ZOO_CUDA_KERNELS value enables (nullptr: unset).
