@@ -91,8 +91,9 @@ TEST(FusedCuda, DenseKernelMatchesLibTorch) {
 }
 
 // Kept bfloat16 weight copies on a GPU, refreshed by one multi-tensor cast:
-// after zoo's AdamW (LibTorch's fused kernel) every copy holds the new
-// weights, and q, k and v's parts make the layer the concatenated weight does.
+// after zoo's AdamW (zoo's kernel, or LibTorch's fused one with it off; each
+// moves the parameters' version counters) every copy holds the new weights,
+// and q, k and v's parts make the layer the concatenated weight does.
 TEST(FusedCuda, KeptWeightCopiesFollowTheOptimizer) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
