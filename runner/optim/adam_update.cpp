@@ -60,18 +60,23 @@ zoo::cuda::AdamConstants constants_of(const AdamHyper& h) {
           h.decoupled ? float(h.weight_decay) : 0.0f};
 }
 
+// Whether the slot's gradient and moments are its param's type, device and
+// shape, and either laid out as the param is or contiguous.
+bool alike_param(const AdamSlot& s, bool same_strides) {
+  const torch::Tensor& p = s.param;
+  for (const torch::Tensor* t : {&p.grad(), &s.exp_avg, &s.exp_avg_sq})
+    if (t->scalar_type() != p.scalar_type() || t->device() != p.device() || t->sizes() != p.sizes() ||
+        !(same_strides ? t->strides() == p.strides() : t->is_contiguous()))
+      return false;
+  return true;
+}
+
 // What zoo's kernel takes: float32 param, grad and moments, contiguous and
 // alike in shape, on one device.
 bool kernel_takes(const AdamSlot& s) {
   const torch::Tensor& p = s.param;
-  const torch::Tensor& g = p.grad();
-  if (p.scalar_type() != torch::kFloat || p.layout() != torch::kStrided || !p.is_contiguous() || g.is_sparse())
-    return false;
-  for (const torch::Tensor* t : {&g, &s.exp_avg, &s.exp_avg_sq})
-    if (t->scalar_type() != torch::kFloat || t->device() != p.device() || t->sizes() != p.sizes() ||
-        !t->is_contiguous())
-      return false;
-  return true;
+  return p.scalar_type() == torch::kFloat && p.layout() == torch::kStrided && p.is_contiguous() &&
+         !p.grad().is_sparse() && alike_param(s, /*same_strides=*/false);
 }
 
 #if ZOO_TORCH_AT_LEAST(2, 1)
@@ -79,15 +84,8 @@ bool kernel_takes(const AdamSlot& s) {
 // with param, grad and moments alike in shape and layout.
 bool fusable_on_cuda(const AdamSlot& s) {
   const torch::Tensor& p = s.param;
-  const torch::Tensor& g = p.grad();
-  if (!p.is_cuda() || !c10::isFloatingType(p.scalar_type()) || p.layout() != torch::kStrided ||
-      !p.is_non_overlapping_and_dense() || g.is_sparse())
-    return false;
-  for (const torch::Tensor* t : {&g, &s.exp_avg, &s.exp_avg_sq})
-    if (t->scalar_type() != p.scalar_type() || t->device() != p.device() || t->sizes() != p.sizes() ||
-        t->strides() != p.strides())
-      return false;
-  return true;
+  return p.is_cuda() && c10::isFloatingType(p.scalar_type()) && p.layout() == torch::kStrided &&
+         p.is_non_overlapping_and_dense() && !p.grad().is_sparse() && alike_param(s, /*same_strides=*/true);
 }
 
 // The slots' update in ATen's fused Adam(W) kernel: one pass over each
