@@ -5,9 +5,11 @@
 # on it. The headers are Debian trixie's libtorch-dev (2.6), downloaded with
 # apt-get into build/torch2/ and unpacked there, not installed. Sources with
 # zoo's CUDA kernels' host code are compiled a second time with
-# -DZOO_CUDA_KERNELS (kernel_glue.cpp excepted: it needs CUDA's headers).
+# -DZOO_CUDA_KERNELS (kernel_glue.cpp too where CUDA's headers are found, as
+# /usr/local/cuda/include or $CUDA_HOME/include: it includes them).
 # Needs build/compile_commands.json (scripts/setup.sh) and deb.debian.org.
-# Usage: scripts/check_torch2_headers.sh [SOURCE ...]   (default: all of them)
+# Usage: scripts/check_torch2_headers.sh [SOURCE[:FLAGS] ...]   (default: all of them)
+#   e.g. models/common/lm_loss.cpp:-DZOO_CUDA_KERNELS
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -45,6 +47,15 @@ for e in json.load(open("build/compile_commands.json")):
   # The kernels' host code, a second time with the define CMake gives it.
   while IFS= read -r f; do sources+=("$f:-DZOO_CUDA_KERNELS"); done < <(
     grep -l "ifdef ZOO_CUDA_KERNELS" models/common/*.cpp runner/optim/*.cpp | grep -v kernel_glue.cpp | sed "s|^|$root/|")
+  cuda_include=${CUDA_HOME:-/usr/local/cuda}/include
+  if [[ -f $cuda_include/cuda_runtime_api.h ]]; then
+    # Debian's CPU build lacks the header a CUDA build of LibTorch generates; its one define, as there.
+    mkdir -p "$dir/generated/c10/cuda/impl"
+    printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' >"$dir/generated/c10/cuda/impl/cuda_cmake_macros.h"
+    sources+=("$root/models/common/cuda/kernel_glue.cpp:-DZOO_CUDA_KERNELS -I$cuda_include -I$dir/generated")
+  else
+    echo "check_torch2_headers: no CUDA headers at $cuda_include; kernel_glue.cpp only without -DZOO_CUDA_KERNELS"
+  fi
 fi
 
 check_one() { # SOURCE[:EXTRA-FLAG]
@@ -63,7 +74,7 @@ for a in shlex.split(entry["command"]):
     if "cmake_pch" in a: continue
     args.append(a)
 args[1:1] = ["-isystem", headers + "/torch/csrc/api/include", "-isystem", headers]  # ahead of /usr/include's 1.13
-args += ["-fsyntax-only", "-w"] + ([extra] if extra else [])
+args += ["-fsyntax-only", "-w"] + shlex.split(extra)
 r = subprocess.run(args, cwd=entry["directory"], capture_output=True, text=True)
 print(("ok     " if r.returncode == 0 else "FAILED ") + spec, flush=True)
 if r.returncode: print(r.stderr[:4000], flush=True)

@@ -415,15 +415,10 @@ torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x,
 }
 
 bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-#ifdef ZOO_CUDA_KERNELS
   const bool wants_grad = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad());
   return x.is_cuda() && w.device() == x.device() && (!b.defined() || b.device() == x.device()) &&
-         torch::GradMode::is_enabled() && wants_grad &&
-         dense_compute_type(x, w, b).has_value() && zoo::cuda::kernel_enabled("dense");
-#else
-  (void)x, (void)w, (void)b;
-  return false;
-#endif
+         torch::GradMode::is_enabled() && wants_grad && dense_compute_type(x, w, b).has_value() &&
+         zoo::cuda::kernel_available("dense");
 }
 
 torch::Tensor cuda_dense_parts(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,

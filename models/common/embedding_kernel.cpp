@@ -112,14 +112,9 @@ torch::Tensor embedding_through(const EmbeddingKernels& kernels, const torch::Te
 }
 
 bool cuda_embedding_available(const torch::Tensor& ids, const torch::Tensor& words) {
-#ifdef ZOO_CUDA_KERNELS
   return ids.is_cuda() && ids.scalar_type() == torch::kLong && words.device() == ids.device() && words.dim() == 2 &&
          words.scalar_type() == torch::kFloat && words.requires_grad() && torch::GradMode::is_enabled() &&
-         zoo::cuda::kernel_enabled("embedding");
-#else
-  (void)ids, (void)words;
-  return false;
-#endif
+         zoo::cuda::kernel_available("embedding");
 }
 
 torch::Tensor cuda_embedding(const torch::Tensor& ids, const torch::Tensor& words) {

@@ -258,15 +258,10 @@ torch::Tensor weighted_cross_entropy_through(const CrossEntropyKernels& kernels,
 }
 
 bool one_pass_cross_entropy_applies(const torch::Tensor& logits, const torch::Tensor& labels) {
-#ifdef ZOO_CUDA_KERNELS
   // float16: w * p (w ~ 1 / tokens) would underflow before the loss scale.
   return logits.is_cuda() && row_kernels_take(logits) && logits.scalar_type() != torch::kHalf &&
          labels.device() == logits.device() && have_cuda_cross_entropy_kernels() &&
-         zoo::cuda::kernel_enabled("cross_entropy_fused") && torch::GradMode::is_enabled() && logits.requires_grad();
-#else
-  (void)logits, (void)labels;
-  return false;
-#endif
+         zoo::cuda::kernel_available("cross_entropy_fused") && torch::GradMode::is_enabled() && logits.requires_grad();
 }
 
 torch::Tensor one_pass_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels,
@@ -279,13 +274,7 @@ torch::Tensor one_pass_cross_entropy(const torch::Tensor& logits, const torch::T
 #endif
 }
 
-bool have_cuda_cross_entropy_kernels() {
-#ifdef ZOO_CUDA_KERNELS
-  return zoo::cuda::kernel_enabled("cross_entropy");
-#else
-  return false;
-#endif
-}
+bool have_cuda_cross_entropy_kernels() { return zoo::cuda::kernel_available("cross_entropy"); }
 
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, int64_t vocab,
                                   PaddingColumns padding, int64_t chunk_rows) {

@@ -352,12 +352,7 @@ SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, cons
 }
 
 bool cuda_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-#ifdef ZOO_CUDA_KERNELS
-  return x.is_cuda() && float32_inputs(x, weight, bias) && zoo::cuda::kernel_enabled("norm");
-#else
-  (void)x, (void)weight, (void)bias;
-  return false;
-#endif
+  return x.is_cuda() && float32_inputs(x, weight, bias) && zoo::cuda::kernel_available("norm");
 }
 
 SumAndNorm cuda_norm(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& weight,

@@ -176,13 +176,7 @@ std::vector<AdamSlot> adam_update_with(AdamKernel kernel, const std::vector<Adam
   return rest;
 }
 
-bool cuda_adam_kernel_available() {
-#ifdef ZOO_CUDA_KERNELS
-  return zoo::cuda::kernel_enabled("adam");
-#else
-  return false;
-#endif
-}
+bool cuda_adam_kernel_available() { return zoo::cuda::kernel_available("adam"); }
 
 void adam_update(const std::vector<AdamSlot>& slots, const AdamHyper& h) {
   torch::NoGradGuard no_grad;

@@ -43,6 +43,15 @@ bool kernel_enabled(const char* name) {
   return enabled.count(name) > 0;
 }
 
+bool kernel_available(const char* name) {
+#ifdef ZOO_CUDA_KERNELS
+  return kernel_enabled(name);
+#else
+  (void)name;
+  return false;
+#endif
+}
+
 std::optional<ElementType> element_type_of(at::ScalarType type) {
   switch (type) {
     case at::kFloat:

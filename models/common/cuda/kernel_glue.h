@@ -2,7 +2,7 @@
 // environment lets run, a tensor's ElementType, the device and stream a
 // launch goes to, and launch errors as exceptions. Built in every build: the
 // tests run the same host code over the kernels' CPU emulation.
-// Defines: kernel_enabled, enabled_kernels, element_type_of, LaunchScope, check_launch.
+// Defines: kernel_enabled, kernel_available, enabled_kernels, element_type_of, LaunchScope, check_launch.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,6 +24,10 @@ namespace zoo::cuda {
 // gradient), norm, weight_copies (the dense layer's kept 16-bit weights).
 // Read once; an unknown name throws, naming it and the known ones.
 bool kernel_enabled(const char* name);
+
+// kernel_enabled, and this build has the kernels (-DZOO_CUDA_KERNELS=ON):
+// whether the model's CUDA path may launch `name`.
+bool kernel_available(const char* name);
 
 // The kernel names a ZOO_CUDA_KERNELS value enables (nullptr: unset).
 std::set<std::string> enabled_kernels(const char* value);
