@@ -409,7 +409,6 @@ torch::Tensor dense_through_parts(const DenseKernels& kernels, const torch::Tens
 
 torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x, const torch::Tensor& w,
                             const torch::Tensor& b, DenseActivation act, torch::ScalarType compute, int64_t padding) {
-  check_dense_shapes(x, w, b, "dense_through");
   return dense_through_parts(kernels, x, {w}, b.defined() ? at::TensorList(b) : at::TensorList(), act, compute,
                              padding);
 }

@@ -92,8 +92,7 @@ SumAndNorm LayerNormImpl::add_then_forward(const torch::Tensor& x, const torch::
       return out;
     }
   }
-  torch::Tensor sum = branch.defined() ? x + branch : x;
-  if (branch_bias.defined()) sum = sum + branch_bias;
+  const torch::Tensor sum = residual_sum(x, branch, branch_bias);
   torch::Tensor y;
   if (!rms) {
     y = torch::layer_norm(sum, {weight.size(0)}, weight, bias, eps);

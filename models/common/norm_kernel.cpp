@@ -305,6 +305,11 @@ bool cuda_norm_sums_branch_bias(const torch::Tensor& x) {
 #endif
 }
 
+torch::Tensor residual_sum(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& branch_bias) {
+  const torch::Tensor sum = branch.defined() ? x + branch : x;
+  return branch_bias.defined() ? sum + branch_bias : sum;
+}
+
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   return x.is_cpu() && weight.is_cpu() && (!bias.defined() || bias.is_cpu()) && float32_inputs(x, weight, bias);
 }

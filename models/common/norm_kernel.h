@@ -7,7 +7,7 @@
 // Either can take a residual add into the same node (x + branch, then the
 // norm), as pre-norm decoder layers do between attention and FFN, and the
 // bias of the layer that made the branch with it.
-// Defines: SumAndNorm, cpu_norm_available, cpu_norm, branch_fuses, branch_bias_fuses,
+// Defines: SumAndNorm, residual_sum, cpu_norm_available, cpu_norm, branch_fuses, branch_bias_fuses,
 // cpu_add_norm, NormKernels, norm_through, cuda_norm_available, cuda_norm,
 // cuda_norm_sums_branch_bias.
 #pragma once
@@ -18,11 +18,16 @@
 
 namespace zoo::models {
 
-// A residual add and the norm after it: sum = x + branch (x's type; x itself
-// without a branch), normed = norm(sum).
+// A residual add and the norm after it: sum = x + branch (+ branch_bias, the
+// bias of the layer that made the branch; x's type; x itself without a
+// branch), normed = norm(sum).
 struct SumAndNorm {
   torch::Tensor sum, normed;
 };
+
+// x + branch + branch_bias, those defined, in LibTorch's ops: the sum the
+// kernels below make in their pass, where they do not apply.
+torch::Tensor residual_sum(const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& branch_bias);
 
 // True when cpu_norm applies: float32 CPU x and weight (and bias, if defined).
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);

@@ -10,10 +10,7 @@ LayerNorm make_norm(const DecoderLayerOptions& o, const torch::TensorOptions& p)
 }
 }  // namespace
 
-torch::Tensor Residual::summed() const {
-  torch::Tensor out = branch.defined() ? stream + branch : stream;
-  return branch_bias.defined() ? out + branch_bias : out;
-}
+torch::Tensor Residual::summed() const { return residual_sum(stream, branch, branch_bias); }
 
 TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o,
                                                          const torch::TensorOptions& p)
