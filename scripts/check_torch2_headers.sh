@@ -9,7 +9,8 @@
 # /usr/local/cuda/include or $CUDA_HOME/include: it includes them).
 # Needs build/compile_commands.json (scripts/setup.sh) and deb.debian.org.
 # Usage: scripts/check_torch2_headers.sh [SOURCE[:FLAGS] ...]   (default: all of them)
-#   e.g. models/common/lm_loss.cpp:-DZOO_CUDA_KERNELS
+#   e.g. models/common/lm_loss.cpp:-DZOO_CUDA_KERNELS, or (include paths absolute: it compiles in build/)
+#   "models/common/cuda/kernel_glue.cpp:-DZOO_CUDA_KERNELS -I/usr/local/cuda/include -I$PWD/build/torch2/generated"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -30,6 +31,12 @@ fi
 grep -E "define TORCH_VERSION_(MAJOR|MINOR)" "$dir/headers/usr/include/torch/csrc/api/include/torch/version.h" |
   awk '{ v = v (v ? "." : "") $3 } END { print "check_torch2_headers: LibTorch " v " headers" }'
 
+# kernel_glue.cpp with -DZOO_CUDA_KERNELS includes CUDA's headers and c10/cuda's, one of which a CUDA
+# build of LibTorch generates and Debian's CPU build lacks: a stand-in with its one define, as there.
+cuda_include=${CUDA_HOME:-/usr/local/cuda}/include
+mkdir -p "$dir/generated/c10/cuda/impl"
+printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' >"$dir/generated/c10/cuda/impl/cuda_cmake_macros.h"
+
 sources=()
 for arg in "$@"; do  # absolute paths, as compile_commands.json has them
   path=${arg%%:*}
@@ -46,19 +53,15 @@ for e in json.load(open("build/compile_commands.json")):
         seen.add(f); print(f)')
   # The kernels' host code, a second time with the define CMake gives it.
   while IFS= read -r f; do sources+=("$f:-DZOO_CUDA_KERNELS"); done < <(
-    grep -l "ifdef ZOO_CUDA_KERNELS" models/common/*.cpp runner/optim/*.cpp | grep -v kernel_glue.cpp | sed "s|^|$root/|")
-  cuda_include=${CUDA_HOME:-/usr/local/cuda}/include
+    grep -l "ifdef ZOO_CUDA_KERNELS" models/common/*.cpp runner/optim/*.cpp | sed "s|^|$root/|")
   if [[ -f $cuda_include/cuda_runtime_api.h ]]; then
-    # Debian's CPU build lacks the header a CUDA build of LibTorch generates; its one define, as there.
-    mkdir -p "$dir/generated/c10/cuda/impl"
-    printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' >"$dir/generated/c10/cuda/impl/cuda_cmake_macros.h"
     sources+=("$root/models/common/cuda/kernel_glue.cpp:-DZOO_CUDA_KERNELS -I$cuda_include -I$dir/generated")
   else
     echo "check_torch2_headers: no CUDA headers at $cuda_include; kernel_glue.cpp only without -DZOO_CUDA_KERNELS"
   fi
 fi
 
-check_one() { # SOURCE[:EXTRA-FLAG]
+check_one() { # SOURCE[:FLAGS]
   /usr/bin/python3 - "$1" "$2" <<'PY'
 import json, shlex, subprocess, sys
 spec, headers = sys.argv[1], sys.argv[2]
