@@ -71,27 +71,30 @@ bench "configs/cerebras_gpt/cerebras_gpt_111m.yaml:16$compile" 200
 zoo_tps() { local r; r=$(median_rate <"$1") && awk -v T="$2" -v r="$r" 'BEGIN { printf "%.0f", T * r }'; }
 small=$W/params_cerebras_gpt_111m_b16.yaml big=$W/params_cerebras_gpt_1p3b_b8.yaml
 # ZOO_CUDA_KERNELS for all of zoo's kernels but those named (a comma list).
-all_kernels=adam,cross_entropy,cross_entropy_fused,dense,embedding,norm,weight_copies
+all_kernels=adam,cross_entropy,cross_entropy_fused,dense,dense_heads,embedding,norm,weight_copies
 all_but() { local out="" k; for k in ${all_kernels//,/ }; do [[ ",$1," == *",$k,"* ]] || out+="${out:+,}$k"; done; echo "$out"; }
 ab_run() { # NAME ZOO_CUDA_KERNELS: 111M B=16 as benched, into $LOG/ab_NAME.log
   ZOO_CUDA_KERNELS=$2 timeout "$(cap 60)" $ZOO GPU --params "$small" --mode train -o "$LOG/m_ab_$1" >"$LOG/ab_$1.log" 2>&1
 }
 if [[ -f $small && $kernels == 1 && "${AB:-1}" == 1 ]]; then
-  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops), without the dense kernel, the one-pass loss, the kept weight copies, the Adam kernel"
+  say "A/B: 111M B=16 with ZOO_CUDA_KERNELS=0 (LibTorch's ops), without the dense kernel, the q/k/v heads' node, the one-pass loss, the kept weight copies, the Adam kernel"
   ab_run no_kernels 0
-  ab_run no_dense_kernel "$(all_but dense,weight_copies)"
+  ab_run no_dense_kernel "$(all_but dense,dense_heads,weight_copies)"
+  ab_run no_dense_heads "$(all_but dense_heads)"
   ab_run no_fused_loss "$(all_but cross_entropy_fused)"
   ab_run no_weight_copies "$(all_but weight_copies)"
   ab_run no_adam_kernel "$(all_but adam)"
   echo "111M zoo tok/s: all kernels $(zoo_tps "$W/zoo_cerebras_gpt_111m_b16.log" 2048)," \
     "all but dense $(zoo_tps "$LOG/ab_no_dense_kernel.log" 2048)," \
+    "all but the heads' node $(zoo_tps "$LOG/ab_no_dense_heads.log" 2048)," \
     "all but the one-pass loss $(zoo_tps "$LOG/ab_no_fused_loss.log" 2048)," \
     "all but the kept weight copies $(zoo_tps "$LOG/ab_no_weight_copies.log" 2048)," \
     "all but the Adam kernel $(zoo_tps "$LOG/ab_no_adam_kernel.log" 2048), none $(zoo_tps "$LOG/ab_no_kernels.log" 2048)"
   # The same seed and data: the runs' losses agree to bfloat16's rounding, or a kernel is wrong.
   last_loss() { grep -o 'Loss=[0-9.na]*' "$1" | tail -n 1; }
   echo "111M last logged loss: all kernels $(last_loss "$W/zoo_cerebras_gpt_111m_b16.log")," \
-    "all but dense $(last_loss "$LOG/ab_no_dense_kernel.log"), all but the one-pass loss" \
+    "all but dense $(last_loss "$LOG/ab_no_dense_kernel.log"), all but the heads' node" \
+    "$(last_loss "$LOG/ab_no_dense_heads.log"), all but the one-pass loss" \
     "$(last_loss "$LOG/ab_no_fused_loss.log"), all but the kept weight copies" \
     "$(last_loss "$LOG/ab_no_weight_copies.log"), all but the Adam kernel $(last_loss "$LOG/ab_no_adam_kernel.log")," \
     "none $(last_loss "$LOG/ab_no_kernels.log")"

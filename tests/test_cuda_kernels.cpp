@@ -33,6 +33,8 @@
 namespace zoo_emulated::cuda {
 using ::zoo::cuda::Activation;
 using ::zoo::cuda::ElementType;
+using ::zoo::cuda::GradientPart;
+using ::zoo::cuda::kMaxGradientParts;
 }
 #define zoo zoo_emulated
 #include "models/common/cuda/cross_entropy.cu"
@@ -42,7 +44,8 @@ using ::zoo::cuda::ElementType;
 
 // Shared with tests/test_weight_copies.cpp (tests/emulated_kernels.h).
 const zoo::models::DenseKernels zoo::testing::kEmulatedDense = {zoo_emulated::cuda::dense_grad_chunks,
-                                                                zoo_emulated::cuda::dense_activation_and_bias_grad};
+                                                                zoo_emulated::cuda::dense_activation_and_bias_grad,
+                                                                zoo_emulated::cuda::dense_gather_and_bias_grad};
 
 using namespace zoo::models;
 using zoo::testing::kEmulatedDense;
@@ -388,6 +391,120 @@ TEST(CudaKernelsEmulated, DenseMatchesFloat64InValueAndGradients) {
   }
 }
 
+// q, k and v's heads from one node (dense_through_heads). Their gradients
+// come back in whatever layout the consumer leaves them: head-major, as
+// attention's kernels give them (a transpose of the heads' view), plain,
+// leading dims permuted so that they fold into two levels of rows, or into
+// three (copied first), or not at all (v unused: zeros); the kernel packs
+// them for the GEMMs and sums the bias gradient from the same reads. Against
+// float64: the heads and every gradient. 16-byte groups (head_dim 8 in
+// bfloat16, 4 in float32) and single columns (head_dim 5); grouped kv heads;
+// 600 rows: several chunks, several rounds of rows per thread.
+TEST(CudaKernelsEmulated, DenseHeadsPackTheirGradientsWhereverTheyLie) {
+  struct Case {
+    std::vector<int64_t> lead;
+    int64_t heads, kv_heads, head_dim;
+    bool bias;
+    torch::ScalarType compute;
+    std::vector<int64_t> consumer_order;  // the permutation the heads are consumed in
+    bool v_used = true;
+  };
+  const std::vector<Case> cases = {
+      {{3, 200}, 4, 2, 8, true, torch::kBFloat16, {0, 2, 1, 3}},
+      {{2, 40}, 3, 3, 5, true, torch::kFloat, {0, 2, 1, 3}},
+      {{2, 40}, 2, 1, 4, false, torch::kFloat, {0, 1, 2, 3}},
+      {{2, 30}, 2, 2, 8, true, torch::kBFloat16, {0, 2, 1, 3}, /*v_used=*/false},
+      {{2, 3, 10}, 2, 1, 8, true, torch::kBFloat16, {2, 0, 1, 3, 4}},
+      {{2, 3, 10}, 2, 1, 4, true, torch::kFloat, {1, 0, 2, 3, 4}},
+  };
+  for (const Case& c : cases) {
+    const int64_t H = c.heads, G = c.kv_heads, D = c.head_dim, in = 16;
+    std::string order;
+    for (int64_t d : c.consumer_order) order += std::to_string(d);
+    SCOPED_TRACE(std::to_string(H) + " heads, " + std::to_string(G) + " kv heads of " + std::to_string(D) + " in " +
+                 type_name(c.compute) + (c.bias ? " with bias" : "") + ", consumed in order " + order +
+                 (c.v_used ? "" : ", v unused"));
+    torch::manual_seed(31);
+    std::vector<int64_t> x_shape = c.lead;
+    x_shape.push_back(in);
+    torch::Tensor x = torch::randn(x_shape).requires_grad_();
+    const std::vector<int64_t> splits = {H * D, G * D, G * D};
+    std::vector<torch::Tensor> w, b;
+    for (int64_t rows : splits) {
+      w.push_back((torch::randn({rows, in}) * 0.3).requires_grad_());
+      if (c.bias) b.push_back(torch::randn({rows}).requires_grad_());
+    }
+    const std::vector<torch::Tensor> heads = dense_through_heads(kEmulatedDense, x, w, b, c.compute, splits, D);
+    ASSERT_EQ(heads.size(), 3u);
+
+    // The same math in float64 on the rounded inputs.
+    auto rounded64 = [&](const torch::Tensor& t) {
+      return t.detach().to(c.compute).to(torch::kDouble).requires_grad_();
+    };
+    torch::Tensor x64 = rounded64(x);
+    std::vector<torch::Tensor> w64, b64;
+    for (const torch::Tensor& t : w) w64.push_back(rounded64(t));
+    for (const torch::Tensor& t : b) b64.push_back(rounded64(t));
+    torch::Tensor pre64 = torch::matmul(x64, torch::cat(w64).t());
+    if (c.bias) pre64 = pre64 + torch::cat(b64);
+    const std::vector<torch::Tensor> parts64 = pre64.split_with_sizes(splits, -1);
+
+    torch::Tensor loss, loss64;
+    for (size_t i = 0; i < heads.size(); ++i) {
+      std::vector<int64_t> shape = c.lead;
+      shape.insert(shape.end(), {splits[i] / D, D});
+      ASSERT_EQ(heads[i].sizes(), shape) << "head " << i;
+      ASSERT_EQ(heads[i].scalar_type(), c.compute);
+      const torch::Tensor ref = parts64[i].view(shape);
+      EXPECT_LT(relative_error(heads[i].to(torch::kDouble), ref.detach()), c.compute == torch::kFloat ? 1e-5 : 1e-2)
+          << "head " << i;
+      if (i == 2 && !c.v_used) continue;
+      const torch::Tensor consumed = heads[i].permute(c.consumer_order);
+      const torch::Tensor upstream = torch::randn(consumed.sizes()).to(c.compute);  // contiguous in that order
+      const torch::Tensor term = (consumed * upstream).to(torch::kDouble).sum();
+      const torch::Tensor term64 = (ref.permute(c.consumer_order) * upstream.to(torch::kDouble)).sum();
+      loss = loss.defined() ? loss + term : term;
+      loss64 = loss64.defined() ? loss64 + term64 : term64;
+    }
+    loss.backward();
+    loss64.backward();
+    const double tolerance = c.compute == torch::kFloat ? 1e-5 : 2e-2;
+    EXPECT_LT(relative_error(x.grad().to(torch::kDouble), x64.grad()), tolerance);
+    for (size_t i = 0; i < w.size(); ++i) {
+      SCOPED_TRACE("part " + std::to_string(i));
+      if (i == 2 && !c.v_used) {  // zeros, not garbage
+        EXPECT_EQ(w[i].grad().abs().max().item<float>(), 0.0f);
+        if (c.bias) EXPECT_EQ(b[i].grad().abs().max().item<float>(), 0.0f);
+        continue;
+      }
+      EXPECT_LT(relative_error(w[i].grad().to(torch::kDouble), w64[i].grad()), tolerance);
+      if (c.bias) {
+        ASSERT_EQ(b[i].grad().scalar_type(), torch::kFloat);
+        EXPECT_LT(relative_error(b[i].grad().to(torch::kDouble), b64[i].grad()), tolerance);
+      }
+    }
+  }
+}
+
+// Bad splits are refused with what was expected.
+TEST(CudaKernelsEmulated, DenseHeadsRefuseSplitsThatAreNotWholeHeads) {
+  const torch::Tensor x = torch::randn({2, 3, 8}).requires_grad_();
+  const std::vector<torch::Tensor> w = {torch::randn({12, 8}), torch::randn({12, 8})};
+  try {
+    dense_through_heads(kEmulatedDense, x, w, {}, torch::kFloat, {10, 14}, 4);
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("split 10 is not a whole number of heads of 4"), std::string::npos)
+        << e.what();
+  }
+  try {
+    dense_through_heads(kEmulatedDense, x, w, {}, torch::kFloat, {12, 8}, 4);
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("splits of 20 columns for 24 weight rows"), std::string::npos) << e.what();
+  }
+}
+
 // The emulation itself: a __syncthreads that only some threads reach is an
 // error, not a hang (on a GPU it is undefined behaviour).
 namespace {
@@ -404,7 +521,8 @@ TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
 
 TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
   using Names = std::set<std::string>;
-  const Names all = {"adam", "cross_entropy", "cross_entropy_fused", "dense", "embedding", "norm", "weight_copies"};
+  const Names all = {"adam",      "cross_entropy", "cross_entropy_fused", "dense", "dense_heads",
+                     "embedding", "norm",          "weight_copies"};
   EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), all) << "unset: all";
   EXPECT_EQ(zoo::cuda::enabled_kernels("1"), all);
   EXPECT_EQ(zoo::cuda::enabled_kernels("0"), Names{});
@@ -416,7 +534,7 @@ TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
                                          "or a comma list of: adam, cross_entropy, cross_entropy_fused, dense, "
-                                         "embedding, norm, weight_copies)"),
+                                         "dense_heads, embedding, norm, weight_copies)"),
               std::string::npos)
         << e.what();
   }

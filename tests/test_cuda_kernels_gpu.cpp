@@ -15,9 +15,10 @@
 #include "models/common/embedding_kernel.h"
 #include "models/common/lm_loss.h"
 #include "models/common/norm_kernel.h"
+#include "models/common/torch_version.h"
 #include "models/common/weight_copies.h"
-#include "runner/optim/adam_update.h"
 #include "runner/amp/autocast.h"
+#include "runner/optim/adam_update.h"
 #include "tests/bert_fixtures.h"
 #include "tests/tensor_compare.h"
 
@@ -88,6 +89,58 @@ TEST(FusedCuda, DenseKernelMatchesLibTorch) {
     // zoo sums the bias gradient in float32 and keeps it there; LibTorch rounds it to bfloat16.
     EXPECT_LT(relative_error(b.grad().to(torch::kDouble), br.grad().to(torch::kDouble)), 1e-2);
   }
+}
+
+// q, k and v's heads from one node through LibTorch's attention (SDPA: its
+// cuDNN or flash kernels hand the gradients back head-major), against
+// LibTorch's linear, split and views: the attention's output and every
+// gradient, the bias's summed by the packing pass.
+TEST(FusedCuda, DenseHeadsMatchLibTorchThroughAttention) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const torch::Tensor probe = torch::ones({1, 1}, cuda).requires_grad_();
+  if (!cuda_dense_available(probe, probe, torch::ones({1}, cuda)))
+    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
+#if !ZOO_TORCH_AT_LEAST(2, 0)
+  GTEST_SKIP() << "LibTorch < 2.0 has no scaled_dot_product_attention";
+#else
+  zoo::amp::AutocastGuard autocast(torch::kCUDA, torch::kBFloat16);
+  torch::manual_seed(28);
+  const int64_t B = 4, T = 512, H = 12, D = 64, C = H * D;
+  torch::Tensor x = torch::randn({B, T, C}, cuda).requires_grad_();
+  std::vector<torch::Tensor> w, b;
+  for (int i = 0; i < 3; ++i) {
+    w.push_back((torch::randn({C, C}, cuda) * 0.03).requires_grad_());
+    b.push_back((torch::randn({C}, cuda) * 0.1).requires_grad_());
+  }
+  const torch::Tensor upstream = torch::randn({B, H, T, D}, cuda).to(torch::kBFloat16);
+  auto attend = [&](const std::vector<torch::Tensor>& qkv) {
+    return at::scaled_dot_product_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2), qkv[2].transpose(1, 2), {},
+                                            0.0, /*is_causal=*/true);
+  };
+  const torch::Tensor y = attend(cuda_dense_heads(x, w, b, {C, C, C}, D));
+  (y * upstream).sum().backward();
+
+  torch::Tensor xr = x.detach().clone().requires_grad_();
+  std::vector<torch::Tensor> wr, br;
+  for (int i = 0; i < 3; ++i) {
+    wr.push_back(w[i].detach().clone().requires_grad_());
+    br.push_back(b[i].detach().clone().requires_grad_());
+  }
+  std::vector<torch::Tensor> ref_heads;
+  for (const torch::Tensor& part : torch::linear(xr, torch::cat(wr), torch::cat(br)).split(C, -1))
+    ref_heads.push_back(part.view({B, T, H, D}));
+  const torch::Tensor ref = attend(ref_heads);
+  (ref * upstream).sum().backward();
+
+  EXPECT_LT(relative_error(y.to(torch::kDouble), ref.to(torch::kDouble)), 1e-2);
+  EXPECT_LT(relative_error(x.grad().to(torch::kDouble), xr.grad().to(torch::kDouble)), 1e-2);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("part " + std::to_string(i));
+    EXPECT_LT(relative_error(w[i].grad().to(torch::kDouble), wr[i].grad().to(torch::kDouble)), 1e-2);
+    EXPECT_LT(relative_error(b[i].grad().to(torch::kDouble), br[i].grad().to(torch::kDouble)), 1e-2);
+  }
+#endif
 }
 
 // Kept bfloat16 weight copies on a GPU, refreshed by one multi-tensor cast:

@@ -102,26 +102,29 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   std::vector<torch::Tensor> biases;
   if (options_.use_projection_bias)
     biases = {proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias};
-  torch::Tensor qkv = dense(x, weights, biases);
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
-  // q, k and v (B, T, heads, D) come out of qkv through one split each: a
-  // split's backward is one cat, where narrows would each zero-fill a copy of
-  // qkv's whole gradient and add them up.
-  torch::Tensor q, k, v, rotated_qk;
+  // q, k and v (B, T, heads, D) are views of the projection's one output. On
+  // zoo's CUDA path its node packs their gradients back in the pass that sums
+  // the bias gradient (qkv is undefined there); elsewhere they are split off
+  // qkv, whose backward is one cat, where narrows would each zero-fill a copy
+  // of qkv's whole gradient and add them up.
+  torch::Tensor q, k, v, rotated_qk, qkv;
   if (q_norm || options_.rotary.dim > 0) {  // q and k normalized per head, then rotated alike: one call for both
-    const std::vector<torch::Tensor> qk_v = qkv.split_with_sizes({(H + G) * D, G * D}, -1);
-    torch::Tensor qk = qk_v[0].view({B, T, H + G, D});
+    DenseHeads qk_v = dense_heads(x, weights, biases, {(H + G) * D, G * D}, D);
+    qkv = qk_v.packed;
+    torch::Tensor qk = qk_v.heads[0];
     if (q_norm) {
       const std::vector<torch::Tensor> q_k = qk.split_with_sizes({H, G}, 2);
       qk = torch::cat({q_norm(q_k[0]), k_norm(q_k[1])}, 2);
     }
     if (options_.rotary.dim > 0) qk = apply_rotary(qk, options_.rotary, past);
     const std::vector<torch::Tensor> q_k = qk.split_with_sizes({H, G}, 2);
-    q = q_k[0], k = q_k[1], v = qk_v[1].view({B, T, G, D});
+    q = q_k[0], k = q_k[1], v = qk_v.heads[1];
     rotated_qk = qk;
   } else {
-    const std::vector<torch::Tensor> parts = qkv.split_with_sizes({H * D, G * D, G * D}, -1);
-    q = parts[0].view({B, T, H, D}), k = parts[1].view({B, T, G, D}), v = parts[2].view({B, T, G, D});
+    DenseHeads parts = dense_heads(x, weights, biases, {H * D, G * D, G * D}, D);
+    qkv = parts.packed;
+    q = parts.heads[0], k = parts.heads[1], v = parts.heads[2];
   }
   if (cache) {
     if (past > 0) {
@@ -150,10 +153,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
 #endif
   // Trained ALiBi slopes need their gradient: the reference path gives it.
   if (options_.causal && !key_mask.defined() && !position_bias.defined() && past == 0 && p_drop == 0 &&
-      options_.sink_tokens == 0 &&
-      options_.logit_softcapping == 0 &&
-      (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) &&
-      causal_attention_available(qkv)) {
+      options_.sink_tokens == 0 && options_.logit_softcapping == 0 &&
+      (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) && qkv.defined() && causal_attention_available(qkv)) {
     std::vector<double> slopes;
     if (alibi_slopes.defined()) {
       const torch::Tensor s = alibi_slopes.detach().to(torch::kDouble).contiguous();

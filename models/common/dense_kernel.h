@@ -10,17 +10,19 @@
 // On CUDA, the layer is one node too: LibTorch's GEMMs in the
 // type autocast gives them, and zoo's kernel (models/common/cuda/dense.h)
 // for the gradient through the activation and the bias gradient in one pass.
-// fused_dense picks whichever applies.
-// Defines: DenseActivation, dense_activation_of, cpu_dense_available,
-// cpu_dense, DenseKernels, dense_through, dense_through_parts,
-// cuda_dense_available, cuda_dense, cuda_dense_parts, fused_dense_available,
-// fused_dense.
+// fused_dense picks whichever applies. The CPU layer is in dense_kernel.cpp,
+// the one on the CUDA kernel in dense_through.cpp.
+// Defines: DenseActivation, dense_activation_of, check_dense_shapes,
+// cpu_dense_available, cpu_dense, DenseKernels, dense_through,
+// dense_through_parts, dense_through_heads, cuda_dense_available, cuda_dense,
+// cuda_dense_parts, cuda_dense_heads, fused_dense_available, fused_dense.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/common/cuda/dense.h"
 
@@ -30,6 +32,9 @@ using DenseActivation = zoo::cuda::Activation;  // none, gelu, gelu_tanh, relu
 // The fused activation for a modelzoo nonlinearity name ("gelu", "gelu_new",
 // "gelu_fast", "relu"); nullopt for the rest.
 std::optional<DenseActivation> dense_activation_of(const std::string& nonlinearity);
+
+// Throws, naming `what`, unless x is (..., in), w (out, in) and b (out) or undefined.
+void check_dense_shapes(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const char* what);
 
 // True when cpu_dense applies: x and w float32 CPU tensors (b too, if
 // defined), this process has a CPU GEMM, and CPU autocast is off.
@@ -49,6 +54,7 @@ torch::Tensor cpu_dense(const torch::Tensor& x, const torch::Tensor& w, const to
 struct DenseKernels {
   decltype(&zoo::cuda::dense_grad_chunks) grad_chunks;
   decltype(&zoo::cuda::dense_activation_and_bias_grad) activation_and_bias_grad;
+  decltype(&zoo::cuda::dense_gather_and_bias_grad) gather_and_bias_grad;
 };
 
 // act(x W^T + b) with x, w and b cast to `compute` (float32, bfloat16 or
@@ -71,6 +77,16 @@ torch::Tensor dense_through(const DenseKernels& kernels, const torch::Tensor& x,
 torch::Tensor dense_through_parts(const DenseKernels& kernels, const torch::Tensor& x, at::TensorList weights,
                                   at::TensorList biases, DenseActivation act, torch::ScalarType compute,
                                   int64_t padding = 0);
+// dense_through_parts without an activation or padding, its output handed out
+// in `splits` (column counts adding up to the output's width, each a whole
+// number of heads), each viewed (..., columns / head_dim, head_dim): q, k and
+// v's heads from one GEMM. Their gradients are read where attention leaves
+// them and packed for the GEMMs by the kernel pass that sums the bias
+// gradient (zoo::cuda::dense_gather_and_bias_grad), where autograd's split
+// and views copied them into one tensor and the bias gradient read that again.
+std::vector<torch::Tensor> dense_through_heads(const DenseKernels& kernels, const torch::Tensor& x,
+                                               at::TensorList weights, at::TensorList biases, torch::ScalarType compute,
+                                               const std::vector<int64_t>& splits, int64_t head_dim);
 
 // True when cuda_dense applies: a build with zoo's CUDA kernels whose
 // environment does not turn the dense kernel off (ZOO_CUDA_KERNELS), CUDA
@@ -78,12 +94,14 @@ torch::Tensor dense_through_parts(const DenseKernels& kernels, const torch::Tens
 // (autocast's, or the one x, w and b share).
 bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
 
-// dense_through (dense_through_parts) zoo's CUDA kernel, in autocast's type
-// when it is on.
+// dense_through (dense_through_parts, dense_through_heads) on zoo's CUDA
+// kernel, in autocast's type when it is on.
 torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                          DenseActivation act = DenseActivation::none, int64_t padding = 0);
 torch::Tensor cuda_dense_parts(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
                                DenseActivation act = DenseActivation::none, int64_t padding = 0);
+std::vector<torch::Tensor> cuda_dense_heads(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
+                                            const std::vector<int64_t>& splits, int64_t head_dim);
 
 // cpu_dense or cuda_dense, whichever applies.
 bool fused_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);

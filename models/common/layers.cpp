@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "models/common/autocast_state.h"
+#include "models/common/cuda/kernel_glue.h"
 #include "models/common/dense_kernel.h"
 #include "models/common/embedding_kernel.h"
 #include "models/common/norm_kernel.h"
@@ -31,6 +32,22 @@ torch::Tensor dense(const torch::Tensor& x, at::TensorList weights, at::TensorLi
   if (cuda_dense_available(x, weights.front(), first_bias)) return cuda_dense_parts(x, weights, biases);
   auto stacked = [](at::TensorList parts) { return parts.size() == 1 ? parts.front() : torch::cat(parts); };
   return dense(x, stacked(weights), biases.empty() ? torch::Tensor() : stacked(biases));
+}
+
+DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
+                       const std::vector<int64_t>& splits, int64_t head_dim) {
+  const torch::Tensor first_bias = biases.empty() ? torch::Tensor() : biases.front();
+  static const bool heads_node = zoo::cuda::kernel_enabled("dense_heads");
+  if (heads_node && cuda_dense_available(x, weights.front(), first_bias))
+    return {torch::Tensor(), cuda_dense_heads(x, weights, biases, splits, head_dim)};
+  DenseHeads out{dense(x, weights, biases), {}};
+  for (const torch::Tensor& part : out.packed.split_with_sizes(splits, -1)) {
+    std::vector<int64_t> shape = part.sizes().vec();
+    shape.back() = part.size(-1) / head_dim;
+    shape.push_back(head_dim);
+    out.heads.push_back(part.view(shape));
+  }
+  return out;
 }
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }

@@ -2,12 +2,14 @@
 // constructed on any device, including torch::kMeta to count parameters of a
 // 13B model without allocating it. Parameter names match torch.nn's
 // (weight, bias) so state dicts line up with PyTorch and modelzoo.
-// Defines: Dense (Linear), EmbeddingTable, LayerNorm, OutputHead.
+// Defines: dense, DenseHeads, dense_heads, Dense (Linear), EmbeddingTable,
+// LayerNorm, OutputHead.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <optional>
+#include <vector>
 
 #include "models/common/initializers.h"
 #include "models/common/norm_kernel.h"
@@ -21,6 +23,17 @@ torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const t
 // and v's projections as one GEMM): on zoo's CUDA path no stacked float32
 // copy is made; biases empty: none.
 torch::Tensor dense(const torch::Tensor& x, at::TensorList weights, at::TensorList biases);
+// That output split into `splits` columns (whole heads), each viewed
+// (..., columns / head_dim, head_dim): attention's q, k and v. `packed` is
+// the unsplit output, which the heads are views of; on zoo's CUDA path it is
+// undefined, the heads coming from one node whose backward packs their
+// gradients itself (models/common/dense_kernel.h, dense_through_heads).
+struct DenseHeads {
+  torch::Tensor packed;
+  std::vector<torch::Tensor> heads;
+};
+DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
+                       const std::vector<int64_t>& splits, int64_t head_dim);
 
 class DenseImpl : public torch::nn::Module {
  public:

@@ -14,8 +14,9 @@
 namespace zoo::cuda {
 namespace {
 
-// weight_copies: the dense layer's kept 16-bit weights (models/common/weight_copies.h).
-const std::set<std::string> kKernelNames = {"adam",      "cross_entropy", "cross_entropy_fused", "dense",
+// weight_copies: the dense layer's kept 16-bit weights (models/common/weight_copies.h);
+// dense_heads: q, k and v's projection handing out its heads (models/common/layers.h).
+const std::set<std::string> kKernelNames = {"adam",      "cross_entropy", "cross_entropy_fused", "dense", "dense_heads",
                                             "embedding", "norm",          "weight_copies"};
 
 }  // namespace

@@ -20,7 +20,9 @@ namespace zoo::cuda {
 // none (LibTorch's ops instead); or a comma list of kernel names, those
 // only: adam (the Adam/AdamW update, runner/optim/cuda/adam.h),
 // cross_entropy, cross_entropy_fused (the loss's one-pass forward with its
-// gradient; needs cross_entropy too), dense, embedding (an embedding table's
+// gradient; needs cross_entropy too), dense, dense_heads (q, k and v's
+// projection handing out its heads, their gradients packed in the bias
+// gradient's pass; needs dense too), embedding (an embedding table's
 // gradient), norm, weight_copies (the dense layer's kept 16-bit weights).
 // Read once; an unknown name throws, naming it and the known ones.
 bool kernel_enabled(const char* name);
