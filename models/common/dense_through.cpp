@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -349,49 +350,39 @@ bool cuda_dense_available(const torch::Tensor& x, const torch::Tensor& w, const 
 
 namespace {
 
+// zoo's CUDA kernel as a table; throws where zoo was built without it.
+const DenseKernels& cuda_dense_kernels() {
 #ifdef ZOO_CUDA_KERNELS
-const DenseKernels kCudaDense = {zoo::cuda::dense_grad_chunks, zoo::cuda::dense_activation_and_bias_grad,
-                                 zoo::cuda::dense_gather_and_bias_grad};
+  static const DenseKernels kernels = {zoo::cuda::dense_grad_chunks, zoo::cuda::dense_activation_and_bias_grad,
+                                       zoo::cuda::dense_gather_and_bias_grad};
+  return kernels;
+#else
+  throw std::logic_error("cuda_dense: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
 #endif
+}
 
-// The GEMMs' type for cuda_dense_parts and cuda_dense_heads; throws where
-// zoo was built without its kernels or the types do not fit.
+// The GEMMs' type for cuda_dense_parts and cuda_dense_heads.
 torch::ScalarType cuda_compute_type(const torch::Tensor& x, at::TensorList weights, at::TensorList biases) {
-#ifdef ZOO_CUDA_KERNELS
   TORCH_CHECK(!weights.empty(), "cuda_dense: no weight");
   const std::optional<torch::ScalarType> compute =
       dense_compute_type(x, weights.front(), biases.empty() ? torch::Tensor() : biases.front());
   TORCH_CHECK(compute, "cuda_dense: x ", x.scalar_type(), ", w ", weights.front().scalar_type(),
               " without autocast: one type of float32, bfloat16 or float16 expected");
   return *compute;
-#else
-  (void)x, (void)weights, (void)biases;
-  throw std::logic_error("cuda_dense: zoo was built without its CUDA kernels (-DZOO_CUDA_KERNELS=ON)");
-#endif
 }
 
 }  // namespace
 
 torch::Tensor cuda_dense_parts(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
                                DenseActivation act, int64_t padding) {
-  const torch::ScalarType compute = cuda_compute_type(x, weights, biases);
-#ifdef ZOO_CUDA_KERNELS
-  return dense_through_parts(kCudaDense, x, weights, biases, act, compute, padding);
-#else
-  (void)act, (void)padding, (void)compute;
-  return {};
-#endif
+  const DenseKernels& kernels = cuda_dense_kernels();
+  return dense_through_parts(kernels, x, weights, biases, act, cuda_compute_type(x, weights, biases), padding);
 }
 
 std::vector<torch::Tensor> cuda_dense_heads(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
                                             const std::vector<int64_t>& splits, int64_t head_dim) {
-  const torch::ScalarType compute = cuda_compute_type(x, weights, biases);
-#ifdef ZOO_CUDA_KERNELS
-  return dense_through_heads(kCudaDense, x, weights, biases, compute, splits, head_dim);
-#else
-  (void)splits, (void)head_dim, (void)compute;
-  return {};
-#endif
+  const DenseKernels& kernels = cuda_dense_kernels();
+  return dense_through_heads(kernels, x, weights, biases, cuda_compute_type(x, weights, biases), splits, head_dim);
 }
 
 torch::Tensor cuda_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act,
