@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ using zoo::testing::relative_error;
 
 namespace {
 std::string type_name(torch::ScalarType t) { return c10::toString(t); }
+
+// Why the tests of zoo's CUDA dense layer cannot run here; nullopt when they can.
+std::optional<std::string> no_cuda_dense() {
+  if (!torch::cuda::is_available()) return "no CUDA device";
+  const torch::Tensor probe = torch::ones({1, 1}, torch::kCUDA).requires_grad_();
+  if (!cuda_dense_available(probe, probe, torch::Tensor()))
+    return "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
+  return std::nullopt;
+}
 }  // namespace
 
 // The real kernels on a GPU against LibTorch's layer_norm in float32 (and
@@ -62,11 +72,8 @@ TEST(FusedCuda, NormKernelsMatchLibTorch) {
 // Under bfloat16 autocast, as in training: the CUDA dense layer against
 // LibTorch's linear and activation, with GELU and without, at a 111M FFN shape.
 TEST(FusedCuda, DenseKernelMatchesLibTorch) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (const auto why = no_cuda_dense()) GTEST_SKIP() << *why;
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-  const torch::Tensor probe = torch::ones({1, 1}, cuda).requires_grad_();
-  if (!cuda_dense_available(probe, probe, torch::ones({1}, cuda)))
-    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
   zoo::amp::AutocastGuard autocast(torch::kCUDA, torch::kBFloat16);
   for (auto act : {DenseActivation::gelu, DenseActivation::none}) {
     SCOPED_TRACE(act == DenseActivation::gelu ? "GELU" : "no activation");
@@ -96,11 +103,8 @@ TEST(FusedCuda, DenseKernelMatchesLibTorch) {
 // LibTorch's linear, split and views: the attention's output and every
 // gradient, the bias's summed by the packing pass.
 TEST(FusedCuda, DenseHeadsMatchLibTorchThroughAttention) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (const auto why = no_cuda_dense()) GTEST_SKIP() << *why;
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-  const torch::Tensor probe = torch::ones({1, 1}, cuda).requires_grad_();
-  if (!cuda_dense_available(probe, probe, torch::ones({1}, cuda)))
-    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
 #if !ZOO_TORCH_AT_LEAST(2, 0)
   GTEST_SKIP() << "LibTorch < 2.0 has no scaled_dot_product_attention";
 #else
@@ -148,11 +152,8 @@ TEST(FusedCuda, DenseHeadsMatchLibTorchThroughAttention) {
 // moves the parameters' version counters) every copy holds the new weights,
 // and q, k and v's parts make the layer the concatenated weight does.
 TEST(FusedCuda, KeptWeightCopiesFollowTheOptimizer) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (const auto why = no_cuda_dense()) GTEST_SKIP() << *why;
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-  const torch::Tensor probe = torch::ones({1, 1}, cuda).requires_grad_();
-  if (!cuda_dense_available(probe, probe, torch::Tensor()))
-    GTEST_SKIP() << "built without -DZOO_CUDA_KERNELS=ON, or turned off by ZOO_CUDA_KERNELS";
   zoo::amp::AutocastGuard autocast(torch::kCUDA, torch::kBFloat16);
   torch::manual_seed(27);
   std::vector<torch::Tensor> w, b;

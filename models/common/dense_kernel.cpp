@@ -173,6 +173,17 @@ void check_dense_shapes(const torch::Tensor& x, const torch::Tensor& w, const to
               ": expected x (..., in), w (out, in), b (out); got x ", x.sizes(), ", w ", w.sizes());
 }
 
+std::vector<torch::Tensor> split_heads(const torch::Tensor& y, const std::vector<int64_t>& splits, int64_t head_dim) {
+  std::vector<torch::Tensor> heads;
+  for (const torch::Tensor& part : y.split_with_sizes(splits, -1)) {
+    std::vector<int64_t> shape = part.sizes().vec();
+    shape.back() = part.size(-1) / head_dim;
+    shape.push_back(head_dim);
+    heads.push_back(part.view(shape));
+  }
+  return heads;
+}
+
 bool cpu_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   // Under CPU autocast, linear runs in bfloat16: leave it to LibTorch.
   return is_cpu_float32(x) && is_cpu_float32(w) && (!b.defined() || is_cpu_float32(b)) && cpu_gemm_available() &&

@@ -13,7 +13,7 @@
 // fused_dense picks whichever applies. The CPU layer is in dense_kernel.cpp,
 // the one on the CUDA kernel in dense_through.cpp.
 // Defines: DenseActivation, dense_activation_of, check_dense_shapes,
-// cpu_dense_available, cpu_dense, DenseKernels, dense_through,
+// split_heads, cpu_dense_available, cpu_dense, DenseKernels, dense_through,
 // dense_through_parts, dense_through_heads, cuda_dense_available, cuda_dense,
 // cuda_dense_parts, cuda_dense_heads, fused_dense_available, fused_dense.
 #pragma once
@@ -35,6 +35,10 @@ std::optional<DenseActivation> dense_activation_of(const std::string& nonlineari
 
 // Throws, naming `what`, unless x is (..., in), w (out, in) and b (out) or undefined.
 void check_dense_shapes(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const char* what);
+
+// y (..., out) split into `splits` columns, each viewed (..., columns /
+// head_dim, head_dim): the heads dense_through_heads and dense_heads hand out.
+std::vector<torch::Tensor> split_heads(const torch::Tensor& y, const std::vector<int64_t>& splits, int64_t head_dim);
 
 // True when cpu_dense applies: x and w float32 CPU tensors (b too, if
 // defined), this process has a CPU GEMM, and CPU autocast is off.

@@ -2,6 +2,7 @@
 // kernel: dense_through, dense_through_parts, dense_through_heads and the
 // cuda_dense entry points (the CPU layer is models/common/dense_kernel.cpp).
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/accumulate.h>
 
 #include <atomic>
 #include <limits>
@@ -135,8 +136,6 @@ std::optional<zoo::cuda::GradientPart> part_in_place(const torch::Tensor& g) {
 torch::Tensor gathered_output_grad(const DenseKernels& kernels, const tensor_list& grads, c10::IntArrayRef lead,
                                    const std::vector<int64_t>& splits, int64_t head_dim,
                                    const torch::TensorOptions& options, const torch::Tensor& partial, int64_t* chunks) {
-  TORCH_CHECK(splits.size() <= static_cast<size_t>(zoo::cuda::kMaxGradientParts), "dense: at most ",
-              zoo::cuda::kMaxGradientParts, " split outputs, not ", splits.size());
   std::vector<torch::Tensor> kept;  // the parts read, alive until the kernel is queued
   std::vector<zoo::cuda::GradientPart> parts;
   int64_t C = 0;
@@ -202,14 +201,7 @@ class KernelDenseFunction : public torch::autograd::Function<KernelDenseFunction
     shape.back() = wc.size(0);
     const torch::Tensor y = activated(act, pre).view(shape);
     if (splits.empty()) return {y};
-    tensor_list heads = y.split_with_sizes(splits, -1);
-    for (torch::Tensor& part : heads) {
-      shape.back() = part.size(-1) / head_dim;
-      std::vector<int64_t> heads_shape = shape;
-      heads_shape.push_back(head_dim);
-      part = part.view(heads_shape);
-    }
-    return heads;
+    return split_heads(y, splits, head_dim);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -229,28 +221,29 @@ class KernelDenseFunction : public torch::autograd::Function<KernelDenseFunction
     };
     const int64_t out_features = wc.size(0);
     const std::vector<int64_t> splits = ctx->saved_data["splits"].toIntVector();
-    const int64_t rows = xc.numel() / xc.size(-1);
+    const c10::IntArrayRef lead = xc.sizes().slice(0, xc.dim() - 1);
+    const int64_t rows = c10::multiply_integers(lead);
     const bool need_db = needs_any(first_bias, bias_rows.size());
-    torch::Tensor dy, g, partial;  // g: the gradient of the GEMM's output
+    torch::Tensor g, partial;  // g: the gradient of the GEMM's output
     int64_t chunks = 0;
     if (need_db) partial = torch::empty({kernels->grad_chunks(rows), out_features}, xc.options().dtype(torch::kFloat));
     if (!splits.empty()) {  // packed and the bias gradient summed in one pass
-      g = gathered_output_grad(*kernels, grads, xc.sizes().slice(0, xc.dim() - 1), splits,
-                               ctx->saved_data["head_dim"].toInt(), wc.options(), partial, &chunks);
-    } else if (act != DenseActivation::none || need_db) {
-      dy = grads[0].to(wc.scalar_type()).contiguous().view({-1, out_features});
-      g = dy;
-      const torch::Tensor pre = act != DenseActivation::none ? saved[2] : torch::Tensor();
-      if (pre.defined()) g = torch::empty_like(pre);
-      const zoo::cuda::LaunchScope launch(dy);
-      zoo::cuda::check_launch(
-          kernels->activation_and_bias_grad(*zoo::cuda::element_type_of(dy.scalar_type()), act,
-                                            pre.defined() ? pre.data_ptr() : nullptr, dy.data_ptr(),
-                                            pre.defined() ? g.data_ptr() : nullptr, rows, out_features,
-                                            need_db ? partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
-          "dense backward");
+      g = gathered_output_grad(*kernels, grads, lead, splits, ctx->saved_data["head_dim"].toInt(), wc.options(),
+                               partial, &chunks);
     } else {
-      g = grads[0].to(wc.scalar_type()).contiguous().view({-1, out_features});
+      const torch::Tensor dy = grads[0].to(wc.scalar_type()).contiguous().view({-1, out_features});
+      g = dy;
+      if (act != DenseActivation::none || need_db) {
+        const torch::Tensor pre = act != DenseActivation::none ? saved[2] : torch::Tensor();
+        if (pre.defined()) g = torch::empty_like(pre);
+        const zoo::cuda::LaunchScope launch(dy);
+        zoo::cuda::check_launch(
+            kernels->activation_and_bias_grad(*zoo::cuda::element_type_of(dy.scalar_type()), act,
+                                              pre.defined() ? pre.data_ptr() : nullptr, dy.data_ptr(),
+                                              pre.defined() ? g.data_ptr() : nullptr, rows, out_features,
+                                              need_db ? partial.data_ptr<float>() : nullptr, &chunks, launch.stream()),
+            "dense backward");
+      }
     }
     // The padding's zero weight rows add nothing to dx; its rows of dW and db
     // are dropped. dW is made whole, then each part gets a view of its rows:
@@ -305,6 +298,8 @@ tensor_list kernel_dense(const DenseKernels& kernels, const torch::Tensor& x, at
               " is not float32, bfloat16 or float16");
   TORCH_CHECK(padding >= 0, "dense_through: padding ", padding, " < 0");
   if (!splits.empty()) {
+    TORCH_CHECK(splits.size() <= static_cast<size_t>(zoo::cuda::kMaxGradientParts), "dense_through_heads: at most ",
+                zoo::cuda::kMaxGradientParts, " splits, not ", splits.size());
     int64_t columns = 0;
     for (int64_t split : splits) {
       TORCH_CHECK(head_dim > 0 && split >= 0 && split % head_dim == 0, "dense_through_heads: split ", split,

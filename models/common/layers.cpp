@@ -40,14 +40,8 @@ DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::Tenso
   static const bool heads_node = zoo::cuda::kernel_enabled("dense_heads");
   if (heads_node && cuda_dense_available(x, weights.front(), first_bias))
     return {torch::Tensor(), cuda_dense_heads(x, weights, biases, splits, head_dim)};
-  DenseHeads out{dense(x, weights, biases), {}};
-  for (const torch::Tensor& part : out.packed.split_with_sizes(splits, -1)) {
-    std::vector<int64_t> shape = part.sizes().vec();
-    shape.back() = part.size(-1) / head_dim;
-    shape.push_back(head_dim);
-    out.heads.push_back(part.view(shape));
-  }
-  return out;
+  const torch::Tensor packed = dense(x, weights, biases);
+  return {packed, split_heads(packed, splits, head_dim)};
 }
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }
