@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "models/common/ffn.h"
+#include "models/common/block_keys.h"
 
 namespace zoo::models {
 
@@ -67,29 +67,18 @@ EncoderInitializers encoder_initializers(const BertEncoderOptions& o) {
 EncoderLayerOptions layer_options(const BertEncoderOptions& o) {
   const EncoderInitializers init = encoder_initializers(o);
   EncoderLayerOptions e;
+  e.attention = attention_options_from_keys(o);
   AttentionOptions& a = e.attention;
-  a.hidden_size = o.hidden_size;
-  a.num_heads = o.num_heads;
-  if (o.attention_module == "multiquery_attention") a.num_kv_groups = o.extra_attention_params.num_kv_groups;
   if (o.position_embedding_type == "rotary") {
     a.rotary.dim = o.rotary_dim.value_or(o.hidden_size / o.num_heads / 4);
     a.rotary.base = o.rope_theta;
   }
-  a.use_projection_bias = o.use_projection_bias_in_attention;
-  a.use_output_bias = o.use_ffn_bias_in_attention;
-  a.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);
-  a.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
   a.scale_by_head_dim = o.scale_qk_dot_by_d.value_or(o.mup());
   a.logit_multiplier = o.attention_logits_alpha;
-  a.softmax_fp32 = o.attention_softmax_fp32;
   a.initializer = init.attention;
   a.output_initializer = init.attention_output;
   a.causal = false;
-  e.ffn.input_size = o.hidden_size;
-  e.ffn.filter_size = o.filter_size;
-  e.ffn.nonlinearity = o.encoder_nonlinearity;
-  e.ffn.use_bias = o.use_ffn_bias;
-  e.ffn.dropout = o.dropout_rate;
+  e.ffn = ffn_options_from_keys(o, o.encoder_nonlinearity);
   e.ffn.initializer = init.ffn;
   e.ffn.output_initializer = init.ffn_output;
   e.layer_norm_epsilon = o.layer_norm_epsilon;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "models/common/block_keys.h"
 #include "models/common/recompute.h"
 
 namespace zoo::models {
@@ -172,11 +173,7 @@ DitBlockImpl::DitBlockImpl(const DitOptions& o, const torch::TensorOptions& p)
       "self_attn", MultiheadAttention(bidirectional_attention_options(o, o.attention_initializer.value_or(xavier)), p));
   norm1 = register_module("norm1", AdaLayerNorm(o.hidden_size, o.layer_norm_epsilon, p));
   norm3 = register_module("norm3", AdaLayerNorm(o.hidden_size, o.layer_norm_epsilon, p));
-  FeedForwardOptions f;
-  f.input_size = o.hidden_size;
-  f.filter_size = o.filter_size;
-  f.nonlinearity = o.ffn_nonlinearity();
-  f.use_bias = o.use_ffn_bias;
+  FeedForwardOptions f = ffn_options_from_keys(o, o.ffn_nonlinearity());
   f.dropout = 0.0;  // modelzoo's DiT: no dropout after the activation, only on the FFN's output
   f.initializer = f.output_initializer = o.ffn_initializer.value_or(xavier);
   ffn = register_module("ffn", FeedForward(f, p));

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "models/common/ffn.h"
+#include "models/common/block_keys.h"
 #include "models/gpt2/hf_adapter.h"
 
 namespace zoo::models {
@@ -155,10 +155,8 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   DecoderLayerOptions d;
   d.parallel_residual = v.parallel_residual;
   d.untied_norms = v.untied_norms;
-  d.attention.hidden_size = o.hidden_size;
-  d.attention.num_heads = o.num_heads;
+  d.attention = attention_options_from_keys(o);
   d.attention.inner_dim = o.attention_inner_dim.value_or(0);
-  if (o.attention_module == "multiquery_attention") d.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
   d.attention.sliding_window = o.attention_sliding_window_length.value_or(0);
   d.attention.sink_tokens = o.attention_sink_tokens.value_or(0);
   d.attention.logit_softcapping = o.attention_logit_softcapping.value_or(0.0);
@@ -168,22 +166,13 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
     d.sliding_window_parity = o.sliding_window_every_other_decoder_layer_pattern == "sliding_window_first" ? 0 : 1;
   d.sandwich_norms = o.norm_first_sandwich;
   d.attention.rotary = rotary_options(o);
-  d.attention.use_projection_bias = o.use_projection_bias_in_attention;
-  d.attention.use_output_bias = o.use_ffn_bias_in_attention;
-  d.attention.dropout = o.attention_dropout_rate.value_or(o.dropout_rate);
-  d.attention.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
   d.attention.scale_by_head_dim = o.scale_qk_dot_by_d;
   d.scale_scores_by_layer = o.scale_qk_dot_by_layer_idx;
-  d.attention.softmax_fp32 = o.attention_softmax_fp32;
   const LayerInitializers init = layer_initializers(o, v);
   d.attention.initializer = init.attention;
   d.attention.output_initializer = init.attention_output;
   d.attention.logit_multiplier = o.attention_logits_alpha;
-  d.ffn.input_size = o.hidden_size;
-  d.ffn.filter_size = o.filter_size;
-  d.ffn.nonlinearity = o.nonlinearity;
-  d.ffn.use_bias = o.use_ffn_bias;
-  d.ffn.dropout = o.dropout_rate;
+  d.ffn = ffn_options_from_keys(o, o.nonlinearity);
   d.ffn.initializer = init.ffn;
   d.ffn.output_initializer = init.ffn_output;
   d.layer_norm_epsilon = o.layer_norm_epsilon;

@@ -1,7 +1,7 @@
 // Implementation of models/vit/vit.h.
 #include "models/vit/vit.h"
 
-#include "models/common/ffn.h"
+#include "models/common/block_keys.h"
 #include "models/common/freeze.h"
 #include "models/vit/hf_adapter.h"
 
@@ -195,11 +195,7 @@ EncoderLayerOptions vit_layer_options(const VitOptions& o) {
   const InitializerSpec d = o.default_init();
   EncoderLayerOptions e;
   e.attention = bidirectional_attention_options(o, o.attention_initializer.value_or(d));
-  if (o.attention_module == "multiquery_attention") e.attention.num_kv_groups = o.extra_attention_params.num_kv_groups;
-  e.ffn.input_size = o.hidden_size;
-  e.ffn.filter_size = o.filter_size;
-  e.ffn.nonlinearity = o.nonlinearity;
-  e.ffn.use_bias = o.use_ffn_bias;
+  e.ffn = ffn_options_from_keys(o, o.nonlinearity);
   e.ffn.dropout = 0.0;  // modelzoo's ViT: no dropout after the activation, only on the FFN's output
   e.ffn.initializer = e.ffn.output_initializer = o.ffn_initializer.value_or(d);
   e.layer_norm_epsilon = o.layer_norm_epsilon;

@@ -6,7 +6,7 @@
 // classifier on the [CLS] state. Checkpoint keys are modelzoo's
 // (model.vit_model.embedding_layer.linear_proj.weight, ...,
 // model.classifier.classifier.ffn.0.linear_layer.weight).
-// Defines: VitOptions, bidirectional_attention_options, VitEmbeddingLayer, VitEncoder, vit_encoder_flops,
+// Defines: VitOptions, VitEmbeddingLayer, VitEncoder, vit_encoder_flops,
 // VitModel, vit_family.
 #pragma once
 
@@ -80,26 +80,6 @@ struct VitOptions {
   int64_t num_patches() const { return (image_size[0] / patch_size[0]) * (image_size[1] / patch_size[1]); }
   int64_t sequence_length() const { return num_patches() + (prepend_cls_token ? 1 : 0); }
 };
-
-// A bidirectional (encoder's) attention from modelzoo's attention keys, which
-// the vision families' options (ViT's, DiT's) name alike: hidden_size,
-// num_heads, use_projection_bias_in_attention, use_ffn_bias_in_attention,
-// attention_dropout_rate, attention_type, attention_softmax_fp32; `init`
-// initializes every projection.
-template <class ModelzooKeys>
-AttentionOptions bidirectional_attention_options(const ModelzooKeys& o, const InitializerSpec& init) {
-  AttentionOptions a;
-  a.hidden_size = o.hidden_size;
-  a.num_heads = o.num_heads;
-  a.use_projection_bias = o.use_projection_bias_in_attention;
-  a.use_output_bias = o.use_ffn_bias_in_attention;
-  a.dropout = o.attention_dropout_rate;
-  a.scale_by_sqrt_head_dim = o.attention_type == "scaled_dot_product";
-  a.softmax_fp32 = o.attention_softmax_fp32;
-  a.initializer = a.output_initializer = init;
-  a.causal = false;
-  return a;
-}
 
 // modelzoo's ViTEmbeddingLayer: linear_proj (Conv2d (C_out, C, ph, pw) or
 // Linear over (ph, pw, C)-ordered patches), cls_embedding (hidden_size), and
