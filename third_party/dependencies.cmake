@@ -23,6 +23,24 @@ separate_arguments(_zoo_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 add_compile_options(${_zoo_torch_flags})
 message(STATUS "zoo: LibTorch ${Torch_VERSION} (${TORCH_LIBRARIES})")
 
+# at::parallel_for forks its threads in an inline `#pragma omp parallel`
+# (ATen/ParallelOpenMP.h): in a file built without OpenMP it runs the whole
+# range on the calling thread. zoo's CPU kernels (Adam, norms, attention, the
+# loss, initializers, checkpoint checksums) rely on it, so every C++ file gets
+# OpenMP, linked to the runtime LibTorch itself uses: the libgomp PyTorch's
+# wheels carry in their lib/, else the compiler's (Debian's LibTorch links that).
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+separate_arguments(_zoo_openmp_flags UNIX_COMMAND "${OpenMP_CXX_FLAGS}")
+target_compile_options(zoo_torch INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:${_zoo_openmp_flags}>")
+file(GLOB _zoo_torch_gomp "${TORCH_INSTALL_PREFIX}/lib/libgomp*.so*")
+if(_zoo_torch_gomp)
+  list(GET _zoo_torch_gomp 0 _zoo_openmp_runtime)
+else()
+  set(_zoo_openmp_runtime ${OpenMP_CXX_LIBRARIES})
+endif()
+target_link_libraries(zoo_torch INTERFACE ${_zoo_openmp_runtime})
+message(STATUS "zoo: OpenMP ${OpenMP_CXX_VERSION} (${_zoo_openmp_flags}, runtime ${_zoo_openmp_runtime})")
+
 # --- Gloo headers, which c10d's ProcessGroupGloo.hpp includes (the library
 # itself is inside LibTorch). Debian: libgloo-dev. Without them zoo builds
 # without data-parallel training and says so when it is asked for.
