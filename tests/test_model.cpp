@@ -123,6 +123,34 @@ TEST(Model, TruncatedNormalStaysInBoundsWithTheRightSpread) {
   EXPECT_NEAR(w.abs().max().item<double>(), std::sqrt(6.0 / 400), 1e-3);
 }
 
+// Large CPU tensors are drawn in 1M-value blocks across threads: the same seed
+// must give the same weights with one thread or two, every block must get its
+// own stream, and the truncation must still hold.
+TEST(Model, LargeInitializationIsTheSameOnAnyThreadCountAndBlocksDiffer) {
+  const int threads = at::get_num_threads();
+  auto draw = [](int n_threads, const std::string& name) {
+    at::set_num_threads(n_threads);
+    torch::manual_seed(7);
+    InitializerSpec spec = truncated_normal_spec(0.02);
+    spec.name = name;
+    torch::Tensor w = torch::empty({3 << 20});
+    apply_initializer(spec, w);
+    return w;
+  };
+  for (const std::string name : {"truncated_normal", "normal", "xavier_uniform"}) {
+    SCOPED_TRACE(name);
+    torch::Tensor one = draw(1, name), two = draw(2, name);
+    EXPECT_TRUE(torch::equal(one, two));
+    EXPECT_FALSE(torch::equal(one.narrow(0, 0, 1 << 20), one.narrow(0, 1 << 20, 1 << 20)));
+  }
+  torch::Tensor w = draw(2, "truncated_normal");
+  at::set_num_threads(threads);
+  EXPECT_GE(w.min().item<double>(), -0.04);
+  EXPECT_LE(w.max().item<double>(), 0.04);
+  EXPECT_NEAR(w.std().item<double>(), 0.02 * 0.8796, 0.0001);
+  EXPECT_NEAR(w.mean().item<double>(), 0.0, 0.0001);
+}
+
 // An untied LM head starts from normal(0, initializer_range) whatever
 // `initializer` says, as modelzoo's gpt2 model initializes it.
 TEST(Model, UntiedLmHeadStartsFromModelzoosNormal) {
