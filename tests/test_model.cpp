@@ -151,6 +151,21 @@ TEST(Model, LargeInitializationIsTheSameOnAnyThreadCountAndBlocksDiffer) {
   EXPECT_NEAR(w.mean().item<double>(), 0.0, 0.0001);
 }
 
+// The blocks' generators take their 64-bit seeds whole: seeds that differ only
+// above bit 31 (which torch's own CPU generator would drop) give other values.
+TEST(Model, InitializerBlockGeneratorsUseTheWholeSeed) {
+  auto draw = [](uint64_t seed) { return torch::empty({4096}).normal_(0, 1, cpu_generator_from_seed(seed)); };
+  const uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  const torch::Tensor values = draw(seed);
+  EXPECT_TRUE(torch::equal(values, draw(seed)));
+  EXPECT_FALSE(torch::equal(values, draw(seed ^ (uint64_t(1) << 32))));
+  EXPECT_FALSE(torch::equal(values, draw(seed ^ (uint64_t(1) << 63))));
+  EXPECT_FALSE(torch::equal(values, draw(seed ^ 1)));
+  EXPECT_EQ(cpu_generator_from_seed(seed).current_seed(), seed);
+  EXPECT_NEAR(values.mean().item<double>(), 0.0, 0.06);
+  EXPECT_NEAR(values.std().item<double>(), 1.0, 0.04);
+}
+
 // An untied LM head starts from normal(0, initializer_range) whatever
 // `initializer` says, as modelzoo's gpt2 model initializes it.
 TEST(Model, UntiedLmHeadStartsFromModelzoosNormal) {

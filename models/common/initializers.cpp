@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <random>
 
 namespace zoo::models {
 
@@ -46,7 +47,7 @@ void draw_in_blocks(const torch::Tensor& w, Draw draw) {
   at::parallel_for(0, int64_t(seeds.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b)
       draw(flat.narrow(0, b * kBlock, std::min(kBlock, n - b * kBlock)),
-           OptionalGenerator(at::make_generator<at::CPUGeneratorImpl>(seeds[b])));
+           OptionalGenerator(cpu_generator_from_seed(seeds[b])));
   });
 }
 
@@ -112,6 +113,17 @@ void truncated_normal_(torch::Tensor& w, double mean, double std, double a, doub
   w.clamp_(a, b);
 }
 }  // namespace
+
+at::Generator cpu_generator_from_seed(uint64_t seed) {
+  at::mt19937 engine(seed);  // keeps `seed` whole as the generator's initial_seed()
+  at::mt19937_data_pod state = engine.data();
+  std::seed_seq spread{uint32_t(seed), uint32_t(seed >> 32)};
+  spread.generate(state.state_.begin(), state.state_.end());
+  engine.set_data(state);  // left_ = 1, next_ = 0 as seeded: the first draw twists the new state
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  generator.get<at::CPUGeneratorImpl>()->set_engine(engine);
+  return generator;
+}
 
 const config::Schema<InitializerSpec>& InitializerSpec::schema() {
   using S = InitializerSpec;

@@ -57,4 +57,10 @@ InitializerSpec scaled_initializer(InitializerSpec spec, double by);
 // for an unknown name (the schema already rejects those when read from YAML).
 void apply_initializer(const InitializerSpec& spec, torch::Tensor weight);
 
+// A CPU generator whose mt19937 state is spread from all 64 bits of `seed`.
+// torch's CPUGeneratorImpl(seed) keeps only the low 32 bits, so two of the
+// blocks a large tensor is drawn in (seeds drawn as 64-bit numbers) would get
+// the same values about once in 2^32 pairs: likely somewhere in a 13B model.
+at::Generator cpu_generator_from_seed(uint64_t seed);
+
 }  // namespace zoo::models
