@@ -121,6 +121,13 @@ TEST(Model, TruncatedNormalStaysInBoundsWithTheRightSpread) {
   spec.name = "xavier_uniform";
   apply_initializer(spec, w);
   EXPECT_NEAR(w.abs().max().item<double>(), std::sqrt(6.0 / 400), 1e-3);
+  // A strided view takes the tensor path of the redraws (as GPU tensors do).
+  spec = truncated_normal_spec(0.02);
+  torch::Tensor strided = torch::empty({300, 200}).t();
+  apply_initializer(spec, strided);
+  EXPECT_GE(strided.min().item<double>(), -0.04);
+  EXPECT_LE(strided.max().item<double>(), 0.04);
+  EXPECT_NEAR(strided.std().item<double>(), 0.02 * 0.8796, 0.0005);
 }
 
 // Large CPU tensors are drawn in 1M-value blocks across threads: the same seed

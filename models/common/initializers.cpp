@@ -77,12 +77,19 @@ void redraw_outside(torch::Tensor w, double mean, double std, double a, double b
     return redraw_outside(w.data_ptr<float>(), w.numel(), mean, std, a, b, g);
   if (w.device().is_cpu() && w.is_contiguous() && w.scalar_type() == torch::kDouble)
     return redraw_outside(w.data_ptr<double>(), w.numel(), mean, std, a, b, g);
+  // Elsewhere (GPU, strided or reduced-precision tensors) w is scanned once and
+  // only the redrawn values are checked again.
+  const torch::Tensor outside = (w < a) | (w > b);
+  const int64_t n = outside.sum().item<int64_t>();
+  if (n == 0) return;
+  const torch::Tensor redraw = torch::empty({n}, w.options()).normal_(mean, std, g);
   for (;;) {
-    const torch::Tensor outside = (w < a) | (w > b);
-    const int64_t m = outside.sum().item<int64_t>();
-    if (m == 0) return;
-    w.masked_scatter_(outside, torch::empty({m}, w.options()).normal_(mean, std, g));
+    const torch::Tensor again = (redraw < a) | (redraw > b);
+    const int64_t m = again.sum().item<int64_t>();
+    if (m == 0) break;
+    redraw.masked_scatter_(again, torch::empty({m}, w.options()).normal_(mean, std, g));
   }
+  w.masked_scatter_(outside, redraw);
 }
 
 void normal_fill(const torch::Tensor& w, double mean, double std) {
