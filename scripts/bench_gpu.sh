@@ -7,7 +7,8 @@
 # runs scripts/bench_reference_gpt.py at the same shape (SDPA, fused AdamW,
 # clipping at 1.0, vocabulary padded to a multiple of 64), eager and with
 # torch.compile. Prints tokens/s, MFU ((6 N + 12 L d T) FLOPs per token
-# against 989 TFLOP/s, the dense bf16 peak of an H100 SXM and of an H200 alike), peak memory and the ratios.
+# against 989 TFLOP/s, the dense bf16 peak of an H100 SXM and of an H200
+# alike), peak memory and the ratios.
 #
 # Needs a CUDA machine with the PyTorch 2.x install scripts/build_cuda.sh uses
 # (run `scripts/build_cuda.sh download` on Debian first for the .debs).
