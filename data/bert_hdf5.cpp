@@ -31,6 +31,10 @@ const config::Schema<BertHdf5Options>& BertHdf5Options::schema() {
   return s;
 }
 
+namespace {
+constexpr int32_t kIgnoreIndex = -100;  // PyTorch's cross-entropy ignore_index, as modelzoo writes unmasked labels
+}  // namespace
+
 MlmHdf5Source::MlmHdf5Source(const std::vector<std::string>& paths, std::optional<int64_t> msl, bool vsl)
     : files_(paths, {"data", "labels"}, "BertHDF5DataProcessor reads modelzoo's masked-LM files: 'data' and 'labels'"),
       data_rows_(vsl ? 4 : 2) {
@@ -107,7 +111,10 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
     }
     for (int64_t k = 0; k < P; ++k) {
       int32_t label = label_rows[k];
-      int64_t counted = label >= 0 ? 1 : 0;  // a negative label is ignore_index: not masked
+      if (label < 0 && label != kIgnoreIndex)
+        fail("label " + std::to_string(label) + " at slot " + std::to_string(k) + ": expected a token id, or " +
+             std::to_string(kIgnoreIndex) + " (ignore_index) where no token is masked");
+      int64_t counted = label >= 0 ? 1 : 0;  // ignore_index: not masked
       if (gathers()) {
         const int32_t at = label_rows[P + k], weight = label_rows[2 * P + k];
         if (weight != 0 && weight != 1) fail("masked_lm_mask is " + std::to_string(weight) + ", expected 0 or 1");
@@ -121,6 +128,15 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
       labels_at[b * P + k] = counted ? label : 0;
       mlm_at[b * P + k] = counted;
     }
+  }
+  // Such a batch has loss 0 and teaches nothing; a run of them is data written wrong.
+  if (mlm_mask.sum().item<int64_t>() == 0) {
+    const auto first = files_.locate(ids.front());
+    throw std::runtime_error(files_.path(first.first) + ", sample " + std::to_string(first.second) +
+                             " and the rest of its batch of " + std::to_string(B) +
+                             ": no token is masked (every label is " + std::to_string(kIgnoreIndex) +
+                             (gathers() ? " or its masked_lm_mask 0" : "") +
+                             "), so nothing counts toward the masked-LM loss");
   }
   Features out = {{"input_ids", input_ids}, {"attention_mask", mask}, {"labels", labels}, {"masked_lm_mask", mlm_mask}};
   if (gathers()) out["masked_lm_positions"] = positions;

@@ -158,6 +158,13 @@ class LineReader {
   explicit LineReader(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
     if (!file_) throw std::runtime_error(path + ": cannot read");
     gzbuffer(file_, 1 << 20);
+    // zlib passes non-gzip bytes through as they are: a .gz that is not
+    // gzip (a renamed or half-written file) would be read as plain text.
+    if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0 && gzdirect(file_) == 1) {
+      gzclose(file_);
+      throw std::runtime_error(path + ": not gzip data (it does not start with gzip's header); is the file damaged "
+                               "or misnamed?");
+    }
   }
   ~LineReader() { gzclose(file_); }
   LineReader(const LineReader&) = delete;
@@ -173,9 +180,7 @@ class LineReader {
         return true;
       }
     }
-    int error = Z_OK;
-    const char* message = gzerror(file_, &error);
-    if (error != Z_OK && error != Z_STREAM_END) throw std::runtime_error(path_ + ": " + message);
+    check_error();
     return !line.empty();
   }
   // All that is left, byte for byte.
@@ -184,11 +189,23 @@ class LineReader {
     char buf[1 << 16];
     int n = 0;
     while ((n = gzread(file_, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-    if (n < 0) throw std::runtime_error(path_ + ": " + gzerror(file_, &n));
+    check_error();
     return text;
   }
 
  private:
+  // zlib reports a gzip stream cut short (Z_BUF_ERROR, "unexpected end of
+  // file") or a bad checksum only through gzerror, after a read that
+  // returned what it had: a truncated download must not become a short
+  // data set.
+  void check_error() {
+    int error = Z_OK;
+    const char* message = gzerror(file_, &error);
+    if (error == Z_BUF_ERROR)
+      throw std::runtime_error(path_ + ": the gzip data ends early (" + message + "); the file is truncated");
+    if (error != Z_OK && error != Z_STREAM_END) throw std::runtime_error(path_ + ": " + message);
+  }
+
   std::string path_;
   gzFile file_;
 };
@@ -228,6 +245,10 @@ void show_progress(std::ostream& out, size_t done, size_t total, const SampleWri
 
 CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress) {
   if (o.max_seq_length < 1) throw std::invalid_argument("--max_seq_length must be positive");
+  constexpr int64_t kMaxSequenceLength = int64_t{1} << 20;  // past any model's context; the buffers are sized by it
+  if (o.max_seq_length > kMaxSequenceLength)
+    throw std::invalid_argument("--max_seq_length " + std::to_string(o.max_seq_length) + " is over " +
+                                std::to_string(kMaxSequenceLength) + " tokens per sample");
   if (o.files_per_record < 1) throw std::invalid_argument("--files_per_record must be positive");
   auto tokenizer = text::make_tokenizer(o.tokenizer);
   const int64_t vocab = tokenizer->vocab_size();

@@ -40,9 +40,15 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir, const Check
   std::vector<CheckpointFile> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     const auto parsed = naming.match(e.path().filename().string());
-    if (!e.is_regular_file() || !parsed) continue;
+    if (!parsed) continue;
+    std::error_code file_ec;  // a link that loops or dangles, a FIFO: not a checkpoint, and no reason to stop
+    if (!e.is_regular_file(file_ec)) {
+      if (file_ec) log::warn(e.path().string() + ": ignored; it is named as a checkpoint but cannot be read as a "
+                                                 "file (" + file_ec.message() + ")");
+      continue;
+    }
     if (const auto step = to_step(parsed->first))
       out.push_back({e.path().string(), *step, parsed->second});
     else
@@ -56,7 +62,8 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir, const Check
 
 std::string new_checkpoint_path(const std::string& dir, int64_t step, const CheckpointNaming& naming) {
   fs::path plain = fs::path(dir) / naming.file_name(step);
-  if (!fs::exists(plain)) return plain.string();
+  std::error_code ec;  // any entry of that name, a broken or looping link too, is kept
+  if (!fs::exists(fs::symlink_status(plain, ec))) return plain.string();
   char stamp[32];
   std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", std::localtime(&now));

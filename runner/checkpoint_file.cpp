@@ -28,6 +28,7 @@
 
 #include "runner/convert/torch_pickle.h"
 #include "runner/crc32c.h"
+#include "runner/log.h"
 
 namespace zoo::ckpt {
 
@@ -245,6 +246,20 @@ void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict&
 
 namespace {
 
+// `dict` with its "__checksum__" checked and removed; without one, a warning
+// naming the file says why it cannot be verified.
+c10::impl::GenericDict verified(c10::impl::GenericDict dict, const std::string& path, const std::string& why_unchecked) {
+  if (!dict.contains("__checksum__") || !dict.at("__checksum__").isInt()) {
+    log::warn(path + ": its contents cannot be verified: " + why_unchecked);
+    return dict;
+  }
+  const int64_t stored = dict.at("__checksum__").toInt();
+  (void)dict.erase("__checksum__");
+  if (content_checksum(c10::IValue(dict)) != static_cast<uint32_t>(stored))
+    throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt or was changed after zoo wrote it");
+  return dict;
+}
+
 // A file written by Python's torch.save: a plain state dict (keys with or
 // without "model."), or a dict whose "model" entry is one. Becomes {"model": ...}.
 c10::impl::GenericDict load_torch_save_weights(const std::string& path) {
@@ -254,6 +269,28 @@ c10::impl::GenericDict load_torch_save_weights(const std::string& path) {
   } catch (const std::exception&) {
     throw std::runtime_error(path + ": not a readable zoo checkpoint or torch.save file (truncated or corrupt?)");
   }
+  // A zoo checkpoint that Python loaded and saved again: the whole state,
+  // its stored checksum checked as for the original.
+  if (root->kind == convert::PyObject::Kind::dict) {
+    const bool zoo_checkpoint = std::any_of(root->entries.begin(), root->entries.end(), [](const auto& e) {
+      return e.first->kind == convert::PyObject::Kind::string && e.first->s == "__metadata__";
+    });
+    if (zoo_checkpoint) {
+      c10::IValue whole;
+      try {
+        whole = convert::to_ivalue(root);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(path + ": a checkpoint re-saved by Python holds " + e.what());
+      }
+      return verified(whole.toGenericDict(), path, "it was saved again by Python's torch.save without zoo's checksum");
+    }
+  }
+  if (root->kind != convert::PyObject::Kind::dict)
+    throw std::runtime_error(path + ": holds a Python " +
+                             (root->kind == convert::PyObject::Kind::list || root->kind == convert::PyObject::Kind::tuple
+                                  ? std::string("list")
+                                  : std::string("value")) +
+                             ", not a checkpoint (a dict with 'model') or a state dict (a dict of tensors)");
   convert::PyRef weights = root;
   int64_t global_step = -1;
   if (root->kind == convert::PyObject::Kind::dict) {
@@ -392,8 +429,12 @@ c10::IValue read_mapped_archive(const std::shared_ptr<MappedFile>& file, caffe2:
 }  // namespace
 
 c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
-  if (!std::ifstream(path)) throw std::runtime_error(path + ": cannot open checkpoint");
   std::error_code ec;
+  const auto type = std::filesystem::status(path, ec).type();
+  if (type != std::filesystem::file_type::not_found && type != std::filesystem::file_type::regular &&
+      type != std::filesystem::file_type::directory)  // a FIFO would block the read, a device never end
+    throw std::runtime_error(path + ": not a regular file (a pipe or device); a checkpoint is a file on disk");
+  if (!std::ifstream(path)) throw std::runtime_error(path + ": cannot open checkpoint");
   if (std::filesystem::file_size(path, ec) == 0 && !ec)
     throw std::runtime_error(path + ": is empty (0 bytes), not a checkpoint; an interrupted copy?");
   c10::IValue value;
@@ -415,13 +456,7 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
     out.insert("model", dict);
     return out;
   }
-  if (dict.contains("__checksum__")) {
-    const int64_t stored = dict.at("__checksum__").toInt();
-    (void)dict.erase("__checksum__");
-    if (content_checksum(c10::IValue(dict)) != static_cast<uint32_t>(stored))
-      throw std::runtime_error(path + ": checksum mismatch, the checkpoint is corrupt");
-  }
-  return dict;
+  return verified(dict, path, "it has no checksum (written by another tool?)");
 }
 
 }  // namespace zoo::ckpt

@@ -22,6 +22,7 @@ std::string doc_of(const std::string& key) {
 
 // Flags that override runconfig keys of the same name.
 const std::vector<std::string> kIntFlags = {"max_steps", "num_steps", "num_epochs", "eval_steps"};
+constexpr int64_t kMaxNewTokens = 1000000;
 const std::vector<std::string> kStringFlags = {"checkpoint_path", "load_checkpoint_states", "logging"};
 const std::vector<std::string> kBoolFlags = {"disable_strict_checkpoint_loading", "validate_only"};
 
@@ -133,6 +134,9 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   if (g.sampling.max_new_tokens < 0 || g.sampling.temperature < 0 || g.sampling.top_k < 0 ||
       g.sampling.top_p <= 0 || g.sampling.top_p > 1)
     throw CliError("zoo generate: expected max_new_tokens >= 0, temperature >= 0, top_k >= 0, 0 < top_p <= 1");
+  if (g.sampling.max_new_tokens > kMaxNewTokens)  // a typo, not a request: it would run for days
+    throw CliError("zoo generate: --max_new_tokens " + std::to_string(g.sampling.max_new_tokens) + " is over " +
+                   std::to_string(kMaxNewTokens) + "; generate in shorter pieces");
   if (g.device != "CPU" && g.device != "GPU") throw CliError("zoo generate: --device must be CPU or GPU");
   return c;
 }

@@ -326,6 +326,7 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
   d->group_ = std::make_unique<Group>();
 
   std::string meeting;  // where the ranks meet, for messages
+  const auto started = std::chrono::steady_clock::now();
   try {
     if (rc.init_method.rfind("file://", 0) == 0) {
       meeting = rc.init_method.substr(7);
@@ -369,9 +370,12 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
 #endif
     }
   } catch (const c10::Error& e) {
-    throw std::runtime_error(strf("rank %d of %d: could not meet the other ranks at %s within %ld s (%s)", d->rank_,
-                                  d->world_size_, meeting.c_str(), static_cast<long>(rc.dist_timeout),
-                                  e.what_without_backtrace()));
+    // The store's wait and the process group's each take up to dist_timeout: say how long it really was.
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
+    throw std::runtime_error(strf("rank %d of %d: could not meet the other ranks at %s after %ld s "
+                                  "(runconfig.dist_timeout %ld s for each step of meeting) (%s)",
+                                  d->rank_, d->world_size_, meeting.c_str(), static_cast<long>(waited.count()),
+                                  static_cast<long>(rc.dist_timeout), e.what_without_backtrace()));
   }
   // Bumped every second, so that when a collective fails the survivors can
   // name the rank that stopped.
@@ -403,7 +407,8 @@ void Distributed::run(const char* what, const std::function<void()>& collective)
     const std::string gone = ranks_gone();
     throw std::runtime_error(strf("rank %d of %d: %s failed: %s (%s)", rank_, world_size_, what,
                                   gone.empty() ? "another rank has ended or stopped answering"
-                                               : (gone + " has ended; its own log says why").c_str(),
+                                               : (gone + " stopped answering (ended, killed or paused; if it "
+                                                         "ended, its own log says why)").c_str(),
                                   reason.c_str()));
   }
 }

@@ -6,6 +6,7 @@
 
 #include "models/registry.h"
 #include "runner/checkpoint.h"
+#include "runner/log.h"
 #include "runner/params.h"
 
 namespace zoo {
@@ -84,6 +85,9 @@ void run_generate(const GenerateCommand& c) {
       throw std::invalid_argument("the prompt's token id " + std::to_string(id) + " (" + c.tokenizer.type +
                                   ") is outside the model's vocabulary (vocab_size " + std::to_string(vocab) +
                                   "); was the model trained with another tokenizer?");
+  if (static_cast<int64_t>(ids.size()) > model->max_positions())
+    log::warn(strf("the prompt's %zu tokens are more than the model's %ld positions: generation sees its last %ld",
+                   ids.size(), static_cast<long>(model->max_positions()), static_cast<long>(model->max_positions())));
   std::cout << c.prompt << std::flush;
   // Each token's bytes as they come: a character split across tokens is whole once both are out.
   generate_tokens(*model, std::vector<int64_t>(ids.begin(), ids.end()), c.sampling, [&](int64_t t) {

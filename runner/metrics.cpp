@@ -109,6 +109,7 @@ void MetricsSink::norms(int64_t step, const std::vector<torch::Tensor>& paramete
 
 void MetricsSink::eval(const EvalLog& r) {
   for (const auto& [name, v] : r.metrics) log::info(strf("Metric: %s = %.6g", name.c_str(), v));
+  for (const auto& name : r.unmeasured) log::info("Metric: " + name + " not measured: no evaluated sample counts towards it");
   log::info(strf("Avg Eval Loss: %.6g", r.loss));
   write_events("eval", [&](tensorboard::EventWriter& tb) {
     for (const auto& [name, v] : r.metrics) tb.add_scalar(name, v, r.global_step);
@@ -126,13 +127,16 @@ void MetricsSink::eval(const EvalLog& r) {
   fs::create_directories(dir, ec);
   bool fresh = !fs::exists(csv, ec);
   std::ofstream out(csv, std::ios::app);
+  std::map<std::string, std::string> cells;  // every metric's column, in name order; empty when unmeasured
+  for (const auto& [name, v] : r.metrics) cells[name] = strf("%.6g", v);
+  for (const auto& name : r.unmeasured) cells[name] = "";
   if (fresh) {
     out << "checkpoint,global_step,loss";
-    for (const auto& [name, v] : r.metrics) out << "," << name;
+    for (const auto& [name, cell] : cells) out << "," << name;
     out << "\n";
   }
   out << r.checkpoint << "," << r.global_step << "," << strf("%.6g", r.loss);
-  for (const auto& [name, v] : r.metrics) out << "," << strf("%.6g", v);
+  for (const auto& [name, cell] : cells) out << "," << cell;
   out << "\n";
   out.flush();
   if (!out)

@@ -34,6 +34,9 @@ struct EvalLog {
   int64_t global_step = 0;
   double loss = 0;
   std::map<std::string, double> metrics;  // "eval/<name>"
+  // Metrics no evaluated sample counted towards (MNLI's mismatched half of
+  // an eval set that has none): an empty cell in results.csv, no event.
+  std::set<std::string> unmeasured;
   int64_t samples = 0;
   double seconds = 0;
 };

@@ -33,6 +33,17 @@ const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type",
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
+// Whether the input section's data processor has `key` among its options (an
+// unknown or missing processor is reported when the section is parsed).
+bool processor_declares(const YAML::Node& in, const std::string& key) {
+  const YAML::Node name = static_cast<const YAML::Node&>(in)["data_processor"];
+  if (!name || !name.IsScalar()) return true;
+  for (const data::DataProcessor* p : data::data_processors())
+    if (p->name == name.Scalar())
+      return std::any_of(p->fields.begin(), p->fields.end(), [&](const config::FieldInfo& f) { return f.key == key; });
+  return true;
+}
+
 // The value at a dotted key path of a mapping ("vae.scaling_factor"); undefined when absent.
 YAML::Node model_key_at(const YAML::Node& section, const std::string& path) {
   if (!section.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
@@ -98,7 +109,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   if (trainer_format::is_trainer_format(root_file)) {
     const std::string mode = overrides.IsMap() && overrides["mode"] ? overrides["mode"].as<std::string>() : "train";
     trainer_format::LegacyView view = trainer_format::to_legacy(root_file, top, mode);
-    root_in = view.root;
+    root_in.reset(view.root);  // rebinds: assignment would write through to the caller's tree
     top.aliases = view.aliases;
     p.trainer_format = true;
   }
@@ -195,11 +206,12 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
       YAML::Node named(YAML::NodeType::Map);  // a copy naming the family's processor (nodes keep their lines)
       named["data_processor"] = family->default_data_processor;
       for (const auto& kv : in) named[kv.first] = kv.second;
-      in = named;
+      in.reset(named);
     }
     for (const auto& entry : family->input_keys_from_model) {
       if (!in.IsMap()) break;
       const std::string& key = entry.input_key;
+      if (!processor_declares(in, key)) continue;  // e.g. disable_nsp means nothing to BERT's HDF5 files
       const YAML::Node given = static_cast<const YAML::Node&>(in)[key];
       std::string from_key;
       for (const auto& path : entry.model_keys)
@@ -217,7 +229,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
         YAML::Node with(YAML::NodeType::Map);  // a copy with the model's value (nodes keep their lines)
         for (const auto& kv : in) with[kv.first] = kv.second;
         with[key] = from;
-        in = with;
+        in.reset(with);
       }
     }
     auto spec = data::parse_input(in, section_ctx(section));

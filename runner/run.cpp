@@ -19,6 +19,7 @@
 #include "configs/schema/yaml_util.h"
 #include "runner/generate.h"
 #include "runner/log.h"
+#include "runner/model_dir_lock.h"
 #include "runner/trainer.h"
 #include "runner/trainer_format.h"
 
@@ -71,6 +72,8 @@ int validate_only(const Params& params) {
 void prepare_run_dir(const Params& params) {
   const RunConfig& rc = params.runconfig;
   fs::create_directories(rc.model_dir);
+  // Runs that write checkpoints own the model_dir; evaluations may read it alongside.
+  if (rc.mode == "train" || rc.mode == "train_and_eval") lock_model_dir(rc.model_dir, rc.mode);
   fs::path summary = rc.summary_dir ? fs::path(*rc.summary_dir) : fs::path(rc.model_dir) / rc.mode;
   fs::create_directories(summary);
   config::write_yaml_file((summary / ("params_" + rc.mode + ".yaml")).string(), params.resolved());
@@ -153,12 +156,11 @@ void eval_all_mode(const Params& params, torch::Device device, Distributed* dist
   for (const auto& c : all) {
     try {
       t.load_checkpoint(c.path, /*training=*/false);
-    } catch (const std::runtime_error& e) {
-      log::error(std::string(e.what()) + "; not evaluated, going on with the next checkpoint");
+      t.evaluate(c.path);
+    } catch (const std::runtime_error& e) {  // unreadable, or weights whose loss is not finite
+      log::error(std::string(e.what()) + "; going on with the next checkpoint");
       failed.push_back(c.path);
-      continue;
     }
-    t.evaluate(c.path);
   }
   if (!failed.empty()) {
     std::string list;

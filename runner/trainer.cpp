@@ -418,7 +418,12 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
     const bool log_step = i % rc.log_steps == 0 || i == steps;
     if (log_step || device_.is_cpu()) {
       // Every batch evaluates the model at global_step_.
-      const double loss = read_losses(unread_losses, global_step_, /*steps_apart=*/0);
+      double loss = 0;
+      try {
+        loss = read_losses(unread_losses, global_step_, /*steps_apart=*/0);
+      } catch (const std::runtime_error& e) {  // a non-finite loss: which weights gave it
+        throw std::runtime_error("evaluating " + checkpoint_label + ": " + e.what());
+      }
       if (log_step) metrics_.eval_batch(i, loss);
     }
   }
@@ -436,22 +441,57 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   for (const auto& [name, s] : sums) {
     if (reduce[name] == models::MetricTerm::Reduce::macro_mean) {
       const torch::Tensor seen = s.second.cpu() > 0;
-      r.metrics["eval/" + name] =
-          seen.any().item<bool>() ? (s.first.cpu().index({seen}) / s.second.cpu().index({seen})).mean().item<double>()
-                                  : 0.0;
+      if (seen.any().item<bool>())
+        r.metrics["eval/" + name] = (s.first.cpu().index({seen}) / s.second.cpu().index({seen})).mean().item<double>();
+      else
+        r.unmeasured.insert("eval/" + name);
       continue;
     }
     const double count = s.second.item<double>();
-    double mean = count > 0 ? s.first.item<double>() / count : 0.0;
+    if (count <= 0) {  // 0 of 0 is no accuracy at all, not an accuracy of 0
+      r.unmeasured.insert("eval/" + name);
+      continue;
+    }
+    const double mean = s.first.item<double>() / count;
     r.metrics["eval/" + name] = reduce[name] == models::MetricTerm::Reduce::exp_mean ? std::exp(mean) : mean;
   }
   metrics_.eval(r);
   return {r.global_step, r.loss, r.metrics, r.samples};
 }
 
+// The names of the model's parameters that hold a NaN or an infinity. One
+// float32 sum per tensor (NaN and inf survive a sum; finite weights cannot
+// reach float32's limit), read back together: one sync for the whole model.
+static std::vector<std::string> non_finite_parameters(const torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  const auto named = model.named_parameters(/*recurse=*/true);
+  if (named.is_empty()) return {};
+  std::vector<torch::Tensor> sums;
+  for (const auto& item : named) sums.push_back(item.value().sum(torch::kFloat));
+  const torch::Tensor finite = torch::isfinite(torch::stack(sums)).cpu();
+  std::vector<std::string> bad;
+  if (finite.all().item<bool>()) return bad;
+  const auto flags = finite.accessor<bool, 1>();
+  for (int64_t i = 0; i < flags.size(0); ++i)
+    if (!flags[i]) bad.push_back(named[static_cast<size_t>(i)].key());
+  return bad;
+}
+
 // Each component writes its own state under modelzoo's keys.
 std::string Trainer::save_checkpoint() {
   const RunConfig& rc = params_.runconfig;
+  // Weights that went non-finite are never saved: the next run would
+  // autoload them as the newest checkpoint. Every rank holds the same
+  // weights, so all stop here, before the collective below.
+  if (const std::vector<std::string> bad = non_finite_parameters(*model_); !bad.empty()) {
+    const auto kept = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
+    throw std::runtime_error(
+        strf("step %ld: the model's weights hold NaN or inf (", static_cast<long>(global_step_)) + bad.front() +
+        (bad.size() > 1 ? strf(" and %zu more tensors", bad.size() - 1) : std::string()) +
+        "), so no checkpoint was written; the newest one stays " +
+        (kept.empty() ? std::string("none") : kept.back().path) +
+        ". Lower the learning rate, clip gradients (max_gradient_norm) or check the data");
+  }
   // Sharded: every rank sends its share of the optimizer state (a collective).
   c10::impl::GenericDict optimizer_state = sharding_ ? sharding_->full_state_dict(*optimizer_) : optimizer_->state_dict();
   if (distributed_ && !distributed_->is_main()) return "";  // the ranks hold the same state

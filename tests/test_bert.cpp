@@ -105,8 +105,9 @@ e = "bert_encoder."
 x = s[e + "embedding_layer.word_embeddings.weight"][ids]
 B, T, C = x.shape
 if e + "embedding_layer.position_embeddings.weight" in s:
-    # RoBERTa: tokens at positions 1, 2, ... after the pad id (0 here), padding at 0
-    positions = torch.where(ids != 0, torch.arange(1, T + 1), 0) if mask_padding else torch.arange(T)
+    # RoBERTa (HF's create_position_ids_from_input_ids): each token at its count of non-pad tokens so far,
+    # past the pad id (0 here); pads at 0
+    positions = torch.cumsum(ids != 0, 1) * (ids != 0) if mask_padding else torch.arange(T)
     x = x + s[e + "embedding_layer.position_embeddings.weight"][positions]
 if e + "embedding_layer.segment_embeddings.weight" in s:
     x = x + s[e + "embedding_layer.segment_embeddings.weight"][f["token_type_ids"]]
@@ -152,27 +153,33 @@ sys.exit(0 if max(errs) < 1e-5 else 1)
 )PY");
 }
 
-// A batch of 2 x 12 tokens, the second padded after 9, with 3 masked positions each.
-Features tiny_batch() {
+// A batch of 2 x 12 tokens, the second padded after 9, with 3 masked positions
+// each; `left_padded`: the first row starts with 2 pads.
+Features tiny_batch(bool left_padded = false) {
   torch::manual_seed(5);
   Features f;
   f["input_ids"] = torch::randint(1, 50, {2, 12}, torch::kLong);
   f["attention_mask"] = torch::ones({2, 12}, torch::kLong);
   f["attention_mask"][1].narrow(0, 9, 3).zero_();
   f["input_ids"][1].narrow(0, 9, 3).zero_();  // pad id 0
+  if (left_padded) {
+    f["attention_mask"][0].narrow(0, 0, 2).zero_();
+    f["input_ids"][0].narrow(0, 0, 2).zero_();
+  }
   f["token_type_ids"] = torch::cat({torch::zeros({2, 6}, torch::kLong), torch::ones({2, 6}, torch::kLong)}, 1);
-  f["masked_lm_positions"] = torch::tensor({{1, 4, 10}, {2, 7, 0}}, torch::kLong);
+  f["masked_lm_positions"] = torch::tensor({{left_padded ? 3 : 1, 4, 10}, {2, 7, 0}}, torch::kLong);
   f["labels"] = torch::randint(0, 50, {2, 3}, torch::kLong);
   f["masked_lm_mask"] = torch::tensor({{1, 1, 1}, {1, 1, 0}}, torch::kLong);  // the last slot of row 1 is padding
   f["next_sentence_label"] = torch::tensor({0, 1}, torch::kLong);
   return f;
 }
 
-void expect_reference(BertModel& m, const zoo::testing::TempDir& dir, const std::string& args, const std::string& label) {
+void expect_reference(BertModel& m, const zoo::testing::TempDir& dir, const std::string& args, const std::string& label,
+                      bool left_padded = false) {
   torch::manual_seed(11);
   m.reset_parameters();
   m.eval();
-  const Features f = tiny_batch();
+  const Features f = tiny_batch(left_padded);
   BertModel::Outputs out = m.run(f.at("input_ids"), f.at("attention_mask"), f.at("token_type_ids"),
                                  f.at("masked_lm_positions"));
   c10::impl::GenericDict features(c10::StringType::get(), c10::AnyType::get());
@@ -196,7 +203,8 @@ void expect_reference(BertModel& m, const zoo::testing::TempDir& dir, const std:
 // and its loss (masked-LM sum / batch size * mlm_loss_weight + NSP) equal
 // the float64 forward. Then pre-norm with a final norm, multi-query
 // attention and rotary positions; RoBERTa's (no NSP, positions counted
-// past the padding); and muP's logits scale and scores / head size.
+// past the padding as Hugging Face counts them, left padding too); and muP's
+// logits scale and scores / head size.
 TEST(Bert, MatchesAnIndependentForward) {
   if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
@@ -227,6 +235,7 @@ TEST(Bert, MatchesAnIndependentForward) {
     BertModel m(o, torch::TensorOptions());
     EXPECT_FALSE(ckpt::model_state_dict(m).contains("model.bert_encoder.embedding_layer.segment_embeddings.weight"));
     expect_reference(m, dir, "4 4 0 1 1 sqrt 0", "roberta");
+    expect_reference(m, dir, "4 4 0 1 1 sqrt 0", "roberta, left padding: positions count the tokens", true);
   }
   {
     BertOptions o = tiny_bert();
@@ -412,6 +421,31 @@ open(out + "/meta.dat", "w").write("a.csv 4\n")
   }
   EXPECT_NE(error.find("a.csv, row 4: input_ids has 5 values where the batch's first row has 6"), std::string::npos)
       << error;
+}
+
+// As modelzoo's bert set_defaults: the model's disable_nsp reaches the input
+// sections that leave it out (RoBERTa's masked-LM-only CSV files have no
+// segment_ids column); an input that says otherwise is an error naming both.
+TEST(Bert, TheModelsDisableNspReachesTheInputSections) {
+  zoo::testing::TempDir dir;
+  YAML::Node y = YAML::Load(zoo::testing::tiny_params_yaml("/d", "/m"));
+  y.remove("eval_input");
+  y["train_input"] = YAML::Load(csv_input(dir));
+  y["model"] = YAML::Load("{vocab_size: 32, hidden_size: 32, num_hidden_layers: 1, num_heads: 4, filter_size: 48, "
+                          "max_position_embeddings: 16, disable_nsp: true, mask_padding_in_positional_embed: true}");
+  const Params p = params_from_node(y, "p.yaml", YAML::Node());
+  const std::vector<std::string>& produced = p.train_input->produces();
+  EXPECT_EQ(std::count(produced.begin(), produced.end(), "token_type_ids"), 0);
+  EXPECT_EQ(std::count(produced.begin(), produced.end(), "next_sentence_label"), 0);
+  EXPECT_TRUE(p.resolved()["train_input"]["disable_nsp"].as<bool>());
+  y["train_input"]["disable_nsp"] = false;  // params_from_node left y as it was
+  try {
+    params_from_node(y, "p.yaml", YAML::Node());
+    ADD_FAILURE() << "an input with NSP for a model without it";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train_input.disable_nsp: is false but the model's disable_nsp is true"),
+              std::string::npos) << e.what();
+  }
 }
 
 // A modelzoo BERT config (its model section, shrunk) trains on modelzoo's

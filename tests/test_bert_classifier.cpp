@@ -228,6 +228,34 @@ runconfig:
   for (const char* metric : {"eval/accuracy = ", "eval/accuracy_matched = ", "eval/accuracy_mismatched = "})
     EXPECT_NE(m.output.find(metric), std::string::npos) << metric << "\n" << m.output;
   EXPECT_EQ(m.output.find("f1_score"), std::string::npos) << "three labels: no F1, as in modelzoo\n" << m.output;
+  // A dev set with no mismatched pair measures no mismatched accuracy: said
+  // so, and an empty cell in results.csv, not an accuracy of 0.
+  const std::string header = "index\tsentence1\tsentence2\tgold_label\n";
+  zoo::testing::write_file(dir / "mnli/dev_matched.tsv", header + "0\tthe film\tthe film was great\tneutral\n"
+                                                                   "1\ta man\tthe man sleeps\tentailment\n");
+  zoo::testing::write_file(dir / "mnli/dev_mismatched.tsv", header);
+  auto matched = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + (dir / "mnli.yaml") +
+                                           " --mode eval --model_dir " + (dir / "m2"));
+  ASSERT_EQ(matched.exit_code, 0) << matched.output;
+  EXPECT_NE(matched.output.find("eval/accuracy_matched = "), std::string::npos) << matched.output;
+  EXPECT_EQ(matched.output.find("eval/accuracy_mismatched = "), std::string::npos) << matched.output;
+  EXPECT_NE(matched.output.find("eval/accuracy_mismatched not measured: no evaluated sample counts towards it"),
+            std::string::npos) << matched.output;
+  const std::string csv = zoo::testing::read_file(dir / "m2/eval/results.csv");
+  auto cells = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    for (char c : line) {
+      if (c == ',') out.emplace_back();
+      else out.back().push_back(c);
+    }
+    return out;
+  };
+  const std::vector<std::string> columns = cells(csv.substr(0, csv.find('\n')));
+  const std::vector<std::string> row = cells(csv.substr(csv.rfind('\n', csv.size() - 2) + 1, std::string::npos));
+  const auto column = std::find(columns.begin(), columns.end(), "eval/accuracy_mismatched") - columns.begin();
+  ASSERT_LT(static_cast<size_t>(column), columns.size()) << csv;
+  ASSERT_EQ(row.size(), columns.size()) << csv;
+  EXPECT_TRUE(row[static_cast<size_t>(column)].empty() || row[static_cast<size_t>(column)] == "\n") << csv;
 }
 
 // modelzoo's FBetaScoreMetric as the classifier configures it for two

@@ -2,6 +2,9 @@
 // line, key path and what was expected; defaults and warnings as documented.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <filesystem>
 
 #include "configs/schema/yaml_util.h"
@@ -66,6 +69,68 @@ TEST(Config, MergeKeysExpandAsInPyYaml) {
     EXPECT_NE(std::string(e.what()).find("m.yaml:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("y.<<: a merge key takes a mapping"), std::string::npos) << e.what();
   }
+}
+
+// Aliases share their anchor's node: a loop (`a: &x {b: *x}`) or a tree
+// far larger than the file (each level aliasing the one below nine times)
+// is refused at once, naming the file, the line and the key path, before
+// any walk that would overflow the stack or run for days.
+TEST(Config, AliasLoopsAndAliasBombsAreRefusedNamingTheLine) {
+  auto error = [](const std::string& text) {
+    try {
+      config::load_yaml_string(text, "a.yaml");
+    } catch (const config::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  for (const std::string loop : {"model: &x {a: *x}\n", "model: &x\n  a: [1, *x]\n", "model: &x\n  <<: *x\n"}) {
+    const std::string e = error(loop);
+    EXPECT_NE(e.find("a.yaml:1:"), std::string::npos) << loop << ": " << e;
+    EXPECT_NE(e.find("refers to a mapping or list that contains it"), std::string::npos) << loop << ": " << e;
+  }
+  EXPECT_NE(error("model: &x {a: *x}\n").find("model.a:"), std::string::npos);
+  // 9^10 values from 11 short lines: refused as soon as the walk passes its limit.
+  std::string bomb = "l0: &l0 [1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+  for (int level = 1; level <= 10; ++level) {
+    const std::string below = "*l" + std::to_string(level - 1);
+    bomb += "l" + std::to_string(level) + ": &l" + std::to_string(level) + " [";
+    for (int k = 0; k < 9; ++k) bomb += (k ? ", " : "") + below;
+    bomb += "]\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = error(bomb + "model: *l10\n");
+  EXPECT_NE(e.find("a.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("expands to more than 100000 values through its aliases"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // Aliases used as real configs use them still load.
+  const YAML::Node ok = config::load_yaml_string("a: &a {x: 1}\nb: *a\nc: [*a, *a]\n", "a.yaml");
+  EXPECT_EQ(ok["c"][1]["x"].as<int>(), 1);
+}
+
+// A params path that is a FIFO would block the read forever and a device
+// (/dev/zero) never ends: both are refused by name, as is a file too large
+// to be params.
+TEST(Config, ParamsThatAreNotRegularFilesOrTooLargeAreRefused) {
+  TempDir dir;
+  const std::string fifo = dir / "params.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto error = [](const std::string& path) {
+    try {
+      load_params(path, YAML::Node());
+    } catch (const config::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  for (const std::string& path : {fifo, std::string("/dev/zero"), dir.path()}) {
+    const std::string e = error(path);
+    EXPECT_NE(e.find(path + ": not a regular file"), std::string::npos) << e;
+  }
+  const std::string big = dir / "big.yaml";
+  std::filesystem::resize_file(zoo::testing::write_file(big, "# params\n"), std::uintmax_t{17} << 20);
+  EXPECT_NE(error(big).find(big + ": 17825792 bytes, over the 16 MiB a params file may have"), std::string::npos)
+      << error(big);
 }
 
 TEST(Config, MissingFileIsAClearError) {
@@ -245,6 +310,7 @@ TEST(Config, RealConfigsOptimizerAndRunconfigSectionsParse) {
   if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   int parsed = 0;
   for (const auto& e : std::filesystem::directory_iterator(zoo::testing::shared_dir() + "/modelzoo_configs")) {
+    if (!e.is_regular_file()) continue;  // trainer_format/
     const std::string path = e.path().string();
     YAML::Node root = config::load_yaml_file(path);
     if (!root["runconfig"]) continue;  // not a params file (the runconfig schema copy)

@@ -229,6 +229,32 @@ TEST(ConvertLlama, LlamaHeadDimIsTheAttentionInnerDim) {
   check_llama_conversion({.head_dim = 16});
 }
 
+// A config.json whose head counts or head size do not describe the tensors is
+// refused, naming the field and the tensor, before any rows are re-ordered
+// (a rotary permutation sized from the config wrote past its buffer).
+TEST(ConvertLlama, HeadCountsThatDoNotMatchTheTensorsAreRefused) {
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
+  zoo::testing::TempDir dir;
+  zoo::testing::write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"}, {"rope_scaling", nullptr},
+                                                             {"head_dim", nullptr}, {"experts", 0}, {"bias", ""},
+                                                             {"theta", 10000.0}, {"rope_parameters", false}}
+                                                  .dump());
+  run_fixture(dir, "make_llama.py", kMakeLlama);
+  const nlohmann::json good = nlohmann::json::parse(zoo::testing::read_file(dir / "hf/config.json"));
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> cases = {
+      {"head_dim", 16, "num_attention_heads (4) x head_dim (16) = 64 rows"},
+      {"num_key_value_heads", 4, "num_key_value_heads (4) x head_dim (8) = 32 rows"},
+      {"num_attention_heads", 2, "num_attention_heads (2) x head_dim (8) = 16 rows"}};
+  for (const auto& [field, value, expected] : cases) {
+    nlohmann::json bad = good;
+    bad[field] = value;
+    zoo::testing::write_file(dir / "hf/config.json", bad.dump());
+    zoo::testing::expect_refused(
+        [&] { convert::run_convert({dir / "hf", "llama", "hf", "zoo", std::nullopt, dir / ("bad_" + field)}); },
+        {"self_attn.proj_", expected, "the config does not describe these weights"});
+  }
+}
+
 // Qwen2 / Qwen2.5: LLaMA with biases on q, k and v only (modelzoo's
 // use_projection_bias_in_attention without use_ffn_bias_in_attention), its
 // unused sliding_window left behind; LLaMA's attention_bias and mlp_bias put

@@ -12,6 +12,7 @@
 #include "data/registry.h"
 #include "models/registry.h"
 #include "runner/params.h"
+#include "data_fixtures.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -213,17 +214,7 @@ TEST(Data, SyntheticSamplesAreDeterministicShiftedAndInVocabulary) {
             std::string::npos);
 }
 
-namespace {
-// An IDX file of unsigned bytes: magic 00 00 08 <rank>, big-endian dims, values.
-void write_idx(const std::string& path, const std::vector<int32_t>& dims, const std::vector<uint8_t>& values) {
-  std::string bytes = {0, 0, 8, static_cast<char>(dims.size())};
-  for (int32_t d : dims)
-    for (int shift : {24, 16, 8, 0}) bytes += static_cast<char>((d >> shift) & 0xFF);
-  bytes.append(values.begin(), values.end());
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-}  // namespace
+using zoo::testing::write_idx;
 
 TEST(Data, MnistIdxFilesRawOrGzippedBecomeNormalizedImagesAndLabels) {
   TempDir dir;

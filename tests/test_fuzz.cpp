@@ -1,6 +1,7 @@
 // Seeded fuzzing, bounded to a few hundred cases: mutated params files (the
 // configs in configs/, and the real modelzoo configs in ../shared when it is
-// there) and mutated tiny HDF5 files. Whatever the input, zoo ends with exit
+// there; anchors and aliases among the mutations), mutated tiny HDF5 files,
+// gzip input for create-hdf5 and Hugging Face directories for zoo convert. Whatever the input, zoo ends with exit
 // code 0 or 1 in bounded time, never a signal (which would end this test
 // binary), and every error names the file at fault.
 #include <gtest/gtest.h>
@@ -11,7 +12,12 @@
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "data/create_hdf5.h"
+#include "models/registry.h"
+#include "runner/checkpoint.h"
+#include "runner/convert/convert.h"
 #include "runner/run.h"
 #include "test_util.h"
 
@@ -64,14 +70,15 @@ std::string mutate(const std::string& text, Rng& rng) {
       "-1", "0", "1e30", "-1e-30", "abc", "[]", "{}", "null", "~", "9223372036854775807", "99999999999999999999",
       "true", "''", "0.5", "[1, 2]", "{a: 1}", ".nan", ".inf", "2048", "-0.0", "1.5", "\"x: y\"", "[[]]", "!!binary aGk="};
   static const std::vector<std::string> stray = {"  foo: 1", "bar:", "- x", "key: : :", "\t", "  ? [a]\n  : 1",
-                                                 "&a x: *a", "...", "---", "runconfig:", "  model:", "%"};
+                                                 "&a x: *a", "...", "---", "runconfig:", "  model:", "%",
+                                                 "  loop: &z {a: *z}", "  <<: *z", "  list: &y [1, *y]", "  x: *nowhere"};
   std::vector<std::string> lines = lines_of(text);
   const size_t edits = 1 + pick(rng, 3);
   for (size_t e = 0; e < edits && !lines.empty(); ++e) {
     const size_t at = pick(rng, lines.size());
     std::string& line = lines[at];
     const size_t colon = line.find(": ");
-    switch (pick(rng, 8)) {
+    switch (pick(rng, 9)) {
       case 0: lines.erase(lines.begin() + static_cast<long>(at)); break;
       case 1: lines.insert(lines.begin() + static_cast<long>(at), line); break;
       case 2: line = pick(rng, 2) ? "  " + line : line.substr(std::min<size_t>(2, line.size())); break;
@@ -90,6 +97,15 @@ std::string mutate(const std::string& text, Rng& rng) {
         break;
       case 5: lines.insert(lines.begin() + static_cast<long>(at), stray[pick(rng, stray.size())]); break;
       case 6: lines.resize(at + 1), line = line.substr(0, pick(rng, line.size() + 1)); break;
+      case 7:  // an anchor on a section or key, and an alias to it on some line of the file (inside it: a loop)
+        if (!line.empty() && line.back() == ':') {
+          line += " &s" + std::to_string(at);
+          std::string& other = lines[pick(rng, lines.size())];
+          const size_t c = other.find(": ");
+          if (c != std::string::npos) other = other.substr(0, c + 2) + "*s" + std::to_string(at);
+          else if (!other.empty() && other.back() == ':') other += " *s" + std::to_string(at);
+        }
+        break;
       default: line.insert(pick(rng, line.size() + 1), 1, static_cast<char>(pick(rng, 256))); break;
     }
   }
@@ -181,4 +197,122 @@ TEST(Fuzz, MutatedHdf5FilesAreReadOrTheErrorNamesTheFile) {
   std::cout << "HDF5 cases: " << read_fine << " read, " << refused << " refused\n";
   EXPECT_GT(refused, 0);
   EXPECT_GT(read_fine, 0);  // flips inside padding or unused space change nothing
+}
+
+// gzip input for `zoo data create-hdf5`: a good .txt.gz and .jsonl.gz with
+// flipped bytes, cut short or zeroed. Each either converts or ends in an
+// error naming the file; a damaged stream is never read as a shorter one.
+TEST(Fuzz, MutatedGzipInputToCreateHdf5ConvertsOrNamesTheFile) {
+  TempDir dir;
+  std::string text, jsonl;
+  for (int i = 0; i < 400; ++i) {
+    text += "line " + std::to_string(i * 7919 % 1000) + " of the text\n";
+    jsonl += "{\"text\": \"document " + std::to_string(i) + "\"}\n";
+  }
+  zoo::testing::write_file(dir / "src/doc.txt", text);
+  zoo::testing::write_file(dir / "src/doc.jsonl", jsonl);
+  ASSERT_EQ(zoo::testing::run_command("gzip " + (dir / "src/doc.txt") + " " + (dir / "src/doc.jsonl")).exit_code, 0);
+  Rng rng(static_cast<uint64_t>(setting("ZOO_FUZZ_SEED", 11)));
+  int converted = 0, refused = 0;
+  const int cases = static_cast<int>(setting("ZOO_FUZZ_CASES", 300) / 5);
+  for (int i = 0; i < cases; ++i) {
+    const std::string name = pick(rng, 2) ? "doc.txt.gz" : "doc.jsonl.gz";
+    std::string bytes = zoo::testing::read_file(dir / ("src/" + name));
+    switch (pick(rng, 3)) {
+      case 0:
+        for (size_t k = 1 + pick(rng, 4); k > 0; --k) bytes[pick(rng, bytes.size())] ^= static_cast<char>(1 + pick(rng, 255));
+        break;
+      case 1: bytes.resize(pick(rng, bytes.size())); break;
+      default: {
+        const size_t at = pick(rng, bytes.size());
+        std::fill(bytes.begin() + static_cast<long>(at), bytes.begin() + static_cast<long>(std::min(bytes.size(), at + 1 + pick(rng, 64))), '\0');
+      }
+    }
+    const std::string case_dir = dir / ("case_" + std::to_string(i));
+    std::ofstream(zoo::testing::write_file(case_dir + "/" + name, ""), std::ios::binary) << bytes;
+    data::CreateHdf5Options o;
+    o.input_dir = case_dir;
+    o.output_dir = case_dir + "/out";
+    o.tokenizer.type = "ByteTokenizer";
+    o.max_seq_length = 16;
+    o.eos_id = 0;
+    std::stringstream progress;
+    try {
+      data::create_hdf5(o, progress);
+      ++converted;
+    } catch (const std::exception& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find(case_dir + "/" + name), std::string::npos) << "case " << i << ": " << e.what();
+    }
+  }
+  std::cout << "gzip cases: " << converted << " converted, " << refused << " refused\n";
+  EXPECT_GT(refused, cases / 2);  // gzip's CRC catches nearly every change
+}
+
+// Hugging Face directories for `zoo convert`: a GPT-2 and a LLaMA export of
+// tiny zoo models, their config.json fields dropped or changed to odd
+// values (head counts, sizes, types) and their safetensors cut or flipped.
+// Each converts or ends in an error naming a file, field or tensor; none
+// writes out of bounds or aborts (this test binary would die).
+TEST(Fuzz, MutatedHuggingFaceDirectoriesConvertOrNameTheirFault) {
+  TempDir dir;
+  const std::string llama_model =
+      "  vocab_size: 64\n  hidden_size: 32\n  num_hidden_layers: 1\n  num_heads: 4\n  filter_size: 48\n"
+      "  max_position_embeddings: 32\n  position_embedding_type: rotary\n  rotary_dim: 8\n  nonlinearity: swiglu\n"
+      "  norm_type: rmsnorm\n  use_projection_bias_in_attention: false\n  use_ffn_bias_in_attention: false\n"
+      "  use_ffn_bias: false\n  use_bias_in_output: false\n  share_embedding_weights: false\n"
+      "  attention_module: multiquery_attention\n  extra_attention_params: {num_kv_groups: 2}\n";
+  std::vector<std::string> sources;
+  for (const std::string kind : {"gpt2", "llama"}) {
+    std::string y = zoo::testing::tiny_params_yaml(dir / "data", dir / ("m_" + kind));
+    if (kind == "llama") y.replace(y.find("model:\n"), y.find("optimizer:") - y.find("model:\n"), "model:\n" + llama_model);
+    const std::string params = zoo::testing::write_file(dir / (kind + ".yaml"), y);
+    Params p = load_params(params, YAML::Node());
+    auto model = p.model->build(torch::TensorOptions());
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("model", ckpt::model_state_dict(*model));
+    d.insert("global_step", int64_t{0});
+    d.insert("__metadata__", ckpt::checkpoint_metadata(p));
+    const std::string ckpt_path = dir / (kind + ".mdl");
+    ckpt::save_checkpoint_file(ckpt_path, d);
+    convert::run_convert({ckpt_path, kind, "zoo", "hf", std::nullopt, dir / ("hf_" + kind)});
+    sources.push_back(dir / ("hf_" + kind));
+  }
+  static const std::vector<nlohmann::json> odd = {0, -1, 1, 2, 3, 5, 7, 16, 64, 1000000, 1.5, "4", nullptr, true,
+                                                  nlohmann::json::array(), nlohmann::json::object()};
+  Rng rng(static_cast<uint64_t>(setting("ZOO_FUZZ_SEED", 13)));
+  int converted = 0, refused = 0;
+  const int cases = static_cast<int>(setting("ZOO_FUZZ_CASES", 300) / 3);
+  for (int i = 0; i < cases; ++i) {
+    const std::string& source = sources[pick(rng, sources.size())];
+    const std::string case_dir = dir / ("case_" + std::to_string(i));
+    fs::create_directories(case_dir);
+    nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(source + "/config.json"));
+    std::string weights = zoo::testing::read_file(source + "/model.safetensors");
+    for (size_t e = 1 + pick(rng, 2); e > 0; --e) {
+      std::vector<std::string> keys;
+      for (const auto& [k, v] : config.items()) keys.push_back(k);
+      const std::string key = keys[pick(rng, keys.size())];
+      switch (pick(rng, 4)) {
+        case 0: config.erase(key); break;
+        case 1: weights.resize(pick(rng, weights.size())); break;
+        case 2: weights[pick(rng, weights.size())] ^= static_cast<char>(1 + pick(rng, 255)); break;
+        default: config[key] = odd[pick(rng, odd.size())];
+      }
+    }
+    zoo::testing::write_file(case_dir + "/config.json", config.dump());
+    std::ofstream(case_dir + "/model.safetensors", std::ios::binary) << weights;
+    const std::string what = "case " + std::to_string(i) + ": " + config.dump();
+    try {
+      convert::run_convert({case_dir, "", "hf", "zoo", std::nullopt, case_dir + "/zoo"});
+      ++converted;
+    } catch (const std::exception& e) {
+      ++refused;
+      const std::string m = e.what();
+      EXPECT_TRUE(m.find(case_dir) != std::string::npos || m.find("config.json") != std::string::npos) << what << "\n" << m;
+    }
+  }
+  std::cout << "Hugging Face cases: " << converted << " converted, " << refused << " refused\n";
+  EXPECT_GT(refused, cases / 3);
+  EXPECT_GT(converted, 0);  // a field Hugging Face ignores, changed, converts
 }

@@ -16,27 +16,8 @@ using zoo::testing::TempDir;
 
 namespace {
 
-// The tiny byte-level GPT on the built-in corpus, as a params file p.yaml
-// whose model_dir is m/.
-struct TinyRun {
-  TempDir dir;
-  std::string params;
-  explicit TinyRun(const std::string& extra_runconfig = "") {
-    zoo::testing::write_small_corpus(dir / "data");
-    params = zoo::testing::write_file(dir / "p.yaml",
-                                      zoo::testing::tiny_params_yaml(dir / "data", dir / "m", extra_runconfig));
-  }
-  zoo::testing::CommandResult zoo(const std::string& args) const {
-    return run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " " + args);
-  }
-};
-
-// "Avg Eval Loss: X" of a zoo run's output (NaN when absent).
-double eval_loss(const std::string& output) {
-  std::smatch m;
-  return std::regex_search(output, m, std::regex("Avg Eval Loss: ([-0-9.e+]+)")) ? std::stod(m[1]) : std::nan("");
-}
-
+using zoo::testing::eval_loss;
+using zoo::testing::TinyRun;
 using zoo::testing::line_of;
 using zoo::testing::params_error;
 

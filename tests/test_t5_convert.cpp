@@ -165,6 +165,7 @@ void expect_t5_converts(const std::string& kind) {
   const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
   EXPECT_EQ(config.at("feed_forward_proj"), kind == "glu" ? "gated-silu" : kind == "flan" ? "gated-gelu" : "relu");
   EXPECT_EQ(config.at("tie_word_embeddings"), kind == "v1");
+  EXPECT_EQ(config.at("scale_decoder_outputs"), kind == "v1");  // transformers 5 reads this, not the tie
   EXPECT_EQ(config.at("num_decoder_layers"), 3);
 }
 
@@ -199,6 +200,22 @@ TEST(ConvertT5, UnrepresentableOptionsAreRefused) {
   c["feed_forward_proj"] = "relu";
   c["relative_attention_max_distance"] = 64;
   zoo::testing::expect_refused([&] { a.config_from_hf(c); }, {"relative_attention_max_distance"});
+  c.erase("relative_attention_max_distance");
+  // transformers scales the decoder output by d_model^-1/2 when scale_decoder_outputs says so (by the tie when
+  // the field is absent); zoo's t5 scales exactly when tied: the two agreeing convert, differing is refused.
+  for (const bool tied : {true, false}) {
+    c["tie_word_embeddings"] = tied;
+    c["scale_decoder_outputs"] = tied;
+    EXPECT_EQ(a.config_from_hf(c)["share_embedding_weights"].as<bool>(), tied);
+    c["scale_decoder_outputs"] = nullptr;
+    EXPECT_EQ(a.config_from_hf(c)["share_embedding_weights"].as<bool>(), tied);
+    c["scale_decoder_outputs"] = !tied;
+    zoo::testing::expect_refused([&] { a.config_from_hf(c); },
+                                 {"config.json: scale_decoder_outputs = " + std::string(tied ? "false" : "true"),
+                                  "differs from tie_word_embeddings"});
+  }
+  c.erase("scale_decoder_outputs");
+  c.erase("tie_word_embeddings");
   YAML::Node y = YAML::Load(zoo::testing::tiny_params_yaml("/d", "/m"));
   y.remove("train_input");
   y.remove("eval_input");

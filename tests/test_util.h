@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -283,6 +284,26 @@ inline Params tiny_params(const std::string& data_dir, const std::string& model_
                           const std::string& extra_runconfig = "", YAML::Node overrides = YAML::Node()) {
   return params_from_node(config::load_yaml_string(tiny_params_yaml(data_dir, model_dir, extra_runconfig), "tiny.yaml"),
                           "tiny.yaml", overrides);
+}
+
+// The tiny byte-level GPT on the built-in corpus, as a params file p.yaml
+// whose model_dir is m/.
+struct TinyRun {
+  TempDir dir;
+  std::string params;
+  explicit TinyRun(const std::string& extra_runconfig = "") {
+    write_small_corpus(dir / "data");
+    params = write_file(dir / "p.yaml", tiny_params_yaml(dir / "data", dir / "m", extra_runconfig));
+  }
+  CommandResult zoo(const std::string& args) const {
+    return run_command(zoo_binary() + " CPU --params " + params + " " + args);
+  }
+};
+
+// "Avg Eval Loss: X" of a zoo run's output (NaN when absent).
+inline double eval_loss(const std::string& output) {
+  std::smatch m;
+  return std::regex_search(output, m, std::regex("Avg Eval Loss: ([-0-9.e+]+)")) ? std::stod(m[1]) : std::nan("");
 }
 
 }  // namespace zoo::testing

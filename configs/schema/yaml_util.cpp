@@ -1,7 +1,10 @@
 // Implementation of configs/schema/yaml_util.h.
 #include "configs/schema/yaml_util.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -53,6 +56,42 @@ void check_keys(YAML::Node node, const Context& ctx) {
   for (const std::string& key : repeated) node.remove(key);  // the first of the equal pair
 }
 
+// Aliases share their anchor's node, so a file can describe a loop
+// (`model: &x {a: *x}`) or a tree exponentially larger than itself (each
+// level aliasing the one below nine times). Every later walk of the params
+// (merge keys, the duplicate check, the schema) would then overflow the
+// stack or run for days: one bounded walk first refuses both, naming the
+// key path where the walk stopped. Real params files hold a few hundred
+// values and nest under ten levels.
+constexpr size_t kMaxYamlValues = 100000;
+constexpr size_t kMaxYamlDepth = 64;
+constexpr uintmax_t kMaxParamsFileBytes = uintmax_t{16} << 20;
+
+void check_bounded(const YAML::Node& node, const Context& ctx, std::vector<YAML::Node>& ancestors, size_t& values) {
+  if (++values > kMaxYamlValues)
+    ctx.fail(node, "",
+             "the file expands to more than " + std::to_string(kMaxYamlValues) +
+                 " values through its aliases (*name); a params file needs a few hundred, so an alias is "
+                 "repeated far more often than intended");
+  if (!node.IsMap() && !node.IsSequence()) return;
+  for (const YAML::Node& a : ancestors)
+    if (a.is(node))
+      ctx.fail(node, "", "an alias (*name) refers to a mapping or list that contains it, a loop that no params "
+                         "file can hold; give the values here instead");
+  if (ancestors.size() >= kMaxYamlDepth)
+    ctx.fail(node, "", "nested more than " + std::to_string(kMaxYamlDepth) + " levels deep; a params file needs under ten");
+  ancestors.push_back(node);
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) check_bounded(node[i], ctx.child(std::to_string(i)), ancestors, values);
+  } else {
+    for (const auto& kv : node) {
+      check_bounded(kv.first, ctx, ancestors, values);
+      check_bounded(kv.second, ctx.child(kv.first.IsScalar() ? kv.first.Scalar() : "?"), ancestors, values);
+    }
+  }
+  ancestors.pop_back();
+}
+
 // YAML's merge key (`<<: *anchor`, or a list of anchors), which PyYAML reads
 // and yaml-cpp leaves as a key named "<<": the mapping gets every key of the
 // merged mappings that it does not give itself (an earlier mapping in the
@@ -101,6 +140,9 @@ YAML::Node load(const std::string& text, const std::string& name, std::vector<st
     throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
   }
+  std::vector<YAML::Node> ancestors;
+  size_t values = 0;
+  check_bounded(root, Context{name, "", warnings}, ancestors, values);
   expand_merge_keys(root, Context{name, "", warnings});
   check_keys(root, Context{name, "", warnings});
   return root;
@@ -109,8 +151,19 @@ YAML::Node load(const std::string& text, const std::string& name, std::vector<st
 }  // namespace
 
 YAML::Node load_yaml_file(const std::string& path, std::vector<std::string>* warnings) {
+  // A FIFO would block the read forever and a device (/dev/zero) never ends.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || status.type() == std::filesystem::file_type::not_found)
+    throw ConfigError(path + ": cannot read params file (does it exist?)");
+  if (status.type() != std::filesystem::file_type::regular)
+    throw ConfigError(path + ": not a regular file (a pipe, device or directory); a params file is a YAML file on disk");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxParamsFileBytes)
+    throw ConfigError(path + ": " + std::to_string(size) + " bytes, over the " +
+                      std::to_string(kMaxParamsFileBytes >> 20) + " MiB a params file may have; is this the right file?");
   std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot read params file (does it exist?)");
+  if (!in) throw ConfigError(path + ": cannot read params file (" + std::strerror(errno) + ")");
   std::stringstream ss;
   ss << in.rdbuf();
   return load(ss.str(), path, warnings);
@@ -126,9 +179,14 @@ void write_yaml_file(const std::string& path, const YAML::Node& node) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw ConfigError(path + ": cannot write file");
+    if (!out) throw ConfigError(path + ": cannot write file (" + std::strerror(errno) + ")");
     out << e.c_str() << "\n";
-    if (!out.flush()) throw ConfigError(path + ": write failed");
+    if (!out.flush()) {
+      const int error = errno;
+      out.close();
+      std::remove(tmp.c_str());
+      throw ConfigError(path + ": write failed (" + std::strerror(error) + ")");
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError(path + ": cannot rename " + tmp);
 }

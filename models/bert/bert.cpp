@@ -141,6 +141,10 @@ ModelFamily bert_family() {
   f.parse = [](const YAML::Node& section, const config::Context& ctx) {
     return std::make_shared<const BertSpec>(section, ctx);
   };
+  // As modelzoo's bert set_defaults: the data yields segments and NSP labels
+  // only when the model has the head (vocab_size and mixed_precision, which it
+  // also passes, no zoo processor reads).
+  f.input_keys_from_model = {{"disable_nsp", {"disable_nsp"}, /*must_agree=*/true}};
   f.hf["bert"] = bert_hf_adapter();
   f.hf["roberta"] = roberta_hf_adapter();
   return f;

@@ -92,10 +92,13 @@ torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_
   } else {
     h = word_embeddings(input_ids);  // (B, T, C)
     if (word_scale.defined()) h = h * word_scale.unsqueeze(-1).to(h.scalar_type());
-    if (position_embeddings && options_.mask_padding_positions) {  // assumes padding only at the end, as modelzoo
-      torch::Tensor counted = torch::arange(first_position + 1, end + 1, input_ids.options().dtype(torch::kLong));
-      h = h + position_embeddings(torch::where(input_ids != options_.pad_token_id, counted, torch::zeros_like(counted)) +
-                                  options_.pad_token_id);
+    if (position_embeddings && options_.mask_padding_positions) {
+      // Hugging Face's RoBERTa positions: each token's count of non-pad
+      // tokens up to itself, pads at 0, all past pad_token_id. modelzoo
+      // numbers by place, which is the same while pads only end a row.
+      const torch::Tensor real = (input_ids != options_.pad_token_id).to(torch::kLong);
+      const torch::Tensor counted = (real.cumsum(-1) + first_position) * real;
+      h = h + position_embeddings(counted + options_.pad_token_id);
     } else if (position_embeddings) {
       torch::Tensor positions = torch::arange(first_position, end, input_ids.options().dtype(torch::kLong));
       h = h + position_embeddings(positions);  // broadcast (T, C)

@@ -21,17 +21,35 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// `t` re-ordered as `heads` heads of the config's head_dim rows each, after
+// checking that it has exactly those rows (a config.json whose head counts
+// do not match the tensors is refused here, before any index is built).
+torch::Tensor permute_heads(const HfKeyMap& map, const std::string& zoo_name, const torch::Tensor& t, int64_t heads,
+                            const std::string& heads_key, bool to_zoo) {
+  const int64_t head_dim = map.qkv.head_dim, rotary_dim = *map.half_split_rotary_dim;
+  if (t.dim() < 1 || heads <= 0 || head_dim <= 0 || t.size(0) != heads * head_dim)
+    throw std::runtime_error(zoo_name + ": a tensor of shape " + c10::str(t.sizes()) + " where config.json's " + heads_key +
+                             " (" + std::to_string(heads) + ") x head_dim (" + std::to_string(head_dim) + ") = " +
+                             std::to_string(heads * head_dim) +
+                             " rows were expected; the config does not describe these weights");
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
+    throw std::runtime_error(zoo_name + ": a rotary dimension of " + std::to_string(rotary_dim) +
+                             " where an even number of at most head_dim (" + std::to_string(head_dim) +
+                             ") was expected (config.json's partial_rotary_factor or rotary_dim)");
+  return permute_rotary(t, heads, rotary_dim, to_zoo);
+}
+
 // zoo's q and k rows interleave the rotary dims; HF's half-split them.
 torch::Tensor rotary_rows(const HfKeyMap& map, const std::string& zoo_name, const torch::Tensor& t, bool to_zoo) {
   if (!map.half_split_rotary_dim) return t;
   for (const char* p : {"weight", "bias"}) {
     if (ends_with(zoo_name, std::string("self_attn.proj_q_dense_layer.") + p))
-      return permute_rotary(t, map.qkv.heads, *map.half_split_rotary_dim, to_zoo);
+      return permute_heads(map, zoo_name, t, map.qkv.heads, "num_attention_heads", to_zoo);
     if (ends_with(zoo_name, std::string("self_attn.proj_k_dense_layer.") + p))
-      return permute_rotary(t, map.qkv.kv_heads, *map.half_split_rotary_dim, to_zoo);
+      return permute_heads(map, zoo_name, t, map.qkv.kv_heads, "num_key_value_heads", to_zoo);
     // A per-head q/k norm scales the dims the rotary re-orders: one head's worth.
     if (ends_with(zoo_name, std::string("self_attn.q_norm.") + p) || ends_with(zoo_name, std::string("self_attn.k_norm.") + p))
-      return permute_rotary(t, 1, *map.half_split_rotary_dim, to_zoo);
+      return permute_heads(map, zoo_name, t, 1, "one head", to_zoo);
   }
   return t;
 }

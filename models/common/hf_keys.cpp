@@ -27,6 +27,10 @@ torch::Tensor cls_row_first(const torch::Tensor& rows) {
 }
 
 torch::Tensor permute_rotary(const torch::Tensor& w, int64_t heads, int64_t rotary_dim, bool to_zoo) {
+  if (w.dim() < 1 || heads <= 0 || w.size(0) % heads != 0 || rotary_dim < 0 || rotary_dim % 2 != 0 ||
+      rotary_dim > w.size(0) / heads)
+    throw std::invalid_argument("permute_rotary: " + std::to_string(heads) + " heads and a rotary dimension of " +
+                                std::to_string(rotary_dim) + " do not fit a tensor of shape " + c10::str(w.sizes()));
   const int64_t D = w.size(0) / heads, R = rotary_dim;
   std::vector<int64_t> order(D);
   for (int64_t r = 0; r < D; ++r) order[r] = r;

@@ -106,7 +106,12 @@ SumAndNorm LayerNormImpl::add_then_forward(const torch::Tensor& x, const torch::
   const torch::Tensor sum = residual_sum(x, branch, branch_bias);
   torch::Tensor y;
   if (!rms) {
-    y = torch::layer_norm(sum, {weight.size(0)}, weight, bias, eps);
+    // A 16-bit input under autocast (BERT's masked-LM transform) is normed in
+    // the weight's float32, as CUDA's autocast runs layer_norm; LibTorch's
+    // CPU kernel refuses the mix of types.
+    const bool widen = weight.defined() && sum.scalar_type() != weight.scalar_type() &&
+                       (sum.scalar_type() == torch::kBFloat16 || sum.scalar_type() == torch::kHalf);
+    y = torch::layer_norm(widen ? sum.to(weight.scalar_type()) : sum, {weight.size(0)}, weight, bias, eps);
   } else {  // statistics in float32 (float64 stays), as LLaMA does
     torch::Tensor x32 = sum.scalar_type() == torch::kDouble ? sum : sum.to(torch::kFloat);
     torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps);

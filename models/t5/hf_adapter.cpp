@@ -87,7 +87,17 @@ YAML::Node config_from_hf(const nlohmann::json& c) {
   m["initializer_factor"] = c.value("initializer_factor", 1.0);
   m["encoder_nonlinearity"] = m["decoder_nonlinearity"] = nonlinearity;
   m["position_embedding_type"] = "relative";
-  m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
+  const bool tied = c.value("tie_word_embeddings", true);
+  // transformers scales the decoder's output by d_model^-1/2 when
+  // scale_decoder_outputs says so, and reads tie_word_embeddings in its place
+  // for configs without it; zoo's t5, as modelzoo's, scales exactly when the
+  // head is tied.
+  const bool says_scale = c.contains("scale_decoder_outputs") && !c.at("scale_decoder_outputs").is_null();
+  if (says_scale && config_sets(c, "scale_decoder_outputs") != tied)
+    refuse_config(c, "scale_decoder_outputs",
+                  std::string("differs from tie_word_embeddings (") + (tied ? "true" : "false") +
+                      "): zoo's t5 scales the decoder output by d_model^-1/2 exactly when the head is tied");
+  m["share_embedding_weights"] = tied;
   m["share_encoder_decoder_embedding"] = true;
   return m;
 }
@@ -128,6 +138,7 @@ nlohmann::json config_of(const T5Options& o) {
                         {"initializer_factor", o.initializer_factor},
                         {"feed_forward_proj", proj},
                         {"tie_word_embeddings", o.share_embedding_weights},
+                        {"scale_decoder_outputs", o.share_embedding_weights},
                         {"is_encoder_decoder", true},
                         {"pad_token_id", 0},
                         {"eos_token_id", 1},

@@ -177,7 +177,31 @@ std::vector<std::pair<std::string, nlohmann::json>> converters_holding(const mod
   return out;
 }
 
+// Every weight has the shape the params give it: a --config of another
+// width would otherwise be written as a config.json its tensors contradict.
+void check_weights_fit(const models::ModelSpec& spec, const models::StateDict& state, const std::string& path,
+                       bool config_given) {
+  const auto shapes = spec.build(torch::TensorOptions().device(torch::kMeta));
+  for (const auto& p : shapes->named_parameters()) {
+    const auto it = state.find(p.key());
+    if (it != state.end() && it->second.sizes() != p.value().sizes())
+      throw std::runtime_error(path + ": " + p.key() + " has shape " + c10::str(it->second.sizes()) + " where " +
+                               (config_given ? "--config" : "the checkpoint's params") + " gives it " +
+                               c10::str(p.value().sizes()) + "; the params do not describe these weights");
+  }
+}
+
+// An export never lands in a directory that holds files: it would replace a
+// config.json or weights the user has, without a word.
+void refuse_non_empty(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec))
+    throw std::runtime_error("zoo convert: --output-dir " + dir +
+                             " already holds files; give a new or empty directory (zoo does not overwrite an export)");
+}
+
 void zoo_to_hf(const ConvertCommand& c) {
+  refuse_non_empty(c.output_dir);
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(c.checkpoint);
   Params params = ckpt::params_of(dict, c.checkpoint, c.config, "--config");
   models::StateDict state;
@@ -195,6 +219,7 @@ void zoo_to_hf(const ConvertCommand& c) {
     exported = part->spec;
     std::cout << "Exporting the " << params.model_name << " model's " << part->key_prefix << "* weights\n";
   }
+  check_weights_fit(*exported, state, c.checkpoint, c.config.has_value());
   // Without --model: the one Hugging Face model type that can hold this model.
   std::string converter = c.model;
   nlohmann::json cfg;  // its config.json; a model HF cannot hold is refused before anything is written

@@ -3,6 +3,8 @@
 // PyTorchStreamReader.
 #include "runner/convert/torch_pickle.h"
 
+#include <algorithm>
+
 #include <caffe2/serialize/inline_container.h>
 
 #include <cstring>
@@ -251,6 +253,64 @@ std::map<std::string, torch::Tensor> tensor_dict(const PyRef& dict) {
       for (const auto& [sub, t] : tensor_dict(v)) out[k->s + "." + sub] = t;
   }
   return out;
+}
+
+namespace {
+
+template <class T>
+c10::IValue typed_list(const std::vector<c10::IValue>& items) {
+  c10::List<T> list;
+  for (const auto& v : items) list.push_back(v.to<T>());
+  return list;
+}
+
+}  // namespace
+
+c10::IValue to_ivalue(const PyRef& value) {
+  using Kind = PyObject::Kind;
+  switch (value->kind) {
+    case Kind::none: return c10::IValue();
+    case Kind::boolean: return value->b;
+    case Kind::integer: return value->i;
+    case Kind::real: return value->d;
+    case Kind::string: return value->s;
+    case Kind::tensor: return value->tensor;
+    case Kind::tuple: {
+      std::vector<c10::IValue> items;
+      for (const auto& item : value->items) items.push_back(to_ivalue(item));
+      return c10::ivalue::Tuple::create(std::move(items));
+    }
+    case Kind::list: {
+      std::vector<c10::IValue> items;
+      for (const auto& item : value->items) items.push_back(to_ivalue(item));
+      auto all = [&](bool (c10::IValue::*is)() const) {
+        return !items.empty() && std::all_of(items.begin(), items.end(), [&](const c10::IValue& v) { return (v.*is)(); });
+      };
+      if (all(&c10::IValue::isInt)) return typed_list<int64_t>(items);
+      if (all(&c10::IValue::isDouble)) return typed_list<double>(items);
+      if (all(&c10::IValue::isBool)) return typed_list<bool>(items);
+      if (all(&c10::IValue::isString)) return typed_list<std::string>(items);
+      if (all(&c10::IValue::isTensor)) return typed_list<at::Tensor>(items);
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (auto& v : items) list.push_back(std::move(v));
+      return list;
+    }
+    case Kind::dict: {
+      const bool int_keys = !value->entries.empty() &&
+                            std::all_of(value->entries.begin(), value->entries.end(),
+                                        [](const auto& e) { return e.first->kind == Kind::integer; });
+      c10::impl::GenericDict dict(int_keys ? c10::TypePtr(c10::IntType::get()) : c10::TypePtr(c10::StringType::get()),
+                                  c10::AnyType::get());
+      for (const auto& [k, v] : value->entries) {
+        if (!int_keys && k->kind != Kind::string)
+          throw std::runtime_error("a dict with a key that is neither a string nor an integer");
+        dict.insert(int_keys ? c10::IValue(k->i) : c10::IValue(k->s), to_ivalue(v));
+      }
+      return dict;
+    }
+    case Kind::global: break;
+  }
+  throw std::runtime_error("a Python object (" + value->s + ") where a checkpoint holds plain values");
 }
 
 }  // namespace zoo::convert

@@ -2,7 +2,7 @@
 // Hugging Face's pytorch_model.bin or a plain state dict: LibTorch's own
 // pickle reader rejects the OrderedDicts these hold. Supports the pickle
 // opcodes torch.save emits and tensors rebuilt from storages.
-// Defines: PyObject, read_torch_save, tensor_dict.
+// Defines: PyObject, read_torch_save, tensor_dict, to_ivalue.
 #pragma once
 
 #include <torch/torch.h>
@@ -33,5 +33,11 @@ PyRef read_torch_save(const std::string& path);
 
 // The {name: tensor} entries of a dict (nested dicts flatten with "."), e.g. a state dict.
 std::map<std::string, torch::Tensor> tensor_dict(const PyRef& dict);
+
+// The value as LibTorch's unpickler gives a file LibTorch wrote: dicts with
+// string or integer keys, lists typed by their items (ints, floats, bools,
+// strings or tensors; mixed or empty: Any), tuples, scalars and tensors.
+// Throws std::runtime_error for what a checkpoint cannot hold (a Python class).
+c10::IValue to_ivalue(const PyRef& value);
 
 }  // namespace zoo::convert
