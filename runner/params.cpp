@@ -33,6 +33,19 @@ const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type",
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
+// Keys zoo ignores because they steer Cerebras hardware still take only the
+// values modelzoo accepts: a typo there is a typo, not a setting.
+void check_cerebras_values(const YAML::Node& runconfig, const config::Context& ctx) {
+  const YAML::Node level = runconfig["precision_opt_level"];
+  if (present(level) && (!level.IsScalar() || (level.Scalar() != "0" && level.Scalar() != "1" && level.Scalar() != "2")))
+    ctx.fail(level, "precision_opt_level", "expected 0, 1 or 2 (a Cerebras setting zoo ignores), got " +
+                                               config::describe_value(level));
+  const YAML::Node device = runconfig["target_device"];
+  if (present(device) && (!device.IsScalar() || (device.Scalar() != "CPU" && device.Scalar() != "GPU" &&
+                                                 device.Scalar() != "CSX")))
+    ctx.fail(device, "target_device", "expected CPU, GPU or CSX, got " + config::describe_value(device));
+}
+
 // Whether the input section's data processor has `key` among its options (an
 // unknown or missing processor is reported when the section is parsed).
 bool processor_declares(const YAML::Node& in, const std::string& key) {
@@ -141,6 +154,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
     for (const auto& kv : runconfig_in) runconfig[kv.first] = kv.second;
   else if (present(runconfig_in))
     top.fail(runconfig_in, "runconfig", "expected a mapping, got " + config::describe_node(runconfig_in));
+  check_cerebras_values(runconfig, section_ctx("runconfig"));  // before the command line replaces the device
   if (overrides.IsMap())
     for (const auto& kv : overrides) runconfig[kv.first.as<std::string>()] = kv.second;
   p.runconfig = RunConfig::schema().parse(runconfig, section_ctx("runconfig"));

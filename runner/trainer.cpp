@@ -5,6 +5,7 @@
 #include "runner/trainer.h"
 
 #include <chrono>
+#include <new>
 #include <cmath>
 #include <filesystem>
 #include <utility>
@@ -79,7 +80,24 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
     train_loader_ = open_loader(params_, "train_input");
   }
   const auto start = std::chrono::steady_clock::now();
-  model_ = params_.model->build(torch::TensorOptions().device(device_));
+  try {
+    model_ = params_.model->build(torch::TensorOptions().device(device_));
+  } catch (const std::exception& e) {  // the allocator's own words name neither the model nor its size
+    const std::string what = e.what();
+    const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) ||
+                               what.find("can't allocate memory") != std::string::npos ||
+                               what.find("out of memory") != std::string::npos;
+    if (!out_of_memory) throw;
+    const int64_t count = models::parameter_count(*params_.model->build(torch::TensorOptions().device(torch::kMeta)));
+    std::string reason = what;
+    if (auto nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
+    throw std::runtime_error(strf("%s: model (%s): its %ld parameters need %.1f GiB in float32 on %s, before "
+                                  "gradients and optimizer state, and memory ran out (%s); shrink the model or use a "
+                                  "larger machine",
+                                  params_.file.c_str(), params_.model_name.c_str(), static_cast<long>(count),
+                                  static_cast<double>(count) * 4 / double(1 << 30), device_.str().c_str(),
+                                  reason.c_str()));
+  }
   const int64_t parameters = models::parameter_count(*model_), trainable = models::trainable_parameter_count(*model_);
   log::info(strf("Built the model: %ld parameters%s in %.2f s", static_cast<long>(parameters),
                  trainable == parameters ? "" : strf(" (%ld trained, the rest frozen)", static_cast<long>(trainable)).c_str(),

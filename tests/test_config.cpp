@@ -133,6 +133,22 @@ TEST(Config, ParamsThatAreNotRegularFilesOrTooLargeAreRefused) {
       << error(big);
 }
 
+// precision_opt_level and the backend type steer Cerebras hardware and are
+// ignored here, but still take only the values modelzoo accepts.
+TEST(Config, CerebrasSettingsStillTakeOnlyTheirValues) {
+  EXPECT_NE(error_of(with_line("runconfig", "precision_opt_level: banana"))
+                .find("runconfig.precision_opt_level: expected 0, 1 or 2 (a Cerebras setting zoo ignores), got banana"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_line("runconfig", "target_device: banana")).find("runconfig.target_device: expected CPU, GPU or CSX"),
+            std::string::npos);
+  EXPECT_EQ(error_of(with_line("runconfig", "precision_opt_level: 1")), "");
+  if (!zoo::testing::have_shared()) return;
+  std::string trainer = zoo::testing::read_file(zoo::testing::shared_dir() + "/modelzoo_configs/trainer_format/fc_mnist.yaml");
+  trainer.replace(trainer.find("    precision:\n"), 15, "    backend:\n      backend_type: GPUS\n    precision:\n");
+  EXPECT_NE(error_of(trainer).find("trainer.init.backend.backend_type: expected CPU, GPU or CSX, got GPUS"),
+            std::string::npos) << error_of(trainer);
+}
+
 TEST(Config, MissingFileIsAClearError) {
   try {
     load_params("/nonexistent/params.yaml", YAML::Node());

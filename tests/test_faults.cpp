@@ -295,3 +295,18 @@ TEST(Faults, ErrorsNameTheFileOrFlag) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(list + ": holds a Python list, not a checkpoint"), std::string::npos) << r.output;
 }
+
+// A model too large for the memory the process may have: the error names the
+// params file, the model, its parameter count and the memory it needs, not
+// only LibTorch's allocator text.
+TEST(Faults, AModelTooLargeForMemoryIsNamedWithItsSize) {
+  TinyRun run;
+  std::string y = zoo::testing::read_file(run.params);
+  y.replace(y.find("hidden_size: 32"), 15, "hidden_size: 32768");  // 4 GiB per attention matrix
+  const std::string big = zoo::testing::write_file(run.dir / "big.yaml", y);
+  auto r = run_command("bash -c 'ulimit -v 6000000; exec " + zoo::testing::zoo_binary() + " CPU --params " + big +
+                       " --mode train --max_steps 1'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(big + ": model (gpt2): its "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("parameters need 32.1 GiB in float32 on cpu"), std::string::npos) << r.output;
+}
