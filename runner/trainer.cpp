@@ -5,7 +5,6 @@
 #include "runner/trainer.h"
 
 #include <chrono>
-#include <new>
 #include <cmath>
 #include <filesystem>
 #include <utility>
@@ -16,6 +15,7 @@
 #include "runner/checkpoint.h"
 #include "runner/device_memory.h"
 #include "runner/log.h"
+#include "runner/model_guards.h"
 #include "runner/step_profiler.h"
 
 namespace zoo {
@@ -80,24 +80,7 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
     train_loader_ = open_loader(params_, "train_input");
   }
   const auto start = std::chrono::steady_clock::now();
-  try {
-    model_ = params_.model->build(torch::TensorOptions().device(device_));
-  } catch (const std::exception& e) {  // the allocator's own words name neither the model nor its size
-    const std::string what = e.what();
-    const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) ||
-                               what.find("can't allocate memory") != std::string::npos ||
-                               what.find("out of memory") != std::string::npos;
-    if (!out_of_memory) throw;
-    const int64_t count = models::parameter_count(*params_.model->build(torch::TensorOptions().device(torch::kMeta)));
-    std::string reason = what;
-    if (auto nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
-    throw std::runtime_error(strf("%s: model (%s): its %ld parameters need %.1f GiB in float32 on %s, before "
-                                  "gradients and optimizer state, and memory ran out (%s); shrink the model or use a "
-                                  "larger machine",
-                                  params_.file.c_str(), params_.model_name.c_str(), static_cast<long>(count),
-                                  static_cast<double>(count) * 4 / double(1 << 30), device_.str().c_str(),
-                                  reason.c_str()));
-  }
+  model_ = build_model(params_, device_);
   const int64_t parameters = models::parameter_count(*model_), trainable = models::trainable_parameter_count(*model_);
   log::info(strf("Built the model: %ld parameters%s in %.2f s", static_cast<long>(parameters),
                  trainable == parameters ? "" : strf(" (%ld trained, the rest frozen)", static_cast<long>(trainable)).c_str(),
@@ -475,24 +458,6 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   }
   metrics_.eval(r);
   return {r.global_step, r.loss, r.metrics, r.samples};
-}
-
-// The names of the model's parameters that hold a NaN or an infinity. One
-// float32 sum per tensor (NaN and inf survive a sum; finite weights cannot
-// reach float32's limit), read back together: one sync for the whole model.
-static std::vector<std::string> non_finite_parameters(const torch::nn::Module& model) {
-  torch::NoGradGuard no_grad;
-  const auto named = model.named_parameters(/*recurse=*/true);
-  if (named.is_empty()) return {};
-  std::vector<torch::Tensor> sums;
-  for (const auto& item : named) sums.push_back(item.value().sum(torch::kFloat));
-  const torch::Tensor finite = torch::isfinite(torch::stack(sums)).cpu();
-  std::vector<std::string> bad;
-  if (finite.all().item<bool>()) return bad;
-  const auto flags = finite.accessor<bool, 1>();
-  for (int64_t i = 0; i < flags.size(0); ++i)
-    if (!flags[i]) bad.push_back(named[static_cast<size_t>(i)].key());
-  return bad;
 }
 
 // Each component writes its own state under modelzoo's keys.

@@ -1,7 +1,8 @@
-// Faults an outside campaign found: poisoned weights, two runs on one
-// model_dir, files that are not files, looping links and damaged gzip input.
-// Each ends in an error naming the file, or is handled as the README says,
-// and nothing the user had is lost.
+// Faults a hostile user finds: poisoned weights, two runs on one model_dir,
+// files that are not files, looping links, damaged gzip input, checkpoints
+// Python saved again, exports that do not fit, models too large, and
+// messages that named no file. Each ends in an error naming the file, flag
+// or key, or is handled as the README says, and nothing the user had is lost.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -13,6 +14,8 @@
 #include <filesystem>
 #include <regex>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "convert_fixtures.h"
 #include "runner/checkpoint.h"
@@ -309,4 +312,36 @@ TEST(Faults, AModelTooLargeForMemoryIsNamedWithItsSize) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(big + ": model (gpt2): its "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("parameters need 32.1 GiB in float32 on cpu"), std::string::npos) << r.output;
+}
+
+// zoo generate says when it crops a prompt longer than the model's
+// positions, and refuses a --max_new_tokens no one means.
+TEST(Faults, GenerateSaysWhenItCropsAndRefusesAbsurdLengths) {
+  TinyRun run("  checkpoint_steps: 1\n");
+  ASSERT_EQ(run.zoo("--mode train --max_steps 1").exit_code, 0);
+  const std::string generate = zoo::testing::zoo_binary() + " generate --checkpoint_path " + (run.dir / "m") +
+                               " --seed 1 --prompt 'a prompt of forty bytes, more than 32 ok'";
+  auto cropped = run_command(generate + " --max_new_tokens 2");
+  EXPECT_EQ(cropped.exit_code, 0) << cropped.output;
+  EXPECT_NE(cropped.output.find("the prompt's 40 tokens are more than the model's 32 positions: generation sees its "
+                                "last 32"),
+            std::string::npos) << cropped.output;
+  auto absurd = run_command(generate + " --max_new_tokens 9000000000000000000");
+  EXPECT_EQ(absurd.exit_code, 1) << absurd.output;
+  EXPECT_NE(absurd.output.find("--max_new_tokens 9000000000000000000 is over 1000000"), std::string::npos)
+      << absurd.output;
+}
+
+// A config.json field of the wrong type names the file and the field's JSON
+// path, not only nlohmann's "type must be number, but is string".
+TEST(Faults, AMistypedConfigJsonFieldIsNamed) {
+  TinyRun run("  checkpoint_steps: 1\n");
+  ASSERT_EQ(run.zoo("--mode train --max_steps 1").exit_code, 0);
+  convert::run_convert({run.dir / "m/checkpoint_1.mdl", "gpt2", "zoo", "hf", std::nullopt, run.dir / "hf"});
+  nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(run.dir / "hf/config.json"));
+  config["n_embd"] = "32";
+  zoo::testing::write_file(run.dir / "hf/config.json", config.dump());
+  zoo::testing::expect_refused(
+      [&] { convert::run_convert({run.dir / "hf", "", "hf", "zoo", std::nullopt, run.dir / "back"}); },
+      {run.dir / "hf/config.json", "(/n_embd) type must be number, but is string"});
 }

@@ -1,0 +1,49 @@
+// Implementation of runner/model_guards.h.
+#include "runner/model_guards.h"
+
+#include <new>
+#include <stdexcept>
+
+#include "models/registry.h"
+#include "runner/log.h"
+
+namespace zoo {
+
+std::shared_ptr<models::Model> build_model(const Params& params, const torch::Device& device) {
+  try {
+    return params.model->build(torch::TensorOptions().device(device));
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) ||
+                               what.find("can't allocate memory") != std::string::npos ||
+                               what.find("out of memory") != std::string::npos;
+    if (!out_of_memory) throw;
+    const int64_t count = models::parameter_count(*params.model->build(torch::TensorOptions().device(torch::kMeta)));
+    const std::string reason = what.substr(0, what.find('\n'));
+    throw std::runtime_error(strf("%s: model (%s): its %ld parameters need %.1f GiB in float32 on %s, before "
+                                  "gradients and optimizer state, and memory ran out (%s); shrink the model or use a "
+                                  "larger machine",
+                                  params.file.c_str(), params.model_name.c_str(), static_cast<long>(count),
+                                  static_cast<double>(count) * 4 / double(1 << 30), device.str().c_str(),
+                                  reason.c_str()));
+  }
+}
+
+// One float32 sum per tensor (NaN and inf survive a sum; finite weights
+// cannot reach float32's limit), read back together: one sync for the model.
+std::vector<std::string> non_finite_parameters(const torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  const auto named = model.named_parameters(/*recurse=*/true);
+  if (named.is_empty()) return {};
+  std::vector<torch::Tensor> sums;
+  for (const auto& item : named) sums.push_back(item.value().sum(torch::kFloat));
+  const torch::Tensor finite = torch::isfinite(torch::stack(sums)).cpu();
+  std::vector<std::string> bad;
+  if (finite.all().item<bool>()) return bad;
+  const auto flags = finite.accessor<bool, 1>();
+  for (int64_t i = 0; i < flags.size(0); ++i)
+    if (!flags[i]) bad.push_back(named[static_cast<size_t>(i)].key());
+  return bad;
+}
+
+}  // namespace zoo

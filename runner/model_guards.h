@@ -1,0 +1,24 @@
+// What the trainer checks of a model before it allocates one and before it
+// saves one. Defines: build_model, non_finite_parameters.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "runner/params.h"
+
+namespace zoo {
+
+// params.model built on `device`; when memory runs out, a std::runtime_error
+// naming the params file, the model, its parameter count and the GiB its
+// float32 weights need (the allocator's own text names none of them).
+std::shared_ptr<models::Model> build_model(const Params& params, const torch::Device& device);
+
+// The names of the model's parameters that hold a NaN or an infinity.
+std::vector<std::string> non_finite_parameters(const torch::nn::Module& model);
+
+}  // namespace zoo
