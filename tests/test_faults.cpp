@@ -75,6 +75,12 @@ TEST(Faults, TwoTrainingRunsOnOneModelDirAreRefused) {
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const pid_t pid = std::stoi(zoo::testing::read_file(first));
+  struct StopAtExit {  // never leave the first run training if an assertion below ends the test early
+    pid_t pid;
+    ~StopAtExit() {
+      if (pid > 0) ::kill(pid, SIGKILL);
+    }
+  } stop_first{pid};
   auto second = run.zoo("--mode train --max_steps 2");
   EXPECT_EQ(second.exit_code, 1) << second.output;
   EXPECT_NE(second.output.find("model_dir " + m + " is in use by another zoo run (pid " + std::to_string(pid) +
@@ -83,6 +89,7 @@ TEST(Faults, TwoTrainingRunsOnOneModelDirAreRefused) {
   const auto logs = std::distance(std::filesystem::directory_iterator(m + "/zoo_logs"), {});
   EXPECT_EQ(logs, 1) << "the refused run wrote into the model_dir";
   ::kill(pid, SIGKILL);
+  stop_first.pid = -1;  // its number may go to another process once it has gone
   bool freed = false;
   for (int i = 0; i < 200 && !freed; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
