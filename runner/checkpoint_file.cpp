@@ -269,35 +269,30 @@ c10::impl::GenericDict load_torch_save_weights(const std::string& path) {
   } catch (const std::exception&) {
     throw std::runtime_error(path + ": not a readable zoo checkpoint or torch.save file (truncated or corrupt?)");
   }
+  using Kind = convert::PyObject::Kind;
+  if (root->kind != Kind::dict)
+    throw std::runtime_error(path + ": holds a Python " +
+                             (root->kind == Kind::list || root->kind == Kind::tuple ? "list" : "value") +
+                             ", not a checkpoint (a dict with 'model') or a state dict (a dict of tensors)");
   // A zoo checkpoint that Python loaded and saved again: the whole state,
   // its stored checksum checked as for the original.
-  if (root->kind == convert::PyObject::Kind::dict) {
-    const bool zoo_checkpoint = std::any_of(root->entries.begin(), root->entries.end(), [](const auto& e) {
-      return e.first->kind == convert::PyObject::Kind::string && e.first->s == "__metadata__";
-    });
-    if (zoo_checkpoint) {
-      c10::IValue whole;
-      try {
-        whole = convert::to_ivalue(root);
-      } catch (const std::exception& e) {
-        throw std::runtime_error(path + ": a checkpoint re-saved by Python holds " + e.what());
-      }
-      return verified(whole.toGenericDict(), path, "it was saved again by Python's torch.save without zoo's checksum");
+  const bool zoo_checkpoint = std::any_of(root->entries.begin(), root->entries.end(), [](const auto& e) {
+    return e.first->kind == Kind::string && e.first->s == "__metadata__";
+  });
+  if (zoo_checkpoint) {
+    c10::IValue whole;
+    try {
+      whole = convert::to_ivalue(root);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": a checkpoint re-saved by Python holds " + e.what());
     }
+    return verified(whole.toGenericDict(), path, "it was saved again by Python's torch.save without zoo's checksum");
   }
-  if (root->kind != convert::PyObject::Kind::dict)
-    throw std::runtime_error(path + ": holds a Python " +
-                             (root->kind == convert::PyObject::Kind::list || root->kind == convert::PyObject::Kind::tuple
-                                  ? std::string("list")
-                                  : std::string("value")) +
-                             ", not a checkpoint (a dict with 'model') or a state dict (a dict of tensors)");
   convert::PyRef weights = root;
   int64_t global_step = -1;
-  if (root->kind == convert::PyObject::Kind::dict) {
-    for (const auto& [k, v] : root->entries) {
-      if (k->s == "model" && v->kind == convert::PyObject::Kind::dict) weights = v;
-      if (k->s == "global_step" && v->kind == convert::PyObject::Kind::integer) global_step = v->i;
-    }
+  for (const auto& [k, v] : root->entries) {
+    if (k->s == "model" && v->kind == Kind::dict) weights = v;
+    if (k->s == "global_step" && v->kind == Kind::integer) global_step = v->i;
   }
   std::map<std::string, torch::Tensor> tensors = convert::tensor_dict(weights);
   if (tensors.empty()) throw std::runtime_error(path + ": holds no tensors to load as model weights");

@@ -83,6 +83,13 @@ std::string words(int first, int count, int vocab) {
   return s;
 }
 
+// `csv` as dir/part.csv, listed with its `rows` in dir/meta.dat, as modelzoo's CSV processors read them.
+std::string write_csv_data(const std::string& dir, const std::string& csv, int rows) {
+  zoo::testing::write_file(dir + "/part.csv", csv);
+  zoo::testing::write_file(dir + "/meta.dat", "part.csv " + std::to_string(rows) + "\n");
+  return dir;
+}
+
 std::string python_list(const std::vector<std::string>& items, bool quoted) {
   std::string s = "[";
   for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + (quoted ? "'" + items[i] + "'" : items[i]);
@@ -166,9 +173,7 @@ void make_data(const std::string& processor, YAML::Node in, YAML::Node model, co
       }
       csv += "\n";
     }
-    zoo::testing::write_file(dir + "/csv/part.csv", csv);
-    zoo::testing::write_file(dir + "/csv/meta.dat", "part.csv " + std::to_string(kSamples) + "\n");
-    in["data_dir"] = dir + "/csv";
+    in["data_dir"] = write_csv_data(dir + "/csv", csv, kSamples);
     shape.vocab = kVocab;
   } else if (processor == "BertSumCSVDataProcessor") {
     in["vocab_file"] = write_wordpiece_vocab(dir + "/vocab.txt", kVocab);
@@ -178,9 +183,7 @@ void make_data(const std::string& processor, YAML::Node in, YAML::Node model, co
       csv += "\"[2, " + std::to_string(5 + r % 20) + ", 6, 3, 2, 7, " + std::to_string(8 + r % 20) +
              ", 9, 3]\",\"[" + std::to_string(r % 2) + ", " + std::to_string(1 - r % 2) +
              "]\",\"[0, 0, 0, 0, 1, 1, 1, 1, 1]\",\"[0, 4]\"\n";
-    zoo::testing::write_file(dir + "/sum/part.csv", csv);
-    zoo::testing::write_file(dir + "/sum/meta.dat", "part.csv " + std::to_string(kSamples) + "\n");
-    in["data_dir"] = dir + "/sum";
+    in["data_dir"] = write_csv_data(dir + "/sum", csv, kSamples);
     shape.vocab = kVocab;
   } else if (processor == "BertTokenClassifierDataProcessor") {
     in["vocab_file"] = write_wordpiece_vocab(dir + "/vocab.txt", kVocab);
@@ -191,9 +194,7 @@ void make_data(const std::string& processor, YAML::Node in, YAML::Node model, co
     std::string csv = "tokens,labels\n";
     for (int r = 0; r < kSamples; ++r)
       csv += words(r, 4, kVocab) + ",O T" + std::to_string(1 + r % (classes - 1)) + " O O\n";
-    zoo::testing::write_file(dir + "/ner/part.csv", csv);
-    zoo::testing::write_file(dir + "/ner/meta.dat", "part.csv " + std::to_string(kSamples) + "\n");
-    in["data_dir"] = dir + "/ner";
+    in["data_dir"] = write_csv_data(dir + "/ner", csv, kSamples);
     set_if_given(in, "label_vocab_file", YAML::Node(label_file));
     set_if_given(model, "label_vocab_file", YAML::Node(label_file));
     shape.vocab = kVocab;
