@@ -7,7 +7,7 @@
 #include <map>
 
 #include "models/registry.h"
-#include "runner/runconfig.h"
+#include "runner/params/runconfig.h"
 
 namespace zoo {
 
@@ -38,7 +38,8 @@ cxxopts::Options run_options() {
                 "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
                 "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
                 "{CPU|GPU} --params P.yaml --mode M ...   start data-parallel ranks\n"
-                "  zoo --help-config             every params YAML key with type, default and doc");
+                "  zoo --help-config             every params YAML key with type, default and doc\n"
+                "  zoo --help-config=markdown    the same as docs/config_reference.md");
   o.positional_help("");
   o.set_width(110);
   o.add_options()
@@ -51,7 +52,9 @@ cxxopts::Options run_options() {
   for (const auto& k : kStringFlags) o.add_options()(k, doc_of(k), cxxopts::value<std::string>());
   for (const auto& k : kIntFlags) o.add_options()(k, doc_of(k), cxxopts::value<int64_t>());
   for (const auto& k : kBoolFlags) o.add_options()(k, doc_of(k));
-  o.add_options()("h,help", "Print this help.")("help-config", "Print every params YAML key.");
+  o.add_options()("h,help", "Print this help.")(
+      "help-config", "Print every params YAML key (=markdown: as docs/config_reference.md).",
+      cxxopts::value<std::string>()->implicit_value("text"));
   o.parse_positional({"device"});
   return o;
 }
@@ -325,7 +328,12 @@ CliCommand parse_cli(const std::vector<std::string>& args) {
   }
   CliCommand c;
   if (r.count("help")) return c.kind = CliCommand::Kind::help, c;
-  if (r.count("help-config")) return c.kind = CliCommand::Kind::help_config, c;
+  if (r.count("help-config")) {
+    c.help_format = r["help-config"].as<std::string>();
+    if (c.help_format != "text" && c.help_format != "markdown")
+      throw CliError("--help-config=" + c.help_format + ": expected text or markdown");
+    return c.kind = CliCommand::Kind::help_config, c;
+  }
   if (!r.unmatched().empty()) throw CliError("unexpected argument '" + r.unmatched().front() + "' (see zoo --help)");
   if (!r.count("device")) throw CliError("missing device: zoo {CPU|GPU} --params P.yaml --mode M (see zoo --help)");
   std::string device = r["device"].as<std::string>();

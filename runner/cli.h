@@ -31,6 +31,7 @@ class CliHelp : public CliError {
 struct CliCommand {
   enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, launch };
   Kind kind = Kind::run;
+  std::string help_format = "text";  // --help-config's: text or markdown
   std::string params_file;
   YAML::Node runconfig_overrides{YAML::NodeType::Map};  // device, mode and every flag given
   // corpus subcommand

@@ -33,18 +33,6 @@ namespace zoo {
 
 namespace {
 
-// Gradients travel in flat buffers of about this size (25 MB, DDP's
-// default; ZOO_BUCKET_MB changes it): few collectives, each large enough to
-// run at the network's speed, and the first starting early in the backward pass.
-int64_t bucket_bytes() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("ZOO_BUCKET_MB");
-    const double mb = v && *v ? std::atof(v) : 25.0;
-    return mb > 0 ? static_cast<int64_t>(mb * (1 << 20)) : int64_t{25} << 20;
-  }();
-  return bytes;
-}
-
 std::pair<std::string, uint16_t> host_and_port(const std::string& text, const std::string& what) {
   const size_t colon = text.rfind(':');
   char* end = nullptr;
@@ -62,8 +50,9 @@ int local_rank_from_environment() {
 }
 
 // The indices of `tensors`, taken in `order` within each dtype and device,
-// packed into buckets of one dtype and device and about bucket_bytes().
-std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& tensors, const std::vector<size_t>& order) {
+// packed into buckets of one dtype and device and about bucket_bytes.
+std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& tensors, const std::vector<size_t>& order,
+                                              int64_t bucket_bytes) {
   std::map<std::pair<int, std::string>, std::vector<size_t>> groups;
   for (size_t i : order) groups[{static_cast<int>(tensors[i].scalar_type()), tensors[i].device().str()}].push_back(i);
   std::vector<std::vector<size_t>> buckets;
@@ -71,7 +60,7 @@ std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& 
     int64_t bytes = 0;
     for (size_t k = 0; k < group.size(); ++k) {
       const int64_t n = static_cast<int64_t>(tensors[group[k]].nbytes());
-      if (k == 0 || bytes + n > bucket_bytes()) buckets.emplace_back(), bytes = 0;
+      if (k == 0 || bytes + n > bucket_bytes) buckets.emplace_back(), bytes = 0;
       buckets.back().push_back(group[k]);
       bytes += n;
     }
@@ -121,8 +110,9 @@ void copy_back(const torch::Tensor& flat, const std::vector<torch::Tensor>& tens
 
 // Each tensor's values, flattened into buckets (make_buckets, in order);
 // `op` runs on each buffer and the results are copied back.
-void for_each_bucket(const std::vector<torch::Tensor>& tensors, const std::function<void(torch::Tensor&)>& op) {
-  for (const auto& bucket : make_buckets(tensors, indices(tensors.size()))) {
+void for_each_bucket(const std::vector<torch::Tensor>& tensors, int64_t bucket_bytes,
+                     const std::function<void(torch::Tensor&)>& op) {
+  for (const auto& bucket : make_buckets(tensors, indices(tensors.size()), bucket_bytes)) {
     const std::vector<torch::Tensor> part = pick(tensors, bucket);
     torch::Tensor flat = flatten(part);
     op(flat);
@@ -223,7 +213,7 @@ void Distributed::overlap_with_backward(const std::vector<torch::Tensor>& parame
   o.parameters = parameters;
   std::vector<size_t> reversed = indices(parameters.size());
   std::reverse(reversed.begin(), reversed.end());
-  o.buckets = make_buckets(parameters, reversed);
+  o.buckets = make_buckets(parameters, reversed, bucket_bytes_);
   o.bucket_of.assign(parameters.size(), 0);
   for (size_t b = 0; b < o.buckets.size(); ++b)
     for (size_t k : o.buckets[b]) o.bucket_of[k] = b;
@@ -316,6 +306,7 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
     throw std::runtime_error("runconfig.main_process_id " + std::to_string(rc.main_process_id) +
                              " is not a rank of this job (WORLD_SIZE " + std::to_string(d->world_size_) + ")");
   d->main_rank_ = static_cast<int>(rc.main_process_id);
+  d->bucket_bytes_ = static_cast<int64_t>(rc.allreduce_bucket_mb * (1 << 20));
 #if !ZOO_HAVE_C10D
   (void)device;
   throw std::runtime_error("runconfig.enable_distributed: this zoo was built without the headers of c10d's Gloo "
@@ -415,7 +406,7 @@ void Distributed::run(const char* what, const std::function<void()>& collective)
 
 void Distributed::broadcast(const std::vector<torch::Tensor>& tensors, int root) {
   if (world_size_ == 1) return;
-  for_each_bucket(tensors, [&](torch::Tensor& flat) {
+  for_each_bucket(tensors, bucket_bytes_, [&](torch::Tensor& flat) {
     run("broadcasting the parameters", [&] {
       std::vector<at::Tensor> buffers{flat};
       group_->broadcast(buffers, root);
@@ -462,7 +453,7 @@ void Distributed::average_gradients(const std::vector<torch::Tensor>& parameters
     // A gradient accumulated twice in one pass (the same on every rank):
     // what left early is stale, so average the gradients as they are now.
   }
-  for_each_bucket(gradients_of(parameters, indices(parameters.size())), [&](torch::Tensor& flat) {
+  for_each_bucket(gradients_of(parameters, indices(parameters.size())), bucket_bytes_, [&](torch::Tensor& flat) {
     run("averaging the gradients", [&] {
       std::vector<at::Tensor> buffers{flat};
       group_->allreduce(buffers);

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "runner/runconfig.h"
+#include "runner/params/runconfig.h"
 
 namespace zoo {
 
@@ -52,7 +52,7 @@ class Distributed {
   // one fixed order, the same on every rank, as c10d needs) while the
   // backward pass goes on. Call once with the parameters average_gradients
   // will get; then arm() before each backward pass whose gradients are to be
-  // averaged (a step's last micro-batch). ZOO_BUCKET_MB sets the bucket size.
+  // averaged (a step's last micro-batch). runconfig.allreduce_bucket_mb sets the bucket size.
   void overlap_with_backward(const std::vector<torch::Tensor>& parameters);
   void arm();
   // Of the last averaged step: buckets, and those whose all-reduce started
@@ -79,6 +79,10 @@ class Distributed {
   std::atomic<bool> stopping_{false};
   std::thread heartbeat_;
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, main_rank_ = 0;
+  // Gradients travel in flat buffers of about this size (runconfig.allreduce_bucket_mb):
+  // few collectives, each large enough to run at the network's speed, and the
+  // first starting early in the backward pass.
+  int64_t bucket_bytes_ = int64_t{25} << 20;
 };
 
 }  // namespace zoo

@@ -4,10 +4,11 @@
 #include <filesystem>
 #include <iostream>
 
+#include "models/fusion.h"
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/log.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 
 namespace zoo {
 
@@ -74,8 +75,10 @@ void run_generate(const GenerateCommand& c) {
   }
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
   Params params = ckpt::params_of(dict, path, c.params_file, "--params");
+  models::set_kernel_policy(kernel_policy_of(params.runconfig));
   torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   auto model = params.model->build(torch::TensorOptions().device(device));
+  models::apply_fusion(*model);
   ckpt::load_model_state_dict(*model, ckpt::model_weights(dict, path), /*strict=*/true, path);
   const auto tokenizer = text::make_tokenizer(c.tokenizer);
   const std::vector<int32_t> ids = tokenizer->encode(c.prompt);

@@ -11,7 +11,7 @@
 int main(int argc, char** argv) {
   // Each training step frees and reallocates the same activation buffers.
   // By default glibc hands blocks over 128 KiB back to the kernel and faults
-  // their pages in again on the next step (~10% of a small model's step);
+  // their pages in again on the next step, a large part of a small model's step;
   // keep blocks up to 32 MiB (glibc's ceiling) and freed memory in the heap.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);

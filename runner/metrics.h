@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/runconfig.h"
+#include "runner/params/runconfig.h"
 #include "runner/tensorboard/event_writer.h"
 
 namespace zoo {

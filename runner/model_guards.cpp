@@ -4,6 +4,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "models/fusion.h"
 #include "models/registry.h"
 #include "runner/log.h"
 
@@ -11,7 +12,9 @@ namespace zoo {
 
 std::shared_ptr<models::Model> build_model(const Params& params, const torch::Device& device) {
   try {
-    return params.model->build(torch::TensorOptions().device(device));
+    std::shared_ptr<models::Model> model = params.model->build(torch::TensorOptions().device(device));
+    models::apply_fusion(*model);
+    return model;
   } catch (const std::exception& e) {
     const std::string what = e.what();
     const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) ||

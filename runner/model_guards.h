@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "models/model.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 
 namespace zoo {
 
-// params.model built on `device`; when memory runs out, a std::runtime_error
+// params.model built on `device`, its fused kernels planned for the run's
+// kernel policy (models/fusion.h); when memory runs out, a std::runtime_error
 // naming the params file, the model, its parameter count and the GiB its
 // float32 weights need (the allocator's own text names none of them).
 std::shared_ptr<models::Model> build_model(const Params& params, const torch::Device& device);

@@ -13,7 +13,7 @@
 
 #include "data/corpus.h"
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/cli.h"
 #include "runner/distributed.h"
 #include "configs/schema/yaml_util.h"
@@ -21,7 +21,7 @@
 #include "runner/log.h"
 #include "runner/model_dir_lock.h"
 #include "runner/trainer.h"
-#include "runner/trainer_format.h"
+#include "runner/params/trainer_format.h"
 
 namespace zoo {
 
@@ -206,7 +206,7 @@ int run_command(const CliCommand& cmd) {
       std::cout << usage();
       return 0;
     case CliCommand::Kind::help_config:
-      std::cout << describe_all_schemas();
+      std::cout << (cmd.help_format == "markdown" ? config_reference_markdown() : describe_all_schemas());
       return 0;
     case CliCommand::Kind::corpus:
       if (data::write_corpus(cmd.output_dir, cmd.train_bytes, cmd.eval_bytes))
@@ -240,6 +240,7 @@ int run_command(const CliCommand& cmd) {
   for (const auto& w : params.warnings) log::warn(w);
   check_inputs_for_mode(params);
   if (rc.validate_only) return validate_only(params);
+  models::set_kernel_policy(kernel_policy_of(rc));
 
   torch::Device device = pick_device(rc.target_device);
   std::unique_ptr<Distributed> distributed;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/params.h"
+#include "runner/params/params.h"
 
 namespace zoo {
 

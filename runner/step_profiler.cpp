@@ -36,35 +36,42 @@ std::set<ActivityType> activities(bool cuda) {
 
 }  // namespace
 
-std::unique_ptr<StepProfiler> StepProfiler::from_environment(const std::string& model_dir, bool cuda, int rank) {
-  const char* v = std::getenv("ZOO_PROFILE");
-  if (!v || !*v) return nullptr;
-  const std::string spec = v;
+ProfileSteps parse_profile_steps(const std::string& spec) {
   const auto bad = [&] {
-    return std::runtime_error("ZOO_PROFILE=" + spec + ": expected FIRST:LAST[:PATH], steps counted from 1 (e.g. 10:12)");
+    return std::invalid_argument("'" + spec + "': expected FIRST:LAST[:PATH], steps counted from 1 (e.g. 10:12)");
   };
   const size_t colon = spec.find(':');
   if (colon == std::string::npos) throw bad();
   const size_t colon2 = spec.find(':', colon + 1);
-  int64_t first = 0, last = 0;
+  ProfileSteps out;
   try {
     size_t used = 0;
-    first = std::stoll(spec.substr(0, colon), &used);
+    out.first = std::stoll(spec.substr(0, colon), &used);
     if (used != colon) throw bad();
     const std::string l = spec.substr(colon + 1, colon2 == std::string::npos ? std::string::npos : colon2 - colon - 1);
-    last = std::stoll(l, &used);
+    out.last = std::stoll(l, &used);
     if (used != l.size()) throw bad();
-  } catch (const std::logic_error&) {
+  } catch (const std::invalid_argument&) {
+    throw bad();
+  } catch (const std::out_of_range&) {
     throw bad();
   }
-  if (first < 1 || last < first) throw bad();
-  std::string path = colon2 == std::string::npos ? "" : spec.substr(colon2 + 1);
+  if (out.first < 1 || out.last < out.first) throw bad();
+  if (colon2 != std::string::npos) out.path = spec.substr(colon2 + 1);
+  return out;
+}
+
+std::unique_ptr<StepProfiler> StepProfiler::from_spec(const std::string& spec, const std::string& model_dir, bool cuda,
+                                                      int rank) {
+  if (spec.empty()) return nullptr;
+  const ProfileSteps steps = parse_profile_steps(spec);
+  std::string path = steps.path;
   if (path.empty()) path = (std::filesystem::path(model_dir) / "profile.json").string();
   if (rank > 0) {  // each rank traces its own steps
     std::filesystem::path p(path);
     path = (p.parent_path() / (p.stem().string() + ".rank" + std::to_string(rank) + p.extension().string())).string();
   }
-  return std::unique_ptr<StepProfiler>(new StepProfiler(first, last, path, cuda));
+  return std::unique_ptr<StepProfiler>(new StepProfiler(steps.first, steps.last, path, cuda));
 }
 
 // Records while it lives; its destructor writes the Chrome trace to `text`.
@@ -119,11 +126,11 @@ void StepProfiler::after_step(int64_t i) {
       if (!out.flush()) throw std::runtime_error("cannot write " + path_);
       cpu_.reset();
     }
-    log::info("ZOO_PROFILE: trace of " + steps + " in " + path_);
+    log::info("profile_steps: trace of " + steps + " in " + path_);
   } catch (const c10::Error& e) {
-    log::warn("ZOO_PROFILE: no trace of " + steps + " (" + e.what_without_backtrace() + ")");
+    log::warn("profile_steps: no trace of " + steps + " (" + e.what_without_backtrace() + ")");
   } catch (const std::exception& e) {
-    log::warn("ZOO_PROFILE: no trace of " + steps + " (" + e.what() + ")");
+    log::warn("profile_steps: no trace of " + steps + " (" + e.what() + ")");
   }
 }
 

@@ -12,7 +12,7 @@
 #include "data/registry.h"
 #include "models/registry.h"
 #include "runner/amp/autocast.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/device_memory.h"
 #include "runner/log.h"
 #include "runner/model_guards.h"
@@ -305,8 +305,8 @@ void Trainer::train(int64_t steps) {
   if (sparsity_ && !sparsity_->ready()) sparsity_->initialize();  // after any checkpoint's (broadcast) weights
   if (sparsity_) log::info(sparsity_->summary());
   model_->train();
-  const std::unique_ptr<StepProfiler> profiler = StepProfiler::from_environment(
-      params_.runconfig.model_dir, device_.is_cuda(), distributed_ ? distributed_->rank() : 0);
+  const std::unique_ptr<StepProfiler> profiler = StepProfiler::from_spec(
+      params_.runconfig.profile_steps, params_.runconfig.model_dir, device_.is_cuda(), distributed_ ? distributed_->rank() : 0);
   metrics_.start("Train");
   for (int64_t i = 1; i <= steps; ++i) {
     if (profiler) profiler->before_step(i);

@@ -14,10 +14,10 @@
 #include "models/model.h"
 #include "runner/amp/grad_scaler.h"
 #include "runner/distributed.h"
-#include "runner/optimizer_sharding.h"
+#include "runner/optim/optimizer_sharding.h"
 #include "runner/metrics.h"
 #include "runner/optim/optimizer.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "runner/sparsity.h"
 
 namespace zoo {

@@ -16,7 +16,7 @@
 #     zoo's read maps the file copy-on-write (as torch.load(mmap=True) does
 #     on PyTorch 2.x) and verifies its checksum; the pages the optimizer
 #     later writes are copied during the first step after a resume, which
-#     this read time does not include (the README gives the end-to-end
+#     this read time does not include (docs/measurement_log.md gives the end-to-end
 #     figure).
 # Usage: scripts/bench_cpu.sh [THREADS]   (default 1; ZOO_BENCH_DIR: where to write, default build/bench_cpu)
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles zoo's CUDA kernels (models/common/cuda/*.cu, runner/optim/cuda/*.cu) with nvcc for the
+# Compiles zoo's CUDA kernels (models/kernels/cuda/*.cu) with nvcc for the
 # GPUs zoo's CUDA build targets (sm_80, sm_90), warnings as errors, register
 # spills included, and prints each kernel's registers. Needs nvcc only, no
 # GPU and no LibTorch: CI runs it where the machine has a CUDA toolkit, so a
@@ -28,7 +28,7 @@ echo "check_cuda_kernels: $("$nvcc" --version | tail -n 2 | head -n 1) ($nvcc)"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 status=0
-for source in models/common/cuda/*.cu runner/optim/cuda/*.cu; do
+for source in models/kernels/cuda/*.cu; do
   name="$(basename "$source" .cu)"
   if ! "$nvcc" -std=c++17 -O3 -I. -c "$source" -o "$out/$name.o" \
       -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \

@@ -9,8 +9,8 @@
 # /usr/local/cuda/include or $CUDA_HOME/include: it includes them).
 # Needs build/compile_commands.json (scripts/setup.sh) and deb.debian.org.
 # Usage: scripts/check_torch2_headers.sh [SOURCE[:FLAGS] ...]   (default: all of them)
-#   e.g. models/common/lm_loss.cpp:-DZOO_CUDA_KERNELS, or (include paths absolute: it compiles in build/)
-#   "models/common/cuda/kernel_glue.cpp:-DZOO_CUDA_KERNELS -I/usr/local/cuda/include -I$PWD/build/torch2/generated"
+#   e.g. models/kernels/cross_entropy_kernel.cpp:-DZOO_CUDA_KERNELS, or (include paths absolute: it compiles in build/)
+#   "models/kernels/cuda/kernel_glue.cpp:-DZOO_CUDA_KERNELS -I/usr/local/cuda/include -I$PWD/build/torch2/generated"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -53,9 +53,9 @@ for e in json.load(open("build/compile_commands.json")):
         seen.add(f); print(f)')
   # The kernels' host code, a second time with the define CMake gives it.
   while IFS= read -r f; do sources+=("$f:-DZOO_CUDA_KERNELS"); done < <(
-    grep -l "ifdef ZOO_CUDA_KERNELS" models/common/*.cpp runner/optim/*.cpp | sed "s|^|$root/|")
+    grep -l "ifdef ZOO_CUDA_KERNELS" models/kernels/*.cpp | sed "s|^|$root/|")
   if [[ -f $cuda_include/cuda_runtime_api.h ]]; then
-    sources+=("$root/models/common/cuda/kernel_glue.cpp:-DZOO_CUDA_KERNELS -I$cuda_include -I$dir/generated")
+    sources+=("$root/models/kernels/cuda/kernel_glue.cpp:-DZOO_CUDA_KERNELS -I$cuda_include -I$dir/generated")
   else
     echo "check_torch2_headers: no CUDA headers at $cuda_include; kernel_glue.cpp only without -DZOO_CUDA_KERNELS"
   fi

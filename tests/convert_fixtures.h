@@ -17,28 +17,15 @@
 
 #include "models/model.h"
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/safetensors.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 namespace zoo::testing {
 
 // Prepended to the Python fixtures.
-inline const char* kPySafetensors = R"PY(
-import json, struct, torch
-def write_safetensors(path, sd):
-    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL"}
-    header, blobs, off = {}, [], 0
-    for k in sorted(sd):
-        t = sd[k].contiguous()
-        b = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
-        header[k] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    hj = json.dumps(header).encode()
-    open(path, "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
-)PY";
+inline const std::string kPySafetensors = zoo::testing::oracle("safetensors_prelude.py");
 
 // Runs a Python fixture (with write_safetensors available) on `dir`, then `args`.
 // The fixtures' interpreter: Debian's /usr/bin/python3 with python3-torch,
@@ -52,39 +39,13 @@ inline const char* transformers_python() {  // null when unset or empty
 inline std::string fixture_python() { return transformers_python() ? transformers_python() : "/usr/bin/python3"; }
 inline bool have_fixture_torch() { return python_imports(fixture_python(), "torch"); }
 #define ZOO_SKIP_WITHOUT_FIXTURE_TORCH() \
-  if (!zoo::testing::have_fixture_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed"
+  if (!zoo::testing::have_fixture_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed"
 
 // Loads dir/hf with transformers (its config.json's architecture, eager
 // attention, float32) and compares its logits for dir/ids.bin (2 rows) with
 // the fixture's dir/logits.bin. Exit 0: they agree; 3: transformers has no
 // model for it here (remote code); otherwise what differs.
-inline const char* kPyTransformersCheck = R"PY(
-import json, os, sys, numpy as np, torch, transformers
-d = sys.argv[1]
-cfg = json.load(open(d + "/hf/config.json"))
-from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-if "auto_map" in cfg or cfg.get("model_type") not in CONFIG_MAPPING:
-    print("model_type", cfg.get("model_type"), "is remote code, not in transformers", transformers.__version__); sys.exit(3)
-if int(transformers.__version__.split(".")[0]) >= 5 and os.path.exists(d + "/transformers_5_differs.txt"):
-    print(open(d + "/transformers_5_differs.txt").read() + ": not compared"); sys.exit(3)
-if "vision_config" in cfg:
-    print("the fixture's logits read images too: not compared"); sys.exit(3)
-arch = (cfg.get("architectures") or [""])[0]
-cls = getattr(transformers, arch, None) or transformers.AutoModelForCausalLM
-model, info = cls.from_pretrained(d + "/hf", dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
-missing = [k for k in info["missing_keys"] if "rotary" not in k and "masked_bias" not in k and not k.endswith(".attn.bias")]
-if missing or info["unexpected_keys"]:
-    print("transformers", transformers.__version__, cls.__name__, "missing", missing, "unexpected", info["unexpected_keys"])
-ids = torch.from_numpy(np.fromfile(d + "/ids.bin", dtype=np.int64)).view(2, -1)
-expected = torch.from_numpy(np.fromfile(d + "/logits.bin", dtype=np.float32))
-with torch.no_grad():
-    got = model.eval()(input_ids=ids, use_cache=False).logits.float().flatten()
-if got.numel() != expected.numel():
-    print(cls.__name__, "gave", got.numel(), "logits, the fixture", expected.numel()); sys.exit(1)
-diff = (got - expected).abs().max().item()
-print(f"transformers {transformers.__version__} {cls.__name__}: max |logit difference| {diff:.2e}")
-sys.exit(0 if diff < 1e-4 and not missing else 1)
-)PY";
+inline const std::string kPyTransformersCheck = zoo::testing::oracle("transformers_check.py");
 
 inline void run_fixture(const TempDir& dir, const std::string& name, const std::string& body,
                         const std::string& args = "") {

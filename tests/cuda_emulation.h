@@ -1,4 +1,4 @@
-// Runs zoo's CUDA kernels (models/common/cuda/*.cu) on the CPU, so that CI,
+// Runs zoo's CUDA kernels (models/kernels/cuda/*.cu) on the CPU, so that CI,
 // which has no GPU, tests their indexing, reductions and type conversions.
 // Include it, then the .cu files: it defines what those use of CUDA (the
 // built-in indices, __syncthreads, __shfl_down_sync and __shfl_xor_sync,

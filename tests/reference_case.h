@@ -8,7 +8,7 @@
 #include <string>
 
 #include "models/gpt2/gpt2.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 
 namespace zoo::testing {
 

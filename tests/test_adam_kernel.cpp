@@ -1,4 +1,4 @@
-// zoo's CUDA Adam kernel (runner/optim/cuda/adam.cu) on the CPU through
+// zoo's CUDA Adam kernel (models/kernels/cuda/adam.cu) on the CPU through
 // tests/cuda_emulation.h, behind the same host code (adam_update_with):
 // against LibTorch's float64 multi-tensor path and zoo's float32 CPU pass,
 // for Adam and AdamW, with and without the clipping coefficient; tensors
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/optim/adam_update.h"
+#include "models/kernels/adam_update.h"
 #include "tests/tensor_compare.h"
 
 // The kernel's source for the CPU, in namespace zoo_emulated::cuda (as in
@@ -24,7 +24,7 @@ using ::zoo::cuda::AdamConstants;
 using ::zoo::cuda::AdamTensor;
 }  // namespace zoo_emulated::cuda
 #define zoo zoo_emulated
-#include "runner/optim/cuda/adam.cu"
+#include "models/kernels/cuda/adam.cu"
 #undef zoo
 
 using zoo::optim::AdamHyper;

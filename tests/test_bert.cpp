@@ -8,8 +8,8 @@
 
 #include "data/bert_csv.h"
 #include "models/bert/bert.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "runner/run.h"
 #include "runner/trainer.h"
 #include "tests/bert_fixtures.h"
@@ -27,30 +27,7 @@ namespace {
 // Row r: [CLS] then 4 + r % 5 tokens, [SEP], 3 more, [SEP]; the tokens of
 // rows 1 and 2 include a quote and a comma. Returns the vocab path.
 std::string write_bert_csv(const zoo::testing::TempDir& dir) {
-  const std::string script = zoo::testing::write_file(dir / "write_csv.py", R"PY(
-import csv, os, sys
-out = sys.argv[1]
-os.makedirs(out, exist_ok=True)
-vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + ["w%d" % i for i in range(5, 30)] + ["'", ",", "it's"]
-open(os.path.join(out, "vocab.txt"), "w").write("\n".join(vocab) + "\n")
-meta = []
-for f in range(2):
-    name = "part_%d.csv" % f
-    with open(os.path.join(out, name), "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["tokens", "segment_ids", "is_random_next"])
-        w.writeheader()
-        for r in range(6):
-            row = 6 * f + r
-            a = ["w%d" % (5 + (row + k) % 25) for k in range(4 + row % 5)]
-            if row in (1, 2):
-                a[1:3] = ["'", ",", "it's"][row - 1:row + 1]
-            b = ["w%d" % (5 + (2 * row + k) % 25) for k in range(3)]
-            tokens = ["[CLS]"] + a + ["[SEP]"] + b + ["[SEP]"]
-            w.writerow({"tokens": str(tokens), "segment_ids": str([0] * (len(a) + 2) + [1] * 4),
-                        "is_random_next": row % 2})
-    meta.append("%s 6" % name)
-open(os.path.join(out, "meta.dat"), "w").write("\n".join(meta) + "\n")
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "write_csv.py", zoo::testing::oracle("bert_write_csv.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "csv"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return dir / "csv/vocab.txt";
@@ -77,80 +54,7 @@ std::string csv_input(const zoo::testing::TempDir& dir, const std::map<std::stri
 // norm_first(0|1) mask_padding_positions(0|1) logits_scale sqrt|d rotary_dim.
 // No NSP head in the state: masked LM only; a transformer_encoder.norm: a final norm.
 std::string write_reference_bert(const zoo::testing::TempDir& dir) {
-  return zoo::testing::write_file(dir / "bert_ref.py", R"PY(
-import sys, torch
-import torch.nn.functional as F
-d = torch.load(sys.argv[1])
-H, G, norm_first, mask_padding = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
-logits_scale, by_d, R = float(sys.argv[6]), sys.argv[7] == "d", int(sys.argv[8])
-s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
-f = d["features"]
-ids, attend = f["input_ids"], f["attention_mask"].bool()
-
-def norm(x, name):
-    return F.layer_norm(x, (x.shape[-1],), s[name + ".weight"], s[name + ".bias"], 1e-5)
-
-def dense(x, name):
-    return F.linear(x, s[name + ".weight"], s.get(name + ".bias"))
-
-def rotate(x):  # (B, T, heads, D): pairs (2j, 2j+1) of the first R dims turn by t * 10000^(-2j/R)
-    if not R:
-        return x
-    t = torch.arange(x.shape[1], dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, R, 2, dtype=torch.float64) / R)
-    cos, sin = t.cos()[None, :, None, :], t.sin()[None, :, None, :]
-    even, odd = x[..., 0:R:2], x[..., 1:R:2]
-    return torch.cat([torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2), x[..., R:]], -1)
-
-e = "bert_encoder."
-x = s[e + "embedding_layer.word_embeddings.weight"][ids]
-B, T, C = x.shape
-if e + "embedding_layer.position_embeddings.weight" in s:
-    # RoBERTa (HF's create_position_ids_from_input_ids): each token at its count of non-pad tokens so far,
-    # past the pad id (0 here); pads at 0
-    positions = torch.cumsum(ids != 0, 1) * (ids != 0) if mask_padding else torch.arange(T)
-    x = x + s[e + "embedding_layer.position_embeddings.weight"][positions]
-if e + "embedding_layer.segment_embeddings.weight" in s:
-    x = x + s[e + "embedding_layer.segment_embeddings.weight"][f["token_type_ids"]]
-x = norm(x, e + "embed_ln_f")
-D = C // H
-hide = ~attend[:, None, None, :]  # padding keys, hidden from every query
-for i in range(2):
-    p = e + f"transformer_encoder.layers.{i}."
-    def attention(h):
-        q = rotate(dense(h, p + "self_attn.proj_q_dense_layer").view(B, T, H, D)).transpose(1, 2)
-        k = rotate(dense(h, p + "self_attn.proj_k_dense_layer").view(B, T, G, D)).transpose(1, 2)
-        v = dense(h, p + "self_attn.proj_v_dense_layer").view(B, T, G, D).transpose(1, 2)
-        k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
-        scores = (q @ k.transpose(-1, -2) / (D if by_d else D ** 0.5)).masked_fill(hide, float("-inf"))
-        return dense((scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C), p + "self_attn.proj_output_dense_layer")
-    def ffn(h):
-        return dense(F.gelu(dense(h, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
-    if norm_first:
-        x = x + attention(norm(x, p + "norm1"))
-        x = x + ffn(norm(x, p + "norm2"))
-    else:  # the original Transformer's post-norm
-        x = norm(x + attention(x), p + "norm1")
-        x = norm(x + ffn(x), p + "norm2")
-if e + "transformer_encoder.norm.weight" in s:
-    x = norm(x, e + "transformer_encoder.norm")
-
-at = torch.gather(x, 1, f["masked_lm_positions"][:, :, None].expand(-1, -1, C))
-m = norm(F.gelu(dense(at, "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer")), "bert_mlm_head.mlm_transform.ln")
-out = "bert_mlm_head.classifier.ffn.0.linear_layer."
-mlm = F.linear(m, s.get(out + "weight", s[e + "embedding_layer.word_embeddings.weight"]), s[out + "bias"]) * logits_scale
-V = mlm.shape[-1]
-per_token = F.cross_entropy(mlm.reshape(-1, V), f["labels"].reshape(-1), reduction="none")
-loss = (per_token * f["masked_lm_mask"].reshape(-1).double()).sum() / B * 0.25  # mlm_loss_weight
-errs = [(mlm - d["mlm_logits"].double()).abs().max().item()]
-if "bert_cls_head.classifier.ffn.0.linear_layer.weight" in s:
-    pooled = torch.tanh(dense(x[:, 0], e + "pooler.pooler.ffn.0.linear_layer"))
-    nsp = dense(pooled, "bert_cls_head.classifier.ffn.0.linear_layer") * logits_scale
-    loss = loss + F.cross_entropy(nsp, f["next_sentence_label"])
-    errs.append((nsp - d["nsp_logits"].double()).abs().max().item())
-errs.append(abs(loss.item() - d["loss"].item()))
-print("max abs diffs (mlm, [nsp,] loss)", errs)
-sys.exit(0 if max(errs) < 1e-5 else 1)
-)PY");
+  return zoo::testing::write_file(dir / "bert_ref.py", zoo::testing::oracle("bert_reference.py"));
 }
 
 // A batch of 2 x 12 tokens, the second padded after 9, with 3 masked positions
@@ -206,7 +110,7 @@ void expect_reference(BertModel& m, const zoo::testing::TempDir& dir, const std:
 // past the padding as Hugging Face counts them, left padding too); and muP's
 // logits scale and scores / head size.
 TEST(Bert, MatchesAnIndependentForward) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   {
     BertModel m(tiny_bert(), torch::TensorOptions());
@@ -305,7 +209,7 @@ TEST(BertCsv, ParsesPythonTokenLists) {
 // each epoch masks anew, and the stream is the same when read again.
 TEST(BertCsv, ReadsModelzooCsvAndMasksAnewEachEpoch) {
   if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
-    GTEST_SKIP() << "/usr/bin/python3 is not installed";
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
   write_bert_csv(dir);
   auto loader = zoo::testing::open_loader(csv_input(dir));
@@ -356,7 +260,7 @@ TEST(BertCsv, ReadsModelzooCsvAndMasksAnewEachEpoch) {
 // special tokens, a row longer than max_sequence_length with NSP (cut without).
 TEST(BertCsv, BadDataIsNamed) {
   if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
-    GTEST_SKIP() << "/usr/bin/python3 is not installed";
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
   write_bert_csv(dir);
   auto error = [&](const std::map<std::string, std::string>& set) {
@@ -382,24 +286,9 @@ TEST(BertCsv, BadDataIsNamed) {
 // missing columns are named.
 TEST(BertCsv, StaticRowsReadAsWritten) {
   if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
-    GTEST_SKIP() << "/usr/bin/python3 is not installed";
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "static.py", R"PY(
-import csv, os, sys
-out = sys.argv[1]
-os.makedirs(out, exist_ok=True)
-cols = ["input_ids", "attention_mask", "labels", "masked_lm_positions", "masked_lm_weights", "token_type_ids",
-        "next_sentence_label"]
-with open(out + "/a.csv", "w", newline="") as fh:
-    w = csv.DictWriter(fh, fieldnames=cols)
-    w.writeheader()
-    for r in range(4):
-        w.writerow({"input_ids": str([2, 10 + r, 4, 3, 0, 0]), "attention_mask": str([1, 1, 1, 1, 0, 0]),
-                    "labels": str([20 + r, 0]), "masked_lm_positions": str([2, 0]),
-                    "masked_lm_weights": str([1, 0]), "token_type_ids": str([0, 0, 1, 1, 0, 0]),
-                    "next_sentence_label": str(r % 2)})
-open(out + "/meta.dat", "w").write("a.csv 4\n")
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "static.py", zoo::testing::oracle("bert_static.py"));
   ASSERT_EQ(zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "csv")).exit_code, 0);
   data::Features b = zoo::testing::open_loader("{data_processor: BertCSVDataProcessor, data_dir: " + (dir / "csv") +
                                                ", batch_size: 4, max_sequence_length: 6, vocab_file: v.txt}")
@@ -453,7 +342,7 @@ TEST(Bert, TheModelsDisableNspReachesTheInputSections) {
 // the run resumes from its checkpoint.
 TEST(Bert, TrainsOnModelzooCsvData) {
   if (!zoo::testing::python_imports("/usr/bin/python3", "csv"))
-    GTEST_SKIP() << "/usr/bin/python3 is not installed";
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 is not installed";
   zoo::testing::TempDir dir;
   write_bert_csv(dir);
   const std::string input =
@@ -507,8 +396,7 @@ runconfig:
 // BertForPreTraining sizes (bert-base-uncased 110,106,428; bert-large-uncased
 // 336,226,108); its RoBERTa config has no segments, pooler or NSP head.
 TEST(Bert, RealConfigsHaveTheirPublishedSizes) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  const std::string dir = zoo::testing::shared_dir() + "/modelzoo_configs/";
+  const std::string dir = zoo::testing::modelzoo_configs_dir() + "/";
   Params base = load_params(dir + "transformers_pytorch_bert_bert_base_MSL128.yaml", YAML::Node());
   EXPECT_EQ(base.model_name, "bert");
   EXPECT_EQ(summarize_model(base).parameters, 110106428);

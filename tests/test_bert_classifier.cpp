@@ -12,7 +12,7 @@
 #include "data/text/wordpiece.h"
 #include "models/bert/classifier.h"
 #include "models/bert/token_classifier.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "runner/run.h"
 #include "test_util.h"
 
@@ -35,54 +35,7 @@ std::string write_vocab(const TempDir& dir) {
 // modelzoo's FullTokenizer), written from the algorithm with Python's
 // unicodedata. argv: vocab file, do_lower (0|1), text file; prints one
 // line of space-joined pieces per text line.
-const char* kPyWordPiece = R"PY(
-import sys, unicodedata
-vocab = [l.strip() for l in open(sys.argv[1], encoding="utf-8")]
-lower = sys.argv[2] == "1"
-if lower:
-    vocab = [v.lower() for v in vocab]
-vocab = set(vocab)
-def is_ws(c):
-    return c in " \t\n\r" or unicodedata.category(c) == "Zs"
-def is_ctrl(c):
-    return not is_ws(c) and unicodedata.category(c) in ("Cc", "Cf")
-def is_punc(c):
-    cp = ord(c)
-    return 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or unicodedata.category(c).startswith("P")
-def is_cjk(cp):
-    return 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF
-def basic(text):
-    text = "".join(" " if is_ws(c) else c for c in text if ord(c) not in (0, 0xFFFD) and not is_ctrl(c))
-    text = "".join(" %s " % c if is_cjk(ord(c)) else c for c in text)
-    out = []
-    for tok in text.split():
-        if lower:
-            tok = tok.lower()
-        tok = "".join(c for c in unicodedata.normalize("NFD", tok) if unicodedata.category(c) != "Mn")
-        word = ""
-        for c in tok:
-            if is_punc(c):
-                if word: out.append(word)
-                out.append(c); word = ""
-            else:
-                word += c
-        if word: out.append(word)
-    return out
-def wordpiece(word):
-    if len(word) > 200: return ["[UNK]"]
-    pieces, start = [], 0
-    while start < len(word):
-        end = len(word)
-        while end > start:
-            p = ("##" if start else "") + word[start:end]
-            if p in vocab: break
-            end -= 1
-        if end == start: return ["[UNK]"]
-        pieces.append(p); start = end
-    return pieces
-for line in open(sys.argv[3], encoding="utf-8").read().split("\n"):
-    print(" ".join(p for w in basic(line) for p in wordpiece(w)))
-)PY";
+const std::string kPyWordPiece = zoo::testing::oracle("bert_classifier_wordpiece_reference.py");
 
 }  // namespace
 
@@ -91,7 +44,7 @@ for line in open(sys.argv[3], encoding="utf-8").read().split("\n"):
 // punctuation (ASCII symbols and Unicode quotes), CJK characters, control
 // characters, tabs and unknown words.
 TEST(WordPiece, MatchesBertsTokenizer) {
-  if (!have_python()) GTEST_SKIP() << "/usr/bin/python3 is not installed";
+  if (!have_python()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 is not installed";
   TempDir dir;
   const std::string vocab = write_vocab(dir);
   const std::vector<std::string> texts = {
@@ -291,9 +244,8 @@ TEST(BertClassifier, TwoLabelF1IsModelzoosMicroAveragedScore) {
 // modelzoo's SST-2 config builds Hugging Face's BertForSequenceClassification
 // (bert-base-uncased, 2 labels: 109,483,778 parameters).
 TEST(BertClassifier, RealConfigHasItsPublishedSize) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  Params p = load_params(zoo::testing::shared_dir() +
-                             "/modelzoo_configs/transformers_pytorch_bert_fine_tuning_classifier_bert_base_classifier_sst2.yaml",
+  Params p = load_params(zoo::testing::modelzoo_configs_dir() +
+                             "/transformers_pytorch_bert_fine_tuning_classifier_bert_base_classifier_sst2.yaml",
                          YAML::Node());
   EXPECT_EQ(p.model_name, "bert/classifier");
   EXPECT_EQ(summarize_model(p).parameters, 109483778);
@@ -389,9 +341,8 @@ runconfig:
 
 // modelzoo's BC5CDR-chem NER config: BERT-base without the pooler plus a 7-class layer.
 TEST(BertTokenClassifier, RealConfigHasItsSize) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  Params p = load_params(zoo::testing::shared_dir() +
-                             "/modelzoo_configs/transformers_pytorch_bert_fine_tuning_token_classifier_bert_base_ner_bc5cdr_chem.yaml",
+  Params p = load_params(zoo::testing::modelzoo_configs_dir() +
+                             "/transformers_pytorch_bert_fine_tuning_token_classifier_bert_base_ner_bc5cdr_chem.yaml",
                          YAML::Node());
   EXPECT_EQ(p.model_name, "bert/token_classifier");
   EXPECT_EQ(summarize_model(p).parameters, 109482240 - (768 * 768 + 768) + 7 * 768 + 7);

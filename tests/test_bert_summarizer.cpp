@@ -9,7 +9,7 @@
 #include "data/loader.h"
 #include "data/registry.h"
 #include "models/bert/summarizer.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "runner/run.h"
 #include "test_util.h"
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "test_util.h"
 
 using namespace zoo;

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runner/cli.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -84,9 +84,8 @@ TEST(Cli, BadParamsExitNonZeroWithOneLineReason) {
 }
 
 TEST(Cli, ValidateOnlyReports111MParametersForCerebrasGpt111m) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   TempDir dir;
-  std::string cfg = zoo::testing::shared_dir() + "/modelzoo_configs/transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml";
+  std::string cfg = zoo::testing::modelzoo_configs_dir() + "/transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml";
   auto r = run_command("cd " + dir.path() + " && " + zoo::testing::zoo_binary() + " CPU --params " + cfg +
                        " --mode train --validate_only");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -119,4 +118,16 @@ TEST(Cli, MergedParamsAreWrittenPerMode) {
   // And a results row per evaluation.
   EXPECT_NE(zoo::testing::read_file(dir / "m/eval/results.csv").find("checkpoint,global_step,loss,eval/accuracy"),
             std::string::npos);
+}
+
+// docs/config_reference.md is what zoo prints from its schema, so the docs
+// cannot drift from the keys zoo reads.
+TEST(Docs, ConfigReferenceIsWhatZooPrints) {
+  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " --help-config=markdown");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string file = zoo::testing::source_dir() + "/docs/config_reference.md";
+  ASSERT_TRUE(std::filesystem::exists(file)) << file;
+  EXPECT_TRUE(r.output == zoo::testing::read_file(file))
+      << "docs/config_reference.md differs from `zoo --help-config=markdown`: run scripts/gen_config_reference.sh";
+  EXPECT_NE(r.output.find("| `cuda_kernels` |"), std::string::npos) << "the run-time switches are documented keys";
 }

@@ -9,7 +9,7 @@
 
 #include "configs/schema/yaml_util.h"
 #include "runner/optim/lr_schedule.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -142,8 +142,7 @@ TEST(Config, CerebrasSettingsStillTakeOnlyTheirValues) {
   EXPECT_NE(error_of(with_line("runconfig", "target_device: banana")).find("runconfig.target_device: expected CPU, GPU or CSX"),
             std::string::npos);
   EXPECT_EQ(error_of(with_line("runconfig", "precision_opt_level: 1")), "");
-  if (!zoo::testing::have_shared()) return;
-  std::string trainer = zoo::testing::read_file(zoo::testing::shared_dir() + "/modelzoo_configs/trainer_format/fc_mnist.yaml");
+  std::string trainer = zoo::testing::read_file(zoo::testing::modelzoo_configs_dir() + "/trainer_format/fc_mnist.yaml");
   trainer.replace(trainer.find("    precision:\n"), 15, "    backend:\n      backend_type: GPUS\n    precision:\n");
   EXPECT_NE(error_of(trainer).find("trainer.init.backend.backend_type: expected CPU, GPU or CSX, got GPUS"),
             std::string::npos) << error_of(trainer);
@@ -311,10 +310,9 @@ TEST(Config, BadScheduleIsAClearError) {
 }
 
 TEST(Config, RealModelzooGptConfigsValidate) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   for (const char* name : {"transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml", "transformers_pytorch_gpt3_params_gpt3_111m.yaml",
                            "transformers_pytorch_gpt2_params_gpt2_small.yaml"}) {
-    std::string path = zoo::testing::shared_dir() + "/modelzoo_configs/" + name;
+    std::string path = zoo::testing::modelzoo_configs_dir() + "/" + name;
     EXPECT_NO_THROW(load_params(path, YAML::Node())) << path;
   }
 }
@@ -323,10 +321,9 @@ TEST(Config, RealModelzooGptConfigsValidate) {
 // sections belong to the model families), R1.x key names included (with a
 // warning each).
 TEST(Config, RealConfigsOptimizerAndRunconfigSectionsParse) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   int parsed = 0;
-  for (const auto& e : std::filesystem::directory_iterator(zoo::testing::shared_dir() + "/modelzoo_configs")) {
-    if (!e.is_regular_file()) continue;  // trainer_format/
+  for (const auto& e : std::filesystem::directory_iterator(zoo::testing::modelzoo_configs_dir())) {
+    if (!e.is_regular_file() || e.path().extension() != ".yaml") continue;  // trainer_format/, the license
     const std::string path = e.path().string();
     YAML::Node root = config::load_yaml_file(path);
     if (!root["runconfig"]) continue;  // not a params file (the runconfig schema copy)

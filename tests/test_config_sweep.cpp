@@ -1,4 +1,4 @@
-// Every real config zoo has (../shared's modelzoo files in both formats, and
+// Every real config zoo has (modelzoo's files in tests/modelzoo_configs, both formats, and
 // configs/ in this repository) trains and evaluates as written: widths,
 // depths, steps, batch sizes and data paths shrunk, every other key (the
 // data processor, precision, optimizer, schedule, flags) kept, on small data
@@ -14,8 +14,8 @@
 #include "configs/schema/yaml_util.h"
 #include "data_fixtures.h"
 #include "models/registry.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -41,8 +41,8 @@ std::vector<std::string> sweep_configs() {
     else
       for (const auto& e : fs::directory_iterator(dir)) take(e);
   };
-  add(source / "../shared/modelzoo_configs", false);
-  add(source / "../shared/modelzoo_configs/trainer_format", false);
+  add(source / "tests/modelzoo_configs", false);
+  add(source / "tests/modelzoo_configs/trainer_format", false);
   add(source / "configs/cerebras_gpt", true);
   add(source / "configs/layers_api_demo", true);
   files.push_back("configs/quickstart.yaml");
@@ -52,7 +52,7 @@ std::vector<std::string> sweep_configs() {
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param;
-  for (const char* prefix : {"../shared/modelzoo_configs/", "configs/"})
+  for (const char* prefix : {"tests/modelzoo_configs/", "configs/"})
     if (name.rfind(prefix, 0) == 0) name = name.substr(std::string(prefix).size());
   name = name.substr(0, name.size() - 5);  // .yaml
   for (char& c : name)

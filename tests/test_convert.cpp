@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
 #include "runner/convert/torch_pickle.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "convert_fixtures.h"
 #include "test_util.h"
 
@@ -23,52 +23,7 @@ namespace {
 // Writes hf/model.safetensors + hf/config.json for a tiny GPT-2 with random
 // weights, and ids.bin / logits.bin: GPT-2's forward pass (Conv1D, gelu_new,
 // tied lm_head) written out with torch ops.
-const char* kMakeHf = R"PY(
-import json, math, struct, sys, torch
-import torch.nn.functional as F
-out = sys.argv[1]
-torch.manual_seed(0)
-V, C, L, H, P = 50, 16, 2, 4, 12
-sd = {"transformer.wte.weight": torch.randn(V, C) * 0.1, "transformer.wpe.weight": torch.randn(P, C) * 0.1}
-for i in range(L):
-    h = f"transformer.h.{i}."
-    for n, shape in [("ln_1.weight", (C,)), ("ln_1.bias", (C,)), ("ln_2.weight", (C,)), ("ln_2.bias", (C,)),
-                     ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", (3 * C,)),
-                     ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", (C,)),
-                     ("mlp.c_fc.weight", (C, 4 * C)), ("mlp.c_fc.bias", (4 * C,)),
-                     ("mlp.c_proj.weight", (4 * C, C)), ("mlp.c_proj.bias", (C,))]:
-        sd[h + n] = torch.randn(*shape) * 0.2 + (1.0 if n.endswith("ln_1.weight") or n.endswith("ln_2.weight") else 0.0)
-    sd[h + "attn.bias"] = torch.tril(torch.ones(P, P)).view(1, 1, P, P)  # HF's mask buffer
-sd["transformer.ln_f.weight"] = torch.ones(C) + 0.1 * torch.randn(C)
-sd["transformer.ln_f.bias"] = 0.1 * torch.randn(C)
-import os
-os.makedirs(out + "/hf", exist_ok=True)
-write_safetensors(out + "/hf/model.safetensors", sd)
-json.dump({"model_type": "gpt2", "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": H, "n_positions": P,
-           "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
-           "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}, open(out + "/hf/config.json", "w"))
-ids = torch.randint(0, V, (2, P))
-x = sd["transformer.wte.weight"][ids] + sd["transformer.wpe.weight"][:P]
-conv1d = lambda t, p: t @ sd[p + ".weight"] + sd[p + ".bias"]
-for i in range(L):
-    h = f"transformer.h.{i}."
-    a = F.layer_norm(x, (C,), sd[h + "ln_1.weight"], sd[h + "ln_1.bias"], 1e-5)
-    q, k, v = conv1d(a, h + "attn.c_attn").split(C, dim=-1)
-    q, k, v = (t.view(2, P, H, C // H).transpose(1, 2) for t in (q, k, v))
-    w = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)
-    w = w.masked_fill(torch.tril(torch.ones(P, P)) == 0, float("-inf")).softmax(-1)
-    x = x + conv1d((w @ v).transpose(1, 2).reshape(2, P, C), h + "attn.c_proj")
-    m = F.layer_norm(x, (C,), sd[h + "ln_2.weight"], sd[h + "ln_2.bias"], 1e-5)
-    x = x + conv1d(F.gelu(conv1d(m, h + "mlp.c_fc"), approximate="tanh"), h + "mlp.c_proj")
-x = F.layer_norm(x, (C,), sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"], 1e-5)
-logits = x @ sd["transformer.wte.weight"].t()
-os.makedirs(out + "/hf_bin", exist_ok=True)
-import collections, shutil
-torch.save(collections.OrderedDict(sd), out + "/hf_bin/pytorch_model.bin")
-shutil.copy(out + "/hf/config.json", out + "/hf_bin/config.json")
-open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
-open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
-)PY";
+const std::string kMakeHf = zoo::testing::oracle("convert_make_hf.py");
 
 }  // namespace
 
@@ -150,24 +105,7 @@ TEST(Convert, MissingAndUnexpectedKeysAreNamed) {
 TEST(Convert, ReadsTorchSaveFiles) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   zoo::testing::TempDir dir;
-  run_fixture(dir, "save.py", R"PY(
-import collections, json, struct, sys, torch
-out = sys.argv[1]
-torch.manual_seed(0)
-base = torch.randn(6, 4)
-sd = collections.OrderedDict()
-sd["a.weight"] = base
-sd["a.view"] = base[2:5]                 # shares a's storage, with an offset
-sd["a.t"] = base.t()                     # not contiguous
-sd["half"] = torch.randn(3).half()
-sd["bf16"] = torch.randn(2, 2).bfloat16()
-sd["steps"] = torch.arange(5)
-sd["flag"] = torch.tensor([True, False])
-sd._metadata = {"": {"version": 1}}      # as nn.Module.state_dict() sets
-torch.save(sd, out + "/state.pt")
-torch.save({"model": sd, "global_step": 7, "note": "x"}, out + "/ckpt.pt")
-write_safetensors(out + "/expected.safetensors", dict(sd))
-)PY");
+  run_fixture(dir, "save.py", zoo::testing::oracle("convert_save.py"));
   auto expected = convert::read_safetensors(dir / "expected.safetensors");
   auto got = convert::tensor_dict(convert::read_torch_save(dir / "state.pt"));
   ASSERT_EQ(got.size(), expected.size());
@@ -191,56 +129,7 @@ write_safetensors(out + "/expected.safetensors", dict(sd))
 TEST(Convert, GptNeoxFromHuggingFaceMatchesTheReferenceAndRoundTrips) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   zoo::testing::TempDir dir;
-  run_fixture(dir, "make_neox.py", R"PY(
-import json, math, os, sys, torch
-import torch.nn.functional as F
-out = sys.argv[1]
-torch.manual_seed(0)
-V, C, L, H, P, F4 = 50, 32, 2, 4, 12, 64
-D, R, base = C // H, 4, 1000.0   # rotary_pct 0.5 of the 8-dim head
-sd = {"gpt_neox.embed_in.weight": torch.randn(V, C) * 0.1, "embed_out.weight": torch.randn(V, C) * 0.1}
-for i in range(L):
-    h = f"gpt_neox.layers.{i}."
-    for n, shape in [("input_layernorm", (C,)), ("post_attention_layernorm", (C,))]:
-        sd[h + n + ".weight"] = 1.0 + 0.1 * torch.randn(C)
-        sd[h + n + ".bias"] = 0.1 * torch.randn(C)
-    for n, o, inp in [("attention.query_key_value", 3 * C, C), ("attention.dense", C, C),
-                      ("mlp.dense_h_to_4h", F4, C), ("mlp.dense_4h_to_h", C, F4)]:
-        sd[h + n + ".weight"] = torch.randn(o, inp) * 0.2
-        sd[h + n + ".bias"] = torch.randn(o) * 0.1
-    sd[h + "attention.rotary_emb.inv_freq"] = 1.0 / base ** (torch.arange(0, R, 2).float() / R)  # a buffer
-sd["gpt_neox.final_layer_norm.weight"] = 1.0 + 0.1 * torch.randn(C)
-sd["gpt_neox.final_layer_norm.bias"] = 0.1 * torch.randn(C)
-os.makedirs(out + "/hf", exist_ok=True)
-write_safetensors(out + "/hf/model.safetensors", sd)
-json.dump({"model_type": "gpt_neox", "vocab_size": V, "hidden_size": C, "num_hidden_layers": L,
-           "num_attention_heads": H, "intermediate_size": F4, "max_position_embeddings": P, "rotary_pct": 0.5,
-           "rotary_emb_base": base, "use_parallel_residual": True, "layer_norm_eps": 1e-5, "hidden_act": "gelu",
-           "tie_word_embeddings": False}, open(out + "/hf/config.json", "w"))
-
-def rotate_half(x):
-    return torch.cat([-x[..., R // 2:], x[..., : R // 2]], -1)
-
-ids = torch.randint(0, V, (2, P))
-x = sd["gpt_neox.embed_in.weight"][ids]
-t = torch.arange(P).float()[:, None] * (1.0 / base ** (torch.arange(0, R, 2).float() / R))
-cos, sin = torch.cat([t, t], -1).cos(), torch.cat([t, t], -1).sin()   # (P, R)
-lin = lambda v, n: F.linear(v, sd[n + ".weight"], sd[n + ".bias"])
-ln = lambda v, n: F.layer_norm(v, (C,), sd[n + ".weight"], sd[n + ".bias"], 1e-5)
-for i in range(L):
-    h = f"gpt_neox.layers.{i}."
-    qkv = lin(ln(x, h + "input_layernorm"), h + "attention.query_key_value").view(2, P, H, 3, D)
-    q, k, v = (qkv[..., j, :].transpose(1, 2) for j in range(3))   # (2, H, P, D)
-    q = torch.cat([q[..., :R] * cos + rotate_half(q[..., :R]) * sin, q[..., R:]], -1)
-    k = torch.cat([k[..., :R] * cos + rotate_half(k[..., :R]) * sin, k[..., R:]], -1)
-    w = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(torch.ones(P, P).triu(1).bool(), float("-inf")).softmax(-1)
-    a = lin((w @ v).transpose(1, 2).reshape(2, P, C), h + "attention.dense")
-    m = lin(F.gelu(lin(ln(x, h + "post_attention_layernorm"), h + "mlp.dense_h_to_4h")), h + "mlp.dense_4h_to_h")
-    x = x + a + m
-logits = ln(x, "gpt_neox.final_layer_norm") @ sd["embed_out.weight"].t()
-open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
-open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
-)PY");
+  run_fixture(dir, "make_neox.py", zoo::testing::oracle("convert_make_neox.py"));
   convert::run_convert({dir / "hf", "gpt-neox", "hf", "zoo", std::nullopt, dir / "zoo"});
   auto model = load_converted(dir);
   torch::Tensor ids = read_raw(dir / "ids.bin", torch::kLong, {2, 12});

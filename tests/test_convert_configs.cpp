@@ -43,7 +43,6 @@ TEST(ConvertConfigs, ConverterFromModelTypeAndItsErrors) {
 // modelzoo's own configs of each family export to the Hugging Face model
 // they were made from, and that config.json reads back as the same shape.
 TEST(ConvertConfigs, RealModelzooConfigsExportToTheirHuggingFaceModels) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   for (const auto& [file, converter] : std::vector<std::pair<std::string, std::string>>{
            {"transformers_pytorch_gpt2_params_gpt2_small.yaml", "gpt2"},
            {"transformers_pytorch_gptj_params_gptj_6B.yaml", "gptj"},
@@ -58,13 +57,13 @@ TEST(ConvertConfigs, RealModelzooConfigsExportToTheirHuggingFaceModels) {
            {"transformers_pytorch_llama_params_llama2_70b.yaml", "llama"},
            {"transformers_pytorch_mistral_params_mistral_7B.yaml", "mistral"}}) {
     SCOPED_TRACE(file);
-    Params p = load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + file, YAML::Node());
+    Params p = load_params(zoo::testing::modelzoo_configs_dir() + "/" + file, YAML::Node());
     const models::HfAdapter& a = models::find_hf_converter(converter);
     nlohmann::json config;
     ASSERT_NO_THROW(config = a.config_to_hf(*p.model));
     EXPECT_EQ(models::hf_converter_for(config), converter);
     YAML::Node back = a.config_from_hf(config);
-    const YAML::Node original = config::load_yaml_file(zoo::testing::shared_dir() + "/modelzoo_configs/" + file)["model"];
+    const YAML::Node original = config::load_yaml_file(zoo::testing::modelzoo_configs_dir() + "/" + file)["model"];
     for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_heads", "filter_size"})
       EXPECT_EQ(back[key].as<int64_t>(), original[key].as<int64_t>()) << key;
     const bool multi_query = original["attention_module"] && original["attention_module"].as<std::string>() == "multiquery_attention";

@@ -1,8 +1,8 @@
-// zoo's CUDA kernels (models/common/cuda/) on the CPU, in every build: their
+// zoo's CUDA kernels (models/kernels/cuda/) on the CPU, in every build: their
 // own source run through tests/cuda_emulation.h behind the same host code
 // (norm_through, cross_entropy_through, dense_through) against float64
 // references (on a GPU, tests/test_cuda_kernels_gpu.cpp holds the real
-// kernels to LibTorch's ops). Also what ZOO_CUDA_KERNELS selects, and that a
+// kernels to LibTorch's ops). Also what the kernel policy (runconfig.cuda_kernels) selects, and that a
 // norm handing its matmuls the autocast type leaves a training step as it was.
 #include <gtest/gtest.h>
 
@@ -14,11 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "models/common/cuda/kernel_glue.h"
-#include "models/common/dense_kernel.h"
+#include "models/kernels/cuda/kernel_glue.h"
+#include "models/kernels/policy.h"
+#include "models/kernels/dense_kernel.h"
 #include "models/common/layers.h"
 #include "models/common/lm_loss.h"
-#include "models/common/norm_kernel.h"
+#include "models/kernels/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
 #include "runner/amp/autocast.h"
 #include "tests/emulated_kernels.h"
@@ -37,18 +38,23 @@ using ::zoo::cuda::GradientPart;
 using ::zoo::cuda::kMaxGradientParts;
 }
 #define zoo zoo_emulated
-#include "models/common/cuda/cross_entropy.cu"
-#include "models/common/cuda/dense.cu"
-#include "models/common/cuda/norm.cu"
+#include "models/kernels/cuda/cross_entropy.cu"
+#include "models/kernels/cuda/dense.cu"
+#include "models/kernels/cuda/norm.cu"
 #undef zoo
 
 // Shared with tests/test_weight_copies.cpp (tests/emulated_kernels.h).
 const zoo::models::DenseKernels zoo::testing::kEmulatedDense = {zoo_emulated::cuda::dense_grad_chunks,
                                                                 zoo_emulated::cuda::dense_activation_and_bias_grad,
                                                                 zoo_emulated::cuda::dense_gather_and_bias_grad};
+const zoo::models::NormKernels zoo::testing::kEmulatedNorm = {
+    zoo_emulated::cuda::norm_forward, zoo_emulated::cuda::norm_param_grad_chunks, zoo_emulated::cuda::norm_backward};
+const zoo::models::EmulatedCudaKernels zoo::testing::kEmulatedCuda = {
+    &zoo::testing::kEmulatedNorm, zoo_emulated::cuda::norm_sums_branch_bias_in_one_pass, &zoo::testing::kEmulatedDense};
 
 using namespace zoo::models;
 using zoo::testing::kEmulatedDense;
+using zoo::testing::kEmulatedNorm;
 using zoo::testing::relative_error;
 
 namespace {
@@ -56,8 +62,6 @@ namespace {
 const CrossEntropyKernels kEmulatedCrossEntropy = {
     zoo_emulated::cuda::cross_entropy_forward, zoo_emulated::cuda::cross_entropy_backward,
     zoo_emulated::cuda::cross_entropy_forward_with_grad, zoo_emulated::cuda::cross_entropy_scale_grad};
-const NormKernels kEmulatedNorm = {zoo_emulated::cuda::norm_forward, zoo_emulated::cuda::norm_param_grad_chunks,
-                                   zoo_emulated::cuda::norm_backward};
 
 std::string type_name(torch::ScalarType t) { return c10::toString(t); }
 
@@ -519,11 +523,13 @@ TEST(CudaKernelsEmulated, ABarrierSomeThreadsNeverReachIsAnError) {
   EXPECT_THROW(ZOO_LAUNCH(1, 64, nullptr, half_the_block_waits)(reached.data()), std::logic_error);
 }
 
-TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
+TEST(CudaKernels, TheRunsPolicyPicksWhichRun) {
   using Names = std::set<std::string>;
   const Names all = {"adam",      "cross_entropy", "cross_entropy_fused", "dense", "dense_heads",
                      "embedding", "norm",          "weight_copies"};
-  EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), all) << "unset: all";
+  EXPECT_EQ(zoo::models::parse_cuda_kernels("all"), all);
+  EXPECT_EQ(zoo::models::parse_cuda_kernels("none"), Names{});
+  EXPECT_EQ(zoo::cuda::enabled_kernels(nullptr), all) << "ZOO_CUDA_KERNELS unset: all";
   EXPECT_EQ(zoo::cuda::enabled_kernels("1"), all);
   EXPECT_EQ(zoo::cuda::enabled_kernels("0"), Names{});
   EXPECT_EQ(zoo::cuda::enabled_kernels("norm"), Names{"norm"});
@@ -532,12 +538,21 @@ TEST(CudaKernels, TheEnvironmentPicksWhichRun) {
     zoo::cuda::enabled_kernels("norm,softmax");
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' (expected 1, 0, "
-                                         "or a comma list of: adam, cross_entropy, cross_entropy_fused, dense, "
-                                         "dense_heads, embedding, norm, weight_copies)"),
+    EXPECT_NE(std::string(e.what()).find("ZOO_CUDA_KERNELS=norm,softmax: unknown kernel 'softmax' in 'norm,softmax' "
+                                         "(expected all, none, or a comma list of: adam, cross_entropy, "
+                                         "cross_entropy_fused, dense, dense_heads, embedding, norm, weight_copies)"),
               std::string::npos)
         << e.what();
   }
+  // Read from the policy the runner sets for each run, not kept from the first call.
+  {
+    zoo::models::KernelPolicy only_norm = zoo::models::KernelPolicy::all();
+    only_norm.cuda_kernels = {"norm"};
+    zoo::models::ScopedKernelPolicy scoped(only_norm);
+    EXPECT_TRUE(zoo::cuda::kernel_enabled("norm"));
+    EXPECT_FALSE(zoo::cuda::kernel_enabled("dense"));
+  }
+  EXPECT_TRUE(zoo::cuda::kernel_enabled("dense"));
 }
 
 // Under autocast the decoder's norms hand the attention and FFN projections

@@ -9,7 +9,7 @@
 #include <map>
 #include <regex>
 
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -95,7 +95,7 @@ void expect_same_losses(const std::map<int, double>& got, const std::map<int, do
 #if ZOO_HAVE_GLOO
 #define SKIP_WITHOUT_GLOO()
 #else
-#define SKIP_WITHOUT_GLOO() GTEST_SKIP() << "zoo was built without Gloo's headers (Debian: libgloo-dev)"
+#define SKIP_WITHOUT_GLOO() ZOO_SKIP_UNLESS_CI() << "zoo was built without Gloo's headers (Debian: libgloo-dev)"
 #endif
 
 }  // namespace

@@ -11,8 +11,8 @@
 
 #include "data/loader.h"
 #include "models/dpr/dpr.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -36,34 +36,7 @@ Params dpr_params(const std::string& model_extra) {
 // token (of 45); its positive context repeats it too, the negative another topic's.
 void write_dpr(const std::string& dir, int files, int per_file, int seed) {
   TempDir tmp;
-  const std::string script = zoo::testing::write_file(tmp / "w.py", R"PY(
-import sys, os, h5py, numpy as np
-out, files, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-os.makedirs(out, exist_ok=True)
-rng = np.random.default_rng(seed)
-T, N = 8, 2
-def seq(topic, length):
-    ids, mask, types = np.zeros(T, np.int32), np.zeros(T, np.int32), np.zeros(T, np.int32)
-    ids[0] = 2                      # [CLS]
-    ids[1:length] = topic
-    ids[length] = 3                 # [SEP]
-    mask[:length + 1] = 1
-    return [ids, mask, types]
-for f in range(files):
-    q = np.zeros((n, 3, T), np.int32)
-    c = np.zeros((n, 3, N, T), np.int32)
-    for i in range(n):
-        topic, other = rng.choice(np.arange(5, 50), 2, replace=False)
-        q[i] = seq(topic, int(rng.integers(3, 6)))
-        for k, t in enumerate([topic, other]):
-            rows = seq(t, int(rng.integers(4, 8)))
-            for r in range(3):
-                c[i, r, k] = rows[r]
-    with h5py.File(f"{out}/dpr-{f}.h5", "w") as h:
-        h.attrs["n_examples"] = n
-        h.create_dataset("data_0", data=q, chunks=(1, 3, T), compression="gzip")
-        h.create_dataset("data_1", data=c, chunks=(1, 3, N, T), compression="gzip")
-)PY");
+  const std::string script = zoo::testing::write_file(tmp / "w.py", zoo::testing::oracle("dpr_write_hdf5.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + std::to_string(files) +
                                            " " + std::to_string(per_file) + " " + std::to_string(seed));
   ASSERT_EQ(r.exit_code, 0) << r.output;

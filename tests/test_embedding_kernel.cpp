@@ -1,4 +1,4 @@
-// zoo's CUDA embedding-gradient kernels (models/common/cuda/embedding.cu) on
+// zoo's CUDA embedding-gradient kernels (models/kernels/cuda/embedding.cu) on
 // the CPU through tests/cuda_emulation.h, behind the same host code
 // (embedding_through), against float64: runs of one id shorter than a task,
 // exactly one or two tasks long, and hundreds of rows long from the middle of
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "models/common/embedding_kernel.h"
+#include "models/kernels/embedding_kernel.h"
 #include "tests/tensor_compare.h"
 
 // The kernels' source for the CPU, in namespace zoo_emulated::cuda (as in
@@ -20,7 +20,7 @@ namespace zoo_emulated::cuda {
 using ::zoo::cuda::kEmbeddingTaskRows;
 }
 #define zoo zoo_emulated
-#include "models/common/cuda/embedding.cu"
+#include "models/kernels/cuda/embedding.cu"
 #undef zoo
 
 using namespace zoo::models;

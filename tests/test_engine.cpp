@@ -7,7 +7,7 @@
 
 #include "runner/amp/autocast.h"
 #include "runner/amp/grad_scaler.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/step_profiler.h"
 #include "runner/trainer.h"
 #include "test_util.h"
@@ -343,31 +343,25 @@ TEST(EngineCuda, MixedPrecisionTrainsOnGpu) {
   }
 }
 
-// ---- ZOO_PROFILE (runner/step_profiler.h) ----
+// ---- runconfig.profile_steps / ZOO_PROFILE (runner/step_profiler.h) ----
 
-TEST(Profile, MalformedSettingIsAnErrorNamingTheVariable) {
+TEST(Profile, MalformedSettingIsAnErrorSayingWhatIsExpected) {
   for (const std::string bad : {"3", "a:4", "0:2", "5:4", "2:3x", ":"}) {
-    zoo::testing::EnvGuard env({{"ZOO_PROFILE", bad}});
     try {
-      StepProfiler::from_environment("m", false);
+      StepProfiler::from_spec(bad, "m", false);
       ADD_FAILURE() << bad << " was taken";
-    } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find("ZOO_PROFILE=" + bad + ": expected FIRST:LAST"), std::string::npos)
-          << e.what();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + bad + "': expected FIRST:LAST"), std::string::npos) << e.what();
     }
   }
-  EXPECT_EQ(StepProfiler::from_environment("m", false), nullptr) << "unset: no profiler";
+  EXPECT_EQ(StepProfiler::from_spec("", "m", false), nullptr) << "unset: no profiler";
 }
 
 TEST(Profile, EachRankWritesItsOwnTrace) {
-  {
-    zoo::testing::EnvGuard env({{"ZOO_PROFILE", "2:3"}});
-    EXPECT_EQ(StepProfiler::from_environment("m", false)->path(), "m/profile.json");
-    EXPECT_EQ(StepProfiler::from_environment("m", false, 3)->path(), "m/profile.rank3.json");
-  }
-  zoo::testing::EnvGuard env({{"ZOO_PROFILE", "2:3:/t/step.trace.json"}});
-  EXPECT_EQ(StepProfiler::from_environment("m", false, 0)->path(), "/t/step.trace.json");
-  EXPECT_EQ(StepProfiler::from_environment("m", false, 1)->path(), "/t/step.trace.rank1.json");
+  EXPECT_EQ(StepProfiler::from_spec("2:3", "m", false)->path(), "m/profile.json");
+  EXPECT_EQ(StepProfiler::from_spec("2:3", "m", false, 3)->path(), "m/profile.rank3.json");
+  EXPECT_EQ(StepProfiler::from_spec("2:3:/t/step.trace.json", "m", false, 0)->path(), "/t/step.trace.json");
+  EXPECT_EQ(StepProfiler::from_spec("2:3:/t/step.trace.json", "m", false, 1)->path(), "/t/step.trace.rank1.json");
 }
 
 // The chosen steps' ops (and, on a GPU, their kernels) land in a Chrome

@@ -15,8 +15,8 @@
 #include "models/bert/bert.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -59,30 +59,7 @@ std::string esm_params(const std::string& data_dir, const std::string& runconfig
 // what was masked can be learned from the rest.
 void write_mlm(const std::string& dir, bool gather, int samples, int seed) {
   TempDir tmp;
-  const std::string script = zoo::testing::write_file(tmp / "w.py", R"PY(
-import sys, os, h5py, numpy as np
-out, gather, n, seed = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
-os.makedirs(out, exist_ok=True)
-rng = np.random.default_rng(seed)
-T, P = 24, 4
-data = np.zeros((n, 2, T), np.int32)
-labels = np.full((n, 3, P) if gather else (n, 1, T), -100, np.int32)
-for i in range(n):
-    L = int(rng.integers(14, T + 1))
-    toks = np.full(L, rng.integers(4, 29))
-    toks[0], toks[-1] = 0, 2
-    ids = np.full(T, 1); ids[:L] = toks
-    pos = np.sort(rng.choice(np.arange(2, L - 1), P, replace=False))
-    lab = ids[pos].copy(); ids[pos] = 32
-    data[i, 0], data[i, 1, :L] = ids, 1
-    if gather:
-        labels[i, 0], labels[i, 1], labels[i, 2] = lab, pos, 1
-    else:
-        labels[i, 0, pos] = lab
-with h5py.File(f"{out}/mlm_0.h5", "w") as h:
-    h.create_dataset("data", data=data, chunks=(1, 2, T), compression="gzip")
-    h.create_dataset("labels", data=labels)
-)PY");
+  const std::string script = zoo::testing::write_file(tmp / "w.py", zoo::testing::oracle("esm2_write_hdf5.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + (gather ? "1" : "0") +
                                            " " + std::to_string(samples) + " " + std::to_string(seed));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -100,7 +77,7 @@ Params params_of(const std::string& yaml) {
 // of q and k; the final norm; the MLM head (dense, GELU, LayerNorm, the
 // tied word embeddings plus a bias).
 TEST(Esm2, LogitsMatchTheReferenceForward) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   Params p = params_of(esm_params("/d"));
   EXPECT_EQ(p.model_name, "esm2");  // recognised by token_dropout
   auto built = p.model->build(torch::TensorOptions().dtype(torch::kDouble));
@@ -126,50 +103,7 @@ TEST(Esm2, LogitsMatchTheReferenceForward) {
   d.insert("mask", mask);
   d.insert("logits", logits);
   ckpt::save_checkpoint_file(dir / "case.pt", d);
-  const std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
-import sys, torch
-import torch.nn.functional as F
-d = torch.load(sys.argv[1])
-s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
-ids, mask = d["ids"], d["mask"]
-B, T = ids.shape
-C, H, R, L = 16, 2, 8, 2
-D = C // H
-def ln(x, p):
-    return F.layer_norm(x, (C,), s[p + ".weight"], s[p + ".bias"], 1e-5)
-def dense(x, p):
-    return F.linear(x, s[p + ".weight"], s[p + ".bias"])
-x = s["bert_encoder.embedding_layer.word_embeddings.weight"][ids]
-masked = (ids == 32).double()
-kept = 1 - masked.sum(-1, keepdim=True) / mask.double().sum(-1, keepdim=True)
-x = x * (1 - masked)[..., None] * (1 - 0.15 * 0.8) / kept[..., None]
-inv = 1.0 / (10000 ** (torch.arange(0, R, 2, dtype=torch.float32) / R))
-angle = torch.arange(T).double()[:, None] * inv.double()[None, :]
-cos, sin = angle.cos()[None, :, None, :], angle.sin()[None, :, None, :]
-def rope(t):
-    t = t.clone()
-    a, b = t[..., 0:R:2].clone(), t[..., 1:R:2].clone()
-    t[..., 0:R:2], t[..., 1:R:2] = a * cos - b * sin, a * sin + b * cos
-    return t
-keep = mask.bool()[:, None, None, :]
-for i in range(L):
-    p = f"bert_encoder.transformer_encoder.layers.{i}."
-    h = ln(x, p + "norm1")
-    q, k, v = (dense(h, p + f"self_attn.proj_{n}_dense_layer").view(B, T, H, D) for n in "qkv")
-    q, k = rope(q), rope(k)
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / D ** 0.5
-    probs = scores.masked_fill(~keep, float("-inf")).softmax(-1)
-    a = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(B, T, C)
-    x = x + dense(a, p + "self_attn.proj_output_dense_layer")
-    h = ln(x, p + "norm2")
-    x = x + dense(F.gelu(dense(h, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
-x = ln(x, "bert_encoder.transformer_encoder.norm")
-h = ln(F.gelu(dense(x, "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer")), "bert_mlm_head.mlm_transform.ln")
-ref = h @ s["bert_encoder.embedding_layer.word_embeddings.weight"].t() + s["bert_mlm_head.classifier.ffn.0.linear_layer.bias"]
-err = (ref - d["logits"].double())[mask.bool()].abs().max().item()
-print("max abs error", err)
-sys.exit(0 if err < 1e-7 else 1)  # zoo rotates q and k in float32, as modelzoo does
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "ref.py", zoo::testing::oracle("esm2_reference.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
@@ -250,85 +184,7 @@ namespace {
 // contact head zoo drops), with its masked-LM logits on a padded batch that
 // holds mask tokens: HF's math (q scaled, then both rotated as two halves of
 // each head; token dropout; pre-norm layers; emb_layer_norm_after; the head).
-const char* kPyEsm = R"PY(
-import os, sys
-import torch.nn.functional as F
-out = sys.argv[1]
-torch.manual_seed(0)
-B, T, V, C, L, H, FF, P = 2, 12, 33, 32, 2, 4, 48, 64
-PAD, MASK = 1, 32
-D = C // H
-def rnd(*shape):
-    return torch.randn(*shape) * 0.2
-sd = {"esm.embeddings.word_embeddings.weight": rnd(V, C), "esm.embeddings.position_ids": torch.arange(P)[None]}
-def linear(name, n_in, n_out):
-    sd[name + ".weight"], sd[name + ".bias"] = rnd(n_out, n_in), rnd(n_out)
-def norm(name):
-    sd[name + ".weight"], sd[name + ".bias"] = 1 + rnd(C), rnd(C)
-for i in range(L):
-    p = "esm.encoder.layer.%d." % i
-    for n in ("query", "key", "value"):
-        linear(p + "attention.self." + n, C, C)
-    sd[p + "attention.self.rotary_embeddings.inv_freq"] = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
-    linear(p + "attention.output.dense", C, C)
-    norm(p + "attention.LayerNorm")
-    linear(p + "intermediate.dense", C, FF)
-    linear(p + "output.dense", FF, C)
-    norm(p + "LayerNorm")
-norm("esm.encoder.emb_layer_norm_after")
-linear("esm.contact_head.regression", L * H, 1)
-linear("lm_head.dense", C, C)
-norm("lm_head.layer_norm")
-sd["lm_head.bias"] = rnd(V)
-sd["lm_head.decoder.weight"] = sd["esm.embeddings.word_embeddings.weight"]
-
-def lin(x, name):
-    return x @ sd[name + ".weight"].t() + sd[name + ".bias"]
-def ln(x, name):
-    return F.layer_norm(x, (C,), sd[name + ".weight"], sd[name + ".bias"], 1e-5)
-def rotate_half(x):
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
-ids = torch.randint(4, 30, (B, T))
-mask = torch.ones(B, T)
-mask[1, 9:] = 0
-ids[1, 9:] = PAD
-ids[0, 3] = ids[0, 6] = ids[1, 2] = MASK
-x = sd["esm.embeddings.word_embeddings.weight"][ids]
-x = x.masked_fill((ids == MASK)[..., None], 0.0)
-observed = (ids == MASK).sum(-1).float() / mask.sum(-1)
-x = x * (1 - 0.15 * 0.8) / (1 - observed)[:, None, None]
-x = x * mask[..., None]
-inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
-freqs = torch.arange(T).float()[:, None] * inv[None, :]
-emb = torch.cat((freqs, freqs), dim=-1)
-cos, sin = emb.cos()[None, None], emb.sin()[None, None]
-for i in range(L):
-    p = "esm.encoder.layer.%d." % i
-    h = ln(x, p + "attention.LayerNorm")
-    q, k, v = [lin(h, p + "attention.self." + n).view(B, T, H, D).transpose(1, 2) for n in ("query", "key", "value")]
-    q = q * D ** -0.5
-    q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-    s = q @ k.transpose(-1, -2) + (1 - mask)[:, None, None, :] * -1e9
-    a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
-    x = x + lin(a, p + "attention.output.dense")
-    h = ln(x, p + "LayerNorm")
-    x = x + lin(F.gelu(lin(h, p + "intermediate.dense")), p + "output.dense")
-x = ln(x, "esm.encoder.emb_layer_norm_after")
-m = F.layer_norm(F.gelu(lin(x, "lm_head.dense")), (C,), sd["lm_head.layer_norm.weight"], sd["lm_head.layer_norm.bias"], 1e-5)
-mlm = m @ sd["esm.embeddings.word_embeddings.weight"].t() + sd["lm_head.bias"]
-os.makedirs(out + "/hf", exist_ok=True)
-write_safetensors(out + "/hf/model.safetensors", sd)
-config = {"model_type": "esm", "architectures": ["EsmForMaskedLM"], "vocab_size": V, "hidden_size": C,
-          "num_hidden_layers": L, "num_attention_heads": H, "intermediate_size": FF, "hidden_act": "gelu",
-          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "max_position_embeddings": P,
-          "initializer_range": 0.02, "layer_norm_eps": 1e-5, "position_embedding_type": "rotary",
-          "emb_layer_norm_before": False, "token_dropout": True, "mask_token_id": MASK, "pad_token_id": PAD,
-          "is_folding_model": False}
-json.dump(config, open(out + "/hf/config.json", "w"))
-for name, t in [("ids", ids), ("mask", mask.long()), ("mlm", mlm)]:
-    open(out + "/" + name + ".bin", "wb").write(t.detach().numpy().tobytes())
-)PY";
+const std::string kPyEsm = zoo::testing::oracle("esm2_make_esm.py");
 
 }  // namespace
 
@@ -336,7 +192,7 @@ for name, t in [("ids", ids), ("mask", mask.long()), ("mlm", mlm)]:
 // tokens) and back to the same tensors bit for bit (buffers and the contact
 // head, which the masked LM does not use, stay behind).
 TEST(ConvertEsm, MatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   TempDir dir;
   zoo::testing::run_fixture(dir, "esm.py", kPyEsm);
   convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});

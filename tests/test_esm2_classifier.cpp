@@ -11,8 +11,8 @@
 #include <regex>
 
 #include "models/bert/esm2_classifier.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;

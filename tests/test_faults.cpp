@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convert_fixtures.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/convert.h"
 #include "runner/model_dir_lock.h"
 #include "test_util.h"
@@ -201,20 +201,9 @@ TEST(Faults, ExportsCheckTheConfigAndNeverOverwrite) {
 // refuse a batch with nothing to learn; a negative label other than -100
 // (ignore_index) is named, not taken as unmasked.
 TEST(Faults, BertHdf5LabelsThatMaskNothingOrAreNotIdsAreRefused) {
-  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py is not installed";
+  if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with h5py is not installed";
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "w.py", R"PY(
-import sys, os, h5py, numpy as np
-out, fill = sys.argv[1], int(sys.argv[2])
-os.makedirs(out, exist_ok=True)
-data = np.ones((4, 2, 8), np.int32)
-data[:, 0] = 5
-labels = np.full((4, 1, 8), -100, np.int32)
-labels[1, 0, 3] = fill
-with h5py.File(out + "/part.h5", "w") as h:
-    h.create_dataset("data", data=data)
-    h.create_dataset("labels", data=labels)
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "w.py", zoo::testing::oracle("faults_write_hdf5.py"));
   for (const int fill : {-100, -1, -101}) {
     const std::string data = dir / ("fill" + std::to_string(-fill));
     ASSERT_EQ(run_command("/usr/bin/python3 " + script + " " + data + " " + std::to_string(fill)).exit_code, 0);
@@ -236,25 +225,14 @@ with h5py.File(out + "/part.h5", "w") as h:
 // stored checksum and loading stops naming the file; a file without the
 // checksum loads with a warning that it cannot be verified.
 TEST(Faults, CheckpointsSavedAgainByPythonKeepTheirStateAndChecksum) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   TinyRun run("  checkpoint_steps: 2\n");
   auto straight = run.zoo("--mode train --max_steps 4 --model_dir " + (run.dir / "straight"));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   const std::vector<double> last = zoo::testing::train_losses(straight.output);  // step 4's (log_steps 1000)
   ASSERT_EQ(last.size(), 1u) << straight.output;
   ASSERT_EQ(run.zoo("--mode train --max_steps 2").exit_code, 0);
-  const std::string script = zoo::testing::write_file(run.dir / "resave.py", R"PY(
-import os, sys, torch
-src, out = sys.argv[1], sys.argv[2]
-for name in ("resaved", "edited", "unsummed"):
-    os.makedirs(os.path.join(out, name), exist_ok=True)
-    d = torch.load(src)
-    if name == "edited":
-        d["model"][next(iter(d["model"]))].add_(0.5)
-    if name == "unsummed":
-        del d["__checksum__"]
-    torch.save(d, os.path.join(out, name, "checkpoint_2.mdl"))
-)PY");
+  const std::string script = zoo::testing::write_file(run.dir / "resave.py", zoo::testing::oracle("faults_resave.py"));
   auto py = run_command("/usr/bin/python3 " + script + " " + (run.dir / "m/checkpoint_2.mdl") + " " + run.dir.path());
   ASSERT_EQ(py.exit_code, 0) << py.output;
   auto resumed = run.zoo("--mode train --max_steps 4 --model_dir " + (run.dir / "resaved"));
@@ -298,7 +276,7 @@ TEST(Faults, ErrorsNameTheFileOrFlag) {
   EXPECT_NE(zoo::testing::read_file(m + "/eval/results.csv").find(m + "/checkpoint_4.mdl,4,"), std::string::npos)
       << "the checkpoint after the NaN one was not evaluated";
 
-  if (!zoo::testing::have_python_torch()) return;
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   const std::string list = run.dir / "list.pt";
   ASSERT_EQ(run_command("/usr/bin/python3 -c \"import torch; torch.save([torch.ones(2)], '" + list + "')\"").exit_code, 0);
   auto r = run.zoo("--mode eval --checkpoint_path " + list);

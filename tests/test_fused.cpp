@@ -9,16 +9,16 @@
 #include <limits>
 
 #include "models/common/attention.h"
-#include "models/common/causal_attention.h"
-#include "models/common/cpu_gemm.h"
-#include "models/common/dense_kernel.h"
+#include "models/kernels/cpu/causal_attention.h"
+#include "models/kernels/cpu/cpu_gemm.h"
+#include "models/kernels/dense_kernel.h"
 #include "models/common/embedding.h"
-#include "models/common/embedding_kernel.h"
+#include "models/kernels/embedding_kernel.h"
 #include "models/common/layers.h"
 #include "models/common/lm_loss.h"
-#include "models/common/norm_kernel.h"
+#include "models/kernels/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
-#include "runner/optim/adam_update.h"
+#include "models/kernels/adam_update.h"
 #include "tests/tensor_compare.h"
 
 using namespace zoo::models;
@@ -311,7 +311,7 @@ TEST(Fused, CpuAdamUpdateMatchesTheMultiTensorPath) {
   }
 }
 
-// On a GPU (zoo's kernel, runner/optim/cuda/adam.cu; or, with it off or not
+// On a GPU (zoo's kernel, models/kernels/cuda/adam.cu; or, with it off or not
 // built, LibTorch >= 2.1: ATen's fused Adam kernel, modelzoo's correction
 // folded into its learning rate) against the CPU's float64 multi-tensor
 // path, with and without bias correction and the clipping coefficient.

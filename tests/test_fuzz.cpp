@@ -1,6 +1,6 @@
 // Seeded fuzzing, bounded to a few hundred cases: mutated params files (the
-// configs in configs/, and the real modelzoo configs in ../shared when it is
-// there; anchors and aliases among the mutations), mutated tiny HDF5 files,
+// configs in configs/ and the real modelzoo configs in tests/modelzoo_configs;
+// anchors and aliases among the mutations), mutated tiny HDF5 files,
 // gzip input for create-hdf5 and Hugging Face directories for zoo convert. Whatever the input, zoo ends with exit
 // code 0 or 1 in bounded time, never a signal (which would end this test
 // binary), and every error names the file at fault.
@@ -16,7 +16,7 @@
 
 #include "data/create_hdf5.h"
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/convert.h"
 #include "runner/run.h"
 #include "test_util.h"
@@ -50,7 +50,7 @@ std::vector<std::string> seed_configs() {
       for (const auto& e : fs::directory_iterator(dir)) add(e.path());
   };
   add_dir(zoo::testing::source_dir() + "/configs", true);
-  add_dir(zoo::testing::shared_dir() + "/modelzoo_configs", true);
+  add_dir(zoo::testing::modelzoo_configs_dir(), true);
   std::sort(out.begin(), out.end());  // the seed alone decides the cases
   return out;
 }

@@ -21,16 +21,7 @@ namespace {
 // Every *.h5 in `dir` as h5py sees it: {file: {shape, chunks, compression, n_examples, data}}.
 nlohmann::json h5py_dump(const std::string& dir) {
   TempDir tmp;
-  const std::string script = testing::write_file(tmp / "dump.py", R"PY(
-import sys, glob, os, json, h5py
-out = {}
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.h5"))):
-    with h5py.File(path, "r") as h:
-        d = h["data"]
-        out[os.path.basename(path)] = {"shape": list(d.shape), "chunks": list(d.chunks), "dtype": str(d.dtype),
-            "compression": d.compression, "n_examples": int(h.attrs["n_examples"]), "data": d[()].tolist()}
-print(json.dumps(out))
-)PY");
+  const std::string script = testing::write_file(tmp / "dump.py", zoo::testing::oracle("hdf5_dump.py"));
   const auto r = testing::run_command("/usr/bin/python3 " + script + " " + dir);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return nlohmann::json::parse(r.output);
@@ -182,19 +173,7 @@ void write_sample_files(const std::string& dir, const std::vector<int>& counts, 
   std::string list = std::to_string(first_file) + ":";
   for (int c : counts) list += std::to_string(c) + ",";
   TempDir tmp;
-  const std::string script = testing::write_file(tmp / "w.py", R"PY(
-import sys, h5py, numpy as np
-out, (first, counts) = sys.argv[1], sys.argv[2].split(":")
-counts = [int(c) for c in counts.split(",") if c]
-for f, n in enumerate(counts, int(first)):
-    x = np.zeros((n, 3, 8), dtype=np.int32)
-    for i in range(n):
-        toks = 100 * f + i + np.arange(9) * 1000
-        x[i, 0], x[i, 1], x[i, 2] = toks[:-1], 1, toks[1:]
-    with h5py.File(f"{out}/examples_{f}.h5", "w") as h:
-        h.attrs["n_examples"] = n
-        h.create_dataset("data", data=x, dtype="i4", chunks=(1, 3, 8), compression="gzip")
-)PY");
+  const std::string script = testing::write_file(tmp / "w.py", zoo::testing::oracle("hdf5_write.py"));
   std::filesystem::create_directories(dir);
   const auto r = testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + list);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -461,23 +440,7 @@ TEST(Hdf5Resume, BothProcessorsResumeExactlyShuffledOrNot) {
 TEST(Hdf5BadData, EachCaseNamesTheFileAndTheProblem) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
-  const std::string script = testing::write_file(dir / "bad.py", R"PY(
-import sys, os, h5py, numpy as np
-out = sys.argv[1]
-def write(sub, name="data", data=None, **kw):
-    os.makedirs(f"{out}/{sub}", exist_ok=True)
-    with h5py.File(f"{out}/{sub}/examples_0.h5", "w") as h:
-        h.attrs["n_examples"] = len(data)
-        h.create_dataset(name, data=data, **kw)
-write("missing", name="tokens", data=np.zeros((2, 3, 8), np.int32))
-write("float", data=np.zeros((2, 3, 8), np.float32))
-write("rows", data=np.zeros((2, 2, 8), np.int32))
-write("rank", data=np.zeros((2, 3, 8, 1), np.int32))
-write("msl", data=np.zeros((4, 3, 8), np.int32))
-os.makedirs(f"{out}/notsdf", exist_ok=True)
-open(f"{out}/notsdf/examples_0.h5", "w").write("plain text, not HDF5")
-os.makedirs(f"{out}/empty", exist_ok=True)
-)PY");
+  const std::string script = testing::write_file(dir / "bad.py", zoo::testing::oracle("hdf5_bad.py"));
   ASSERT_EQ(testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
   auto error = [&](const std::string& sub, const std::string& extra = "") {
     return open_error("{data_processor: GptHDF5DataProcessor, batch_size: 2, data_dir: " + (dir / sub) + extra + "}");
@@ -505,11 +468,7 @@ os.makedirs(f"{out}/empty", exist_ok=True)
 TEST(BertMlm, SentencePairsAndMasksRebuildTheTokenizedText) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
-  const std::string script = testing::write_file(dir / "w.py", R"PY(
-import sys, h5py, numpy as np
-with h5py.File(sys.argv[1] + "/tokens_0.h5", "w") as h:
-    h.create_dataset("data", data=np.arange(1000, 2000, dtype=np.int32))
-)PY");
+  const std::string script = testing::write_file(dir / "w.py", zoo::testing::oracle("hdf5_write_2.py"));
   ASSERT_EQ(testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
   const std::string base = "{data_processor: BertMlmDataProcessor, data_dir: " + dir.path() +
                            ", batch_size: 8, max_sequence_length: 16, max_predictions_per_seq: 3, vocab_size: 3000, "
@@ -569,21 +528,7 @@ with h5py.File(sys.argv[1] + "/tokens_0.h5", "w") as h:
 TEST(Hdf5Layouts, EveryStorageLayoutReadsTheSameSamples) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
-  const std::string script = testing::write_file(dir / "w.py", R"PY(
-import sys, os, h5py, numpy as np
-rng = np.random.default_rng(1)
-x = rng.integers(0, 50000, size=(6, 3, 16), dtype=np.int32)
-x[:, 1] = rng.integers(0, 2, size=(6, 16))  # loss masks are 0 or 1
-layouts = {"modelzoo": dict(chunks=(1, 3, 16), compression="gzip"), "plain_chunks": dict(chunks=(1, 3, 16)),
-           "contiguous": {}, "big_chunks": dict(chunks=(4, 3, 16), compression="gzip"),
-           "shuffled_gzip": dict(chunks=(1, 3, 16), compression="gzip", shuffle=True),
-           "int64": dict(chunks=(1, 3, 16), compression="gzip", dtype="i8")}
-for name, kw in layouts.items():
-    os.makedirs(f"{sys.argv[1]}/{name}")
-    with h5py.File(f"{sys.argv[1]}/{name}/examples_0.h5", "w") as h:
-        h.attrs["n_examples"] = 6
-        h.create_dataset("data", data=x.astype(kw.pop("dtype", "i4")), **kw)
-)PY");
+  const std::string script = testing::write_file(dir / "w.py", zoo::testing::oracle("hdf5_write_3.py"));
   ASSERT_EQ(testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
   auto batches = [&](const std::string& layout, const std::string& extra = "") {
     auto loader = open_loader("{data_processor: GptHDF5MapDataProcessor, batch_size: 6, data_dir: " + (dir / layout) + extra + "}");

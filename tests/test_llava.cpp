@@ -13,8 +13,8 @@
 #include "data/image.h"
 #include "data/llava_hdf5.h"
 #include "models/llava/llava.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "multimodal_reference.h"
 #include "test_util.h"
 
@@ -43,18 +43,7 @@ std::string image_model(int64_t hidden, bool conv) {
 // dropped in patch mode, the projector FeedForwardNetwork, the features
 // replacing positions image_start_idx.., then the decoder honouring
 // key_padding_mask. A wrong layer, position or mask moves the logits by ~1e-2.
-const char* const kReferenceLlava = R"PY(
-img, ids, kpm = d["image_data"].double(), d["text_input_ids"], d["key_padding_mask"]
-feats = vit(img, "image_model.", o["image_hidden"], 2, o["conv"], o["layer"], False)
-if o["mode"] == "patch": feats = feats[:, 1:]
-if "projector_image_model.ffn.0.linear_layer.weight" in s:
-    feats = dense(F.gelu(dense(feats, "projector_image_model.ffn.0.linear_layer")), "projector_image_model.ffn.1.linear_layer")
-t = s["text_model.embedding_layer.word_embeddings.weight"][ids]
-if "projector_text_model.ffn.0.linear_layer.weight" in s:
-    t = F.relu(dense(t, "projector_text_model.ffn.0.linear_layer"))
-st, n = o["start"], feats.shape[1]
-check(llama_logits(torch.cat([t[:, :st], feats, t[:, st + n:]], 1), kpm))
-)PY";
+const std::string kReferenceLlava = zoo::testing::oracle("llava_reference.py");
 
 models::Features llava_batch(int64_t B, int64_t T, torch::ScalarType dtype = torch::kDouble) {
   models::Features b = {{"image_data", torch::randn({B, 3, 8, 8}, dtype)},
@@ -70,7 +59,7 @@ models::Features llava_batch(int64_t B, int64_t T, torch::ScalarType dtype = tor
 }  // namespace
 
 TEST(Llava, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   struct Case {
     std::string yaml, json;
     int64_t start, features;
@@ -226,29 +215,14 @@ namespace {
 // variable-length ones; wide.png (6 x 10), square.png (8 x 8), and a
 // text-only sample ("None"). Rows: ids, loss mask, labels, key padding.
 // `labels`: a Python expression of the (k, T) labels (learnable ones for training).
-std::string write_llava_samples(const TempDir& dir, int64_t T, int64_t samples_a = 3, const std::string& bad = "",
+std::string write_llava_samples(const TempDir& dir, int64_t T, int64_t samples_a = 3, const std::string& change = "",
                                 const std::string& labels = "rng.integers(0, 37, (k, T))") {
   std::filesystem::create_directories(dir / "h5");
   zoo::testing::write_test_images(dir);
-  const std::string script = zoo::testing::write_file(dir / "write.py", "import h5py, numpy as np\nT = " +
-                                                          std::to_string(T) + "; n = " + std::to_string(samples_a) + R"PY(
-rng = np.random.default_rng(0)
-def rows(k, image):
-    ids = rng.integers(0, 37, (k, T)); labels = )PY" + labels + R"PY(
-    loss = np.ones((k, T)); loss[:, :5] = 0; loss[:, -2:] = 0
-    pad = np.zeros((k, T)); pad[:, -2:] = 1
-    if not image: pad[:, 1:5] = 1
-    return np.stack([ids, loss, labels, pad], 1).astype(np.int32)
-with h5py.File(')PY" + (dir / "h5/a.h5") + R"PY(', 'w') as f:
-    data = rows(n, True); data[-1, 3, 1:5] = 1
-)PY" + bad + R"PY(
-    f.create_dataset('data', data=data)
-    f.create_dataset('img_path', data=np.array([[b'sub/wide.png'], [b'square.png']] + [[b'None']] * (n - 2), dtype='S'))
-with h5py.File(')PY" + (dir / "h5/b.h5") + R"PY(', 'w') as f:
-    f.create_dataset('data', data=rows(2, True))
-    f.create_dataset('img_path', data=np.array([['square.png'], ['sub/wide.png']], dtype=object), dtype=h5py.string_dtype())
-)PY");
-  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script);
+  const auto r = zoo::testing::run_command(
+      "/usr/bin/python3 " + zoo::testing::source_dir() + "/tests/oracles/llava_write_samples.py " +
+      zoo::testing::shell_quoted(dir / "h5") + " " + std::to_string(T) + " " + std::to_string(samples_a) + " " +
+      zoo::testing::shell_quoted(change) + " " + zoo::testing::shell_quoted(labels));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return "{data_processor: LlavaHDF5MapDataProcessor, data_dir: " + (dir / "h5") + ", img_data_dir: " +
          (dir / "images") + ", shuffle: false, batch_size: 5, ";
@@ -258,7 +232,7 @@ with h5py.File(')PY" + (dir / "h5/b.h5") + R"PY(', 'w') as f:
 }  // namespace
 
 TEST(LlavaData, ReadsModelzoosFilesAndImages) {
-  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
   TempDir dir;
   const std::string section = write_llava_samples(dir, 12);
   // expand_to_square alone: the 6 x 10 image centred on a 10 x 10 square of the background.
@@ -304,18 +278,18 @@ TEST(LlavaData, ReadsModelzoosFilesAndImages) {
 }
 
 TEST(LlavaData, BadFilesAreNamed) {
-  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
   const std::string tail = "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: "
                            "[0, 0, 0]}, {name: resize, size: 8}, {name: to_tensor}]}";
   {
     TempDir dir;
-    const std::string section = write_llava_samples(dir, 12, 3, "    data[0, 3, 7] = 2\n");
+    const std::string section = write_llava_samples(dir, 12, 3, "data[0, 3, 7] = 2");
     const std::string e = zoo::testing::first_batch_error(section + tail);
     EXPECT_NE(e.find("a.h5, sample 0, position 7: key_padding_mask is 2, expected 0 or 1"), std::string::npos) << e;
   }
   {
     TempDir dir;
-    const std::string section = write_llava_samples(dir, 12, 3, "    data = data[:2]\n");
+    const std::string section = write_llava_samples(dir, 12, 3, "data = data[:2]");
     const std::string e = zoo::testing::open_error(section + tail);
     EXPECT_NE(e.find("a.h5: dataset 'img_path' holds 3 strings for 2 samples"), std::string::npos) << e;
   }
@@ -333,7 +307,7 @@ TEST(LlavaData, BadFilesAreNamed) {
 // the loss falls, the image tower's weights stay as they were, the rest
 // move, and a stopped run resumes exactly.
 TEST(Llava, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
-  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
   TempDir dir;
   // Every counted label is 7: quickly learnt.
   std::string section = write_llava_samples(dir, 12, 6, "", "np.full((k, T), 7)");

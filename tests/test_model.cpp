@@ -12,7 +12,7 @@
 #include "models/common/rotary.h"
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/run.h"
 #include "reference_case.h"
@@ -209,7 +209,7 @@ TEST(Model, RegistryKnowsGpt2AndAliases) {
 // Logits equal a forward pass written directly with torch ops in Python from
 // the same weights (llm.c's test-against-PyTorch pattern).
 TEST(Model, LogitsMatchAnIndependentPyTorchForward) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   for (const char* attention : {"scaled_dot_product", "dot_product"}) {
     torch::manual_seed(3);
@@ -223,34 +223,7 @@ TEST(Model, LogitsMatchAnIndependentPyTorchForward) {
     m.eval();
     torch::Tensor ids = torch::randint(0, 50, {2, 12}, torch::kLong);
     zoo::testing::write_reference_case(m, ids, dir / "case.pt");
-    std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
-import math, sys, torch
-import torch.nn.functional as F
-d = torch.load(sys.argv[1])
-s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
-ids, expected = d["ids"], d["logits"].double()
-H, scaled, L = 4, sys.argv[2] == "scaled_dot_product", 2
-x = s["embedding_layer.word_embeddings.weight"][ids] + s["embedding_layer.position_embeddings.weight"][: ids.shape[1]]
-B, T, C = x.shape
-for i in range(L):
-    p = f"transformer_decoder.layers.{i}."
-    h = F.layer_norm(x, (C,), s[p + "norm1.weight"], s[p + "norm1.bias"], 1e-5)
-    q, k, v = (F.linear(h, s[p + f"self_attn.proj_{n}_dense_layer.weight"], s[p + f"self_attn.proj_{n}_dense_layer.bias"])
-               .view(B, T, H, C // H).transpose(1, 2) for n in "qkv")
-    att = q @ k.transpose(-1, -2) / (math.sqrt(C // H) if scaled else 1.0)
-    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)
-    x = x + F.linear(y, s[p + "self_attn.proj_output_dense_layer.weight"], s[p + "self_attn.proj_output_dense_layer.bias"])
-    h = F.layer_norm(x, (C,), s[p + "norm3.weight"], s[p + "norm3.bias"], 1e-5)
-    h = F.gelu(F.linear(h, s[p + "ffn.ffn.0.linear_layer.weight"], s[p + "ffn.ffn.0.linear_layer.bias"]))
-    x = x + F.linear(h, s[p + "ffn.ffn.1.linear_layer.weight"], s[p + "ffn.ffn.1.linear_layer.bias"])
-x = F.layer_norm(x, (C,), s["transformer_decoder.norm.weight"], s["transformer_decoder.norm.bias"], 1e-5)
-w = s.get("lm_head.weight", s["embedding_layer.word_embeddings.weight"])
-logits = F.linear(x, w, s.get("lm_head.bias"))
-err = (logits - expected).abs().max().item()
-print("max abs diff", err)
-sys.exit(0 if err < 1e-5 else 1)
-)PY");
+    std::string script = zoo::testing::write_file(dir / "ref.py", zoo::testing::oracle("model_reference.py"));
     auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " " + attention);
     EXPECT_EQ(r.exit_code, 0) << attention << ": " << r.output;
   }
@@ -294,12 +267,11 @@ TEST(Model, SlidingWindowLimitsAttentionAndSinksStayVisible) {
 // are the published ones (Llama-2-7B 6,738,415,616; Llama-2-70B
 // 68,976,648,192; Mistral-7B 7,241,732,096).
 TEST(Model, LlamaAndMistralConfigsHaveTheirPublishedSizes) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   const std::pair<const char*, int64_t> configs[] = {{"transformers_pytorch_llama_params_llama2_7b.yaml", 6738415616},
                                                      {"transformers_pytorch_llama_params_llama2_70b.yaml", 68976648192},
                                                      {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096}};
   for (const auto& [file, expected] : configs) {
-    Params p = load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + file, YAML::Node());
+    Params p = load_params(zoo::testing::modelzoo_configs_dir() + "/" + file, YAML::Node());
     EXPECT_EQ(summarize_model(p).parameters, expected) << file;
   }
 }
@@ -366,26 +338,9 @@ TEST(Model, RotaryPositionScalingMatchesThePublishedFormulas) {
   }
   EXPECT_FALSE(torch::allclose(scaled, unscaled));
   EXPECT_TRUE(torch::equal(scaled.narrow(-1, 12, 4), x.narrow(-1, 12, 4)));
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "rope.py", R"PY(
-import math, sys, torch
-dim, base = 64, 10000.0
-inv = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
-# llama3: factor 8, low 1, high 4, original context 8192
-f, lo, hi, orig = 8.0, 1.0, 4.0, 8192
-wl = 2 * math.pi / inv
-smooth = (orig / wl - lo) / (hi - lo)
-llama3 = torch.where(wl > orig / lo, inv / f, torch.where(wl < orig / hi, inv, (1 - smooth) * inv / f + smooth * inv))
-# yarn: factor 4, original context 4096, beta_fast 32, beta_slow 1
-f, orig, fast, slow = 4.0, 4096, 32.0, 1.0
-corr = lambda rot: dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
-low, high = max(math.floor(corr(fast)), 0), min(math.ceil(corr(slow)), dim - 1)
-ramp = ((torch.arange(dim // 2).float() - low) / (high - low)).clamp(0, 1)
-extrapolate = 1 - ramp
-yarn = inv / f * (1 - extrapolate) + inv * extrapolate
-print(" ".join(f"{v:.9g}" for v in torch.cat([llama3, yarn]).tolist()), 0.1 * math.log(f) + 1.0)
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "rope.py", zoo::testing::oracle("model_rope.py"));
   const zoo::testing::CommandResult r = zoo::testing::run_command("/usr/bin/python3 " + script);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::istringstream in(r.output);

@@ -17,8 +17,8 @@
 #include "data/image.h"
 #include "models/multimodal_simple/multimodal_simple.h"
 #include "multimodal_reference.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -60,27 +60,7 @@ std::string llava_layout(const std::string& extra = "") {
 // the global projection, compute_embeddings' scatter into the text
 // embeddings with a zero column at T for unused slots; then the decoder
 // honouring key_padding_mask.
-const char* const kReference = R"PY(
-img, loc, ids, kpm = d["image_data"].double(), d["image_data_loc"], d["text_input_ids"], d["key_padding_mask"]
-B, I = img.shape[0], img.shape[1]
-flat = img.reshape(B * I, *img.shape[2:])
-feats = []
-for k, tw in enumerate(o["towers"]):
-    x = vit(flat, "image_model.image_model_list.%d.0." % k, tw["hidden"], 2, tw["conv"],
-            2 if tw["layer"] is None else tw["layer"], tw["layer"] is None)
-    if o["mode"] == "patch": x = x[:, 1:]
-    if tw["proj"]: x = F.relu(dense(x, "image_model.image_model_list.%d.1.ffn.0.linear_layer" % k))
-    feats.append(x)
-f = torch.cat(feats, 1)
-if o["global"]:
-    f = dense(F.gelu(dense(f, "image_model.projection.ffn.0.linear_layer")), "image_model.projection.ffn.1.linear_layer")
-f = f.reshape(B, -1, f.shape[-1])
-t = s["text_model.embedding_layer.word_embeddings.weight"][ids]
-T, C = t.shape[1], t.shape[2]
-where = loc.reshape(B, -1, 1).long().expand(B, f.shape[1], C)
-h = torch.cat([t, torch.zeros(B, 1, C, dtype=t.dtype)], 1).scatter(1, where, f)[:, :T]
-check(llama_logits(h, kpm))
-)PY";
+const std::string kReference = zoo::testing::oracle("multimodal_simple_reference.py");
 
 // Positions `first` .. first + count - 1 of a (count) row of image_data_loc.
 torch::Tensor span(int64_t first, int64_t count) { return torch::arange(first, first + count, torch::kLong); }
@@ -98,7 +78,7 @@ models::Features text_batch(int64_t B, int64_t T) {
 }  // namespace
 
 TEST(MultimodalSimple, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   const int64_t T = 14;
   struct Case {
     std::string yaml, json;
@@ -306,39 +286,14 @@ namespace {
 // a.h5 puts its first image at 1..4 and, when it has a second, at 6..9;
 // unused slots are "None" at position T. Rows: ids, loss mask, labels, key
 // padding, token_modality_idx. `labels`: a Python expression of the (k, T) labels.
-std::string write_samples(const TempDir& dir, int64_t T, int64_t samples_a = 3, const std::string& bad = "",
+std::string write_samples(const TempDir& dir, int64_t T, int64_t samples_a = 3, const std::string& change = "",
                           const std::string& labels = "rng.integers(0, 37, (k, T))") {
   std::filesystem::create_directories(dir / "h5");
   zoo::testing::write_test_images(dir);
-  const std::string script =
-      zoo::testing::write_file(dir / "write.py", "import h5py, numpy as np\nT = " + std::to_string(T) +
-                                                     "; n = " + std::to_string(samples_a) + R"PY(
-rng = np.random.default_rng(0)
-def samples(k, two):
-    ids = rng.integers(0, 37, (k, T)); labels = )PY" +
-                                                     labels + R"PY(
-    loss = np.ones((k, T)); loss[:, :5] = 0; loss[:, -2:] = 0
-    pad = np.zeros((k, T)); pad[:, -2:] = 1
-    modality = np.zeros((k, T)); modality[:, 1:5] = 1
-    loc = np.full((k, 2, 4), T)
-    loc[:, 0] = np.arange(1, 5)
-    for i in range(k):
-        if two[i]: loc[i, 1] = np.arange(6, 10); modality[i, 6:10] = 1
-    return np.stack([ids, loss, labels, pad, modality], 1).astype(np.int32), loc
-with h5py.File(')PY" + (dir / "h5/a.h5") + R"PY(', 'w') as f:
-    data, loc = samples(n, [True] + [False] * (n - 1))
-)PY" + bad + R"PY(
-    f.create_dataset('data', data=data)
-    f.create_dataset('img_data_loc', data=loc)
-    f.create_dataset('has_img', data=np.ones((n, 1), dtype=bool))
-    f.create_dataset('img_path', data=np.array([[b'sub/wide.png', b'square.png']] + [[b'square.png', b'None']] * (n - 1), dtype='S'))
-with h5py.File(')PY" + (dir / "h5/b.h5") + R"PY(', 'w') as f:
-    data, loc = samples(2, [True, True])
-    f.create_dataset('data', data=data)
-    f.create_dataset('img_data_loc', data=loc)
-    f.create_dataset('img_path', data=np.array([['square.png', 'sub/wide.png']] * 2, dtype=object), dtype=h5py.string_dtype())
-)PY");
-  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script);
+  const auto r = zoo::testing::run_command(
+      "/usr/bin/python3 " + zoo::testing::source_dir() + "/tests/oracles/multimodal_simple_write_samples.py " +
+      zoo::testing::shell_quoted(dir / "h5") + " " + std::to_string(T) + " " + std::to_string(samples_a) + " " +
+      zoo::testing::shell_quoted(change) + " " + zoo::testing::shell_quoted(labels));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return "{data_processor: MultimodalSimpleHDF5MapDataProcessor, data_dir: " + (dir / "h5") +
          ", img_data_dir: " + (dir / "images") + ", shuffle: false, batch_size: 5, max_num_img: 2, ";
@@ -351,7 +306,7 @@ const char* const kImageTail =
 }  // namespace
 
 TEST(MultimodalSimpleData, ReadsModelzoosFilesWithSeveralImagesPerSample) {
-  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
   TempDir dir;
   const std::string section = write_samples(dir, 12);
   const models::Features b = zoo::testing::open_loader(section + "num_patches: 4, " + kImageTail)->next();
@@ -386,17 +341,17 @@ TEST(MultimodalSimpleData, ReadsModelzoosFilesWithSeveralImagesPerSample) {
 }
 
 TEST(MultimodalSimpleData, BadFilesAreNamed) {
-  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
   {
     TempDir dir;
     const std::string e =
-        zoo::testing::first_batch_error(write_samples(dir, 12, 3, "    data[1, 4, 3] = 2\n") + kImageTail);
+        zoo::testing::first_batch_error(write_samples(dir, 12, 3, "data[1, 4, 3] = 2") + kImageTail);
     EXPECT_NE(e.find("a.h5, sample 1, position 3: token_modality_idx is 2, expected 0 or 1"), std::string::npos) << e;
   }
   {
     TempDir dir;
     const std::string e =
-        zoo::testing::first_batch_error(write_samples(dir, 12, 3, "    loc[2, 0, 1] = 13\n") + kImageTail);
+        zoo::testing::first_batch_error(write_samples(dir, 12, 3, "loc[2, 0, 1] = 13") + kImageTail);
     EXPECT_NE(
         e.find("a.h5, sample 2: img_data_loc of image 0 holds position 13, expected 0 .. 11 (or 12: an unused slot)"),
         std::string::npos)
@@ -421,7 +376,7 @@ TEST(MultimodalSimpleData, BadFilesAreNamed) {
 // the loss falls, the towers' weights stay as they were, the rest move, and
 // a stopped run resumes exactly.
 TEST(MultimodalSimple, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
-  if (!zoo::testing::have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with python3-h5py is not installed";
+  if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
   TempDir dir;
   std::string section = write_samples(dir, 12, 6, "", "np.full((k, T), 7)");  // every counted label is 7
   section.replace(section.find("batch_size: 5"), 13, "batch_size: 4");

@@ -7,7 +7,7 @@
 
 #include "configs/schema/yaml_util.h"
 #include "models/gptj/gptj.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "runner/trainer.h"
 #include "test_util.h"
 

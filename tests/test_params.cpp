@@ -8,9 +8,9 @@
 
 #include "configs/schema/yaml_util.h"
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/run.h"
-#include "runner/trainer_format.h"
+#include "runner/params/trainer_format.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -102,10 +102,9 @@ TEST(Params, ReportedCasesFailAtValidateOnly) {
 // file:line:col and path, and a real run stops with the same message before
 // it creates model_dir.
 TEST(Params, EveryKeyOfARealGptConfigIsCheckedAtItsLine) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   TempDir dir;
   const std::string original =
-      zoo::testing::read_file(zoo::testing::shared_dir() + "/modelzoo_configs/transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml");
+      zoo::testing::read_file(zoo::testing::modelzoo_configs_dir() + "/transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml");
   const std::string model_dir = dir / "m";
   struct Leaf {
     std::string path;
@@ -171,8 +170,7 @@ TEST(Params, EveryKeyOfARealGptConfigIsCheckedAtItsLine) {
 }
 
 TEST(TrainerFormat, ModelzooTrainerFilesValidateWithTheirParameterCounts) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  const std::string dir = zoo::testing::shared_dir() + "/modelzoo_configs/trainer_format/";
+  const std::string dir = zoo::testing::modelzoo_configs_dir() + "/trainer_format/";
   Params p = load_params(dir + "gpt3_Cerebras_GPT_111m.yaml", YAML::Node());
   EXPECT_TRUE(p.trainer_format);
   EXPECT_EQ(summarize_model(p).parameters, 111050496);
@@ -437,11 +435,10 @@ TEST(TrainerFormat, ConvertLegacyRoundTripsAndTrains) {
     EXPECT_TRUE(torch::equal(kv.value().toTensor(), model_b.at(kv.key()).toTensor())) << kv.key().toStringRef();
 }
 
-// Every legacy GPT/LLaMA config in ../shared converts and reads back to the same resolved params.
+// Every legacy GPT/LLaMA config in tests/modelzoo_configs converts and reads back to the same resolved params.
 TEST(TrainerFormat, EveryRealLegacyConfigConvertsToTheSameParams) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   int converted = 0;
-  for (const auto& e : fs::directory_iterator(zoo::testing::shared_dir() + "/modelzoo_configs")) {
+  for (const auto& e : fs::directory_iterator(zoo::testing::modelzoo_configs_dir())) {
     const std::string path = e.path().string();
     if (e.path().extension() != ".yaml") continue;
     Params legacy;
@@ -465,7 +462,6 @@ TEST(TrainerFormat, EveryRealLegacyConfigConvertsToTheSameParams) {
 
 // The R2.1 configs that validated before typed specs still do, with the same parameter counts.
 TEST(Params, RealLegacyConfigsKeepTheirParameterCounts) {
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
   const std::map<std::string, int64_t> expected = {
       {"transformers_pytorch_gpt2_params_gpt2_small.yaml", 125226240},
       {"transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml", 111050496},
@@ -478,7 +474,7 @@ TEST(Params, RealLegacyConfigsKeepTheirParameterCounts) {
       // Cerebras-numerics keys (ws_summary, tf_summary, boundary_casting) are accepted with a warning.
       {"transformers_pytorch_gpt3_params_gpt3_20b.yaml", 20256221184}};
   for (const auto& [name, count] : expected)
-    EXPECT_EQ(summarize_model(load_params(zoo::testing::shared_dir() + "/modelzoo_configs/" + name, YAML::Node())).parameters,
+    EXPECT_EQ(summarize_model(load_params(zoo::testing::modelzoo_configs_dir() + "/" + name, YAML::Node())).parameters,
               count)
         << name;
 }
@@ -500,4 +496,52 @@ TEST(Params, RopeThetaSetsTheRotaryBase) {
   EXPECT_TRUE(torch::allclose(base.select(1, 0), code_llama.select(1, 0)));
   EXPECT_FALSE(torch::allclose(base.select(1, 7), code_llama.select(1, 7)));
   EXPECT_TRUE(torch::equal(base, logits("10000.0")));
+}
+
+// The run-time switches are runconfig keys, checked as every key is; the
+// environment variables override the file; the resolved values make the
+// run's kernel policy.
+TEST(Params, RunTimeSwitchesAreRunconfigKeysTheEnvironmentOverrides) {
+  TempDir dir;
+  const std::string switches =
+      "  cuda_kernels: norm,dense\n  cpu_kernels: false\n  cpu_gemm: blas\n  profile_steps: '2:3'\n"
+      "  allreduce_bucket_mb: 4\n";
+  Params p = zoo::testing::tiny_params(dir / "data", dir / "m", switches);
+  EXPECT_EQ(p.runconfig.cuda_kernels, "norm,dense");
+  EXPECT_EQ(p.runconfig.profile_steps, "2:3");
+  EXPECT_EQ(p.runconfig.allreduce_bucket_mb, 4.0);
+  models::KernelPolicy policy = kernel_policy_of(p.runconfig);
+  EXPECT_EQ(policy.cuda_kernels, (std::set<std::string>{"dense", "norm"}));
+  EXPECT_FALSE(policy.cpu_kernels);
+  EXPECT_TRUE(policy.cpu_gemm_blas);
+
+  {
+    zoo::testing::EnvGuard env({{"ZOO_CUDA_KERNELS", "0"}, {"ZOO_CPU_KERNELS", "1"}, {"ZOO_CPU_GEMM", "auto"},
+                                {"ZOO_PROFILE", "5:6"}, {"ZOO_BUCKET_MB", "0.5"}});
+    p = zoo::testing::tiny_params(dir / "data", dir / "m", switches);
+    EXPECT_EQ(p.runconfig.profile_steps, "5:6");
+    EXPECT_EQ(p.runconfig.allreduce_bucket_mb, 0.5);
+    policy = kernel_policy_of(p.runconfig);
+    EXPECT_TRUE(policy.cuda_kernels.empty());
+    EXPECT_TRUE(policy.cpu_kernels);
+    EXPECT_FALSE(policy.cpu_gemm_blas);
+  }
+  auto error_with = [&](const std::string& runconfig_lines) {
+    try {
+      zoo::testing::tiny_params(dir / "data", dir / "m", runconfig_lines);
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(error_with("  cuda_kernels: norm,softmax\n").find("runconfig.cuda_kernels: unknown kernel 'softmax'"),
+            std::string::npos)
+      << error_with("  cuda_kernels: norm,softmax\n");
+  EXPECT_NE(error_with("  profile_steps: '5:4'\n").find("runconfig.profile_steps: '5:4': expected FIRST:LAST"),
+            std::string::npos)
+      << error_with("  profile_steps: '5:4'\n");
+  EXPECT_NE(error_with("  cpu_gemm: mkl\n").find("runconfig.cpu_gemm"), std::string::npos);
+  zoo::testing::EnvGuard env({{"ZOO_CPU_GEMM", "mkl"}});
+  EXPECT_NE(error_with("").find("ZOO_CPU_GEMM=mkl in the environment (runconfig.cpu_gemm)"), std::string::npos)
+      << error_with("");
 }

@@ -18,8 +18,8 @@
 #include "data/severstal.h"
 #include "data/skm.h"
 #include "data/unet_hdf5.h"
-#include "runner/checkpoint.h"
-#include "runner/params.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -83,7 +83,7 @@ TEST(SeverstalData, JpegsDecodeAsWritten) {
 // decoded image, nearest resize of the mask, zero_centered; checked against
 // torch's own interpolate in Python. Wider than max_image_shape tiles.
 TEST(SeverstalData, SamplesAreTorchvisionsResizes) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   TempDir dir;
   write_severstal(dir / "d", 4, 7);
   data::SeverstalSource source(dir / "d", severstal_options(dir / "d", {32, 64, 1}, false), true);
@@ -103,16 +103,7 @@ TEST(SeverstalData, SamplesAreTorchvisionsResizes) {
   d.insert("input", batch.at("input")[1]);
   d.insert("labels", batch.at("labels")[1]);
   ckpt::save_checkpoint_file(dir / "s.pt", d);
-  const std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
-import sys, torch, torch.nn.functional as F
-d = torch.load(sys.argv[1])
-img = F.interpolate(d["decoded"].float()[None], size=(32, 64), mode="bicubic", align_corners=False, antialias=True)
-img = img[0].clamp(0, 255).round() / 127.5 - 1
-mask = F.interpolate(d["mask"].float()[None, None], size=(32, 64), mode="nearest")[0]
-e1, e2 = (img - d["input"]).abs().max().item(), (mask - d["labels"]).abs().max().item()
-print("image", e1, "mask", e2, "mask pixels", mask.sum().item())
-sys.exit(0 if e1 < 1e-6 and e2 == 0 and mask.sum() > 0 else 1)
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "ref.py", zoo::testing::oracle("segmentation_data_reference.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "s.pt"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 
@@ -364,40 +355,7 @@ namespace {
 
 // TIFF files written from the TIFF 6.0 layout in Python (PIL is not
 // installed here): baseline, uncompressed, 8-bit strips, either byte order.
-const char* const kPyTiff = R"PY(
-import struct, sys, os
-import numpy as np
-def write_tiff(path, arr, big=False, rows_per_strip=3, photometric=None, compression=1):
-    if arr.ndim == 2: arr = arr[:, :, None]
-    H, W, C = arr.shape
-    e = '>' if big else '<'
-    data = np.ascontiguousarray(arr, dtype=np.uint8).tobytes()
-    strips = [data[r * W * C:(r + rows_per_strip) * W * C] for r in range(0, H, rows_per_strip)]
-    body, pos, offsets = b'', 8, []
-    for s in strips:
-        offsets.append(pos); body += s; pos += len(s)
-    def put(fmt, values):
-        nonlocal body, pos
-        at = pos; b = struct.pack(e + fmt * len(values), *values); body += b; pos += len(b)
-        if pos % 2: body += b'\0'; pos += 1
-        return at
-    bits_at = put('H', [8] * C) if C > 2 else None
-    off_at = put('I', offsets) if len(strips) > 1 else None
-    cnt_at = put('I', [len(s) for s in strips]) if len(strips) > 1 else None
-    ph = photometric if photometric is not None else (2 if C >= 3 else 1)
-    def short(v): return struct.pack(e + 'HH', v, 0)
-    def long_(v): return struct.pack(e + 'I', v)
-    entries = [(256, 3, 1, short(W)), (257, 3, 1, short(H)),
-               (258, 3, C, long_(bits_at) if C > 2 else short(8)), (259, 3, 1, short(compression)),
-               (262, 3, 1, short(ph)),
-               (273, 4, len(strips), long_(off_at) if off_at else long_(offsets[0])),
-               (277, 3, 1, short(C)), (278, 3, 1, short(rows_per_strip)),
-               (279, 4, len(strips), long_(cnt_at) if cnt_at else long_(len(strips[0])))]
-    if C == 4: entries.append((338, 3, 1, short(2)))  # ExtraSamples: unassociated alpha
-    ifd = struct.pack(e + 'H', len(entries)) + b''.join(struct.pack(e + 'HHI', t, ty, n) + v for t, ty, n, v in entries) + struct.pack(e + 'I', 0)
-    with open(path, 'wb') as f:
-        f.write((b'MM' if big else b'II') + struct.pack(e + 'HI', 42, pos) + body + ifd)
-)PY";
+const std::string kPyTiff = zoo::testing::oracle("tiff_prelude.py");
 
 }  // namespace
 
@@ -406,19 +364,7 @@ def write_tiff(path, arr, big=False, rows_per_strip=3, photometric=None, compres
 TEST(InriaData, UncompressedTiffsReadBackExactly) {
   ZOO_SKIP_WITHOUT_NUMPY();
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "t.py", std::string(kPyTiff) + R"PY(
-out = sys.argv[1]
-rng = np.random.default_rng(3)
-rgb = rng.integers(0, 256, (7, 9, 3), dtype=np.uint8)
-gray = rng.integers(0, 256, (5, 6), dtype=np.uint8)
-write_tiff(out + '/rgb.tif', rgb)
-write_tiff(out + '/gray_be.tif', gray, big=True, rows_per_strip=5)
-write_tiff(out + '/white.tif', gray, photometric=0)
-write_tiff(out + '/rgba.tif', np.dstack([rgb, np.full((7, 9), 200, np.uint8)]), big=True)
-write_tiff(out + '/lzw.tif', gray, compression=5)
-open(out + '/rgb.bin', 'wb').write(rgb.transpose(2, 0, 1).tobytes())
-open(out + '/gray.bin', 'wb').write(gray.tobytes())
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "t.py", kPyTiff + zoo::testing::oracle("segmentation_data_write_tiffs.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const torch::Tensor rgb = zoo::testing::read_raw(dir / "rgb.bin", torch::kByte, {3, 7, 9});
@@ -440,21 +386,7 @@ open(out + '/gray.bin', 'wb').write(gray.tobytes())
 TEST(InriaData, UNetTrainsOnInriaLayoutTiffs) {
   ZOO_SKIP_WITHOUT_NUMPY();
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "t.py", std::string(kPyTiff) + R"PY(
-out = sys.argv[1]
-rng = np.random.default_rng(4)
-for split, n in [('train', 12), ('val', 4)]:
-    os.makedirs(f'{out}/{split}/images'); os.makedirs(f'{out}/{split}/gt')
-    for i in range(n):
-        img = rng.normal(70, 10, (32, 32, 3)).clip(0, 255)
-        gt = np.zeros((32, 32), np.uint8)
-        for _ in range(2):
-            y, x, h, w = rng.integers(0, 24), rng.integers(0, 24), rng.integers(4, 9), rng.integers(4, 9)
-            gt[y:y + h, x:x + w] = 255
-        img[gt == 255] = [200, 180, 160]
-        write_tiff(f'{out}/{split}/images/tile{i}.tif', img.astype(np.uint8), rows_per_strip=8)
-        write_tiff(f'{out}/{split}/gt/tile{i}.tif', gt, rows_per_strip=8)
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "t.py", kPyTiff + zoo::testing::oracle("segmentation_data_write_inria.py"));
   auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "d"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string params = zoo::testing::write_file(dir / "p.yaml", R"(

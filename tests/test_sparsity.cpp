@@ -252,9 +252,8 @@ TEST(Sparsity, ConfigErrorsAndTheTrainerForm) {
   EXPECT_EQ(old_form.sparsity->update->freq, 100);
   EXPECT_EQ(old_form.sparsity->update->stop, 3584);
 
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  Params p = load_params(zoo::testing::shared_dir() +
-                             "/modelzoo_configs/transformers_pytorch_gpt3_sparsity_pretraining_params_gpt3_125m_static75.yaml",
+  Params p = load_params(zoo::testing::modelzoo_configs_dir() +
+                             "/transformers_pytorch_gpt3_sparsity_pretraining_params_gpt3_125m_static75.yaml",
                          YAML::Node());
   ASSERT_TRUE(p.sparsity.has_value());
   EXPECT_EQ(p.sparsity->sparsity, 0.75);

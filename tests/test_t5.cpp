@@ -14,7 +14,7 @@
 #include "data/loader.h"
 #include "data/seq2seq_text.h"
 #include "models/t5/t5.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "runner/run.h"
 #include "test_util.h"
 
@@ -615,14 +615,13 @@ TEST(T5, SizesAndConfigErrors) {
   EXPECT_NE(error_of("{mup_base_d_model: 256}").find("muP needs both"), std::string::npos);
   EXPECT_NE(error_of("{encoder_nonlinearity: tanh}").find("model.encoder_nonlinearity"), std::string::npos);
 
-  // modelzoo's own files, in ../shared: T5-small (8 + 8 layers, LayerNorm) and Transformer-base.
-  if (!zoo::testing::have_shared()) GTEST_SKIP() << "../shared/modelzoo_configs is absent (only in CI and dev checkouts)";
-  Params t5 = load_params(zoo::testing::shared_dir() + "/modelzoo_configs/transformers_pytorch_t5_t5_small.yaml", {});
+  // modelzoo's own files, in tests/modelzoo_configs: T5-small (8 + 8 layers, LayerNorm) and Transformer-base.
+  Params t5 = load_params(zoo::testing::modelzoo_configs_dir() + "/transformers_pytorch_t5_t5_small.yaml", {});
   const int64_t c = 512, f = 1024, small_layer = 4 * c * c + 2 * c * f + 2 * 2 * c;
   EXPECT_EQ(summarize_model(t5).parameters, 32101 * c + 2 * 32 * 8 + 8 * small_layer +
                                                 8 * (small_layer + 4 * c * c + 2 * c) + 2 * 2 * c);
   Params transformer =
-      load_params(zoo::testing::shared_dir() + "/modelzoo_configs/transformers_pytorch_transformer_transformer_base.yaml", {});
+      load_params(zoo::testing::modelzoo_configs_dir() + "/transformers_pytorch_transformer_transformer_base.yaml", {});
   const int64_t tf = 2048, layer = 4 * c * c + 2 * c * tf + tf + c + 2 * 2 * c;  // FFN biases
   EXPECT_EQ(summarize_model(transformer).parameters,
             36550 * c + 6 * layer + 6 * (layer + 4 * c * c + 2 * c) + 2 * 2 * c);

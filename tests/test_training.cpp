@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "runner/checkpoint.h"
-#include "runner/crc32c.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/checkpoint/crc32c.h"
 #include "runner/trainer.h"
 #include "test_util.h"
 
@@ -250,7 +250,7 @@ TEST(Training, CorruptOrTruncatedCheckpointsAreCaught) {
 }
 
 TEST(Training, PythonTorchLoadOpensCheckpoints) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   Fixture f;
   Trainer t(f.params("  checkpoint_steps: 3\n"), torch::kCPU, true);
   t.train(3);
@@ -361,7 +361,7 @@ TEST(Training, LargeCheckpointRoundTripsExactly) {
     EXPECT_TRUE(torch::equal(loaded.at("odd").toTensor(), model.at("odd").toTensor()));
     ckpt::save_checkpoint_file(path, d);
   }
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   {  // Records compressed by a zip tool are read through the decompressor, not mapped as they lie.
     const std::string deflated = dir / "deflated.mdl";
     auto z = zoo::testing::run_command(

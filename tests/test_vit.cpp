@@ -18,10 +18,10 @@
 #include "data/image_transforms.h"
 #include "data/imagenet.h"
 #include "models/vit/vit.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -38,55 +38,12 @@ std::shared_ptr<const models::ModelSpec> vit_spec(const std::string& yaml) {
 // with the position table's last row, patches rows 0..N-1; pre- or post-norm
 // encoder layers; the final LayerNorm; [CLS] (through the pooler when
 // present) to the classifier.
-const char* const kReferenceVit = R"PY(
-import json, sys, torch
-import torch.nn.functional as F
-d = torch.load(sys.argv[1]); o = json.loads(sys.argv[2])
-s = {k[len("model."):]: v.double() for k, v in d["state"].items()}
-x = d["images"].double()
-B, C, H, W = x.shape
-ph, pw, D, heads, L = o["patch"], o["patch"], o["hidden"], o["heads"], o["layers"]
-def dense(t, p): return F.linear(t, s[p + ".weight"], s.get(p + ".bias"))
-def ln(t, p, eps): return F.layer_norm(t, (D,), s[p + ".weight"], s[p + ".bias"], eps)
-e = "vit_model.embedding_layer."
-if o["conv"]:
-    t = F.conv2d(x, s[e + "linear_proj.weight"], s[e + "linear_proj.bias"], stride=(ph, pw)).flatten(2).transpose(1, 2)
-else:
-    p = x.reshape(B, C, H // ph, ph, W // pw, pw).permute(0, 2, 4, 3, 5, 1).reshape(B, -1, ph * pw * C)
-    t = dense(p, e + "linear_proj")
-N = t.shape[1]
-t = torch.cat([s[e + "cls_embedding"].expand(B, 1, D), t], 1)
-pos = s[e + "position_embeddings.weight"]
-t = t + torch.cat([pos[N:N + 1], pos[:N]], 0)
-if o["post_ln"]: t = ln(t, e + "post_embed_ln", 1e-5)
-eps, hd = o["eps"], D // heads
-for i in range(L):
-    p = f"vit_model.encoder.transformer_encoder.layers.{i}."
-    def attn(h):
-        q, k, v = (dense(h, p + f"self_attn.proj_{n}_dense_layer").view(B, -1, heads, hd).transpose(1, 2) for n in "qkv")
-        a = ((q @ k.transpose(-1, -2)) / hd ** 0.5).softmax(-1) @ v
-        return dense(a.transpose(1, 2).reshape(B, -1, D), p + "self_attn.proj_output_dense_layer")
-    def ffn(h): return dense(F.gelu(dense(h, p + "ffn.ffn.0.linear_layer")), p + "ffn.ffn.1.linear_layer")
-    g1, g2 = s.get(p + "layer_scale1", 1.0), s.get(p + "layer_scale2", 1.0)  # LayerScale (DINOv2)
-    if o["norm_first"]:
-        t = t + g1 * attn(ln(t, p + "norm1", eps))
-        t = t + g2 * ffn(ln(t, p + "norm2", eps))
-    else:
-        t = ln(t + g1 * attn(t), p + "norm1", eps)
-        t = ln(t + g2 * ffn(t), p + "norm2", eps)
-t = ln(t, "vit_model.encoder.transformer_encoder.norm", eps)
-pooled = t[:, 0]
-if o["pooler"]: pooled = torch.tanh(dense(pooled, "vit_model.encoder.pooler.pooler.ffn.0.linear_layer"))
-logits = dense(pooled, "classifier.classifier.ffn.0.linear_layer")
-err = (logits - d["logits"].double()).abs().max().item()
-print("max abs error", err)
-sys.exit(0 if err < 1e-10 else 1)
-)PY";
+const std::string kReferenceVit = zoo::testing::oracle("vit_reference.py");
 
 }  // namespace
 
 TEST(Vit, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   struct Case {
     std::string yaml, json;
   };
@@ -262,7 +219,7 @@ TEST(Vit, FreezeStopsMatchingModules) {
 // Resizes are torch's antialiased interpolate rounded to uint8, as
 // torchvision resizes PIL images; a single size scales the shorter side.
 TEST(ImageTransforms, ResizesAndCropsFollowTorchvision) {
-  if (!zoo::testing::have_python_torch()) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   torch::manual_seed(4);
   const torch::Tensor image = torch::randint(0, 256, {3, 40, 60}, torch::kLong).to(torch::kByte);
   const torch::Tensor bilinear = data::resize_image(image, 16, 24, "bilinear");
@@ -273,18 +230,7 @@ TEST(ImageTransforms, ResizesAndCropsFollowTorchvision) {
   d.insert("bilinear", bilinear);
   d.insert("bicubic", bicubic);
   ckpt::save_checkpoint_file(dir / "r.pt", d);
-  const std::string script = zoo::testing::write_file(dir / "ref.py", R"PY(
-import sys, torch, torch.nn.functional as F
-d = torch.load(sys.argv[1])
-x = d["image"].float()[None]
-ok = True
-for mode in ["bilinear", "bicubic"]:
-    ref = F.interpolate(x, size=(16, 24), mode=mode, align_corners=False, antialias=True)[0].clamp(0, 255).round().byte()
-    diff = (ref.int() - d[mode].int()).abs().max().item()
-    print(mode, diff)
-    ok = ok and diff == 0
-sys.exit(0 if ok else 1)
-)PY");
+  const std::string script = zoo::testing::write_file(dir / "ref.py", zoo::testing::oracle("vit_reference_2.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "r.pt"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 
@@ -488,54 +434,7 @@ namespace {
 // its logits from the published forward (transformers cannot be installed
 // here): conv patches, [CLS] first in the position table, pre-norm layers
 // (layernorm_before / layernorm_after), vit.layernorm, classifier on [CLS].
-const char* kPyHfVit = R"PY(
-import os, sys
-import torch.nn.functional as F
-out = sys.argv[1]
-torch.manual_seed(0)
-B, Cin, S, P, C, L, H, FF, K = 2, 3, 16, 4, 32, 2, 4, 48, 5
-N = (S // P) ** 2
-def rnd(*shape): return torch.randn(*shape) * 0.2
-sd = {"vit.embeddings.cls_token": rnd(1, 1, C), "vit.embeddings.position_embeddings": rnd(1, N + 1, C),
-      "vit.embeddings.patch_embeddings.projection.weight": rnd(C, Cin, P, P),
-      "vit.embeddings.patch_embeddings.projection.bias": rnd(C)}
-def linear(name, n_in, n_out): sd[name + ".weight"], sd[name + ".bias"] = rnd(n_out, n_in), rnd(n_out)
-def norm(name): sd[name + ".weight"], sd[name + ".bias"] = 1 + rnd(C), rnd(C)
-for i in range(L):
-    p = "vit.encoder.layer.%d." % i
-    for n in ("query", "key", "value"): linear(p + "attention.attention." + n, C, C)
-    linear(p + "attention.output.dense", C, C)
-    linear(p + "intermediate.dense", C, FF)
-    linear(p + "output.dense", FF, C)
-    norm(p + "layernorm_before"); norm(p + "layernorm_after")
-norm("vit.layernorm")
-linear("classifier", C, K)
-def lin(x, name): return x @ sd[name + ".weight"].t() + sd[name + ".bias"]
-def ln(x, name): return F.layer_norm(x, (C,), sd[name + ".weight"], sd[name + ".bias"], 1e-12)
-images = torch.randn(B, Cin, S, S)
-x = F.conv2d(images, sd["vit.embeddings.patch_embeddings.projection.weight"],
-             sd["vit.embeddings.patch_embeddings.projection.bias"], stride=P).flatten(2).transpose(1, 2)
-x = torch.cat([sd["vit.embeddings.cls_token"].expand(B, 1, C), x], 1) + sd["vit.embeddings.position_embeddings"]
-D = C // H
-for i in range(L):
-    p = "vit.encoder.layer.%d." % i
-    h = ln(x, p + "layernorm_before")
-    q, k, v = [lin(h, p + "attention.attention." + n).view(B, -1, H, D).transpose(1, 2) for n in ("query", "key", "value")]
-    a = ((q @ k.transpose(-1, -2)) / D ** 0.5).softmax(-1) @ v
-    x = x + lin(a.transpose(1, 2).reshape(B, -1, C), p + "attention.output.dense")
-    x = x + lin(F.gelu(lin(ln(x, p + "layernorm_after"), p + "intermediate.dense")), p + "output.dense")
-logits = lin(ln(x, "vit.layernorm")[:, 0], "classifier")
-os.makedirs(out + "/hf", exist_ok=True)
-write_safetensors(out + "/hf/model.safetensors", sd)
-config = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": C,
-          "num_hidden_layers": L, "num_attention_heads": H, "intermediate_size": FF, "hidden_act": "gelu",
-          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02,
-          "layer_norm_eps": 1e-12, "image_size": S, "patch_size": P, "num_channels": Cin, "qkv_bias": True,
-          "id2label": {str(i): "c%d" % i for i in range(K)}, "label2id": {"c%d" % i: i for i in range(K)}}
-json.dump(config, open(out + "/hf/config.json", "w"))
-for name, t in [("images", images), ("logits", logits)]:
-    open(out + "/" + name + ".bin", "wb").write(t.detach().numpy().tobytes())
-)PY";
+const std::string kPyHfVit = zoo::testing::oracle("vit_convert_make_vit.py");
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// The kept 16-bit weight copies (models/common/weight_copies.h) and the dense
+// The kept 16-bit weight copies (models/kernels/weight_copies.h) and the dense
 // layer over weight parts that uses them (dense_through_parts, on zoo's
 // CUDA kernels compiled for the CPU): a copy follows every change of its
 // parameters, in one refresh for all, and never serves stale values.
@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "models/common/dense_kernel.h"
-#include "models/common/weight_copies.h"
-#include "runner/optim/adam_update.h"
+#include "models/kernels/dense_kernel.h"
+#include "models/kernels/weight_copies.h"
+#include "models/kernels/adam_update.h"
 #include "tests/emulated_kernels.h"
 
 using namespace zoo::models;

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "models/common/block_keys.h"
+#include "models/hf/block_keys.h"
 
 namespace zoo::models {
 

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "models/bert/bert.h"
-#include "models/common/hf_key_map.h"
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_key_map.h"
+#include "models/hf/hf_keys.h"
 
 namespace zoo::models {
 

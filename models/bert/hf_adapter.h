@@ -10,14 +10,14 @@
 #include <string>
 
 #include "models/bert/bert.h"
-#include "models/common/hf_key_map.h"
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_key_map.h"
+#include "models/hf/hf_keys.h"
 #include "models/registry.h"
 
 namespace zoo::models {
 
 // What the BERT-style Hugging Face layouts (BERT, RoBERTa, ESM) share
-// (their layers' linears: map_encoder_layer_linears in models/common/hf_key_map.h).
+// (their layers' linears: map_encoder_layer_linears in models/hf/hf_key_map.h).
 // The masked-LM head: HF's dense, norm and bias, and the decoder (a tied copy, or zoo's classifier weight).
 void map_mlm_head(HfKeyMap& m, const std::string& dense, const std::string& norm, const std::string& bias,
                   const std::string& decoder, bool tied);

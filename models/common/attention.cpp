@@ -1,12 +1,12 @@
-// Implementation of models/common/attention.h. The fused kernels serve when
-// their semantics match: at::scaled_dot_product_attention on LibTorch >= 2.1,
-// zoo's causal_attention on CPU otherwise; reference_attention is the
-// explicit math they are tested against, and serves the rest (dropout,
-// decoding with a cache).
+// Implementation of models/common/attention.h. Which kernel computes the
+// scores and their softmax is the layer's plan (models/fusion.h);
+// reference_attention is the explicit math the fused kernels are tested
+// against, and serves what they do not (dropout with zoo's CPU kernel,
+// decoding with a cache and a mask, ALiBi's trained slopes, T5's bias).
 #include "models/common/attention.h"
 
-#include "models/common/causal_attention.h"
-#include "models/common/torch_version.h"
+#include "models/kernels/cpu/causal_attention.h"
+#include "models/kernels/torch_version.h"
 
 #include <cmath>
 #include <limits>
@@ -69,7 +69,7 @@ torch::Tensor MultiheadAttentionImpl::attend_to(const torch::Tensor& x, const to
   const torch::Tensor key_mask = memory_mask.defined() ? memory_mask.to(torch::kBool) : memory_mask;
   torch::Tensor y;
 #if ZOO_TORCH_AT_LEAST(2, 1)
-  if (options_.logit_softcapping == 0) {
+  if (plan.cross_sdpa) {
     y = at::scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H),
                                          sdpa_mask(key_mask.defined() ? key_mask.view({B, 1, 1, S}) : key_mask), p_drop,
                                          /*is_causal=*/false, score_scale(D));
@@ -139,31 +139,42 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   auto merge_heads = [&](const torch::Tensor& y) {  // (B, H, T, D) -> (B, T, C)
     return project_output(y.transpose(1, 2).reshape({B, T, inner}));
   };
-#if ZOO_TORCH_AT_LEAST(2, 1)  // `scale` arrived in 2.1
-  // is_causal aligns the mask top-left, right only without a cache; one new
-  // token may attend to everything.
-  const bool causal = options_.causal && past == 0 && T > 1;
-  if ((past == 0 || T == 1) && options_.sliding_window == 0 && !alibi_slopes.defined() && !position_bias.defined() &&
-      options_.logit_softcapping == 0 && !(causal && key_mask.defined())) {
-    torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
-    const torch::Tensor mask = key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1}) : key_mask;
-    return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, sdpa_mask(mask), p_drop,
-                                                        /*is_causal=*/causal, scale));
-  }
+  AttentionCall call;
+  call.past = past;
+  call.positions = T;
+  call.key_mask = key_mask.defined();
+  call.dropout = p_drop > 0;
+  call.position_bias = position_bias.defined();
+  call.alibi = alibi_slopes.defined();
+  call.trained_alibi = alibi_slopes.defined() && alibi_slopes.requires_grad();
+  call.packed_qkv = qkv;
+  switch (plan.kernel_for(call)) {
+    case AttentionKernel::sdpa: {
+#if ZOO_TORCH_AT_LEAST(2, 1)
+      // is_causal aligns the mask top-left, right only without a cache; one new
+      // token may attend to everything.
+      const bool causal = options_.causal && past == 0 && T > 1;
+      torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
+      const torch::Tensor mask = key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1}) : key_mask;
+      return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, sdpa_mask(mask), p_drop,
+                                                          /*is_causal=*/causal, scale));
+#else
+      break;  // never planned without SDPA
 #endif
-  // Trained ALiBi slopes need their gradient: the reference path gives it.
-  if (options_.causal && !key_mask.defined() && !position_bias.defined() && past == 0 && p_drop == 0 &&
-      options_.sink_tokens == 0 && options_.logit_softcapping == 0 &&
-      (!alibi_slopes.defined() || !alibi_slopes.requires_grad()) && qkv.defined() && causal_attention_available(qkv)) {
-    std::vector<double> slopes;
-    if (alibi_slopes.defined()) {
-      const torch::Tensor s = alibi_slopes.detach().to(torch::kDouble).contiguous();
-      slopes.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
     }
-    // The CPU kernel reads q, k and v side by side in one tensor.
-    const torch::Tensor fused =
-        rotated_qk.defined() ? torch::cat({rotated_qk.flatten(2), v.flatten(2)}, -1) : qkv;
-    return project_output(causal_attention(fused, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
+    case AttentionKernel::cpu_causal: {
+      std::vector<double> slopes;
+      if (alibi_slopes.defined()) {
+        const torch::Tensor s = alibi_slopes.detach().to(torch::kDouble).contiguous();
+        slopes.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
+      }
+      // The CPU kernel reads q, k and v side by side in one tensor.
+      const torch::Tensor fused =
+          rotated_qk.defined() ? torch::cat({rotated_qk.flatten(2), v.flatten(2)}, -1) : qkv;
+      return project_output(causal_attention(fused, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
+    }
+    case AttentionKernel::reference:
+      break;
   }
   ScoreOptions scores;
   scores.scale = scale;

@@ -10,6 +10,7 @@
 #include "models/common/initializers.h"
 #include "models/common/layers.h"
 #include "models/common/rotary.h"
+#include "models/fusion.h"
 
 namespace zoo::models {
 
@@ -80,7 +81,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // (B, S, C), which every query sees except where memory_mask (B, S) is false.
   torch::Tensor attend_to(const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& memory_mask);
   void reset_parameters();
+  const AttentionOptions& options() const { return options_; }
 
+  AttentionPlan plan;  // which fused kernels may serve (apply_fusion); default: the reference only
   Dense proj_q_dense_layer{nullptr}, proj_k_dense_layer{nullptr}, proj_v_dense_layer{nullptr},
       proj_output_dense_layer{nullptr};
   LayerNorm q_norm{nullptr}, k_norm{nullptr};  // with options.qk_norm

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "models/common/embedding_kernel.h"
+#include "models/kernels/embedding_kernel.h"
 
 namespace zoo::models {
 

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "models/common/dense_kernel.h"
+#include "models/kernels/dense_kernel.h"
 
 namespace zoo::models {
 

@@ -26,8 +26,8 @@ std::pair<double, double> fans(const torch::Tensor& w) {
 // Fills w by `draw(part, generator)`. A contiguous CPU tensor of 2M values or
 // more is drawn in fixed blocks of 1M on all threads, each from its own
 // generator seeded in turn from the global one: torch's CPU normal_/uniform_
-// draw every value from one mt19937 stream on one thread (~0.8 s for a 124M
-// model). Block seeds and sizes do not depend on the thread count, so a seed
+// draw every value from one mt19937 stream on one thread, which dominates
+// building a large model. Block seeds and sizes do not depend on the thread count, so a seed
 // gives the same weights with any number of threads (but not the values of
 // one serial stream). Elsewhere the generator is empty: the device's default.
 using OptionalGenerator = c10::optional<at::Generator>;
@@ -101,8 +101,8 @@ void uniform_fill(const torch::Tensor& w, double low, double high) {
 
 // A normal(mean, std) sample restricted to [a, b] (absolute bounds). Where
 // most of the mass lies inside, draw normals and redraw those outside (the
-// same distribution, and ~20x faster on CPU than inverse-CDF sampling, whose
-// erfinv made a 111M model take ~9 s to build); for far-tail windows, sample
+// same distribution, and much faster on CPU than inverse-CDF sampling, whose
+// erfinv dominated building a model); for far-tail windows, sample
 // the inverse CDF as torch.nn.init.trunc_normal_ does.
 void truncated_normal_(torch::Tensor& w, double mean, double std, double a, double b) {
   auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };

@@ -3,11 +3,11 @@
 
 #include <limits>
 
-#include "models/common/autocast_state.h"
-#include "models/common/cuda/kernel_glue.h"
-#include "models/common/dense_kernel.h"
-#include "models/common/embedding_kernel.h"
-#include "models/common/norm_kernel.h"
+#include "models/kernels/autocast_state.h"
+#include "models/kernels/cuda/kernel_glue.h"
+#include "models/kernels/dense_kernel.h"
+#include "models/kernels/embedding_kernel.h"
+#include "models/kernels/norm_kernel.h"
 #include "models/model.h"
 
 namespace zoo::models {
@@ -37,8 +37,7 @@ torch::Tensor dense(const torch::Tensor& x, at::TensorList weights, at::TensorLi
 DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
                        const std::vector<int64_t>& splits, int64_t head_dim) {
   const torch::Tensor first_bias = biases.empty() ? torch::Tensor() : biases.front();
-  static const bool heads_node = zoo::cuda::kernel_enabled("dense_heads");
-  if (heads_node && cuda_dense_available(x, weights.front(), first_bias))
+  if (zoo::cuda::kernel_enabled("dense_heads") && cuda_dense_available(x, weights.front(), first_bias))
     return {torch::Tensor(), cuda_dense_heads(x, weights, biases, splits, head_dim)};
   const torch::Tensor packed = dense(x, weights, biases);
   return {packed, split_heads(packed, splits, head_dim)};

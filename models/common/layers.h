@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "models/common/initializers.h"
-#include "models/common/norm_kernel.h"
+#include "models/kernels/norm_kernel.h"
 
 namespace zoo::models {
 
 // x W^T + b (b may be undefined): torch::linear, or zoo's CPU kernel
-// (models/common/dense_kernel.h) where it applies.
+// (models/kernels/dense_kernel.h) where it applies.
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 // The same with the weight and the bias in parts stacked along dim 0 (q, k
 // and v's projections as one GEMM): on zoo's CUDA path no stacked float32
@@ -27,7 +27,7 @@ torch::Tensor dense(const torch::Tensor& x, at::TensorList weights, at::TensorLi
 // (..., columns / head_dim, head_dim): attention's q, k and v. `packed` is
 // the unsplit output, which the heads are views of; on zoo's CUDA path it is
 // undefined, the heads coming from one node whose backward packs their
-// gradients itself (models/common/dense_kernel.h, dense_through_heads).
+// gradients itself (models/kernels/dense_kernel.h, dense_through_heads).
 struct DenseHeads {
   torch::Tensor packed;
   std::vector<torch::Tensor> heads;
@@ -67,7 +67,7 @@ class LayerNormImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   // The residual add before a pre-norm and the norm: {x + branch, forward(x
   // + branch)}, as one node (one pass over the rows) where zoo's kernels
-  // take them (see models/common/norm_kernel.h); branch may be undefined.
+  // take them (see models/kernels/norm_kernel.h); branch may be undefined.
   // branch_bias (undefined: none) is the bias of the layer that made the
   // branch, added with it (Dense::forward_without_bias).
   SumAndNorm add_then_forward(const torch::Tensor& x, const torch::Tensor& branch,

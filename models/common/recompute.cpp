@@ -2,7 +2,7 @@
 // runs the block again inside its backward (the "reentrant" scheme).
 #include "models/common/recompute.h"
 
-#include "models/common/autocast_state.h"
+#include "models/kernels/autocast_state.h"
 
 namespace zoo::models {
 

@@ -57,20 +57,19 @@ torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, Layer
   return forward_unsummed({x, torch::Tensor()}, cache, alibi_slopes, moe_context, key_mask).summed();
 }
 
-// Each residual add goes into the norm after it, in one node where it can.
+// x = in.stream + in.branch; a = attn(norm1(x)); h = x + a; f = ffn(norm3(h));
+// the layer's output h + f is left unsummed for the next norm, which adds it
+// in its own pass (add_then_forward). fusion.output_biases_in_norms hands
+// the norms the attention's and the FFN's output biases as well.
 Residual TransformerDecoderLayerImpl::forward_unsummed(const Residual& in, LayerKV* cache,
                                                        const torch::Tensor& alibi_slopes, MoeContext* moe_context,
                                                        const torch::Tensor& key_mask) {
   const bool drop = dropout_ > 0 && is_training();
   const SumAndNorm pre = norm1->add_then_forward(in.stream, in.branch, in.branch_bias);
   const torch::Tensor& x = pre.sum;
-  // The attention's and the FFN's output biases go to the norms after their
-  // residual adds (norm3; the next layer's norm1 or the final norm, alike),
-  // where those take them (takes_branch_bias). Not past dropout or a norm
-  // of the branch, nor in parallel layers or for experts.
-  const bool defer = !drop && !parallel_ && !norm1_post && !moe && norm3->takes_branch_bias(x);
-  const torch::Tensor attention_bias = defer ? self_attn->output_bias() : torch::Tensor();
-  const torch::Tensor ffn_bias = defer ? ffn->output_bias() : torch::Tensor();
+  const bool biases_in_norms = fusion.output_biases_in_norms;
+  const torch::Tensor attention_bias = biases_in_norms ? self_attn->output_bias() : torch::Tensor();
+  const torch::Tensor ffn_bias = biases_in_norms ? ffn->output_bias() : torch::Tensor();
   torch::Tensor a = self_attn->forward(pre.normed, cache, alibi_slopes, key_mask, {}, attention_bias.defined());
   if (drop) a = torch::dropout(a, dropout_, true);
   if (parallel_) {

@@ -65,7 +65,10 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   Residual forward_unsummed(const Residual& in, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
                             MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
   void reset_parameters();
+  double dropout() const { return dropout_; }
+  bool parallel() const { return parallel_; }
 
+  DecoderLayerFusion fusion;  // set by apply_fusion (models/fusion.h); default: nothing fused across layers
   LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
   LayerNorm norm1_post{nullptr}, norm3_post{nullptr};  // sandwich_norms only
   MultiheadAttention self_attn{nullptr};

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "models/common/block_keys.h"
+#include "models/hf/block_keys.h"
 #include "models/common/recompute.h"
 
 namespace zoo::models {

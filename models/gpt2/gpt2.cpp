@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "models/common/block_keys.h"
+#include "models/hf/block_keys.h"
 #include "models/gpt2/hf_adapter.h"
 
 namespace zoo::models {

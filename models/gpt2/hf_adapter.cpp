@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_keys.h"
 
 namespace zoo::models {
 

@@ -19,7 +19,7 @@
 // rope_scaling.
 #pragma once
 
-#include "models/common/hf_key_map.h"
+#include "models/hf/hf_key_map.h"
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
 

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "models/common/embedding.h"
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
 
 namespace zoo::models {

@@ -3,7 +3,7 @@
 // remote-code GPT2LMHeadCustomModel (model_type "gpt2", attention_head_type
 // "multiquery": Conv1D q_attn and a fused [k; v] kv_attn); StarCoder is
 // transformers' GPTBigCode (nn.Linear, c_attn as [q; k; v]).
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
 
 namespace zoo::models {

@@ -17,7 +17,7 @@
 // converted model computes HF's logits.
 #include <cmath>
 
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
 
 namespace zoo::models {

@@ -1,8 +1,8 @@
 // Implementation of models/gptj/hf_adapter.h.
 #include "models/gptj/hf_adapter.h"
 
-#include "models/common/hf_key_map.h"
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_key_map.h"
+#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
 #include "models/gptj/gptj.h"
 

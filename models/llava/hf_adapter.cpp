@@ -10,8 +10,8 @@
 // the Hub layout, which both load.
 #include "models/llava/hf_adapter.h"
 
-#include "models/common/hf_key_map.h"
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_key_map.h"
+#include "models/hf/hf_keys.h"
 #include "models/common/multimodal_towers.h"
 #include "models/llava/llava.h"
 #include "models/multimodal_simple/multimodal_simple.h"

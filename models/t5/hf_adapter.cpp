@@ -1,8 +1,8 @@
 // Implementation of models/t5/hf_adapter.h.
 #include "models/t5/hf_adapter.h"
 
-#include "models/common/hf_key_map.h"
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_key_map.h"
+#include "models/hf/hf_keys.h"
 #include "models/t5/t5.h"
 
 namespace zoo::models {

@@ -4,8 +4,8 @@
 // (1, 1 + N, C) holds [CLS] first where modelzoo's holds it last.
 #include "models/vit/hf_adapter.h"
 
-#include "models/common/hf_key_map.h"
-#include "models/common/hf_keys.h"
+#include "models/hf/hf_key_map.h"
+#include "models/hf/hf_keys.h"
 
 namespace zoo::models {
 namespace {

@@ -1,7 +1,7 @@
 // Implementation of models/vit/vit.h.
 #include "models/vit/vit.h"
 
-#include "models/common/block_keys.h"
+#include "models/hf/block_keys.h"
 #include "models/common/freeze.h"
 #include "models/vit/hf_adapter.h"
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "models/common/autocast_state.h"
+#include "models/kernels/autocast_state.h"
 
 namespace zoo::amp {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "runner/optimizer_config.h"
+#include "runner/optim/optimizer_config.h"
 
 namespace zoo::amp {
 

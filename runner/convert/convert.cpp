@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "models/registry.h"
-#include "runner/checkpoint.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/convert/safetensors.h"
-#include "runner/params.h"
+#include "runner/params/params.h"
 
 namespace zoo::convert {
 

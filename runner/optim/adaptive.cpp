@@ -6,7 +6,7 @@
 // Adafactor follows Hugging Face transformers.
 #include <cmath>
 
-#include "runner/optim/adam_update.h"
+#include "models/kernels/adam_update.h"
 #include "runner/optim/algorithms.h"
 
 namespace zoo::optim {

@@ -1,8 +1,8 @@
 // Implementation of runner/tensorboard/event_writer.h with libprotobuf and
-// runner/crc32c.h.
+// runner/checkpoint/crc32c.h.
 #include "runner/tensorboard/event_writer.h"
 
-#include "runner/crc32c.h"
+#include "runner/checkpoint/crc32c.h"
 
 #include <unistd.h>
 

@@ -1,0 +1,11 @@
+out = sys.argv[1]
+rng = np.random.default_rng(3)
+rgb = rng.integers(0, 256, (7, 9, 3), dtype=np.uint8)
+gray = rng.integers(0, 256, (5, 6), dtype=np.uint8)
+write_tiff(out + '/rgb.tif', rgb)
+write_tiff(out + '/gray_be.tif', gray, big=True, rows_per_strip=5)
+write_tiff(out + '/white.tif', gray, photometric=0)
+write_tiff(out + '/rgba.tif', np.dstack([rgb, np.full((7, 9), 200, np.uint8)]), big=True)
+write_tiff(out + '/lzw.tif', gray, compression=5)
+open(out + '/rgb.bin', 'wb').write(rgb.transpose(2, 0, 1).tobytes())
+open(out + '/gray.bin', 'wb').write(gray.tobytes())
