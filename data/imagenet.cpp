@@ -25,7 +25,7 @@ const config::Schema<ImageNetOptions>& ImageNetOptions::schema() {
         .field("noaugment", &O::noaugment, "Only resize to image_size and to_tensor, whatever `transforms` says.")
         .field("num_classes", &O::num_classes, "Accepted (deprecated in modelzoo); the class folders decide.")
         .field("mixup_alpha", &O::mixup_alpha,
-               "Accepted: modelzoo builds mixup but never applies it (see the README); zoo neither.")
+               "Accepted: modelzoo builds mixup but never applies it (docs/modelzoo.md); zoo neither.")
         .field("cutmix_alpha", &O::cutmix_alpha, "Accepted, as mixup_alpha.")
         .field("sampler", &O::sampler, "random (repeated-aug is not in zoo).", config::one_of({"random"}))
         .field("ra_sampler_num_repeat", &O::ra_sampler_num_repeat, "repeated-aug's repeats (unused with random).")

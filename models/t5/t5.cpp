@@ -161,7 +161,7 @@ const config::Schema<T5Options>& T5Options::schema() {
           .field("initializer_factor", &O::initializer_factor, "Multiplies T5's initializer spreads.")
           .field("encoder_nonlinearity", &O::encoder_nonlinearity, "Activation of the encoder's FFN.", nonlinearity)
           .field("decoder_nonlinearity", &O::decoder_nonlinearity,
-                 "Activation of the decoder's FFN (modelzoo uses encoder_nonlinearity there; README).", nonlinearity)
+                 "Activation of the decoder's FFN (modelzoo uses encoder_nonlinearity there; docs/modelzoo.md).", nonlinearity)
           .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention,
                  "Bias in the query, key and value projections.")
           .field("attention_softmax_fp32", &O::attention_softmax_fp32,
