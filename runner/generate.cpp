@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include "models/fusion.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/log.h"
+#include "runner/model_guards.h"
 #include "runner/params/params.h"
 
 namespace zoo {
@@ -77,8 +77,7 @@ void run_generate(const GenerateCommand& c) {
   Params params = ckpt::params_of(dict, path, c.params_file, "--params");
   models::set_kernel_policy(kernel_policy_of(params.runconfig));
   torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  auto model = params.model->build(torch::TensorOptions().device(device));
-  models::apply_fusion(*model);
+  const std::shared_ptr<models::Model> model = build_model(params, device);
   ckpt::load_model_state_dict(*model, ckpt::model_weights(dict, path), /*strict=*/true, path);
   const auto tokenizer = text::make_tokenizer(c.tokenizer);
   const std::vector<int32_t> ids = tokenizer->encode(c.prompt);

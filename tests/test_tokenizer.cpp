@@ -15,12 +15,6 @@ namespace {
 using testing::TempDir;
 using text::ByteLevelBpe;
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // Encodes each text with the reference JS encoder.
 std::vector<std::vector<int32_t>> reference_encode(const std::string& encoder_dir, const std::vector<std::string>& texts) {
   TempDir tmp;
@@ -29,7 +23,8 @@ std::vector<std::vector<int32_t>> reference_encode(const std::string& encoder_di
                       "const {encode} = require(" + nlohmann::json(encoder_dir + "/Encoder.js").dump() + ");\n"
                       "const texts = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf-8'));\n"
                       "process.stdout.write(JSON.stringify(texts.map(encode)));\n");
-  const auto r = testing::run_command("node " + shell_quote(tmp / "encode.js") + " " + shell_quote(tmp / "texts.json"));
+  const auto r = testing::run_command("node " + testing::shell_quoted(tmp / "encode.js") + " " +
+                                      testing::shell_quoted(tmp / "texts.json"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return nlohmann::json::parse(r.output).get<std::vector<std::vector<int32_t>>>();
 }

@@ -92,11 +92,8 @@ inline std::string shell_quoted(const std::string& text) {
 // A missing file gives a script that fails naming it, so the test fails.
 inline std::string oracle(const std::string& name) {
   const std::string path = source_dir() + "/tests/oracles/" + name;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "raise SystemExit('the oracle " + path + " is missing')\n";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  if (!std::filesystem::is_regular_file(path)) return "raise SystemExit('the oracle " + path + " is missing')\n";
+  return read_file(path);
 }
 
 // Under CI (CI=true) every oracle, fixture and package the tests use is

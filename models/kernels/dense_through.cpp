@@ -57,8 +57,8 @@ std::optional<c10::TypedOperatorHandle<MmToType>> mm_to_type() {
 // The weight gradient g^T x in `type`, the weight's. A float32 weight with
 // GEMMs in a 16-bit type on CUDA gets its gradient written in float32 by the
 // GEMM, where the product rounded to 16 bits and a cast kernel per weight
-// made it (a launch and a pass over each weight, every step); elsewhere, or if LibTorch refuses the
-// call, the rounded product is cast.
+// made it (a launch and a pass over each weight, every step); elsewhere, or
+// if LibTorch refuses the call, the rounded product is cast.
 torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, torch::ScalarType type) {
   static const auto mm_to = mm_to_type();
   static std::atomic<bool> mm_to_refused{false};
@@ -79,7 +79,8 @@ torch::Tensor weight_grad(const torch::Tensor& g, const torch::Tensor& x, torch:
 // unpadded, as it is.
 torch::Tensor compute_weight(at::TensorList parts, torch::ScalarType compute, int64_t padding, double padding_value) {
   if (parts.size() == 1 && padding == 0 && parts.front().scalar_type() == compute) return parts.front().contiguous();
-  if (zoo::cuda::kernel_enabled("weight_copies") && weight_copy_applies(parts, compute)) return weight_copy(parts, compute, padding, padding_value);
+  if (zoo::cuda::kernel_enabled("weight_copies") && weight_copy_applies(parts, compute))
+    return weight_copy(parts, compute, padding, padding_value);
   return stacked_copy(parts, compute, padding, padding_value);
 }
 
@@ -400,7 +401,7 @@ bool fused_dense_available(const torch::Tensor& x, const torch::Tensor& w, const
 }
 
 torch::Tensor fused_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, DenseActivation act) {
-  return cuda_dense_available(x, w, b) ? cuda_dense(x, w, b, act) : cpu_dense(x, w, b, act);
+  return cpu_dense_available(x, w, b) ? cpu_dense(x, w, b, act) : cuda_dense(x, w, b, act);
 }
 
 }  // namespace zoo::models

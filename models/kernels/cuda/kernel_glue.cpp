@@ -8,7 +8,6 @@
 #endif
 
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -59,7 +58,8 @@ LaunchScope::LaunchScope(const at::Tensor& on) {
 void check_launch(const char* error, const char* kernel) {
   if (error)
     throw std::runtime_error(std::string("zoo's CUDA ") + kernel + ": " + error +
-                             " (runconfig.cuda_kernels: none, or ZOO_CUDA_KERNELS=0 in the environment, runs LibTorch's ops instead)");
+                             " (runconfig.cuda_kernels: none, or ZOO_CUDA_KERNELS=0 in the environment, runs "
+                             "LibTorch's ops instead)");
 }
 
 }  // namespace zoo::cuda
