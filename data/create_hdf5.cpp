@@ -254,8 +254,9 @@ CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress
   const int64_t vocab = tokenizer->vocab_size();
   int64_t eos = -1;
   if (o.eos_id) eos = *o.eos_id;
+  else if (auto id = tokenizer->special_tokens().eos) eos = *id;
   else if (auto id = tokenizer->token_to_id("<|endoftext|>")) eos = *id;
-  else throw std::invalid_argument("--eos_id is required: tokenizer " + o.tokenizer.type + " has no <|endoftext|>");
+  else throw std::invalid_argument("--eos_id is required: tokenizer " + o.tokenizer.type + " has no eos_token and no <|endoftext|>");
   const int64_t pad = o.pad_id.value_or(eos);
   for (auto [flag, id] : {std::pair<const char*, int64_t>{"--eos_id", eos}, {"--pad_id", pad}})
     if (id < 0 || id >= vocab)

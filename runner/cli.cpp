@@ -101,10 +101,13 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
        cxxopts::value<uint64_t>()->default_value("0"))
       ("device", "CPU or GPU.", cxxopts::value<std::string>()->default_value("CPU"))
       ("tokenizer_type", "The data's tokenizer, as for zoo data create-hdf5 (GPT2Tokenizer, NeoXTokenizer, "
-       "HuggingFaceTokenizer, ByteTokenizer).", cxxopts::value<std::string>()->default_value("ByteTokenizer"))
+       "HuggingFaceTokenizer, ByteTokenizer). Default: HuggingFaceTokenizer when the checkpoint's directory holds "
+       "a tokenizer (zoo convert copies it there), else ByteTokenizer.", cxxopts::value<std::string>()->default_value(""))
       ("vocab_file", "GPT2Tokenizer: vocab.bpe.", cxxopts::value<std::string>()->default_value(""))
-      ("encoder_file", "GPT2Tokenizer: encoder.json; NeoX/HuggingFace: tokenizer.json.",
+      ("encoder_file", "GPT2Tokenizer: encoder.json; NeoXTokenizer: tokenizer.json.",
        cxxopts::value<std::string>()->default_value(""))
+      ("huggingface_tokenizer", "HuggingFaceTokenizer: a tokenizer directory as Hugging Face saves one "
+       "(tokenizer.json or tokenizer.model, with tokenizer_config.json).", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "Print this help.");
   std::vector<std::string> rest(args.begin() + 1, args.end());
   const std::string prog = "zoo generate";
@@ -133,7 +136,8 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   g.sampling.top_p = r["top_p"].as<double>();
   g.sampling.seed = r["seed"].as<uint64_t>();
   g.tokenizer = {r["tokenizer_type"].as<std::string>(), r["vocab_file"].as<std::string>(),
-                 r["encoder_file"].as<std::string>(), ""};
+                 r["encoder_file"].as<std::string>(), r["huggingface_tokenizer"].as<std::string>()};
+  if (g.tokenizer.type.empty() && !g.tokenizer.huggingface_tokenizer.empty()) g.tokenizer.type = "HuggingFaceTokenizer";
   if (g.sampling.max_new_tokens < 0 || g.sampling.temperature < 0 || g.sampling.top_k < 0 ||
       g.sampling.top_p <= 0 || g.sampling.top_p > 1)
     throw CliError("zoo generate: expected max_new_tokens >= 0, temperature >= 0, top_k >= 0, 0 < top_p <= 1");
@@ -197,10 +201,12 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
       ("vocab_file", "GPT2Tokenizer: vocab.bpe (the merges).", cxxopts::value<std::string>()->default_value(""))
       ("encoder_file", "GPT2Tokenizer: encoder.json; NeoXTokenizer / HuggingFaceTokenizer: tokenizer.json.",
        cxxopts::value<std::string>()->default_value(""))
-      ("huggingface_tokenizer", "HuggingFaceTokenizer: a local tokenizer.json (zoo does not download).",
-       cxxopts::value<std::string>()->default_value(""))
+      ("huggingface_tokenizer", "HuggingFaceTokenizer: a local tokenizer directory as Hugging Face saves one "
+       "(tokenizer.json or tokenizer.model / spiece.model, with tokenizer_config.json), or one such file; zoo does "
+       "not download.", cxxopts::value<std::string>()->default_value(""))
       ("max_seq_length", "Tokens per sample.", cxxopts::value<int64_t>()->default_value("2048"))
-      ("eos_id", "Appended to every document (default: the tokenizer's <|endoftext|>).", cxxopts::value<int64_t>())
+      ("eos_id", "Appended to every document (default: the tokenizer's eos_token, else its <|endoftext|>).",
+       cxxopts::value<int64_t>())
       ("pad_id", "Fills short samples (default: eos_id).", cxxopts::value<int64_t>())
       ("pack_sequences", "Pack documents into one stream before cutting samples (true/false).",
        cxxopts::value<std::string>()->default_value("true"))

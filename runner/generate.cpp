@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "data/text/hf_tokenizer.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/log.h"
@@ -79,27 +80,47 @@ void run_generate(const GenerateCommand& c) {
   torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const std::shared_ptr<models::Model> model = build_model(params, device);
   ckpt::load_model_state_dict(*model, ckpt::model_weights(dict, path), /*strict=*/true, path);
-  const auto tokenizer = text::make_tokenizer(c.tokenizer);
-  const std::vector<int32_t> ids = tokenizer->encode(c.prompt);
+  text::TokenizerSpec spec = c.tokenizer;
+  if (spec.type.empty()) {
+    const std::string beside = std::filesystem::path(path).parent_path().string();
+    const bool has_tokenizer = !text::tokenizer_files(beside.empty() ? "." : beside).empty();
+    spec = has_tokenizer ? text::TokenizerSpec{"HuggingFaceTokenizer", "", "", beside.empty() ? "." : beside}
+                         : text::TokenizerSpec{"ByteTokenizer", "", "", ""};
+  }
+  const auto tokenizer = text::make_tokenizer(spec);
+  // As transformers' generate sees tokenizer(prompt): with the tokenizer's bos.
+  const std::vector<int32_t> ids = tokenizer->encode_with_special_tokens(c.prompt);
   const int64_t vocab = model->vocab_size().value_or(tokenizer->vocab_size());
   for (int32_t id : ids)
     if (id >= vocab)
-      throw std::invalid_argument("the prompt's token id " + std::to_string(id) + " (" + c.tokenizer.type +
+      throw std::invalid_argument("the prompt's token id " + std::to_string(id) + " (" + spec.type +
                                   ") is outside the model's vocabulary (vocab_size " + std::to_string(vocab) +
                                   "); was the model trained with another tokenizer?");
   if (static_cast<int64_t>(ids.size()) > model->max_positions())
     log::warn(strf("the prompt's %zu tokens are more than the model's %ld positions: generation sees its last %ld",
                    ids.size(), static_cast<long>(model->max_positions()), static_cast<long>(model->max_positions())));
   std::cout << c.prompt << std::flush;
-  // Each token's bytes as they come: a character split across tokens is whole once both are out.
+  // The new text as it comes: all generated tokens are decoded together (a
+  // SentencePiece token's leading space, a character split across tokens,
+  // depend on their neighbours) and what was not printed yet is printed.
+  std::vector<int32_t> generated;
+  size_t printed = 0;
+  const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
   generate_tokens(*model, std::vector<int64_t>(ids.begin(), ids.end()), c.sampling, [&](int64_t t) {
-    std::string piece;
+    // A token past the tokenizer's vocabulary (the model's may be padded) shows as U+FFFD.
     try {
-      piece = tokenizer->decode({static_cast<int32_t>(t)});
+      tokenizer->decode({static_cast<int32_t>(t)});
     } catch (const std::out_of_range&) {
-      piece = "\xEF\xBF\xBD";  // U+FFFD: the model's vocabulary is larger than the tokenizer's
+      std::cout << replacement << std::flush;
+      return;
     }
-    std::cout << piece << std::flush;
+    generated.push_back(static_cast<int32_t>(t));
+    const std::string text = tokenizer->decode_like_transformers(generated);
+    const bool incomplete = text.size() >= 3 && text.compare(text.size() - 3, 3, replacement) == 0;
+    if (text.size() > printed && !incomplete) {
+      std::cout << text.substr(printed) << std::flush;
+      printed = text.size();
+    }
   });
   std::cout << std::endl;
 }

@@ -24,7 +24,9 @@ struct GenerateCommand {
   std::string device = "CPU";
   std::string prompt;
   SamplingOptions sampling;
-  text::TokenizerSpec tokenizer{"ByteTokenizer", "", "", ""};  // as `zoo data create-hdf5` takes it
+  // As `zoo data create-hdf5` takes it; an empty type: the tokenizer beside
+  // the checkpoint, else ByteTokenizer.
+  text::TokenizerSpec tokenizer{"", "", "", ""};
 };
 
 }  // namespace zoo

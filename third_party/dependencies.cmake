@@ -113,6 +113,13 @@ add_library(zoo_json INTERFACE)
 target_link_libraries(zoo_json INTERFACE nlohmann_json::nlohmann_json)
 
 # --- PCRE2 (>= 10.34, 8-bit; for PCRE2_MATCH_INVALID_UTF), the tokenizers'
+# SentencePiece models (tokenizer.model, spiece.model). Debian: libsentencepiece-dev.
+find_path(ZOO_SENTENCEPIECE_INCLUDE sentencepiece_processor.h REQUIRED)
+find_library(ZOO_SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
+add_library(zoo_sentencepiece INTERFACE)
+target_include_directories(zoo_sentencepiece SYSTEM INTERFACE ${ZOO_SENTENCEPIECE_INCLUDE})
+target_link_libraries(zoo_sentencepiece INTERFACE ${ZOO_SENTENCEPIECE_LIBRARY})
+
 # Unicode-aware pre-tokenization regex. Debian: libpcre2-dev.
 find_path(ZOO_PCRE2_INCLUDE pcre2.h REQUIRED)
 find_library(ZOO_PCRE2_LIBRARY pcre2-8 REQUIRED)

@@ -1,6 +1,7 @@
 // Implementation of data/text/byte_bpe.h.
 #include "data/text/byte_bpe.h"
 
+#include "data/text/tokenizer_json.h"
 #include "data/text/utf8.h"
 
 #include <nlohmann/json.hpp>
@@ -8,7 +9,6 @@
 #include <algorithm>
 #include <array>
 #include <climits>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -35,40 +35,6 @@ const ByteAlphabet& alphabet() {
   return a;
 }
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument(path + ": cannot open the " + what);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-nlohmann::json parse_json(const std::string& path, const char* what) {
-  try {
-    return nlohmann::json::parse(read_file(path, what));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(path + ": not valid JSON (" + e.what() + ")");
-  }
-}
-
-std::unordered_map<std::string, int32_t> read_vocab(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) throw std::invalid_argument(where + ": expected an object of token -> id");
-  std::unordered_map<std::string, int32_t> vocab;
-  for (const auto& [token, id] : j.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      throw std::invalid_argument(where + ": token '" + token + "' has id " + id.dump() + ", expected a non-negative integer");
-    vocab[token] = id.get<int32_t>();
-  }
-  return vocab;
-}
-
-std::pair<std::string, std::string> split_merge(const std::string& line, const std::string& where) {
-  const auto space = line.find(' ');
-  if (space == std::string::npos || space == 0 || space + 1 >= line.size() || line.find(' ', space + 1) != std::string::npos)
-    throw std::invalid_argument(where + ": expected a merge 'left right', got '" + line + "'");
-  return {line.substr(0, space), line.substr(space + 1)};
-}
-
 }  // namespace
 
 ByteLevelBpe::ByteLevelBpe(Spec spec)
@@ -81,8 +47,7 @@ ByteLevelBpe::ByteLevelBpe(Spec spec)
   for (const auto& [token, id] : vocab_) max_id = std::max(max_id, id);
   id_to_token_.resize(static_cast<size_t>(max_id + 1));
   for (const auto& [token, id] : vocab_) id_to_token_[id] = token;
-  for (size_t r = 0; r < spec.merges.size(); ++r)
-    merge_rank_.emplace(spec.merges[r].first + " " + spec.merges[r].second, static_cast<int32_t>(r));
+  for (const auto& [left, right] : spec.merges) merges_.add(left, right);
   for (const auto& [token, id] : added_tokens_) {
     if (token.empty()) throw std::invalid_argument("added token " + std::to_string(id) + " has no text");
     literal_ids_.insert(id);
@@ -100,19 +65,18 @@ ByteLevelBpe::ByteLevelBpe(Spec spec)
 std::unique_ptr<ByteLevelBpe> ByteLevelBpe::from_gpt2_files(const std::string& encoder_json,
                                                             const std::string& merges_file) {
   Spec spec;
-  spec.vocab = read_vocab(parse_json(encoder_json, "encoder file (encoder.json)"), encoder_json);
-  std::istringstream lines(read_file(merges_file, "merges file (vocab.bpe)"));
+  spec.vocab = read_vocab(parse_json_file(encoder_json, "encoder file (encoder.json)"), encoder_json);
+  std::istringstream lines(read_text_file(merges_file, "merges file (vocab.bpe)"));
   std::string line;
   for (int n = 1; std::getline(lines, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || (n == 1 && line.rfind("#version", 0) == 0)) continue;
-    spec.merges.push_back(split_merge(line, merges_file + ":" + std::to_string(n)));
+    spec.merges.push_back(read_merge(line, merges_file + ":" + std::to_string(n)));
   }
   return std::make_unique<ByteLevelBpe>(std::move(spec));
 }
 
-std::unique_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const std::string& path) {
-  const nlohmann::json j = parse_json(path, "tokenizer file (tokenizer.json)");
+std::unique_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::json& j, const std::string& path) {
   auto fail = [&](const std::string& key, const std::string& what) -> void {
     throw std::invalid_argument(path + ": " + key + ": " + what);
   };
@@ -122,17 +86,12 @@ std::unique_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const std::strin
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && !model[key].is_null() && model[key] != "")
       fail(std::string("model.") + key, "not supported (only byte-level BPE)");
-  if (model.value("byte_fallback", false)) fail("model.byte_fallback", "not supported (only byte-level BPE)");
+  if (model.value("byte_fallback", false)) fail("model.byte_fallback", "a byte-level BPE has no byte fallback");
   if (j.contains("normalizer") && !j["normalizer"].is_null())
     fail("normalizer", "not supported: zoo applies no normalizer, expected null");
   Spec spec;
   spec.vocab = read_vocab(model.value("vocab", nlohmann::json()), path + ": model.vocab");
-  for (const auto& m : model.value("merges", nlohmann::json::array())) {
-    if (m.is_string()) spec.merges.push_back(split_merge(m.get<std::string>(), path + ": model.merges"));
-    else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-      spec.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    else fail("model.merges", "expected \"left right\" strings or [left, right] pairs, got " + m.dump());
-  }
+  spec.merges = read_merges(model.value("merges", nlohmann::json::array()), path + ": model.merges");
   // Pre-tokenizer: ByteLevel (GPT-2's regex unless use_regex is false), alone
   // or after a Split with its own regex (e.g. Llama 3).
   const auto& pre = j.value("pre_tokenizer", nlohmann::json());
@@ -160,8 +119,8 @@ std::unique_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const std::strin
     }
   }
   if (!byte_level) fail("pre_tokenizer", "expected a ByteLevel pre-tokenizer (zoo reads byte-level BPE tokenizers)");
-  for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
-    spec.added_tokens.emplace_back(t.at("content").get<std::string>(), t.at("id").get<int32_t>());
+  for (const auto& t : read_added_tokens(j.value("added_tokens", nlohmann::json()), path + ": added_tokens"))
+    spec.added_tokens.emplace_back(t.content, t.id);
   try {
     return std::make_unique<ByteLevelBpe>(std::move(spec));
   } catch (const std::invalid_argument& e) {
@@ -220,27 +179,7 @@ std::vector<int32_t> ByteLevelBpe::encode_piece(std::string_view piece) const {
 
   std::vector<std::string> word;
   for (unsigned char b : piece) word.push_back(alphabet().byte_to_text[b]);
-  while (word.size() > 1) {
-    int32_t best = INT32_MAX;
-    size_t best_at = 0;
-    for (size_t i = 0; i + 1 < word.size(); ++i)
-      if (auto it = merge_rank_.find(word[i] + " " + word[i + 1]); it != merge_rank_.end() && it->second < best) {
-        best = it->second;
-        best_at = i;
-      }
-    if (best == INT32_MAX) break;
-    const std::string left = word[best_at], right = word[best_at + 1];
-    std::vector<std::string> merged;
-    for (size_t i = 0; i < word.size();) {
-      if (i + 1 < word.size() && word[i] == left && word[i + 1] == right) {
-        merged.push_back(left + right);
-        i += 2;
-      } else {
-        merged.push_back(word[i++]);
-      }
-    }
-    word = std::move(merged);
-  }
+  merges_.apply(word);
   std::vector<int32_t> ids;
   for (const auto& token : word) {
     const auto it = vocab_.find(token);

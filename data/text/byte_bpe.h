@@ -5,6 +5,8 @@
 // (model type BPE with a ByteLevel pre-tokenizer). Defines: ByteLevelBpe.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <array>
 #include <memory>
 #include <mutex>
@@ -14,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/text/bpe_merges.h"
 #include "data/text/regex_splitter.h"
 #include "data/text/tokenizer.h"
 
@@ -33,8 +36,9 @@ class ByteLevelBpe : public Tokenizer {
   // GPT-2's files: encoder.json (token -> id) and vocab.bpe (merges, one "a b" per line).
   // Throws std::invalid_argument naming the file (and line) on bad input.
   static std::unique_ptr<ByteLevelBpe> from_gpt2_files(const std::string& encoder_json, const std::string& merges_file);
-  // A Hugging Face tokenizer.json whose model is BPE over byte-level pre-tokenization.
-  static std::unique_ptr<ByteLevelBpe> from_tokenizer_json(const std::string& path);
+  // A Hugging Face tokenizer.json (parsed, read from `path`) whose model is
+  // BPE over byte-level pre-tokenization.
+  static std::unique_ptr<ByteLevelBpe> from_tokenizer_json(const nlohmann::json& j, const std::string& path);
 
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
@@ -48,7 +52,7 @@ class ByteLevelBpe : public Tokenizer {
 
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_token_;
-  std::unordered_map<std::string, int32_t> merge_rank_;  // "a b" -> rank (byte-level text has no ' ')
+  BpeMerges merges_;
   std::unique_ptr<RegexSplitter> splitter_;
   bool add_prefix_space_;
   std::vector<std::pair<std::string, int32_t>> added_tokens_;

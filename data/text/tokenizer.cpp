@@ -4,6 +4,8 @@
 #include <stdexcept>
 
 #include "data/text/byte_bpe.h"
+#include "data/text/hf_tokenizer.h"
+#include "data/text/tokenizer_json.h"
 
 namespace zoo::text {
 namespace {
@@ -30,6 +32,28 @@ class ByteTokenizer : public Tokenizer {
 
 }  // namespace
 
+std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text) const {
+  std::vector<int32_t> ids;
+  if (special_.add_bos) ids.push_back(*special_.bos);
+  const std::vector<int32_t> body = encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (special_.add_eos) ids.push_back(*special_.eos);
+  return ids;
+}
+
+std::string Tokenizer::decode_like_transformers(const std::vector<int32_t>& ids) const {
+  std::string text = decode(ids);
+  if (!special_.clean_up_spaces) return text;
+  static const std::pair<const char*, const char*> kCleanUps[] = {
+      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+      {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kCleanUps) {
+    const std::string f = from, t = to;
+    for (size_t at = 0; (at = text.find(f, at)) != std::string::npos; at += t.size()) text.replace(at, f.size(), t);
+  }
+  return text;
+}
+
 const std::vector<std::string>& tokenizer_types() {
   static const std::vector<std::string> types = {"GPT2Tokenizer", "NeoXTokenizer", "HuggingFaceTokenizer",
                                                  "ByteTokenizer"};
@@ -44,12 +68,18 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerSpec& spec) {
           "tokenizer_type GPT2Tokenizer needs --vocab_file (vocab.bpe, the merges) and --encoder_file (encoder.json)");
     return ByteLevelBpe::from_gpt2_files(spec.encoder_file, spec.vocab_file);
   }
-  if (spec.type == "NeoXTokenizer" || spec.type == "HuggingFaceTokenizer") {
+  if (spec.type == "HuggingFaceTokenizer") {
+    const std::string& path = !spec.huggingface_tokenizer.empty() ? spec.huggingface_tokenizer : spec.encoder_file;
+    if (path.empty())
+      throw std::invalid_argument("tokenizer_type HuggingFaceTokenizer needs --huggingface_tokenizer: a local tokenizer "
+                                  "directory (tokenizer.json or tokenizer.model, with tokenizer_config.json)");
+    return load_huggingface_tokenizer(path);
+  }
+  if (spec.type == "NeoXTokenizer") {
     const std::string& file = !spec.encoder_file.empty() ? spec.encoder_file : spec.huggingface_tokenizer;
     if (file.empty())
-      throw std::invalid_argument("tokenizer_type " + spec.type +
-                                  " needs --encoder_file (or --huggingface_tokenizer): a local tokenizer.json");
-    return ByteLevelBpe::from_tokenizer_json(file);
+      throw std::invalid_argument("tokenizer_type NeoXTokenizer needs --encoder_file: a local tokenizer.json");
+    return ByteLevelBpe::from_tokenizer_json(parse_json_file(file, "tokenizer file (tokenizer.json)"), file);
   }
   std::string known;
   for (const auto& t : tokenizer_types()) known += (known.empty() ? "" : ", ") + t;

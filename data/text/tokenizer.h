@@ -7,9 +7,21 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace zoo::text {
+
+// What a tokenizer directory says beyond the vocabulary
+// (tokenizer_config.json, tokenizer.json's post_processor).
+struct SpecialTokens {
+  std::optional<int32_t> bos, eos, pad;
+  std::string bos_token, eos_token, pad_token, unk_token;  // their texts, for chat templates
+  bool add_bos = false, add_eos = false;  // what encode_with_special_tokens adds
+  bool clean_up_spaces = false;           // clean_up_tokenization_spaces: " ." -> "." and the like
+  std::string chat_template;              // "" when the directory has none
+  std::string source;                     // the directory or file they came from, for errors
+};
 
 class Tokenizer {
  public:
@@ -20,13 +32,26 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   // The id of a whole vocabulary entry (e.g. "<|endoftext|>"), if there is one.
   virtual std::optional<int32_t> token_to_id(const std::string& token) const = 0;
+
+  const SpecialTokens& special_tokens() const { return special_; }
+  void set_special_tokens(SpecialTokens s) { special_ = std::move(s); }
+  // encode(), with bos in front and eos behind where the tokenizer adds them
+  // (Hugging Face's encode(text) with add_special_tokens).
+  std::vector<int32_t> encode_with_special_tokens(std::string_view text) const;
+  // decode(), then transformers' clean-up of spaces before punctuation and
+  // contractions where the tokenizer asks for it: the text a user is shown.
+  std::string decode_like_transformers(const std::vector<int32_t>& ids) const;
+
+ private:
+  SpecialTokens special_;
 };
 
 // modelzoo's create_hdf5_dataset.py names: tokenizer_type GPT2Tokenizer takes
 // vocab_file = vocab.bpe (merges) and encoder_file = encoder.json;
-// NeoXTokenizer and HuggingFaceTokenizer take a tokenizer.json (encoder_file,
-// or huggingface_tokenizer as a local path); ByteTokenizer (zoo's) maps each
-// byte to its value.
+// NeoXTokenizer takes a tokenizer.json (encoder_file); HuggingFaceTokenizer
+// takes huggingface_tokenizer, a directory as Hugging Face saves one
+// (tokenizer.json or tokenizer.model, with tokenizer_config.json) or one such
+// file; ByteTokenizer (zoo's) maps each byte to its value.
 struct TokenizerSpec {
   std::string type;
   std::string vocab_file;
