@@ -34,7 +34,7 @@ cxxopts::Options run_options() {
                 "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
                 "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
                 "(see its --help)\n"
-                "  zoo data create-hdf5 LMData --input_dir D --output_dir O --tokenizer_type T ...   (see its --help)\n"
+                "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
                 "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
                 "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
                 "{CPU|GPU} --params P.yaml --mode M ...   start data-parallel ranks\n"
@@ -188,14 +188,20 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
 
 
 CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
-  cxxopts::Options o("zoo data create-hdf5 LMData",
-                     "Tokenize .txt (a document per file) and .jsonl (a document per line) files, gzipped or not, into modelzoo HDF5 "
-                     "samples (<output_name>_<n>.h5 + data_params.json), as create_hdf5_dataset.py LMData does.");
+  const std::string mode = args.size() > 2 ? args[2] : "";
+  const bool lm = mode == "LMData", finetuning = mode == "Summarization" || mode == "Chat";
+  const std::string prog = "zoo data create-hdf5 " + (lm || finetuning ? mode : "MODE");
+  cxxopts::Options o(prog,
+                     "Tokenize text into modelzoo HDF5 samples (<output_name>_<n>.h5 + data_params.json), as "
+                     "create_hdf5_dataset.py does. MODE: LMData (.txt, a document per file, and .jsonl, a document per "
+                     "line), Summarization (.jsonl prompt/completion pairs, loss on the completion) or Chat (.jsonl "
+                     "conversations rendered with the tokenizer's chat template, loss on the assistant turns); inputs "
+                     "gzipped or not.");
   o.set_width(110);
   std::string types;
   for (const auto& t : text::tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
   o.add_options()
-      ("input_dir", "Directory of .txt / .jsonl files, or .txt.gz / .jsonl.gz (searched recursively).", cxxopts::value<std::string>())
+      ("input_dir", "Directory of input files (searched recursively).", cxxopts::value<std::string>())
       ("output_dir", "Where to write the dataset; must not hold one already.", cxxopts::value<std::string>())
       ("tokenizer_type", "One of: " + types + ".", cxxopts::value<std::string>())
       ("vocab_file", "GPT2Tokenizer: vocab.bpe (the merges).", cxxopts::value<std::string>()->default_value(""))
@@ -205,22 +211,44 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
        "(tokenizer.json or tokenizer.model / spiece.model, with tokenizer_config.json), or one such file; zoo does "
        "not download.", cxxopts::value<std::string>()->default_value(""))
       ("max_seq_length", "Tokens per sample.", cxxopts::value<int64_t>()->default_value("2048"))
-      ("eos_id", "Appended to every document (default: the tokenizer's eos_token, else its <|endoftext|>).",
+      ("eos_id", "Ends every document / completion (default: the tokenizer's eos_token, else its <|endoftext|>).",
        cxxopts::value<int64_t>())
       ("pad_id", "Fills short samples (default: eos_id).", cxxopts::value<int64_t>())
-      ("pack_sequences", "Pack documents into one stream before cutting samples (true/false).",
-       cxxopts::value<std::string>()->default_value("true"))
-      ("jsonl_key", "Key of the text in .jsonl lines.", cxxopts::value<std::string>()->default_value("text"))
       ("files_per_record", "Samples per output file.", cxxopts::value<int64_t>()->default_value("50000"))
       ("output_name", "Output file name prefix.", cxxopts::value<std::string>()->default_value("examples"))
       ("h,help", "Print this help.");
-  const std::string prog = "zoo data create-hdf5 LMData";
+  o.add_options("LMData")
+      ("pack_sequences", "Pack documents into one stream before cutting samples (true/false).",
+       cxxopts::value<std::string>()->default_value("true"))
+      ("jsonl_key", "Key of the text in .jsonl lines.", cxxopts::value<std::string>()->default_value("text"));
+  o.add_options("Summarization")
+      ("prompt_key", "Key of the prompt in .jsonl lines.", cxxopts::value<std::string>()->default_value("prompt"))
+      ("completion_key", "Key of the completion.", cxxopts::value<std::string>()->default_value("completion"))
+      ("sep_token", "A token of the vocabulary put between prompt and completion.",
+       cxxopts::value<std::string>()->default_value(""));
+  o.add_options("Chat")
+      ("multi_turn_key", "Key of the list of messages.", cxxopts::value<std::string>()->default_value("messages"))
+      ("multi_turn_role_key", "Key of a message's role (system, user, assistant).",
+       cxxopts::value<std::string>()->default_value("role"))
+      ("multi_turn_content_key", "Key of a message's text.", cxxopts::value<std::string>()->default_value("content"))
+      ("chat_template", "A Jinja file to use instead of the tokenizer's chat_template.",
+       cxxopts::value<std::string>()->default_value(""));
+  o.add_options("Summarization and Chat")
+      ("truncate", "A sample over max_seq_length tokens is dropped (false, modelzoo's behaviour) or cut to its first "
+       "max_seq_length tokens (true); both are counted.", cxxopts::value<std::string>()->default_value("false"));
+  auto help = [&] { return o.help({"", "LMData", "Summarization", "Chat", "Summarization and Chat"}); };
+  auto boolean = [&](const cxxopts::ParseResult& r, const char* key) {
+    const std::string v = r[key].as<std::string>();
+    if (v != "true" && v != "True" && v != "false" && v != "False")
+      throw CliError(prog + ": --" + key + " expects true or false, got '" + v + "'");
+    return v == "true" || v == "True";
+  };
   if (args.size() < 2 || args[1] != "create-hdf5")
-    throw CliError("zoo data: expected 'zoo data create-hdf5 LMData ...'\n" + o.help());
-  if (args.size() > 2 && (args[2] == "-h" || args[2] == "--help")) throw CliHelp(o.help());
-  if (args.size() < 3 || args[2] != "LMData")
-    throw CliError("zoo data create-hdf5: expected the mode LMData (zoo has no Summarization, FIM, VSL or Customize "
-                   "modes yet), got '" + (args.size() < 3 ? std::string() : args[2]) + "'");
+    throw CliError("zoo data: expected 'zoo data create-hdf5 MODE ...'\n" + help());
+  if (mode == "-h" || mode == "--help") throw CliHelp(help());
+  if (!lm && !finetuning)
+    throw CliError("zoo data create-hdf5: expected the mode LMData, Summarization or Chat (zoo has no FIM, VSL or "
+                   "Customize modes yet), got '" + mode + "'");
   std::vector<std::string> rest(args.begin() + 3, args.end());
   auto argv = argv_of(prog, rest);
   cxxopts::ParseResult r;
@@ -229,13 +257,28 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   } catch (const cxxopts::exceptions::exception& e) {
     throw CliError(prog + ": " + e.what());
   }
-  if (r.count("help")) throw CliHelp(o.help());
+  if (r.count("help")) throw CliHelp(help());
   if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");
   for (const char* k : {"input_dir", "output_dir", "tokenizer_type"})
     if (!r.count(k)) throw CliError(prog + ": --" + k + " is required (see --help)");
+  // An option of another mode would be silently ignored: say so instead.
+  const std::vector<std::pair<std::string, std::vector<const char*>>> mode_options = {
+      {"LMData", {"pack_sequences", "jsonl_key"}},
+      {"Summarization", {"prompt_key", "completion_key", "sep_token", "truncate"}},
+      {"Chat", {"multi_turn_key", "multi_turn_role_key", "multi_turn_content_key", "chat_template", "truncate"}}};
+  for (const auto& [owner, keys] : mode_options)
+    for (const char* k : keys)
+      if (owner != mode && r.count(k)) {
+        bool mine = false;
+        for (const auto& [m, ks] : mode_options)
+          if (m == mode)
+            for (const char* kk : ks) mine = mine || std::string(kk) == k;
+        if (!mine) throw CliError(prog + ": --" + k + " is an option of mode " + owner + ", not of " + mode);
+      }
   CliCommand c;
   c.kind = CliCommand::Kind::create_hdf5;
   data::CreateHdf5Options& d = c.create_hdf5;
+  d.mode = mode;
   d.input_dir = r["input_dir"].as<std::string>();
   d.output_dir = r["output_dir"].as<std::string>();
   d.tokenizer = {r["tokenizer_type"].as<std::string>(), r["vocab_file"].as<std::string>(),
@@ -243,13 +286,18 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   d.max_seq_length = r["max_seq_length"].as<int64_t>();
   if (r.count("eos_id")) d.eos_id = r["eos_id"].as<int64_t>();
   if (r.count("pad_id")) d.pad_id = r["pad_id"].as<int64_t>();
-  const std::string pack = r["pack_sequences"].as<std::string>();
-  if (pack != "true" && pack != "True" && pack != "false" && pack != "False")
-    throw CliError(prog + ": --pack_sequences expects true or false, got '" + pack + "'");
-  d.pack_sequences = pack == "true" || pack == "True";
+  d.pack_sequences = boolean(r, "pack_sequences");
   d.jsonl_key = r["jsonl_key"].as<std::string>();
   d.files_per_record = r["files_per_record"].as<int64_t>();
   d.output_name = r["output_name"].as<std::string>();
+  d.prompt_key = r["prompt_key"].as<std::string>();
+  d.completion_key = r["completion_key"].as<std::string>();
+  d.sep_token = r["sep_token"].as<std::string>();
+  d.multi_turn_key = r["multi_turn_key"].as<std::string>();
+  d.multi_turn_role_key = r["multi_turn_role_key"].as<std::string>();
+  d.multi_turn_content_key = r["multi_turn_content_key"].as<std::string>();
+  d.chat_template_file = r["chat_template"].as<std::string>();
+  d.truncate = boolean(r, "truncate");
   return c;
 }
 

@@ -222,8 +222,7 @@ int run_command(const CliCommand& cmd) {
       return 0;
     case CliCommand::Kind::create_hdf5: {
       const auto s = data::create_hdf5(cmd.create_hdf5, std::cerr);
-      std::cout << "Wrote " << s.samples << " samples (" << s.tokens << " tokens from " << s.documents
-                << " documents) in " << s.files << " file(s) to " << cmd.create_hdf5.output_dir << "\n";
+      std::cout << data::describe(s, cmd.create_hdf5);
       return 0;
     }
     case CliCommand::Kind::convert_legacy:

@@ -9,23 +9,16 @@
 #include "data/registry.h"
 #include "data/text/byte_bpe.h"
 #include "test_util.h"
+#include "tests/hdf5_fixtures.h"
 
 namespace zoo {
 using testing::open_error;
 using testing::open_loader;
 using testing::TempDir;
 using testing::EnvGuard;
+using testing::h5py_dump;
 
 namespace {
-
-// Every *.h5 in `dir` as h5py sees it: {file: {shape, chunks, compression, n_examples, data}}.
-nlohmann::json h5py_dump(const std::string& dir) {
-  TempDir tmp;
-  const std::string script = testing::write_file(tmp / "dump.py", zoo::testing::oracle("hdf5_dump.py"));
-  const auto r = testing::run_command("/usr/bin/python3 " + script + " " + dir);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return nlohmann::json::parse(r.output);
-}
 
 // The samples modelzoo's LMData makes from one token stream: chunks of
 // msl + 1, the last padded; input_ids / loss mask / labels rows.

@@ -10,6 +10,7 @@
 #include "data/text/hf_tokenizer.h"
 #include "data/text/tokenizer.h"
 #include "tests/test_util.h"
+#include "tests/tokenizer_fixtures.h"
 #include "tests/text_samples.h"
 
 namespace zoo {
@@ -17,18 +18,8 @@ namespace {
 
 using testing::TempDir;
 
-std::string oracle_path(const std::string& name) { return testing::source_dir() + "/tests/oracles/" + name; }
-
-bool have_sentencepiece() { return testing::python_imports("/usr/bin/python3", "sentencepiece"); }
-#define ZOO_SKIP_WITHOUT_SENTENCEPIECE() \
-  if (!have_sentencepiece()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-sentencepiece is not installed"
-
-// A tiny Llama-2-style tokenizer directory, trained by SentencePiece in the test.
-void make_llama_tokenizer(const std::filesystem::path& dir, const std::string& layout) {
-  const auto r = testing::run_command("/usr/bin/python3 " + testing::shell_quoted(oracle_path("tokenizer_make_sentencepiece.py")) +
-                                      " " + testing::shell_quoted(dir) + " " + layout);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-}
+using testing::make_llama_tokenizer;
+using testing::oracle_path;
 
 // Texts with whitespace runs, accents, CJK, emoji, special tokens inside the
 // text, characters the tiny vocabulary lacks (byte fallback), and random text.
@@ -50,11 +41,9 @@ struct JsReference {
 JsReference transformers_js_encode(const std::string& js_dir, const std::filesystem::path& tokenizer_dir,
                                    const std::vector<std::string>& texts) {
   TempDir tmp;
-  std::filesystem::create_directory_symlink(std::filesystem::path(js_dir) / "node_modules", tmp / "node_modules");
-  testing::write_file(tmp / "encode.mjs", testing::oracle("tokenizer_transformers_js.mjs"));
   testing::write_file(tmp / "texts.json", nlohmann::json(texts).dump());
-  const auto r = testing::run_command("node " + testing::shell_quoted(tmp / "encode.mjs") + " " +
-                                      testing::shell_quoted(tokenizer_dir) + " " + testing::shell_quoted(tmp / "texts.json"));
+  const auto r = testing::run_node_oracle(js_dir, "tokenizer_transformers_js.mjs",
+                                          testing::shell_quoted(tokenizer_dir) + " " + testing::shell_quoted(tmp / "texts.json"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   return {j["plain"].get<std::vector<std::vector<int32_t>>>(), j["special"].get<std::vector<std::vector<int32_t>>>(),

@@ -131,3 +131,9 @@ target_link_libraries(zoo_pcre2 INTERFACE ${ZOO_PCRE2_LIBRARY})
 find_package(ZLIB REQUIRED)
 find_package(JPEG REQUIRED)  # libjpeg(-turbo): JPEG images
 find_package(PNG REQUIRED)  # libpng: PNG images (Cityscapes, image folders)
+
+# --- minja (vendored, header-only, MIT: third_party/minja/LICENSE): the Jinja
+# subset Hugging Face chat templates use. No Debian package has one.
+add_library(zoo_minja INTERFACE)
+target_include_directories(zoo_minja SYSTEM INTERFACE ${CMAKE_CURRENT_LIST_DIR}/minja)
+target_link_libraries(zoo_minja INTERFACE zoo_json)

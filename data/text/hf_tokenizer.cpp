@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* const kFiles[] = {"tokenizer.json", "tokenizer.model", "spiece.model", "tokenizer_config.json",
-                              "special_tokens_map.json"};
+                              "special_tokens_map.json", "chat_template.jinja"};
 
 // A special token in tokenizer_config.json: "text", {"content": "text", ...} or null.
 std::string token_text(const nlohmann::json& config, const char* key, const std::string& path) {
@@ -129,6 +129,9 @@ std::unique_ptr<Tokenizer> load_huggingface_tokenizer(const std::string& path) {
   if (special.add_bos && !special.bos) throw std::invalid_argument(where + ": add_bos_token is true but there is no bos_token");
   if (special.add_eos && !special.eos) throw std::invalid_argument(where + ": add_eos_token is true but there is no eos_token");
   special.chat_template = chat_template_of(config, where);
+  // transformers >= 4.47 saves the template in its own file, which wins over tokenizer_config.json's.
+  if (fs::is_regular_file(dir / "chat_template.jinja"))
+    special.chat_template = read_text_file((dir / "chat_template.jinja").string(), "chat template");
   // transformers' default when the file does not say.
   special.clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
   tokenizer->set_special_tokens(std::move(special));

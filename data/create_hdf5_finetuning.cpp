@@ -1,0 +1,117 @@
+// The Summarization and Chat modes of `zoo data create-hdf5`
+// (data/create_hdf5.h): one prompt/completion pair or conversation per
+// sample, the loss mask on what the model should learn to write.
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+
+#include "data/create_hdf5_io.h"
+#include "data/text/chat_template.h"
+#include "data/text/labeled_tokens.h"
+#include "data/text/tokenizer_json.h"
+
+namespace zoo::data {
+namespace {
+
+const std::string& string_at(const nlohmann::json& j, const std::string& key, const std::string& where, const char* flag) {
+  if (!j.contains(key))
+    throw std::invalid_argument(where + ": no key '" + key + "' (set " + flag + " to the key your file uses)");
+  if (!j[key].is_string()) throw std::invalid_argument(where + ": '" + key + "' must be a string, got " + j[key].type_name());
+  return j[key].get_ref<const std::string&>();
+}
+
+std::vector<text::ChatMessage> messages_of(const nlohmann::json& j, const CreateHdf5Options& o, const std::string& where) {
+  if (!j.contains(o.multi_turn_key) || !j[o.multi_turn_key].is_array())
+    throw std::invalid_argument(where + ": expected a list of messages under '" + o.multi_turn_key +
+                                "' (set --multi_turn_key)");
+  std::vector<text::ChatMessage> messages;
+  const auto& list = j[o.multi_turn_key];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = where + ": " + o.multi_turn_key + "[" + std::to_string(i) + "]";
+    if (!list[i].is_object()) throw std::invalid_argument(at + ": expected an object with a role and a content");
+    messages.push_back({string_at(list[i], o.multi_turn_role_key, at, "--multi_turn_role_key"),
+                        string_at(list[i], o.multi_turn_content_key, at, "--multi_turn_content_key")});
+  }
+  if (messages.empty()) throw std::invalid_argument(where + ": the conversation has no messages");
+  return messages;
+}
+
+}  // namespace
+
+CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text::Tokenizer& tokenizer, int64_t eos,
+                                         int64_t pad, std::ostream& progress) {
+  const bool chat = o.mode == "Chat";
+  std::optional<int32_t> sep;
+  if (!o.sep_token.empty()) {
+    sep = tokenizer.token_to_id(o.sep_token);
+    if (!sep)
+      throw std::invalid_argument("--sep_token " + o.sep_token + " is not a token of the tokenizer's vocabulary (zoo does "
+                                  "not add tokens: a pretrained model's embedding would have no row for it)");
+  }
+  std::unique_ptr<text::ChatTemplate> chat_template;
+  if (chat) {
+    const auto& special = tokenizer.special_tokens();
+    if (!o.chat_template_file.empty())
+      chat_template = std::make_unique<text::ChatTemplate>(text::read_text_file(o.chat_template_file, "chat template"),
+                                                           special, o.chat_template_file);
+    else
+      chat_template = std::make_unique<text::ChatTemplate>(
+          special.chat_template, special, special.source.empty() ? "--tokenizer_type " + o.tokenizer.type : special.source);
+  }
+  const auto files = input_files(o.input_dir, false, progress);
+  refuse_existing_dataset(o);
+  SampleWriter writer(o, static_cast<int32_t>(pad));
+  CreateHdf5Summary s;
+  const int64_t window = o.max_seq_length + 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (size_t f = 0; f < files.size(); ++f) {
+      for_each_json_line(files[f], [&](const nlohmann::json& j, const std::string& where) {
+        text::LabeledTokens t;
+        try {
+          if (chat)
+            t = text::chat_tokens(tokenizer, *chat_template, messages_of(j, o, where));
+          else
+            t = text::prompt_completion_tokens(tokenizer, string_at(j, o.prompt_key, where, "--prompt_key"),
+                                               string_at(j, o.completion_key, where, "--completion_key"), sep,
+                                               static_cast<int32_t>(eos));
+        } catch (const std::invalid_argument& e) {
+          const std::string what = e.what();
+          throw std::invalid_argument(what.rfind(where, 0) == 0 ? what : where + ": " + what);
+        }
+        ++s.documents;
+        int64_t length = static_cast<int64_t>(t.ids.size());
+        if (length > window) {
+          const bool loss_left = std::find(t.in_loss.begin() + 1, t.in_loss.begin() + window, 1) != t.in_loss.begin() + window;
+          if (!o.truncate || !loss_left) {
+            ++s.dropped;
+            return;
+          }
+          ++s.truncated;
+          length = window;
+        }
+        if (length < 2) {
+          ++s.dropped;
+          return;
+        }
+        s.tokens += length;
+        writer.add(t.ids.data(), length, t.in_loss.data());
+      });
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      show_progress(progress, f + 1, files.size(), writer, s.tokens, seconds);
+    }
+    writer.flush();
+  } catch (...) {
+    progress << "\n";
+    writer.remove_written();
+    throw;
+  }
+  progress << "\n";
+  s.samples = writer.samples();
+  s.files = writer.files();
+  s.loss_tokens = writer.loss_tokens();
+  return s;
+}
+
+}  // namespace zoo::data

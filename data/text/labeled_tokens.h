@@ -1,0 +1,39 @@
+// Token ids with the part a fine-tune learns from marked: a prompt and its
+// completion, or a conversation rendered by its chat template with the
+// assistant turns marked. Defines: LabeledTokens, prompt_completion_tokens,
+// chat_tokens.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/text/chat_template.h"
+#include "data/text/tokenizer.h"
+
+namespace zoo::text {
+
+struct LabeledTokens {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> in_loss;  // per id: 1 where a model is trained to predict it
+};
+
+// [bos where the tokenizer adds one] prompt [sep] completion eos; the
+// completion and eos are in the loss. Throws std::invalid_argument for an
+// empty completion.
+LabeledTokens prompt_completion_tokens(const Tokenizer& tokenizer, const std::string& prompt,
+                                       const std::string& completion, std::optional<int32_t> sep, int32_t eos);
+
+// The conversation rendered as one text and tokenized once (with no
+// special tokens added: the template writes them, as apply_chat_template
+// does). Assistant turn i is the text the template adds between rendering
+// messages[:i] with the generation prompt and messages[:i + 1]; the tokens
+// of that text are in the loss (a token that straddles the turn's start
+// counts as the assistant's, one that straddles its end does not). Roles: system, user, assistant; there must be an
+// assistant turn. Throws std::invalid_argument naming the message at fault,
+// or the template when it does not render turns as prefixes of the whole.
+LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                          const std::vector<ChatMessage>& messages);
+
+}  // namespace zoo::text

@@ -1,0 +1,315 @@
+// Fine-tuning data: chat templates rendered as @huggingface/jinja renders the
+// published ones, and `zoo data create-hdf5 Summarization` / `Chat` files
+// (read back with h5py) whose loss mask is exactly on the completion /
+// assistant tokens, with clear errors for bad input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "data/text/chat_template.h"
+#include "data/text/tokenizer.h"
+#include "tests/hdf5_fixtures.h"
+#include "tests/test_util.h"
+#include "tests/tokenizer_fixtures.h"
+
+namespace zoo {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+json published_templates() {
+  return json::parse(testing::read_file(testing::source_dir() + "/tests/data/chat_templates.json"));
+}
+
+// Conversations that exercise system prompts, multi-turn, whitespace the
+// templates trim or keep, text that looks like Jinja, and role orders some
+// templates refuse.
+json conversations() {
+  auto m = [](const char* role, const std::string& content) { return json{{"role", role}, {"content", content}}; };
+  return json::array({
+      json::array({m("system", "You are a helpful assistant"), m("user", "Hello"), m("assistant", "Hi there"),
+                   m("user", "Who are you"), m("assistant", "   I am an assistant   "), m("user", "Another question")}),
+      json::array({m("user", "  padded\ttext \n"), m("assistant", "línea 1\nline 2 {{ not_a_tag }} {% raw %} 😀"),
+                   m("user", "东京 \"quoted\" 'single'"), m("assistant", "")}),
+      json::array({m("user", "Only a question?")}),
+      json::array({m("assistant", "I speak first"), m("user", "then me")}),
+      json::array({m("user", "one"), m("user", "two")}),
+  });
+}
+
+std::vector<text::ChatMessage> messages_of(const json& list) {
+  std::vector<text::ChatMessage> out;
+  for (const auto& m : list) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  return out;
+}
+
+TEST(ChatTemplate, PublishedTemplatesRenderAsHuggingFaceJinjaRendersThem) {
+  const std::string js = testing::transformers_js_dir();
+  ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(js);
+  json cases = json::array();
+  const json templates = published_templates();
+  for (const auto& [name, t] : templates.items())
+    for (const auto& conversation : conversations())
+      for (bool generation_prompt : {false, true})
+        cases.push_back({{"name", name}, {"template", t["chat_template"]}, {"bos_token", t["bos_token"]},
+                         {"eos_token", t["eos_token"]}, {"messages", conversation},
+                         {"add_generation_prompt", generation_prompt}});
+  TempDir tmp;
+  testing::write_file(tmp / "cases.json", cases.dump());
+  const auto r = testing::run_node_oracle(js, "chat_template_jinja.mjs", testing::shell_quoted(tmp / "cases.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json reference = json::parse(r.output);
+  ASSERT_EQ(reference.size(), cases.size());
+  int rendered = 0, refused = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    text::SpecialTokens tokens;
+    tokens.bos_token = c["bos_token"].get<std::string>();
+    tokens.eos_token = c["eos_token"].get<std::string>();
+    const text::ChatTemplate chat(c["template"].get<std::string>(), tokens, c["name"].get<std::string>());
+    const std::string what = c["name"].get<std::string>() + " case " + std::to_string(i) + ": " + c["messages"].dump();
+    if (reference[i].contains("text")) {
+      EXPECT_EQ(chat.render(messages_of(c["messages"]), c["add_generation_prompt"].get<bool>()),
+                reference[i]["text"].get<std::string>())
+          << what;
+      ++rendered;
+    } else {
+      try {
+        chat.render(messages_of(c["messages"]), c["add_generation_prompt"].get<bool>());
+        ADD_FAILURE() << what << ": rendered, but @huggingface/jinja raised " << reference[i]["error"];
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(reference[i]["error"].get<std::string>()), std::string::npos)
+            << what << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find(c["name"].get<std::string>()), std::string::npos) << e.what();
+      }
+      ++refused;
+    }
+  }
+  EXPECT_GT(rendered, 40);
+  EXPECT_GT(refused, 5);  // the templates that insist on alternating roles refuse some conversations
+}
+
+TEST(ChatTemplate, TemplatesItCannotUseAreClearErrors) {
+  text::SpecialTokens tokens;
+  auto error = [&](const std::string& source, const std::vector<text::ChatMessage>& messages = {{"user", "hi"}}) {
+    try {
+      text::ChatTemplate(source, tokens, "dir/tokenizer_config.json").render(messages, true);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("").find("has no chat_template"), std::string::npos) << error("");
+  const std::string unclosed = error("{% for m in messages %}{{ m.content }}");
+  EXPECT_NE(unclosed.find("dir/tokenizer_config.json: chat_template cannot be parsed"), std::string::npos) << unclosed;
+  const std::string filter = error("{{ messages[0].content | no_such_filter }}");
+  EXPECT_NE(filter.find("no_such_filter"), std::string::npos) << filter;
+  EXPECT_NE(filter.find("dir/tokenizer_config.json"), std::string::npos) << filter;
+}
+
+// One sample as create-hdf5 writes it from ids and their in-loss flags:
+// input_ids, attention_mask (label j in the loss) and labels rows, padded.
+std::vector<int32_t> expected_row(const std::vector<int32_t>& ids, const std::vector<int>& in_loss, int msl, int32_t pad) {
+  std::vector<int32_t> row(3 * msl, pad);
+  if (static_cast<int>(ids.size()) > msl + 1) {
+    ADD_FAILURE() << ids.size() << " ids do not fit a sample of " << msl;
+    return row;
+  }
+  std::fill(row.begin() + msl, row.begin() + 2 * msl, 0);
+  for (size_t j = 0; j + 1 < ids.size(); ++j) {
+    row[j] = ids[j];
+    row[msl + j] = in_loss[j + 1];
+    row[2 * msl + j] = ids[j + 1];
+  }
+  return row;
+}
+
+std::string create_hdf5(const std::string& mode, const std::string& in, const std::string& out, const std::string& args) {
+  return testing::zoo_binary() + " data create-hdf5 " + mode + " --input_dir " + testing::shell_quoted(in) +
+         " --output_dir " + testing::shell_quoted(out) + " " + args;
+}
+
+std::vector<std::vector<int32_t>> sentencepiece_encode(const std::string& model, const std::vector<std::string>& texts) {
+  TempDir tmp;
+  testing::write_file(tmp / "texts.json", json(texts).dump());
+  const auto r = testing::run_command("/usr/bin/python3 " + testing::shell_quoted(testing::oracle_path("tokenizer_sentencepiece_encode.py")) +
+                                      " " + testing::shell_quoted(model) + " " + testing::shell_quoted(tmp / "texts.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return json::parse(r.output)["ids"].get<std::vector<std::vector<int32_t>>>();
+}
+
+TEST(CreateHdf5Summarization, LossMaskIsOnTheCompletionAndItsEosOnly) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  ZOO_SKIP_WITHOUT_SENTENCEPIECE();
+  TempDir tmp;
+  testing::make_llama_tokenizer(tmp / "tok", "prepend");
+  std::filesystem::remove(tmp / "tok/tokenizer.json");  // SentencePiece's own tokenizer.model
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"Summarize: the cat sat on the mat all day.", "A cat sat."},
+      {"Translate to Spanish: the rhea", "el ñandú 😀"},
+      {std::string(300, 'z') + " far too long a prompt", "dropped, or cut with --truncate"},
+      {"Q: 2+2?", " Four"}};
+  for (size_t i = 0; i < pairs.size(); ++i)
+    testing::write_file(tmp / ("in/" + std::string(i < 2 ? "a" : "b") + ".jsonl"),
+                        (i % 2 ? testing::read_file(tmp / ("in/" + std::string(i < 2 ? "a" : "b") + ".jsonl")) : "") +
+                            json{{"question", pairs[i].first}, {"answer", pairs[i].second}}.dump() + "\n");
+  ASSERT_EQ(testing::run_command("gzip " + (tmp / "in/b.jsonl")).exit_code, 0);
+  const std::string common = "--tokenizer_type HuggingFaceTokenizer --huggingface_tokenizer " + (tmp / "tok") +
+                             " --prompt_key question --completion_key answer --max_seq_length 48";
+  const auto dropped = testing::run_command(create_hdf5("Summarization", tmp / "in", tmp / "out", common));
+  ASSERT_EQ(dropped.exit_code, 0) << dropped.output;
+  EXPECT_NE(dropped.output.find("0 truncated, 1 dropped"), std::string::npos) << dropped.output;
+  const auto truncated = testing::run_command(create_hdf5("Summarization", tmp / "in", tmp / "cut", common + " --truncate true"));
+  ASSERT_EQ(truncated.exit_code, 0) << truncated.output;
+  EXPECT_NE(truncated.output.find("0 truncated, 1 dropped"), std::string::npos) << truncated.output;
+
+  // modelzoo's layout, from the SentencePiece library's ids: bos prompt completion eos.
+  std::vector<std::string> texts;
+  for (const auto& [p, c] : pairs) texts.insert(texts.end(), {p, c});
+  const auto encoded = sentencepiece_encode(tmp / "tok/tokenizer.model", texts);
+  std::vector<std::vector<int32_t>> want_dropped, want_cut;
+  int64_t loss_tokens = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    std::vector<int32_t> ids = {1};
+    ids.insert(ids.end(), encoded[2 * i].begin(), encoded[2 * i].end());
+    std::vector<int> in_loss(ids.size(), 0);
+    ids.insert(ids.end(), encoded[2 * i + 1].begin(), encoded[2 * i + 1].end());
+    ids.push_back(2);
+    in_loss.resize(ids.size(), 1);
+    if (ids.size() <= 49) {
+      want_dropped.push_back(expected_row(ids, in_loss, 48, 2));
+      loss_tokens += static_cast<int64_t>(encoded[2 * i + 1].size()) + 1;
+    }
+    ids.resize(std::min<size_t>(ids.size(), 49));
+    in_loss.resize(ids.size());
+    // The long pair's completion is past the cut: nothing of it is left to learn, so it is dropped either way ...
+    if (std::count(in_loss.begin() + 1, in_loss.end(), 1) > 0) want_cut.push_back(expected_row(ids, in_loss, 48, 2));
+  }
+  EXPECT_EQ(testing::h5py_samples(tmp / "out"), want_dropped);
+  const auto params = json::parse(testing::read_file(tmp / "out/data_params.json"));
+  EXPECT_EQ(params["post-process"]["n_loss_tokens"], loss_tokens);
+  EXPECT_EQ(params["post-process"]["n_dropped"], 1);
+  // ... and with a prompt short enough to leave part of the completion, --truncate keeps the sample.
+  EXPECT_EQ(testing::h5py_samples(tmp / "cut"), want_dropped);
+  testing::write_file(tmp / "in2/c.jsonl", json{{"question", "Q: list"}, {"answer", std::string(200, 'y')}}.dump() + "\n");
+  const auto cut = testing::run_command(create_hdf5("Summarization", tmp / "in2", tmp / "cut2", common + " --truncate true"));
+  ASSERT_EQ(cut.exit_code, 0) << cut.output;
+  EXPECT_NE(cut.output.find("1 truncated, 0 dropped"), std::string::npos) << cut.output;
+  const auto rows = testing::h5py_samples(tmp / "cut2");
+  ASSERT_EQ(rows.size(), 1u);
+  const auto q = sentencepiece_encode(tmp / "tok/tokenizer.model", {"Q: list", std::string(200, 'y')});
+  std::vector<int32_t> ids = {1};
+  ids.insert(ids.end(), q[0].begin(), q[0].end());
+  std::vector<int> in_loss(ids.size(), 0);
+  ids.insert(ids.end(), q[1].begin(), q[1].end());
+  in_loss.resize(ids.size(), 1);
+  ids.resize(49);
+  in_loss.resize(49);
+  EXPECT_EQ(rows[0], expected_row(ids, in_loss, 48, 2));
+}
+
+TEST(CreateHdf5Chat, LossMaskIsExactlyOnTheAssistantTurns) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  ZOO_SKIP_WITHOUT_SENTENCEPIECE();
+  const std::string js = testing::transformers_js_dir();
+  ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(js);
+  const json templates = published_templates();
+  auto m = [](const char* role, const std::string& content) { return json{{"role", role}, {"content", content}}; };
+  const json plain = json::array(
+      {json::array({m("user", "What is two plus two?"), m("assistant", "Four."), m("user", "And doubled?"),
+                    m("assistant", " Eight, with spaces ")}),
+       json::array({m("user", "Say hola"), m("assistant", "¡Hola! 😀 東京")})});
+  json with_system = plain;
+  with_system[0].insert(with_system[0].begin(), m("system", "Be brief."));
+  for (const auto& [name, layout, system] :
+       {std::tuple{"llama_2_13b_chat", "prepend", true}, {"chatml_openhermes_2_5_mistral_7b", "prepend", true},
+        {"mistral_7b_instruct_v0_1", "prepend", false}, {"gemma_7b_it", "prepend", false},
+        {"llama_3_8b_instruct", "metaspace", true}}) {
+    SCOPED_TRACE(name);
+    TempDir tmp;
+    testing::make_llama_tokenizer(tmp / "tok", layout);
+    json config = json::parse(testing::read_file(tmp / "tok/tokenizer_config.json"));
+    config["chat_template"] = templates[name]["chat_template"];
+    testing::write_file(tmp / "tok/tokenizer_config.json", config.dump());
+    const json chats = system ? with_system : plain;
+    std::string lines;
+    for (const auto& c : chats) lines += json{{"messages", c}, {"id", 7}}.dump() + "\n";
+    testing::write_file(tmp / "in/chat.jsonl", lines);
+    const auto r = testing::run_command(create_hdf5("Chat", tmp / "in", tmp / "out",
+                                                    "--tokenizer_type HuggingFaceTokenizer --huggingface_tokenizer " +
+                                                        (tmp / "tok") + " --max_seq_length 512"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    testing::write_file(tmp / "chats.json", chats.dump());
+    const auto ref = testing::run_node_oracle(js, "chat_tokens_transformers_js.mjs",
+                                              testing::shell_quoted(tmp / "tok") + " " + testing::shell_quoted(tmp / "chats.json"));
+    ASSERT_EQ(ref.exit_code, 0) << ref.output;
+    const json reference = json::parse(ref.output);
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& c : reference)
+      want.push_back(expected_row(c["ids"].get<std::vector<int32_t>>(), c["in_loss"].get<std::vector<int>>(), 512, 2));
+    const auto rows = testing::h5py_samples(tmp / "out");
+    EXPECT_EQ(rows, want);
+    // The labels in the loss spell the assistant's words, and nothing of the
+    // user's (the "prepend" layout's decoder turns byte-fallback pieces back into text).
+    if (std::string(layout) != "prepend") continue;
+    auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "tok"});
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<int32_t> learned;
+      for (int j = 0; j < 512; ++j)
+        if (rows[i][512 + j]) learned.push_back(rows[i][1024 + j]);
+      const std::string text = tok->decode_like_transformers(learned);
+      for (const auto& message : chats[i]) {
+        const std::string content = message["content"].get<std::string>();
+        const std::string trimmed = content.substr(content.find_first_not_of(' '), content.find_last_not_of(' ') - content.find_first_not_of(' ') + 1);
+        EXPECT_EQ(text.find(trimmed) != std::string::npos, message["role"] == "assistant") << text << " vs " << content;
+      }
+    }
+  }
+}
+
+TEST(CreateHdf5FineTuning, BadInputIsAClearErrorNamingTheFileAndLine) {
+  TempDir tmp;
+  testing::write_file(tmp / "template.jinja",
+                      "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}"
+                      "{% if add_generation_prompt %}<assistant>{% endif %}");
+  auto run = [&](const std::string& mode, const std::string& lines, const std::string& extra = "") {
+    static int n = 0;
+    const std::string in = tmp / ("in" + std::to_string(++n));
+    testing::write_file(in + "/data.jsonl", lines);
+    const std::string out = tmp / ("out" + std::to_string(n));
+    const auto r = testing::run_command(create_hdf5(mode, in, out, "--tokenizer_type ByteTokenizer --eos_id 0 " + extra));
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out + "/examples_0.h5")) << "a failed run leaves no samples behind";
+    return in + "/data.jsonl: " + r.output;
+  };
+  auto expect_error = [](const std::string& output, const std::string& where, const std::string& what) {
+    const std::string path = output.substr(0, output.find(": "));
+    EXPECT_NE(output.find(path + ":" + where), std::string::npos) << output;
+    EXPECT_NE(output.find(what), std::string::npos) << output;
+  };
+  const std::string good = json{{"prompt", "p"}, {"completion", "c"}}.dump() + "\n";
+  expect_error(run("Summarization", good + "{\"prompt\": \"p\", \n"), "2", "not a JSON object");
+  expect_error(run("Summarization", good + json{{"question", "p"}, {"completion", "c"}}.dump()), "2",
+               "no key 'prompt' (set --prompt_key");
+  expect_error(run("Summarization", good + good + json{{"prompt", "p"}, {"completion", " "}}.dump()), "3",
+               "the completion is empty");
+  expect_error(run("Summarization", good, "--sep_token '<sep>'"), "", "--sep_token <sep> is not a token");
+  const std::string chat = " --chat_template " + (tmp / "template.jinja");
+  auto conversation = [](const char* role) {
+    return json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", role}, {"content", "x"}}})}}.dump() + "\n";
+  };
+  expect_error(run("Chat", conversation("assistant") + conversation("robot"), chat), "2",
+               "message 1: unknown role 'robot' (expected system, user or assistant)");
+  expect_error(run("Chat", conversation("user"), chat), "1", "no assistant message");
+  expect_error(run("Chat", json{{"conversation", json::array()}}.dump() + "\n", chat), "1",
+               "expected a list of messages under 'messages' (set --multi_turn_key)");
+  expect_error(run("Chat", json{{"messages", json::array({{{"role", "user"}}})}}.dump() + "\n", chat), "1",
+               "messages[0]: no key 'content' (set --multi_turn_content_key");
+  expect_error(run("Chat", conversation("assistant")), "", "has no chat_template");
+}
+
+}  // namespace
+}  // namespace zoo
