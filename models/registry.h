@@ -103,6 +103,8 @@ const auto& spec_options(const ModelSpec& model, const std::string& otherwise) {
 // state_dict_adapter): config.json <-> `model` section, and state dicts
 // without the "model." prefix. Functions throw std::runtime_error listing
 // missing or unexpected keys.
+struct HfKeyMap;  // models/hf/hf_key_map.h
+
 struct HfAdapter {
   // The `model` section of zoo's params (written to a params file).
   std::function<YAML::Node(const nlohmann::json& config)> config_from_hf;
@@ -136,6 +138,9 @@ struct HfAdapter {
   // written beside the params as label_vocab.json, which the model's and the
   // input's label_vocab_file then name.
   std::function<nlohmann::json(const nlohmann::json& config)> label_vocab_from_hf;
+  // Set by key_mapped: the tensor map from_hf / to_hf apply, for what maps
+  // layer by layer beside the weights (PEFT adapters: runner/convert/peft.h).
+  std::function<HfKeyMap(const ModelSpec& model)> key_map;
 };
 
 struct ModelFamily {

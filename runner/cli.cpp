@@ -32,7 +32,7 @@ cxxopts::Options run_options() {
                 "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
                 "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
                 "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
-                "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
+                "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo|peft} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
                 "(see its --help)\n"
                 "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
                 "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
@@ -108,6 +108,8 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
        cxxopts::value<std::string>()->default_value(""))
       ("huggingface_tokenizer", "HuggingFaceTokenizer: a tokenizer directory as Hugging Face saves one "
        "(tokenizer.json or tokenizer.model, with tokenizer_config.json).", cxxopts::value<std::string>()->default_value(""))
+      ("chat", "Send --prompt as a user message through the tokenizer's chat template; the reply ends at its eos_token.")
+      ("system", "With --chat: a system message before the prompt.", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "Print this help.");
   std::vector<std::string> rest(args.begin() + 1, args.end());
   const std::string prog = "zoo generate";
@@ -138,6 +140,9 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
   g.tokenizer = {r["tokenizer_type"].as<std::string>(), r["vocab_file"].as<std::string>(),
                  r["encoder_file"].as<std::string>(), r["huggingface_tokenizer"].as<std::string>()};
   if (g.tokenizer.type.empty() && !g.tokenizer.huggingface_tokenizer.empty()) g.tokenizer.type = "HuggingFaceTokenizer";
+  g.chat = r.count("chat") > 0;
+  g.system = r["system"].as<std::string>();
+  if (!g.system.empty() && !g.chat) throw CliError("zoo generate: --system goes with --chat");
   if (g.sampling.max_new_tokens < 0 || g.sampling.temperature < 0 || g.sampling.top_k < 0 ||
       g.sampling.top_p <= 0 || g.sampling.top_p > 1)
     throw CliError("zoo generate: expected max_new_tokens >= 0, temperature >= 0, top_k >= 0, 0 < top_p <= 1");
@@ -149,18 +154,22 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
 }
 
 CliCommand parse_convert(const std::vector<std::string>& args) {
-  cxxopts::Options o("zoo convert", "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo.");
+  cxxopts::Options o("zoo convert", "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo. A "
+                                     "LoRA checkpoint exports as the merged model plus a PEFT adapter in adapter/; a "
+                                     "PEFT adapter imports onto a zoo base checkpoint (--src-fmt peft).");
   o.add_options()
-      ("checkpoint", "Source: HF model.safetensors, its index json or their directory; or a zoo checkpoint.",
-       cxxopts::value<std::string>())
+      ("checkpoint", "Source: HF model.safetensors, its index json or their directory; a zoo checkpoint; or (peft) "
+                     "a PEFT adapter directory.", cxxopts::value<std::string>())
       ("model", "Converter: " + models::hf_converter_list() + "; modelzoo's names " + models::hf_converter_alias_list() +
                     " are read too. hf -> zoo: default from config.json's model_type; "
                 "zoo -> hf: default the one Hugging Face model type that can hold the model.", cxxopts::value<std::string>()->default_value(""))
-      ("src-fmt", "hf or zoo.", cxxopts::value<std::string>())
+      ("src-fmt", "hf, zoo or peft.", cxxopts::value<std::string>())
       ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
       ("config", "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "
                  "(default: the params stored in the checkpoint).", cxxopts::value<std::string>())
       ("output-dir", "Where to write the result.", cxxopts::value<std::string>())
+      ("base-checkpoint", "peft -> zoo: the zoo checkpoint of the base model the adapter applies to.",
+       cxxopts::value<std::string>())
       ("h,help", "Print this help.");
   o.parse_positional({"checkpoint"});
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -183,6 +192,7 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   c.convert.tgt_fmt = r["tgt-fmt"].as<std::string>();
   if (r.count("config")) c.convert.config = r["config"].as<std::string>();
   c.convert.output_dir = r["output-dir"].as<std::string>();
+  if (r.count("base-checkpoint")) c.convert.base_checkpoint = r["base-checkpoint"].as<std::string>();
   return c;
 }
 

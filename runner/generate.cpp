@@ -1,9 +1,12 @@
 // Implementation of runner/generate.h.
 #include "runner/generate.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <iostream>
 
+#include "data/text/chat_template.h"
 #include "data/text/hf_tokenizer.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
@@ -53,6 +56,7 @@ std::vector<int64_t> generate_tokens(models::Model& model, const std::vector<int
   torch::Tensor logits = feed(start);
   for (int64_t n = 0; n < o.max_new_tokens; ++n) {
     const int64_t next = sample_next(logits, o, generator);
+    if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), next) != o.stop_tokens.end()) break;
     tokens.push_back(next);
     if (on_token) on_token(next);
     if (cache.positions >= context) {  // full: restart from the most recent half
@@ -82,14 +86,37 @@ void run_generate(const GenerateCommand& c) {
   ckpt::load_model_state_dict(*model, ckpt::model_weights(dict, path), /*strict=*/true, path);
   text::TokenizerSpec spec = c.tokenizer;
   if (spec.type.empty()) {
-    const std::string beside = std::filesystem::path(path).parent_path().string();
-    const bool has_tokenizer = !text::tokenizer_files(beside.empty() ? "." : beside).empty();
-    spec = has_tokenizer ? text::TokenizerSpec{"HuggingFaceTokenizer", "", "", beside.empty() ? "." : beside}
-                         : text::TokenizerSpec{"ByteTokenizer", "", "", ""};
+    // Beside the checkpoint (zoo convert copies it there), else beside the base a LoRA checkpoint applies to.
+    std::vector<std::string> places = {std::filesystem::path(path).parent_path().string()};
+    if (dict.contains("__metadata__")) {
+      const auto meta = dict.at("__metadata__").toList().get(0).toGenericDict();
+      if (meta.contains("lora_base")) places.push_back(std::filesystem::path(meta.at("lora_base").toStringRef()).parent_path().string());
+    }
+    spec = text::TokenizerSpec{"ByteTokenizer", "", "", ""};
+    for (auto& dir : places) {
+      if (dir.empty()) dir = ".";
+      if (!text::tokenizer_files(dir).empty()) {
+        spec = text::TokenizerSpec{"HuggingFaceTokenizer", "", "", dir};
+        break;
+      }
+    }
   }
   const auto tokenizer = text::make_tokenizer(spec);
-  // As transformers' generate sees tokenizer(prompt): with the tokenizer's bos.
-  const std::vector<int32_t> ids = tokenizer->encode_with_special_tokens(c.prompt);
+  SamplingOptions sampling = c.sampling;
+  std::vector<int32_t> ids;
+  if (c.chat) {
+    const auto& special = tokenizer->special_tokens();
+    std::vector<text::ChatMessage> messages;
+    if (!c.system.empty()) messages.push_back({"system", c.system});
+    messages.push_back({"user", c.prompt});
+    const text::ChatTemplate chat(special.chat_template, special, special.source.empty() ? spec.type : special.source);
+    // The template writes the special tokens, as apply_chat_template's text does.
+    ids = tokenizer->encode(chat.render(messages, /*add_generation_prompt=*/true));
+    if (special.eos) sampling.stop_tokens.push_back(*special.eos);
+  } else {
+    // As transformers' generate sees tokenizer(prompt): with the tokenizer's bos.
+    ids = tokenizer->encode_with_special_tokens(c.prompt);
+  }
   const int64_t vocab = model->vocab_size().value_or(tokenizer->vocab_size());
   for (int32_t id : ids)
     if (id >= vocab)
@@ -99,14 +126,14 @@ void run_generate(const GenerateCommand& c) {
   if (static_cast<int64_t>(ids.size()) > model->max_positions())
     log::warn(strf("the prompt's %zu tokens are more than the model's %ld positions: generation sees its last %ld",
                    ids.size(), static_cast<long>(model->max_positions()), static_cast<long>(model->max_positions())));
-  std::cout << c.prompt << std::flush;
+  if (!c.chat) std::cout << c.prompt << std::flush;
   // The new text as it comes: all generated tokens are decoded together (a
   // SentencePiece token's leading space, a character split across tokens,
   // depend on their neighbours) and what was not printed yet is printed.
   std::vector<int32_t> generated;
   size_t printed = 0;
   const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
-  generate_tokens(*model, std::vector<int64_t>(ids.begin(), ids.end()), c.sampling, [&](int64_t t) {
+  generate_tokens(*model, std::vector<int64_t>(ids.begin(), ids.end()), sampling, [&](int64_t t) {
     // A token past the tokenizer's vocabulary (the model's may be padded) shows as U+FFFD.
     try {
       tokenizer->decode({static_cast<int32_t>(t)});

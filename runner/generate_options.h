@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/text/tokenizer.h"
 
@@ -16,6 +17,7 @@ struct SamplingOptions {
   int64_t top_k = 0;         // 0: no limit
   double top_p = 1.0;        // 1: no nucleus cut
   uint64_t seed = 0;
+  std::vector<int64_t> stop_tokens;  // generation ends after one of these (not printed)
 };
 
 struct GenerateCommand {
@@ -27,6 +29,11 @@ struct GenerateCommand {
   // As `zoo data create-hdf5` takes it; an empty type: the tokenizer beside
   // the checkpoint, else ByteTokenizer.
   text::TokenizerSpec tokenizer{"", "", "", ""};
+  // The prompt as a user message, rendered with the tokenizer's chat
+  // template (with the generation prompt, after `system` when given); the
+  // reply ends at the tokenizer's eos_token.
+  bool chat = false;
+  std::string system;
 };
 
 }  // namespace zoo

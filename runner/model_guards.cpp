@@ -2,18 +2,41 @@
 #include "runner/model_guards.h"
 
 #include <new>
+#include <set>
 #include <stdexcept>
 
+#include "models/common/lora.h"
 #include "models/fusion.h"
+#include "runner/amp/autocast.h"
 #include "models/registry.h"
 #include "runner/log.h"
 
 namespace zoo {
 
+void apply_lora_params(models::Model& model, const Params& params, const torch::Device& device) {
+  std::vector<models::LoraLayer> adapted;
+  try {
+    adapted = models::apply_lora(model, params.lora);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(params.file + ": model." + e.what());
+  }
+  // The frozen base needs no float32 master copy: on a GPU with mixed
+  // precision its matrices are held in the compute dtype (norms stay float32).
+  const auto half = amp::autocast_dtype(params.precision.mixed_precision, params.precision.fp16_type, device);
+  if (device.is_cuda() && half) {
+    const std::set<std::string> norms = models::norm_parameter_names(model);
+    torch::NoGradGuard no_grad;
+    for (auto& p : model.named_parameters())
+      if (!p.value().requires_grad() && p.value().is_floating_point() && !norms.count(p.key()))
+        p.value().set_data(p.value().to(*half));
+  }
+}
+
 std::shared_ptr<models::Model> build_model(const Params& params, const torch::Device& device) {
   try {
     std::shared_ptr<models::Model> model = params.model->build(torch::TensorOptions().device(device));
     models::apply_fusion(*model);
+    if (!params.lora.empty()) apply_lora_params(*model, params, device);
     return model;
   } catch (const std::exception& e) {
     const std::string what = e.what();

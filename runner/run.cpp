@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "data/corpus.h"
+#include "models/common/lora.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/cli.h"
@@ -20,6 +21,7 @@
 #include "runner/generate.h"
 #include "runner/log.h"
 #include "runner/model_dir_lock.h"
+#include "runner/model_guards.h"
 #include "runner/trainer.h"
 #include "runner/params/trainer_format.h"
 
@@ -30,9 +32,19 @@ namespace fs = std::filesystem;
 ModelSummary summarize_model(const Params& params) {
   auto model = params.model->build(torch::TensorOptions().device(torch::kMeta));
   ModelSummary s;
+  s.forward_flops_per_token = model->forward_flops_per_token();
+  if (!params.lora.empty()) {
+    apply_lora_params(*model, params, torch::Device(torch::kMeta));
+    s.adapter_layers = static_cast<int64_t>(models::lora_layers(*model).size());
+  }
   s.parameters = models::parameter_count(*model);
   s.trained_parameters = models::trainable_parameter_count(*model);
-  s.forward_flops_per_token = model->forward_flops_per_token();
+  // Weights and gradients (4 B each) plus the optimizer's state per trained parameter.
+  const std::string& opt = params.optimizer.optimizer_type;
+  const double state = opt == "SGD" ? (params.optimizer.momentum > 0 ? 4 : 0) : opt == "Adafactor" ? 4 : 8;
+  s.trained_state_bytes = static_cast<double>(s.trained_parameters) * (8 + state);
+  const bool half_base = !params.lora.empty() && params.runconfig.target_device == "GPU" && params.precision.mixed_precision;
+  s.frozen_bytes = static_cast<double>(s.parameters - s.trained_parameters) * (half_base ? 2 : 4);
   return s;
 }
 
@@ -65,6 +77,18 @@ int validate_only(const Params& params) {
                            s.trained_parameters / 1e6))
             << strf("FLOPs per token: forward %.4g, training (3x forward) %.4g\n", s.forward_flops_per_token,
                     3 * s.forward_flops_per_token);
+  if (s.adapter_layers > 0)
+    std::cout << strf("LoRA: adapters on %ld dense layers: %ld trainable parameters (%.3f%% of %ld), %ld frozen\n",
+                      static_cast<long>(s.adapter_layers), static_cast<long>(s.trained_parameters),
+                      100.0 * static_cast<double>(s.trained_parameters) / static_cast<double>(s.parameters),
+                      static_cast<long>(s.parameters), static_cast<long>(s.parameters - s.trained_parameters));
+  auto size = [](double bytes) {
+    return bytes >= double(1 << 30) ? strf("%.2f GiB", bytes / double(1 << 30)) : strf("%.2f MiB", bytes / double(1 << 20));
+  };
+  std::cout << "Model state for training on one " << params.runconfig.target_device << ": "
+            << size(s.trained_state_bytes + s.frozen_bytes) << " (trained: " << size(s.trained_state_bytes)
+            << " of float32 weights, gradients and " << params.optimizer.optimizer_type
+            << " state; frozen: " << size(s.frozen_bytes) << "), before activations\n";
   return 0;
 }
 

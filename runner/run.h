@@ -16,10 +16,15 @@ int run(const std::vector<std::string>& args);
 
 struct ModelSummary {
   int64_t parameters = 0;
-  int64_t trained_parameters = 0;  // fewer when some are frozen (DPO's reference)
+  int64_t trained_parameters = 0;  // fewer when some are frozen (DPO's reference, LoRA's base)
+  int64_t adapter_layers = 0;      // dense layers with a LoRA adapter
   double forward_flops_per_token = 0;
+  // Model state on one device for training: trained parameters in float32
+  // with their gradients and optimizer state, frozen ones in the dtype they
+  // are held in (the compute dtype for LoRA's base on a GPU with mixed precision).
+  double trained_state_bytes = 0, frozen_bytes = 0;
 };
-// Builds the model on the meta device: sizes without allocating weights.
+// Builds the model (with its adapters) on the meta device: sizes without allocating weights.
 ModelSummary summarize_model(const Params& params);
 
 }  // namespace zoo

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "data/registry.h"
+#include "models/common/lora.h"
 #include "models/registry.h"
 #include "runner/amp/autocast.h"
 #include "runner/checkpoint/checkpoint.h"
@@ -168,6 +169,20 @@ void Trainer::load_checkpoint(const std::string& path, bool training) {
   apply_checkpoint(timed_load(path), path, training);
 }
 
+// The base a LoRA checkpoint's adapters apply to: the checkpoint itself when
+// it has no adapters (a converted base), else the base its metadata names.
+static std::string lora_base_of(const c10::impl::GenericDict& dict, const std::string& path) {
+  for (const auto& kv : ckpt::model_weights(dict, path)) {
+    const std::string& k = kv.key().toStringRef();
+    if (k.size() > 7 && (k.compare(k.size() - 7, 7, ".lora_A") == 0)) {
+      if (!dict.contains("__metadata__")) return "";
+      const auto meta = dict.at("__metadata__").toList().get(0).toGenericDict();
+      return meta.contains("lora_base") ? meta.at("lora_base").toStringRef() : "";
+    }
+  }
+  return path;
+}
+
 // Each component restores its own state; the trainer only picks which.
 void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training) {
   const RunConfig& rc = params_.runconfig;
@@ -182,6 +197,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
     bool strict = training ? !rc.disable_strict_checkpoint_loading : true;
     for (const auto& w : ckpt::load_model_state_dict(*model_, ckpt::model_weights(dict, path), strict, path))
       log::warn(path + ": " + w);
+    if (!params_.lora.empty()) lora_base_ = lora_base_of(dict, path);
   } else {
     log::warn(path + ": model weights not loaded (not in load_checkpoint_states)");
   }
@@ -392,6 +408,7 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   }
   torch::NoGradGuard no_grad;
   model_->eval();
+  const models::LoraMergeGuard merged(*model_);  // lora_params' merge_weights: B A folded in while evaluating
   // Sums stay on the device; the host reads the losses only on log steps
   // (every step on the CPU), as in train().
   torch::Tensor loss_sum;
@@ -488,7 +505,9 @@ std::string Trainer::save_checkpoint() {
   d.insert("global_step", global_step_);
   d.insert("rng_state", ckpt::rng_state_dict());
   if (sparsity_ && sparsity_->ready()) d.insert("sparsity", sparsity_->state_dict());
-  d.insert("__metadata__", ckpt::checkpoint_metadata(params_));
+  std::map<std::string, std::string> extra;
+  if (!lora_base_.empty()) extra["lora_base"] = lora_base_;  // which base the adapters apply to
+  d.insert("__metadata__", ckpt::checkpoint_metadata(params_, extra));
   const ckpt::CheckpointNaming naming(rc.checkpoint_name);
   std::string path = ckpt::new_checkpoint_path(rc.checkpoint_dir(), global_step_, naming);
   const auto start = std::chrono::steady_clock::now();

@@ -91,6 +91,7 @@ class Trainer {
   MetricsSink metrics_;
   int64_t global_step_ = 0;
   std::string resumed_from_;
+  std::string lora_base_;  // with lora_params: the checkpoint without adapters the run started from
 };
 
 }  // namespace zoo

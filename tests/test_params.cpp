@@ -237,8 +237,8 @@ TEST(TrainerFormat, ErrorsNameTheTrainerKeys) {
   EXPECT_NE(error_of(y).find("trainer.init.schedulers.0.SequentialLR.schedulers.0.gamma: not a key of the LinearLR"),
             std::string::npos)
       << error_of(y);
-  y = with("GlobalFlags", "Lora");
-  EXPECT_NE(error_of(y).find("trainer.init.callbacks.0: unsupported callback 'Lora'"), std::string::npos) << error_of(y);
+  y = with("GlobalFlags", "WeightSurgery");
+  EXPECT_NE(error_of(y).find("trainer.init.callbacks.0: unsupported callback 'WeightSurgery'"), std::string::npos) << error_of(y);
   y = with("batch_size: 8}", "batch_size: 0}");
   EXPECT_NE(error_of(y).find("trainer.fit.train_dataloader.batch_size: expected a value > 0"), std::string::npos)
       << error_of(y);

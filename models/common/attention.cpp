@@ -97,11 +97,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H, G = kv_heads();
   // q, k and v from one GEMM over the stacked weights (one pass over x; the
   // parameters and their checkpoint keys stay separate).
-  const std::vector<torch::Tensor> weights = {proj_q_dense_layer->weight, proj_k_dense_layer->weight,
-                                              proj_v_dense_layer->weight};
-  std::vector<torch::Tensor> biases;
-  if (options_.use_projection_bias)
-    biases = {proj_q_dense_layer->bias, proj_k_dense_layer->bias, proj_v_dense_layer->bias};
+  const std::vector<DenseImpl*> projections = {proj_q_dense_layer.get(), proj_k_dense_layer.get(),
+                                              proj_v_dense_layer.get()};
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
   // q, k and v (B, T, heads, D) are views of the projection's one output. On
   // zoo's CUDA path its node packs their gradients back in the pass that sums
@@ -110,7 +107,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   // of qkv's whole gradient and add them up.
   torch::Tensor q, k, v, rotated_qk, qkv;
   if (q_norm || options_.rotary.dim > 0) {  // q and k normalized per head, then rotated alike: one call for both
-    DenseHeads qk_v = dense_heads(x, weights, biases, {(H + G) * D, G * D}, D);
+    DenseHeads qk_v = dense_heads(x, projections, {(H + G) * D, G * D}, D);
     qkv = qk_v.packed;
     torch::Tensor qk = qk_v.heads[0];
     if (q_norm) {
@@ -122,7 +119,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
     q = q_k[0], k = q_k[1], v = qk_v.heads[1];
     rotated_qk = qk;
   } else {
-    DenseHeads parts = dense_heads(x, weights, biases, {H * D, G * D, G * D}, D);
+    DenseHeads parts = dense_heads(x, projections, {H * D, G * D, G * D}, D);
     qkv = parts.packed;
     q = parts.heads[0], k = parts.heads[1], v = parts.heads[2];
   }

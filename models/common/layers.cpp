@@ -1,6 +1,7 @@
 // Implementation of models/common/layers.h.
 #include "models/common/layers.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "models/kernels/autocast_state.h"
@@ -11,6 +12,16 @@
 #include "models/model.h"
 
 namespace zoo::models {
+namespace {
+
+// x's shape with its last dimension `features` wide.
+std::vector<int64_t> adapter_shape(const torch::Tensor& x, int64_t features) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = features;
+  return shape;
+}
+
+}  // namespace
 
 DenseImpl::DenseImpl(int64_t in_features, int64_t out_features, bool use_bias,
                      const torch::TensorOptions& options) {
@@ -43,10 +54,39 @@ DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::Tenso
   return {packed, split_heads(packed, splits, head_dim)};
 }
 
-torch::Tensor DenseImpl::forward(const torch::Tensor& x) { return dense(x, weight, bias); }
+DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& layers, const std::vector<int64_t>& splits,
+                       int64_t head_dim) {
+  std::vector<torch::Tensor> weights, biases;
+  for (DenseImpl* l : layers) {
+    weights.push_back(l->weight);
+    if (l->bias.defined()) biases.push_back(l->bias);
+  }
+  if (std::none_of(layers.begin(), layers.end(), [](DenseImpl* l) { return l->has_unmerged_adapter(); }))
+    return dense_heads(x, weights, biases, splits, head_dim);
+  // The base's product as without adapters, plus each adapter's output in its layer's columns.
+  const torch::Tensor base = dense(x, weights, biases);
+  std::vector<torch::Tensor> adapters;
+  for (DenseImpl* l : layers)
+    adapters.push_back(l->has_unmerged_adapter()
+                           ? l->adapter_output(x).to(base.scalar_type())
+                           : torch::zeros({1}, base.options()).expand(adapter_shape(x, l->weight.size(0))));
+  const torch::Tensor packed = base + torch::cat(adapters, -1);
+  return {packed, split_heads(packed, splits, head_dim)};
+}
+
+torch::Tensor DenseImpl::adapter_output(const torch::Tensor& x) {
+  const torch::Tensor in = lora_dropout > 0 ? torch::dropout(x, lora_dropout, is_training()) : x;
+  return torch::linear(torch::linear(in, lora_A), lora_B) * lora_scaling;
+}
+
+torch::Tensor DenseImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = dense(x, weight, bias);
+  return has_unmerged_adapter() ? y + adapter_output(x) : y;
+}
 
 torch::Tensor DenseImpl::forward_without_bias(const torch::Tensor& x) {
-  return dense(x, weight, torch::Tensor());
+  torch::Tensor y = dense(x, weight, torch::Tensor());
+  return has_unmerged_adapter() ? y + adapter_output(x) : y;
 }
 
 EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options,

@@ -35,6 +35,12 @@ struct DenseHeads {
 DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::TensorList biases,
                        const std::vector<int64_t>& splits, int64_t head_dim);
 
+class DenseImpl;
+// dense_heads for layers that may carry LoRA adapters: the stacked GEMM
+// when none does, else each layer's own forward (adapter included), concatenated.
+DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& layers, const std::vector<int64_t>& splits,
+                       int64_t head_dim);
+
 class DenseImpl : public torch::nn::Module {
  public:
   DenseImpl(int64_t in_features, int64_t out_features, bool bias, const torch::TensorOptions& options);
@@ -45,6 +51,17 @@ class DenseImpl : public torch::nn::Module {
   void reset_parameters(const InitializerSpec& weight_init);  // bias = 0
   torch::Tensor weight;  // (out, in), as torch.nn.Linear
   torch::Tensor bias;    // (out) or undefined
+
+  // A LoRA adapter, added from outside the model (models/common/lora.h):
+  // forward adds lora_scaling * B A dropout(x), unless it is merged into
+  // weight. Parameters lora_A and lora_B, as modelzoo's LoRA_Linear names them.
+  torch::Tensor lora_A;  // (r, in); undefined without an adapter
+  torch::Tensor lora_B;  // (out, r)
+  double lora_scaling = 0.0, lora_dropout = 0.0;
+  bool lora_merge_weights = false;  // fold B A into the weight for evaluation (LoraMergeGuard)
+  torch::Tensor unmerged_weight;  // the weight's own tensor while B A is merged into `weight`
+  bool has_unmerged_adapter() const { return lora_A.defined() && !unmerged_weight.defined(); }
+  torch::Tensor adapter_output(const torch::Tensor& x);  // lora_scaling * dropout(x) A^T B^T
 };
 TORCH_MODULE(Dense);
 

@@ -1,6 +1,7 @@
 // Implementation of models/hf/hf_key_map.h.
 #include "models/hf/hf_key_map.h"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -134,6 +135,37 @@ torch::Tensor join_qkv(const std::vector<torch::Tensor>& parts, const QkvShape& 
     grouped.push_back(parts[j].reshape(shape));
   }
   return torch::cat(grouped, 1).reshape(with_rows(rows, first)).contiguous();
+}
+
+std::string hf_linear_of(const HfKeyMap& map, const std::string& zoo_linear) {
+  const std::string weight = zoo_linear + ".weight";
+  for (const HfFusedQkv& f : map.fused)
+    if (std::find(f.zoo.begin(), f.zoo.end(), weight) != f.zoo.end())
+      throw std::runtime_error(zoo_linear + ": Hugging Face holds it fused with others in " + f.hf +
+                               ", so its adapter has no layer of its own there");
+  for (const HfTensor& t : map.tensors) {
+    if (t.zoo != weight) continue;
+    if (t.transposed)
+      throw std::runtime_error(zoo_linear + ": Hugging Face stores its weight transposed (" + t.hf +
+                               ", a Conv1D), which PEFT's LoRA layers do not take as zoo's");
+    return t.hf.substr(0, t.hf.size() - std::string(".weight").size());
+  }
+  throw std::runtime_error(zoo_linear + ": not a layer of the Hugging Face model");
+}
+
+std::string zoo_linear_of(const HfKeyMap& map, const std::string& hf_linear) {
+  for (const HfTensor& t : map.tensors)
+    if (t.hf == hf_linear + ".weight" || (!map.hf_prefix.empty() && t.hf == map.hf_prefix + hf_linear + ".weight"))
+      return t.zoo.substr(0, t.zoo.size() - std::string(".weight").size());
+  throw std::runtime_error(hf_linear + ": not a dense layer of this model");
+}
+
+torch::Tensor weight_rows_to_hf(const HfKeyMap& map, const std::string& zoo_linear, const torch::Tensor& t) {
+  return rotary_rows(map, zoo_linear + ".weight", t, /*to_zoo=*/false);
+}
+
+torch::Tensor weight_rows_to_zoo(const HfKeyMap& map, const std::string& zoo_linear, const torch::Tensor& t) {
+  return rotary_rows(map, zoo_linear + ".weight", t, /*to_zoo=*/true);
 }
 
 void HfKeyMap::linear(const std::string& hf, const std::string& zoo, bool conv1d) {

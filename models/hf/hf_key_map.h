@@ -4,7 +4,8 @@
 // Each converter declares its HfKeyMap; map_to_zoo / map_to_hf apply it
 // either way, so the two directions cannot disagree. Defines: QkvLayout,
 // QkvShape, split_qkv, join_qkv, HfTensor, HfFusedQkv, HfKeyMap, map_to_zoo,
-// map_to_hf, key_mapped, map_encoder_layer_linears, zoo_layer.
+// map_to_hf, key_mapped, map_encoder_layer_linears, zoo_layer, hf_linear_of,
+// zoo_linear_of, weight_rows_to_hf, weight_rows_to_zoo.
 #pragma once
 
 #include <torch/torch.h>
@@ -107,7 +108,22 @@ template <class Options, class Keys>
 HfAdapter key_mapped(HfAdapter a, const Options& (*options_of)(const ModelSpec&), Keys keys) {
   a.from_hf = [options_of, keys](const StateDict& hf, const ModelSpec& m) { return map_to_zoo(keys(options_of(m)), hf); };
   a.to_hf = [options_of, keys](const StateDict& z, const ModelSpec& m) { return map_to_hf(keys(options_of(m)), z); };
+  a.key_map = [options_of, keys](const ModelSpec& m) { return keys(options_of(m)); };
   return a;
 }
+
+// The Hugging Face module (its weight's key without ".weight") that holds
+// zoo's dense layer `zoo_linear` (a module path, e.g.
+// "transformer_decoder.layers.0.self_attn.proj_q_dense_layer"), and back.
+// Throws std::runtime_error when HF fuses the layer with others (GPT-2's
+// c_attn) or stores it transposed (Conv1D), or has no such layer.
+std::string hf_linear_of(const HfKeyMap& map, const std::string& zoo_linear);
+std::string zoo_linear_of(const HfKeyMap& map, const std::string& hf_linear);
+
+// A tensor with one row per output of zoo's dense layer `zoo_linear` (a
+// LoRA B), its rows ordered as HF orders that layer's weight rows (the
+// half-split rotary of q and k), and back.
+torch::Tensor weight_rows_to_hf(const HfKeyMap& map, const std::string& zoo_linear, const torch::Tensor& t);
+torch::Tensor weight_rows_to_zoo(const HfKeyMap& map, const std::string& zoo_linear, const torch::Tensor& t);
 
 }  // namespace zoo::models

@@ -224,6 +224,13 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
         it = saved.erase(it);
   }
   std::map<std::string, torch::Tensor> targets = model_tensors(model);
+  // A checkpoint without adapters is the base a LoRA run starts from: its
+  // adapters keep their initial values (B = 0: the base model's function).
+  auto is_adapter = [](const std::string& k) {
+    return k.size() > 7 && (k.compare(k.size() - 7, 7, ".lora_A") == 0 || k.compare(k.size() - 7, 7, ".lora_B") == 0);
+  };
+  if (std::none_of(saved.begin(), saved.end(), [&](const auto& kv) { return is_adapter(kv.first); }))
+    for (auto it = targets.begin(); it != targets.end();) it = is_adapter(it->first) ? targets.erase(it) : std::next(it);
   std::vector<std::string> report = check_state(targets, saved, strict, source);
   torch::NoGradGuard no_grad;
   for (auto& [k, t] : targets) {

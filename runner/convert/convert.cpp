@@ -14,7 +14,9 @@
 #include "runner/checkpoint/checkpoint.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/convert/safetensors.h"
+#include "data/text/hf_tokenizer.h"
 #include "runner/params/params.h"
+#include "runner/convert/peft.h"
 
 namespace zoo::convert {
 
@@ -156,6 +158,12 @@ void hf_to_zoo(const ConvertCommand& c) {
   const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
   config::write_yaml_file(params_path, params_yaml);
   if (!labels.is_null()) std::ofstream(labels_path) << labels.dump(2) << "\n";
+  // The tokenizer travels with the weights: zoo generate and zoo data find it beside the checkpoint.
+  const auto tokenizer = text::tokenizer_files(dir.string());
+  for (const auto& f : tokenizer)
+    fs::copy_file(f, fs::path(c.output_dir) / fs::path(f).filename(), fs::copy_options::overwrite_existing);
+  if (!tokenizer.empty())
+    std::cout << "Copied the tokenizer (" << tokenizer.size() << " files) to " << c.output_dir << "\n";
   std::cout << "Wrote " << ckpt_path << " and " << params_path
             << " (set train_input/eval_input's data directory, then: zoo CPU --params " << params_path
             << " --mode train; back to Hugging Face: zoo convert CHECKPOINT --model " << converter
@@ -237,6 +245,24 @@ void zoo_to_hf(const ConvertCommand& c) {
     std::cout << "Exporting as " << converter << ", the one Hugging Face model type that holds this model\n";
   }
   const models::HfAdapter& a = models::find_hf_converter(converter);
+  if (!params.lora.empty()) {
+    // A LoRA checkpoint: its adapters as PEFT's, and the model with them folded in.
+    const auto layers = adapter_layers(*exported, params.lora);
+    const std::string adapter_dir = (fs::path(c.output_dir) / "adapter").string();
+    std::string base;
+    if (dict.contains("__metadata__")) {
+      const auto meta = dict.at("__metadata__").toList().get(0).toGenericDict();
+      if (meta.contains("lora_base")) base = meta.at("lora_base").toStringRef();
+    }
+    try {
+      write_peft_adapter(adapter_dir, converter, *exported, layers, state, base);
+      merge_adapters(state, layers);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(c.checkpoint + ": " + e.what());
+    }
+    std::cout << "Wrote the PEFT adapter " << adapter_dir << " (" << layers.size()
+              << " layers) and, below, the model with the adapters merged in\n";
+  }
   models::StateDict hf;
   try {
     if (cfg.is_null()) cfg = a.config_to_hf(*exported);
@@ -273,10 +299,59 @@ void zoo_to_hf(const ConvertCommand& c) {
 
 }  // namespace
 
+// A PEFT adapter onto a zoo base checkpoint: the base's weights with the
+// adapters, and its params with the lora_params that give them.
+void peft_to_zoo(const ConvertCommand& c) {
+  if (!c.base_checkpoint)
+    throw std::runtime_error("zoo convert --src-fmt peft: pass --base-checkpoint, the zoo checkpoint of the model the "
+                             "adapter was trained on (zoo convert makes one from the Hugging Face base)");
+  refuse_non_empty(c.output_dir);
+  const std::string& base_path = *c.base_checkpoint;
+  c10::impl::GenericDict base = ckpt::load_checkpoint_file(base_path);
+  Params base_params = ckpt::params_of(base, base_path, c.config, "--config");
+  if (!base_params.lora.empty())
+    throw std::runtime_error(base_path + ": already has LoRA adapters; give the checkpoint of the base model");
+  std::string converter = c.model;
+  if (converter.empty()) {
+    // Model types that hold the same model (llama, mistral) name its layers alike: the first does.
+    const auto holding = converters_holding(*base_params.model);
+    if (holding.empty())
+      throw std::runtime_error("zoo convert: " + base_path + ": no Hugging Face model type holds this model");
+    converter = holding.front().first;
+  }
+  PeftImport adapter;
+  try {
+    adapter = read_peft_adapter(c.checkpoint, converter, *base_params.model);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("zoo convert: " + std::string(e.what()));
+  }
+  // The base's stored params, with the adapters' lora_params.
+  YAML::Node yaml = config::load_yaml_string(
+      base.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef(), base_path + " (stored params)");
+  yaml["model"]["lora_params"] = models::lora_params_to_yaml(adapter.groups);
+  const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
+  yaml["runconfig"]["checkpoint_path"] = ckpt_path;
+  yaml["runconfig"]["model_dir"] = (fs::path(c.output_dir) / "finetune").string();
+  Params params = params_from_node(yaml, c.checkpoint + " (imported)", YAML::Node());
+  c10::impl::GenericDict weights = ckpt::model_weights(base, base_path).copy();
+  for (auto& [key, t] : adapter.tensors) weights.insert("model." + key, t);
+  fs::create_directories(c.output_dir);
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", weights);
+  d.insert("global_step", int64_t{0});
+  d.insert("__metadata__", ckpt::checkpoint_metadata(params, {{"lora_base", base_path}, {"converted_from", c.checkpoint}}));
+  ckpt::save_checkpoint_file(ckpt_path, d);
+  const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
+  config::write_yaml_file(params_path, yaml);
+  std::cout << "Wrote " << ckpt_path << " (" << base_path << " with the adapter's " << adapter.tensors.size() / 2
+            << " layers) and " << params_path << "\n";
+}
+
 void run_convert(const ConvertCommand& c) {
+  if (c.src_fmt == "peft" && c.tgt_fmt == "zoo") return peft_to_zoo(c);
   if (c.src_fmt == "hf" && c.tgt_fmt == "zoo") return hf_to_zoo(c);
   if (c.src_fmt == "zoo" && c.tgt_fmt == "hf") return zoo_to_hf(c);
-  throw std::runtime_error("zoo convert: --src-fmt/--tgt-fmt must be hf -> zoo or zoo -> hf");
+  throw std::runtime_error("zoo convert: --src-fmt/--tgt-fmt must be hf -> zoo, zoo -> hf or peft -> zoo");
 }
 
 }  // namespace zoo::convert

@@ -178,6 +178,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
     const std::string key = kv.first.as<std::string>();
     if (key == "name") name_node = kv.second, p.model_name = config::Value<std::string>::parse(kv.second, section_ctx("model"), "name");
     else if (std::find(kPrecisionKeys.begin(), kPrecisionKeys.end(), key) != kPrecisionKeys.end()) precision[kv.first] = kv.second;
+    else if (key == "lora_params") p.lora = models::parse_lora_params(kv.second, section_ctx("model"));
     else model[kv.first] = kv.second;  // keep the original key node (and its line)
   }
   p.precision = PrecisionConfig::schema().parse(precision, section_ctx("model"));
@@ -301,6 +302,7 @@ YAML::Node Params::resolved() const {
   model_out["name"] = model_name;
   YAML::Node prec = PrecisionConfig::schema().to_yaml(precision);
   for (const auto& kv : prec) model_out[kv.first] = kv.second;
+  if (!lora.empty()) model_out["lora_params"] = models::lora_params_to_yaml(lora);
   out["model"] = model_out;
   if (has_optimizer) out["optimizer"] = optimizer.to_yaml();
   out["runconfig"] = RunConfig::schema().to_yaml(runconfig);
@@ -332,6 +334,8 @@ std::vector<SchemaSection> schema_sections() {
   out.push_back({"optimizer.learning_rate (each scheduler mapping)", "", optim::scheduler_fields(), ""});
   out.push_back({"sparsity", SparsityConfig::schema().doc(), SparsityConfig::schema().describe(), ""});
   out.push_back({"model (all families)", PrecisionConfig::schema().doc(), PrecisionConfig::schema().describe(), ""});
+  out.push_back({"model.lora_params (all families; a mapping, or a list of them)", models::LoraGroup::schema().doc(),
+                 models::LoraGroup::schema().describe(), ""});
   for (const models::ModelFamily* f : models::model_families()) {
     std::string heading = "model, name: " + f->name;
     for (const auto& a : f->aliases) heading += " | " + a;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "configs/schema/schema.h"
+#include "models/common/lora_config.h"
 #include "runner/optim/optimizer_config.h"
 #include "runner/params/runconfig.h"
 #include "runner/sparsity_config.h"
@@ -47,6 +48,7 @@ struct Params {
   std::shared_ptr<const data::InputSpec> train_input;  // null when absent
   std::shared_ptr<const data::InputSpec> eval_input;   // null when absent
   std::optional<SparsityConfig> sparsity;  // modelzoo's weight sparsity, when given
+  std::vector<models::LoraGroup> lora;     // model.lora_params (Trainer format: the Lora callback); empty: none
   std::vector<std::string> warnings;
 
   // For errors found at run time about a section as a whole.

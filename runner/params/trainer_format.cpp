@@ -65,6 +65,7 @@ const std::vector<CallbackMap>& callback_map() {
       {"callbacks", "CheckLoss", "", "runconfig.check_loss_values"},
       {"callbacks", "LoadCheckpointStates", "load_checkpoint_states", "runconfig.load_checkpoint_states"},
       {"callbacks", "KeepNCheckpoints", "n", "runconfig.max_checkpoints"},
+      {"callbacks", "Lora", "lora_params", "model.lora_params"},
       {"callbacks", "ScopedTrainFlags", "csx.performance.micro_batch_size", "train_input.micro_batch_size"},
       {"loggers", "TensorBoardLogger", "summary_dir", "runconfig.summary_dir"},
   };

@@ -1,0 +1,57 @@
+// LoRA, applied from outside the model as modelzoo's make_model_lora does:
+// adapters on the dense layers that lora_params' groups target, every other
+// parameter frozen. Defines: LoraLayer, apply_lora, lora_layers,
+// module_names_for_matching, LoraMergeGuard, merge_lora.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "models/common/layers.h"
+#include "models/common/lora_config.h"
+
+namespace zoo::models {
+
+struct LoraLayer {
+  std::string path;  // the dense layer's module path, e.g. "transformer_decoder.layers.0.self_attn.proj_q_dense_layer"
+  DenseImpl* layer;
+};
+
+// The names a dense layer at `path` answers to in target_modules: each part
+// of its path, the class names of the modules it sits in (zoo's, as modelzoo
+// names them: TransformerDecoderLayer, MultiheadAttention,
+// FeedForwardNetwork, Linear, ...) and PEFT's name for it (q_proj, k_proj,
+// v_proj, o_proj, gate_proj, up_proj, down_proj) where it has one.
+std::vector<std::string> module_names_for_matching(const torch::nn::Module& model, const std::string& path);
+
+// Adds an adapter to each dense layer the first matching group targets
+// (every name of target_modules among its names; unset: the dense layers
+// of the model's transformer layers), A Kaiming-uniform (a = sqrt(5)), B
+// zero, in float32 on the layer's device, scaled by alpha / r; then stops
+// the gradient of every other parameter. Throws std::invalid_argument
+// naming a group whose target_modules match no layer.
+std::vector<LoraLayer> apply_lora(torch::nn::Module& model, const std::vector<LoraGroup>& groups);
+
+// The dense layers of `model` that carry an adapter.
+std::vector<LoraLayer> lora_layers(torch::nn::Module& model);
+
+// While alive, B A folds into the weights of the layers whose group has
+// merge_weights (as modelzoo does for evaluation); the weights' own tensors
+// come back untouched afterwards, so training resumes bit for bit.
+class LoraMergeGuard {
+ public:
+  explicit LoraMergeGuard(torch::nn::Module& model);
+  ~LoraMergeGuard();
+  LoraMergeGuard(const LoraMergeGuard&) = delete;
+  LoraMergeGuard& operator=(const LoraMergeGuard&) = delete;
+
+ private:
+  std::vector<DenseImpl*> merged_;
+};
+
+// w + scaling B A, in w's dtype (computed in float32 or wider).
+torch::Tensor merge_lora(const torch::Tensor& w, const torch::Tensor& a, const torch::Tensor& b, double scaling);
+
+}  // namespace zoo::models
