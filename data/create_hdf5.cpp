@@ -4,7 +4,6 @@
 #include <hdf5.h>
 
 #include <algorithm>
-#include <chrono>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -74,31 +73,19 @@ CreateHdf5Summary create_lm_data(const CreateHdf5Options& o, const text::Tokeniz
   SampleWriter writer(o, static_cast<int32_t>(pad));
   Chunker chunker(writer, o.max_seq_length, o.pack_sequences);
   CreateHdf5Summary s;
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    for (size_t f = 0; f < files.size(); ++f) {
-      for_each_document(files[f], o.jsonl_key, [&](const std::string& doc) {
-        if (doc.empty()) return;
-        std::vector<int32_t> tokens = tokenizer.encode(doc);
-        tokens.push_back(static_cast<int32_t>(eos));
-        s.tokens += static_cast<int64_t>(tokens.size());
-        ++s.documents;
-        chunker.add_document(tokens);
-      });
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      show_progress(progress, f + 1, files.size(), writer, s.tokens, seconds);
-    }
-    chunker.finish();
-    writer.flush();
-  } catch (...) {
-    progress << "\n";
-    writer.remove_written();
-    throw;
-  }
-  progress << "\n";
-  s.samples = writer.samples();
-  s.files = writer.files();
-  s.loss_tokens = writer.loss_tokens();
+  write_samples(
+      files, writer, s, progress,
+      [&](const std::string& file) {
+        for_each_document(file, o.jsonl_key, [&](const std::string& doc) {
+          if (doc.empty()) return;
+          std::vector<int32_t> tokens = tokenizer.encode(doc);
+          tokens.push_back(static_cast<int32_t>(eos));
+          s.tokens += static_cast<int64_t>(tokens.size());
+          ++s.documents;
+          chunker.add_document(tokens);
+        });
+      },
+      [&] { chunker.finish(); });
   s.discarded_tokens = chunker.discarded();
   return s;
 }

@@ -1,7 +1,7 @@
 // The Summarization and Chat modes of `zoo data create-hdf5`
 // (data/create_hdf5.h): one prompt/completion pair or conversation per
 // sample, the loss mask on what the model should learn to write.
-#include <chrono>
+#include <algorithm>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
@@ -64,53 +64,39 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
   SampleWriter writer(o, static_cast<int32_t>(pad));
   CreateHdf5Summary s;
   const int64_t window = o.max_seq_length + 1;
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    for (size_t f = 0; f < files.size(); ++f) {
-      for_each_json_line(files[f], [&](const nlohmann::json& j, const std::string& where) {
-        text::LabeledTokens t;
-        try {
-          if (chat)
-            t = text::chat_tokens(tokenizer, *chat_template, messages_of(j, o, where));
-          else
-            t = text::prompt_completion_tokens(tokenizer, string_at(j, o.prompt_key, where, "--prompt_key"),
-                                               string_at(j, o.completion_key, where, "--completion_key"), sep,
-                                               static_cast<int32_t>(eos));
-        } catch (const std::invalid_argument& e) {
-          const std::string what = e.what();
-          throw std::invalid_argument(what.rfind(where, 0) == 0 ? what : where + ": " + what);
-        }
-        ++s.documents;
-        int64_t length = static_cast<int64_t>(t.ids.size());
-        if (length > window) {
-          const bool loss_left = std::find(t.in_loss.begin() + 1, t.in_loss.begin() + window, 1) != t.in_loss.begin() + window;
-          if (!o.truncate || !loss_left) {
-            ++s.dropped;
-            return;
-          }
-          ++s.truncated;
-          length = window;
-        }
-        if (length < 2) {
+  write_samples(files, writer, s, progress, [&](const std::string& file) {
+    for_each_json_line(file, [&](const nlohmann::json& j, const std::string& where) {
+      text::LabeledTokens t;
+      try {
+        if (chat)
+          t = text::chat_tokens(tokenizer, *chat_template, messages_of(j, o, where));
+        else
+          t = text::prompt_completion_tokens(tokenizer, string_at(j, o.prompt_key, where, "--prompt_key"),
+                                             string_at(j, o.completion_key, where, "--completion_key"), sep,
+                                             static_cast<int32_t>(eos));
+      } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        throw std::invalid_argument(what.rfind(where, 0) == 0 ? what : where + ": " + what);
+      }
+      ++s.documents;
+      int64_t length = static_cast<int64_t>(t.ids.size());
+      if (length > window) {
+        const bool loss_left = std::find(t.in_loss.begin() + 1, t.in_loss.begin() + window, 1) != t.in_loss.begin() + window;
+        if (!o.truncate || !loss_left) {
           ++s.dropped;
           return;
         }
-        s.tokens += length;
-        writer.add(t.ids.data(), length, t.in_loss.data());
-      });
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      show_progress(progress, f + 1, files.size(), writer, s.tokens, seconds);
-    }
-    writer.flush();
-  } catch (...) {
-    progress << "\n";
-    writer.remove_written();
-    throw;
-  }
-  progress << "\n";
-  s.samples = writer.samples();
-  s.files = writer.files();
-  s.loss_tokens = writer.loss_tokens();
+        ++s.truncated;
+        length = window;
+      }
+      if (length < 2) {
+        ++s.dropped;
+        return;
+      }
+      s.tokens += length;
+      writer.add(t.ids.data(), length, t.in_loss.data());
+    });
+  });
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -174,6 +175,29 @@ void show_progress(std::ostream& out, size_t done, size_t total, const SampleWri
   out << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/" << total
       << " files, " << w.samples() << " samples, " << tokens << " tokens, " << std::fixed << std::setprecision(0)
       << (seconds > 0 ? tokens / seconds : 0.0) << " tokens/s" << std::flush;
+}
+
+void write_samples(const std::vector<std::string>& files, SampleWriter& writer, CreateHdf5Summary& s,
+                   std::ostream& progress, const std::function<void(const std::string& file)>& read,
+                   const std::function<void()>& finish) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (size_t f = 0; f < files.size(); ++f) {
+      read(files[f]);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      show_progress(progress, f + 1, files.size(), writer, s.tokens, seconds);
+    }
+    if (finish) finish();
+    writer.flush();
+  } catch (...) {
+    progress << "\n";
+    writer.remove_written();
+    throw;
+  }
+  progress << "\n";
+  s.samples = writer.samples();
+  s.files = writer.files();
+  s.loss_tokens = writer.loss_tokens();
 }
 
 void refuse_existing_dataset(const CreateHdf5Options& o) {

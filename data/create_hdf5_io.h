@@ -74,6 +74,13 @@ void for_each_json_line(const std::string& path,
 // One line of progress after each input file, rewritten in place.
 void show_progress(std::ostream& out, size_t done, size_t total, const SampleWriter& w, int64_t tokens, double seconds);
 
+// Calls `read` with each input file in turn, showing progress after each,
+// then `finish` (may be empty) and flushes the writer; on any error removes
+// what was written and rethrows. Sets the summary's samples, files and loss_tokens.
+void write_samples(const std::vector<std::string>& files, SampleWriter& writer, CreateHdf5Summary& s,
+                   std::ostream& progress, const std::function<void(const std::string& file)>& read,
+                   const std::function<void()>& finish = {});
+
 // Refuses an output_dir that already holds a dataset (zoo never overwrites one); creates it otherwise.
 void refuse_existing_dataset(const CreateHdf5Options& o);
 

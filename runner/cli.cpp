@@ -213,13 +213,15 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   o.add_options()
       ("input_dir", "Directory of input files (searched recursively).", cxxopts::value<std::string>())
       ("output_dir", "Where to write the dataset; must not hold one already.", cxxopts::value<std::string>())
-      ("tokenizer_type", "One of: " + types + ".", cxxopts::value<std::string>())
+      ("tokenizer_type", "One of: " + types + " (default with --huggingface_tokenizer: HuggingFaceTokenizer).",
+       cxxopts::value<std::string>())
       ("vocab_file", "GPT2Tokenizer: vocab.bpe (the merges).", cxxopts::value<std::string>()->default_value(""))
       ("encoder_file", "GPT2Tokenizer: encoder.json; NeoXTokenizer / HuggingFaceTokenizer: tokenizer.json.",
        cxxopts::value<std::string>()->default_value(""))
       ("huggingface_tokenizer", "HuggingFaceTokenizer: a local tokenizer directory as Hugging Face saves one "
-       "(tokenizer.json or tokenizer.model / spiece.model, with tokenizer_config.json), or one such file; zoo does "
-       "not download.", cxxopts::value<std::string>()->default_value(""))
+       "(tokenizer.json or tokenizer.model / spiece.model, with tokenizer_config.json), or one such file, e.g. the "
+       "directory zoo convert wrote (it copies the tokenizer there); zoo does not download.",
+       cxxopts::value<std::string>()->default_value(""))
       ("max_seq_length", "Tokens per sample.", cxxopts::value<int64_t>()->default_value("2048"))
       ("eos_id", "Ends every document / completion (default: the tokenizer's eos_token, else its <|endoftext|>).",
        cxxopts::value<int64_t>())
@@ -269,8 +271,10 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   }
   if (r.count("help")) throw CliHelp(help());
   if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");
-  for (const char* k : {"input_dir", "output_dir", "tokenizer_type"})
+  for (const char* k : {"input_dir", "output_dir"})
     if (!r.count(k)) throw CliError(prog + ": --" + k + " is required (see --help)");
+  if (!r.count("tokenizer_type") && !r.count("huggingface_tokenizer"))
+    throw CliError(prog + ": --tokenizer_type is required (or --huggingface_tokenizer DIR alone) (see --help)");
   // An option of another mode would be silently ignored: say so instead.
   const std::vector<std::pair<std::string, std::vector<const char*>>> mode_options = {
       {"LMData", {"pack_sequences", "jsonl_key"}},
@@ -291,8 +295,9 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   d.mode = mode;
   d.input_dir = r["input_dir"].as<std::string>();
   d.output_dir = r["output_dir"].as<std::string>();
-  d.tokenizer = {r["tokenizer_type"].as<std::string>(), r["vocab_file"].as<std::string>(),
-                 r["encoder_file"].as<std::string>(), r["huggingface_tokenizer"].as<std::string>()};
+  d.tokenizer = {r.count("tokenizer_type") ? r["tokenizer_type"].as<std::string>() : "HuggingFaceTokenizer",
+                 r["vocab_file"].as<std::string>(), r["encoder_file"].as<std::string>(),
+                 r["huggingface_tokenizer"].as<std::string>()};
   d.max_seq_length = r["max_seq_length"].as<int64_t>();
   if (r.count("eos_id")) d.eos_id = r["eos_id"].as<int64_t>();
   if (r.count("pad_id")) d.pad_id = r["pad_id"].as<int64_t>();

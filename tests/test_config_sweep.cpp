@@ -45,6 +45,7 @@ std::vector<std::string> sweep_configs() {
   add(source / "tests/modelzoo_configs/trainer_format", false);
   add(source / "configs/cerebras_gpt", true);
   add(source / "configs/layers_api_demo", true);
+  add(source / "configs/finetune", true);
   files.push_back("configs/quickstart.yaml");
   std::sort(files.begin(), files.end());
   return files;
@@ -321,6 +322,9 @@ std::vector<YAML::Node> data_sections(YAML::Node root) {
 
 void shrink_steps(YAML::Node root) {
   if (root["trainer"]) {
+    // A fine-tuning config's base checkpoint is the user's: the sweep starts from initialized weights.
+    for (const char* stage : {"fit", "validate"})
+      if (root["trainer"][stage]) root["trainer"][stage].remove("ckpt_path");
     YAML::Node init = root["trainer"]["init"];
     YAML::Node loop = init["loop"];
     loop.remove("num_steps");
@@ -333,6 +337,7 @@ void shrink_steps(YAML::Node root) {
     return;
   }
   YAML::Node rc = root["runconfig"];
+  rc.remove("checkpoint_path");
   rc.remove("num_steps");
   rc["max_steps"] = 4;
   if (rc["num_epochs"]) {  // two epochs of two steps, an evaluation after each

@@ -63,6 +63,22 @@ void randomize_b(models::Model& model) {
 
 const char* kAllLayers = "{r: 4, alpha: 8}";
 
+// The converted tiny LLaMA with the adapters `lora` gives, B random.
+struct AdaptedLlama {
+  TempDir dir;
+  Params params;
+  std::shared_ptr<models::Model> model;
+  torch::Tensor ids;
+  explicit AdaptedLlama(const std::string& lora) {
+    make_converted_llama(dir);
+    params = lora_params(dir, lora);
+    model = load_base(dir, params);
+    models::apply_lora(*model, params.lora);
+    randomize_b(*model);
+    ids = testing::read_raw(dir / "ids.bin", torch::kLong, {2, 16});
+  }
+};
+
 TEST(Lora, ZeroBLeavesTheBaseModelsLogitsExactlyAndOnlyAdaptersTrain) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   TempDir dir;
@@ -94,15 +110,13 @@ TEST(Lora, ZeroBLeavesTheBaseModelsLogitsExactlyAndOnlyAdaptersTrain) {
 
 TEST(Lora, AdapterGradientsMatchAFloat64PythonReference) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
-  TempDir dir;
-  make_converted_llama(dir);
   // Different ranks and alphas per kind, as lists of groups give them.
-  const Params params = lora_params(dir, "[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [down_proj]}]");
-  auto model = load_base(dir, params);
-  models::apply_lora(*model, params.lora);
-  randomize_b(*model);
+  AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [down_proj]}]");
+  const TempDir& dir = a.dir;
+  const Params& params = a.params;
+  auto& model = a.model;
+  const torch::Tensor& ids = a.ids;
   model->train();
-  const torch::Tensor ids = testing::read_raw(dir / "ids.bin", torch::kLong, {2, 16});
   models::Features batch{{"input_ids", ids.narrow(1, 0, 15)}, {"labels", ids.narrow(1, 1, 15)},
                          {"attention_mask", torch::ones({2, 15}, torch::kLong)}};
   const torch::Tensor loss = -model->label_log_likelihood(batch, /*average=*/true).mean();
@@ -137,13 +151,11 @@ TEST(Lora, AdapterGradientsMatchAFloat64PythonReference) {
 
 TEST(Lora, MergedWeightsGiveTheUnmergedLogitsAndComeBackUntouched) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
-  TempDir dir;
-  make_converted_llama(dir);
-  const Params params = lora_params(dir, "{r: 4, alpha: 8, merge_weights: true}");
-  auto model = load_base(dir, params);
-  models::apply_lora(*model, params.lora);
-  randomize_b(*model);
-  const torch::Tensor ids = testing::read_raw(dir / "ids.bin", torch::kLong, {2, 16});
+  AdaptedLlama a("{r: 4, alpha: 8, merge_weights: true}");
+  const TempDir& dir = a.dir;
+  const Params& params = a.params;
+  auto& model = a.model;
+  const torch::Tensor& ids = a.ids;
   const torch::Tensor unmerged = logits_of(*model, ids);
   std::map<std::string, torch::Tensor> before;
   for (const auto& p : model->named_parameters()) before[p.key()] = p.value().clone();
@@ -210,12 +222,11 @@ std::string save_lora_checkpoint(const TempDir& dir, models::Model& model, const
 
 TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
-  TempDir dir;
-  make_converted_llama(dir);
-  const Params params = lora_params(dir, "[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
-  auto model = load_base(dir, params);
-  models::apply_lora(*model, params.lora);
-  randomize_b(*model);
+  AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
+  const TempDir& dir = a.dir;
+  const Params& params = a.params;
+  auto& model = a.model;
+  const torch::Tensor& ids = a.ids;
   const std::string saved = save_lora_checkpoint(dir, *model, params);
   convert::run_convert({saved, "llama", "zoo", "hf", std::nullopt, dir / "export"});
   const auto cfg = nlohmann::json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"));
@@ -236,7 +247,6 @@ TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   auto merged = merged_params.model->build(torch::TensorOptions());
   ckpt::load_model_state_dict(*merged, ckpt::load_checkpoint_file(dir / "merged/checkpoint_0.mdl").at("model").toGenericDict(),
                               true, "merged");
-  const torch::Tensor ids = testing::read_raw(dir / "ids.bin", torch::kLong, {2, 16});
   EXPECT_LT((logits_of(*merged, ids) - logits_of(*model, ids)).abs().max().item<double>(), 1e-5);
 
   // Imported onto the base again: the same adapters, bit for bit, and the same lora_params.

@@ -75,6 +75,11 @@ std::vector<torch::Tensor> recompute_with_inputs_in_backward(
   variable_list defined;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined()) slots.push_back(i), defined.push_back(inputs[i]);
+  // Below a frozen part of the model (LoRA's base) the activation has no
+  // gradient, yet the block's own parameters may train: the node's backward
+  // runs only when an input asks for a gradient, so the activation asks for one.
+  if (torch::GradMode::is_enabled() && !defined.front().requires_grad())
+    defined.front() = defined.front().detach().requires_grad_(true);
   auto holder = c10::make_intrusive<Block>();
   holder->run = [block, slots, n = inputs.size()](const variable_list& in) {
     variable_list all(n);

@@ -1,0 +1,127 @@
+// The fine-tuning journey of docs/finetuning.md end to end on the CPU, with
+// the zoo binary as a user runs it: a tiny Llama-style model and its
+// SentencePiece tokenizer in Hugging Face's layout -> zoo convert -> chat
+// .jsonl -> zoo data create-hdf5 Chat -> LoRA fine-tune -> eval -> PEFT
+// adapter and merged model -> zoo generate --chat.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "convert_fixtures.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "test_util.h"
+#include "tests/tokenizer_fixtures.h"
+
+namespace zoo {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+const char* kReply = "I am a tiny llama.";
+
+// Conversations whose assistant always gives kReply, whatever the user asks.
+std::string chats(std::mt19937& rng, int n) {
+  const std::vector<std::string> words = {"cats", "rain", "boats", "music", "stars", "bread", "trains", "snow"};
+  std::string lines;
+  for (int i = 0; i < n; ++i) {
+    const std::string topic = words[rng() % words.size()], other = words[rng() % words.size()];
+    json messages = json::array({{{"role", "user"}, {"content", "Tell me about " + topic + " and " + other + "."}},
+                                 {{"role", "assistant"}, {"content", kReply}}});
+    if (i % 3 == 0) messages.insert(messages.begin(), json{{"role", "system"}, {"content", "Answer briefly."}});
+    lines += json{{"messages", messages}}.dump() + "\n";
+  }
+  return lines;
+}
+
+TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports) {
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
+  ZOO_SKIP_WITHOUT_SENTENCEPIECE();
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir dir;
+  const std::string zoo = testing::zoo_binary();
+  auto run = [&](const std::string& args) {
+    const auto r = testing::run_command(zoo + " " + args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    return r.output;
+  };
+  // A Hugging Face directory: the tokenizer (with Llama 2's chat template) and a random Llama of its vocabulary.
+  testing::make_llama_tokenizer(dir / "hf", "prepend");
+  json config = json::parse(testing::read_file(dir / "hf/tokenizer_config.json"));
+  config["chat_template"] = json::parse(testing::read_file(testing::source_dir() + "/tests/data/chat_templates.json"))
+      ["llama_2_13b_chat"]["chat_template"];
+  testing::write_file(dir / "hf/tokenizer_config.json", config.dump());
+  testing::write_file(dir / "case.json", json{{"model_type", "llama"}, {"rope_scaling", nullptr}, {"head_dim", nullptr},
+                                              {"experts", 0}, {"bias", ""}, {"theta", 10000.0}, {"rope_parameters", false}}
+                                             .dump());
+  std::string make = testing::oracle("convert_llama_make_llama.py");
+  const std::string sizes = "V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6";
+  ASSERT_NE(make.find(sizes), std::string::npos);
+  make.replace(make.find(sizes), sizes.size(), "V, C, H, G, L, I, P, eps = 520, 64, 4, 2, 2, 128, 128, 1e-6");
+  testing::run_fixture(dir, "make_llama.py", make);
+
+  run("convert " + (dir / "hf") + " --src-fmt hf --tgt-fmt zoo --output-dir " + (dir / "base"));
+  ASSERT_TRUE(std::filesystem::exists(dir / "base/tokenizer.model")) << "zoo convert copies the tokenizer";
+  ASSERT_TRUE(std::filesystem::exists(dir / "base/tokenizer_config.json"));
+
+  std::mt19937 rng(7);
+  testing::write_file(dir / "chats/train/a.jsonl", chats(rng, 48));
+  testing::write_file(dir / "chats/eval/a.jsonl", chats(rng, 16));
+  for (const char* split : {"train", "eval"}) {
+    const std::string out = run("data create-hdf5 Chat --input_dir " + (dir / ("chats/" + std::string(split))) + " --output_dir " +
+                                (dir / ("data/" + std::string(split))) + " --huggingface_tokenizer " +
+                                (dir / "base") + " --max_seq_length 96");
+    EXPECT_NE(out.find("0 truncated, 0 dropped"), std::string::npos) << out;
+  }
+
+  // The converted params, pointed at the data, with LoRA on every dense layer of the decoder.
+  YAML::Node p = YAML::LoadFile(dir / "base/params.yaml");
+  for (const char* split : {"train", "eval"}) {
+    YAML::Node in = p[std::string(split) + "_input"];
+    in["data_dir"] = dir / ("data/" + std::string(split));
+    in["batch_size"] = 8;
+    in["shuffle"] = std::string(split) == "train";
+  }
+  p["model"]["lora_params"] = YAML::Load("{r: 8, alpha: 16, merge_weights: true}");
+  p["optimizer"]["learning_rate"] = 0.01;
+  p["optimizer"]["weight_decay"] = 0.0;
+  p["runconfig"]["num_steps"] = 30;
+  p["runconfig"]["checkpoint_steps"] = 30;
+  p["runconfig"]["log_steps"] = 10;
+  p["runconfig"]["seed"] = 1;
+  p["runconfig"]["model_dir"] = dir / "ft";
+  YAML::Emitter e;
+  e << p;
+  testing::write_file(dir / "ft.yaml", e.c_str());
+
+  const std::string validated = run("CPU --params " + (dir / "ft.yaml") + " --mode train --validate_only");
+  EXPECT_NE(validated.find("LoRA: adapters on 14 dense layers"), std::string::npos) << validated;
+  // Held out, before: the base model (B = 0) on the assistant turns.
+  const double before = testing::eval_loss(run("CPU --params " + (dir / "ft.yaml") + " --mode eval"));
+  run("CPU --params " + (dir / "ft.yaml") + " --mode train");
+  const std::string trained = dir / "ft/checkpoint_30.mdl";
+  ASSERT_TRUE(std::filesystem::exists(trained));
+  const double after = testing::eval_loss(run("CPU --params " + (dir / "ft.yaml") + " --mode eval --checkpoint_path " + trained));
+  std::cout << "[ journey ] held-out assistant-turn loss " << before << " -> " << after << "\n";
+  EXPECT_LT(after, 0.3 * before) << "held-out assistant-turn loss: " << before << " -> " << after;
+
+  // Only the adapters moved: every base tensor is the converted one, bit for bit.
+  const auto base = ckpt::load_checkpoint_file(dir / "base/checkpoint_0.mdl").at("model").toGenericDict();
+  const auto tuned = ckpt::load_checkpoint_file(trained).at("model").toGenericDict();
+  EXPECT_EQ(tuned.size(), base.size() + 2 * 14);
+  for (const auto& kv : base) EXPECT_TRUE(torch::equal(kv.value().toTensor(), tuned.at(kv.key()).toTensor())) << kv.key().toStringRef();
+
+  // Exports: the PEFT adapter and the merged model.
+  run("convert " + trained + " --model llama --src-fmt zoo --tgt-fmt hf --output-dir " + (dir / "export"));
+  for (const char* f : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "model.safetensors", "config.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir / ("export/" + std::string(f)))) << f;
+
+  // The fine-tuned model answers a chat prompt as it learned to (its tokenizer found beside the base).
+  const std::string answer = run("generate --checkpoint_path " + (dir / "ft") +
+                                 " --chat --prompt 'Tell me about snow and boats.' --temperature 0 --max_new_tokens 24");
+  std::cout << "[ journey ] zoo generate --chat: " << answer.substr(answer.rfind('\n', answer.size() - 2) + 1);
+  EXPECT_NE(answer.find(kReply), std::string::npos) << answer;
+}
+
+}  // namespace
+}  // namespace zoo
