@@ -136,7 +136,14 @@ std::optional<std::string> Trainer::restore(bool training) {
 
 std::optional<std::string> Trainer::restore_checkpoint(bool training) {
   const RunConfig& rc = params_.runconfig;
-  if (rc.checkpoint_path) {
+  // A LoRA run's checkpoint_path names the base it starts from: once the
+  // run has checkpoints of its own, starting it again resumes from them.
+  const bool lora_resumes = training && !params_.lora.empty() && rc.checkpoint_path && rc.autoload_last_checkpoint &&
+                            !ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name)).empty();
+  if (lora_resumes)
+    log::info("checkpoint_path " + *rc.checkpoint_path + " is the LoRA run's base; resuming from the run's newest "
+              "checkpoint in " + rc.checkpoint_dir());
+  if (rc.checkpoint_path && !lora_resumes) {
     load_checkpoint(*rc.checkpoint_path, training);
     return rc.checkpoint_path;
   }
@@ -153,7 +160,7 @@ std::optional<std::string> Trainer::restore_checkpoint(bool training) {
         unreadable += (unreadable.empty() ? "" : ", ") + it->path;
         continue;
       }
-      apply_checkpoint(*dict, it->path, training);
+      apply_checkpoint(*dict, it->path, training, /*every_state=*/lora_resumes);
       return it->path;
     }
     // Starting over would quietly abandon the run these files belong to.
@@ -184,10 +191,11 @@ static std::string lora_base_of(const c10::impl::GenericDict& dict, const std::s
 }
 
 // Each component restores its own state; the trainer only picks which.
-void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training) {
+void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training,
+                               bool every_state) {
   const RunConfig& rc = params_.runconfig;
   std::set<std::string> states(kCheckpointStates.begin(), kCheckpointStates.end());
-  if (training && rc.load_checkpoint_states) states = rc.load_checkpoint_states->items;
+  if (training && rc.load_checkpoint_states && !every_state) states = rc.load_checkpoint_states->items;
   auto want = [&](const char* key) { return states.count(key) && dict.contains(key); };
   auto state = [&](const char* key) { return dict.at(key).toGenericDict(); };
   log::info("Loading checkpoint " + path);

@@ -73,7 +73,10 @@ class Trainer {
   // steps_apart (1 for training steps; 0 for eval batches, all at one step).
   double read_losses(std::vector<torch::Tensor>& losses, int64_t last_step, int64_t steps_apart);
   std::optional<std::string> restore_checkpoint(bool training);
-  void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training);
+  // every_state: a run resuming from its own checkpoint takes all of it,
+  // whatever load_checkpoint_states picks from the checkpoint it started from.
+  void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training,
+                        bool every_state = false);
   void check_loss(double loss, int64_t step) const;
   int ranks() const { return distributed_ ? distributed_->world_size() : 1; }  // data-parallel processes
 

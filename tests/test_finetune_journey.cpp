@@ -105,6 +105,18 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   std::cout << "[ journey ] held-out assistant-turn loss " << before << " -> " << after << "\n";
   EXPECT_LT(after, 0.3 * before) << "held-out assistant-turn loss: " << before << " -> " << after;
 
+  // Stopped at step 15 and started again with the same command, the run
+  // resumes from its own checkpoint (not the base checkpoint_path names) and
+  // ends with the same adapters, bit for bit.
+  const std::string split_run = "CPU --params " + (dir / "ft.yaml") + " --mode train --model_dir " + (dir / "ft2");
+  run(split_run + " --max_steps 15");
+  const std::string resumed = run(split_run + " --max_steps 30");
+  EXPECT_NE(resumed.find("is the LoRA run's base; resuming"), std::string::npos) << resumed;
+  const auto once = ckpt::load_checkpoint_file(trained).at("model").toGenericDict();
+  const auto twice = ckpt::load_checkpoint_file(dir / "ft2/checkpoint_30.mdl").at("model").toGenericDict();
+  for (const auto& kv : once)
+    EXPECT_TRUE(torch::equal(kv.value().toTensor(), twice.at(kv.key()).toTensor())) << kv.key().toStringRef();
+
   // Only the adapters moved: every base tensor is the converted one, bit for bit.
   const auto base = ckpt::load_checkpoint_file(dir / "base/checkpoint_0.mdl").at("model").toGenericDict();
   const auto tuned = ckpt::load_checkpoint_file(trained).at("model").toGenericDict();
