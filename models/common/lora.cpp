@@ -49,7 +49,7 @@ std::vector<std::string> split_path(const std::string& path) {
 // Whether a dense layer sits in one of the model's repeated transformer layers (the default target).
 bool in_transformer_layer(const std::vector<std::string>& names) {
   return std::any_of(names.begin(), names.end(), [](const std::string& n) {
-    return n == "TransformerDecoderLayer" || n == "TransformerEncoderLayer";
+    return ends_with(n, "DecoderLayer") || ends_with(n, "EncoderLayer");  // T5's CrossDecoderLayer too
   });
 }
 
