@@ -112,10 +112,7 @@ TEST(Lora, AdapterGradientsMatchAFloat64PythonReference) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   // Different ranks and alphas per kind, as lists of groups give them.
   AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [down_proj]}]");
-  const TempDir& dir = a.dir;
-  const Params& params = a.params;
-  auto& model = a.model;
-  const torch::Tensor& ids = a.ids;
+  auto& [dir, params, model, ids] = a;
   model->train();
   models::Features batch{{"input_ids", ids.narrow(1, 0, 15)}, {"labels", ids.narrow(1, 1, 15)},
                          {"attention_mask", torch::ones({2, 15}, torch::kLong)}};
@@ -152,10 +149,7 @@ TEST(Lora, AdapterGradientsMatchAFloat64PythonReference) {
 TEST(Lora, MergedWeightsGiveTheUnmergedLogitsAndComeBackUntouched) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   AdaptedLlama a("{r: 4, alpha: 8, merge_weights: true}");
-  const TempDir& dir = a.dir;
-  const Params& params = a.params;
-  auto& model = a.model;
-  const torch::Tensor& ids = a.ids;
+  auto& [dir, params, model, ids] = a;
   const torch::Tensor unmerged = logits_of(*model, ids);
   std::map<std::string, torch::Tensor> before;
   for (const auto& p : model->named_parameters()) before[p.key()] = p.value().clone();
@@ -223,10 +217,7 @@ std::string save_lora_checkpoint(const TempDir& dir, models::Model& model, const
 TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
-  const TempDir& dir = a.dir;
-  const Params& params = a.params;
-  auto& model = a.model;
-  const torch::Tensor& ids = a.ids;
+  auto& [dir, params, model, ids] = a;
   const std::string saved = save_lora_checkpoint(dir, *model, params);
   convert::run_convert({saved, "llama", "zoo", "hf", std::nullopt, dir / "export"});
   const auto cfg = nlohmann::json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"));
