@@ -88,10 +88,9 @@ void run_generate(const GenerateCommand& c) {
   if (spec.type.empty()) {
     // Beside the checkpoint (zoo convert copies it there), else beside the base a LoRA checkpoint applies to.
     std::vector<std::string> places = {std::filesystem::path(path).parent_path().string()};
-    if (dict.contains("__metadata__")) {
-      const auto meta = dict.at("__metadata__").toList().get(0).toGenericDict();
-      if (meta.contains("lora_base")) places.push_back(std::filesystem::path(meta.at("lora_base").toStringRef()).parent_path().string());
-    }
+    if (!params.lora.empty())
+      if (const std::string base = ckpt::lora_base_of(dict, path); !base.empty() && base != path)
+        places.push_back(std::filesystem::path(base).parent_path().string());
     spec = text::TokenizerSpec{"ByteTokenizer", "", "", ""};
     for (auto& dir : places) {
       if (dir.empty()) dir = ".";

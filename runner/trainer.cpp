@@ -176,20 +176,6 @@ void Trainer::load_checkpoint(const std::string& path, bool training) {
   apply_checkpoint(timed_load(path), path, training);
 }
 
-// The base a LoRA checkpoint's adapters apply to: the checkpoint itself when
-// it has no adapters (a converted base), else the base its metadata names.
-static std::string lora_base_of(const c10::impl::GenericDict& dict, const std::string& path) {
-  for (const auto& kv : ckpt::model_weights(dict, path)) {
-    const std::string& k = kv.key().toStringRef();
-    if (k.size() > 7 && (k.compare(k.size() - 7, 7, ".lora_A") == 0)) {
-      if (!dict.contains("__metadata__")) return "";
-      const auto meta = dict.at("__metadata__").toList().get(0).toGenericDict();
-      return meta.contains("lora_base") ? meta.at("lora_base").toStringRef() : "";
-    }
-  }
-  return path;
-}
-
 // Each component restores its own state; the trainer only picks which.
 void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training,
                                bool every_state) {
@@ -205,7 +191,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
     bool strict = training ? !rc.disable_strict_checkpoint_loading : true;
     for (const auto& w : ckpt::load_model_state_dict(*model_, ckpt::model_weights(dict, path), strict, path))
       log::warn(path + ": " + w);
-    if (!params_.lora.empty()) lora_base_ = lora_base_of(dict, path);
+    if (!params_.lora.empty()) lora_base_ = ckpt::lora_base_of(dict, path);
   } else {
     log::warn(path + ": model weights not loaded (not in load_checkpoint_states)");
   }

@@ -83,6 +83,18 @@ c10::impl::GenericList checkpoint_metadata(const Params& params, const std::map<
   return metadata;
 }
 
+std::string lora_base_of(const c10::impl::GenericDict& dict, const std::string& path) {
+  for (const auto& kv : model_weights(dict, path)) {
+    const std::string& k = kv.key().toStringRef();
+    if (k.size() > 7 && k.compare(k.size() - 7, 7, ".lora_A") == 0) {
+      if (!dict.contains("__metadata__")) return "";
+      const auto meta = dict.at("__metadata__").toList().get(0).toGenericDict();
+      return meta.contains("lora_base") ? meta.at("lora_base").toStringRef() : "";
+    }
+  }
+  return path;
+}
+
 Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
                  const std::optional<std::string>& params_file, const std::string& flag) {
   if (params_file) return load_params(*params_file, YAML::Node());

@@ -3,7 +3,7 @@
 // torch.load opens, and model state-dict conversion.
 // Defines: CheckpointFile, list_checkpoints, new_checkpoint_path,
 // save_checkpoint_file, load_checkpoint_file, model_weights, step_in_name,
-// model_state_dict, load_model_state_dict, checkpoint_metadata, params_of.
+// model_state_dict, load_model_state_dict, checkpoint_metadata, lora_base_of, params_of.
 #pragma once
 
 #include <torch/torch.h>
@@ -53,6 +53,11 @@ std::optional<int64_t> step_in_name(const std::string& path, const CheckpointNam
 // modelzoo's "__metadata__": [{version, model_name, params (the resolved
 // params as YAML text), and any `extra` entries}].
 c10::impl::GenericList checkpoint_metadata(const Params& params, const std::map<std::string, std::string>& extra = {});
+// The base a LoRA checkpoint's adapters apply to: the checkpoint itself
+// when its weights have no adapters (a converted base), else the
+// "lora_base" of its metadata ("" when it names none).
+std::string lora_base_of(const c10::impl::GenericDict& dict, const std::string& path);
+
 // The params a checkpoint was made with: `params_file` when given, else the
 // ones stored in its metadata (an error telling to pass `flag` when absent).
 Params params_of(const c10::impl::GenericDict& dict, const std::string& path,

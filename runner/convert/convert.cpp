@@ -249,11 +249,7 @@ void zoo_to_hf(const ConvertCommand& c) {
     // A LoRA checkpoint: its adapters as PEFT's, and the model with them folded in.
     const auto layers = adapter_layers(*exported, params.lora);
     const std::string adapter_dir = (fs::path(c.output_dir) / "adapter").string();
-    std::string base;
-    if (dict.contains("__metadata__")) {
-      const auto meta = dict.at("__metadata__").toList().get(0).toGenericDict();
-      if (meta.contains("lora_base")) base = meta.at("lora_base").toStringRef();
-    }
+    const std::string base = ckpt::lora_base_of(dict, c.checkpoint);
     try {
       write_peft_adapter(adapter_dir, converter, *exported, layers, state, base);
       merge_adapters(state, layers);
