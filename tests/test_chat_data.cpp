@@ -107,6 +107,7 @@ TEST(ChatTemplate, TemplatesItCannotUseAreClearErrors) {
   EXPECT_NE(unclosed.find("dir/tokenizer_config.json: chat_template cannot be parsed"), std::string::npos) << unclosed;
   const std::string filter = error("{{ messages[0].content | no_such_filter }}");
   EXPECT_NE(filter.find("no_such_filter"), std::string::npos) << filter;
+  EXPECT_NE(filter.find("a filter or function minja (zoo's Jinja) does not have"), std::string::npos) << filter;
   EXPECT_NE(filter.find("dir/tokenizer_config.json"), std::string::npos) << filter;
 }
 

@@ -42,7 +42,12 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     auto context = minja::Context::make(minja::Value(values));
     return parsed_->root->render(context);
   } catch (const std::exception& e) {
-    throw std::invalid_argument(origin_ + ": chat_template: " + e.what());
+    std::string what = e.what();
+    // minja reports a filter or function it does not have as calling null.
+    if (what.rfind("Value is not callable: null", 0) == 0)
+      what = "a filter or function minja (zoo's Jinja) does not have, or one the template does not define" +
+             what.substr(std::string("Value is not callable: null").size());
+    throw std::invalid_argument(origin_ + ": chat_template: " + what);
   }
 }
 
