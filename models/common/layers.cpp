@@ -74,19 +74,32 @@ DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& la
   return {packed, split_heads(packed, splits, head_dim)};
 }
 
-torch::Tensor DenseImpl::adapter_output(const torch::Tensor& x) {
+// The scaling multiplies the r-wide product, not the output: one pass over
+// (rows, r) instead of one over (rows, out) each way.
+torch::Tensor DenseImpl::adapter_input(const torch::Tensor& x) {
   const torch::Tensor in = lora_dropout > 0 ? torch::dropout(x, lora_dropout, is_training()) : x;
-  return torch::linear(torch::linear(in, lora_A), lora_B) * lora_scaling;
+  return torch::linear(in, lora_A) * lora_scaling;
+}
+
+torch::Tensor DenseImpl::adapter_output(const torch::Tensor& x) { return torch::linear(adapter_input(x), lora_B); }
+
+// y + adapter_output(x), the sum written by the second GEMM itself (addmm).
+torch::Tensor DenseImpl::with_adapter(const torch::Tensor& y, const torch::Tensor& x) {
+  const torch::Tensor h = adapter_input(x);
+  const int64_t out = y.size(-1), r = h.size(-1), rows = y.numel() / out;
+  return torch::addmm(y.reshape({rows, out}), h.reshape({rows, r}).to(y.scalar_type()),
+                      lora_B.t().to(y.scalar_type()))
+      .view(y.sizes());
 }
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = dense(x, weight, bias);
-  return has_unmerged_adapter() ? y + adapter_output(x) : y;
+  return has_unmerged_adapter() ? with_adapter(y, x) : y;
 }
 
 torch::Tensor DenseImpl::forward_without_bias(const torch::Tensor& x) {
   torch::Tensor y = dense(x, weight, torch::Tensor());
-  return has_unmerged_adapter() ? y + adapter_output(x) : y;
+  return has_unmerged_adapter() ? with_adapter(y, x) : y;
 }
 
 EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options,

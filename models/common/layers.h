@@ -62,6 +62,10 @@ class DenseImpl : public torch::nn::Module {
   torch::Tensor unmerged_weight;  // the weight's own tensor while B A is merged into `weight`
   bool has_unmerged_adapter() const { return lora_A.defined() && !unmerged_weight.defined(); }
   torch::Tensor adapter_output(const torch::Tensor& x);  // lora_scaling * dropout(x) A^T B^T
+
+ private:
+  torch::Tensor adapter_input(const torch::Tensor& x);                         // lora_scaling * dropout(x) A^T
+  torch::Tensor with_adapter(const torch::Tensor& y, const torch::Tensor& x);  // y + adapter_output(x)
 };
 TORCH_MODULE(Dense);
 
