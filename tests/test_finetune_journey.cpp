@@ -63,6 +63,8 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   run("convert " + (dir / "hf") + " --src-fmt hf --tgt-fmt zoo --output-dir " + (dir / "base"));
   ASSERT_TRUE(std::filesystem::exists(dir / "base/tokenizer.model")) << "zoo convert copies the tokenizer";
   ASSERT_TRUE(std::filesystem::exists(dir / "base/tokenizer_config.json"));
+  EXPECT_NE(testing::read_file(dir / "base/params.yaml").find("# Tokenizer: tokenizer.json, tokenizer.model, tokenizer_config.json in "),
+            std::string::npos) << "the params name the tokenizer beside them";
 
   std::mt19937 rng(7);
   testing::write_file(dir / "chats/train/a.jsonl", chats(rng, 48));

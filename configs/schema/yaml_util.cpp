@@ -173,13 +173,15 @@ YAML::Node load_yaml_string(const std::string& text, const std::string& name, st
   return load(text, name, warnings);
 }
 
-void write_yaml_file(const std::string& path, const YAML::Node& node) {
+void write_yaml_file(const std::string& path, const YAML::Node& node, const std::string& comment) {
   YAML::Emitter e;
   e << node;
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) throw ConfigError(path + ": cannot write file (" + std::strerror(errno) + ")");
+    std::istringstream lines(comment);
+    for (std::string line; std::getline(lines, line);) out << "# " << line << "\n";
     out << e.c_str() << "\n";
     if (!out.flush()) {
       const int error = errno;

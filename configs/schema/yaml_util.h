@@ -19,7 +19,8 @@ YAML::Node load_yaml_file(const std::string& path, std::vector<std::string>* war
 YAML::Node load_yaml_string(const std::string& text, const std::string& name,
                             std::vector<std::string>* warnings = nullptr);
 // Writes atomically (temp file + rename).
-void write_yaml_file(const std::string& path, const YAML::Node& node);
+// `comment` (may be empty) goes first, each of its lines as a YAML comment.
+void write_yaml_file(const std::string& path, const YAML::Node& node, const std::string& comment = "");
 // A fixed-width "key  type  default  doc" table for --help-config and docs.
 std::string format_field_table(const std::string& title, const std::vector<FieldInfo>& fields);
 

@@ -155,13 +155,21 @@ void hf_to_zoo(const ConvertCommand& c) {
   d.insert("global_step", int64_t{0});
   d.insert("__metadata__", ckpt::checkpoint_metadata(params, {{"converted_from", c.checkpoint}}));
   ckpt::save_checkpoint_file(ckpt_path, d);
-  const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
-  config::write_yaml_file(params_path, params_yaml);
-  if (!labels.is_null()) std::ofstream(labels_path) << labels.dump(2) << "\n";
   // The tokenizer travels with the weights: zoo generate and zoo data find it beside the checkpoint.
   const auto tokenizer = text::tokenizer_files(dir.string());
-  for (const auto& f : tokenizer)
+  std::string copied;
+  for (const auto& f : tokenizer) {
     fs::copy_file(f, fs::path(c.output_dir) / fs::path(f).filename(), fs::copy_options::overwrite_existing);
+    copied += (copied.empty() ? "" : ", ") + fs::path(f).filename().string();
+  }
+  const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
+  config::write_yaml_file(params_path, params_yaml,
+                          "Converted from " + c.checkpoint + " by zoo convert." +
+                              (copied.empty() ? std::string()
+                                              : "\nTokenizer: " + copied + " in " + c.output_dir +
+                                                    " (zoo generate finds it; zoo data create-hdf5 --huggingface_tokenizer " +
+                                                    c.output_dir + ")"));
+  if (!labels.is_null()) std::ofstream(labels_path) << labels.dump(2) << "\n";
   if (!tokenizer.empty())
     std::cout << "Copied the tokenizer (" << tokenizer.size() << " files) to " << c.output_dir << "\n";
   std::cout << "Wrote " << ckpt_path << " and " << params_path
