@@ -69,9 +69,14 @@ std::vector<std::string> module_names_for_matching(const torch::nn::Module& mode
     prefix += (prefix.empty() ? "" : ".") + part;
     if (const auto* m = modules.find(prefix)) add_class(**m);
   }
-  for (const auto& [suffix, peft] : peft_names())
-    if (ends_with(path, suffix)) names.push_back(peft);
+  if (std::string peft = peft_name_of(path); !peft.empty()) names.push_back(peft);
   return names;
+}
+
+std::string peft_name_of(const std::string& path) {
+  for (const auto& [suffix, peft] : peft_names())
+    if (ends_with(path, suffix)) return peft;
+  return "";
 }
 
 std::vector<LoraLayer> lora_layers(torch::nn::Module& model) {

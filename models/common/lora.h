@@ -1,7 +1,7 @@
 // LoRA, applied from outside the model as modelzoo's make_model_lora does:
 // adapters on the dense layers that lora_params' groups target, every other
 // parameter frozen. Defines: LoraLayer, apply_lora, lora_layers,
-// module_names_for_matching, LoraMergeGuard, merge_lora.
+// module_names_for_matching, peft_name_of, LoraMergeGuard, merge_lora.
 #pragma once
 
 #include <torch/torch.h>
@@ -25,6 +25,9 @@ struct LoraLayer {
 // FeedForwardNetwork, Linear, ...) and PEFT's name for it (q_proj, k_proj,
 // v_proj, o_proj, gate_proj, up_proj, down_proj) where it has one.
 std::vector<std::string> module_names_for_matching(const torch::nn::Module& model, const std::string& path);
+
+// PEFT's name (q_proj, ..., down_proj) for the dense layer at `path`, or "" where it has none.
+std::string peft_name_of(const std::string& path);
 
 // Adds an adapter to each dense layer the first matching group targets
 // (every name of target_modules among its names; unset: the dense layers

@@ -29,15 +29,6 @@ models::HfKeyMap key_map_of(const std::string& converter, const models::ModelSpe
 // The name PEFT's target_modules use for a module: its last part.
 std::string leaf(const std::string& module) { return module.substr(module.rfind('.') + 1); }
 
-// zoo's target_modules name for a kind of layer: PEFT's own where zoo has it (q_proj, ...).
-std::string zoo_kind(const std::string& path) {
-  const auto names = models::module_names_for_matching(torch::nn::Module(), path);
-  static const std::set<std::string> peft = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-  for (const auto& n : names)
-    if (peft.count(n)) return n;
-  return "";
-}
-
 }  // namespace
 
 std::vector<AdapterLayer> adapter_layers(const models::ModelSpec& spec, const std::vector<models::LoraGroup>& groups) {
@@ -162,7 +153,7 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
                                c10::str(want) + other_base);
     out.tensors[path + (is_a ? ".lora_A" : ".lora_B")] =
         (is_a ? t : models::weight_rows_to_zoo(map, path, t)).to(torch::kFloat).contiguous();
-    const std::string kind = zoo_kind(path);
+    const std::string kind = models::peft_name_of(path);  // the kind's name in zoo's target_modules
     if (kind.empty())
       throw std::runtime_error(weights_path + ": " + key + ": zoo's lora_params name no kind of layer for " + path);
     const std::pair<int64_t, double> settings = {layer_r, alphas.contains(hf) ? alphas[hf].get<double>() : alpha};
