@@ -36,6 +36,7 @@ cxxopts::Options run_options() {
                 "(see its --help)\n"
                 "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
                 "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
+                "  zoo checkpoint consolidate IN.mdl OUT.mdl   one torch.load-able file from a sharded checkpoint\n"
                 "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
                 "{CPU|GPU} --params P.yaml --mode M ...   start data-parallel ranks\n"
                 "  zoo --help-config             every params YAML key with type, default and doc\n"
@@ -316,20 +317,35 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   return c;
 }
 
-CliCommand parse_config(const std::vector<std::string>& args) {
-  const std::string help =
-      "zoo config convert-legacy IN.yaml OUT.yaml\n"
-      "  Writes the legacy params file IN (train_input, eval_input, model, optimizer, runconfig) in modelzoo's\n"
-      "  Trainer format (trainer: init/fit/validate/validate_all) to OUT, which must not exist yet. zoo reads\n"
-      "  OUT back and checks that it resolves to the same params as IN.\n";
+// zoo GROUP SUBCOMMAND IN OUT: `help` for --help, an error quoting it for anything else.
+CliCommand parse_in_out(const std::vector<std::string>& args, const std::string& subcommand, CliCommand::Kind kind,
+                        const std::string& help) {
   if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) throw CliHelp(help);
   if (args.size() >= 3 && (args[2] == "--help" || args[2] == "-h")) throw CliHelp(help);
-  if (args.size() != 4 || args[1] != "convert-legacy") throw CliError("zoo config: expected\n" + help);
+  if (args.size() != 4 || args[1] != subcommand) throw CliError("zoo " + args[0] + ": expected\n" + help);
   CliCommand c;
-  c.kind = CliCommand::Kind::convert_legacy;
+  c.kind = kind;
   c.params_file = args[2];
   c.output_file = args[3];
   return c;
+}
+
+CliCommand parse_config(const std::vector<std::string>& args) {
+  return parse_in_out(
+      args, "convert-legacy", CliCommand::Kind::convert_legacy,
+      "zoo config convert-legacy IN.yaml OUT.yaml\n"
+      "  Writes the legacy params file IN (train_input, eval_input, model, optimizer, runconfig) in modelzoo's\n"
+      "  Trainer format (trainer: init/fit/validate/validate_all) to OUT, which must not exist yet. zoo reads\n"
+      "  OUT back and checks that it resolves to the same params as IN.\n");
+}
+
+CliCommand parse_checkpoint(const std::vector<std::string>& args) {
+  return parse_in_out(
+      args, "consolidate", CliCommand::Kind::consolidate,
+      "zoo checkpoint consolidate IN.mdl OUT.mdl\n"
+      "  Writes the checkpoint IN (a sharded one's index, with its IN.shards/ beside it, as runconfig.sharding:\n"
+      "  full writes them) as one file OUT that Python's torch.load opens, holding what an unsharded run saves.\n"
+      "  OUT must not exist yet.\n");
 }
 
 // zoo launch [options] -- <zoo arguments>: the options before "--", the rank's command after.
@@ -386,6 +402,7 @@ CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "data") return parse_create_hdf5(args);
   if (!args.empty() && args[0] == "config") return parse_config(args);
   if (!args.empty() && args[0] == "launch") return parse_launch(args);
+  if (!args.empty() && args[0] == "checkpoint") return parse_checkpoint(args);
   cxxopts::Options o = run_options();
   const std::string prog = "zoo";
   auto argv = argv_of(prog, args);

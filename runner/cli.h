@@ -29,7 +29,7 @@ class CliHelp : public CliError {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, launch };
+  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, launch };
   Kind kind = Kind::run;
   std::string help_format = "text";  // --help-config's: text or markdown
   std::string params_file;

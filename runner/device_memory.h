@@ -1,6 +1,6 @@
 // Peak memory on a GPU (what the caching allocator handed out) and on the
-// host (resident set), for the end-of-run report. Defines:
-// peak_gpu_memory_gib, peak_host_memory_gib.
+// host (resident set), for the run's report. Defines: peak_gpu_memory_gib,
+// host_memory_gib, peak_host_memory_gib, reset_peak_memory.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,10 +9,14 @@
 
 namespace zoo {
 
-// GiB allocated at the peak on `device` since the process started; nullopt
-// off CUDA or in a build without LibTorch's CUDA libraries.
+// GiB allocated at the peak on `device` since the process started (or the
+// last reset_peak_memory); nullopt off CUDA or in a build without LibTorch's CUDA libraries.
 std::optional<double> peak_gpu_memory_gib(const torch::Device& device);
-// The process's peak resident host memory (RSS) in GiB since it started.
+// The process's resident host memory (RSS) in GiB now, and at its peak
+// since it started (or the last reset_peak_memory).
+double host_memory_gib();
 double peak_host_memory_gib();
+// Starts both peaks afresh from what is in use now (Linux's clear_refs).
+void reset_peak_memory(const torch::Device& device);
 
 }  // namespace zoo

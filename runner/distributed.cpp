@@ -15,8 +15,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +25,7 @@
 #include <stdexcept>
 
 #include "data/loader.h"
+#include "runner/grad_hooks.h"
 #include "runner/log.h"
 
 namespace zoo {
@@ -152,6 +151,35 @@ struct Distributed::Group {
     });
     return wait;
   }
+  // `chunks` (one per rank, views of one buffer) get every rank's `shard`.
+  std::function<void()> start_allgather(std::vector<at::Tensor> chunks, at::Tensor shard) {
+    std::function<void()> wait;
+    with_backend([&](auto& g) {
+      std::vector<std::vector<at::Tensor>> outputs{std::move(chunks)};
+      std::vector<at::Tensor> inputs{std::move(shard)};
+      auto work = g.allgather(outputs, inputs);
+      wait = [work, outputs, inputs] { work->wait(); };  // the vectors live as long as the work
+    });
+    return wait;
+  }
+  // `out` gets the sum over the ranks of this rank's chunk of `full`.
+  // Gloo has no reduce-scatter: it all-reduces `full` in place and keeps the chunk.
+  std::function<void()> start_reduce_scatter(at::Tensor full, at::Tensor out, int rank, int world_size) {
+#if ZOO_HAVE_NCCL
+    if (nccl) {
+      std::vector<std::vector<at::Tensor>> inputs{full.chunk(world_size)};
+      std::vector<at::Tensor> outputs{out};
+      auto work = nccl->reduce_scatter(outputs, inputs);
+      return [work, inputs, outputs] { work->wait(); };
+    }
+#endif
+    std::vector<at::Tensor> whole{full};
+    auto wait = start_allreduce(whole);
+    return [wait, whole, out, rank]() mutable {
+      wait();
+      out.copy_(whole[0].narrow(0, int64_t{rank} * out.numel(), out.numel()));
+    };
+  }
   void broadcast(std::vector<at::Tensor>& buffers, int root) {
     c10d::BroadcastOptions options;
     options.rootRank = root;
@@ -161,6 +189,8 @@ struct Distributed::Group {
 #else
 struct Distributed::Group {  // never made: join() refuses first
   void allreduce(std::vector<at::Tensor>&) {}
+  std::function<void()> start_allgather(std::vector<at::Tensor>, at::Tensor) { return [] {}; }
+  std::function<void()> start_reduce_scatter(at::Tensor, at::Tensor, int, int) { return [] {}; }
   std::function<void()> start_allreduce(std::vector<at::Tensor>&) { return [] {}; }
   void broadcast(std::vector<at::Tensor>&, int) {}
 };
@@ -193,19 +223,6 @@ struct Distributed::Overlap {
   }
 };
 
-namespace {
-// Calls `fn` after the accumulator has added a backward pass's gradient.
-struct AccumulatedHook : torch::autograd::FunctionPostHook {
-  explicit AccumulatedHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    fn_();
-    return outputs;
-  }
-  std::function<void()> fn_;
-};
-}  // namespace
-
 void Distributed::overlap_with_backward(const std::vector<torch::Tensor>& parameters) {
   if (world_size_ == 1) return;
   overlap_ = std::make_shared<Overlap>();
@@ -219,8 +236,7 @@ void Distributed::overlap_with_backward(const std::vector<torch::Tensor>& parame
     for (size_t k : o.buckets[b]) o.bucket_of[k] = b;
   for (size_t k = 0; k < parameters.size(); ++k) {
     if (!parameters[k].requires_grad()) continue;  // it never gets a gradient: averaged as zeros at the end
-    auto accumulator = torch::autograd::impl::grad_accumulator(parameters[k]);
-    accumulator->add_post_hook(std::make_unique<AccumulatedHook>([this, k, weak = std::weak_ptr<Overlap>(overlap_)] {
+    o.accumulators.push_back(after_accumulation(parameters[k], [this, k, weak = std::weak_ptr<Overlap>(overlap_)] {
       const std::shared_ptr<Overlap> held = weak.lock();
       if (!held) return;
       Overlap& o = *held;
@@ -234,7 +250,6 @@ void Distributed::overlap_with_backward(const std::vector<torch::Tensor>& parame
       --o.waiting[o.bucket_of[k]];
       start_ready_buckets(o);
     }));
-    o.accumulators.push_back(std::move(accumulator));
   }
   o.reset();
 }
@@ -468,6 +483,29 @@ void Distributed::sum(torch::Tensor& t) {
     std::vector<at::Tensor> buffers{t};
     group_->allreduce(buffers);
   });
+}
+
+}  // namespace zoo
+
+namespace zoo {
+
+std::function<void()> Distributed::start_all_gather(const torch::Tensor& full, const torch::Tensor& shard) {
+  const std::vector<torch::Tensor> chunks = full.chunk(world_size_);
+  std::function<void()> wait;
+  run("gathering the parameters", [&] { wait = group_->start_allgather(chunks, shard); });
+  return [this, wait] { run("gathering the parameters", wait); };
+}
+
+std::function<void()> Distributed::start_reduce_scatter(const torch::Tensor& full, const torch::Tensor& out) {
+  std::function<void()> wait;
+  run("reducing the gradients", [&] { wait = group_->start_reduce_scatter(full, out, rank_, world_size_); });
+  return [this, wait] { run("reducing the gradients", wait); };
+}
+
+bool Distributed::all_agree(bool value) {
+  torch::Tensor votes = torch::full({1}, value ? 0.0 : 1.0, torch::kDouble);
+  sum(votes);
+  return votes.item<double>() == 0;
 }
 
 }  // namespace zoo

@@ -32,6 +32,7 @@ class Distributed {
   int local_rank() const { return local_rank_; }
   // The rank that writes checkpoints, summaries and the console log.
   bool is_main() const { return rank_ == main_rank_; }
+  int main_rank() const { return main_rank_; }
   // The device this rank trains on: cuda:LOCAL_RANK on GPU.
   static torch::Device device_of(const torch::Device& requested);
 
@@ -60,6 +61,15 @@ class Distributed {
   std::pair<int64_t, int64_t> last_overlap() const { return last_overlap_; }
   // Sums `t` over the ranks, in place.
   void sum(torch::Tensor& t);
+  // True on every rank when `value` is true on every rank.
+  bool all_agree(bool value);
+
+  // Full sharding's collectives, started now; the returned function waits.
+  // `full` (1-d, world_size equal chunks) gets every rank's `shard` in rank order.
+  std::function<void()> start_all_gather(const torch::Tensor& full, const torch::Tensor& shard);
+  // `out` gets this rank's chunk of `full` summed over the ranks (`full` may
+  // be overwritten).
+  std::function<void()> start_reduce_scatter(const torch::Tensor& full, const torch::Tensor& out);
 
  private:
   Distributed() = default;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "data/corpus.h"
+#include "models/common/layer_hooks.h"
 #include "models/common/lora.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
@@ -49,6 +50,20 @@ ModelSummary summarize_model(const Params& params) {
 }
 
 namespace {
+
+// Full sharding's units, in parameters: the root (everything outside the
+// repeated layers) and the largest layer.
+std::pair<int64_t, int64_t> unit_parameters(const Params& params) {
+  auto model = params.model->build(torch::TensorOptions().device(torch::kMeta));
+  if (!params.lora.empty()) apply_lora_params(*model, params, torch::Device(torch::kMeta));
+  int64_t in_layers = 0, largest = 0;
+  for (const auto& layer : models::hooked_layers(*model)) {
+    const int64_t n = models::parameter_count(*layer);
+    in_layers += n;
+    largest = std::max(largest, n);
+  }
+  return {models::parameter_count(*model) - in_layers, largest};
+}
 
 std::string timestamp() {
   char buf[32];
@@ -89,6 +104,28 @@ int validate_only(const Params& params) {
             << size(s.trained_state_bytes + s.frozen_bytes) << " (trained: " << size(s.trained_state_bytes)
             << " of float32 weights, gradients and " << params.optimizer.optimizer_type
             << " state; frozen: " << size(s.frozen_bytes) << "), before activations\n";
+  const RunConfig& rc = params.runconfig;
+  const int64_t ranks = data::TaskShard::from_environment().num_tasks;
+  if (rc.enable_distributed && rc.sharding_mode() != "none") {
+    const double n = static_cast<double>(ranks), trained = static_cast<double>(s.trained_parameters);
+    double per_device = 0;
+    std::string what;
+    if (rc.sharding_mode() == "optimizer") {  // weights and gradients whole, the optimizer's state 1/N
+      per_device = trained * 8 + (s.trained_state_bytes - trained * 8) / n + s.frozen_bytes;
+      what = "weights and gradients whole, optimizer state 1/N";
+    } else {  // 1/N of everything, plus the units gathered at once (docs/distributed.md)
+      const auto [root, layer] = unit_parameters(params);
+      // The root's weights and gradients, two layers' weights (one running,
+      // one prefetched), a layer's gradients three times (autograd's, the flat
+      // buffer, the reduction in flight), and with several ranks the
+      // collectives' own layer-sized buffers (all-gather's output, reduce's scratch).
+      const double gathered = 4.0 * (2.0 * double(root) + (ranks > 1 ? 7.0 : 5.0) * double(layer));
+      per_device = (s.trained_state_bytes + s.frozen_bytes) / n + gathered;
+      what = "1/N of it, plus " + size(gathered) + " for the units gathered at once (docs/distributed.md)";
+    }
+    std::cout << strf("Model state per device at %ld ranks (WORLD_SIZE), sharding: ", static_cast<long>(ranks))
+              << rc.sharding_mode() << ": " << size(per_device) << " (" << what << "), before activations\n";
+  }
   return 0;
 }
 
@@ -252,6 +289,13 @@ int run_command(const CliCommand& cmd) {
     case CliCommand::Kind::convert_legacy:
       convert_legacy(cmd.params_file, cmd.output_file);
       return 0;
+    case CliCommand::Kind::consolidate: {
+      if (fs::exists(cmd.output_file))
+        throw std::runtime_error(cmd.output_file + ": already exists; choose another output file");
+      ckpt::save_checkpoint_file(cmd.output_file, ckpt::load_checkpoint_file(cmd.params_file));
+      std::cout << "Wrote " << cmd.output_file << " (one file, torch.load-able) from " << cmd.params_file << "\n";
+      return 0;
+    }
     case CliCommand::Kind::launch:
       return launch(cmd.launch);
     case CliCommand::Kind::run:

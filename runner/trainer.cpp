@@ -17,6 +17,7 @@
 #include "runner/device_memory.h"
 #include "runner/log.h"
 #include "runner/model_guards.h"
+#include "runner/optim/registry.h"
 #include "runner/step_profiler.h"
 
 namespace zoo {
@@ -52,21 +53,6 @@ void check_data_fits(data::DataLoader& loader, const models::Model& model, const
                              "): the model has no positions beyond it");
 }
 
-// Logs "<what> checkpoint <path> (<MB> in <s>, <MB/s>)" for a file written or read since `start`.
-void log_checkpoint_io(const char* what, const std::string& path, std::chrono::steady_clock::time_point start) {
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double mb = double(fs::file_size(path)) / 1e6;
-  log::info(strf("%s checkpoint %s (%.1f MB in %.2f s, %.0f MB/s)", what, path.c_str(), mb, seconds, mb / seconds));
-}
-
-// Reads a checkpoint file and says how long it took.
-c10::impl::GenericDict timed_load(const std::string& path) {
-  const auto start = std::chrono::steady_clock::now();
-  c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
-  log_checkpoint_io("Read", path, start);
-  return dict;
-}
-
 }  // namespace
 
 Trainer::Trainer(const Params& params, torch::Device device, bool for_training, Distributed* distributed)
@@ -81,6 +67,7 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
     train_loader_ = open_loader(params_, "train_input");
   }
   const auto start = std::chrono::steady_clock::now();
+  memory_before_model_ = host_memory_gib();
   model_ = build_model(params_, device_);
   const int64_t parameters = models::parameter_count(*model_), trainable = models::trainable_parameter_count(*model_);
   log::info(strf("Built the model: %ld parameters%s in %.2f s", static_cast<long>(parameters),
@@ -107,12 +94,30 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(params_.file + ": optimizer.adjust_learning_rate." + e.what());
   }
+  const std::string sharding = distributed_ ? params_.runconfig.sharding_mode() : "none";
+  if (sharding == "full") {
+    const optim::OptimizerEntry* entry = optim::find_optimizer(params_.optimizer.optimizer_type);
+    if (entry && !entry->elementwise)
+      throw std::runtime_error(params_.file + ": optimizer.optimizer_type " + entry->name +
+                               " updates each weight from statistics of its whole tensor, which runconfig.sharding: "
+                               "full splits over the ranks; use sharding: optimizer, or an elementwise optimizer "
+                               "(AdamW, SGD, ...)");
+    if (params_.sparsity)
+      throw std::runtime_error(params_.file + ": sparsity needs each rank to hold whole weights; use runconfig."
+                               "sharding: optimizer or none with it");
+    {  // every rank shards the main rank's initial weights
+      std::vector<torch::Tensor> initial;
+      for (const auto& p : model_->parameters()) initial.push_back(p.detach());
+      distributed_->broadcast_from_main(initial);
+    }  // (their aliases gone, the whole weights are freed as they are sharded)
+    full_ = std::make_unique<FullSharding>(*distributed_, *model_, groups);
+    groups = full_->sharded_groups();
+  }
   optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
   scheduler_ = std::make_unique<optim::LRScheduler>(params_.optimizer.learning_rate);
   scaler_ = amp::make_grad_scaler(params_.optimizer, autocast_dtype_);
-  if (distributed_ && params_.runconfig.shard_optimizer_state)
-    sharding_ = std::make_unique<OptimizerSharding>(*distributed_, optimizer_->parameters());
-  if (distributed_) distributed_->overlap_with_backward(optimizer_->parameters());
+  if (sharding == "optimizer") sharding_ = std::make_unique<OptimizerSharding>(*distributed_, optimizer_->parameters());
+  if (distributed_ && !full_) distributed_->overlap_with_backward(optimizer_->parameters());
   if (params_.sparsity) {
     try {  // its own generator, seeded alike on every rank, so masks agree without a broadcast
       sparsity_ = std::make_unique<WeightSparsity>(*params_.sparsity, *model_,
@@ -121,120 +126,6 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
       throw std::runtime_error(params_.file + ": " + e.what());
     }
   }
-}
-
-std::optional<std::string> Trainer::restore(bool training) {
-  std::optional<std::string> path = restore_checkpoint(training);
-  if (distributed_) {
-    std::vector<torch::Tensor> state;
-    for (const auto& p : model_->parameters()) state.push_back(p.detach());
-    for (const auto& b : model_->buffers()) state.push_back(b.detach());
-    distributed_->broadcast_from_main(state);
-  }
-  return path;
-}
-
-std::optional<std::string> Trainer::restore_checkpoint(bool training) {
-  const RunConfig& rc = params_.runconfig;
-  // A LoRA run's checkpoint_path names the base it starts from: once the
-  // run has checkpoints of its own, starting it again resumes from them.
-  const bool lora_resumes = training && !params_.lora.empty() && rc.checkpoint_path && rc.autoload_last_checkpoint &&
-                            !ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name)).empty();
-  if (lora_resumes)
-    log::info("checkpoint_path " + *rc.checkpoint_path + " is the LoRA run's base; resuming from the run's newest "
-              "checkpoint in " + rc.checkpoint_dir());
-  if (rc.checkpoint_path && !lora_resumes) {
-    load_checkpoint(*rc.checkpoint_path, training);
-    return rc.checkpoint_path;
-  }
-  if (rc.autoload_last_checkpoint) {
-    // Newest first; a corrupt or truncated file is skipped for the one before it.
-    auto all = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
-    std::string unreadable;
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      std::optional<c10::impl::GenericDict> dict;
-      try {
-        dict = timed_load(it->path);
-      } catch (const std::runtime_error& e) {
-        log::warn(std::string(e.what()) + "; trying the previous checkpoint");
-        unreadable += (unreadable.empty() ? "" : ", ") + it->path;
-        continue;
-      }
-      apply_checkpoint(*dict, it->path, training, /*every_state=*/lora_resumes);
-      return it->path;
-    }
-    // Starting over would quietly abandon the run these files belong to.
-    if (!unreadable.empty())
-      throw std::runtime_error("no readable checkpoint in " + rc.checkpoint_dir() + " (unreadable: " + unreadable +
-                               "); move them away to start afresh, or set checkpoint_path");
-  }
-  log::info("No checkpoint to load; starting from the initialized model (global_step 0).");
-  return std::nullopt;
-}
-
-void Trainer::load_checkpoint(const std::string& path, bool training) {
-  apply_checkpoint(timed_load(path), path, training);
-}
-
-// Each component restores its own state; the trainer only picks which.
-void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training,
-                               bool every_state) {
-  const RunConfig& rc = params_.runconfig;
-  std::set<std::string> states(kCheckpointStates.begin(), kCheckpointStates.end());
-  if (training && rc.load_checkpoint_states && !every_state) states = rc.load_checkpoint_states->items;
-  auto want = [&](const char* key) { return states.count(key) && dict.contains(key); };
-  auto state = [&](const char* key) { return dict.at(key).toGenericDict(); };
-  log::info("Loading checkpoint " + path);
-  // Weights asked for but absent would leave the initialized model to be
-  // evaluated or trained on as if it had loaded: an error, not a warning.
-  if (states.count("model")) {
-    bool strict = training ? !rc.disable_strict_checkpoint_loading : true;
-    for (const auto& w : ckpt::load_model_state_dict(*model_, ckpt::model_weights(dict, path), strict, path))
-      log::warn(path + ": " + w);
-    if (!params_.lora.empty()) lora_base_ = ckpt::lora_base_of(dict, path);
-  } else {
-    log::warn(path + ": model weights not loaded (not in load_checkpoint_states)");
-  }
-  global_step_ = 0;
-  if (want("global_step")) {
-    global_step_ = dict.at("global_step").toInt();
-  } else if (const auto named = ckpt::step_in_name(path, ckpt::CheckpointNaming(rc.checkpoint_name));
-             states.count("global_step") && named) {
-    // A bare state dict saved as checkpoint_<N>.mdl: resume numbering after
-    // it rather than write a second checkpoint_<N> beside it.
-    global_step_ = *named;
-    log::info(path + ": no global_step in the file; taking " + std::to_string(global_step_) + " from its name");
-  }
-  if (!training) return;
-  // The masks travel with the weights they belong to.
-  if (sparsity_ && states.count("model") && dict.contains("sparsity")) {
-    try {
-      sparsity_->load_state_dict(state("sparsity"));
-    } catch (const std::exception& e) {
-      throw std::runtime_error(path + ": " + e.what());
-    }
-  }
-  try {
-    if (want("optimizer")) optimizer_->load_state_dict(state("optimizer"));
-    if (sharding_) sharding_->drop_others_state(*optimizer_);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": cannot restore the optimizer state (" + e.what() +
-                             "); to start the optimizer afresh, set load_checkpoint_states to the states to keep, "
-                             "e.g. model,global_step");
-  }
-  scheduler_ = std::make_unique<optim::LRScheduler>(params_.optimizer.learning_rate);
-  if (want("lr_scheduler")) scheduler_->load_state_dict(state("lr_scheduler"));
-  if (want("grad_scaler") && scaler_ && state("grad_scaler").size() > 0) scaler_->load_state_dict(state("grad_scaler"));
-  try {
-    if (want("dataloader")) train_loader_->load_state_dict(state("dataloader"));
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(path + ": cannot resume the training data: " + e.what());
-  }
-  if (want("global_step") && dict.contains("rng_state")) ckpt::load_rng_state_dict(state("rng_state"));
-  resumed_from_ = path;
-  for (const auto& s : kCheckpointStates)
-    if (states.count(s) && !dict.contains(s) && s != "grad_scaler" && !(s == "global_step" && global_step_ > 0))
-      log::info(path + ": no '" + s + "' state in the checkpoint; starting it fresh");
 }
 
 int64_t Trainer::steps_per_epoch() const {
@@ -290,11 +181,14 @@ torch::Tensor Trainer::train_step(int64_t accum, int64_t& tokens) {
       amp::AutocastGuard autocast(device_, autocast_dtype_);
       models::Features batch = train_loader_->next();
       tokens += batch.begin()->second.numel();
+      if (full_) full_->begin_forward();
       out = model_->forward(to_device(std::move(batch), device_), false);
     }
     torch::Tensor micro_loss = accum > 1 ? out.loss / double(accum) : out.loss;
     if (distributed_ && micro == accum - 1) distributed_->arm();  // its backward pass starts the averaging
+    if (full_) full_->begin_backward();
     (scaler_ ? scaler_->scale(micro_loss) : micro_loss).backward();
+    if (full_) full_->end_backward();  // every gradient reduced to its owner
     loss = loss.defined() ? loss + micro_loss.detach() : micro_loss.detach();
   }
   return loss;
@@ -315,6 +209,8 @@ void Trainer::train(int64_t steps) {
   if (sparsity_ && !sparsity_->ready()) sparsity_->initialize();  // after any checkpoint's (broadcast) weights
   if (sparsity_) log::info(sparsity_->summary());
   model_->train();
+  reset_peak_memory(device_);
+  const double memory_before = device_.is_cuda() ? peak_gpu_memory_gib(device_).value_or(0.0) : host_memory_gib();
   const std::unique_ptr<StepProfiler> profiler = StepProfiler::from_spec(
       params_.runconfig.profile_steps, params_.runconfig.model_dir, device_.is_cuda(), distributed_ ? distributed_->rank() : 0);
   metrics_.start("Train");
@@ -322,13 +218,18 @@ void Trainer::train(int64_t steps) {
     if (profiler) profiler->before_step(i);
     int64_t tokens = 0;
     unread_losses.push_back(train_step(accum, tokens));
-    if (distributed_) {
+    if (distributed_ && !full_) {
       distributed_->average_gradients(parameters);
       if (i == 1 && distributed_->is_main() && distributed_->world_size() > 1) {
         const auto [buckets, early] = distributed_->last_overlap();
         log::info(strf("Gradient averaging: %ld of %ld buckets started during the backward pass", static_cast<long>(early),
                        static_cast<long>(buckets)));
       }
+    }
+    if (full_ && i == 1) {
+      const auto [early, layers] = full_->last_overlap();
+      log::info(strf("Full sharding: %ld of %ld layers' gradients reduce-scattered during the backward pass",
+                     static_cast<long>(early), static_cast<long>(layers)));
     }
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
@@ -341,8 +242,10 @@ void Trainer::train(int64_t steps) {
     if (on_cpu) last_loss = read_losses(unread_losses, global_step_ + 1, /*steps_apart=*/1);
     // Order as modelzoo: unscale, clip, step; a step with non-finite gradients
     // is skipped and does not advance the LR schedule.
-    const bool finite = !scaler_ || scaler_->unscale(parameters);
-    if (log_step && oc.log_summaries) metrics_.norms(global_step_ + 1, parameters);
+    bool finite = !scaler_ || scaler_->unscale(parameters);
+    if (full_ && scaler_) finite = distributed_->all_agree(finite);  // each rank saw only its shards
+    // Per-tensor norms need whole tensors; a fully sharded rank holds flat shards.
+    if (log_step && oc.log_summaries && !full_) metrics_.norms(global_step_ + 1, parameters);
     TrainLog log{global_step_ + 1, last_loss, {}, std::nullopt};
     for (const auto& g : optimizer_->param_groups()) log.lrs.push_back(g.lr);  // as used by this step
     if (finite) {
@@ -350,7 +253,9 @@ void Trainer::train(int64_t steps) {
       // Clipping by norm hands its coefficient to the step (Adam(W) reads it
       // in its update pass); clipping by value needs the gradients clipped first.
       torch::Tensor clip;
-      if (oc.max_gradient_norm) clip = optim::clip_coefficient(parameters, *oc.max_gradient_norm);
+      if (oc.max_gradient_norm)
+        clip = full_ ? full_->clip_coefficient(*oc.max_gradient_norm)  // the norm over every rank's shards
+                     : optim::clip_coefficient(parameters, *oc.max_gradient_norm);
       if (clip.defined() && oc.max_gradient_value) optim::scale_gradients(parameters, std::exchange(clip, {}));
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
       if (sharding_) sharding_->keep_own_gradients(parameters);
@@ -383,8 +288,13 @@ void Trainer::train(int64_t steps) {
     if (profiler) profiler->after_step(i);
   }
   metrics_.done();
-  if (auto gib = peak_gpu_memory_gib(device_)) log::info(strf("Peak GPU memory allocated: %.2f GiB", *gib));
-  else log::info(strf("Peak host memory (RSS): %.2f GiB", peak_host_memory_gib()));
+  // Every rank's, as each may hold a different share.
+  const std::string who = distributed_ ? strf("rank %d: ", distributed_->rank()) : "";
+  if (auto gib = peak_gpu_memory_gib(device_))
+    log::info(who + strf("Peak GPU memory allocated: %.2f GiB while training (%.2f GiB before)", *gib, memory_before));
+  else
+    log::info(who + strf("Peak host memory (RSS): %.2f GiB while training (%.2f GiB before; %.2f GiB before the "
+                         "model was built)", peak_host_memory_gib(), memory_before, memory_before_model_));
 }
 
 EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
@@ -402,7 +312,9 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   }
   torch::NoGradGuard no_grad;
   model_->eval();
-  const models::LoraMergeGuard merged(*model_);  // lora_params' merge_weights: B A folded in while evaluating
+  // lora_params' merge_weights: B A folded in while evaluating (fully
+  // sharded weights are whole only a layer at a time: evaluated unmerged).
+  const std::unique_ptr<models::LoraMergeGuard> merged = full_ ? nullptr : std::make_unique<models::LoraMergeGuard>(*model_);
   // Sums stay on the device; the host reads the losses only on log steps
   // (every step on the CPU), as in train().
   torch::Tensor loss_sum;
@@ -417,7 +329,9 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
     models::ModelOutput out;
     {
       amp::AutocastGuard autocast(device_, autocast_dtype_);
+      if (full_) full_->begin_forward();
       out = model_->forward(to_device(loader->next(), device_), true);
+      if (full_) full_->end_forward();
     }
     add(loss_sum, out.loss.detach());
     unread_losses.push_back(out.loss.detach());
@@ -469,46 +383,6 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   }
   metrics_.eval(r);
   return {r.global_step, r.loss, r.metrics, r.samples};
-}
-
-// Each component writes its own state under modelzoo's keys.
-std::string Trainer::save_checkpoint() {
-  const RunConfig& rc = params_.runconfig;
-  // Weights that went non-finite are never saved: the next run would
-  // autoload them as the newest checkpoint. Every rank holds the same
-  // weights, so all stop here, before the collective below.
-  if (const std::vector<std::string> bad = non_finite_parameters(*model_); !bad.empty()) {
-    const auto kept = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
-    throw std::runtime_error(
-        strf("step %ld: the model's weights hold NaN or inf (", static_cast<long>(global_step_)) + bad.front() +
-        (bad.size() > 1 ? strf(" and %zu more tensors", bad.size() - 1) : std::string()) +
-        "), so no checkpoint was written; the newest one stays " +
-        (kept.empty() ? std::string("none") : kept.back().path) +
-        ". Lower the learning rate, clip gradients (max_gradient_norm) or check the data");
-  }
-  // Sharded: every rank sends its share of the optimizer state (a collective).
-  c10::impl::GenericDict optimizer_state = sharding_ ? sharding_->full_state_dict(*optimizer_) : optimizer_->state_dict();
-  if (distributed_ && !distributed_->is_main()) return "";  // the ranks hold the same state
-  fs::create_directories(rc.checkpoint_dir());
-  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-  d.insert("model", ckpt::model_state_dict(*model_));
-  d.insert("optimizer", optimizer_state);
-  d.insert("lr_scheduler", scheduler_->state_dict());
-  d.insert("grad_scaler", scaler_ ? scaler_->state_dict() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
-  d.insert("dataloader", train_loader_->state_dict());
-  d.insert("global_step", global_step_);
-  d.insert("rng_state", ckpt::rng_state_dict());
-  if (sparsity_ && sparsity_->ready()) d.insert("sparsity", sparsity_->state_dict());
-  std::map<std::string, std::string> extra;
-  if (!lora_base_.empty()) extra["lora_base"] = lora_base_;  // which base the adapters apply to
-  d.insert("__metadata__", ckpt::checkpoint_metadata(params_, extra));
-  const ckpt::CheckpointNaming naming(rc.checkpoint_name);
-  std::string path = ckpt::new_checkpoint_path(rc.checkpoint_dir(), global_step_, naming);
-  const auto start = std::chrono::steady_clock::now();
-  ckpt::save_checkpoint_file(path, d);
-  log_checkpoint_io("Saved", path, start);
-  if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.checkpoint_dir(), *rc.max_checkpoints, resumed_from_, naming);
-  return path;
 }
 
 }  // namespace zoo

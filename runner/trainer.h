@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "runner/amp/grad_scaler.h"
 #include "runner/distributed.h"
+#include "runner/full_sharding.h"
 #include "runner/optim/optimizer_sharding.h"
 #include "runner/metrics.h"
 #include "runner/optim/optimizer.h"
@@ -78,12 +79,18 @@ class Trainer {
   void apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training,
                         bool every_state = false);
   void check_loss(double loss, int64_t step) const;
+  // Throws, naming the newest checkpoint kept, when the weights hold NaN or inf.
+  void refuse_non_finite_weights() const;
+  // What a checkpoint holds besides the model and the optimizer.
+  c10::impl::GenericDict run_state() const;
+  std::string save_sharded_checkpoint();  // sharding: full
   int ranks() const { return distributed_ ? distributed_->world_size() : 1; }  // data-parallel processes
 
   Params params_;
   torch::Device device_;
   Distributed* distributed_;  // null: a single process
-  std::unique_ptr<OptimizerSharding> sharding_;  // shard_optimizer_state
+  std::unique_ptr<OptimizerSharding> sharding_;  // sharding: optimizer
+  std::unique_ptr<FullSharding> full_;           // sharding: full
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
@@ -93,6 +100,7 @@ class Trainer {
   std::unique_ptr<WeightSparsity> sparsity_;         // weight sparsity, when the params have it
   MetricsSink metrics_;
   int64_t global_step_ = 0;
+  double memory_before_model_ = 0;  // host RSS, GiB
   std::string resumed_from_;
   std::string lora_base_;  // with lora_params: the checkpoint without adapters the run started from
 };

@@ -46,6 +46,8 @@ std::vector<std::string> sweep_configs() {
   add(source / "configs/cerebras_gpt", true);
   add(source / "configs/layers_api_demo", true);
   add(source / "configs/finetune", true);
+  add(source / "configs/gpt_neox", true);
+  add(source / "configs/llama2", true);
   files.push_back("configs/quickstart.yaml");
   std::sort(files.begin(), files.end());
   return files;

@@ -1,6 +1,7 @@
 // Implementation of models/common/cross_decoder.h.
 #include "models/common/cross_decoder.h"
 
+#include "models/common/layer_hooks.h"
 #include "models/common/recompute.h"
 
 namespace zoo::models {
@@ -60,13 +61,18 @@ torch::Tensor CrossDecoderImpl::forward(torch::Tensor x, const torch::Tensor& me
   for (auto& module : *layers) {
     auto* layer = module->as<CrossDecoderLayerImpl>();
     if (!recompute) {
+      before_layer(*layer);
       x = layer->forward(x, memory, memory_mask, self_bias);
+      after_layer(*layer, {x});
       continue;
     }
     // The encoder's output and the bias feed every layer: inputs of each recomputed block, back-propagated once.
     x = recompute_with_inputs_in_backward(
         [layer, memory_mask](const std::vector<torch::Tensor>& in) {
-          return std::vector<torch::Tensor>{layer->forward(in[0], in[1], memory_mask, in[2])};
+          before_layer(*layer);
+          std::vector<torch::Tensor> y{layer->forward(in[0], in[1], memory_mask, in[2])};
+          after_layer(*layer, y);
+          return y;
         },
         {x, memory, self_bias})[0];
   }

@@ -1,6 +1,7 @@
 // Implementation of models/common/transformer_decoder.h.
 #include "models/common/transformer_decoder.h"
 
+#include "models/common/layer_hooks.h"
 #include "models/common/recompute.h"
 
 namespace zoo::models {
@@ -113,7 +114,11 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
     if (!recompute) {
+      before_layer(*layer);
       pending = layer->forward_unsummed(pending, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask);
+      // The FFN's output bias leaves unsummed; hooks may free the layer's weights when it returns.
+      if (layer_hooks_set() && pending.branch_bias.defined()) pending.branch_bias = pending.branch_bias.clone();
+      after_layer(*layer, {pending.stream, pending.branch, pending.branch_bias});
       continue;
     }
     x = pending.summed();  // a recomputed layer takes one tensor
@@ -124,9 +129,12 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
       auto outs = recompute_outputs_in_backward(
           [layer, alibi_slopes, reads, key_mask](const torch::Tensor& h) {
             MoeContext c = reads;
+            before_layer(*layer);
             torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, &c, key_mask);
-            return c.layers ? std::vector<torch::Tensor>{y, c.tokens_per_expert, c.prob_per_expert}
-                            : std::vector<torch::Tensor>{y};
+            auto outs = c.layers ? std::vector<torch::Tensor>{y, c.tokens_per_expert, c.prob_per_expert}
+                                 : std::vector<torch::Tensor>{y};
+            after_layer(*layer, outs);
+            return outs;
           },
           x);
       x = outs[0];
@@ -134,7 +142,10 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
     } else {
       x = recompute_in_backward(
           [layer, alibi_slopes, key_mask](const torch::Tensor& h) {
-            return layer->forward(h, nullptr, alibi_slopes, nullptr, key_mask);
+            before_layer(*layer);
+            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, nullptr, key_mask);
+            after_layer(*layer, {y});
+            return y;
           },
           x);
     }

@@ -1,6 +1,7 @@
 // Implementation of models/common/transformer_encoder.h.
 #include "models/common/transformer_encoder.h"
 
+#include "models/common/layer_hooks.h"
 #include "models/common/recompute.h"
 
 namespace zoo::models {
@@ -85,13 +86,18 @@ torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tens
   for (int64_t i = 0; i < num_layers; ++i) {
     auto* layer = layers[i]->as<TransformerEncoderLayerImpl>();
     if (!recompute) {
+      before_layer(*layer);
       x = layer->forward(x, key_mask, position_bias);
+      after_layer(*layer, {x});
       continue;
     }
     // The bias, shared by every layer, is an input of each recomputed block: back-propagated once.
     x = recompute_with_inputs_in_backward(
         [layer, key_mask](const std::vector<torch::Tensor>& in) {
-          return std::vector<torch::Tensor>{layer->forward(in[0], key_mask, in[1])};
+          before_layer(*layer);
+          std::vector<torch::Tensor> y{layer->forward(in[0], key_mask, in[1])};
+          after_layer(*layer, y);
+          return y;
         },
         {x, position_bias})[0];
   }

@@ -2,6 +2,7 @@
 // checkpoints, metadata, RNG and model state dicts. Reading and writing the
 // files is in runner/checkpoint/checkpoint_file.cpp.
 #include "runner/checkpoint/checkpoint.h"
+#include "runner/checkpoint/sharded_checkpoint.h"
 
 #include "configs/schema/yaml_util.h"
 #include "models/model.h"
@@ -126,6 +127,7 @@ void prune_checkpoints(const std::string& dir, int64_t max, const std::string& k
     if (excess <= 0) break;
     if (c.path == keep) continue;  // never delete what this run stands on
     fs::remove(c.path);
+    fs::remove_all(shards_dir(c.path));  // a sharded checkpoint's shards
     log::info("Removed old checkpoint " + c.path + " (max_checkpoints " + std::to_string(max) + ")");
     --excess;
   }
@@ -151,21 +153,28 @@ std::string key_prefix(const torch::nn::Module& model) {
 
 }  // namespace
 
-c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {
+std::vector<std::pair<std::string, std::string>> model_state_names(const torch::nn::Module& model) {
   const std::string prefix = key_prefix(model);
-  c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& p : model.named_parameters()) out.insert(prefix + p.key(), p.value().detach().cpu());
-  for (const auto& b : model.named_buffers()) out.insert(prefix + b.key(), b.value().detach().cpu());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& p : model.named_parameters()) out.emplace_back(prefix + p.key(), p.key());
+  for (const auto& b : model.named_buffers()) out.emplace_back(prefix + b.key(), b.key());
   if (const auto* m = dynamic_cast<const models::Model*>(&model))
     for (const auto& [alias, source] : m->saved_aliases()) {
-      std::vector<std::pair<std::string, at::Tensor>> copies;
-      for (const auto& kv : out) {
-        const std::string& k = kv.key().toStringRef();
-        if (k.rfind(prefix + source, 0) == 0)
-          copies.emplace_back(prefix + alias + k.substr(prefix.size() + source.size()), kv.value().toTensor());
-      }
-      for (const auto& [k, t] : copies) out.insert(k, t);  // the same tensor: no second copy in memory
+      std::vector<std::pair<std::string, std::string>> copies;
+      for (const auto& [key, name] : out)
+        if (key.rfind(prefix + source, 0) == 0) copies.emplace_back(prefix + alias + key.substr(prefix.size() + source.size()), name);
+      out.insert(out.end(), copies.begin(), copies.end());
     }
+  return out;
+}
+
+c10::impl::GenericDict model_state_dict(const torch::nn::Module& model) {
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& p : model.named_parameters()) tensors[p.key()] = p.value().detach().cpu();
+  for (const auto& b : model.named_buffers()) tensors[b.key()] = b.value().detach().cpu();
+  c10::impl::GenericDict out(c10::StringType::get(), c10::TensorType::get());
+  // An alias holds the same tensor: no second copy in memory.
+  for (const auto& [key, name] : model_state_names(model)) out.insert(key, tensors.at(name));
   return out;
 }
 
@@ -220,7 +229,7 @@ std::vector<std::string> check_state(const std::map<std::string, torch::Tensor>&
 }  // namespace
 
 std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
-                                               bool strict, const std::string& source) {
+                                               bool strict, const std::string& source, const CopyIntoModel& copy) {
   bool all_prefixed = state.size() > 0;
   for (const auto& kv : state)
     if (kv.key().toStringRef().rfind("model.", 0) != 0) all_prefixed = false;
@@ -247,7 +256,9 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
   torch::NoGradGuard no_grad;
   for (auto& [k, t] : targets) {
     auto it = saved.find(k);
-    if (it != saved.end()) t.copy_(it->second);
+    if (it == saved.end()) continue;
+    if (copy) copy(k, t, it->second);
+    else t.copy_(it->second);
   }
   return report;
 }

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -73,13 +74,18 @@ void prune_checkpoints(const std::string& dir, int64_t max, const std::string& k
 // Parameters and buffers as {"model.<name>": tensor}, as modelzoo saves them
 // (a models::Model may name another prefix: checkpoint_key_prefix).
 c10::impl::GenericDict model_state_dict(const torch::nn::Module& model);
+// Its keys, each with the name of the parameter or buffer it holds.
+std::vector<std::pair<std::string, std::string>> model_state_names(const torch::nn::Module& model);
 // Copies tensors into the model. Keys may carry the "model." prefix or not;
 // a models::Model adapts them first (adapt_loaded_state).
 // strict: missing or unexpected keys are an error listing them; otherwise they
 // are returned as warnings. Shape mismatches, and a state in which no key
 // matches the model, are always an error.
+// `copy`, when given, puts each checked tensor in place of `target.copy_(saved)`
+// (fully sharded parameters take only their shard of it).
+using CopyIntoModel = std::function<void(const std::string& name, torch::Tensor& target, const torch::Tensor& saved)>;
 std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c10::impl::GenericDict& state,
-                                               bool strict, const std::string& source);
+                                               bool strict, const std::string& source, const CopyIntoModel& copy = {});
 // `state` (keys without "model.") as the model's checkpoint holds it:
 // {"model.<name>": tensor} in the model's order, each cast to the model's
 // dtype, checked as a strict load checks it. `model` may be on the meta

@@ -2,6 +2,7 @@
 // (writing, reading, the content checksum). Naming, metadata and state
 // dicts are in runner/checkpoint/checkpoint.cpp.
 #include "runner/checkpoint/checkpoint.h"
+#include "runner/checkpoint/sharded_checkpoint.h"
 
 #include <ATen/Parallel.h>
 #include <caffe2/serialize/file_adapter.h>
@@ -451,7 +452,8 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
     out.insert("model", dict);
     return out;
   }
-  return verified(dict, path, "it has no checksum (written by another tool?)");
+  dict = verified(dict, path, "it has no checksum (written by another tool?)");
+  return dict.contains("__sharded__") ? assemble_sharded(dict, path) : dict;
 }
 
 }  // namespace zoo::ckpt

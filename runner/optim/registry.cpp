@@ -30,7 +30,8 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
       {"Adagrad", {"lr_decay", "initial_accumulator_value", "eps"},
        "{lr_decay: 0.0, initial_accumulator_value: 0.0, eps: 1.0e-10}", 1e-2, make_adagrad},
       {"ASGD", {"lambd", "alpha", "t0"}, "{lambd: 1.0e-4, alpha: 0.75, t0: 1.0e+6}", 1e-2, make_asgd},
-      {"Lamb", {"betas", "eps"}, "{betas: [0.9, 0.999], eps: 1.0e-6}", 1e-3, make_lamb},
+      {"Lamb", {"betas", "eps"}, "{betas: [0.9, 0.999], eps: 1.0e-6}", 1e-3, make_lamb,
+       /*elementwise=*/false},
       {"Lion", {"betas"}, "{betas: [0.9, 0.99]}", 1e-4, make_lion},
       {"NAdam", {"betas", "eps", "momentum_decay"}, "{betas: [0.9, 0.999], eps: 1.0e-8, momentum_decay: 4.0e-3}",
        2e-3, make_nadam},
@@ -42,7 +43,7 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
        {"eps", "clip_threshold", "decay_rate", "beta1", "scale_parameter", "relative_step", "warmup_init"},
        "{eps: [1.0e-30, 1.0e-3], clip_threshold: 1.0, decay_rate: -0.8, beta1: null, scale_parameter: false, "
        "relative_step: false, warmup_init: false}",
-       1e-3, make_adafactor},
+       1e-3, make_adafactor, /*elementwise=*/false},
   };
   return entries;
 }

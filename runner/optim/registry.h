@@ -26,6 +26,10 @@ struct OptimizerEntry {
   std::string defaults;           // YAML mapping: its defaults for those keys
   std::optional<double> default_lr;  // torch's default lr (none for SGD)
   std::unique_ptr<Optimizer> (*make)(std::vector<ParamGroup>, const OptimizerConfig&);
+  // Its update of each weight reads only that weight's gradient and state,
+  // so it runs on flat shards (full sharding); Lamb's per-tensor trust ratio
+  // and Adafactor's factored, per-tensor moments do not.
+  bool elementwise = true;
   // A common key or one of its own.
   bool takes(const std::string& key) const;
 };

@@ -106,6 +106,14 @@ const config::Schema<RunConfig>& RunConfig::schema() {
                  "zoo's own, with enable_distributed: each rank keeps and updates the optimizer state of its share "
                  "of the parameters only (ZeRO stage 1), then sends the updated values to the others; checkpoints "
                  "still hold the full state and load at any number of ranks.")
+          .field("sharding", &R::sharding,
+                 "zoo's own, with enable_distributed: what each rank keeps of the training state. none: everything "
+                 "(plain data parallelism); optimizer: the optimizer state of its share of the parameters "
+                 "(shard_optimizer_state: true, ZeRO stage 1); full: 1/N of every parameter, its gradient and its "
+                 "optimizer state (ZeRO stage 3, as PyTorch's FSDP), each layer's weights gathered just before it "
+                 "runs and freed after; checkpoints are then written as one shard per rank plus an index, and load "
+                 "at any number of ranks and any sharding. docs/distributed.md.",
+                 config::one_of({"none", "optimizer", "full"}))
           .field("allreduce_bucket_mb", &R::allreduce_bucket_mb,
                  "zoo's own, with enable_distributed: gradients are averaged in flat buffers of about this many MiB "
                  "(DDP's default, 25), each starting as soon as the backward pass has made all of its gradients. "
@@ -152,6 +160,10 @@ const config::Schema<RunConfig>& RunConfig::schema() {
               fail("num_epochs", "num_steps and num_epochs are mutually exclusive; set only one");
             if (r.shard_optimizer_state && !r.enable_distributed)
               fail("shard_optimizer_state", "shards over data-parallel ranks: set enable_distributed: true as well");
+            if (r.sharding != "none" && !r.enable_distributed)
+              fail("sharding", "shards over data-parallel ranks: set enable_distributed: true as well");
+            if (r.shard_optimizer_state && r.sharding == "full")
+              fail("shard_optimizer_state", "says sharding: optimizer, but sharding is full; set only one");
             if (r.dist_backend == "mpi")
               fail("dist_backend", "mpi is not built into zoo's LibTorch; use gloo (CPU) or nccl (GPU), which "
                                    "mpirun-started processes use as well");
@@ -196,6 +208,9 @@ YAML::Node runconfig_from_environment() {
 models::KernelPolicy kernel_policy_of(const RunConfig& r) {
   models::KernelPolicy p;
   p.cuda_kernels = models::parse_cuda_kernels(r.cuda_kernels);
+  // Kept 16-bit copies of the weights would hold 2 bytes of every parameter
+  // on every rank, and a regathered weight keeps its version: none under full sharding.
+  if (r.enable_distributed && r.sharding_mode() == "full") p.cuda_kernels.erase("weight_copies");
   p.cpu_kernels = r.cpu_kernels;
   p.cpu_gemm_blas = r.cpu_gemm == "blas";
   return p;

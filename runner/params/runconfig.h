@@ -60,7 +60,10 @@ struct RunConfig {
   int64_t main_process_id = 0;
   bool sync_batchnorm = false;
   int64_t dist_timeout = 300;  // zoo's own: seconds a collective may wait for the other ranks
-  bool shard_optimizer_state = false;  // zoo's own: ZeRO stage 1
+  bool shard_optimizer_state = false;  // zoo's own: ZeRO stage 1 (sharding: optimizer)
+  std::string sharding = "none";       // zoo's own: none, optimizer or full
+  // sharding, with shard_optimizer_state: true read as "optimizer".
+  std::string sharding_mode() const { return shard_optimizer_state && sharding == "none" ? "optimizer" : sharding; }
   double allreduce_bucket_mb = 25;     // zoo's own: gradient buffers of data parallelism
   // zoo's own run-time switches (docs/kernels.md); the environment variables
   // of kEnvironmentSwitches override them.

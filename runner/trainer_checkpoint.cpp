@@ -1,0 +1,281 @@
+// Implementation of runner/trainer.h, continued: what the trainer saves in
+// a checkpoint and restores from one (whole, or sharded under full sharding).
+#include <chrono>
+#include <filesystem>
+
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/checkpoint/sharded_checkpoint.h"
+#include "runner/log.h"
+#include "runner/model_guards.h"
+#include "runner/trainer.h"
+
+namespace zoo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Logs "<what> checkpoint <path> (<MB> in <s>, <MB/s>)" for a file (and a
+// sharded one's shards) written or read since `start`.
+void log_checkpoint_io(const char* what, const std::string& path, std::chrono::steady_clock::time_point start) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double bytes = double(fs::file_size(path));
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ckpt::shards_dir(path), ec)) bytes += double(e.file_size(ec));
+  const double mb = bytes / 1e6;
+  log::info(strf("%s checkpoint %s (%.1f MB in %.2f s, %.0f MB/s)", what, path.c_str(), mb, seconds, mb / seconds));
+}
+
+// Reads a checkpoint file and says how long it took.
+c10::impl::GenericDict timed_load(const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
+  log_checkpoint_io("Read", path, start);
+  return dict;
+}
+
+}  // namespace
+
+std::optional<std::string> Trainer::restore(bool training) {
+  std::optional<std::string> path = restore_checkpoint(training);
+  if (distributed_) {  // fully sharded parameters are equal by construction
+    std::vector<torch::Tensor> state;
+    if (!full_)
+      for (const auto& p : model_->parameters()) state.push_back(p.detach());
+    for (const auto& b : model_->buffers()) state.push_back(b.detach());
+    distributed_->broadcast_from_main(state);
+  }
+  return path;
+}
+
+std::optional<std::string> Trainer::restore_checkpoint(bool training) {
+  const RunConfig& rc = params_.runconfig;
+  // A LoRA run's checkpoint_path names the base it starts from: once the
+  // run has checkpoints of its own, starting it again resumes from them.
+  const bool lora_resumes = training && !params_.lora.empty() && rc.checkpoint_path && rc.autoload_last_checkpoint &&
+                            !ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name)).empty();
+  if (lora_resumes)
+    log::info("checkpoint_path " + *rc.checkpoint_path + " is the LoRA run's base; resuming from the run's newest "
+              "checkpoint in " + rc.checkpoint_dir());
+  if (rc.checkpoint_path && !lora_resumes) {
+    load_checkpoint(*rc.checkpoint_path, training);
+    return rc.checkpoint_path;
+  }
+  if (rc.autoload_last_checkpoint) {
+    // Newest first; a corrupt or truncated file is skipped for the one before it.
+    auto all = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
+    std::string unreadable;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      std::optional<c10::impl::GenericDict> dict;
+      try {
+        dict = timed_load(it->path);
+      } catch (const std::runtime_error& e) {
+        log::warn(std::string(e.what()) + "; trying the previous checkpoint");
+        unreadable += (unreadable.empty() ? "" : ", ") + it->path;
+        continue;
+      }
+      apply_checkpoint(*dict, it->path, training, /*every_state=*/lora_resumes);
+      return it->path;
+    }
+    // Starting over would quietly abandon the run these files belong to.
+    if (!unreadable.empty())
+      throw std::runtime_error("no readable checkpoint in " + rc.checkpoint_dir() + " (unreadable: " + unreadable +
+                               "); move them away to start afresh, or set checkpoint_path");
+  }
+  log::info("No checkpoint to load; starting from the initialized model (global_step 0).");
+  return std::nullopt;
+}
+
+void Trainer::load_checkpoint(const std::string& path, bool training) {
+  apply_checkpoint(timed_load(path), path, training);
+}
+
+// Each component restores its own state; the trainer only picks which.
+void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::string& path, bool training,
+                               bool every_state) {
+  const RunConfig& rc = params_.runconfig;
+  std::set<std::string> states(kCheckpointStates.begin(), kCheckpointStates.end());
+  if (training && rc.load_checkpoint_states && !every_state) states = rc.load_checkpoint_states->items;
+  auto want = [&](const char* key) { return states.count(key) && dict.contains(key); };
+  auto state = [&](const char* key) { return dict.at(key).toGenericDict(); };
+  log::info("Loading checkpoint " + path);
+  // Weights asked for but absent would leave the initialized model to be
+  // evaluated or trained on as if it had loaded: an error, not a warning.
+  if (states.count("model")) {
+    bool strict = training ? !rc.disable_strict_checkpoint_loading : true;
+    ckpt::CopyIntoModel copy;
+    if (full_)  // each rank copies its shard of each parameter, never holding the whole model
+      copy = [this](const std::string& name, torch::Tensor& target, const torch::Tensor& saved) {
+        if (!full_->load_parameter(name, saved)) target.copy_(saved);  // a buffer: whole on every rank
+      };
+    for (const auto& w : ckpt::load_model_state_dict(*model_, ckpt::model_weights(dict, path), strict, path, copy))
+      log::warn(path + ": " + w);
+    if (!params_.lora.empty()) lora_base_ = ckpt::lora_base_of(dict, path);
+  } else {
+    log::warn(path + ": model weights not loaded (not in load_checkpoint_states)");
+  }
+  global_step_ = 0;
+  if (want("global_step")) {
+    global_step_ = dict.at("global_step").toInt();
+  } else if (const auto named = ckpt::step_in_name(path, ckpt::CheckpointNaming(rc.checkpoint_name));
+             states.count("global_step") && named) {
+    // A bare state dict saved as checkpoint_<N>.mdl: resume numbering after
+    // it rather than write a second checkpoint_<N> beside it.
+    global_step_ = *named;
+    log::info(path + ": no global_step in the file; taking " + std::to_string(global_step_) + " from its name");
+  }
+  if (!training) return;
+  // The masks travel with the weights they belong to.
+  if (sparsity_ && states.count("model") && dict.contains("sparsity")) {
+    try {
+      sparsity_->load_state_dict(state("sparsity"));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": " + e.what());
+    }
+  }
+  try {
+    if (want("optimizer") && full_)
+      full_->load_optimizer_state(*optimizer_, state("optimizer").at("state").toGenericDict());
+    else if (want("optimizer"))
+      optimizer_->load_state_dict(state("optimizer"));
+    if (sharding_) sharding_->drop_others_state(*optimizer_);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": cannot restore the optimizer state (" + e.what() +
+                             "); to start the optimizer afresh, set load_checkpoint_states to the states to keep, "
+                             "e.g. model,global_step");
+  }
+  scheduler_ = std::make_unique<optim::LRScheduler>(params_.optimizer.learning_rate);
+  if (want("lr_scheduler")) scheduler_->load_state_dict(state("lr_scheduler"));
+  if (want("grad_scaler") && scaler_ && state("grad_scaler").size() > 0) scaler_->load_state_dict(state("grad_scaler"));
+  try {
+    if (want("dataloader")) train_loader_->load_state_dict(state("dataloader"));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": cannot resume the training data: " + e.what());
+  }
+  if (want("global_step") && dict.contains("rng_state")) ckpt::load_rng_state_dict(state("rng_state"));
+  resumed_from_ = path;
+  for (const auto& s : kCheckpointStates)
+    if (states.count(s) && !dict.contains(s) && s != "grad_scaler" && !(s == "global_step" && global_step_ > 0))
+      log::info(path + ": no '" + s + "' state in the checkpoint; starting it fresh");
+}
+
+void Trainer::refuse_non_finite_weights() const {
+  // Weights that went non-finite are never saved: the next run would
+  // autoload them as the newest checkpoint. Every rank holds the same
+  // weights (or agrees on its shards), so all stop here, before any collective.
+  const std::vector<std::string> bad =
+      full_ ? (full_->weights_finite() ? std::vector<std::string>{} : std::vector<std::string>{"a rank's shard"})
+            : non_finite_parameters(*model_);
+  if (bad.empty()) return;
+  const RunConfig& rc = params_.runconfig;
+  const auto kept = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
+  throw std::runtime_error(
+      strf("step %ld: the model's weights hold NaN or inf (", static_cast<long>(global_step_)) + bad.front() +
+      (bad.size() > 1 ? strf(" and %zu more tensors", bad.size() - 1) : std::string()) +
+      "), so no checkpoint was written; the newest one stays " +
+      (kept.empty() ? std::string("none") : kept.back().path) +
+      ". Lower the learning rate, clip gradients (max_gradient_norm) or check the data");
+}
+
+// Each component writes its own state under modelzoo's keys.
+c10::impl::GenericDict Trainer::run_state() const {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("lr_scheduler", scheduler_->state_dict());
+  d.insert("grad_scaler", scaler_ ? scaler_->state_dict() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+  d.insert("dataloader", train_loader_->state_dict());
+  d.insert("global_step", global_step_);
+  d.insert("rng_state", ckpt::rng_state_dict());
+  if (sparsity_ && sparsity_->ready()) d.insert("sparsity", sparsity_->state_dict());
+  std::map<std::string, std::string> extra;
+  if (!lora_base_.empty()) extra["lora_base"] = lora_base_;  // which base the adapters apply to
+  d.insert("__metadata__", ckpt::checkpoint_metadata(params_, extra));
+  return d;
+}
+
+std::string Trainer::save_checkpoint() {
+  const RunConfig& rc = params_.runconfig;
+  refuse_non_finite_weights();
+  if (full_) return save_sharded_checkpoint();
+  // Sharded optimizer state: every rank sends its share (a collective).
+  c10::impl::GenericDict optimizer_state = sharding_ ? sharding_->full_state_dict(*optimizer_) : optimizer_->state_dict();
+  if (distributed_ && !distributed_->is_main()) return "";  // the ranks hold the same state
+  fs::create_directories(rc.checkpoint_dir());
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", ckpt::model_state_dict(*model_));
+  d.insert("optimizer", optimizer_state);
+  for (const auto& kv : run_state()) d.insert(kv.key(), kv.value());
+  const ckpt::CheckpointNaming naming(rc.checkpoint_name);
+  std::string path = ckpt::new_checkpoint_path(rc.checkpoint_dir(), global_step_, naming);
+  const auto start = std::chrono::steady_clock::now();
+  ckpt::save_checkpoint_file(path, d);
+  log_checkpoint_io("Saved", path, start);
+  if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.checkpoint_dir(), *rc.max_checkpoints, resumed_from_, naming);
+  return path;
+}
+
+// Every rank writes its shard at once; the main rank then writes the index
+// (runner/checkpoint/sharded_checkpoint.h), and only once all shards are on disk.
+std::string Trainer::save_sharded_checkpoint() {
+  const RunConfig& rc = params_.runconfig;
+  const ckpt::CheckpointNaming naming(rc.checkpoint_name);
+  const int rank = distributed_->rank(), world = distributed_->world_size();
+  // The main rank names the checkpoint, and this write of it: shards of an
+  // earlier, interrupted write of the same step never pass for this one's.
+  std::vector<char> named;
+  if (distributed_->is_main()) {
+    fs::create_directories(rc.checkpoint_dir());
+    const std::string text = ckpt::new_checkpoint_path(rc.checkpoint_dir(), global_step_, naming) + "\n" +
+                             std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+    named.assign(text.begin(), text.end());
+  }
+  distributed_->broadcast_bytes(named, distributed_->main_rank());
+  const std::string id(named.begin(), named.end()), path = id.substr(0, id.find('\n'));
+  const auto start = std::chrono::steady_clock::now();
+  std::string failure;
+  try {
+    c10::impl::GenericDict about(c10::StringType::get(), c10::AnyType::get());
+    about.insert("id", id);
+    about.insert("rank", int64_t{rank});
+    c10::impl::GenericDict shard(c10::StringType::get(), c10::AnyType::get());
+    shard.insert("pieces", full_->shard_pieces(*optimizer_));
+    shard.insert("__shard__", about);
+    fs::create_directories(ckpt::shards_dir(path));
+    ckpt::save_checkpoint_file(ckpt::shard_path(path, rank, world), shard);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  if (!distributed_->all_agree(failure.empty()))
+    throw std::runtime_error(
+        strf("rank %d of %d: ", rank, world) +
+        (failure.empty() ? "another rank could not write its shard of " + path + " (its log says why)"
+                         : "could not write its shard of " + path + ": " + failure) +
+        "; that checkpoint is incomplete and nothing will load it");
+  if (!distributed_->is_main()) return "";
+  c10::impl::GenericDict info(c10::StringType::get(), c10::AnyType::get());
+  info.insert("id", id);
+  info.insert("world_size", int64_t{world});
+  c10::impl::GenericDict shapes(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& [name, sizes] : full_->shapes()) shapes.insert(name, c10::List<int64_t>(sizes));
+  info.insert("shapes", shapes);
+  c10::impl::GenericDict param_keys(c10::StringType::get(), c10::StringType::get());
+  c10::impl::GenericDict buffers(c10::StringType::get(), c10::TensorType::get());
+  std::map<std::string, torch::Tensor> buffer_of;
+  for (const auto& b : model_->named_buffers()) buffer_of[b.key()] = b.value().detach().cpu();
+  for (const auto& [key, name] : ckpt::model_state_names(*model_)) {
+    if (buffer_of.count(name)) buffers.insert(key, buffer_of.at(name));
+    else param_keys.insert(key, name);
+  }
+  info.insert("param_keys", param_keys);
+  info.insert("optimizer_names", c10::List<std::string>(full_->optimizer_names()));
+  info.insert("optimizer_param_groups", full_->optimizer_param_groups(*optimizer_));
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", buffers);
+  for (const auto& kv : run_state()) d.insert(kv.key(), kv.value());
+  d.insert("__sharded__", info);
+  ckpt::save_checkpoint_file(path, d);
+  log_checkpoint_io(strf("Saved %d-shard", world).c_str(), path, start);
+  if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.checkpoint_dir(), *rc.max_checkpoints, resumed_from_, naming);
+  return path;
+}
+
+}  // namespace zoo
