@@ -1,7 +1,7 @@
 // Full sharding (runconfig.sharding: full) on c10d's Gloo over 127.0.0.1:
 // 2 and 4 ranks train as one process with the same global batch (with
 // activation checkpointing, gradient accumulation and clipping; AdamW and
-// SGD), sharded checkpoints resume at any world size and in any sharding
+// SGD; LoRA on a sharded frozen base), sharded checkpoints resume at any world size and in any sharding
 // mode and are read by eval and consolidated into one torch.load-able file,
 // and a rank killed mid-step or mid-write ends the others naming it while
 // the last complete checkpoint stays the one that loads.
@@ -140,6 +140,29 @@ TEST(FullSharding, TwoRanksWithSgdTrainAsOneProcessClippedOrNot) {
     EXPECT_GE(state, 0) << name;
     EXPECT_LT(state, 1e-5) << name;
   }
+}
+
+// LoRA: the frozen base is sharded too (never updated), the adapters train
+// as in one process.
+TEST(FullSharding, LoraAdaptersOnAShardedFrozenBaseTrainAsOneProcess) {
+  SKIP_WITHOUT_GLOO();
+  ShardedJob job;
+  const std::string d = job.dir.path();
+  const std::string adapters = "  activation_checkpointing: true\n  lora_params: {r: 4, alpha: 8}\n";
+  auto with_lora = [&](const std::string& file, const std::string& name) {
+    std::string y = zoo::testing::read_file(file);
+    y.replace(y.find("  activation_checkpointing: true\n"), 33, adapters);
+    return zoo::testing::write_file(d + "/" + name, y);
+  };
+  auto r = job.zoo("CPU --params " + with_lora(job.one, "lora_one.yaml") + " --mode train --max_steps 4 -o " + d + "/one");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto straight = losses(r.output);
+  r = job.ranks(2, free_port(23), "--mode train --max_steps 4 -o " + d + "/two", with_lora(job.full, "lora_full.yaml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Full sharding: 3 of 3 layers' gradients reduce-scattered during the backward pass"),
+            std::string::npos) << r.output;
+  expect_same_losses(losses(r.output), straight, 1, 4, "2 ranks, LoRA, full sharding");
+  EXPECT_LT(weight_distance(d + "/one/checkpoint_4.mdl", d + "/two/checkpoint_4.mdl"), 1e-5);
 }
 
 // A rank killed in the middle of a step, or of writing its shard of a
