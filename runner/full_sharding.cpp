@@ -249,15 +249,19 @@ void FullSharding::before(const torch::nn::Module& layer) {
   const auto it = unit_of_.find(&layer);
   if (it == unit_of_.end()) return;
   const size_t u = it->second;
-  gather(u);
   if (phase_ == Phase::backward) {
-    // Run again by activation checkpointing: the layers after it are done.
-    for (size_t w = u + 1; w < units_.size(); ++w)
-      if (units_[w].reduced) release(w);
-    if (u > 1) prefetch(u - 1);
-  } else if (u + 1 < units_.size()) {
-    prefetch(u + 1);
+    start_backward_of(u);  // run again by activation checkpointing
+    return;
   }
+  gather(u);
+  if (u + 1 < units_.size()) prefetch(u + 1);
+}
+
+void FullSharding::start_backward_of(size_t u) {
+  for (size_t w = u + 1; w < units_.size(); ++w)  // the layers after it are done
+    if (units_[w].reduced) release(w);
+  gather(u);
+  if (u > 1) prefetch(u - 1);
 }
 
 void FullSharding::after(const torch::nn::Module& layer, const std::vector<torch::Tensor>& outputs) {
@@ -273,12 +277,7 @@ void FullSharding::hook_outputs(size_t u, const std::vector<torch::Tensor>& outp
   for (const auto& t : outputs) {
     if (!t.requires_grad()) continue;
     t.register_hook([this, u, alive = std::weak_ptr<int>(alive_)](const torch::Tensor&) {
-      if (!alive.lock()) return;
-      // The gradient of this layer's output is whole: the layers after it are done.
-      for (size_t w = u + 1; w < units_.size(); ++w)
-        if (units_[w].reduced) release(w);
-      gather(u);
-      if (u > 1) prefetch(u - 1);
+      if (alive.lock()) start_backward_of(u);  // this layer's output gradient is whole
     });
   }
 }
@@ -343,7 +342,7 @@ torch::Tensor FullSharding::clip_coefficient(double max_norm) {
     if (f.shard.grad().defined()) squares += f.shard.grad().norm().to(torch::kDouble).pow(2);
   distributed_.sum(squares);
   const torch::Tensor norm = squares.sqrt().to(torch::kFloat).reshape({});
-  return (max_norm / (norm + 1e-6)).clamp_max(1.0);
+  return optim::clip_coefficient_of_norm(norm, max_norm);
 }
 
 bool FullSharding::weights_finite() {

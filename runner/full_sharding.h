@@ -84,6 +84,9 @@ class FullSharding final : public models::LayerHooks {
   void reduce(size_t unit);
   void finish_reductions(size_t keep_pending);
   void hook_outputs(size_t unit, const std::vector<torch::Tensor>& outputs);
+  // Before a layer's backward pass: frees the finished layers after it,
+  // gathers it, and starts gathering the one before it.
+  void start_backward_of(size_t unit);
 
   Distributed& distributed_;
   int rank_, world_;

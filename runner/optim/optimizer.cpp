@@ -185,7 +185,11 @@ torch::Tensor clip_coefficient(const std::vector<torch::Tensor>& parameters, dou
   for (auto& n : norms) n = n.to(torch::kFloat);
   torch::Tensor total = torch::stack(norms).norm();
   if (norm) *norm = total;
-  return (max_norm / (total + 1e-6)).clamp_max(1.0);
+  return clip_coefficient_of_norm(total, max_norm);
+}
+
+torch::Tensor clip_coefficient_of_norm(const torch::Tensor& norm, double max_norm) {
+  return (max_norm / (norm + 1e-6)).clamp_max(1.0);
 }
 
 void scale_gradients(const std::vector<torch::Tensor>& parameters, const torch::Tensor& coefficient) {

@@ -72,6 +72,8 @@ class Optimizer {
 // when given, gets the norm before clipping.
 torch::Tensor clip_coefficient(const std::vector<torch::Tensor>& parameters, double max_norm,
                                torch::Tensor* norm = nullptr);
+// The same from the gradients' global 2-norm (a float32 scalar), however it was summed.
+torch::Tensor clip_coefficient_of_norm(const torch::Tensor& norm, double max_norm);
 
 // Multiplies the gradients of `parameters` in place by `coefficient` (a scalar
 // tensor on their device), in one multi-tensor kernel on CUDA.
