@@ -161,6 +161,9 @@ std::string describe(const CreateHdf5Summary& s, const CreateHdf5Options& o) {
   else
     out << "; over --max_seq_length " << o.max_seq_length << ": " << s.truncated << " truncated, " << s.dropped
         << " dropped" << (o.truncate ? "" : " (--truncate keeps their beginning instead)") << "\n";
+  if (s.turns_cut > 0)
+    out << s.turns_cut << " assistant turns render otherwise inside a conversation than as its last message (a "
+        << "template's reasoning block, say): each is learned as far as both renderings agree\n";
   return out.str();
 }
 

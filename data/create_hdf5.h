@@ -48,6 +48,7 @@ struct CreateHdf5Summary {
   int64_t loss_tokens = 0;       // labels in the loss (attention_mask 1)
   int64_t discarded_tokens = 0;  // LMData: leftovers too short for a sample (a single token)
   int64_t truncated = 0, dropped = 0;  // Summarization / Chat samples over max_seq_length
+  int64_t turns_cut = 0;  // Chat: assistant turns learned only as far as their two renderings agree
 };
 
 // LMData: each document is tokenized and ends with eos_id. With

@@ -21,6 +21,24 @@ const std::string& string_at(const nlohmann::json& j, const std::string& key, co
   return j[key].get_ref<const std::string&>();
 }
 
+// A message's content: text, or a list of parts as OpenAI-style data and Gemma 3's template have them
+// ([{"type": "text", "text": ...}]), which the template reads as it is.
+nlohmann::json content_at(const nlohmann::json& message, const std::string& key, const std::string& where) {
+  if (!message.contains(key))
+    throw std::invalid_argument(where + ": no key '" + key + "' (set --multi_turn_content_key to the key your file uses)");
+  const auto& content = message[key];
+  if (content.is_string()) return content;
+  if (content.is_array()) {
+    for (size_t k = 0; k < content.size(); ++k)
+      if (!content[k].is_object() || !content[k].contains("type") || !content[k]["type"].is_string())
+        throw std::invalid_argument(where + ": '" + key + "'[" + std::to_string(k) + "]: expected a part {\"type\": ..., ...}, got " +
+                                    content[k].dump().substr(0, 200));
+    return content;
+  }
+  throw std::invalid_argument(where + ": '" + key + "' must be a string or a list of parts ({\"type\": \"text\", \"text\": ...}), got " +
+                              content.type_name());
+}
+
 std::vector<text::ChatMessage> messages_of(const nlohmann::json& j, const CreateHdf5Options& o, const std::string& where) {
   if (!j.contains(o.multi_turn_key) || !j[o.multi_turn_key].is_array())
     throw std::invalid_argument(where + ": expected a list of messages under '" + o.multi_turn_key +
@@ -31,7 +49,7 @@ std::vector<text::ChatMessage> messages_of(const nlohmann::json& j, const Create
     const std::string at = where + ": " + o.multi_turn_key + "[" + std::to_string(i) + "]";
     if (!list[i].is_object()) throw std::invalid_argument(at + ": expected an object with a role and a content");
     messages.push_back({string_at(list[i], o.multi_turn_role_key, at, "--multi_turn_role_key"),
-                        string_at(list[i], o.multi_turn_content_key, at, "--multi_turn_content_key")});
+                        content_at(list[i], o.multi_turn_content_key, at)});
   }
   if (messages.empty()) throw std::invalid_argument(where + ": the conversation has no messages");
   return messages;
@@ -69,7 +87,7 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
       text::LabeledTokens t;
       try {
         if (chat)
-          t = text::chat_tokens(tokenizer, *chat_template, messages_of(j, o, where));
+          t = text::chat_tokens(tokenizer, *chat_template, messages_of(j, o, where), static_cast<size_t>(o.max_seq_length + 1));
         else
           t = text::prompt_completion_tokens(tokenizer, string_at(j, o.prompt_key, where, "--prompt_key"),
                                              string_at(j, o.completion_key, where, "--completion_key"), sep,
@@ -79,6 +97,7 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
         throw std::invalid_argument(what.rfind(where, 0) == 0 ? what : where + ": " + what);
       }
       ++s.documents;
+      s.turns_cut += t.turns_cut;
       int64_t length = static_cast<int64_t>(t.ids.size());
       if (length > window) {
         const bool loss_left = std::find(t.in_loss.begin() + 1, t.in_loss.begin() + window, 1) != t.in_loss.begin() + window;

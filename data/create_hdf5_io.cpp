@@ -142,8 +142,14 @@ std::vector<std::string> input_files(const std::string& input_dir, bool text_too
   const char* wanted = text_too ? ".txt or .jsonl" : ".jsonl";
   std::vector<std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(input_dir)) {
-    if (!e.is_regular_file()) continue;
     const std::string p = e.path().string();
+    if (!e.is_regular_file()) {
+      // An input by its name that cannot be read as one is an error, not a file quietly left out.
+      if (!(text_too && is_text_file(p)) && !is_jsonl_file(p)) continue;
+      const char* what = e.is_directory() ? "a directory" : e.is_symlink() && !fs::exists(e.path()) ? "a symbolic link to nothing"
+                         : e.is_fifo() ? "a FIFO" : "not a regular file";
+      throw std::invalid_argument("--input_dir " + input_dir + ": " + p + " is " + what + ", expected a " + wanted + " file");
+    }
     if ((text_too && is_text_file(p)) || is_jsonl_file(p)) files.push_back(p);
     else progress << "create-hdf5: skipping " << p << " (not " << wanted << ", gzipped or not)\n";
   }

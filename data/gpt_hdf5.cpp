@@ -1,6 +1,7 @@
 // Implementation of data/gpt_hdf5.h with the HDF5 C API.
 #include "data/gpt_hdf5.h"
 
+#include "data/hdf5_files.h"
 #include "data/iterable_loader.h"
 
 #include <hdf5.h>
@@ -159,6 +160,7 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       throw std::runtime_error(path + ": dataset 'data' holds " +
                                (type_class == H5T_FLOAT ? std::string("floating-point numbers") : std::string("non-integer values")) +
                                ", expected int32 token ids");
+    Hdf5Files::check_fully_written(d, path, "data");
     if (const std::string filter = missing_filter(d); !filter.empty())
       throw std::runtime_error(path + ": dataset 'data' is compressed with " + filter +
                                ", which this HDF5 library cannot decode; rewrite it with gzip or no compression "

@@ -27,6 +27,7 @@ Hdf5Files::Hdf5Files(const std::vector<std::string>& paths, const std::vector<st
       if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
       H5Sclose(space);
       files_.back().shapes.emplace_back(dims.begin(), dims.end());
+      check_fully_written(d, path, name);
       hid_t type = H5Dget_type(d);
       const bool integer = H5Tget_class(type) == H5T_INTEGER;
       H5Tclose(type);
@@ -40,6 +41,38 @@ Hdf5Files::~Hdf5Files() {
     for (int64_t d : f.dataset_ids) H5Dclose(d);
     H5Fclose(f.file_id);
   }
+}
+
+void Hdf5Files::check_fully_written(int64_t dataset_id, const std::string& path, const std::string& name) {
+  const hid_t d = static_cast<hid_t>(dataset_id);
+  hid_t space = H5Dget_space(d);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::max(rank, 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  const hssize_t elements = H5Sget_simple_extent_npoints(space);
+  H5Sclose(space);
+  if (elements <= 0) return;
+  hid_t plist = H5Dget_create_plist(d);
+  bool whole = true;
+  if (H5Pget_layout(plist) == H5D_CHUNKED) {
+    // Every chunk of the grid must be stored (space status reports compressed chunks as "partly allocated").
+    std::vector<hsize_t> chunk(dims.size());
+    hsize_t expected = 1, stored = 0;
+    hid_t file_space = H5Dget_space(d);  // HDF5 1.10 refuses H5S_ALL here
+    const bool counted = H5Pget_chunk(plist, rank, chunk.data()) == rank && H5Dget_num_chunks(d, file_space, &stored) >= 0;
+    H5Sclose(file_space);
+    if (counted) {
+      for (size_t k = 0; k < dims.size(); ++k) expected *= chunk[k] ? (dims[k] + chunk[k] - 1) / chunk[k] : 1;
+      whole = stored >= expected;
+    }
+  } else {
+    H5D_space_status_t status = H5D_SPACE_STATUS_ALLOCATED;
+    whole = H5Dget_space_status(d, &status) < 0 || status != H5D_SPACE_STATUS_NOT_ALLOCATED;
+  }
+  H5Pclose(plist);
+  if (!whole)
+    throw std::runtime_error(path + ": dataset '" + name + "' has chunks that were never written (a truncated or "
+                             "damaged file); they would read as zeros");
 }
 
 std::vector<int64_t> Hdf5Files::shape(size_t file, size_t d) const { return files_[file].shapes[d]; }

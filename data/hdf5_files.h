@@ -26,6 +26,9 @@ class Hdf5Files {
   std::vector<int64_t> shape(size_t file, size_t d) const;
   // "(n, 3, 8)", for messages.
   static std::string shape_text(const std::vector<int64_t>& shape);
+  // Throws std::runtime_error naming the file and dataset when some of its chunks were never written (a truncated
+  // or damaged file): they would read as zeros and train without a word.
+  static void check_fully_written(int64_t dataset_id, const std::string& path, const std::string& name);
   // Gives each file its sample count (after the caller checked its shapes).
   void set_counts(const std::vector<int64_t>& counts);
   int64_t num_samples() const { return total_; }

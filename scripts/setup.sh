@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev libcxxopts-dev libspdlog-dev libhdf5-dev nlohmann-json3-dev libgtest-dev
   libprotobuf-dev protobuf-compiler libisal-dev  # TensorBoard event files
   libpcre2-dev  # tokenizers: Unicode-aware pre-tokenization regex
+  libutf8proc-dev  # tokenizers: Unicode normalization (NFC, NFKC, ...) and character classes
   libsentencepiece-dev  # tokenizers: SentencePiece models (tokenizer.model)
   zlib1g-dev  # gzipped MNIST files
   libjpeg62-turbo-dev libpng-dev  # JPEG and PNG images (vision data)

@@ -6,9 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <ctime>
 #include <fstream>
+#include <random>
+
+#include <sys/stat.h>
 
 #include "data/text/chat_template.h"
+#include "data/text/labeled_tokens.h"
 #include "data/text/tokenizer.h"
 #include "tests/hdf5_fixtures.h"
 #include "tests/test_util.h"
@@ -42,7 +48,7 @@ json conversations() {
 
 std::vector<text::ChatMessage> messages_of(const json& list) {
   std::vector<text::ChatMessage> out;
-  for (const auto& m : list) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  for (const auto& m : list) out.push_back({m["role"].get<std::string>(), m["content"]});
   return out;
 }
 
@@ -109,6 +115,97 @@ TEST(ChatTemplate, TemplatesItCannotUseAreClearErrors) {
   EXPECT_NE(filter.find("no_such_filter"), std::string::npos) << filter;
   EXPECT_NE(filter.find("a filter or function minja (zoo's Jinja) does not have"), std::string::npos) << filter;
   EXPECT_NE(filter.find("dir/tokenizer_config.json"), std::string::npos) << filter;
+  // What jinja2 raises is an error here too, never a crash or a hang: division by zero, templates that loop, recurse,
+  // nest or write without end stop at a bound that the message names.
+  for (const auto& [source, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"{{ 1 // 0 }}", "integer division or modulo by zero"},
+           {"{{ 7 % 0 }}", "integer division or modulo by zero"},
+           {"{{ 1 / 0 }}", "division by zero"},
+           {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "template bound reached: nesting deeper than 1000"},
+           {"{% for i in range(1000000000) %}{% endfor %}", "Range too big"},
+           {"{% for i in range(10, 0, 0) %}{% endfor %}", "range() arg 3 must not be zero"},
+           {"{{ 'a' * 100000000 }}", "would pass the output bound"},
+           {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "rendering steps"},
+           {"{% set s = namespace(t='ab') %}{% for i in range(100000) %}{% set s.t = s.t ~ s.t %}{% endfor %}", "would pass the output bound"},
+           {"{% set s = namespace(t='ab') %}{% for i in range(100000) %}{% set s.t = s.t.replace('a', 'aa') %}{% endfor %}", "would pass the output bound"},
+           {"{% set s = namespace(l=[1]) %}{% for i in range(100000) %}{% set s.l = s.l + s.l %}{% endfor %}", "template bound reached"},
+           {"{{ " + [] { std::string s; for (int i = 0; i < 100000; ++i) s += "not "; return s; }() + "x }}", "nests deeper than 256"},
+           {[] { std::string s; for (int i = 0; i < 300; ++i) s += "{% if true %}"; s += "x"; for (int i = 0; i < 300; ++i) s += "{% endif %}"; return s; }(),
+            "nests deeper than 256"},
+           {"{{ raise_exception('Conversation roles must alternate') }}", "Conversation roles must alternate"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string e = error(source);
+    EXPECT_NE(e.find(expected), std::string::npos) << source.substr(0, 80) << ": " << e.substr(0, 400);
+    EXPECT_NE(e.find("dir/tokenizer_config.json"), std::string::npos) << e.substr(0, 400);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0) << source.substr(0, 80);
+  }
+  // jinja2's arithmetic: true division, floor division and modulo by the divisor's sign.
+  const text::ChatTemplate math("{{ 7 / 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }}", tokens, "math");
+  EXPECT_EQ(math.render({{"user", "x"}}, false), "3.5 -4 2 -2");
+  // Python's str methods as jinja2 calls them (@huggingface/jinja's lstrip drops every space, Python only the given
+  // characters: Qwen3's template writes content.lstrip('\n')).
+  const text::ChatTemplate strip("[{{ '\n\n  x '.lstrip('\n') }}][{{ 'ab'.replace('', '-') }}][{{ 'aaa'.replace('a', 'b', 2) }}]", tokens, "strip");
+  EXPECT_EQ(strip.render({{"user", "x"}}, false), "[  x ][-a-b-][bba]");
+}
+
+// Seeded mutations of the published templates (fragments of Jinja inserted, spans cut or repeated): each parses and
+// renders, or is refused with an error naming the template; never a crash, and every render ends within its bound.
+TEST(ChatTemplate, MutatedTemplatesRenderOrAreRefused) {
+  std::mt19937_64 rng(std::getenv("ZOO_FUZZ_SEED") ? std::stoull(std::getenv("ZOO_FUZZ_SEED")) : 59);
+  std::vector<std::string> seeds;
+  const json templates = published_templates();
+  for (const auto& [name, t] : templates.items()) seeds.push_back(t["chat_template"].get<std::string>());
+  const std::vector<std::string> fragments = {
+      "{% for i in range(100000) %}", "{% endfor %}", "{% if ", "{% endif %}", "{{ ", " }}", "{% macro m(x) %}{{ m(x) }}{% endmacro %}",
+      "{{ m(1) }}", " // 0", " % 0", " / 0", "not not not ", "(((((", ")))))", "[[[[", "]]]]", "{% set x = ", "'a' * 99999999",
+      "messages[0]['content'] | trim", "loop.index0", "raise_exception('stop')", "strftime_now('%Y')", "{{ range(10, 0, 0) }}",
+      "{% raw %}", "{% endraw %}", "{# ", " #}", "-%}", "{%-", "\"", "'", "|join", "|tojson", "{{ messages | length }}", "\xff\xfe"};
+  const std::vector<text::ChatMessage> conversation = {{"system", "s"}, {"user", "hello"}, {"assistant", "hi"}, {"user", "bye"}};
+  text::SpecialTokens tokens;
+  tokens.bos_token = "<s>";
+  tokens.eos_token = "</s>";
+  int rendered = 0, refused = 0;
+  for (int n = 0; n < 400; ++n) {
+    std::string t = seeds[rng() % seeds.size()];
+    for (int edits = 1 + static_cast<int>(rng() % 4); edits > 0; --edits) {
+      const size_t at = rng() % (t.size() + 1);
+      switch (rng() % 3) {
+        case 0: t.insert(at, fragments[rng() % fragments.size()]); break;
+        case 1: t.erase(at, rng() % 40); break;
+        default: t.insert(at, t.substr(at, rng() % 200)); break;
+      }
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      const text::ChatTemplate chat(t, tokens, "fuzz_template");
+      chat.render(conversation, n % 2 == 0);
+      ++rendered;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("fuzz_template"), std::string::npos) << std::string(e.what()).substr(0, 300);
+      ++refused;
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0) << "case " << n;
+  }
+  EXPECT_GT(rendered, 20);
+  EXPECT_GT(refused, 20);
+}
+
+// transformers gives templates strftime_now (Llama 3.2's dates) and passes content given as a list of parts as is.
+TEST(ChatTemplate, StrftimeNowAndContentPartsAsTransformersGivesThem) {
+  text::SpecialTokens tokens;
+  const text::ChatTemplate dated("Today Date: {{ strftime_now('%d %b %Y') }}", tokens, "llama_3_2");
+  char today[64];
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  std::strftime(today, sizeof today, "%d %b %Y", &local);
+  EXPECT_EQ(dated.render({{"user", "x"}}, true), std::string("Today Date: ") + today);
+  const text::ChatTemplate parts(
+      "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}[{{ p.type }}:{{ p.text }}]"
+      "{% endfor %}{% endif %}{% endfor %}",
+      tokens, "parts");
+  EXPECT_EQ(parts.render({{"user", json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})}, {"assistant", "c"}}, false),
+            "[text:a][text:b]c");
 }
 
 // One sample as create-hdf5 writes it from ids and their in-loss flags:
@@ -271,6 +368,85 @@ TEST(CreateHdf5Chat, LossMaskIsExactlyOnTheAssistantTurns) {
   }
 }
 
+// The tokenizers and chat templates published for Llama 3.1, Qwen3 and Gemma 3 (content as parts lists for Gemma 3):
+// the samples equal transformers.js's, loss marks included (Qwen3's first assistant turn, rendered without its empty
+// <think> block inside the conversation, as far as both renderings agree). No content starts with a space here:
+// @huggingface/jinja's lstrip('\n') strips spaces too, where jinja2 (and zoo) keep them.
+TEST(CreateHdf5Chat, PublishedTokenizersAndTemplatesGiveTransformersJsSamples) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  const std::string published = testing::published_tokenizers_dir();
+  ZOO_SKIP_WITHOUT_PUBLISHED_TOKENIZERS(published);
+  const std::string js = testing::transformers_js_dir();
+  ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(js);
+  auto m = [](const char* role, const json& content) { return json{{"role", role}, {"content", content}}; };
+  auto parts = [](const std::string& text) { return json::array({{{"type", "text"}, {"text", text}}}); };
+  for (const std::string name : {"llama3_1", "qwen3", "gemma3"}) {
+    SCOPED_TRACE(name);
+    const bool as_parts = name == "gemma3";
+    auto content = [&](const std::string& text) { return as_parts ? parts(text) : json(text); };
+    const json chats = json::array(
+        {json::array({m("system", content("Be brief.")), m("user", content("What is two plus two?")), m("assistant", content("Four.")),
+                      m("user", content("And doubled?")), m("assistant", content("Eight, with spaces "))}),
+         json::array({m("user", content("Say hola, V\u00e1clav")), m("assistant", content("\u00a1Hola! \U0001F600 \u6771\u4eac"))})});
+    TempDir tmp;
+    std::string lines;
+    for (const auto& chat : chats) lines += json{{"messages", chat}}.dump() + "\n";
+    testing::write_file(tmp / "in/chat.jsonl", lines);
+    const auto r = testing::run_command(create_hdf5("Chat", tmp / "in", tmp / "out",
+                                                    "--tokenizer_type HuggingFaceTokenizer --huggingface_tokenizer " +
+                                                        (published + "/" + name) + " --max_seq_length 512 --pad_id 0"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    testing::write_file(tmp / "chats.json", chats.dump());
+    const auto ref = testing::run_node_oracle(js, "chat_tokens_transformers_js.mjs",
+                                              testing::shell_quoted(published + "/" + name) + " " + testing::shell_quoted(tmp / "chats.json"));
+    ASSERT_EQ(ref.exit_code, 0) << ref.output;
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& c : json::parse(ref.output))
+      want.push_back(expected_row(c["ids"].get<std::vector<int32_t>>(), c["in_loss"].get<std::vector<int>>(), 512, 0));
+    EXPECT_EQ(testing::h5py_samples(tmp / "out"), want);
+  }
+}
+
+// Meta-Llama-3-8B-Instruct's first template appends the assistant header even without the generation prompt: zoo
+// leaves that trailing header out of the sample, so only the assistant's words and their <|eot_id|> are learned,
+// multi-turn conversations included.
+TEST(CreateHdf5Chat, ATemplateThatAlwaysAppendsTheAssistantHeaderLearnsOnlyTheTurns) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  const std::string published = testing::published_tokenizers_dir();
+  ZOO_SKIP_WITHOUT_PUBLISHED_TOKENIZERS(published);
+  auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", published + "/llama3"});
+  const text::ChatTemplate chat(tok->special_tokens().chat_template, tok->special_tokens(), "llama3");
+  EXPECT_EQ(chat.unconditional_generation_prompt(), "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::vector<text::ChatMessage> conversation = {
+      {"user", "What is two plus two?"}, {"assistant", "Four."}, {"user", "And doubled?"}, {"assistant", " Eight "}};
+  const text::LabeledTokens t = text::chat_tokens(*tok, chat, conversation);
+  std::vector<int32_t> learned;
+  for (size_t i = 0; i < t.ids.size(); ++i)
+    if (t.in_loss[i]) learned.push_back(t.ids[i]);
+  EXPECT_EQ(tok->decode(learned), "Four.<|eot_id|>Eight<|eot_id|>");
+  EXPECT_EQ(tok->decode({t.ids.back()}), "<|eot_id|>") << "the trailing header is not part of the sample";
+}
+
+// One conversation of 100,000 messages renders once and marks only the turns that fit the sample.
+TEST(CreateHdf5Chat, AVeryLongConversationIsPreparedInSeconds) {
+  ZOO_SKIP_WITHOUT_H5PY();
+  TempDir tmp;
+  json messages = json::array();
+  for (int i = 0; i < 100000; ++i)
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", i % 2 ? "answer " + std::to_string(i) : "question"}});
+  testing::write_file(tmp / "in/chat.jsonl", json{{"messages", messages}}.dump() + "\n");
+  testing::write_file(tmp / "template.jinja", published_templates()["chatml_openhermes_2_5_mistral_7b"]["chat_template"].get<std::string>());
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = testing::run_command(create_hdf5("Chat", tmp / "in", tmp / "out",
+                                                  "--tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 256 --truncate true --chat_template " +
+                                                      (tmp / "template.jinja")));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 truncated"), std::string::npos) << r.output;
+  EXPECT_LT(seconds, 60.0) << "one rendering and a few short ones, not one per turn";
+  std::cout << "[ chat ] 100,000-message conversation prepared in " << seconds << " s\n";
+}
+
 TEST(CreateHdf5FineTuning, BadInputIsAClearErrorNamingTheFileAndLine) {
   TempDir tmp;
   testing::write_file(tmp / "template.jinja",
@@ -310,6 +486,19 @@ TEST(CreateHdf5FineTuning, BadInputIsAClearErrorNamingTheFileAndLine) {
   expect_error(run("Chat", json{{"messages", json::array({{{"role", "user"}}})}}.dump() + "\n", chat), "1",
                "messages[0]: no key 'content' (set --multi_turn_content_key");
   expect_error(run("Chat", conversation("assistant")), "", "has no chat_template");
+  // Inputs by their name that cannot be read are errors, not files quietly left out of "1/1 files".
+  for (const auto& [make, what] : std::vector<std::pair<std::function<void(const std::string&)>, std::string>>{
+           {[](const std::string& p) { std::filesystem::create_symlink(p + ".gone", p); }, "a symbolic link to nothing"},
+           {[](const std::string& p) { ASSERT_EQ(mkfifo(p.c_str(), 0600), 0); }, "a FIFO"},
+           {[](const std::string& p) { std::filesystem::create_directories(p); }, "a directory"}}) {
+    static int k = 0;
+    const std::string in = tmp / ("odd" + std::to_string(++k));
+    testing::write_file(in + "/good.jsonl", good);
+    make(in + "/odd.jsonl");
+    const auto r = testing::run_command(create_hdf5("Summarization", in, tmp / ("odd_out" + std::to_string(k)), "--tokenizer_type ByteTokenizer --eos_id 0"));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(in + "/odd.jsonl is " + what), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace

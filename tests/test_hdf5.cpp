@@ -7,7 +7,7 @@
 #include <set>
 
 #include "data/registry.h"
-#include "data/text/byte_bpe.h"
+#include "data/text/hf_pipeline.h"
 #include "test_util.h"
 #include "tests/hdf5_fixtures.h"
 
@@ -123,7 +123,7 @@ TEST(CreateHdf5, UnpackedDocumentsEachStartASampleWithGpt2Tokens) {
       encoder + "/vocab.bpe --encoder_file " + encoder + "/encoder.json --jsonl_key body --max_seq_length 8 "
       "--pack_sequences false"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto bpe = text::ByteLevelBpe::from_gpt2_files(encoder + "/encoder.json", encoder + "/vocab.bpe");
+  auto bpe = text::gpt2_tokenizer(encoder + "/encoder.json", encoder + "/vocab.bpe");
   // Without packing each document (plus eos 50256, the default, also the pad) is its own sample.
   std::vector<std::vector<int32_t>> want;
   for (const char* d : {"Hello world", "The quick brown fox."}) {
@@ -450,6 +450,7 @@ TEST(Hdf5BadData, EachCaseNamesTheFileAndTheProblem) {
   expect("rank", file("rank") + "dataset 'data' has shape (2, 3, 8, 1)");
   expect("msl", file("msl") + "sequence length 8 differs from max_sequence_length 16", ", max_sequence_length: 16");
   expect("notsdf", file("notsdf") + "not a readable HDF5 file");
+  expect("unwritten", file("unwritten") + "dataset 'data' has chunks that were never written");
   expect("empty", "no *.h5 files");
   // Token ids >= vocab_size: see Data.ReadsModelzooHdf5Samples.
 }

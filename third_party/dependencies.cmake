@@ -120,6 +120,13 @@ add_library(zoo_sentencepiece INTERFACE)
 target_include_directories(zoo_sentencepiece SYSTEM INTERFACE ${ZOO_SENTENCEPIECE_INCLUDE})
 target_link_libraries(zoo_sentencepiece INTERFACE ${ZOO_SENTENCEPIECE_LIBRARY})
 
+# Unicode normalization and character classes for tokenizers. Debian: libutf8proc-dev.
+find_path(ZOO_UTF8PROC_INCLUDE utf8proc.h REQUIRED)
+find_library(ZOO_UTF8PROC_LIBRARY utf8proc REQUIRED)
+add_library(zoo_utf8proc INTERFACE)
+target_include_directories(zoo_utf8proc SYSTEM INTERFACE ${ZOO_UTF8PROC_INCLUDE})
+target_link_libraries(zoo_utf8proc INTERFACE ${ZOO_UTF8PROC_LIBRARY})
+
 # Unicode-aware pre-tokenization regex. Debian: libpcre2-dev.
 find_path(ZOO_PCRE2_INCLUDE pcre2.h REQUIRED)
 find_library(ZOO_PCRE2_LIBRARY pcre2-8 REQUIRED)

@@ -3,12 +3,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <climits>
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
-#include "data/text/byte_bpe.h"
+#include "data/text/hf_pipeline.h"
 #include "data/text/sentencepiece_model.h"
-#include "data/text/sp_bpe.h"
 #include "data/text/tokenizer_json.h"
 
 namespace zoo::text {
@@ -34,33 +35,62 @@ std::string chat_template_of(const nlohmann::json& config, const std::string& pa
   if (t.is_string()) return t.get<std::string>();
   if (t.is_array()) {
     for (const auto& named : t)
-      if (named.value("name", std::string()) == "default" && named.contains("template"))
-        return named["template"].get<std::string>();
+      if (named.is_object() && string_or(named, "name", "", path + ": chat_template[]") == "default")
+        return string_at(named, "template", path + ": chat_template[default]");
     throw std::invalid_argument(path + ": chat_template: a list of templates without one named \"default\"");
   }
   throw std::invalid_argument(path + ": chat_template: expected a string or a list of {name, template}");
 }
 
-// tokenizer.json's post_processor: whether its single-sequence template starts or ends with a special token.
-void read_post_processor(const nlohmann::json& tokenizer_json, SpecialTokens& special) {
-  const auto& pp = tokenizer_json.value("post_processor", nlohmann::json());
-  std::vector<nlohmann::json> steps;
-  if (pp.is_object() && pp.value("type", std::string()) == "Sequence") steps = pp.value("processors", steps);
-  else if (pp.is_object()) steps.push_back(pp);
-  for (const auto& step : steps) {
-    if (step.value("type", std::string()) != "TemplateProcessing") continue;
+// tokenizer.json's post_processor: whether its single-sequence template starts or ends with a special token
+// (TemplateProcessing; RoBERTa's and BERT's processors put theirs on both sides).
+void read_post_processor(const nlohmann::json& tokenizer_json, SpecialTokens& special, const std::string& path) {
+  const std::string where = path + ": post_processor";
+  for (const auto& step : steps_of(tokenizer_json.value("post_processor", nlohmann::json()), "processors", where)) {
+    const std::string type = type_of(step, where);
+    if (type == "RobertaProcessing" || type == "BertProcessing") {
+      special.add_bos = special.add_eos = true;
+      continue;
+    }
+    if (type != "TemplateProcessing") continue;
     const auto& single = step.value("single", nlohmann::json::array());
+    if (!single.is_array()) throw std::invalid_argument(where + ".single: expected a list of pieces");
     if (single.empty()) continue;
-    special.add_bos = single.front().contains("SpecialToken");
-    special.add_eos = single.size() > 1 && single.back().contains("SpecialToken");
+    special.add_bos = single.front().is_object() && single.front().contains("SpecialToken");
+    special.add_eos = single.size() > 1 && single.back().is_object() && single.back().contains("SpecialToken");
   }
 }
 
-std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& file, SpecialTokens& special) {
-  const nlohmann::json j = parse_json_file(file, "tokenizer file (tokenizer.json)");
-  read_post_processor(j, special);
-  if (SentencePieceBpe::describes(j)) return SentencePieceBpe::from_tokenizer_json(j, file);
-  return ByteLevelBpe::from_tokenizer_json(j, file);
+// Whether a normalizer is SentencePiece's compiled character map (T5, ALBERT), which the SentencePiece model file
+// beside it applies exactly.
+bool uses_precompiled(const nlohmann::json& node) {
+  if (node.is_object() && node.value("type", nlohmann::json()) == "Precompiled") return true;
+  if (node.is_object() && node.contains("normalizers") && node["normalizers"].is_array())
+    for (const auto& step : node["normalizers"])
+      if (uses_precompiled(step)) return true;
+  return false;
+}
+
+// transformers >= 4.34 writes added_tokens_decoder as {"id": {"content": ..., "special": ...}}; older files a list.
+std::vector<AddedToken> added_tokens_of(const nlohmann::json& config, const std::string& where) {
+  const auto it = config.find("added_tokens_decoder");
+  if (it == config.end() || it->is_null()) return {};
+  if (it->is_array()) return read_added_tokens(*it, where + ": added_tokens_decoder");
+  if (!it->is_object())
+    throw std::invalid_argument(where + ": added_tokens_decoder: expected {\"id\": {\"content\": ...}, ...}, got " +
+                                it->dump().substr(0, 200));
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [id, token] : it->items()) {
+    char* end = nullptr;
+    const long long value = std::strtoll(id.c_str(), &end, 10);
+    if (id.empty() || *end != '\0' || value < 0 || value > INT32_MAX || !token.is_object())
+      throw std::invalid_argument(where + ": added_tokens_decoder: expected token ids (0 .. 2147483647) mapped to "
+                                  "{\"content\": ...}, got \"" + id + "\": " + token.dump().substr(0, 200));
+    nlohmann::json entry = token;
+    entry["id"] = value;
+    list.push_back(std::move(entry));
+  }
+  return read_added_tokens(list, where + ": added_tokens_decoder");
 }
 
 }  // namespace
@@ -82,35 +112,51 @@ std::unique_ptr<Tokenizer> load_huggingface_tokenizer(const std::string& path) {
   } else {
     for (const char* name : {"tokenizer.json", "tokenizer.model", "spiece.model"})
       if (file.empty() && fs::is_regular_file(dir / name)) file = dir / name;
-    if (file.empty())
-      throw std::invalid_argument(path + ": no tokenizer.json, tokenizer.model or spiece.model (expected a tokenizer "
-                                  "directory as Hugging Face saves it)");
+  }
+  nlohmann::json tokenizer_json;
+  if (file.extension() == ".json") {
+    tokenizer_json = parse_json_file(file.string(), "tokenizer file (tokenizer.json)");
+    if (!tokenizer_json.is_object()) throw std::invalid_argument(file.string() + ": expected a JSON object");
+    if (uses_precompiled(tokenizer_json.value("normalizer", nlohmann::json()))) {
+      for (const char* name : {"spiece.model", "tokenizer.model"})
+        if (fs::is_regular_file(dir / name)) {
+          file = dir / name;
+          tokenizer_json = nullptr;
+          break;
+        }
+      if (!tokenizer_json.is_null())
+        throw std::invalid_argument(file.string() + ": normalizer: a Precompiled (SentencePiece) character map, which "
+                                    "zoo applies through the SentencePiece model file: put the model's spiece.model "
+                                    "or tokenizer.model beside it");
+    }
+  }
+  if (file.empty()) {
+    throw std::invalid_argument(path + ": no tokenizer.json, tokenizer.model or spiece.model (expected a tokenizer "
+                                "directory as Hugging Face saves it)");
   }
   nlohmann::json config = nlohmann::json::object();
   const fs::path config_path = dir / "tokenizer_config.json";
+  const std::string where = config_path.string();
   if (fs::is_regular_file(config_path)) {
     config = parse_json_file(config_path.string(), "tokenizer configuration (tokenizer_config.json)");
     if (!config.is_object()) throw std::invalid_argument(config_path.string() + ": expected a JSON object");
   }
-  const std::string where = config_path.string();
   SpecialTokens special;
   special.source = dir.string();
   std::unique_ptr<Tokenizer> tokenizer;
-  if (file.extension() == ".json") {
-    tokenizer = from_tokenizer_json(file.string(), special);
+  if (!tokenizer_json.is_null()) {
+    read_post_processor(tokenizer_json, special, file.string());
+    tokenizer = std::make_unique<PipelineTokenizer>(tokenizer_json, file.string());
   } else {
     // transformers' slow SentencePiece tokenizers put bos in front unless told otherwise (T5's none: it ends with eos).
-    std::vector<AddedToken> added;
-    for (const auto& [id, token] : config.value("added_tokens_decoder", nlohmann::json::object()).items())
-      added.push_back({token.value("content", std::string()), std::stoi(id), token.value("special", false)});
-    auto sp = std::make_unique<SentencePieceModel>(file.string(), std::move(added));
+    auto sp = std::make_unique<SentencePieceModel>(file.string(), added_tokens_of(config, where));
     const bool t5 = file.filename() == "spiece.model";
     special.add_bos = !t5 && sp->token_to_id("<s>").has_value();
     special.add_eos = t5;
     tokenizer = std::move(sp);
   }
-  special.add_bos = config.value("add_bos_token", special.add_bos);
-  special.add_eos = config.value("add_eos_token", special.add_eos);
+  special.add_bos = bool_or(config, "add_bos_token", special.add_bos, where);
+  special.add_eos = bool_or(config, "add_eos_token", special.add_eos, where);
   special.bos_token = token_text(config, "bos_token", where);
   special.eos_token = token_text(config, "eos_token", where);
   special.pad_token = token_text(config, "pad_token", where);
@@ -133,7 +179,7 @@ std::unique_ptr<Tokenizer> load_huggingface_tokenizer(const std::string& path) {
   if (fs::is_regular_file(dir / "chat_template.jinja"))
     special.chat_template = read_text_file((dir / "chat_template.jinja").string(), "chat template");
   // transformers' default when the file does not say.
-  special.clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
+  special.clean_up_spaces = bool_or(config, "clean_up_tokenization_spaces", true, where);
   tokenizer->set_special_tokens(std::move(special));
   return tokenizer;
 }

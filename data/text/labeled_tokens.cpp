@@ -11,6 +11,10 @@ bool starts_with(const std::string& text, const std::string& prefix) {
   return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
 }
 
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // How many leading ids of `whole` the text whole_text[:chars] accounts for.
 size_t tokens_before(const Tokenizer& tokenizer, const std::string& whole_text, size_t chars,
                      const std::vector<int32_t>& whole) {
@@ -41,7 +45,7 @@ LabeledTokens prompt_completion_tokens(const Tokenizer& tokenizer, const std::st
 }
 
 LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                          const std::vector<ChatMessage>& messages) {
+                          const std::vector<ChatMessage>& messages, size_t max_tokens) {
   bool any_assistant = false;
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& role = messages[i].role;
@@ -51,21 +55,39 @@ LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_t
     any_assistant = any_assistant || role == "assistant";
   }
   if (!any_assistant) throw std::invalid_argument("no assistant message: there is nothing to learn from this conversation");
-  const std::string whole = chat_template.render(messages, false);
+  // Rendering without the generation prompt, less what such a template appends anyway.
+  const std::string& always = chat_template.unconditional_generation_prompt();
+  auto rendered = [&](const std::vector<ChatMessage>& m) {
+    std::string text = chat_template.render(m, false);
+    if (ends_with(text, always)) text.resize(text.size() - always.size());
+    return text;
+  };
+  const std::string whole = rendered(messages);
   LabeledTokens out;
   out.ids = tokenizer.encode(whole);
   out.in_loss.assign(out.ids.size(), 0);
-  for (size_t i = 0; i < messages.size(); ++i) {
+  std::vector<ChatMessage> before;
+  before.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); before.push_back(messages[i++])) {
     if (messages[i].role != "assistant") continue;
-    const std::vector<ChatMessage> before(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(i));
-    const std::vector<ChatMessage> through(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(i + 1));
-    const std::string prompt = chat_template.render(before, true), turn = chat_template.render(through, false);
-    if (!starts_with(turn, prompt) || !starts_with(whole, turn))
+    std::vector<ChatMessage> through = before;
+    through.push_back(messages[i]);
+    const std::string prompt = chat_template.render(before, true), turn = rendered(through);
+    if (!starts_with(turn, prompt) || !starts_with(whole, prompt))
       throw std::invalid_argument(chat_template.origin() + ": the chat template does not render message " +
-                                  std::to_string(i) + " (assistant) as text appended to the conversation before it, "
-                                  "so zoo cannot tell which tokens are the assistant's");
+                                  std::to_string(i) + " (assistant) after the conversation before it and its "
+                                  "generation prompt, so zoo cannot tell which tokens are the assistant's; give a "
+                                  "template that does (--chat_template)");
     const size_t from = tokens_before(tokenizer, whole, prompt.size(), out.ids);
-    const size_t to = tokens_before(tokenizer, whole, turn.size(), out.ids);
+    if (from >= max_tokens) break;  // this turn and every later one start past the sample
+    size_t to = 0;
+    if (starts_with(whole, turn)) {
+      to = tokens_before(tokenizer, whole, turn.size(), out.ids);
+    } else {  // rendered otherwise as the last message: learned as far as the renderings agree
+      const auto own = tokenizer.encode(turn);
+      to = static_cast<size_t>(std::mismatch(own.begin(), own.end(), out.ids.begin(), out.ids.end()).first - own.begin());
+      ++out.turns_cut;
+    }
     std::fill(out.in_loss.begin() + static_cast<std::ptrdiff_t>(from), out.in_loss.begin() + static_cast<std::ptrdiff_t>(std::max(from, to)), 1);
   }
   return out;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ namespace zoo::text {
 struct LabeledTokens {
   std::vector<int32_t> ids;
   std::vector<uint8_t> in_loss;  // per id: 1 where a model is trained to predict it
+  int64_t turns_cut = 0;  // assistant turns the template renders otherwise inside the conversation (see chat_tokens)
 };
 
 // [bos where the tokenizer adds one] prompt [sep] completion eos; the
@@ -30,10 +32,19 @@ LabeledTokens prompt_completion_tokens(const Tokenizer& tokenizer, const std::st
 // does). Assistant turn i is the text the template adds between rendering
 // messages[:i] with the generation prompt and messages[:i + 1]; the tokens
 // of that text are in the loss (a token that straddles the turn's start
-// counts as the assistant's, one that straddles its end does not). Roles: system, user, assistant; there must be an
-// assistant turn. Throws std::invalid_argument naming the message at fault,
-// or the template when it does not render turns as prefixes of the whole.
+// counts as the assistant's, one that straddles its end does not). Turns
+// are marked up to `max_tokens` ids (a sample's length: a turn past it is
+// cut anyway), so a long conversation costs one rendering and a few short
+// ones. A template that appends the assistant header even without the
+// generation prompt has that trailing header left out of the text. A turn
+// the template renders otherwise when it ends the conversation than inside
+// it (Qwen3's empty <think> block on the last turn) is learned only as far as
+// both renderings agree, as a reference computed from those renderings
+// marks it; such turns are counted in turns_cut. Roles: system, user,
+// assistant; there must be an assistant turn. Throws std::invalid_argument
+// naming the message at fault, or the template when the prompt before a
+// turn is not a prefix of the whole.
 LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                          const std::vector<ChatMessage>& messages);
+                          const std::vector<ChatMessage>& messages, size_t max_tokens = SIZE_MAX);
 
 }  // namespace zoo::text

@@ -1,12 +1,14 @@
-// Pre-tokenization: cuts text into pieces with a PCRE2 regex (Unicode
-// classes such as \p{L} need a real regex engine). Defines: RegexSplitter,
-// kGpt2Pattern.
+// Pre-tokenization regexes: PCRE2 (Unicode classes such as \p{L} need a
+// real regex engine), bounded so that a hostile pattern cannot hang a run.
+// Defines: Regex, kGpt2Pattern.
 #pragma once
 
-#include <functional>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace zoo::text {
 
@@ -14,22 +16,24 @@ namespace zoo::text {
 // symbols, each with an optional leading space; runs of whitespace).
 extern const char* const kGpt2Pattern;
 
-class RegexSplitter {
+class Regex {
  public:
   // Throws std::invalid_argument with PCRE2's message and the offset.
-  explicit RegexSplitter(const std::string& pattern);
-  ~RegexSplitter();
-  RegexSplitter(const RegexSplitter&) = delete;
-  RegexSplitter& operator=(const RegexSplitter&) = delete;
-  // Calls `piece` for every match and every stretch between matches, in
-  // order, so the pieces concatenate to `text` exactly: nothing is lost,
-  // even bytes that are not valid UTF-8 (they never match and come out as
-  // stretches of their own).
-  void split(std::string_view text, const std::function<void(std::string_view)>& piece) const;
+  explicit Regex(const std::string& pattern);
+  ~Regex();
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+  // The [start, end) byte ranges of the non-empty, non-overlapping matches,
+  // left to right. Bytes that are not valid UTF-8 never match. Throws
+  // std::runtime_error naming the pattern when PCRE2's match limit is hit
+  // (a pattern that backtracks without end).
+  std::vector<std::pair<size_t, size_t>> matches(std::string_view text) const;
+  const std::string& pattern() const { return pattern_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::string pattern_;
 };
 
 }  // namespace zoo::text

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "data/text/byte_bpe.h"
+#include "data/text/hf_pipeline.h"
 #include "data/text/hf_tokenizer.h"
 #include "data/text/tokenizer_json.h"
 
@@ -43,7 +43,10 @@ std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text
 
 std::string Tokenizer::decode_like_transformers(const std::vector<int32_t>& ids) const {
   std::string text = decode(ids);
-  if (!special_.clean_up_spaces) return text;
+  return special_.clean_up_spaces ? clean_up_tokenization_spaces(std::move(text)) : text;
+}
+
+std::string clean_up_tokenization_spaces(std::string text) {
   static const std::pair<const char*, const char*> kCleanUps[] = {
       {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
       {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
@@ -66,7 +69,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerSpec& spec) {
     if (spec.vocab_file.empty() || spec.encoder_file.empty())
       throw std::invalid_argument(
           "tokenizer_type GPT2Tokenizer needs --vocab_file (vocab.bpe, the merges) and --encoder_file (encoder.json)");
-    return ByteLevelBpe::from_gpt2_files(spec.encoder_file, spec.vocab_file);
+    return gpt2_tokenizer(spec.encoder_file, spec.vocab_file);
   }
   if (spec.type == "HuggingFaceTokenizer") {
     const std::string& path = !spec.huggingface_tokenizer.empty() ? spec.huggingface_tokenizer : spec.encoder_file;
@@ -79,7 +82,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerSpec& spec) {
     const std::string& file = !spec.encoder_file.empty() ? spec.encoder_file : spec.huggingface_tokenizer;
     if (file.empty())
       throw std::invalid_argument("tokenizer_type NeoXTokenizer needs --encoder_file: a local tokenizer.json");
-    return ByteLevelBpe::from_tokenizer_json(parse_json_file(file, "tokenizer file (tokenizer.json)"), file);
+    return std::make_unique<PipelineTokenizer>(parse_json_file(file, "tokenizer file (tokenizer.json)"), file);
   }
   std::string known;
   for (const auto& t : tokenizer_types()) known += (known.empty() ? "" : ", ") + t;

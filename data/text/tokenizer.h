@@ -1,5 +1,5 @@
 // Text -> token ids for preprocessing (zoo data create-hdf5) and generation.
-// Defines: Tokenizer, TokenizerSpec, make_tokenizer.
+// Defines: Tokenizer, TokenizerSpec, make_tokenizer, clean_up_tokenization_spaces.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +45,9 @@ class Tokenizer {
  private:
   SpecialTokens special_;
 };
+
+// transformers' clean_up_tokenization: no space before punctuation and contractions (" ." -> ".", " n't" -> "n't").
+std::string clean_up_tokenization_spaces(std::string text);
 
 // modelzoo's create_hdf5_dataset.py names: tokenizer_type GPT2Tokenizer takes
 // vocab_file = vocab.bpe (merges) and encoder_file = encoder.json;

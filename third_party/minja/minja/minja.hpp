@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,34 @@
 using json = nlohmann::ordered_json;
 
 namespace minja {
+
+// zoo patch (third_party/README.md): bounds on parsing and rendering untrusted templates. Parsing nests at most
+// max_parse_depth; one render visits at most max_steps nodes and loop iterations, nests at most max_depth nodes
+// (macro recursion), writes at most max_output bytes (strings made by * too) and ends by the deadline. 0: unbounded.
+struct RenderLimits {
+  size_t max_depth = 0, max_steps = 0, max_output = 0;
+  std::chrono::steady_clock::time_point deadline{};
+  bool has_deadline = false;
+  size_t depth = 0, steps = 0;
+};
+inline thread_local RenderLimits render_limits;
+inline constexpr size_t max_parse_depth = 256;
+inline constexpr int64_t max_range_length = 100000;  // jinja2's sandbox (transformers renders in one): MAX_RANGE
+
+// A bound was reached: passes through the enclosing nodes without gathering their locations.
+struct RenderLimitError : std::runtime_error {
+  explicit RenderLimitError(const std::string & what, bool located = false)
+      : std::runtime_error(located ? what : "template bound reached: " + what), located(located) {}
+  bool located;  // the message names the place in the template already
+};
+
+// A string the template builds (by +, ~, *, replace, join) may not pass the output bound: it could only end up in
+// the output or fill memory.
+inline void check_string_size(size_t size) {
+  if (render_limits.max_output && size > render_limits.max_output)
+    throw RenderLimitError("a string of " + std::to_string(size) + " bytes would pass the output bound of " +
+                           std::to_string(render_limits.max_output) + " bytes");
+}
 
 class Context;
 
@@ -467,10 +496,14 @@ public:
   }
   Value operator+(const Value& rhs) const {
       if (is_string() || rhs.is_string()) {
-        return to_str() + rhs.to_str();
+        auto l = to_str(), r = rhs.to_str();
+        check_string_size(l.size() + r.size());
+        return l + r;
       } else if (is_number_integer() && rhs.is_number_integer()) {
         return get<int64_t>() + rhs.get<int64_t>();
       } else if (is_array() && rhs.is_array()) {
+        if (render_limits.max_steps && array_->size() + rhs.array_->size() > render_limits.max_steps)
+          throw RenderLimitError("a list of more than " + std::to_string(render_limits.max_steps) + " items");
         auto res = Value::array();
         for (const auto& item : *array_) res.push_back(item);
         for (const auto& item : *rhs.array_) res.push_back(item);
@@ -487,25 +520,48 @@ public:
   }
   Value operator*(const Value& rhs) const {
       if (is_string() && rhs.is_number_integer()) {
-        std::ostringstream out;
-        for (int64_t i = 0, n = rhs.get<int64_t>(); i < n; ++i) {
-          out << to_str();
-        }
-        return out.str();
+        const auto s = to_str();
+        const int64_t n = rhs.get<int64_t>();
+        if (render_limits.max_output && n > 0 && s.size() * static_cast<uint64_t>(n) > render_limits.max_output)
+          throw RenderLimitError("a string repeated " + std::to_string(n) + " times would pass the output bound of " +
+                                 std::to_string(render_limits.max_output) + " bytes");
+        std::string out;
+        for (int64_t i = 0; i < n; ++i) out += s;
+        return out;
       }
       else if (is_number_integer() && rhs.is_number_integer())
         return get<int64_t>() * rhs.get<int64_t>();
       else
         return get<double>() * rhs.get<double>();
   }
+  // zoo patch: Python's semantics, as jinja2: / is true division, // floors, % takes the divisor's sign, and a zero
+  // divisor is an error (ZeroDivisionError) rather than a crash.
   Value operator/(const Value& rhs) const {
-      if (is_number_integer() && rhs.is_number_integer())
-        return get<int64_t>() / rhs.get<int64_t>();
-      else
-        return get<double>() / rhs.get<double>();
+      if (rhs.get<double>() == 0) throw std::runtime_error("division by zero");
+      return get<double>() / rhs.get<double>();
+  }
+  Value floor_divide(const Value& rhs) const {
+      if (is_number_integer() && rhs.is_number_integer()) {
+        const int64_t a = get<int64_t>(), b = rhs.get<int64_t>();
+        if (b == 0) throw std::runtime_error("integer division or modulo by zero");
+        if (b == -1) return -a;
+        const int64_t q = a / b;
+        return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+      }
+      if (rhs.get<double>() == 0) throw std::runtime_error("float floor division by zero");
+      return std::floor(get<double>() / rhs.get<double>());
   }
   Value operator%(const Value& rhs) const {
-    return get<int64_t>() % rhs.get<int64_t>();
+    if (is_number_integer() && rhs.is_number_integer()) {
+      const int64_t a = get<int64_t>(), b = rhs.get<int64_t>();
+      if (b == 0) throw std::runtime_error("integer division or modulo by zero");
+      if (b == -1) return int64_t(0);
+      const int64_t r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+    if (rhs.get<double>() == 0) throw std::runtime_error("float modulo");
+    const double b = rhs.get<double>(), r = std::fmod(get<double>(), b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   }
 };
 
@@ -665,6 +721,9 @@ public:
     Value evaluate(const std::shared_ptr<Context> & context) const {
         try {
             return do_evaluate(context);
+        } catch (const RenderLimitError & e) {
+            if (e.located || !location.source) throw;
+            throw RenderLimitError(e.what() + error_location_suffix(*location.source, location.pos), true);
         } catch (const std::exception & e) {
             std::ostringstream out;
             out << e.what();
@@ -867,8 +926,19 @@ protected:
 public:
     TemplateNode(const Location & location) : location_(location) {}
     void render(std::ostringstream & out, const std::shared_ptr<Context> & context) const {
+        auto & limits = render_limits;
+        struct Nesting {
+          size_t & depth;
+          explicit Nesting(size_t & d) : depth(++d) {}
+          ~Nesting() { --depth; }
+        } nesting(limits.depth);
+        check_limits(out);
         try {
             do_render(out, context);
+            if (limits.max_output && static_cast<size_t>(out.tellp()) > limits.max_output) check_limits(out);
+        } catch (const RenderLimitError & e) {
+            if (e.located || !location_.source) throw;
+            throw RenderLimitError(e.what() + error_location_suffix(*location_.source, location_.pos), true);
         } catch (const LoopControlException & e) {
             // TODO: make stack creation lazy. Only needed if it was thrown outside of a loop.
             std::ostringstream err;
@@ -883,6 +953,22 @@ public:
         }
     }
     const Location & location() const { return location_; }
+    // Throws RenderLimitError naming the bound and where the template reached it.
+    void check_limits(std::ostringstream & out) const {
+        auto & limits = render_limits;
+        std::string what;
+        if (limits.max_depth && limits.depth > limits.max_depth)
+          what = "nesting deeper than " + std::to_string(limits.max_depth) + " (a macro that calls itself without end?)";
+        else if (limits.max_steps && ++limits.steps > limits.max_steps)
+          what = "more than " + std::to_string(limits.max_steps) + " rendering steps (loop iterations and nodes)";
+        else if (limits.max_output && static_cast<size_t>(out.tellp()) > limits.max_output)
+          what = "output longer than " + std::to_string(limits.max_output) + " bytes";
+        else if (limits.has_deadline && (limits.steps & 255) == 0 && std::chrono::steady_clock::now() > limits.deadline)
+          what = "rendering past its time limit";
+        if (what.empty()) return;
+        if (location_.source) what += error_location_suffix(*location_.source, location_.pos);
+        throw RenderLimitError("template bound reached: " + what, true);
+    }
     virtual ~TemplateNode() = default;
     std::string render(const std::shared_ptr<Context> & context) const {
         std::ostringstream out;
@@ -1009,6 +1095,7 @@ public:
               auto loop_context = Context::make(Value::object(), context);
               loop_context->set("loop", loop);
               for (size_t i = 0, n = filtered_items.size(); i < n; ++i) {
+                  check_limits(out);
                   auto & item = filtered_items.at(i);
                   destructuring_assign(var_names, loop_context, item);
                   loop.set("index", (int64_t) i + 1);
@@ -1365,14 +1452,18 @@ public:
 
           auto r = right->evaluate(context);
           switch (op) {
-              case Op::StrConcat: return l.to_str() + r.to_str();
+              case Op::StrConcat: {
+                auto ls = l.to_str(), rs = r.to_str();
+                check_string_size(ls.size() + rs.size());
+                return ls + rs;
+              }
               case Op::Add:       return l + r;
               case Op::Sub:       return l - r;
               case Op::Mul:       return l * r;
               case Op::Div:       return l / r;
               case Op::MulMul:    return std::pow(l.get<double>(), r.get<double>());
-              case Op::DivDiv:    return l.get<int64_t>() / r.get<int64_t>();
-              case Op::Mod:       return l.get<int64_t>() % r.get<int64_t>();
+              case Op::DivDiv:    return l.floor_divide(r);
+              case Op::Mod:       return l % r;
               case Op::Eq:        return l == r;
               case Op::Ne:        return l != r;
               case Op::Lt:        return l < r;
@@ -1597,15 +1688,20 @@ public:
             vargs.expectArgs("replace method", {2, 3}, {0, 0});
             auto before = vargs.args[0].get<std::string>();
             auto after = vargs.args[1].get<std::string>();
-            auto count = vargs.args.size() == 3 ? vargs.args[2].get<int64_t>()
-                                                : str.length();
-            size_t start_pos = 0;
-            while ((start_pos = str.find(before, start_pos)) != std::string::npos &&
-                  count-- > 0) {
-              str.replace(start_pos, before.length(), after);
-              start_pos += after.length();
+            // zoo patch: one linear pass (Python's str.replace), bounded like every string the template builds.
+            int64_t count = vargs.args.size() == 3 ? vargs.args[2].get<int64_t>() : -1;
+            std::string out;
+            size_t at = 0, hit;
+            while (count-- != 0 && at <= str.size() && (hit = str.find(before, at)) != std::string::npos) {
+              out.append(str, at, hit - at).append(after);
+              at = hit + before.length();
+              if (before.empty() && at < str.size()) out += str[at];
+              if (before.empty()) ++at;
+              check_string_size(out.size());
             }
-            return str;
+            if (at < str.size()) out.append(str, at, std::string::npos);
+            check_string_size(out.size());
+            return out;
           }
         }
         throw std::runtime_error("Unknown method: " + method->get_name());
@@ -1705,6 +1801,17 @@ private:
     std::shared_ptr<std::string> template_str;
     CharIterator start, end, it;
     Options options;
+
+    mutable size_t depth = 0;
+    // zoo patch: parsing recurses per nesting level; a bound keeps hostile nesting ("not not not ...") off the stack.
+    struct DepthGuard {
+      size_t & depth;
+      explicit DepthGuard(size_t & d) : depth(++d) {
+        if (depth > max_parse_depth)
+          throw std::runtime_error("template nests deeper than " + std::to_string(max_parse_depth) + " levels");
+      }
+      ~DepthGuard() { --depth; }
+    };
 
     Parser(const std::shared_ptr<std::string>& template_str, const Options & options) : template_str(template_str), options(options) {
       if (!template_str) throw std::runtime_error("Template string is null");
@@ -1882,6 +1989,7 @@ private:
     }
 
     std::shared_ptr<Expression> parseExpression(bool allow_if_expr = true) {
+        DepthGuard guard(depth);
         auto left = parseLogicalOr();
         if (it == end) return left;
 
@@ -1929,6 +2037,7 @@ private:
     }
 
     std::shared_ptr<Expression> parseLogicalNot() {
+        DepthGuard guard(depth);
         static std::regex not_tok(R"(not\b)");
         auto location = get_location();
 
@@ -2109,6 +2218,7 @@ private:
     }
 
     std::shared_ptr<Expression> parseMathMulDiv() {
+        DepthGuard guard(depth);
         auto left = parseMathUnaryPlusMinus();
         if (!left) throw std::runtime_error("Expected left side of 'math mul/div' expression");
 
@@ -2145,6 +2255,7 @@ private:
     }
 
     std::shared_ptr<Expression> parseMathUnaryPlusMinus() {
+        DepthGuard guard(depth);
         static std::regex unary_plus_minus_tok(R"(\+|-(?![}%#]\}))");
         auto op_str = consumeToken(unary_plus_minus_tok);
         auto expr = parseExpansion();
@@ -2546,6 +2657,7 @@ private:
           TemplateTokenIterator & it,
           const TemplateTokenIterator & end,
           bool fully = false) const {
+        DepthGuard guard(depth);
         std::vector<std::shared_ptr<TemplateNode>> children;
         while (it != end) {
           const auto start = it;
@@ -2818,6 +2930,7 @@ inline std::shared_ptr<Context> Context::builtins() {
         if (first) first = false;
         else oss << sep;
         oss << items.at(i).to_str();
+        check_string_size(static_cast<size_t>(oss.tellp()));
       }
       return Value(oss.str());
     };
@@ -3054,6 +3167,11 @@ inline std::shared_ptr<Context> Context::builtins() {
     int64_t end = startEndStep[1];
     int64_t step = param_set[2] ? startEndStep[2] : 1;
 
+    if (step == 0) throw std::runtime_error("range() arg 3 must not be zero");
+    const double length = std::ceil((static_cast<double>(end) - static_cast<double>(start)) / static_cast<double>(step));
+    if (length > static_cast<double>(max_range_length))
+      throw std::runtime_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
+                               std::to_string(max_range_length) + ").");
     auto res = Value::array();
     if (step > 0) {
       for (int64_t i = start; i < end; i += step) {
