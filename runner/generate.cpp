@@ -86,18 +86,15 @@ void run_generate(const GenerateCommand& c) {
   ckpt::load_model_state_dict(*model, ckpt::model_weights(dict, path), /*strict=*/true, path);
   text::TokenizerSpec spec = c.tokenizer;
   if (spec.type.empty()) {
-    // Beside the checkpoint (zoo convert copies it there), else beside the base a LoRA checkpoint applies to.
-    std::vector<std::string> places = {std::filesystem::path(path).parent_path().string()};
-    if (!params.lora.empty())
-      if (const std::string base = ckpt::lora_base_of(dict, path); !base.empty() && base != path)
-        places.push_back(std::filesystem::path(base).parent_path().string());
-    spec = text::TokenizerSpec{"ByteTokenizer", "", "", ""};
-    for (auto& dir : places) {
-      if (dir.empty()) dir = ".";
-      if (!text::tokenizer_files(dir).empty()) {
-        spec = text::TokenizerSpec{"HuggingFaceTokenizer", "", "", dir};
-        break;
-      }
+    std::vector<std::string> searched;
+    const std::string dir = ckpt::tokenizer_dir_of(dict, path, &searched);
+    spec = dir.empty() ? text::TokenizerSpec{"ByteTokenizer", "", "", ""} : text::TokenizerSpec{"HuggingFaceTokenizer", "", "", dir};
+    if (dir.empty() && model->vocab_size().value_or(256) > 256) {
+      std::string places;
+      for (const auto& s : searched) places += (places.empty() ? "" : ", ") + s;
+      log::warn("no tokenizer files in " + places + " (zoo convert copies them beside a converted checkpoint; a moved "
+                "base leaves them behind): using the byte tokenizer, which cannot be this model's; pass "
+                "--huggingface_tokenizer DIR");
     }
   }
   const auto tokenizer = text::make_tokenizer(spec);

@@ -204,8 +204,16 @@ void train_and_eval_mode(const Params& params, torch::Device device, Distributed
 
 void eval_all_mode(const Params& params, torch::Device device, Distributed* distributed) {
   const RunConfig& rc = params.runconfig;
-  if (rc.checkpoint_path) throw std::runtime_error("--checkpoint_path cannot be used with --mode eval_all");
+  if (rc.checkpoint_path_on_command_line)
+    throw std::runtime_error("--checkpoint_path cannot be used with --mode eval_all (it evaluates every checkpoint in "
+                             "model_dir; use --mode eval for one)");
   auto all = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
+  if (all.empty() && rc.checkpoint_path) {
+    // runconfig.checkpoint_path is the run's starting point: with no checkpoint of the run yet, it is the one to evaluate.
+    log::info("eval_all: " + rc.checkpoint_dir() + " has no checkpoint of this run yet: evaluating runconfig.checkpoint_path " +
+              *rc.checkpoint_path);
+    all.push_back({*rc.checkpoint_path, 0});
+  }
   if (all.empty())
     throw std::runtime_error("eval_all: no checkpoint files named as " + rc.checkpoint_name + " in " +
                              rc.checkpoint_dir());

@@ -103,6 +103,7 @@ class Trainer {
   double memory_before_model_ = 0;  // host RSS, GiB
   std::string resumed_from_;
   std::string lora_base_;  // with lora_params: the checkpoint without adapters the run started from
+  std::string lora_base_model_;  // and the Hugging Face model that base was converted from ("" when unknown)
 };
 
 }  // namespace zoo

@@ -50,14 +50,18 @@ std::optional<std::string> Trainer::restore(bool training) {
 
 std::optional<std::string> Trainer::restore_checkpoint(bool training) {
   const RunConfig& rc = params_.runconfig;
-  // A LoRA run's checkpoint_path names the base it starts from: once the
-  // run has checkpoints of its own, starting it again resumes from them.
-  const bool lora_resumes = training && !params_.lora.empty() && rc.checkpoint_path && rc.autoload_last_checkpoint &&
-                            !ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name)).empty();
-  if (lora_resumes)
-    log::info("checkpoint_path " + *rc.checkpoint_path + " is the LoRA run's base; resuming from the run's newest "
-              "checkpoint in " + rc.checkpoint_dir());
-  if (rc.checkpoint_path && !lora_resumes) {
+  // A checkpoint_path in the params file names where the run starts (a converted base, say): once the run has
+  // checkpoints of its own, each mode uses the newest of those. --checkpoint_path on the command line always wins.
+  const bool own_checkpoints = rc.checkpoint_path && !rc.checkpoint_path_on_command_line && rc.autoload_last_checkpoint &&
+                               !ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name)).empty();
+  if (own_checkpoints)
+    log::info("runconfig.checkpoint_path " + *rc.checkpoint_path + " is where the run started; " + rc.checkpoint_dir() +
+              " holds the run's own checkpoints, so " + (training ? "training resumes from" : "this evaluates") +
+              " the newest of them (--checkpoint_path picks another)");
+  if (rc.checkpoint_path && !own_checkpoints) {
+    if (!training && !rc.checkpoint_path_on_command_line)
+      log::info(rc.checkpoint_dir() + " has no checkpoint of this run yet: evaluating runconfig.checkpoint_path " +
+                *rc.checkpoint_path);
     load_checkpoint(*rc.checkpoint_path, training);
     return rc.checkpoint_path;
   }
@@ -74,7 +78,7 @@ std::optional<std::string> Trainer::restore_checkpoint(bool training) {
         unreadable += (unreadable.empty() ? "" : ", ") + it->path;
         continue;
       }
-      apply_checkpoint(*dict, it->path, training, /*every_state=*/lora_resumes);
+      apply_checkpoint(*dict, it->path, training, /*every_state=*/own_checkpoints);
       return it->path;
     }
     // Starting over would quietly abandon the run these files belong to.
@@ -110,7 +114,10 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
       };
     for (const auto& w : ckpt::load_model_state_dict(*model_, ckpt::model_weights(dict, path), strict, path, copy))
       log::warn(path + ": " + w);
-    if (!params_.lora.empty()) lora_base_ = ckpt::lora_base_of(dict, path);
+    if (!params_.lora.empty()) {
+      lora_base_ = ckpt::lora_base_of(dict, path);
+      lora_base_model_ = ckpt::lora_base_model_of(dict);
+    }
   } else {
     log::warn(path + ": model weights not loaded (not in load_checkpoint_states)");
   }
@@ -188,6 +195,7 @@ c10::impl::GenericDict Trainer::run_state() const {
   if (sparsity_ && sparsity_->ready()) d.insert("sparsity", sparsity_->state_dict());
   std::map<std::string, std::string> extra;
   if (!lora_base_.empty()) extra["lora_base"] = lora_base_;  // which base the adapters apply to
+  if (!lora_base_model_.empty()) extra["lora_base_model"] = lora_base_model_;  // and the Hugging Face model it came from
   d.insert("__metadata__", ckpt::checkpoint_metadata(params_, extra));
   return d;
 }

@@ -99,13 +99,22 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   const std::string validated = run("CPU --params " + (dir / "ft.yaml") + " --mode train --validate_only");
   EXPECT_NE(validated.find("LoRA: adapters on 14 dense layers"), std::string::npos) << validated;
   // Held out, before: the base model (B = 0) on the assistant turns.
-  const double before = testing::eval_loss(run("CPU --params " + (dir / "ft.yaml") + " --mode eval"));
+  const std::string base_eval = run("CPU --params " + (dir / "ft.yaml") + " --mode eval");
+  EXPECT_NE(base_eval.find("has no checkpoint of this run yet: evaluating runconfig.checkpoint_path"), std::string::npos) << base_eval;
+  const double before = testing::eval_loss(base_eval);
   run("CPU --params " + (dir / "ft.yaml") + " --mode train");
   const std::string trained = dir / "ft/checkpoint_30.mdl";
   ASSERT_TRUE(std::filesystem::exists(trained));
   const double after = testing::eval_loss(run("CPU --params " + (dir / "ft.yaml") + " --mode eval --checkpoint_path " + trained));
   std::cout << "[ journey ] held-out assistant-turn loss " << before << " -> " << after << "\n";
   EXPECT_LT(after, 0.3 * before) << "held-out assistant-turn loss: " << before << " -> " << after;
+  // The same params evaluate what the run trained, not the base they started from: eval and eval_all as written.
+  const std::string evaluated = run("CPU --params " + (dir / "ft.yaml") + " --mode eval");
+  EXPECT_NE(evaluated.find("holds the run's own checkpoints, so this evaluates the newest"), std::string::npos) << evaluated;
+  EXPECT_DOUBLE_EQ(testing::eval_loss(evaluated), after);
+  const std::string all = run("CPU --params " + (dir / "ft.yaml") + " --mode eval_all");
+  EXPECT_NE(all.find("checkpoint_30.mdl"), std::string::npos) << all;
+  EXPECT_DOUBLE_EQ(testing::eval_loss(all), after);
 
   // Stopped at step 15 and started again with the same command, the run
   // resumes from its own checkpoint (not the base checkpoint_path names) and
@@ -113,7 +122,7 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   const std::string split_run = "CPU --params " + (dir / "ft.yaml") + " --mode train --model_dir " + (dir / "ft2");
   run(split_run + " --max_steps 15");
   const std::string resumed = run(split_run + " --max_steps 30");
-  EXPECT_NE(resumed.find("is the LoRA run's base; resuming"), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("is where the run started;"), std::string::npos) << resumed;
   const auto once = ckpt::load_checkpoint_file(trained).at("model").toGenericDict();
   const auto twice = ckpt::load_checkpoint_file(dir / "ft2/checkpoint_30.mdl").at("model").toGenericDict();
   for (const auto& kv : once)
@@ -127,14 +136,24 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
 
   // Exports: the PEFT adapter and the merged model.
   run("convert " + trained + " --model llama --src-fmt zoo --tgt-fmt hf --output-dir " + (dir / "export"));
-  for (const char* f : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "model.safetensors", "config.json"})
+  for (const char* f : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "model.safetensors", "config.json",
+                        "tokenizer.model", "tokenizer_config.json"})
     EXPECT_TRUE(std::filesystem::exists(dir / ("export/" + std::string(f)))) << f;
+  // PEFT's base is the Hugging Face model converted at the start; the merged config names its bos and eos.
+  EXPECT_EQ(json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"))["base_model_name_or_path"], dir / "hf");
+  const json exported = json::parse(testing::read_file(dir / "export/config.json"));
+  EXPECT_EQ(exported.value("bos_token_id", -1), 1);
+  EXPECT_EQ(exported.value("eos_token_id", -1), 2);
 
   // The fine-tuned model answers a chat prompt as it learned to (its tokenizer found beside the base).
   const std::string answer = run("generate --checkpoint_path " + (dir / "ft") +
                                  " --chat --prompt 'Tell me about snow and boats.' --temperature 0 --max_new_tokens 24");
   std::cout << "[ journey ] zoo generate --chat: " << answer.substr(answer.rfind('\n', answer.size() - 2) + 1);
   EXPECT_NE(answer.find(kReply), std::string::npos) << answer;
+  // With its base moved away the checkpoint has no tokenizer beside it or its base: generate says so.
+  std::filesystem::rename(dir / "base", dir / "base_moved");
+  const std::string lost = run("generate --checkpoint_path " + (dir / "ft") + " --prompt 'Tell me' --max_new_tokens 2");
+  EXPECT_NE(lost.find("no tokenizer files in " + (dir / "ft") + ", " + (dir / "base")), std::string::npos) << lost;
 }
 
 }  // namespace

@@ -259,6 +259,31 @@ TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   }
   EXPECT_EQ(compared, 2 * 7 * 2);
   EXPECT_TRUE(torch::equal(logits_of(*back, ids), logits_of(*model, ids)));
+
+  // PEFT matches rank_pattern / alpha_pattern keys as a module name's end, or a regex on it: the same adapter.
+  auto config = nlohmann::json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"));
+  config["rank_pattern"] = {{"down_proj", 2}, {"gate_proj", 2}, {"up_proj", 2}};
+  config["alpha_pattern"] = {{"mlp\\..*_proj", 3.0}};
+  testing::write_file(dir / "export/adapter/adapter_config.json", config.dump());
+  import.output_dir = dir / "imported_patterns";
+  convert::run_convert(import);
+  const Params patterned = load_params(dir / "imported_patterns/params.yaml", YAML::Node());
+  ASSERT_EQ(patterned.lora.size(), imported.lora.size());
+  for (size_t g = 0; g < imported.lora.size(); ++g) {
+    EXPECT_EQ(patterned.lora[g].r, imported.lora[g].r) << g;
+    EXPECT_EQ(patterned.lora[g].alpha, imported.lora[g].alpha) << g;
+  }
+  // An adapter holding NaN is refused by name, as is a rank that is no rank.
+  auto tensors_nan = convert::read_safetensors(dir / "export/adapter/adapter_model.safetensors");
+  const std::string poisoned = "base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight";
+  tensors_nan[poisoned] = tensors_nan[poisoned].clone();
+  tensors_nan[poisoned][0][0] = std::nan("");
+  convert::write_safetensors(dir / "export/adapter/adapter_model.safetensors", tensors_nan, {{"format", "pt"}});
+  import.output_dir = dir / "imported_nan";
+  testing::expect_refused([&] { convert::run_convert(import); }, {poisoned + " holds NaN or infinite values"});
+  config["r"] = 1000000;
+  testing::write_file(dir / "export/adapter/adapter_config.json", config.dump());
+  testing::expect_refused([&] { convert::run_convert(import); }, {"adapter_config.json: r: 1000000 is not a rank from 1 to 65536"});
 }
 
 TEST(LoraConvert, AnAdapterForAnotherBaseModelIsRefusedByName) {

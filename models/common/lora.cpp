@@ -105,6 +105,11 @@ std::vector<LoraLayer> apply_lora(torch::nn::Module& model, const std::vector<Lo
       ++matched[g];
       const auto options = dense->weight.options().dtype(torch::kFloat);
       const int64_t in = dense->weight.size(1), out = dense->weight.size(0);
+      if (group.r > std::min(in, out))
+        throw std::invalid_argument("lora_params" + (groups.size() > 1 ? "." + std::to_string(g) : std::string()) + ".r: " +
+                                    std::to_string(group.r) + " is larger than " + item.key() + "'s smaller side (" +
+                                    std::to_string(std::min(in, out)) + "): a rank past min(in, out) adds parameters, "
+                                    "not capacity");
       dense->lora_A = dense->register_parameter("lora_A", torch::empty({group.r, in}, options));
       dense->lora_B = dense->register_parameter("lora_B", torch::zeros({out, group.r}, options));
       if (!dense->lora_A.is_meta()) {

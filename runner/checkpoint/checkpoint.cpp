@@ -5,6 +5,7 @@
 #include "runner/checkpoint/sharded_checkpoint.h"
 
 #include "configs/schema/yaml_util.h"
+#include "data/text/hf_tokenizer.h"
 #include "models/model.h"
 #include "runner/log.h"
 
@@ -94,6 +95,31 @@ std::string lora_base_of(const c10::impl::GenericDict& dict, const std::string& 
     }
   }
   return path;
+}
+
+std::string metadata_value(const c10::impl::GenericDict& dict, const std::string& key) {
+  if (!dict.contains("__metadata__") || !dict.at("__metadata__").isList()) return "";
+  const auto list = dict.at("__metadata__").toList();
+  if (list.empty() || !list.get(0).isGenericDict()) return "";
+  const auto meta = list.get(0).toGenericDict();
+  return meta.contains(key) && meta.at(key).isString() ? meta.at(key).toStringRef() : "";
+}
+
+std::string lora_base_model_of(const c10::impl::GenericDict& dict) {
+  const std::string named = metadata_value(dict, "lora_base_model");
+  return named.empty() ? metadata_value(dict, "converted_from") : named;
+}
+
+std::string tokenizer_dir_of(const c10::impl::GenericDict& dict, const std::string& path, std::vector<std::string>* searched) {
+  std::vector<std::string> places = {fs::path(path).parent_path().string()};
+  if (const std::string base = lora_base_of(dict, path); !base.empty() && base != path)
+    places.push_back(fs::path(base).parent_path().string());
+  for (auto& dir : places) {
+    if (dir.empty()) dir = ".";
+    if (searched) searched->push_back(dir);
+    if (!text::tokenizer_files(dir).empty()) return dir;
+  }
+  return "";
 }
 
 Params params_of(const c10::impl::GenericDict& dict, const std::string& path,

@@ -58,6 +58,14 @@ c10::impl::GenericList checkpoint_metadata(const Params& params, const std::map<
 // when its weights have no adapters (a converted base), else the
 // "lora_base" of its metadata ("" when it names none).
 std::string lora_base_of(const c10::impl::GenericDict& dict, const std::string& path);
+// A string entry of the checkpoint's metadata, "" when absent.
+std::string metadata_value(const c10::impl::GenericDict& dict, const std::string& key);
+// The Hugging Face model a LoRA checkpoint's base was converted from (for PEFT's base_model_name_or_path): the
+// metadata's "lora_base_model", or a converted base's own "converted_from"; "" when neither says.
+std::string lora_base_model_of(const c10::impl::GenericDict& dict);
+// The directory whose tokenizer goes with a checkpoint: beside it (zoo convert copies it there), else beside the base
+// a LoRA checkpoint applies to; "" when neither holds one. `searched` gets the directories looked in.
+std::string tokenizer_dir_of(const c10::impl::GenericDict& dict, const std::string& path, std::vector<std::string>* searched = nullptr);
 
 // The params a checkpoint was made with: `params_file` when given, else the
 // ones stored in its metadata (an error telling to pass `flag` when absent).

@@ -257,7 +257,9 @@ void zoo_to_hf(const ConvertCommand& c) {
     // A LoRA checkpoint: its adapters as PEFT's, and the model with them folded in.
     const auto layers = adapter_layers(*exported, params.lora);
     const std::string adapter_dir = (fs::path(c.output_dir) / "adapter").string();
-    const std::string base = ckpt::lora_base_of(dict, c.checkpoint);
+    // PEFT names the Hugging Face model the adapter applies to; the zoo base checkpoint when that is unknown.
+    std::string base = ckpt::lora_base_model_of(dict);
+    if (base.empty()) base = ckpt::lora_base_of(dict, c.checkpoint);
     try {
       write_peft_adapter(adapter_dir, converter, *exported, layers, state, base);
       merge_adapters(state, layers);
@@ -292,12 +294,32 @@ void zoo_to_hf(const ConvertCommand& c) {
       written[size_t(owner - a.components.begin())].tensors[key] = std::move(t);
     }
   }
+  // The tokenizer goes with the model, and config.json names its bos and eos as Hugging Face's configs do.
+  const std::string tokenizer_dir = ckpt::tokenizer_dir_of(dict, c.checkpoint);
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  try {
+    if (!tokenizer_dir.empty()) tokenizer = text::load_huggingface_tokenizer(tokenizer_dir);
+  } catch (const std::exception& e) {  // files to copy, but none that gives ids (a BERT vocab.txt, say)
+    std::cout << "The tokenizer files in " << tokenizer_dir << " give no token ids (" << e.what()
+              << "); config.json keeps the ids it has\n";
+  }
+  for (Written& w : written) {
+    if (!tokenizer || !w.config.is_object()) continue;
+    const auto& special = tokenizer->special_tokens();
+    if (special.bos && !w.config.contains("bos_token_id")) w.config["bos_token_id"] = *special.bos;
+    if (special.eos && !w.config.contains("eos_token_id")) w.config["eos_token_id"] = *special.eos;
+  }
   for (const Written& w : written) {
     fs::create_directories(w.dir);
     write_safetensors((w.dir / "model.safetensors").string(), w.tensors, {{"format", "pt"}});
     std::ofstream((w.dir / "config.json").string()) << w.config.dump(2) << "\n";
     std::cout << "Wrote " << (w.dir / "model.safetensors").string() << " and " << (w.dir / "config.json").string()
               << "\n";
+  }
+  if (!tokenizer_dir.empty()) {
+    for (const auto& f : text::tokenizer_files(tokenizer_dir))
+      fs::copy_file(f, fs::path(c.output_dir) / fs::path(f).filename(), fs::copy_options::overwrite_existing);
+    std::cout << "Copied the tokenizer from " << tokenizer_dir << " to " << c.output_dir << "\n";
   }
 }
 

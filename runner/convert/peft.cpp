@@ -5,9 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
+#include "data/text/regex_splitter.h"
+#include "data/text/tokenizer_json.h"
 #include "models/common/lora.h"
 #include "models/hf/hf_key_map.h"
 #include "runner/convert/safetensors.h"
@@ -93,6 +96,33 @@ void write_peft_adapter(const std::string& dir, const std::string& converter, co
   std::ofstream((fs::path(dir) / "adapter_config.json").string()) << config.dump(2) << "\n";
 }
 
+namespace {
+
+nlohmann::json pattern_map(const nlohmann::json& config, const char* key, const std::string& where) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return nlohmann::json::object();
+  if (!it->is_object()) throw std::runtime_error(where + ": " + key + ": expected {module name or pattern: value}");
+  return *it;
+}
+
+// PEFT's rule for rank_pattern / alpha_pattern: a key applies to a module whose name is the key, or ends with "." and
+// a match of the key read as a regex. The first key that applies wins.
+std::optional<std::string> pattern_key(const nlohmann::json& patterns, const std::string& module, const std::string& where) {
+  for (const auto& [key, value] : patterns.items()) {
+    if (key == module) return key;
+    try {
+      const text::Regex re("^(?:.*\\.)?(?:" + key + ")$");
+      const auto found = re.matches(module);
+      if (!found.empty() && found.front().first == 0 && found.front().second == module.size()) return key;
+    } catch (const std::exception& e) {
+      throw std::runtime_error(where + ": " + key + ": " + e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 PeftImport read_peft_adapter(const std::string& dir, const std::string& converter, const models::ModelSpec& spec) {
   const std::string config_path = (fs::path(dir) / "adapter_config.json").string();
   const std::string weights_path = (fs::path(dir) / "adapter_model.safetensors").string();
@@ -107,17 +137,27 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
   auto refuse = [&](const std::string& key, const std::string& why) {
     throw std::runtime_error(config_path + ": " + key + ": " + why);
   };
-  if (c.value("peft_type", std::string("LORA")) != "LORA") refuse("peft_type", "zoo imports LoRA adapters only");
-  if (c.value("use_rslora", false)) refuse("use_rslora", "rank-stabilized scaling (alpha / sqrt(r)) is not zoo's alpha / r");
-  if (c.value("use_dora", false)) refuse("use_dora", "DoRA's magnitude vectors are not part of zoo's LoRA");
-  if (c.value("bias", std::string("none")) != "none") refuse("bias", "trained biases are not part of zoo's LoRA");
-  if (c.value("fan_in_fan_out", false)) refuse("fan_in_fan_out", "zoo's layers hold (out, in) weights, as nn.Linear");
+  if (!c.is_object()) throw std::runtime_error(config_path + ": expected a JSON object");
+  if (text::string_or(c, "peft_type", "LORA", config_path) != "LORA") refuse("peft_type", "zoo imports LoRA adapters only");
+  if (text::bool_or(c, "use_rslora", false, config_path))
+    refuse("use_rslora", "rank-stabilized scaling (alpha / sqrt(r)) is not zoo's alpha / r");
+  if (text::bool_or(c, "use_dora", false, config_path)) refuse("use_dora", "DoRA's magnitude vectors are not part of zoo's LoRA");
+  if (text::string_or(c, "bias", "none", config_path) != "none") refuse("bias", "trained biases are not part of zoo's LoRA");
+  if (text::bool_or(c, "fan_in_fan_out", false, config_path))
+    refuse("fan_in_fan_out", "zoo's layers hold (out, in) weights, as nn.Linear");
   if (c.contains("modules_to_save") && !c["modules_to_save"].is_null() && !c["modules_to_save"].empty())
     refuse("modules_to_save", "fully trained modules beside the adapters are not part of zoo's LoRA");
-  const int64_t r = c.value("r", int64_t{8});
-  const double alpha = c.value("lora_alpha", 8.0), dropout = c.value("lora_dropout", 0.0);
-  const nlohmann::json ranks = c.value("rank_pattern", nlohmann::json::object());
-  const nlohmann::json alphas = c.value("alpha_pattern", nlohmann::json::object());
+  auto rank_of = [&](const nlohmann::json& node, const char* key, int64_t fallback) {
+    const int64_t value = text::int_or(node, key, fallback, config_path);
+    if (value < 1 || value > 65536) refuse(key, std::to_string(value) + " is not a rank from 1 to 65536");
+    return value;
+  };
+  const int64_t r = rank_of(c, "r", 8);
+  const double alpha = text::number_or(c, "lora_alpha", 8.0, config_path);
+  const double dropout = text::number_or(c, "lora_dropout", 0.0, config_path);
+  if (alpha < 0 || alpha > 1e6) refuse("lora_alpha", "expected 0 to 1e6");
+  const nlohmann::json ranks = pattern_map(c, "rank_pattern", config_path);
+  const nlohmann::json alphas = pattern_map(c, "alpha_pattern", config_path);
 
   const models::HfKeyMap map = key_map_of(converter, spec);
   auto base = spec.build(torch::TensorOptions().device(torch::kMeta));
@@ -144,7 +184,8 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
       throw std::runtime_error(weights_path + ": " + key + ": " + e.what() + other_base);
     }
     const models::DenseImpl* d = dense.at(path);
-    const int64_t layer_r = ranks.contains(hf) ? ranks[hf].get<int64_t>() : r;
+    const auto rank_key = pattern_key(ranks, hf, config_path + ": rank_pattern");
+    const int64_t layer_r = rank_key ? rank_of(ranks, rank_key->c_str(), r) : r;
     const std::vector<int64_t> want = is_a ? std::vector<int64_t>{layer_r, d->weight.size(1)}
                                            : std::vector<int64_t>{d->weight.size(0), layer_r};
     if (t.sizes() != torch::IntArrayRef(want))
@@ -156,7 +197,11 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
     const std::string kind = models::peft_name_of(path);  // the kind's name in zoo's target_modules
     if (kind.empty())
       throw std::runtime_error(weights_path + ": " + key + ": zoo's lora_params name no kind of layer for " + path);
-    const std::pair<int64_t, double> settings = {layer_r, alphas.contains(hf) ? alphas[hf].get<double>() : alpha};
+    if (!torch::isfinite(t).all().item<bool>())
+      throw std::runtime_error(weights_path + ": " + key + " holds NaN or infinite values");
+    const auto alpha_key = pattern_key(alphas, hf, config_path + ": alpha_pattern");
+    const double layer_alpha = alpha_key ? text::number_or(alphas, alpha_key->c_str(), alpha, config_path + ": alpha_pattern") : alpha;
+    const std::pair<int64_t, double> settings = {layer_r, layer_alpha};
     if (kind_settings.count(kind) && kind_settings[kind] != settings)
       throw std::runtime_error(weights_path + ": the " + kind + " layers have different ranks or alphas (rank_pattern / "
                                "alpha_pattern per layer); zoo's lora_params give one per kind of layer");

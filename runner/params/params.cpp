@@ -161,6 +161,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   if (overrides.IsMap())
     for (const auto& kv : overrides) runconfig[kv.first.as<std::string>()] = kv.second;
   p.runconfig = RunConfig::schema().parse(runconfig, section_ctx("runconfig"));
+  p.runconfig.checkpoint_path_on_command_line = overrides.IsMap() && overrides["checkpoint_path"];
 
   if (present(root_in["sparsity"])) p.sparsity = SparsityConfig::schema().parse(root_in["sparsity"], section_ctx("sparsity"));
 

@@ -33,6 +33,9 @@ struct RunConfig {
   std::string mode = "train";
   std::string model_dir = "./model_dir";
   std::optional<std::string> checkpoint_path;
+  // Not a key: whether checkpoint_path came from --checkpoint_path (which always wins) rather than the params file
+  // (the run's starting point, which the run's own checkpoints replace once there are some).
+  bool checkpoint_path_on_command_line = false;
   std::optional<CheckpointStates> load_checkpoint_states;  // null: all of them
   bool disable_strict_checkpoint_loading = false;
   bool autoload_last_checkpoint = true;
