@@ -5,6 +5,8 @@
 // imported bit for bit, and refused for another base model.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "convert_fixtures.h"
 #include "models/common/lora.h"
 #include "runner/checkpoint/checkpoint.h"
@@ -284,6 +286,40 @@ TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   config["r"] = 1000000;
   testing::write_file(dir / "export/adapter/adapter_config.json", config.dump());
   testing::expect_refused([&] { convert::run_convert(import); }, {"adapter_config.json: r: 1000000 is not a rank from 1 to 65536"});
+}
+
+// Seeded mutations of a PEFT adapter_config.json (values of other types and sizes, patterns that are not regexes,
+// ranks and alphas out of range): each imports, or is refused naming the file; never a crash.
+TEST(LoraConvert, MutatedAdapterConfigsImportOrAreRefused) {
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
+  AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
+  auto& [dir, params, model, ids] = a;
+  convert::run_convert({save_lora_checkpoint(dir, *model, params), "llama", "zoo", "hf", std::nullopt, dir / "export"});
+  const auto original = nlohmann::json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"));
+  const std::vector<nlohmann::json> values = {nullptr, -1, 0, 2, 4, 1e308, std::nan(""), "8", "(", "[q_", true, nlohmann::json::array(),
+                                              nlohmann::json::object(), {{"q_proj", 4}}, {{"(", 2}}, {{".*", "x"}}, {{"down_proj", -3}},
+                                              4294967296LL, "LORA", "none", "all"};
+  const std::vector<std::string> keys = {"r", "lora_alpha", "lora_dropout", "rank_pattern", "alpha_pattern", "peft_type", "bias",
+                                         "use_rslora", "use_dora", "fan_in_fan_out", "modules_to_save", "target_modules"};
+  std::mt19937_64 rng(59);
+  int imported = 0, refused = 0;
+  for (int n = 0; n < 60; ++n) {
+    nlohmann::json config = original;
+    for (int edits = 1 + static_cast<int>(rng() % 2); edits > 0; --edits) config[keys[rng() % keys.size()]] = values[rng() % values.size()];
+    if (rng() % 10 == 0) config = values[rng() % values.size()];
+    testing::write_file(dir / "export/adapter/adapter_config.json", config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    convert::ConvertCommand import{dir / "export/adapter", "", "peft", "zoo", std::nullopt, dir / ("imported" + std::to_string(n))};
+    import.base_checkpoint = dir / "zoo/checkpoint_0.mdl";
+    try {
+      convert::run_convert(import);
+      ++imported;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("adapter"), std::string::npos) << config.dump() << ": " << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GT(imported, 3);
+  EXPECT_GT(refused, 10);
 }
 
 TEST(LoraConvert, AnAdapterForAnotherBaseModelIsRefusedByName) {
