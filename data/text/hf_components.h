@@ -15,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace zoo::text::hf {
@@ -22,6 +23,9 @@ namespace zoo::text::hf {
 // Text -> text. Empty when the file has no normalizer.
 using Normalizer = std::function<std::string(std::string)>;
 Normalizer make_normalizer(const nlohmann::json& node, const std::string& where);
+
+// The [start, end) ranges of `needle` in `text`, non-overlapping, left to right (none for an empty needle).
+std::vector<std::pair<size_t, size_t>> literal_matches(const std::string& text, const std::string& needle);
 
 // A Replace step's {"pattern": {"String": s} or {"Regex": r}, "content": c}: every match of the pattern becomes c,
 // in one pass. Throws std::length_error once the result passes max_growth times the input (+4 KiB); 0: no bound.

@@ -40,8 +40,10 @@ const ByteAlphabet& alphabet() {
 }
 
 bool valid_utf8(const std::string& s) {
-  for (size_t pos = 0, len = 0; pos < s.size(); pos += len)
-    if (next_code_point(s, pos, len) == U'\uFFFD' && len == 1 && static_cast<unsigned char>(s[pos]) >= 0x80) return false;
+  for (size_t pos = 0, len = 0; pos < s.size(); pos += len) {
+    next_code_point(s, pos, len);
+    if (invalid_byte(s, pos, len)) return false;
+  }
   return true;
 }
 

@@ -32,7 +32,7 @@ std::string filter_map(const std::string& s, Keep keep, Map map) {
   for (size_t pos = 0; pos < s.size();) {
     size_t len = 0;
     const char32_t cp = next_code_point(s, pos, len);
-    if (len == 1 && static_cast<unsigned char>(s[pos]) >= 0x80) out += s[pos];  // not UTF-8: left as it is
+    if (invalid_byte(s, pos, len)) out += s[pos];  // not UTF-8: left as it is
     else if (keep(cp)) append_utf8(out, map(cp));
     pos += len;
   }
@@ -113,18 +113,21 @@ Step make_step(const json& node, const std::string& where) {
 
 }  // namespace
 
+std::vector<std::pair<size_t, size_t>> literal_matches(const std::string& text, const std::string& needle) {
+  std::vector<std::pair<size_t, size_t>> found;
+  if (needle.empty()) return found;
+  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size())
+    found.emplace_back(at, at + needle.size());
+  return found;
+}
+
 Replacer make_replacer(const json& node, const std::string& where, size_t max_growth) {
   const std::string content = string_at(node, "content", where);
   const json& pattern = node.value("pattern", json());
   std::function<std::vector<std::pair<size_t, size_t>>(const std::string&)> find;
   if (pattern.is_object() && pattern.contains("String")) {
     const std::string from = string_at(pattern, "String", where + ".pattern");
-    find = [from](const std::string& s) {
-      std::vector<std::pair<size_t, size_t>> found;
-      if (from.empty()) return found;
-      for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += from.size()) found.emplace_back(at, at + from.size());
-      return found;
-    };
+    find = [from](const std::string& s) { return literal_matches(s, from); };
   } else if (pattern.is_object() && pattern.contains("Regex")) {
     auto regex = std::make_shared<Regex>(string_at(pattern, "Regex", where + ".pattern"));
     find = [regex](const std::string& s) { return regex->matches(s); };

@@ -123,17 +123,15 @@ void PipelineTokenizer::build(const nlohmann::json& j) {
   // any other takes the next id after the vocabulary and the added tokens so far. A whole file's own ids agree.
   const int64_t model_size = static_cast<int64_t>(model_->vocab().size());
   std::optional<int64_t> max_added;
-  std::unordered_map<std::string, int32_t> numbered;
   for (auto& a : added) {
     if (const auto it = model_->vocab().find(a.content); it != model_->vocab().end()) a.id = it->second;
-    else if (const auto seen = numbered.find(a.content); seen != numbered.end()) a.id = seen->second;
+    else if (const auto seen = added_.find(a.content); seen != added_.end()) a.id = seen->second;
     else a.id = static_cast<int32_t>(!max_added || (*max_added < model_size && model_size != 0) ? model_size : *max_added + 1);
-    numbered[a.content] = a.id;
+    added_[a.content] = a.id;
     max_added = std::max(max_added.value_or(a.id), static_cast<int64_t>(a.id));
   }
   std::vector<AddedToken> raw, normalized;
   for (const auto& a : added) {
-    added_[a.content] = a.id;
     if (!a.normalized) {
       raw.push_back(a);
       continue;

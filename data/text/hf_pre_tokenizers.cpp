@@ -105,13 +105,7 @@ Finder each_char(Test test) {
 }
 
 Finder literal(const std::string& needle) {
-  return [needle](const std::string& s) {
-    std::vector<Range> found;
-    if (needle.empty()) return found;
-    for (size_t at = 0; (at = s.find(needle, at)) != std::string::npos; at += needle.size())
-      found.emplace_back(at, at + needle.size());
-    return found;
-  };
+  return [needle](const std::string& s) { return literal_matches(s, needle); };
 }
 
 Finder regex(const std::string& pattern, const std::string& where) {

@@ -17,9 +17,8 @@ void for_each_run(std::string_view text, Valid valid, Invalid invalid) {
   size_t start = 0, pos = 0;
   while (pos < text.size()) {
     size_t len = 0;
-    const char32_t cp = next_code_point(text, pos, len);
-    const bool bad = cp == U'\uFFFD' && len == 1 && static_cast<unsigned char>(text[pos]) >= 0x80;
-    if (!bad) {
+    next_code_point(text, pos, len);
+    if (!invalid_byte(text, pos, len)) {
       pos += len;
       continue;
     }
@@ -55,7 +54,7 @@ std::string map_code_points(std::string_view text, Map map) {
   for (size_t pos = 0; pos < text.size();) {
     size_t len = 0;
     const char32_t cp = next_code_point(text, pos, len);
-    if (cp == U'\uFFFD' && len == 1 && static_cast<unsigned char>(text[pos]) >= 0x80) out += text[pos];
+    if (invalid_byte(text, pos, len)) out += text[pos];
     else map(cp, out);
     pos += len;
   }

@@ -22,6 +22,10 @@ std::string remove_marks(std::string_view text, bool nonspacing_only);
 // The code point at text[pos] and its length in bytes; an invalid byte reads
 // as U+FFFD of length 1.
 char32_t next_code_point(std::string_view text, size_t pos, size_t& length);
+// Whether next_code_point read an invalid byte there (a real U+FFFD in the text is 3 bytes long).
+inline bool invalid_byte(std::string_view text, size_t pos, size_t length) {
+  return length == 1 && static_cast<unsigned char>(text[pos]) >= 0x80;
+}
 
 bool is_whitespace(char32_t cp);   // Rust's char::is_whitespace (White_Space)
 bool is_punctuation(char32_t cp);  // Unicode P* categories

@@ -1,9 +1,12 @@
-// Implementation of data/text/wordpiece.h. Unicode classes come from PCRE2
-// (\p{P}, \p{Mn}, \p{Zs}, \p{Cc}, \p{Cf}) and lower-casing from the C.UTF-8
+// Implementation of data/text/wordpiece.h. CJK and punctuation come from
+// data/text/unicode.h (BERT's classes, shared with the tokenizer.json
+// pipeline), the other Unicode classes from PCRE2 (\p{Mn}, \p{Zs}, \p{Cc},
+// \p{Cf}) and lower-casing from the C.UTF-8
 // locale; accents are stripped from precomposed Latin-1 and Latin
 // Extended-A letters by a table (Python's NFD covers every script).
 #include "data/text/wordpiece.h"
 
+#include "data/text/unicode.h"
 #include "data/text/utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -45,27 +48,15 @@ class UnicodeClass {
   pcre2_code* code_ = nullptr;
 };
 
-const UnicodeClass& punctuation() { static const UnicodeClass c("^\\p{P}$"); return c; }
 const UnicodeClass& nonspacing_mark() { static const UnicodeClass c("^\\p{Mn}$"); return c; }
 const UnicodeClass& space_separator() { static const UnicodeClass c("^\\p{Zs}$"); return c; }
 const UnicodeClass& control() { static const UnicodeClass c("^[\\p{Cc}\\p{Cf}]$"); return c; }
 
 // BERT's whitespace: " ", \t, \n, \r and Zs (modelzoo's copy drops \t \n \r as control characters instead).
-bool is_whitespace(char32_t cp) {
+bool is_bert_whitespace(char32_t cp) {
   return cp == U' ' || cp == U'\t' || cp == U'\n' || cp == U'\r' || (cp > 0x7F && space_separator().has(cp));
 }
-bool is_control(char32_t cp) { return !is_whitespace(cp) && (cp < 0x20 || cp == 0x7F || (cp > 0x7F && control().has(cp))); }
-// ASCII symbols count as punctuation too ($, +, ^, `, ...), as in BERT.
-bool is_punctuation(char32_t cp) {
-  return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
-         (cp > 0x7F && punctuation().has(cp));
-}
-bool is_cjk(char32_t cp) {
-  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
-         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
-         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
-}
-
+bool is_bert_control(char32_t cp) { return !is_bert_whitespace(cp) && (cp < 0x20 || cp == 0x7F || (cp > 0x7F && control().has(cp))); }
 char32_t lower(char32_t cp) {
   if (cp < 0x80) return cp >= U'A' && cp <= U'Z' ? cp + 32 : cp;
   static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
@@ -130,15 +121,15 @@ std::vector<std::string> WordPieceTokenizer::basic_tokens(const std::string& tex
     word.clear();
   };
   for (char32_t cp : decode(text)) {
-    if (cp == 0 || cp == 0xFFFD || is_control(cp)) continue;
-    if (is_whitespace(cp)) {
+    if (cp == 0 || cp == 0xFFFD || is_bert_control(cp)) continue;
+    if (is_bert_whitespace(cp)) {
       flush();
       continue;
     }
     if (do_lower_) cp = lower(cp);
     if (const char32_t base = unaccented(cp)) cp = base;
     if (nonspacing_mark().has(cp) && cp > 0x7F) continue;
-    if (is_cjk(cp) || is_punctuation(cp)) {
+    if (is_cjk(cp) || is_bert_punctuation(cp)) {
       flush();
       out.push_back(encode(std::u32string(1, cp)));
       continue;
