@@ -48,18 +48,8 @@ bool valid_utf8(const std::string& s) {
 }
 
 // The library's WordPiece clean-up: transformers' spaces before punctuation and contractions, and " do not".
-std::string library_cleanup(const std::string& s);
-
-std::string replace_literal(const std::string& s, const std::string& from, const std::string& to) {
-  if (from.empty()) return s;
-  std::string out;
-  size_t at = 0;
-  for (size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size()) out.append(s, at, hit - at).append(to);
-  return out.append(s, at, std::string::npos);
-}
-
 std::string library_cleanup(const std::string& s) {
-  return replace_literal(clean_up_tokenization_spaces(s), " do not", " don't");
+  return replace_all(clean_up_tokenization_spaces(s), " do not", " don't");
 }
 
 // Each byte-level token back to its bytes; added tokens, and any token with a character outside the alphabet, as
@@ -157,7 +147,7 @@ Decoder make_step(const json& node, const std::string& where, const std::shared_
     // The first token's replacement characters stand for the prepended space: the library drops them all.
     const bool strip_first = scheme != "never";
     return [=](Tokens& tokens) {
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replace_literal(tokens[i], replacement, i == 0 && strip_first ? "" : " ");
+      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replace_all(tokens[i], replacement, i == 0 && strip_first ? "" : " ");
     };
   }
   if (type == "WordPiece") {
@@ -177,7 +167,7 @@ Decoder make_step(const json& node, const std::string& where, const std::shared_
   if (type == "BPEDecoder") {
     const std::string suffix = string_or(node, "suffix", "</w>", where);
     return [=](Tokens& tokens) {
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replace_literal(tokens[i], suffix, i + 1 == tokens.size() ? "" : " ");
+      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replace_all(tokens[i], suffix, i + 1 == tokens.size() ? "" : " ");
     };
   }
   if (type == "CTC") {
@@ -188,8 +178,8 @@ Decoder make_step(const json& node, const std::string& where, const std::shared_
       Tokens out;
       for (size_t i = 0; i < tokens.size(); ++i) {
         if (i > 0 && tokens[i] == tokens[i - 1]) continue;
-        std::string t = replace_literal(tokens[i], pad, "");
-        if (cleanup) t = replace_literal(library_cleanup(t), delimiter, " ");
+        std::string t = replace_all(tokens[i], pad, "");
+        if (cleanup) t = replace_all(library_cleanup(t), delimiter, " ");
         if (!t.empty()) out.push_back(std::move(t));
       }
       tokens = std::move(out);

@@ -50,11 +50,17 @@ std::string clean_up_tokenization_spaces(std::string text) {
   static const std::pair<const char*, const char*> kCleanUps[] = {
       {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
       {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-  for (const auto& [from, to] : kCleanUps) {
-    const std::string f = from, t = to;
-    for (size_t at = 0; (at = text.find(f, at)) != std::string::npos; at += t.size()) text.replace(at, f.size(), t);
-  }
+  for (const auto& [from, to] : kCleanUps) text = replace_all(text, from, to);
   return text;
+}
+
+std::string replace_all(const std::string& text, const std::string& from, const std::string& to) {
+  if (from.empty()) return text;
+  std::string out;
+  out.reserve(text.size());
+  size_t at = 0;
+  for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size()) out.append(text, at, hit - at).append(to);
+  return out.append(text, at, std::string::npos);
 }
 
 const std::vector<std::string>& tokenizer_types() {

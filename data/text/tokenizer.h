@@ -1,5 +1,6 @@
 // Text -> token ids for preprocessing (zoo data create-hdf5) and generation.
-// Defines: Tokenizer, TokenizerSpec, make_tokenizer, clean_up_tokenization_spaces.
+// Defines: Tokenizer, TokenizerSpec, make_tokenizer, clean_up_tokenization_spaces,
+// replace_all.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,9 @@ class Tokenizer {
  private:
   SpecialTokens special_;
 };
+
+// Every `from` in `text` replaced by `to`, left to right in one pass (nothing for an empty `from`).
+std::string replace_all(const std::string& text, const std::string& from, const std::string& to);
 
 // transformers' clean_up_tokenization: no space before punctuation and contractions (" ." -> ".", " n't" -> "n't").
 std::string clean_up_tokenization_spaces(std::string text);
