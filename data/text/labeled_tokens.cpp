@@ -24,6 +24,9 @@ size_t tokens_before(const Tokenizer& tokenizer, const std::string& whole_text, 
   return static_cast<size_t>(end.second - whole.begin());
 }
 
+// Stands for a reply's content to find where the template starts it: no text has it.
+constexpr const char* kReplyMarker = "\x01zoo-reply\x02";
+
 }  // namespace
 
 LabeledTokens prompt_completion_tokens(const Tokenizer& tokenizer, const std::string& prompt,
@@ -72,12 +75,22 @@ LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_t
     if (messages[i].role != "assistant") continue;
     std::vector<ChatMessage> through = before;
     through.push_back(messages[i]);
-    const std::string prompt = chat_template.render(before, true), turn = rendered(through);
-    if (!starts_with(turn, prompt) || !starts_with(whole, prompt))
-      throw std::invalid_argument(chat_template.origin() + ": the chat template does not render message " +
-                                  std::to_string(i) + " (assistant) after the conversation before it and its "
-                                  "generation prompt, so zoo cannot tell which tokens are the assistant's; give a "
-                                  "template that does (--chat_template)");
+    const std::string turn = rendered(through);
+    std::string prompt = chat_template.render(before, true);
+    if (!starts_with(turn, prompt) || !starts_with(whole, prompt)) {
+      // The conversation before this turn renders otherwise once the reply follows (Mistral Nemo's template writes
+      // the system message only before a final user turn): the reply starts where the template puts a marker given
+      // as its content, if the rendering up to there is the turn's and the whole's.
+      through.back().content = kReplyMarker;
+      const std::string marked = chat_template.render(through, false);
+      const size_t at = marked.find(kReplyMarker);
+      prompt = marked.substr(0, std::min(at, marked.size()));
+      if (at == std::string::npos || !starts_with(turn, prompt) || !starts_with(whole, prompt))
+        throw std::invalid_argument(chat_template.origin() + ": the chat template does not render message " +
+                                    std::to_string(i) + " (assistant) after the conversation before it and its "
+                                    "generation prompt, so zoo cannot tell which tokens are the assistant's; give a "
+                                    "template that does (--chat_template)");
+    }
     const size_t from = tokens_before(tokenizer, whole, prompt.size(), out.ids);
     if (from >= max_tokens) break;  // this turn and every later one start past the sample
     size_t to = 0;

@@ -40,10 +40,13 @@ LabeledTokens prompt_completion_tokens(const Tokenizer& tokenizer, const std::st
 // the template renders otherwise when it ends the conversation than inside
 // it (Qwen3's empty <think> block on the last turn) is learned only as far as
 // both renderings agree, as a reference computed from those renderings
-// marks it; such turns are counted in turns_cut. Roles: system, user,
-// assistant; there must be an assistant turn. Throws std::invalid_argument
-// naming the message at fault, or the template when the prompt before a
-// turn is not a prefix of the whole.
+// marks it; such turns are counted in turns_cut. When the conversation
+// before a turn renders otherwise once the reply follows (Mistral Nemo
+// writes the system message only before a final user turn), the turn starts
+// where the template puts a marker given as the reply's content. Roles:
+// system, user, assistant; there must be an assistant turn. Throws
+// std::invalid_argument naming the message at fault, or the template when
+// neither way finds the turn's start inside the whole.
 LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_template,
                           const std::vector<ChatMessage>& messages, size_t max_tokens = SIZE_MAX);
 

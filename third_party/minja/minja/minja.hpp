@@ -1434,6 +1434,7 @@ public:
               if (name == "iterable") return l.is_iterable();
               if (name == "sequence") return l.is_array();
               if (name == "defined") return !l.is_null();
+              if (name == "undefined") return l.is_null();  // zoo patch: jinja2's test, as `defined`
               if (name == "true") return l.to_bool();
               if (name == "false") return !l.to_bool();
               throw std::runtime_error("Unknown type for 'is' operator: " + name);
@@ -2958,6 +2959,13 @@ inline std::shared_ptr<Context> Context::builtins() {
       return args.at("actual") == args.at("expected");
   });
   globals.set("equalto", equalto);
+  // zoo patch: jinja2's defined/undefined tests by name, as select/reject/selectattr/rejectattr take them.
+  globals.set("defined", simple_function("defined", { "value" }, [](const std::shared_ptr<Context> &, Value & args) -> Value {
+      return !args.at("value").is_null();
+  }));
+  globals.set("undefined", simple_function("undefined", { "value" }, [](const std::shared_ptr<Context> &, Value & args) -> Value {
+      return args.at("value").is_null();
+  }));
   globals.set("==", equalto);
   globals.set("length", simple_function("length", { "items" }, [](const std::shared_ptr<Context> &, Value & args) -> Value {
       auto & items = args.at("items");
