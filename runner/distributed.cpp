@@ -331,22 +331,29 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
   const std::string backend = rc.dist_backend.value_or(device.is_cuda() ? "nccl" : "gloo");
   d->group_ = std::make_unique<Group>();
 
-  std::string meeting;  // where the ranks meet, for messages
+#if !ZOO_HAVE_GLOO
+  if (backend == "gloo")
+    throw std::runtime_error("runconfig.dist_backend gloo: this zoo was built without the headers of c10d's Gloo "
+                             "process group (Debian: libgloo-dev); use nccl on GPUs, or install them and rebuild");
+#endif
+#if !ZOO_HAVE_NCCL
+  if (backend != "gloo") throw std::runtime_error("runconfig.dist_backend nccl: this LibTorch was built without NCCL; use gloo");
+#endif
+  const bool file_store = rc.init_method.rfind("file://", 0) == 0;
+  std::pair<std::string, uint16_t> at;  // the TCP store's host and port
+  if (!file_store && rc.init_method.rfind("tcp://", 0) == 0) {
+    at = host_and_port(rc.init_method.substr(6), "runconfig.init_method");
+  } else if (!file_store) {  // env://
+    at = host_and_port(rc.dist_addr, "runconfig.dist_addr");
+    if (const char* a = std::getenv("MASTER_ADDR"); a && *a) at.first = a;
+    if (const char* p = std::getenv("MASTER_PORT"); p && *p) at = host_and_port(at.first + ":" + p, "MASTER_PORT");
+  }
+  const std::string meeting = file_store ? rc.init_method.substr(7) : at.first + ":" + std::to_string(at.second);
   const auto started = std::chrono::steady_clock::now();
   try {
-    if (rc.init_method.rfind("file://", 0) == 0) {
-      meeting = rc.init_method.substr(7);
+    if (file_store) {
       d->group_->store = c10::make_intrusive<c10d::FileStore>(meeting, d->world_size_);
     } else {
-      std::pair<std::string, uint16_t> at;
-      if (rc.init_method.rfind("tcp://", 0) == 0) {
-        at = host_and_port(rc.init_method.substr(6), "runconfig.init_method");
-      } else {  // env://
-        at = host_and_port(rc.dist_addr, "runconfig.dist_addr");
-        if (const char* a = std::getenv("MASTER_ADDR"); a && *a) at.first = a;
-        if (const char* p = std::getenv("MASTER_PORT"); p && *p) at = host_and_port(at.first + ":" + p, "MASTER_PORT");
-      }
-      meeting = at.first + ":" + std::to_string(at.second);
       c10d::TCPStoreOptions options;
       options.port = at.second;
       options.isServer = d->rank_ == 0;
@@ -362,26 +369,27 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
       options->devices.push_back(interface && *interface ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
                                                          : c10d::ProcessGroupGloo::createDefaultDevice());
       d->group_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(d->group_->store, d->rank_, d->world_size_, options);
-#else
-      throw std::runtime_error("runconfig.dist_backend gloo: this zoo was built without the headers of c10d's Gloo "
-                               "process group (Debian: libgloo-dev); use nccl on GPUs, or install them and rebuild");
 #endif
     } else {
 #if ZOO_HAVE_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
       d->group_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->group_->store, d->rank_, d->world_size_, options);
-#else
-      throw std::runtime_error("runconfig.dist_backend nccl: this LibTorch was built without NCCL; use gloo");
 #endif
     }
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
+    // c10::Error, or (LibTorch 1.13) c10d's TimeoutError, a std::runtime_error: "The client socket has timed out".
     // The store's wait and the process group's each take up to dist_timeout: say how long it really was.
+    std::string reason = e.what();
+    if (auto nl = reason.find("\nException raised from"); nl != std::string::npos) reason.resize(nl);
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
-    throw std::runtime_error(strf("rank %d of %d: could not meet the other ranks at %s after %ld s "
+    const std::string who = d->rank_ == 0 ? "the other ranks did not all arrive"
+                                          : "rank 0, which holds the store where the ranks meet, did not answer (if it "
+                                            "ended, its own log says why)";
+    throw std::runtime_error(strf("rank %d of %d: could not meet the other ranks at %s after %ld s: %s "
                                   "(runconfig.dist_timeout %ld s for each step of meeting) (%s)",
                                   d->rank_, d->world_size_, meeting.c_str(), static_cast<long>(waited.count()),
-                                  static_cast<long>(rc.dist_timeout), e.what_without_backtrace()));
+                                  who.c_str(), static_cast<long>(rc.dist_timeout), reason.c_str()));
   }
   // Bumped every second, so that when a collective fails the survivors can
   // name the rank that stopped.

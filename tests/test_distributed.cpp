@@ -142,6 +142,25 @@ cat $4.log
   EXPECT_NE(r.output.find("launcher rc=137"), std::string::npos) << r.output;
 }
 
+// Rank 0 holds the store where the ranks meet: when it is gone before the others arrive (it failed at start-up), they
+// stop after runconfig.dist_timeout saying so, not with the socket library's words alone.
+TEST(Distributed, RanksWithoutRankZeroStopSayingItDidNotAnswer) {
+  SKIP_WITHOUT_GLOO();
+  Job job;
+  std::string y = zoo::testing::read_file(job.dp);
+  y.replace(y.find("dist_timeout: 60"), 16, "dist_timeout: 2");
+  const std::string params = zoo::testing::write_file(job.dir / "short_timeout.yaml", y);
+  const int port = free_port(8);
+  auto r = run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                       zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --max_steps 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("zoo: error: rank 1 of 2: could not meet the other ranks at 127.0.0.1:" + std::to_string(port)),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0, which holds the store where the ranks meet, did not answer (if it ended, its own "
+                          "log says why) (runconfig.dist_timeout 2 s"),
+            std::string::npos) << r.output;
+}
+
 TEST(Distributed, TheGlobalBatchMustSplitEvenlyAndTheEnvironmentMustAgree) {
   TempDir dir;
   zoo::testing::write_small_corpus(dir / "data");

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -249,13 +250,10 @@ TEST(Fuzz, MutatedGzipInputToCreateHdf5ConvertsOrNamesTheFile) {
   EXPECT_GT(refused, cases / 2);  // gzip's CRC catches nearly every change
 }
 
-// Hugging Face directories for `zoo convert`: a GPT-2 and a LLaMA export of
-// tiny zoo models, their config.json fields dropped or changed to odd
-// values (head counts, sizes, types) and their safetensors cut or flipped.
-// Each converts or ends in an error naming a file, field or tensor; none
-// writes out of bounds or aborts (this test binary would die).
-TEST(Fuzz, MutatedHuggingFaceDirectoriesConvertOrNameTheirFault) {
-  TempDir dir;
+namespace {
+
+// Hugging Face directories of a GPT-2 and a LLaMA exported from tiny zoo models.
+std::vector<std::string> hf_sources(const TempDir& dir) {
   const std::string llama_model =
       "  vocab_size: 64\n  hidden_size: 32\n  num_hidden_layers: 1\n  num_heads: 4\n  filter_size: 48\n"
       "  max_position_embeddings: 32\n  position_embedding_type: rotary\n  rotary_dim: 8\n  nonlinearity: swiglu\n"
@@ -278,6 +276,26 @@ TEST(Fuzz, MutatedHuggingFaceDirectoriesConvertOrNameTheirFault) {
     convert::run_convert({ckpt_path, kind, "zoo", "hf", std::nullopt, dir / ("hf_" + kind)});
     sources.push_back(dir / ("hf_" + kind));
   }
+  return sources;
+}
+
+// An error of zoo convert on a mutated directory: names the directory or config.json, in words (no raw parser
+// exception text).
+void expect_named(const std::string& message, const std::string& case_dir, const std::string& what) {
+  EXPECT_TRUE(message.find(case_dir) != std::string::npos || message.find("config.json") != std::string::npos) << what << "\n" << message;
+  EXPECT_EQ(message.find("[json.exception"), std::string::npos) << what << "\n" << message;
+}
+
+}  // namespace
+
+// Hugging Face directories for `zoo convert`: a GPT-2 and a LLaMA export of
+// tiny zoo models, their config.json fields dropped or changed to odd
+// values (head counts, sizes, types) and their safetensors cut or flipped.
+// Each converts or ends in an error naming a file, field or tensor; none
+// writes out of bounds or aborts (this test binary would die).
+TEST(Fuzz, MutatedHuggingFaceDirectoriesConvertOrNameTheirFault) {
+  TempDir dir;
+  const std::vector<std::string> sources = hf_sources(dir);
   static const std::vector<nlohmann::json> odd = {0, -1, 1, 2, 3, 5, 7, 16, 64, 1000000, 1.5, "4", nullptr, true,
                                                   nlohmann::json::array(), nlohmann::json::object()};
   Rng rng(static_cast<uint64_t>(setting("ZOO_FUZZ_SEED", 13)));
@@ -308,11 +326,60 @@ TEST(Fuzz, MutatedHuggingFaceDirectoriesConvertOrNameTheirFault) {
       ++converted;
     } catch (const std::exception& e) {
       ++refused;
-      const std::string m = e.what();
-      EXPECT_TRUE(m.find(case_dir) != std::string::npos || m.find("config.json") != std::string::npos) << what << "\n" << m;
+      expect_named(e.what(), case_dir, what);
     }
   }
   std::cout << "Hugging Face cases: " << converted << " converted, " << refused << " refused\n";
   EXPECT_GT(refused, cases / 3);
   EXPECT_GT(converted, 0);  // a field Hugging Face ignores, changed, converts
+}
+
+// Every number of config.json and every field of a safetensors header entry, set in turn to each odd value: the
+// directory converts, or the error names the file and the key or tensor in words (a head count of 0 divided by zero).
+TEST(Fuzz, EachConfigNumberAndHeaderFieldSetToOddValuesConvertsOrIsNamed) {
+  TempDir dir;
+  const std::vector<std::string> sources = hf_sources(dir);
+  static const std::vector<nlohmann::json> odd = {0, -1, 2.5, 1e30, "4", nullptr, nlohmann::json::array(), nlohmann::json::object()};
+  int converted = 0, refused = 0, n = 0;
+  auto attempt = [&](const std::string& source, const nlohmann::json& config, const std::string& weights, const std::string& what) {
+    const std::string case_dir = dir / ("case_" + std::to_string(n++));
+    fs::create_directories(case_dir);
+    zoo::testing::write_file(case_dir + "/config.json", config.dump());
+    std::ofstream(case_dir + "/model.safetensors", std::ios::binary) << weights;
+    try {
+      convert::run_convert({case_dir, "", "hf", "zoo", std::nullopt, case_dir + "/zoo"});
+      ++converted;
+    } catch (const std::exception& e) {
+      ++refused;
+      expect_named(e.what(), case_dir, source + ": " + what);
+    }
+    fs::remove_all(case_dir);
+  };
+  for (const std::string& source : sources) {
+    const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(source + "/config.json"));
+    const std::string weights = zoo::testing::read_file(source + "/model.safetensors");
+    for (const auto& [key, value] : config.items()) {
+      if (!value.is_number()) continue;
+      for (const auto& v : odd) {
+        nlohmann::json c = config;
+        c[key] = v;
+        attempt(source, c, weights, key + " = " + v.dump());
+      }
+    }
+    uint64_t header_size = 0;
+    std::memcpy(&header_size, weights.data(), 8);
+    const nlohmann::json header = nlohmann::json::parse(weights.substr(8, header_size));
+    const std::string tensor = header.begin().key() == "__metadata__" ? std::next(header.begin()).key() : header.begin().key();
+    for (const char* field : {"dtype", "shape", "data_offsets"})
+      for (const auto& v : odd) {
+        nlohmann::json h = header;
+        h[tensor][field] = v;
+        const std::string text = h.dump();
+        const uint64_t size = text.size();
+        attempt(source, config, std::string(reinterpret_cast<const char*>(&size), 8) + text + weights.substr(8 + header_size),
+                tensor + "." + field + " = " + v.dump());
+      }
+  }
+  std::cout << "config and header cases: " << converted << " converted, " << refused << " refused\n";
+  EXPECT_GT(refused, n / 2);
 }

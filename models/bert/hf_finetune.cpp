@@ -35,11 +35,11 @@ YAML::Node finetune_shape(const nlohmann::json& c, const std::string& family) {
 int64_t num_labels(const nlohmann::json& c) {
   if (c.contains("id2label") && c.at("id2label").is_object() && !c.at("id2label").empty())
     return int64_t(c.at("id2label").size());
-  return config_value(c, {"num_labels"}, 2).get<int64_t>();
+  return config_get<int64_t>(c, {"num_labels"}, 2);
 }
 
 double classifier_dropout(const nlohmann::json& c) {
-  return config_value(c, {"classifier_dropout", "hidden_dropout_prob"}, 0.1).get<double>();
+  return config_get<double>(c, {"classifier_dropout", "hidden_dropout_prob"}, 0.1);
 }
 
 // id2label / label2id for `names` (class id -> name).
@@ -145,8 +145,7 @@ HfAdapter bert_sequence_classifier_hf_adapter() {
     YAML::Node m = finetune_shape(c, "bert/classifier");
     const int64_t labels = num_labels(c);
     m["num_labels"] = labels;
-    m["problem_type"] = config_value(c, {"problem_type"}, labels == 1 ? "regression" : "single_label_classification")
-                            .get<std::string>();
+    m["problem_type"] = config_get<std::string>(c, {"problem_type"}, labels == 1 ? "regression" : "single_label_classification");
     m["task_dropout"] = classifier_dropout(c);
     return m;
   };

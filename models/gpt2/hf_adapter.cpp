@@ -96,7 +96,7 @@ YAML::Node gpt2_shape(const nlohmann::json& c, const std::string& default_activa
   m["hidden_size"] = C;
   m["num_hidden_layers"] = c.at("n_layer").get<int64_t>();
   m["num_heads"] = c.at("n_head").get<int64_t>();
-  m["filter_size"] = config_value(c, {"n_inner"}, 4 * C).get<int64_t>();
+  m["filter_size"] = config_get<int64_t>(c, {"n_inner"}, 4 * C);
   m["max_position_embeddings"] = c.at("n_positions").get<int64_t>();
   m["position_embedding_type"] = "learned";
   m["share_embedding_weights"] = c.value("tie_word_embeddings", true);
@@ -258,7 +258,7 @@ YAML::Node llama_shape(const nlohmann::json& c, const std::string& family, std::
   YAML::Node m = rotary_decoder_shape(c, family);
   read_rope(c, m);
   // Mistral NeMo, Gemma and others set head_dim apart from hidden_size / heads.
-  const int64_t head_dim = config_value(c, {"head_dim"}, default_head_dim.value_or(C / H)).get<int64_t>();
+  const int64_t head_dim = config_get<int64_t>(c, {"head_dim"}, default_head_dim.value_or(C / H));
   if (head_dim * H != C) m["attention_inner_dim"] = head_dim * H;
   m["rotary_dim"] = head_dim;
   m["norm_type"] = "rmsnorm";

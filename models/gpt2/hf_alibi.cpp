@@ -82,16 +82,16 @@ HfAdapter bloom_hf_adapter() {
   a.config_from_hf = [](const nlohmann::json& c) {
     if (c.value("apply_residual_connection_post_layernorm", false))
       refuse_config(c, "apply_residual_connection_post_layernorm", "(the residual taken after the norm) is not zoo's layer");
-    const int64_t C = config_value(c, {"hidden_size", "n_embed"}).get<int64_t>();
+    const int64_t C = config_get<int64_t>(c, {"hidden_size", "n_embed"});
     YAML::Node m(YAML::NodeType::Map);
     m["name"] = "gpt2";
     m["vocab_size"] = c.at("vocab_size").get<int64_t>();
     m["hidden_size"] = C;
-    m["num_hidden_layers"] = config_value(c, {"n_layer", "num_hidden_layers"}).get<int64_t>();
-    m["num_heads"] = config_value(c, {"n_head", "num_attention_heads"}).get<int64_t>();
+    m["num_hidden_layers"] = config_get<int64_t>(c, {"n_layer", "num_hidden_layers"});
+    m["num_heads"] = config_get<int64_t>(c, {"n_head", "num_attention_heads"});
     m["filter_size"] = 4 * C;
     // ALiBi has no table to size; BLOOM was trained on 2048 tokens.
-    m["max_position_embeddings"] = config_value(c, {"seq_length", "max_position_embeddings"}, 2048).get<int64_t>();
+    m["max_position_embeddings"] = config_get<int64_t>(c, {"seq_length", "max_position_embeddings"}, 2048);
     m["position_embedding_type"] = "alibi";
     m["embedding_layer_norm"] = true;
     m["share_embedding_weights"] = c.value("tie_word_embeddings", true);

@@ -79,16 +79,16 @@ YAML::Node gemma_from_hf(const nlohmann::json& c, bool gemma2) {
   m["attention_dropout_rate"] = c.value("attention_dropout", 0.0);
   if (!gemma2) return m;
   m["norm_first_sandwich"] = true;
-  const double query_scalar = config_value(c, {"query_pre_attn_scalar"}, 224).get<double>();
+  const double query_scalar = config_get<double>(c, {"query_pre_attn_scalar"}, 224);
   if (query_scalar != double(head_dim)) m["attention_logits_alpha"] = std::sqrt(head_dim / query_scalar);
   // Absent: HF's default; null: no capping (and no window).
   const auto absent_or_set = [&](const char* key) { return !c.contains(key) || !c.at(key).is_null(); };
   if (absent_or_set("attn_logit_softcapping"))
-    m["attention_logit_softcapping"] = config_value(c, {"attn_logit_softcapping"}, 50.0).get<double>();
+    m["attention_logit_softcapping"] = config_get<double>(c, {"attn_logit_softcapping"}, 50.0);
   if (absent_or_set("final_logit_softcapping"))
-    m["final_logit_softcapping"] = config_value(c, {"final_logit_softcapping"}, 30.0).get<double>();
+    m["final_logit_softcapping"] = config_get<double>(c, {"final_logit_softcapping"}, 30.0);
   if (absent_or_set("sliding_window")) {
-    m["attention_sliding_window_length"] = config_value(c, {"sliding_window"}, 4096).get<int64_t>();
+    m["attention_sliding_window_length"] = config_get<int64_t>(c, {"sliding_window"}, 4096);
     m["sliding_window_every_other_decoder_layer"] = true;
     m["sliding_window_every_other_decoder_layer_pattern"] = window_pattern(c, m["num_hidden_layers"].as<int64_t>());
   }

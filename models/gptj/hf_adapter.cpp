@@ -128,7 +128,7 @@ HfAdapter neox_hf_adapter() {
     const int64_t C = c.at("hidden_size").get<int64_t>(), H = c.at("num_attention_heads").get<int64_t>();
     YAML::Node m = rotary_decoder_shape(c, "gptj");
     const double rotary_fraction =
-        config_value(c, {"rotary_pct", "partial_rotary_factor"}, rope.partial_rotary_factor.value_or(0.25)).get<double>();
+        config_get<double>(c, {"rotary_pct", "partial_rotary_factor"}, rope.partial_rotary_factor.value_or(0.25));
     m["rotary_dim"] = static_cast<int64_t>(double(C / H) * rotary_fraction);
     m["rope_theta"] = rope.theta;
     m["use_untied_layer_norm"] = true;
@@ -189,7 +189,7 @@ HfAdapter gptj_hf_adapter(const std::string& model_type) {
       refuse_config(c, "rotary_dim", "(Hugging Face's GPT-J then rotates by the model width, not per head) is not in zoo");
     const int64_t C = c.at("n_embd").get<int64_t>();
     YAML::Node m = parallel_shape(c.at("vocab_size").get<int64_t>(), C, c.at("n_layer").get<int64_t>(),
-                                  c.at("n_head").get<int64_t>(), config_value(c, {"n_inner"}, 4 * C).get<int64_t>(),
+                                  c.at("n_head").get<int64_t>(), config_get<int64_t>(c, {"n_inner"}, 4 * C),
                                   c.at("n_positions").get<int64_t>());
     m["rotary_dim"] = c.at("rotary_dim").get<int64_t>();
     m["rope_theta"] = 10000.0;
@@ -245,20 +245,20 @@ HfAdapter falcon_hf_adapter() {
     const HfRope rope = read_hf_rope(c, {"rope_theta"}, 10000.0);
     if (!rope.scaling.is_null() || rope.partial_rotary_factor.value_or(1.0) != 1.0)
       refuse_config(c, rope.field, "changes the math");
-    const int64_t C = config_value(c, {"hidden_size", "n_embed"}).get<int64_t>();
-    const int64_t H = config_value(c, {"num_attention_heads", "n_head"}).get<int64_t>();
+    const int64_t C = config_get<int64_t>(c, {"hidden_size", "n_embed"});
+    const int64_t H = config_get<int64_t>(c, {"num_attention_heads", "n_head"});
     // Falcon 40B's original config.json (model_type RefinedWeb) implies the new architecture.
     const bool new_arch = c.value("new_decoder_architecture", c.value("model_type", std::string()) == "RefinedWeb");
-    const int64_t G = new_arch ? config_value(c, {"num_kv_heads", "n_head_kv"}, H).get<int64_t>()
+    const int64_t G = new_arch ? config_get<int64_t>(c, {"num_kv_heads", "n_head_kv"}, H)
                                : (c.value("multi_query", true) ? 1 : H);
     const bool bias = c.value("bias", false);
     YAML::Node m = parallel_shape(c.at("vocab_size").get<int64_t>(), C,
-                                  config_value(c, {"num_hidden_layers", "n_layer"}).get<int64_t>(), H,
-                                  config_value(c, {"ffn_hidden_size"}, 4 * C).get<int64_t>(),
+                                  config_get<int64_t>(c, {"num_hidden_layers", "n_layer"}), H,
+                                  config_get<int64_t>(c, {"ffn_hidden_size"}, 4 * C),
                                   c.value("max_position_embeddings", 2048));
     m["rotary_dim"] = C / H;
     m["rope_theta"] = rope.theta;
-    m["use_untied_layer_norm"] = new_arch && config_value(c, {"num_ln_in_parallel_attn"}, 2).get<int64_t>() == 2;
+    m["use_untied_layer_norm"] = new_arch && config_get<int64_t>(c, {"num_ln_in_parallel_attn"}, 2) == 2;
     if (G != H) {
       m["attention_module"] = "multiquery_attention";
       m["extra_attention_params"]["num_kv_groups"] = G;

@@ -88,8 +88,9 @@ std::string hf_architecture(const nlohmann::json& c) {
 
 HfRope read_hf_rope(const nlohmann::json& c, const std::vector<std::string>& theta_keys, double default_theta) {
   HfRope rope;
-  rope.theta = config_value(c, theta_keys, default_theta).get<double>();
+  rope.theta = config_get<double>(c, theta_keys, default_theta);
   if (!config_sets(c, "rope_parameters")) {
+    if (config_sets(c, "rope_scaling") && !c.at("rope_scaling").is_object()) refuse_config(c, "rope_scaling", "is not an object");
     if (config_sets(c, "rope_scaling")) rope.scaling = c.at("rope_scaling");
     return rope;
   }

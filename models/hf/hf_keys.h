@@ -2,7 +2,7 @@
 // with clear errors, and the rotary row order between HF's half-split layout
 // and modelzoo's interleaved one, reading config.json and checking an
 // export. Defines: take_key, permute_rotary, cls_row_last, cls_row_first,
-// transformer_shape, rotary_decoder_shape, config_sets, config_value, refuse_config,
+// transformer_shape, rotary_decoder_shape, config_sets, config_value, config_get, refuse_config,
 // HfRope, read_hf_rope, hf_architecture, zoo_activation, ExportCheck.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -45,6 +46,24 @@ bool config_sets(const nlohmann::json& config, const std::string& key);
 // when none is there and it is given, else an error naming them.
 nlohmann::json config_value(const nlohmann::json& config, const std::vector<std::string>& names,
                             const std::optional<nlohmann::json>& fallback = std::nullopt);
+
+// config_value read as T: a value of another type is an error naming the key
+// and what was expected (nlohmann's own names no key for a copied value).
+template <class T>
+T config_get(const nlohmann::json& config, const std::vector<std::string>& names,
+             const std::optional<nlohmann::json>& fallback = std::nullopt) {
+  const nlohmann::json value = config_value(config, names, fallback);
+  try {
+    return value.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    std::string key = names.front();
+    for (const auto& n : names)
+      if (config.contains(n)) key = n;
+    const char* expected = std::is_same_v<T, bool> ? "true or false" : std::is_integral_v<T> ? "an integer"
+                           : std::is_floating_point_v<T> ? "a number" : "a string";
+    throw std::runtime_error("config.json: " + key + ": expected " + expected + ", got " + value.dump());
+  }
+}
 
 // "config.json: <key> = <value> <why>; zoo will not convert the model without it";
 // `config` may be a nested object, named `section` (MPT's attn_config).

@@ -78,7 +78,7 @@ YAML::Node config_from_hf(const nlohmann::json& c) {
   m["d_kv"] = c.at("d_kv").get<int64_t>();
   m["d_ff"] = c.at("d_ff").get<int64_t>();
   m["encoder_num_hidden_layers"] = c.at("num_layers").get<int64_t>();
-  m["decoder_num_hidden_layers"] = config_value(c, {"num_decoder_layers", "num_layers"}).get<int64_t>();
+  m["decoder_num_hidden_layers"] = config_get<int64_t>(c, {"num_decoder_layers", "num_layers"});
   m["num_heads"] = c.at("num_heads").get<int64_t>();
   m["relative_attention_num_buckets"] = c.value("relative_attention_num_buckets", 32);
   m["norm_type"] = "rmsnorm";

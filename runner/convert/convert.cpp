@@ -13,6 +13,7 @@
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "configs/schema/yaml_util.h"
+#include "runner/convert/hf_config.h"
 #include "runner/convert/safetensors.h"
 #include "data/text/hf_tokenizer.h"
 #include "runner/params/params.h"
@@ -55,16 +56,6 @@ YAML::Node finetune_params(const YAML::Node& model, const YAML::Node& optimizer,
   p["runconfig"]["load_checkpoint_states"] = "model";
   p["runconfig"]["model_dir"] = (fs::path(output_dir) / "finetune").string();
   return p;
-}
-
-nlohmann::json read_config_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot read the Hugging Face config.json (pass --config)");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON (" + e.what() + ")");
-  }
 }
 
 // A directory without config.json may hold a model HF keeps as several
@@ -121,7 +112,9 @@ void hf_to_zoo(const ConvertCommand& c) {
     model = a.config_from_hf(hf_config);
     if (a.optimizer_from_hf) optimizer = a.optimizer_from_hf(hf_config);
     if (a.label_vocab_from_hf) labels = a.label_vocab_from_hf(hf_config);
-  } catch (const std::exception& e) {  // runtime_error, or nlohmann's for a missing or mistyped field
+  } catch (const nlohmann::json::exception& e) {  // a missing or mistyped field
+    throw std::runtime_error(config_path + " (" + converter + "): " + describe_config_error(e, hf_config));
+  } catch (const std::exception& e) {
     throw std::runtime_error(config_path + " (" + converter + "): " + e.what());
   }
   if (a.config_from_weights) a.config_from_weights(model, hf_weights);

@@ -24,6 +24,45 @@ std::string dtype_name(torch::ScalarType t) {
     if (type == t) return name;
   throw std::runtime_error(std::string("safetensors: unsupported dtype ") + c10::toString(t));
 }
+struct TensorEntry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+// One header entry, checked field by field: the header comes with downloaded files.
+TensorEntry tensor_entry(const std::string& path, const std::string& name, const nlohmann::json& info) {
+  auto bad = [&](const std::string& what) {
+    return std::runtime_error(path + ": " + name + ": " + what + " in the safetensors header, got " + info.dump());
+  };
+  if (!info.is_object()) throw bad("expected an object with dtype, shape and data_offsets");
+  TensorEntry e;
+  if (!info.contains("dtype") || !info.at("dtype").is_string()) throw bad("expected dtype as a string");
+  e.dtype = info.at("dtype").get<std::string>();
+  if (!info.contains("shape") || !info.at("shape").is_array()) throw bad("expected shape as a list of sizes");
+  for (const auto& d : info.at("shape")) {
+    if (!d.is_number_unsigned()) throw bad("expected shape as a list of sizes >= 0");
+    e.shape.push_back(d.get<int64_t>());
+  }
+  const auto& o = info.contains("data_offsets") ? info.at("data_offsets") : nlohmann::json();
+  if (!o.is_array() || o.size() != 2 || !o[0].is_number_unsigned() || !o[1].is_number_unsigned())
+    throw bad("expected data_offsets as [begin, end]");
+  e.begin = o[0].get<uint64_t>();
+  e.end = o[1].get<uint64_t>();
+  return e;
+}
+
+// Bytes of a tensor of `shape`, or an error when they overflow 64 bits.
+uint64_t byte_size(const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
+                   size_t element_size) {
+  uint64_t bytes = element_size;
+  for (int64_t d : shape) {
+    if (d < 0 || (d != 0 && bytes > UINT64_MAX / static_cast<uint64_t>(d)))
+      throw std::runtime_error(path + ": " + name + ": shape " + nlohmann::json(shape).dump() + " is too large");
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return bytes;
+}
 }  // namespace
 
 TensorMap read_safetensors(const std::string& path) {
@@ -45,16 +84,17 @@ TensorMap read_safetensors(const std::string& path) {
   // file is held, which matters for multi-GB shards.
   const uint64_t data_start = 8 + header_size, data_size = file_size - data_start;
   TensorMap out;
+  if (!j.is_object()) throw std::runtime_error(path + ": safetensors header is not a JSON object");
   for (const auto& [name, info] : j.items()) {
     if (name == "__metadata__") continue;
-    auto dt = kDtypes.find(info.at("dtype").get<std::string>());
-    if (dt == kDtypes.end()) throw std::runtime_error(path + ": " + name + ": unsupported dtype " + info.at("dtype").dump());
-    std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
-    auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
-    torch::Tensor t = torch::empty(shape, torch::dtype(dt->second));
-    if (offsets.size() != 2 || offsets[1] > data_size || offsets[1] - offsets[0] != t.nbytes())
+    const TensorEntry e = tensor_entry(path, name, info);
+    auto dt = kDtypes.find(e.dtype);
+    if (dt == kDtypes.end()) throw std::runtime_error(path + ": " + name + ": unsupported dtype \"" + e.dtype + "\"");
+    const uint64_t bytes = byte_size(path, name, e.shape, c10::elementSize(dt->second));
+    if (e.end > data_size || e.end < e.begin || e.end - e.begin != bytes)
       throw std::runtime_error(path + ": " + name + ": data_offsets do not match its shape and dtype");
-    in.seekg(static_cast<std::streamoff>(data_start + offsets[0]));
+    torch::Tensor t = torch::empty(e.shape, torch::dtype(dt->second));
+    in.seekg(static_cast<std::streamoff>(data_start + e.begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
     if (!in) throw std::runtime_error(path + ": " + name + ": cannot read its data");
     out[name] = t;
@@ -87,10 +127,22 @@ TensorMap read_hf_weights(const std::string& path_in) {
   };
   if (ends_with(".json")) {
     std::ifstream in(p);
-    nlohmann::json index = nlohmann::json::parse(in);
+    if (!in) throw std::runtime_error(p + ": cannot open");
+    nlohmann::json index;
+    try {
+      index = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(p + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+      throw std::runtime_error(p + ": expected a \"weight_map\" object of tensor name -> shard file");
     TensorMap out;
     std::set<std::string> shards;
-    for (const auto& [name, file] : index.at("weight_map").items()) shards.insert(file.get<std::string>());
+    for (const auto& [name, file] : index.at("weight_map").items()) {
+      if (!file.is_string() || file.get<std::string>().empty())
+        throw std::runtime_error(p + ": weight_map." + name + ": expected a shard file name, got " + file.dump());
+      shards.insert(file.get<std::string>());
+    }
     for (const auto& shard : shards)
       for (auto& [name, t] : read_one((path.parent_path() / shard).string())) out[name] = t;
     return out;
