@@ -38,16 +38,21 @@ void check_counts(const nlohmann::json& object, const std::string& path, const s
 
 }  // namespace
 
-nlohmann::json read_config_json(const std::string& path) {
+nlohmann::json read_json_object(const std::string& path, const std::string& expected) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot read the Hugging Face config.json (pass --config)");
-  nlohmann::json config;
+  if (!in) throw std::runtime_error(path + ": cannot read (expected " + expected + ")");
+  nlohmann::json j;
   try {
-    config = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": not valid JSON (" + e.what() + ")");
   }
-  if (!config.is_object()) throw std::runtime_error(path + ": expected a JSON object of the model's settings");
+  if (!j.is_object()) throw std::runtime_error(path + ": expected a JSON object: " + expected);
+  return j;
+}
+
+nlohmann::json read_config_json(const std::string& path) {
+  nlohmann::json config = read_json_object(path, "the Hugging Face config.json; pass --config");
   check_counts(config, path, "", 0);
   return config;
 }

@@ -7,6 +7,10 @@
 
 namespace zoo::convert {
 
+// The JSON object in `path`, or an error naming the file: it cannot be read,
+// is not JSON, or is not an object (`expected` says what it should hold).
+nlohmann::json read_json_object(const std::string& path, const std::string& expected);
+
 // The JSON object in `path`. Counts (keys named num_*, n_*, *_size, *_dim,
 // *_layers, *_heads, ... holding numbers) must be whole numbers >= 0, head
 // counts >= 1; anything else is an error naming the file and the key.

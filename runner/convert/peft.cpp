@@ -11,6 +11,7 @@
 
 #include "data/text/regex_splitter.h"
 #include "data/text/tokenizer_json.h"
+#include "runner/convert/hf_config.h"
 #include "models/common/lora.h"
 #include "models/hf/hf_key_map.h"
 #include "runner/convert/safetensors.h"
@@ -126,18 +127,10 @@ std::optional<std::string> pattern_key(const nlohmann::json& patterns, const std
 PeftImport read_peft_adapter(const std::string& dir, const std::string& converter, const models::ModelSpec& spec) {
   const std::string config_path = (fs::path(dir) / "adapter_config.json").string();
   const std::string weights_path = (fs::path(dir) / "adapter_model.safetensors").string();
-  std::ifstream in(config_path);
-  if (!in) throw std::runtime_error(config_path + ": cannot read (expected a PEFT adapter directory)");
-  nlohmann::json c;
-  try {
-    c = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(config_path + ": not JSON (" + e.what() + ")");
-  }
+  const nlohmann::json c = read_json_object(config_path, "a PEFT adapter's settings");
   auto refuse = [&](const std::string& key, const std::string& why) {
     throw std::runtime_error(config_path + ": " + key + ": " + why);
   };
-  if (!c.is_object()) throw std::runtime_error(config_path + ": expected a JSON object");
   if (text::string_or(c, "peft_type", "LORA", config_path) != "LORA") refuse("peft_type", "zoo imports LoRA adapters only");
   if (text::bool_or(c, "use_rslora", false, config_path))
     refuse("use_rslora", "rank-stabilized scaling (alpha / sqrt(r)) is not zoo's alpha / r");

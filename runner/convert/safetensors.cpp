@@ -1,6 +1,7 @@
 // Implementation of runner/convert/safetensors.h.
 #include "runner/convert/safetensors.h"
 
+#include "runner/convert/hf_config.h"
 #include "runner/convert/torch_pickle.h"
 
 #include <filesystem>
@@ -126,15 +127,8 @@ TensorMap read_hf_weights(const std::string& path_in) {
     return pickle ? tensor_dict(read_torch_save(file)) : read_safetensors(file);
   };
   if (ends_with(".json")) {
-    std::ifstream in(p);
-    if (!in) throw std::runtime_error(p + ": cannot open");
-    nlohmann::json index;
-    try {
-      index = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(p + ": not valid JSON (" + e.what() + ")");
-    }
-    if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+    const nlohmann::json index = read_json_object(p, "a sharded checkpoint's index with a weight_map");
+    if (!index.contains("weight_map") || !index.at("weight_map").is_object())
       throw std::runtime_error(p + ": expected a \"weight_map\" object of tensor name -> shard file");
     TensorMap out;
     std::set<std::string> shards;
