@@ -17,7 +17,7 @@ packages=(
   zlib1g-dev  # gzipped MNIST files
   libjpeg62-turbo-dev libpng-dev  # JPEG and PNG images (vision data)
   libgloo-dev  # headers of c10d's Gloo process group: data-parallel training on CPU
-  python3-torch python3-h5py python3-numpy python3-crc32c python3-sentencepiece  # test oracles (/usr/bin/python3)
+  python3-torch python3-h5py python3-numpy python3-crc32c python3-sentencepiece python3-jinja2  # test oracles (/usr/bin/python3)
 )
 # node + npm: test oracle for the GPT-2 tokenizer (npm's gpt-3-encoder); any install will do.
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)

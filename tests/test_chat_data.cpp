@@ -1,4 +1,4 @@
-// Fine-tuning data: chat templates rendered as @huggingface/jinja renders the
+// Fine-tuning data: chat templates rendered as jinja2 (transformers) and @huggingface/jinja render the
 // published ones, and `zoo data create-hdf5 Summarization` / `Chat` files
 // (read back with h5py) whose loss mask is exactly on the completion /
 // assistant tokens, with clear errors for bad input.
@@ -52,25 +52,24 @@ std::vector<text::ChatMessage> messages_of(const json& list) {
   return out;
 }
 
-TEST(ChatTemplate, PublishedTemplatesRenderAsHuggingFaceJinjaRendersThem) {
-  const std::string js = testing::transformers_js_dir();
-  ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(js);
+// Cases of each template x conversation x generation prompt, for a reference renderer.
+json template_cases(const json& templates, const json& conversation_list) {
   json cases = json::array();
-  const json templates = published_templates();
   for (const auto& [name, t] : templates.items())
-    for (const auto& conversation : conversations())
+    for (const auto& conversation : conversation_list)
       for (bool generation_prompt : {false, true})
         cases.push_back({{"name", name}, {"template", t["chat_template"]}, {"bos_token", t["bos_token"]},
                          {"eos_token", t["eos_token"]}, {"messages", conversation},
                          {"add_generation_prompt", generation_prompt}});
-  TempDir tmp;
-  testing::write_file(tmp / "cases.json", cases.dump());
-  const auto r = testing::run_node_oracle(js, "chat_template_jinja.mjs", testing::shell_quoted(tmp / "cases.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const json reference = json::parse(r.output);
-  ASSERT_EQ(reference.size(), cases.size());
+  return cases;
+}
+
+// zoo renders each case as `reference` did ({text} or {error}); a template that raises is an error naming it.
+// Returns {rendered, refused}.
+std::pair<int, int> expect_renderings(const json& cases, const json& reference, const std::string& engine) {
+  EXPECT_EQ(reference.size(), cases.size());
   int rendered = 0, refused = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
+  for (size_t i = 0; i < cases.size() && i < reference.size(); ++i) {
     const auto& c = cases[i];
     text::SpecialTokens tokens;
     tokens.bos_token = c["bos_token"].get<std::string>();
@@ -85,7 +84,7 @@ TEST(ChatTemplate, PublishedTemplatesRenderAsHuggingFaceJinjaRendersThem) {
     } else {
       try {
         chat.render(messages_of(c["messages"]), c["add_generation_prompt"].get<bool>());
-        ADD_FAILURE() << what << ": rendered, but @huggingface/jinja raised " << reference[i]["error"];
+        ADD_FAILURE() << what << ": rendered, but " << engine << " raised " << reference[i]["error"];
       } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find(reference[i]["error"].get<std::string>()), std::string::npos)
             << what << ": " << e.what();
@@ -94,8 +93,52 @@ TEST(ChatTemplate, PublishedTemplatesRenderAsHuggingFaceJinjaRendersThem) {
       ++refused;
     }
   }
+  return {rendered, refused};
+}
+
+TEST(ChatTemplate, PublishedTemplatesRenderAsHuggingFaceJinjaRendersThem) {
+  const std::string js = testing::transformers_js_dir();
+  ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(js);
+  const json cases = template_cases(published_templates(), conversations());
+  TempDir tmp;
+  testing::write_file(tmp / "cases.json", cases.dump());
+  const auto r = testing::run_node_oracle(js, "chat_template_jinja.mjs", testing::shell_quoted(tmp / "cases.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto [rendered, refused] = expect_renderings(cases, json::parse(r.output), "@huggingface/jinja");
   EXPECT_GT(rendered, 40);
   EXPECT_GT(refused, 5);  // the templates that insist on alternating roles refuse some conversations
+}
+
+// Python's jinja2, as transformers sets it up, is the engine the templates are written for: the templates above
+// and those in the published tokenizer_config.json files (Llama 3.x, Qwen2.5, Qwen3, Gemma 3, Mistral Nemo), on
+// contents that start or end with spaces and newlines, where @huggingface/jinja's lstrip('\n') strips spaces too.
+TEST(ChatTemplate, PublishedTemplatesRenderAsJinja2RendersThem) {
+  ZOO_SKIP_WITHOUT_JINJA2();
+  const std::string published = testing::published_tokenizers_dir();
+  ZOO_SKIP_WITHOUT_PUBLISHED_TOKENIZERS(published);
+  json templates = published_templates();
+  for (const std::string& name : testing::kPublishedTokenizers) {
+    const auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", published + "/" + name});
+    const auto& special = tok->special_tokens();
+    if (!special.chat_template.empty())
+      templates[name] = {{"chat_template", special.chat_template}, {"bos_token", special.bos_token}, {"eos_token", special.eos_token}};
+  }
+  EXPECT_GE(templates.size(), 13u);
+  auto m = [](const char* role, const std::string& content) { return json{{"role", role}, {"content", content}}; };
+  json spaced = conversations();
+  spaced.push_back(json::array({m("system", "\n Be brief. "), m("user", "  two spaces first"),
+                                m("assistant", "  <think>\n  mulling\n</think>\n\n  spaced answer \n"),
+                                m("user", "\tA tab, then\n\nnewlines\n"), m("assistant", "\n\n  last ")}));
+  const json cases = template_cases(templates, spaced);
+  TempDir tmp;
+  testing::write_file(tmp / "cases.json", cases.dump());
+  const auto r = testing::run_command("/usr/bin/python3 " + testing::shell_quoted(testing::source_dir() + "/tests/oracles/chat_template_jinja2.py") +
+                                      " " + testing::shell_quoted(tmp / "cases.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto [rendered, refused] = expect_renderings(cases, json::parse(r.output), "jinja2");
+  std::cout << "[ jinja2 ] " << templates.size() << " templates: " << rendered << " renderings equal, " << refused << " refused by both\n";
+  EXPECT_GT(rendered, 100);
+  EXPECT_GT(refused, 5);
 }
 
 TEST(ChatTemplate, TemplatesItCannotUseAreClearErrors) {

@@ -121,6 +121,9 @@ inline bool python_imports(const std::string& python, const std::string& modules
 inline bool have_python_torch() { return python_imports("/usr/bin/python3", "torch"); }
 inline bool have_h5py() { return python_imports("/usr/bin/python3", "h5py, numpy"); }
 inline bool have_numpy() { return python_imports("/usr/bin/python3", "numpy"); }
+inline bool have_jinja2() { return python_imports("/usr/bin/python3", "jinja2"); }
+#define ZOO_SKIP_WITHOUT_JINJA2() \
+  if (!zoo::testing::have_jinja2()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-jinja2 is not installed"
 #define ZOO_SKIP_WITHOUT_NUMPY() \
   if (!zoo::testing::have_numpy()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-numpy is not installed"
 #define ZOO_SKIP_WITHOUT_H5PY()          \
