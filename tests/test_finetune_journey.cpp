@@ -134,6 +134,28 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   EXPECT_EQ(tuned.size(), base.size() + 2 * 14);
   for (const auto& kv : base) EXPECT_TRUE(torch::equal(kv.value().toTensor(), tuned.at(kv.key()).toTensor())) << kv.key().toStringRef();
 
+  // The shipped recipe, its model shrunk to the converted one's shape (LoRA, bfloat16 base, activation checkpointing
+  // and the schedule as shipped), trains and evaluates; eval and eval_all as written read its own checkpoints.
+  YAML::Node shipped = YAML::LoadFile(testing::source_dir() + "/configs/finetune/llama2_7b_lora_chat.yaml");
+  for (const auto& kv : YAML::LoadFile(dir / "base/params.yaml")["model"]) shipped["model"][kv.first.as<std::string>()] = kv.second;
+  shipped["train_input"]["data_dir"] = dir / "data/train";
+  shipped["eval_input"]["data_dir"] = dir / "data/eval";
+  shipped["runconfig"] = YAML::Load("{num_steps: 4, checkpoint_steps: 2, eval_frequency: 2, eval_steps: 1, log_steps: 1, "
+                                    "max_checkpoints: 3, seed: 1, load_checkpoint_states: model}");
+  shipped["runconfig"]["model_dir"] = dir / "shipped";
+  shipped["runconfig"]["checkpoint_path"] = dir / "base/checkpoint_0.mdl";
+  YAML::Emitter shipped_yaml;
+  shipped_yaml << shipped;
+  testing::write_file(dir / "shipped.yaml", shipped_yaml.c_str());
+  run("CPU --params " + (dir / "shipped.yaml") + " --mode train_and_eval");
+  for (const char* step : {"shipped/checkpoint_2.mdl", "shipped/checkpoint_4.mdl"})
+    EXPECT_TRUE(std::filesystem::exists(dir / step)) << step;
+  const std::string shipped_eval = run("CPU --params " + (dir / "shipped.yaml") + " --mode eval");
+  EXPECT_NE(shipped_eval.find("holds the run's own checkpoints, so this evaluates the newest"), std::string::npos) << shipped_eval;
+  const std::string shipped_all = run("CPU --params " + (dir / "shipped.yaml") + " --mode eval_all");
+  for (const char* step : {"checkpoint_2.mdl", "checkpoint_4.mdl"}) EXPECT_NE(shipped_all.find(step), std::string::npos) << shipped_all;
+  EXPECT_EQ(shipped_all.find("checkpoint_0.mdl"), std::string::npos) << "the base is not one of the run's checkpoints";
+
   // Exports: the PEFT adapter and the merged model.
   run("convert " + trained + " --model llama --src-fmt zoo --tgt-fmt hf --output-dir " + (dir / "export"));
   for (const char* f : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "model.safetensors", "config.json",
