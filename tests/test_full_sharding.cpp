@@ -105,14 +105,7 @@ TEST(FullSharding, RanksTrainAsOneProcessAndShardedCheckpointsResumeAtAnyWorldSi
   r = job.zoo("checkpoint consolidate " + four + " " + d + "/whole.mdl");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_LT(weight_distance(d + "/one/checkpoint_4.mdl", d + "/whole.mdl"), 1e-5);
-  const std::string py = zoo::testing::write_file(d + "/load.py", R"PY(
-import sys, torch
-a = torch.load(sys.argv[1], map_location="cpu")
-b = torch.load(sys.argv[2], map_location="cpu")
-assert sorted(a["model"]) == sorted(b["model"]), "keys differ"
-print("max diff", max((a["model"][k] - b["model"][k]).abs().max().item() for k in a["model"]))
-print("steps", a["global_step"], b["global_step"])
-)PY");
+  const std::string py = zoo::testing::write_file(d + "/compare.py", zoo::testing::oracle("full_sharding_compare.py"));
   r = run_command("/usr/bin/python3 " + py + " " + d + "/whole.mdl " + d + "/one/checkpoint_4.mdl");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
