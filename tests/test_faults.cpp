@@ -328,5 +328,5 @@ TEST(Faults, AMistypedConfigJsonFieldIsNamed) {
   zoo::testing::write_file(run.dir / "hf/config.json", config.dump());
   zoo::testing::expect_refused(
       [&] { convert::run_convert({run.dir / "hf", "", "hf", "zoo", std::nullopt, run.dir / "back"}); },
-      {run.dir / "hf/config.json", "(/n_embd) type must be number, but is string"});
+      {run.dir / "hf/config.json", "n_embd: type must be number, but is string (got \"32\")"});
 }
