@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "data/create_hdf5.h"
+#include "runner/checkpoint/checkpoint_diff.h"
 #include "runner/convert/convert.h"
 #include "runner/generate_options.h"
 #include "runner/launch.h"
@@ -29,7 +30,7 @@ class CliHelp : public CliError {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, launch };
+  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, checkpoint_diff, launch };
   Kind kind = Kind::run;
   std::string help_format = "text";  // --help-config's: text or markdown
   std::string params_file;
@@ -44,6 +45,7 @@ struct CliCommand {
   data::CreateHdf5Options create_hdf5;  // zoo data create-hdf5 LMData
   std::string output_file;              // zoo config convert-legacy IN OUT (IN in params_file)
   LaunchCommand launch;                 // zoo launch
+  ckpt::CheckpointDiffCommand checkpoint_diff;  // zoo checkpoint diff
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

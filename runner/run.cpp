@@ -304,6 +304,11 @@ int run_command(const CliCommand& cmd) {
       std::cout << "Wrote " << cmd.output_file << " (one file, torch.load-able) from " << cmd.params_file << "\n";
       return 0;
     }
+    case CliCommand::Kind::checkpoint_diff: {
+      const ckpt::CheckpointDiff diff = ckpt::diff_checkpoints(cmd.checkpoint_diff);
+      ckpt::describe(diff, cmd.checkpoint_diff, std::cout);
+      return diff.same() ? 0 : 1;
+    }
     case CliCommand::Kind::launch:
       return launch(cmd.launch);
     case CliCommand::Kind::run:
