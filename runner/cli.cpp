@@ -67,6 +67,21 @@ std::vector<const char*> argv_of(const std::string& prog, const std::vector<std:
   return v;
 }
 
+// A subcommand's options (`rest`: the arguments after its name): a malformed one is a CliError starting with
+// `prog`, --help a CliHelp with `help` (the options' own when empty).
+cxxopts::ParseResult parse_options(cxxopts::Options& o, const std::string& prog, const std::vector<std::string>& rest,
+                                   const std::string& help = "") {
+  auto argv = argv_of(prog, rest);
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw CliError(prog + ": " + e.what());
+  }
+  if (r.count("help")) throw CliHelp(help.empty() ? o.help() : help);
+  return r;
+}
+
 CliCommand parse_corpus(const std::vector<std::string>& args) {
   cxxopts::Options o("zoo corpus", "Write zoo's built-in deterministic text corpus (train/ and eval/).");
   o.add_options()("output_dir", "Directory to write train/corpus.txt and eval/corpus.txt into.",
@@ -115,14 +130,7 @@ CliCommand parse_generate(const std::vector<std::string>& args) {
       ("h,help", "Print this help.");
   std::vector<std::string> rest(args.begin() + 1, args.end());
   const std::string prog = "zoo generate";
-  auto argv = argv_of(prog, rest);
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw CliError(std::string("zoo generate: ") + e.what());
-  }
-  if (r.count("help")) throw CliHelp(o.help());
+  const cxxopts::ParseResult r = parse_options(o, prog, rest);
   if (!r.unmatched().empty()) throw CliError("zoo generate: unexpected argument '" + r.unmatched().front() + "'");
   if (!r.count("checkpoint_path")) throw CliError("zoo generate: --checkpoint_path is required");
   if (!r.count("prompt") || r["prompt"].as<std::string>().empty())
@@ -176,14 +184,7 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   o.parse_positional({"checkpoint"});
   std::vector<std::string> rest(args.begin() + 1, args.end());
   const std::string prog = "zoo convert";
-  auto argv = argv_of(prog, rest);
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw CliError(std::string("zoo convert: ") + e.what());
-  }
-  if (r.count("help")) throw CliHelp(o.help());
+  const cxxopts::ParseResult r = parse_options(o, prog, rest);
   for (const char* k : {"checkpoint", "src-fmt", "tgt-fmt", "output-dir"})
     if (!r.count(k)) throw CliError(std::string("zoo convert: ") + (std::string(k) == "checkpoint" ? "CKPT" : std::string("--") + k) + " is required (see zoo convert --help)");
   CliCommand c;
@@ -264,14 +265,7 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
     throw CliError("zoo data create-hdf5: expected the mode LMData, Summarization or Chat (zoo has no FIM, VSL or "
                    "Customize modes yet), got '" + mode + "'");
   std::vector<std::string> rest(args.begin() + 3, args.end());
-  auto argv = argv_of(prog, rest);
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw CliError(prog + ": " + e.what());
-  }
-  if (r.count("help")) throw CliHelp(help());
+  const cxxopts::ParseResult r = parse_options(o, prog, rest, help());
   if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");
   for (const char* k : {"input_dir", "output_dir"})
     if (!r.count(k)) throw CliError(prog + ": --" + k + " is required (see --help)");
@@ -358,14 +352,7 @@ CliCommand parse_checkpoint_diff(const std::vector<std::string>& args) {
   o.parse_positional({"a", "b"});
   o.positional_help("A.mdl B.mdl");
   std::vector<std::string> rest(args.begin() + 2, args.end());
-  auto argv = argv_of("zoo checkpoint diff", rest);
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw CliError(std::string("zoo checkpoint diff: ") + e.what());
-  }
-  if (r.count("help")) throw CliHelp(o.help());
+  const cxxopts::ParseResult r = parse_options(o, "zoo checkpoint diff", rest);
   if (!r.count("a") || !r.count("b") || !r.unmatched().empty())
     throw CliError("zoo checkpoint diff: expected two checkpoints, A and B (see zoo checkpoint diff --help)");
   CliCommand c;
