@@ -69,8 +69,9 @@ std::vector<int64_t> generate_tokens(models::Model& model, const std::vector<int
   return tokens;
 }
 
-void run_generate(const GenerateCommand& c) {
-  std::string path = c.checkpoint_path;
+LoadedLanguageModel load_language_model(const std::string& checkpoint_path, const std::optional<std::string>& params_file,
+                                        const std::string& device_name, const text::TokenizerSpec& tokenizer) {
+  std::string path = checkpoint_path;
   if (std::filesystem::is_directory(path)) {
     auto all = ckpt::list_checkpoints(path);
     if (all.empty())
@@ -79,17 +80,18 @@ void run_generate(const GenerateCommand& c) {
     path = all.back().path;
   }
   c10::impl::GenericDict dict = ckpt::load_checkpoint_file(path);
-  Params params = ckpt::params_of(dict, path, c.params_file, "--params");
+  Params params = ckpt::params_of(dict, path, params_file, "--params");
   models::set_kernel_policy(kernel_policy_of(params.runconfig));
-  torch::Device device = c.device == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  const std::shared_ptr<models::Model> model = build_model(params, device);
-  ckpt::load_model_state_dict(*model, ckpt::model_weights(dict, path), /*strict=*/true, path);
-  text::TokenizerSpec spec = c.tokenizer;
+  torch::Device device = device_name == "GPU" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  LoadedLanguageModel loaded;
+  loaded.model = build_model(params, device);
+  ckpt::load_model_state_dict(*loaded.model, ckpt::model_weights(dict, path), /*strict=*/true, path);
+  text::TokenizerSpec spec = tokenizer;
   if (spec.type.empty()) {
     std::vector<std::string> searched;
     const std::string dir = ckpt::tokenizer_dir_of(dict, path, &searched);
     spec = dir.empty() ? text::TokenizerSpec{"ByteTokenizer", "", "", ""} : text::TokenizerSpec{"HuggingFaceTokenizer", "", "", dir};
-    if (dir.empty() && model->vocab_size().value_or(256) > 256) {
+    if (dir.empty() && loaded.model->vocab_size().value_or(256) > 256) {
       std::string places;
       for (const auto& s : searched) places += (places.empty() ? "" : ", ") + s;
       log::warn("no tokenizer files in " + places + " (zoo convert copies them beside a converted checkpoint; a moved "
@@ -97,7 +99,16 @@ void run_generate(const GenerateCommand& c) {
                 "--huggingface_tokenizer DIR");
     }
   }
-  const auto tokenizer = text::make_tokenizer(spec);
+  loaded.tokenizer = text::make_tokenizer(spec);
+  loaded.tokenizer_type = spec.type;
+  return loaded;
+}
+
+void run_generate(const GenerateCommand& c) {
+  const LoadedLanguageModel loaded = load_language_model(c.checkpoint_path, c.params_file, c.device, c.tokenizer);
+  const std::shared_ptr<models::Model>& model = loaded.model;
+  const std::unique_ptr<text::Tokenizer>& tokenizer = loaded.tokenizer;
+  const std::string& tokenizer_type = loaded.tokenizer_type;
   SamplingOptions sampling = c.sampling;
   std::vector<int32_t> ids;
   if (c.chat) {
@@ -105,7 +116,7 @@ void run_generate(const GenerateCommand& c) {
     std::vector<text::ChatMessage> messages;
     if (!c.system.empty()) messages.push_back({"system", c.system});
     messages.push_back({"user", c.prompt});
-    const text::ChatTemplate chat(special.chat_template, special, special.source.empty() ? spec.type : special.source);
+    const text::ChatTemplate chat(special.chat_template, special, special.source.empty() ? tokenizer_type : special.source);
     // The template writes the special tokens, as apply_chat_template's text does.
     ids = tokenizer->encode(chat.render(messages, /*add_generation_prompt=*/true));
     if (special.eos) sampling.stop_tokens.push_back(*special.eos);
@@ -116,35 +127,30 @@ void run_generate(const GenerateCommand& c) {
   const int64_t vocab = model->vocab_size().value_or(tokenizer->vocab_size());
   for (int32_t id : ids)
     if (id >= vocab)
-      throw std::invalid_argument("the prompt's token id " + std::to_string(id) + " (" + spec.type +
+      throw std::invalid_argument("the prompt's token id " + std::to_string(id) + " (" + tokenizer_type +
                                   ") is outside the model's vocabulary (vocab_size " + std::to_string(vocab) +
                                   "); was the model trained with another tokenizer?");
   if (static_cast<int64_t>(ids.size()) > model->max_positions())
     log::warn(strf("the prompt's %zu tokens are more than the model's %ld positions: generation sees its last %ld",
                    ids.size(), static_cast<long>(model->max_positions()), static_cast<long>(model->max_positions())));
   if (!c.chat) std::cout << c.prompt << std::flush;
-  // The new text as it comes: all generated tokens are decoded together (a
+  // The new text as it settles: all generated tokens are decoded together (a
   // SentencePiece token's leading space, a character split across tokens,
-  // depend on their neighbours) and what was not printed yet is printed.
+  // depend on their neighbours) and what is settled and not printed yet is
+  // printed; the rest once generation ends.
   std::vector<int32_t> generated;
   size_t printed = 0;
-  const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string text;
+  auto print_through = [&](size_t end) {
+    if (end > printed) std::cout << text.substr(printed, end - printed) << std::flush;
+    printed = std::max(printed, end);
+  };
   generate_tokens(*model, std::vector<int64_t>(ids.begin(), ids.end()), sampling, [&](int64_t t) {
-    // A token past the tokenizer's vocabulary (the model's may be padded) shows as U+FFFD.
-    try {
-      tokenizer->decode({static_cast<int32_t>(t)});
-    } catch (const std::out_of_range&) {
-      std::cout << replacement << std::flush;
-      return;
-    }
     generated.push_back(static_cast<int32_t>(t));
-    const std::string text = tokenizer->decode_like_transformers(generated);
-    const bool incomplete = text.size() >= 3 && text.compare(text.size() - 3, 3, replacement) == 0;
-    if (text.size() > printed && !incomplete) {
-      std::cout << text.substr(printed) << std::flush;
-      printed = text.size();
-    }
+    text = text::decode_generated(*tokenizer, generated);
+    print_through(text::settled_prefix(text));
   });
+  print_through(text.size());
   std::cout << std::endl;
 }
 

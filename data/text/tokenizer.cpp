@@ -1,6 +1,8 @@
 // make_tokenizer (data/text/tokenizer.h) and the byte tokenizer.
 #include "data/text/tokenizer.h"
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include "data/text/hf_pipeline.h"
@@ -44,6 +46,28 @@ std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text
 std::string Tokenizer::decode_like_transformers(const std::vector<int32_t>& ids) const {
   std::string text = decode(ids);
   return special_.clean_up_spaces ? clean_up_tokenization_spaces(std::move(text)) : text;
+}
+
+size_t settled_prefix(const std::string& decoded) {
+  const size_t newline = decoded.rfind('\n'), space = decoded.rfind(' ');
+  const size_t through_newline = newline == std::string::npos ? 0 : newline + 1;
+  const size_t before_space = space == std::string::npos ? 0 : space;
+  return std::max(through_newline, before_space);
+}
+
+std::string decode_generated(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+  const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string text;
+  std::vector<int32_t> known;
+  for (int32_t id : ids) {
+    if (id < tokenizer.vocab_size()) {
+      known.push_back(id);
+      continue;
+    }
+    text += tokenizer.decode_like_transformers(known) + replacement;
+    known.clear();
+  }
+  return text + tokenizer.decode_like_transformers(known);
 }
 
 std::string clean_up_tokenization_spaces(std::string text) {

@@ -47,6 +47,18 @@ class Tokenizer {
   SpecialTokens special_;
 };
 
+// How much of `decoded` (the decode of all tokens generated so far) is
+// settled enough to show while more tokens come: through the last newline, or
+// up to the last space. The decode of later tokens can rewrite what follows:
+// a character split across byte tokens, SentencePiece's word pieces, the
+// clean-up of a space before punctuation. As transformers' TextStreamer, which
+// shows the rest once generation ends.
+size_t settled_prefix(const std::string& decoded);
+
+// The text of generated token ids as transformers' decode gives it; an id past
+// the tokenizer's vocabulary (a model's may be padded) is U+FFFD.
+std::string decode_generated(const Tokenizer& tokenizer, const std::vector<int32_t>& ids);
+
 // Every `from` in `text` replaced by `to`, left to right in one pass (nothing for an empty `from`).
 std::string replace_all(const std::string& text, const std::string& from, const std::string& to);
 
