@@ -7,6 +7,7 @@
 #include <map>
 
 #include "models/registry.h"
+#include "runner/cli_options.h"
 #include "runner/params/runconfig.h"
 
 namespace zoo {
@@ -22,7 +23,6 @@ std::string doc_of(const std::string& key) {
 
 // Flags that override runconfig keys of the same name.
 const std::vector<std::string> kIntFlags = {"max_steps", "num_steps", "num_epochs", "eval_steps"};
-constexpr int64_t kMaxNewTokens = 1000000;
 const std::vector<std::string> kStringFlags = {"checkpoint_path", "load_checkpoint_states", "logging"};
 const std::vector<std::string> kBoolFlags = {"disable_strict_checkpoint_loading", "validate_only"};
 
@@ -32,6 +32,8 @@ cxxopts::Options run_options() {
                 "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
                 "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
                 "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
+                "  zoo serve --checkpoint_path CKPT|MODEL_DIR [--port 8000 --host 127.0.0.1]   OpenAI-compatible HTTP "
+                "server (docs/serving.md)\n"
                 "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo|peft} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
                 "(see its --help)\n"
                 "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
@@ -67,21 +69,6 @@ std::vector<const char*> argv_of(const std::string& prog, const std::vector<std:
   return v;
 }
 
-// A subcommand's options (`rest`: the arguments after its name): a malformed one is a CliError starting with
-// `prog`, --help a CliHelp with `help` (the options' own when empty).
-cxxopts::ParseResult parse_options(cxxopts::Options& o, const std::string& prog, const std::vector<std::string>& rest,
-                                   const std::string& help = "") {
-  auto argv = argv_of(prog, rest);
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw CliError(prog + ": " + e.what());
-  }
-  if (r.count("help")) throw CliHelp(help.empty() ? o.help() : help);
-  return r;
-}
-
 CliCommand parse_corpus(const std::vector<std::string>& args) {
   cxxopts::Options o("zoo corpus", "Write zoo's built-in deterministic text corpus (train/ and eval/).");
   o.add_options()("output_dir", "Directory to write train/corpus.txt and eval/corpus.txt into.",
@@ -100,66 +87,6 @@ CliCommand parse_corpus(const std::vector<std::string>& args) {
   c.train_bytes = r["train_bytes"].as<int64_t>();
   c.eval_bytes = r["eval_bytes"].as<int64_t>();
   if (c.train_bytes <= 0 || c.eval_bytes <= 0) throw CliError("zoo corpus: sizes must be positive");
-  return c;
-}
-
-CliCommand parse_generate(const std::vector<std::string>& args) {
-  cxxopts::Options o("zoo generate", "Continue a prompt with a trained model.");
-  o.add_options()
-      ("checkpoint_path", "Checkpoint to load, or a model_dir (its newest checkpoint).", cxxopts::value<std::string>())
-      ("p,params", "Params YAML (default: the params stored in the checkpoint).", cxxopts::value<std::string>())
-      ("prompt", "Text to continue.", cxxopts::value<std::string>())
-      ("max_new_tokens", "Tokens to generate.", cxxopts::value<int64_t>()->default_value("200"))
-      ("temperature", "Sampling temperature; 0 is greedy.", cxxopts::value<double>()->default_value("1.0"))
-      ("top_k", "Sample among the k most likely tokens (0: all).", cxxopts::value<int64_t>()->default_value("0"))
-      ("top_p", "Sample among the most likely tokens holding this much probability.",
-       cxxopts::value<double>()->default_value("1.0"))
-      ("seed", "Seed of the sampler; the same seed repeats the same text.",
-       cxxopts::value<uint64_t>()->default_value("0"))
-      ("device", "CPU or GPU.", cxxopts::value<std::string>()->default_value("CPU"))
-      ("tokenizer_type", "The data's tokenizer, as for zoo data create-hdf5 (GPT2Tokenizer, NeoXTokenizer, "
-       "HuggingFaceTokenizer, ByteTokenizer). Default: HuggingFaceTokenizer when the checkpoint's directory holds "
-       "a tokenizer (zoo convert copies it there), else ByteTokenizer.", cxxopts::value<std::string>()->default_value(""))
-      ("vocab_file", "GPT2Tokenizer: vocab.bpe.", cxxopts::value<std::string>()->default_value(""))
-      ("encoder_file", "GPT2Tokenizer: encoder.json; NeoXTokenizer: tokenizer.json.",
-       cxxopts::value<std::string>()->default_value(""))
-      ("huggingface_tokenizer", "HuggingFaceTokenizer: a tokenizer directory as Hugging Face saves one "
-       "(tokenizer.json or tokenizer.model, with tokenizer_config.json).", cxxopts::value<std::string>()->default_value(""))
-      ("chat", "Send --prompt as a user message through the tokenizer's chat template; the reply ends at its eos_token.")
-      ("system", "With --chat: a system message before the prompt.", cxxopts::value<std::string>()->default_value(""))
-      ("h,help", "Print this help.");
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  const std::string prog = "zoo generate";
-  const cxxopts::ParseResult r = parse_options(o, prog, rest);
-  if (!r.unmatched().empty()) throw CliError("zoo generate: unexpected argument '" + r.unmatched().front() + "'");
-  if (!r.count("checkpoint_path")) throw CliError("zoo generate: --checkpoint_path is required");
-  if (!r.count("prompt") || r["prompt"].as<std::string>().empty())
-    throw CliError("zoo generate: --prompt is required (a non-empty text)");
-  CliCommand c;
-  c.kind = CliCommand::Kind::generate;
-  GenerateCommand& g = c.generate;
-  g.checkpoint_path = r["checkpoint_path"].as<std::string>();
-  if (r.count("params")) g.params_file = r["params"].as<std::string>();
-  g.prompt = r["prompt"].as<std::string>();
-  g.device = r["device"].as<std::string>();
-  g.sampling.max_new_tokens = r["max_new_tokens"].as<int64_t>();
-  g.sampling.temperature = r["temperature"].as<double>();
-  g.sampling.top_k = r["top_k"].as<int64_t>();
-  g.sampling.top_p = r["top_p"].as<double>();
-  g.sampling.seed = r["seed"].as<uint64_t>();
-  g.tokenizer = {r["tokenizer_type"].as<std::string>(), r["vocab_file"].as<std::string>(),
-                 r["encoder_file"].as<std::string>(), r["huggingface_tokenizer"].as<std::string>()};
-  if (g.tokenizer.type.empty() && !g.tokenizer.huggingface_tokenizer.empty()) g.tokenizer.type = "HuggingFaceTokenizer";
-  g.chat = r.count("chat") > 0;
-  g.system = r["system"].as<std::string>();
-  if (!g.system.empty() && !g.chat) throw CliError("zoo generate: --system goes with --chat");
-  if (g.sampling.max_new_tokens < 0 || g.sampling.temperature < 0 || g.sampling.top_k < 0 ||
-      g.sampling.top_p <= 0 || g.sampling.top_p > 1)
-    throw CliError("zoo generate: expected max_new_tokens >= 0, temperature >= 0, top_k >= 0, 0 < top_p <= 1");
-  if (g.sampling.max_new_tokens > kMaxNewTokens)  // a typo, not a request: it would run for days
-    throw CliError("zoo generate: --max_new_tokens " + std::to_string(g.sampling.max_new_tokens) + " is over " +
-                   std::to_string(kMaxNewTokens) + "; generate in shorter pieces");
-  if (g.device != "CPU" && g.device != "GPU") throw CliError("zoo generate: --device must be CPU or GPU");
   return c;
 }
 
@@ -426,11 +353,25 @@ CliCommand parse_launch(const std::vector<std::string>& args) {
 
 }  // namespace
 
+cxxopts::ParseResult parse_options(cxxopts::Options& o, const std::string& prog, const std::vector<std::string>& rest,
+                                   const std::string& help) {
+  auto argv = argv_of(prog, rest);
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw CliError(prog + ": " + e.what());
+  }
+  if (r.count("help")) throw CliHelp(help.empty() ? o.help() : help);
+  return r;
+}
+
 std::string usage() { return run_options().help(); }
 
 CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "corpus") return parse_corpus(args);
   if (!args.empty() && args[0] == "generate") return parse_generate(args);
+  if (!args.empty() && args[0] == "serve") return parse_serve(args);
   if (!args.empty() && args[0] == "convert") return parse_convert(args);
   if (!args.empty() && args[0] == "data") return parse_create_hdf5(args);
   if (!args.empty() && args[0] == "config") return parse_config(args);

@@ -11,6 +11,7 @@
 #include "runner/convert/convert.h"
 #include "runner/generate_options.h"
 #include "runner/launch.h"
+#include "runner/serve/server.h"
 
 #include <stdexcept>
 #include <string>
@@ -30,7 +31,7 @@ class CliHelp : public CliError {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, checkpoint_diff, launch };
+  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, checkpoint_diff, launch, serve };
   Kind kind = Kind::run;
   std::string help_format = "text";  // --help-config's: text or markdown
   std::string params_file;
@@ -46,6 +47,7 @@ struct CliCommand {
   std::string output_file;              // zoo config convert-legacy IN OUT (IN in params_file)
   LaunchCommand launch;                 // zoo launch
   ckpt::CheckpointDiffCommand checkpoint_diff;  // zoo checkpoint diff
+  serve::ServeCommand serve;                    // zoo serve
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

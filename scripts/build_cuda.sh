@@ -14,7 +14,8 @@ debs=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libf
       libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 libcurl3-gnutls
       libprotobuf-dev libprotobuf32 libprotoc32 protobuf-compiler libisal-dev libisal2
       nlohmann-json3-dev libgtest-dev libpcre2-dev libpcre2-8-0 zlib1g-dev
-      libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 libsentencepiece-dev libsentencepiece0)
+      libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 libsentencepiece-dev libsentencepiece0
+      libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libbrotli-dev)
 if [[ "${1:-}" == download ]]; then
   mkdir -p .debs && (cd .debs && apt-get download "${debs[@]}")
   exit 0

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake ninja-build
+  build-essential cmake ninja-build pkgconf
   libtorch-dev libopenblas0-pthread  # without OpenBLAS, Debian's libtorch uses reference BLAS (~46x slower)
   libyaml-cpp-dev libcxxopts-dev libspdlog-dev libhdf5-dev nlohmann-json3-dev libgtest-dev
   libprotobuf-dev protobuf-compiler libisal-dev  # TensorBoard event files
@@ -16,6 +16,7 @@ packages=(
   libsentencepiece-dev  # tokenizers: SentencePiece models (tokenizer.model)
   zlib1g-dev  # gzipped MNIST files
   libjpeg62-turbo-dev libpng-dev  # JPEG and PNG images (vision data)
+  libcpp-httplib-dev  # zoo serve's HTTP server
   libgloo-dev  # headers of c10d's Gloo process group: data-parallel training on CPU
   python3-torch python3-h5py python3-numpy python3-crc32c python3-sentencepiece python3-jinja2  # test oracles (/usr/bin/python3)
 )

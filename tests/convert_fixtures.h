@@ -21,6 +21,7 @@
 #include "runner/convert/safetensors.h"
 #include "runner/params/params.h"
 #include "test_util.h"
+#include "tests/tokenizer_fixtures.h"
 
 namespace zoo::testing {
 
@@ -99,6 +100,25 @@ inline void expect_refused(const std::function<void()>& run, const std::vector<s
   } catch (const std::runtime_error& e) {
     for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
+}
+
+// A Hugging Face directory dir/hf as a user downloads one: a tiny Llama 2
+// SentencePiece tokenizer with Llama 2's chat template, and a random Llama of
+// its vocabulary (520 ids, 64 wide, 2 layers, 128 positions).
+inline void make_tiny_chat_llama(const TempDir& dir) {
+  make_llama_tokenizer(dir / "hf", "prepend");
+  nlohmann::json config = nlohmann::json::parse(read_file(dir / "hf/tokenizer_config.json"));
+  config["chat_template"] = nlohmann::json::parse(read_file(source_dir() + "/tests/data/chat_templates.json"))
+      ["llama_2_13b_chat"]["chat_template"];
+  write_file(dir / "hf/tokenizer_config.json", config.dump());
+  write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"}, {"rope_scaling", nullptr}, {"head_dim", nullptr},
+                                               {"experts", 0}, {"bias", ""}, {"theta", 10000.0}, {"rope_parameters", false}}
+                                    .dump());
+  std::string make = oracle("convert_llama_make_llama.py");
+  const std::string sizes = "V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6";
+  ASSERT_NE(make.find(sizes), std::string::npos);
+  make.replace(make.find(sizes), sizes.size(), "V, C, H, G, L, I, P, eps = 520, 64, 4, 2, 2, 128, 128, 1e-6");
+  run_fixture(dir, "make_llama.py", make);
 }
 
 }  // namespace zoo::testing

