@@ -2,13 +2,14 @@
 // the zoo binary as a user runs it: a tiny Llama-style model and its
 // SentencePiece tokenizer in Hugging Face's layout -> zoo convert -> chat
 // .jsonl -> zoo data create-hdf5 Chat -> LoRA fine-tune -> eval -> PEFT
-// adapter and merged model -> zoo generate --chat.
+// adapter and merged model -> zoo generate --chat -> zoo serve's chat API.
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "convert_fixtures.h"
 #include "runner/checkpoint/checkpoint.h"
+#include "serve_fixtures.h"
 #include "test_util.h"
 #include "tests/tokenizer_fixtures.h"
 
@@ -161,6 +162,22 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
                                  " --chat --prompt 'Tell me about snow and boats.' --temperature 0 --max_new_tokens 24");
   std::cout << "[ journey ] zoo generate --chat: " << answer.substr(answer.rfind('\n', answer.size() - 2) + 1);
   EXPECT_NE(answer.find(kReply), std::string::npos) << answer;
+  // The last step: serve the run and ask it through the chat API, as a chat front end would.
+  {
+    testing::ServeProcess server("--checkpoint_path " + (dir / "ft"));
+    ASSERT_GT(server.port(), 0) << server.log();
+    const std::string ask =
+        "import json, sys, urllib.request\n"
+        "body = json.dumps({'messages': [{'role': 'user', 'content': 'Tell me about snow and stars.'}],"
+        " 'max_tokens': 16, 'temperature': 0}).encode()\n"
+        "r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], body, {'Content-Type': 'application/json'}))\n"
+        "print(json.load(r)['choices'][0]['message']['content'])\n";
+    const auto reply = testing::run_command("/usr/bin/python3 -c " + testing::shell_quoted(ask) + " http://127.0.0.1:" +
+                                            std::to_string(server.port()) + "/v1/chat/completions");
+    EXPECT_EQ(reply.exit_code, 0) << reply.output << server.log();
+    EXPECT_NE(reply.output.find(kReply), std::string::npos) << "zoo serve's chat reply: " << reply.output;
+    EXPECT_EQ(server.stop(), 0) << server.log();
+  }
   // With its base moved away the checkpoint has no tokenizer beside it or its base: generate says so.
   std::filesystem::rename(dir / "base", dir / "base_moved");
   const std::string lost = run("generate --checkpoint_path " + (dir / "ft") + " --prompt 'Tell me' --max_new_tokens 2");

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "convert_fixtures.h"
+#include "serve_fixtures.h"
 #include "test_util.h"
 #include "tests/tokenizer_fixtures.h"
 
@@ -44,52 +45,11 @@ std::string served_model_dir() {
   return std::filesystem::exists(dir / "base/checkpoint_0.mdl") ? dir.string() : "";
 }
 
-// `zoo serve` in a child process on a free port of 127.0.0.1; SIGTERM at the end, which it must exit 0 on.
-class ServeProcess {
- public:
-  explicit ServeProcess(const std::string& args) {
-    log_ = log_dir_ / "serve.log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string command = "exec " + testing::zoo_binary() + " serve --port 0 " + args + " > " + log_ + " 2>&1";
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int waited = 0; waited < 600 && port_ == 0; ++waited) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      const std::string out = log();
-      const size_t at = out.find("listening on http://127.0.0.1:");
-      if (at != std::string::npos && out.find('\n', at) != std::string::npos)
-        port_ = std::stoi(out.substr(at + std::string("listening on http://127.0.0.1:").size()));
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) break;
-    }
-  }
-  ~ServeProcess() { stop(); }
-  int stop() {
-    if (pid_ <= 0) return exit_code_;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return exit_code_;
-  }
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  std::string log() const { return std::filesystem::exists(log_) ? testing::read_file(log_) : ""; }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(120, 0);
-    return c;
-  }
-
- private:
-  TempDir log_dir_;
-  std::string log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int exit_code_ = -1;
-};
+httplib::Client client_of(const testing::ServeProcess& server) {
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(120, 0);
+  return c;
+}
 
 // POST `body` as JSON; the status and the parsed reply.
 std::pair<int, json> post(httplib::Client& client, const std::string& path, const std::string& body) {
@@ -109,8 +69,8 @@ std::string ascii_piece(const std::string& text) {
 }
 
 // Starts a streamed completion and hangs up after its second piece.
-void leave_stream(const ServeProcess& server, const json& body) {
-  httplib::Client client = server.client();
+void leave_stream(const testing::ServeProcess& server, const json& body) {
+  httplib::Client client = client_of(server);
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
@@ -152,7 +112,7 @@ std::string generated(const std::string& model, const std::string& args, const s
 
 TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
   ZOO_SERVE_FIXTURE(dir);
-  ServeProcess server("--checkpoint_path " + dir + "/base");
+  testing::ServeProcess server("--checkpoint_path " + dir + "/base");
   ASSERT_GT(server.port(), 0) << server.log();
   // lm-eval's requests: context + continuation token ids (bos first), of three lengths in one batch.
   std::mt19937 rng(3);
@@ -172,7 +132,7 @@ TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
   // Each prompt continued by the reference's greedy tokens: positions lm-eval's greedy check must call greedy.
   for (size_t i = 0; i < prompts.size(); ++i) prompts[i] = expected[i]["ids"].get<std::vector<int>>();
 
-  httplib::Client client = server.client();
+  httplib::Client client = client_of(server);
   // lm-eval's local-completions payload for loglikelihood (its _create_payload, generate=False).
   const auto [status, reply] = post(client, "/v1/completions",
                                     json{{"model", "zoo"}, {"prompt", prompts}, {"temperature", 0}, {"max_tokens", 1},
@@ -216,9 +176,9 @@ TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
 TEST(Serve, CompletionsChatStreamsAndStopsAgreeWithZooGenerate) {
   ZOO_SERVE_FIXTURE(dir);
   const std::string model = dir + "/base";
-  ServeProcess server("--checkpoint_path " + model);
+  testing::ServeProcess server("--checkpoint_path " + model);
   ASSERT_GT(server.port(), 0) << server.log();
-  httplib::Client client = server.client();
+  httplib::Client client = client_of(server);
   const std::string prompt = "Tell me about cats and rain";
 
   // Greedy and sampled texts equal zoo generate's for the same settings (eos ignored, as generate goes on past it).
@@ -307,7 +267,7 @@ TEST(Serve, OpenAisOwnClientGetsZooGeneratesTexts) {
   const std::string js = testing::openai_client_dir();
   ZOO_SKIP_WITHOUT_OPENAI_CLIENT(js);
   const std::string model = dir + "/base";
-  ServeProcess server("--checkpoint_path " + model);
+  testing::ServeProcess server("--checkpoint_path " + model);
   ASSERT_GT(server.port(), 0) << server.log();
   const std::string prompt = "Tell me about cats and rain";
   const std::string greedy = generated(model, "--prompt '" + prompt + "' --max_new_tokens 12 --temperature 0", prompt);
@@ -338,9 +298,9 @@ TEST(Serve, OpenAisOwnClientGetsZooGeneratesTexts) {
 
 TEST(Serve, BadRequestsAreJsonErrorsAndTheServerLivesOn) {
   ZOO_SERVE_FIXTURE(dir);
-  ServeProcess server("--checkpoint_path " + dir + "/base");
+  testing::ServeProcess server("--checkpoint_path " + dir + "/base");
   ASSERT_GT(server.port(), 0) << server.log();
-  httplib::Client client = server.client();
+  httplib::Client client = client_of(server);
   struct Case {
     std::string path, body;
     int status;
@@ -389,13 +349,13 @@ int64_t resident_bytes(pid_t pid) {
 // "back to idle" is measured as no growth from round to round).
 TEST(Serve, ThirtyTwoClientsAtOnce) {
   ZOO_SERVE_FIXTURE(dir);
-  ServeProcess server("--checkpoint_path " + dir + "/base");
+  testing::ServeProcess server("--checkpoint_path " + dir + "/base");
   ASSERT_GT(server.port(), 0) << server.log();
   std::atomic<int> answered{0}, refused{0}, left{0}, wrong{0};
   std::mutex mutex;
   std::vector<std::string> failures;
   auto client_run = [&](int who) {
-    httplib::Client client = server.client();
+    httplib::Client client = client_of(server);
     std::mt19937 rng(who);
     for (int i = 0; i < 20; ++i) {
       const int kind = (who + i) % 5;
@@ -447,7 +407,7 @@ TEST(Serve, ThirtyTwoClientsAtOnce) {
   std::cout << "[ serve ] resident after round 1: " << after_first / (1 << 20) << " MiB, after round 2: "
             << after_second / (1 << 20) << " MiB\n";
   EXPECT_LT(after_second - after_first, int64_t(32) << 20) << "the second round grew the server by more than 32 MiB";
-  const auto health = server.client().Get("/health");
+  const auto health = client_of(server).Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(server.stop(), 0) << server.log();
