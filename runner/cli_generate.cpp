@@ -84,10 +84,10 @@ CliCommand parse_serve(const std::vector<std::string>& args) {
       ("checkpoint_path", "Checkpoint to serve, or a model_dir (its newest checkpoint).", cxxopts::value<std::string>())
       ("p,params", "Params YAML (default: the params stored in the checkpoint).", cxxopts::value<std::string>())
       ("device", "CPU or GPU.", cxxopts::value<std::string>()->default_value("CPU"))
-      ("host", "Address to listen on. Another than 127.0.0.1 opens the model to the network.",
+      ("host", "Address to listen on. Any other than 127.0.0.1 opens the model to the network.",
        cxxopts::value<std::string>()->default_value("127.0.0.1"))
       ("port", "Port to listen on (0: any free port, printed at start).", cxxopts::value<int>()->default_value("8000"))
-      ("served_model_name", "The model's id in /v1/models and replies (default: --checkpoint_path as given).",
+      ("served_model_name", "The model's id in /v1/models and replies (empty: --checkpoint_path as given).",
        cxxopts::value<std::string>()->default_value(""))
       ("max_tokens_limit", "The most tokens one choice may ask for (max_tokens).",
        cxxopts::value<int64_t>()->default_value("4096"))
