@@ -225,6 +225,29 @@ TEST(Serve, CompletionsChatStreamsAndStopsAgreeWithZooGenerate) {
   EXPECT_EQ(joined, text);
   EXPECT_EQ(json::parse(chunks[chunks.size() - 2])["choices"][0]["finish_reason"], "length");
 
+  // Logprobs streamed chunk by chunk are those of the whole reply, text_offset counting on across chunks.
+  const json with_logprobs = {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true},
+                              {"logprobs", 0}};
+  const auto [lp_status, whole] = post(client, "/v1/completions", with_logprobs);
+  ASSERT_EQ(lp_status, 200) << whole.dump();
+  json streamed_offsets = json::array();
+  json streamed_logprobs = json::array();
+  json streamed_request = with_logprobs;
+  streamed_request["stream"] = true;
+  const auto lp_res = client.Post("/v1/completions", streamed_request.dump(), "application/json");
+  ASSERT_TRUE(lp_res);
+  for (const std::string& data : events(lp_res->body)) {
+    if (data == "[DONE]") continue;
+    const json chunk = json::parse(data);
+    const json& lp = chunk["choices"][0]["logprobs"];
+    if (lp.is_null()) continue;
+    for (const auto& o : lp["text_offset"]) streamed_offsets.push_back(o);
+    for (const auto& l : lp["token_logprobs"]) streamed_logprobs.push_back(l);
+  }
+  EXPECT_EQ(streamed_offsets, whole["choices"][0]["logprobs"]["text_offset"]);
+  EXPECT_EQ(streamed_logprobs, whole["choices"][0]["logprobs"]["token_logprobs"]);
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["text_offset"][0], prompt.size()) << "counted from the prompt's start";
+
   // A stop string cuts the text before it (and is not part of it).
   const std::string stop = ascii_piece(text);
   ASSERT_FALSE(stop.empty()) << text;

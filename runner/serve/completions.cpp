@@ -30,6 +30,8 @@ struct Row {
   size_t sent_text = 0;
   size_t sent_steps = 0;
   bool sent_role = false;
+  // Completions' logprobs: where the next reported token's text starts (text_offset), across chunks too.
+  size_t text_offset = 0;
 };
 
 }  // namespace
@@ -231,12 +233,14 @@ json CompletionService::respond(Run& r, const StreamWriter& write) {
       choice["logprobs"] = with_logprobs && !steps.empty() ? chat_logprobs(steps, text_of) : json(nullptr);
     } else {
       choice["text"] = delta;
-      size_t offset = 0;
-      choice["logprobs"] = with_logprobs && !steps.empty() ? completion_logprobs(steps, offset, text_of) : json(nullptr);
+      choice["logprobs"] =
+          with_logprobs && !steps.empty() ? completion_logprobs(steps, row.text_offset, text_of) : json(nullptr);
     }
     return json{{"id", r.id}, {"object", object}, {"created", r.created}, {"model", model_name_}, {"choices", {choice}}};
   };
 
+  // Without echo a choice's text_offset counts from the prompt's start, as OpenAI's legacy API.
+  for (Row& row : r.rows) row.text_offset = r.echo ? 0 : row.prompt_text.size();
   auto job = std::make_shared<EngineJob>();
   for (const Row& row : r.rows) job->rows.push_back(row.prompt);
   job->max_tokens = r.max_tokens;
@@ -334,12 +338,9 @@ json CompletionService::respond(Run& r, const StreamWriter& write) {
       choice["logprobs"] = with_logprobs ? chat_logprobs(row.steps, text_of) : json(nullptr);
     } else {
       std::vector<Step> steps = r.echo ? row.prompt_steps : std::vector<Step>();
-      if (r.echo && steps.empty())  // echo without logprobs: the tokens still count for text_offset
-        for (int32_t t : row.prompt) steps.push_back({t, std::nullopt, {}});
       steps.insert(steps.end(), row.steps.begin(), row.steps.end());
-      size_t offset = r.echo ? 0 : row.prompt_text.size();
       choice["text"] = (r.echo ? row.prompt_text : "") + row.text;
-      choice["logprobs"] = with_logprobs ? completion_logprobs(steps, offset, text_of) : json(nullptr);
+      choice["logprobs"] = with_logprobs ? completion_logprobs(steps, row.text_offset, text_of) : json(nullptr);
     }
     choices.push_back(choice);
   }
