@@ -34,6 +34,8 @@ cxxopts::Options run_options() {
                 "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
                 "  zoo serve --checkpoint_path CKPT|MODEL_DIR [--port 8000 --host 127.0.0.1]   OpenAI-compatible HTTP "
                 "server (docs/serving.md)\n"
+                "  zoo eval-tasks --checkpoint_path CKPT|MODEL_DIR --tasks A.jsonl,B.jsonl   downstream task metrics "
+                "(docs/evaluation.md)\n"
                 "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo|peft} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
                 "(see its --help)\n"
                 "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
@@ -372,6 +374,7 @@ CliCommand parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "corpus") return parse_corpus(args);
   if (!args.empty() && args[0] == "generate") return parse_generate(args);
   if (!args.empty() && args[0] == "serve") return parse_serve(args);
+  if (!args.empty() && args[0] == "eval-tasks") return parse_eval_tasks(args);
   if (!args.empty() && args[0] == "convert") return parse_convert(args);
   if (!args.empty() && args[0] == "data") return parse_create_hdf5(args);
   if (!args.empty() && args[0] == "config") return parse_config(args);

@@ -9,6 +9,7 @@
 #include "data/create_hdf5.h"
 #include "runner/checkpoint/checkpoint_diff.h"
 #include "runner/convert/convert.h"
+#include "runner/eval_tasks/downstream.h"
 #include "runner/generate_options.h"
 #include "runner/launch.h"
 #include "runner/serve/server.h"
@@ -31,7 +32,8 @@ class CliHelp : public CliError {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, checkpoint_diff, launch, serve };
+  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, checkpoint_diff, launch, serve,
+                    eval_tasks };
   Kind kind = Kind::run;
   std::string help_format = "text";  // --help-config's: text or markdown
   std::string params_file;
@@ -48,6 +50,7 @@ struct CliCommand {
   LaunchCommand launch;                 // zoo launch
   ckpt::CheckpointDiffCommand checkpoint_diff;  // zoo checkpoint diff
   serve::ServeCommand serve;                    // zoo serve
+  eval_tasks::EvalTasksCommand eval_tasks;      // zoo eval-tasks
 };
 
 // args excludes the program name. Throws CliError with a one-line reason.

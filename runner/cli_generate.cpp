@@ -1,5 +1,8 @@
-// zoo generate and zoo serve: the command lines of the commands that load a causal LM with its tokenizer.
+// zoo generate, zoo serve and zoo eval-tasks: the command lines of the commands that load a causal LM with its tokenizer.
 #include "runner/cli_options.h"
+
+#include <filesystem>
+#include <set>
 
 namespace zoo {
 
@@ -115,6 +118,50 @@ CliCommand parse_serve(const std::vector<std::string>& args) {
   if (s.limits.max_tokens < 1 || s.limits.max_tokens > kMaxNewTokens)
     throw CliError(prog + ": --max_tokens_limit must be in 1.." + std::to_string(kMaxNewTokens));
   if (s.threads < 1 || s.threads > 4096) throw CliError(prog + ": --threads must be in 1..4096");
+  return c;
+}
+
+CliCommand parse_eval_tasks(const std::vector<std::string>& args) {
+  cxxopts::Options o("zoo eval-tasks", "Score downstream task files (JSON Lines; docs/evaluation.md) with a trained "
+                                       "causal LM: acc, acc_norm, perplexities, exact match.");
+  o.add_options()
+      ("checkpoint_path", "Checkpoint to evaluate, or a model_dir (its newest checkpoint).", cxxopts::value<std::string>())
+      ("tasks", "Task files, comma-separated; each is one task named by its file's stem.",
+       cxxopts::value<std::vector<std::string>>())
+      ("p,params", "Params YAML (default: the params stored in the checkpoint).", cxxopts::value<std::string>())
+      ("device", "CPU or GPU.", cxxopts::value<std::string>()->default_value("CPU"))
+      ("batch_size", "Requests scored per forward.", cxxopts::value<int64_t>()->default_value("8"))
+      ("max_gen_toks", "generate_until: the most tokens generated where a record sets none.",
+       cxxopts::value<int64_t>()->default_value("256"))
+      ("limit", "Records read from each task file (0: all).", cxxopts::value<int64_t>()->default_value("0"))
+      ("output_json", "Also write the metrics to this JSON file.", cxxopts::value<std::string>()->default_value(""))
+      ("h,help", "Print this help.");
+  add_tokenizer_options(o);
+  const std::string prog = "zoo eval-tasks";
+  const cxxopts::ParseResult r = parse_options(o, prog, std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");
+  if (!r.count("checkpoint_path")) throw CliError(prog + ": --checkpoint_path is required");
+  if (!r.count("tasks")) throw CliError(prog + ": --tasks is required (task files, comma-separated)");
+  CliCommand c;
+  c.kind = CliCommand::Kind::eval_tasks;
+  eval_tasks::EvalTasksCommand& e = c.eval_tasks;
+  e.checkpoint_path = r["checkpoint_path"].as<std::string>();
+  if (r.count("params")) e.params_file = r["params"].as<std::string>();
+  e.device = r["device"].as<std::string>();
+  e.tasks = r["tasks"].as<std::vector<std::string>>();
+  e.batch_size = r["batch_size"].as<int64_t>();
+  e.max_gen_toks = r["max_gen_toks"].as<int64_t>();
+  e.limit = r["limit"].as<int64_t>();
+  e.output_json = r["output_json"].as<std::string>();
+  e.tokenizer = tokenizer_spec_of(r);
+  if (e.device != "CPU" && e.device != "GPU") throw CliError(prog + ": --device must be CPU or GPU");
+  if (e.batch_size < 1 || e.max_gen_toks < 1 || e.limit < 0)
+    throw CliError(prog + ": expected --batch_size >= 1, --max_gen_toks >= 1, --limit >= 0");
+  std::set<std::string> names;
+  for (const auto& t : e.tasks)
+    if (!names.insert(std::filesystem::path(t).stem().string()).second)
+      throw CliError(prog + ": two task files named '" + std::filesystem::path(t).stem().string() +
+                     "' (a task is named by its file's stem); rename one");
   return c;
 }
 

@@ -292,6 +292,9 @@ int run_command(const CliCommand& cmd) {
     case CliCommand::Kind::serve:
       serve::run_serve(cmd.serve);
       return 0;
+    case CliCommand::Kind::eval_tasks:
+      eval_tasks::run_eval_tasks_command(cmd.eval_tasks);
+      return 0;
     case CliCommand::Kind::create_hdf5: {
       const auto s = data::create_hdf5(cmd.create_hdf5, std::cerr);
       std::cout << data::describe(s, cmd.create_hdf5);

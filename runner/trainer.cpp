@@ -74,6 +74,12 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
                  trainable == parameters ? "" : strf(" (%ld trained, the rest frozen)", static_cast<long>(trainable)).c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   if (train_loader_) check_data_fits(*train_loader_, *model_, params_, "train_input");
+  if (params_.eval_tasks) {
+    if (!model_->is_causal_lm())
+      params_.context("eval_tasks").fail(YAML::Node(), "", "downstream tasks need a causal language model; model " +
+                                                               params_.model_name + " is not one");
+    tasks_ = std::make_unique<eval_tasks::DownstreamTasks>(*params_.eval_tasks, params_.runconfig.checkpoint_path);
+  }
   autocast_dtype_ = amp::autocast_dtype(params_.precision.mixed_precision, params_.precision.fp16_type, device_);
   if (!for_training) return;
   std::vector<std::pair<std::string, torch::Tensor>> trained;  // frozen parameters (DPO's reference) stay out
@@ -380,6 +386,19 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
     }
     const double mean = s.first.item<double>() / count;
     r.metrics["eval/" + name] = reduce[name] == models::MetricTerm::Reduce::exp_mean ? std::exp(mean) : mean;
+  }
+  if (tasks_) {
+    amp::AutocastGuard autocast(device_, autocast_dtype_);
+    eval_tasks::TaskRunOptions hooks;
+    if (full_) {
+      hooks.before_forward = [this] { full_->begin_forward(); };
+      hooks.after_forward = [this] { full_->end_forward(); };
+    }
+    try {
+      for (const auto& [name, value] : tasks_->run(*model_, hooks)) r.metrics["eval/" + name] = value;
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("evaluating " + checkpoint_label + ": " + e.what());
+    }
   }
   metrics_.eval(r);
   return {r.global_step, r.loss, r.metrics, r.samples};

@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "runner/amp/grad_scaler.h"
 #include "runner/distributed.h"
+#include "runner/eval_tasks/downstream.h"
 #include "runner/full_sharding.h"
 #include "runner/optim/optimizer_sharding.h"
 #include "runner/metrics.h"
@@ -55,7 +56,8 @@ class Trainer {
   int64_t steps_per_epoch() const;
   // Trains `steps` optimizer steps; checkpoints per checkpoint_steps.
   void train(int64_t steps);
-  // Runs eval_steps batches (a full pass when unset) and prints the metrics.
+  // Runs eval_steps batches (a full pass when unset), then the eval_tasks,
+  // and prints the metrics.
   EvalResult evaluate(const std::string& checkpoint_label);
 
   // Writes checkpoint_<global_step>.mdl (the main rank only; others return "").
@@ -98,6 +100,7 @@ class Trainer {
   std::optional<torch::ScalarType> autocast_dtype_;  // mixed precision, when enabled
   std::unique_ptr<amp::GradScaler> scaler_;          // loss scaling, when enabled
   std::unique_ptr<WeightSparsity> sparsity_;         // weight sparsity, when the params have it
+  std::unique_ptr<eval_tasks::DownstreamTasks> tasks_;  // eval_tasks, when the params have them
   MetricsSink metrics_;
   int64_t global_step_ = 0;
   double memory_before_model_ = 0;  // host RSS, GiB

@@ -118,6 +118,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
       lora_base_ = ckpt::lora_base_of(dict, path);
       lora_base_model_ = ckpt::lora_base_model_of(dict);
     }
+    if (tasks_) tasks_->checkpoint_loaded(path, ckpt::tokenizer_dir_of(dict, path));
   } else {
     log::warn(path + ": model weights not loaded (not in load_checkpoint_states)");
   }

@@ -121,4 +121,22 @@ inline void make_tiny_chat_llama(const TempDir& dir) {
   run_fixture(dir, "make_llama.py", make);
 }
 
+// make_tiny_chat_llama converted by `zoo convert` (its tokenizer beside the
+// checkpoint), made once into the build tree: DIR/hf and DIR/base. "" when it
+// could not be made.
+inline std::string converted_tiny_chat_llama() {
+  const std::filesystem::path dir = std::filesystem::path(zoo_binary()).parent_path() / "test_fixtures/serve_llama";
+  if (std::filesystem::exists(dir / "base/checkpoint_0.mdl")) return dir.string();
+  TempDir work;
+  make_tiny_chat_llama(work);
+  if (::testing::Test::HasFatalFailure()) return "";
+  const auto r = run_command(zoo_binary() + " convert " + (work / "hf") + " --src-fmt hf --tgt-fmt zoo --output-dir " +
+                             (work / "base"));
+  if (r.exit_code != 0) return "";
+  std::filesystem::create_directories(dir.parent_path());
+  std::error_code lost_race;
+  std::filesystem::rename(work.path(), dir, lost_race);
+  return std::filesystem::exists(dir / "base/checkpoint_0.mdl") ? dir.string() : "";
+}
+
 }  // namespace zoo::testing

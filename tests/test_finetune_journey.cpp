@@ -1,8 +1,9 @@
 // The fine-tuning journey of docs/finetuning.md end to end on the CPU, with
 // the zoo binary as a user runs it: a tiny Llama-style model and its
 // SentencePiece tokenizer in Hugging Face's layout -> zoo convert -> chat
-// .jsonl -> zoo data create-hdf5 Chat -> LoRA fine-tune -> eval -> PEFT
-// adapter and merged model -> zoo generate --chat -> zoo serve's chat API.
+// .jsonl -> zoo data create-hdf5 Chat -> LoRA fine-tune -> eval with a
+// downstream task -> eval_all -> PEFT adapter and merged model -> zoo
+// generate --chat -> zoo serve's chat API.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -33,6 +34,28 @@ std::string chats(std::mt19937& rng, int n) {
     lines += json{{"messages", messages}}.dump() + "\n";
   }
   return lines;
+}
+
+// A multiple-choice task (docs/evaluation.md): after a Llama 2 chat prompt,
+// kReply among three other replies, at a different place each time.
+std::string reply_task(std::mt19937& rng, int n) {
+  const std::vector<std::string> words = {"cats", "rain", "boats", "music", "stars", "bread", "trains", "snow"};
+  const std::vector<std::string> others = {"The sky is green today.", "Boats float on the rain.", "Bread is a kind of music."};
+  std::string lines;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> choices = others;
+    choices.insert(choices.begin() + i % 4, kReply);
+    const std::string ask = "Tell me about " + words[rng() % words.size()] + " and " + words[rng() % words.size()] + ".";
+    lines += json{{"context", "<s>[INST] " + ask + " [/INST]"}, {"choices", choices}, {"gold", i % 4}}.dump() + "\n";
+  }
+  return lines;
+}
+
+// The value of "Metric: NAME = V" in a run's output (the last one), NaN when absent.
+double metric(const std::string& output, const std::string& name) {
+  const std::string line = "Metric: " + name + " = ";
+  const size_t at = output.rfind(line);
+  return at == std::string::npos ? std::nan("") : std::stod(output.substr(at + line.size()));
 }
 
 TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports) {
@@ -82,6 +105,9 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   p["runconfig"]["log_steps"] = 10;
   p["runconfig"]["seed"] = 1;
   p["runconfig"]["model_dir"] = dir / "ft";
+  // What the fine-tune is for, measured with every evaluation: does the model pick the reply it is taught?
+  testing::write_file(dir / "tasks/replies.jsonl", reply_task(rng, 8));
+  p["eval_tasks"]["tasks"].push_back(dir / "tasks/replies.jsonl");
   YAML::Emitter e;
   e << p;
   testing::write_file(dir / "ft.yaml", e.c_str());
@@ -95,9 +121,14 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   run("CPU --params " + (dir / "ft.yaml") + " --mode train");
   const std::string trained = dir / "ft/checkpoint_30.mdl";
   ASSERT_TRUE(std::filesystem::exists(trained));
-  const double after = testing::eval_loss(run("CPU --params " + (dir / "ft.yaml") + " --mode eval --checkpoint_path " + trained));
-  std::cout << "[ journey ] held-out assistant-turn loss " << before << " -> " << after << "\n";
+  const std::string trained_eval = run("CPU --params " + (dir / "ft.yaml") + " --mode eval --checkpoint_path " + trained);
+  const double after = testing::eval_loss(trained_eval);
+  std::cout << "[ journey ] held-out assistant-turn loss " << before << " -> " << after << "; replies task acc "
+            << metric(base_eval, "eval/replies/acc") << " -> " << metric(trained_eval, "eval/replies/acc") << "\n";
   EXPECT_LT(after, 0.3 * before) << "held-out assistant-turn loss: " << before << " -> " << after;
+  EXPECT_LT(metric(base_eval, "eval/replies/acc"), 0.5) << base_eval;
+  EXPECT_EQ(metric(trained_eval, "eval/replies/acc"), 1.0) << trained_eval;
+  EXPECT_EQ(metric(trained_eval, "eval/replies/acc_norm"), 1.0) << trained_eval;
   // The same params evaluate what the run trained, not the base they started from: eval and eval_all as written.
   const std::string evaluated = run("CPU --params " + (dir / "ft.yaml") + " --mode eval");
   EXPECT_NE(evaluated.find("holds the run's own checkpoints, so this evaluates the newest"), std::string::npos) << evaluated;
@@ -113,6 +144,17 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   run(split_run + " --max_steps 15");
   const std::string resumed = run(split_run + " --max_steps 30");
   EXPECT_NE(resumed.find("is where the run started;"), std::string::npos) << resumed;
+  // eval_all scores the task for every checkpoint of that run: a results.csv row and TensorBoard scalars each.
+  run("CPU --params " + (dir / "ft.yaml") + " --mode eval_all --model_dir " + (dir / "ft2"));
+  const std::string csv = testing::read_file(dir / "ft2/eval/results.csv");
+  const std::string header = csv.substr(0, csv.find('\n')) + ",";
+  for (const char* column : {",eval/replies/acc,", ",eval/replies/acc_norm,"})
+    EXPECT_NE(header.find(column), std::string::npos) << csv;
+  for (const char* step : {"checkpoint_15.mdl,15,", "checkpoint_30.mdl,30,"}) EXPECT_NE(csv.find(step), std::string::npos) << csv;
+  std::string events;
+  for (const auto& f : std::filesystem::directory_iterator(dir / "ft2/eval"))
+    if (f.path().filename().string().rfind("events.out.tfevents", 0) == 0) events += testing::read_file(f.path());
+  EXPECT_NE(events.find("eval/replies/acc_norm"), std::string::npos) << "a TensorBoard scalar per task metric";
   const auto once = ckpt::load_checkpoint_file(trained).at("model").toGenericDict();
   const auto twice = ckpt::load_checkpoint_file(dir / "ft2/checkpoint_30.mdl").at("model").toGenericDict();
   for (const auto& kv : once)

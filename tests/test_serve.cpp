@@ -28,23 +28,6 @@ namespace {
 using nlohmann::json;
 using testing::TempDir;
 
-// A converted tiny Llama (vocabulary 520, 128 positions) with its tokenizer
-// and Llama 2's chat template beside it, made once into the build tree.
-std::string served_model_dir() {
-  const std::filesystem::path dir = std::filesystem::path(testing::zoo_binary()).parent_path() / "test_fixtures/serve_llama";
-  if (std::filesystem::exists(dir / "base/checkpoint_0.mdl")) return dir.string();
-  TempDir work;
-  testing::make_tiny_chat_llama(work);
-  if (::testing::Test::HasFatalFailure()) return "";
-  const auto r = testing::run_command(testing::zoo_binary() + " convert " + (work / "hf") +
-                                      " --src-fmt hf --tgt-fmt zoo --output-dir " + (work / "base"));
-  if (r.exit_code != 0) return "";
-  std::filesystem::create_directories(dir.parent_path());
-  std::error_code lost_race;
-  std::filesystem::rename(work.path(), dir, lost_race);
-  return std::filesystem::exists(dir / "base/checkpoint_0.mdl") ? dir.string() : "";
-}
-
 httplib::Client client_of(const testing::ServeProcess& server) {
   httplib::Client c("127.0.0.1", server.port());
   c.set_read_timeout(120, 0);
@@ -107,7 +90,7 @@ std::string generated(const std::string& model, const std::string& args, const s
 #define ZOO_SERVE_FIXTURE(dir)            \
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();        \
   ZOO_SKIP_WITHOUT_SENTENCEPIECE();        \
-  const std::string dir = served_model_dir(); \
+  const std::string dir = testing::converted_tiny_chat_llama(); \
   ASSERT_FALSE(dir.empty()) << "the tiny Llama fixture could not be made"
 
 TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
@@ -127,7 +110,8 @@ TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
   std::filesystem::create_directories(oracle / "hf");
   std::filesystem::copy(dir + "/hf/config.json", oracle / "hf/config.json");
   std::filesystem::copy(dir + "/hf/model.safetensors", oracle / "hf/model.safetensors");
-  testing::run_fixture(oracle, "logprobs.py", testing::oracle("serve_llama_logprobs.py"));
+  testing::run_fixture(oracle, "logprobs.py",
+                       testing::oracle("llama_float64_prelude.py") + testing::oracle("serve_llama_logprobs.py"));
   const json expected = json::parse(testing::read_file(oracle / "logprobs.json"));
   // Each prompt continued by the reference's greedy tokens: positions lm-eval's greedy check must call greedy.
   for (size_t i = 0; i < prompts.size(); ++i) prompts[i] = expected[i]["ids"].get<std::vector<int>>();

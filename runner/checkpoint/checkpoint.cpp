@@ -130,8 +130,10 @@ Params params_of(const c10::impl::GenericDict& dict, const std::string& path,
   std::string yaml = dict.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef();
   YAML::Node stored = config::load_yaml_string(yaml, path + " (stored params)");
   // Only the model and data matter here; older zoo versions stored every
-  // optimizer's keys, which today's per-optimizer checks would refuse.
+  // optimizer's keys, which today's per-optimizer checks would refuse, and
+  // the run's task files need not be where they were.
   stored.remove("optimizer");
+  stored.remove("eval_tasks");
   return params_from_node(stored, path + " (stored params)", YAML::Node());
 }
 

@@ -29,7 +29,8 @@ const config::Schema<PrecisionConfig>& PrecisionConfig::schema() {
 
 namespace {
 
-const std::vector<std::string> kSections = {"train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity"};
+const std::vector<std::string> kSections = {"train_input", "eval_input", "model",     "optimizer",
+                                            "runconfig",   "sparsity",   "eval_tasks"};
 const std::vector<std::string> kPrecisionKeys = {"mixed_precision", "fp16_type", "use_bfloat16"};
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
@@ -144,7 +145,8 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end())
       top.fail(kv.first, key,
                "unknown section" + config::did_you_mean(key, kSections) +
-                   " (expected train_input, eval_input, model, optimizer, runconfig, sparsity, or modelzoo's trainer:)");
+                   " (expected train_input, eval_input, model, optimizer, runconfig, sparsity, eval_tasks, or modelzoo's "
+                   "trainer:)");
   }
 
   // runconfig: CLI overrides win over the file. A fresh map holding the
@@ -164,6 +166,8 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   p.runconfig.checkpoint_path_on_command_line = overrides.IsMap() && overrides["checkpoint_path"];
 
   if (present(root_in["sparsity"])) p.sparsity = SparsityConfig::schema().parse(root_in["sparsity"], section_ctx("sparsity"));
+  if (present(root_in["eval_tasks"]))
+    p.eval_tasks = EvalTasksConfig::schema().parse(root_in["eval_tasks"], section_ctx("eval_tasks"));
 
   if (present(root_in["optimizer"])) {
     p.has_optimizer = true;
@@ -308,6 +312,7 @@ YAML::Node Params::resolved() const {
   if (has_optimizer) out["optimizer"] = optimizer.to_yaml();
   out["runconfig"] = RunConfig::schema().to_yaml(runconfig);
   if (sparsity) out["sparsity"] = SparsityConfig::schema().to_yaml(*sparsity);
+  if (eval_tasks) out["eval_tasks"] = EvalTasksConfig::schema().to_yaml(*eval_tasks);
   return out;
 }
 
@@ -334,6 +339,7 @@ std::vector<SchemaSection> schema_sections() {
   out.push_back({"optimizer", OptimizerConfig::schema().doc(), OptimizerConfig::schema().describe(), per});
   out.push_back({"optimizer.learning_rate (each scheduler mapping)", "", optim::scheduler_fields(), ""});
   out.push_back({"sparsity", SparsityConfig::schema().doc(), SparsityConfig::schema().describe(), ""});
+  out.push_back({"eval_tasks", EvalTasksConfig::schema().doc(), EvalTasksConfig::schema().describe(), ""});
   out.push_back({"model (all families)", PrecisionConfig::schema().doc(), PrecisionConfig::schema().describe(), ""});
   out.push_back({"model.lora_params (all families; a mapping, or a list of them)", models::LoraGroup::schema().doc(),
                  models::LoraGroup::schema().describe(), ""});

@@ -17,6 +17,7 @@
 
 #include "configs/schema/schema.h"
 #include "models/common/lora_config.h"
+#include "runner/eval_tasks/eval_tasks_config.h"
 #include "runner/optim/optimizer_config.h"
 #include "runner/params/runconfig.h"
 #include "runner/sparsity_config.h"
@@ -49,6 +50,7 @@ struct Params {
   std::shared_ptr<const data::InputSpec> eval_input;   // null when absent
   std::optional<SparsityConfig> sparsity;  // modelzoo's weight sparsity, when given
   std::vector<models::LoraGroup> lora;     // model.lora_params (Trainer format: the Lora callback); empty: none
+  std::optional<EvalTasksConfig> eval_tasks;  // downstream tasks with each evaluation (Trainer format: EvalTasks)
   std::vector<std::string> warnings;
 
   // For errors found at run time about a section as a whole.

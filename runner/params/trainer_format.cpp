@@ -67,6 +67,11 @@ const std::vector<CallbackMap>& callback_map() {
       {"callbacks", "KeepNCheckpoints", "n", "runconfig.max_checkpoints"},
       {"callbacks", "Lora", "lora_params", "model.lora_params"},
       {"callbacks", "ScopedTrainFlags", "csx.performance.micro_batch_size", "train_input.micro_batch_size"},
+      {"callbacks", "EvalTasks", "tasks", "eval_tasks.tasks"},
+      {"callbacks", "EvalTasks", "tokenizer", "eval_tasks.tokenizer"},
+      {"callbacks", "EvalTasks", "batch_size", "eval_tasks.batch_size"},
+      {"callbacks", "EvalTasks", "max_gen_toks", "eval_tasks.max_gen_toks"},
+      {"callbacks", "EvalTasks", "limit", "eval_tasks.limit"},
       {"loggers", "TensorBoardLogger", "summary_dir", "runconfig.summary_dir"},
   };
   return m;
@@ -110,7 +115,7 @@ bool same_value(const YAML::Node& a, const YAML::Node& b) {
 class Reader {
  public:
   Reader(const config::Context& ctx) : ctx_(ctx), aliases_(std::make_shared<config::PathAliases>()) {
-    for (const char* s : {"runconfig", "optimizer", "model", "train_input", "eval_input", "sparsity"})
+    for (const char* s : {"runconfig", "optimizer", "model", "train_input", "eval_input", "sparsity", "eval_tasks"})
       sections_[s] = YAML::Node(YAML::NodeType::Map);
   }
 
@@ -283,6 +288,9 @@ void read_callbacks(Reader& r, const YAML::Node& node, const std::string& list_n
     std::vector<const CallbackMap*> maps;
     for (const auto& m : callback_map())
       if (m.list == list_name && m.name == name) maps.push_back(&m);
+    if (name == "EleutherEvalHarness" || name == "BigCodeEvalHarness")
+      r.fail(name_node, item_path, name + " runs lm-eval's tasks by name; zoo scores task files on disk: use the "
+                                   "EvalTasks callback (docs/evaluation.md), with files from scripts/lm_eval_tasks.py");
     if (maps.empty() && !ignored_callbacks().count(name)) {
       std::vector<std::string> known;
       for (const auto& m : callback_map())
@@ -420,7 +428,7 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
 
   LegacyView view;
   view.root = YAML::Node(YAML::NodeType::Map);
-  for (const char* s : {"train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity"})
+  for (const char* s : {"train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity", "eval_tasks"})
     if (r.section(s).size() > 0 || std::string(s) == "model" || std::string(s) == "runconfig") view.root[s] = r.section(s);
   view.aliases = r.aliases();
   return view;

@@ -58,6 +58,9 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
         if (!value.IsScalar() || !YAML::convert<bool>::decode(value, on) || !on) return true;  // a flag that is off
         entry[m.name] = inner;
       } else {
+        YAML::Node list = m.list == "callbacks" ? callbacks : loggers;
+        for (size_t i = 0; i < list.size(); ++i)  // one entry per callback, holding each of its keys
+          if (static_cast<const YAML::Node&>(list[i])[m.name]) return list[i][m.name][m.key] = value, true;
         inner[m.key] = value;
         entry[m.name] = inner;
       }
@@ -101,8 +104,9 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
       ctx.warn(section.first, name, std::string(why) + "; dropped");
       continue;
     }
-    if (name != "model" && name != "optimizer" && name != "runconfig")
-      ctx.fail(section.first, name, "unknown section (expected train_input, eval_input, model, optimizer, runconfig, sparsity)");
+    if (name != "model" && name != "optimizer" && name != "runconfig" && name != "eval_tasks")
+      ctx.fail(section.first, name,
+               "unknown section (expected train_input, eval_input, model, optimizer, runconfig, sparsity, eval_tasks)");
     if (name == "optimizer") has_optimizer = true;
     for (const auto& kv : body) {
       const std::string key = kv.first.as<std::string>(), path = name + "." + key;
