@@ -324,6 +324,12 @@ TEST(EvalTasks, TheSectionAndItsTrainerCallbackScoreWithEveryEvaluation) {
   const std::string modelzoo_callback = testing::write_file(
       dir / "eeh.yaml", "trainer:\n  init:\n    model_dir: " + (dir / "m") + "\n    model:\n      name: gpt2\n"
                         "    callbacks:\n      - EleutherEvalHarness:\n          eeh_args: {tasks: hellaswag}\n");
+  const std::string typo = testing::write_file(
+      dir / "typo.yaml", testing::read_file(trainer).replace(testing::read_file(trainer).find("limit:"), 6, "limt:"));
+  r = testing::run_command(testing::zoo_binary() + " CPU --params " + typo + " --mode eval --validate_only");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("trainer.init.callbacks.0.EvalTasks.limt: unknown key (did you mean 'limit'?)"),
+            std::string::npos) << r.output;
   r = testing::run_command(testing::zoo_binary() + " CPU --params " + modelzoo_callback + " --mode eval --validate_only");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("EleutherEvalHarness runs lm-eval's tasks by name; zoo scores task files on disk"),

@@ -309,8 +309,16 @@ void read_callbacks(Reader& r, const YAML::Node& node, const std::string& list_n
       for (const auto& kv : value) {
         const std::string key = kv.first.as<std::string>();
         auto m = std::find_if(maps.begin(), maps.end(), [&](const CallbackMap* c) { return c->key == key; });
-        if (m != maps.end()) r.put((*m)->legacy, kv.second, item_path + "." + name + "." + key);
-        else used_all = false;
+        if (m != maps.end()) {
+          r.put((*m)->legacy, kv.second, item_path + "." + name + "." + key);
+        } else if (name == "EvalTasks") {  // zoo's own: nothing in it is for Cerebras systems
+          std::vector<std::string> known;
+          for (const auto* c : maps) known.push_back(c->key);
+          r.fail(kv.first, item_path + "." + name + "." + key,
+                 "unknown key" + config::did_you_mean(key, known) + " (known: " + join(known) + ")");
+        } else {
+          used_all = false;
+        }
       }
     } else if (present(value)) {
       used_all = false;
