@@ -4,7 +4,9 @@
 # on zoo's corpus, so the weights are real enough) served on 127.0.0.1, then
 # generated tokens/s for 1 stream and for N streams at once (each 128 tokens,
 # eos ignored), and the ratio N-stream / 1-stream, with each stream's time to
-# its last token.
+# its last token; then lm-eval's loglikelihood requests (256 token ids, echo,
+# logprobs 1, max_tokens 1) from 1 client and from N clients at once, whose
+# rows zoo scores in shared batches: requests/s and the ratio.
 # Usage: scripts/bench_serve.sh [N] [CPU|GPU]   (default: 8 CPU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,4 +62,28 @@ print(f"{'streams':>8} {'tokens/s':>10} {'s per stream':>14}")
 print(f"{1:>8} {one:>10.1f} {first_one:>14.3f}")
 print(f"{streams:>8} {many:>10.1f} {first_many:>14.3f}")
 print(f"ratio {streams} streams / 1 stream: {many / one:.2f}")
+
+def score(done, i, requests):
+    for r in range(requests):
+        ids = [(i * 7919 + r * 104729 + t * 31) % 256 for t in range(256)]
+        body = json.dumps({"model": "zoo", "prompt": [ids], "temperature": 0, "max_tokens": 1, "logprobs": 1,
+                           "seed": 1234, "echo": True}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as reply:
+            json.load(reply)
+        done[i] += 1
+def scoring(clients, requests):
+    done = [0] * clients
+    threads = [threading.Thread(target=score, args=(done, i, requests)) for i in range(clients)]
+    start = time.time()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    return sum(done) / (time.time() - start)
+scoring(1, 2)  # warm-up
+alone = scoring(1, 4 * streams)
+shared = scoring(streams, 4)
+print(f"{'clients':>8} {'scoring requests/s':>20}")
+print(f"{1:>8} {alone:>20.2f}")
+print(f"{streams:>8} {shared:>20.2f}")
+print(f"ratio {streams} scoring clients / 1 client: {shared / alone:.2f}")
 PY

@@ -154,6 +154,40 @@ TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
   EXPECT_EQ(reply0["usage"]["completion_tokens"], 0);
   EXPECT_NEAR(reply0["choices"][0]["logprobs"]["token_logprobs"].back().get<double>(),
               expected[0]["logprobs"].back().get<double>(), 1e-4);
+  // Concurrent scoring requests share the model's batches: each reply is what it is alone, its logprobs
+  // unmoved by longer batch-mates' padding and its sampled token drawn from its own seed.
+  const json sampled = {{"temperature", 1.0}, {"max_tokens", 1}, {"logprobs", 1}, {"seed", 7}, {"echo", true}};
+  json alone_body = sampled;
+  alone_body["prompt"] = prompts[2];
+  const auto [alone_status, alone] = post(client, "/v1/completions", alone_body);
+  ASSERT_EQ(alone_status, 200) << alone.dump();
+  std::vector<std::thread> clients;
+  std::mutex mismatches_mutex;
+  std::vector<std::string> mismatches;
+  for (int c = 0; c < 8; ++c)
+    clients.emplace_back([&, c] {
+      httplib::Client mine = client_of(server);
+      for (int round = 0; round < 3; ++round) {
+        const size_t i = (c + round) % prompts.size();
+        json body = sampled;
+        body["prompt"] = prompts[i];
+        const auto [st, r] = post(mine, "/v1/completions", body);
+        std::string wrong;
+        if (st != 200) wrong = "status " + std::to_string(st) + ": " + r.dump();
+        for (size_t t = 1; wrong.empty() && t < prompts[i].size(); ++t)
+          if (std::abs(r["choices"][0]["logprobs"]["token_logprobs"][t].get<double>() -
+                       expected[i]["logprobs"][t - 1].get<double>()) > 1e-4)
+            wrong = "prompt " + std::to_string(i) + " position " + std::to_string(t);
+        if (wrong.empty() && i == 2 && r["choices"][0]["text"] != alone["choices"][0]["text"])
+          wrong = "seeded token " + r["choices"][0]["text"].dump() + " alone " + alone["choices"][0]["text"].dump();
+        if (!wrong.empty()) {
+          std::lock_guard<std::mutex> lock(mismatches_mutex);
+          mismatches.push_back(wrong);
+        }
+      }
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(mismatches.empty()) << mismatches.size() << " concurrent replies differ, first: " << mismatches.front();
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -1,10 +1,11 @@
 // The model side of `zoo serve`: a job is a batch of rows (prompts, each
 // repeated n times) to score and continue. One worker thread owns the
 // model; jobs in flight take turns one forward step each, so concurrent
-// requests all progress. Each job's rows run as fixed batches: rows whose
-// prompts have one length share a KV cache and every decoding step; a job
-// that only scores (max_tokens <= 1, lm-eval's loglikelihood) runs all its
-// rows as one right-padded batch. No LibTorch in this header.
+// requests all progress. A generating job's rows run as fixed batches: rows
+// whose prompts have one length share a KV cache and every decoding step.
+// Jobs that only score (max_tokens <= 1, lm-eval's loglikelihood) queued
+// together run their rows in shared right-padded batches, each job's rows in
+// order. No LibTorch in this header.
 // Defines: TokenLogprob, Step, RowAction, EngineJob, Engine, make_model_engine.
 #pragma once
 
