@@ -1,8 +1,7 @@
 // zoo generate, zoo serve and zoo eval-tasks: the command lines of the commands that load a causal LM with its tokenizer.
 #include "runner/cli_options.h"
 
-#include <filesystem>
-#include <set>
+#include "runner/eval_tasks/task_file.h"
 
 namespace zoo {
 
@@ -157,11 +156,7 @@ CliCommand parse_eval_tasks(const std::vector<std::string>& args) {
   if (e.device != "CPU" && e.device != "GPU") throw CliError(prog + ": --device must be CPU or GPU");
   if (e.batch_size < 1 || e.max_gen_toks < 1 || e.limit < 0)
     throw CliError(prog + ": expected --batch_size >= 1, --max_gen_toks >= 1, --limit >= 0");
-  std::set<std::string> names;
-  for (const auto& t : e.tasks)
-    if (!names.insert(std::filesystem::path(t).stem().string()).second)
-      throw CliError(prog + ": two task files named '" + std::filesystem::path(t).stem().string() +
-                     "' (a task is named by its file's stem); rename one");
+  if (const std::string same = eval_tasks::same_named_tasks(e.tasks); !same.empty()) throw CliError(prog + ": " + same);
   return c;
 }
 

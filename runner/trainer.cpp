@@ -74,12 +74,11 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
                  trainable == parameters ? "" : strf(" (%ld trained, the rest frozen)", static_cast<long>(trainable)).c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   if (train_loader_) check_data_fits(*train_loader_, *model_, params_, "train_input");
-  if (params_.eval_tasks) {
-    if (!model_->is_causal_lm())
-      params_.context("eval_tasks").fail(YAML::Node(), "", "downstream tasks need a causal language model; model " +
-                                                               params_.model_name + " is not one");
+  if (params_.eval_tasks && !model_->is_causal_lm())
+    params_.context("eval_tasks").fail(YAML::Node(), "", "downstream tasks need a causal language model; model " +
+                                                             params_.model_name + " is not one");
+  if (params_.eval_tasks && params_.runconfig.mode != "train")  // the task files are read where the run evaluates
     tasks_ = std::make_unique<eval_tasks::DownstreamTasks>(*params_.eval_tasks, params_.runconfig.checkpoint_path);
-  }
   autocast_dtype_ = amp::autocast_dtype(params_.precision.mixed_precision, params_.precision.fp16_type, device_);
   if (!for_training) return;
   std::vector<std::pair<std::string, torch::Tensor>> trained;  // frozen parameters (DPO's reference) stay out

@@ -2,7 +2,8 @@
 #include "runner/eval_tasks/eval_tasks_config.h"
 
 #include <filesystem>
-#include <map>
+
+#include "runner/eval_tasks/task_file.h"
 
 namespace zoo {
 
@@ -23,16 +24,11 @@ const config::Schema<EvalTasksConfig>& EvalTasksConfig::schema() {
           .validate([](const E& e, const auto& fail) {
             namespace fs = std::filesystem;
             if (e.tasks.items.empty()) fail("tasks", "expected at least one task file");
-            std::map<std::string, std::string> by_name;
             for (const auto& path : e.tasks.items) {
               std::error_code ec;
               if (!fs::is_regular_file(path, ec)) fail("tasks", path + ": no such task file");
-              const std::string name = fs::path(path).stem().string();
-              if (by_name.count(name))
-                fail("tasks", path + " and " + by_name[name] + " are both task '" + name +
-                                  "' (a task is named by its file's stem); rename one");
-              by_name[name] = path;
             }
+            if (const std::string same = eval_tasks::same_named_tasks(e.tasks.items); !same.empty()) fail("tasks", same);
             std::error_code ec;
             if (!e.tokenizer.empty() && !fs::exists(e.tokenizer, ec)) fail("tokenizer", e.tokenizer + ": no such file or directory");
           });

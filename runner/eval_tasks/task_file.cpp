@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -163,6 +164,33 @@ const char* kind_name(TaskKind kind) {
 bool is_python_space(char32_t cp) { return text::is_whitespace(cp) || (cp >= 0x1c && cp <= 0x1f); }
 
 int64_t python_len(std::string_view utf8) { return static_cast<int64_t>(text::decode_utf8(std::string(utf8)).size()); }
+
+namespace {
+
+// `text` less the whitespace at its start (when `left`) and at its end.
+std::string python_trim(const std::string& text, bool left) {
+  const std::u32string cps = text::decode_utf8(text);
+  size_t begin = 0, end = cps.size();
+  while (left && begin < end && is_python_space(cps[begin])) ++begin;
+  while (end > begin && is_python_space(cps[end - 1])) --end;
+  return text::encode_utf8(cps.substr(begin, end - begin));
+}
+
+}  // namespace
+
+std::string python_strip(const std::string& text) { return python_trim(text, true); }
+std::string python_rstrip(const std::string& text) { return python_trim(text, false); }
+
+std::string same_named_tasks(const std::vector<std::string>& paths) {
+  std::map<std::string, std::string> by_name;
+  for (const auto& path : paths) {
+    const std::string name = std::filesystem::path(path).stem().string();
+    const auto [it, fresh] = by_name.emplace(name, path);
+    if (!fresh)
+      return path + " and " + it->second + " are both task '" + name + "' (a task is named by its file's stem); rename one";
+  }
+  return "";
+}
 
 int64_t python_word_count(std::string_view utf8) {
   int64_t pieces = 1;

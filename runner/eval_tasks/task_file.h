@@ -2,7 +2,8 @@
 // types (docs/evaluation.md). A file holds one task, named by its stem; the
 // kind is read from the first record's keys and every record must be of it.
 // No LibTorch here. Defines: TaskKind, TaskDoc, TaskFile, read_task_file,
-// python_len, python_word_count, is_python_space.
+// same_named_tasks, python_len, python_word_count, is_python_space,
+// python_strip, python_rstrip.
 #pragma once
 
 #include <cstdint>
@@ -59,11 +60,18 @@ struct TaskFileLimits {
 // that is not a record of the schema.
 TaskFile read_task_file(const std::string& path, int64_t limit = 0, const TaskFileLimits& limits = {});
 
+// "A and B are both task 'x' ..." for the first two of `paths` whose stems
+// (their task names) are equal; "" when every name is its own.
+std::string same_named_tasks(const std::vector<std::string>& paths);
+
 // Python's str.isspace for one code point (what lm-eval's str.rstrip and re's \s see).
 bool is_python_space(char32_t cp);
 // len(text) of Python: code points.
 int64_t python_len(std::string_view utf8);
 // lm-eval's word count: len(re.split(r"\s+", text)).
 int64_t python_word_count(std::string_view utf8);
+// Text without the whitespace Python's str.strip (str.rstrip: at the end only) removes.
+std::string python_strip(const std::string& text);
+std::string python_rstrip(const std::string& text);
 
 }  // namespace zoo::eval_tasks

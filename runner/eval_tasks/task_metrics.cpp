@@ -4,7 +4,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "data/text/utf8.h"
 
 namespace zoo::eval_tasks {
 
@@ -19,14 +18,6 @@ size_t argmax(const std::vector<double>& v) {
 }
 
 }  // namespace
-
-std::string python_strip(const std::string& text) {
-  const std::u32string cps = text::decode_utf8(text);
-  size_t begin = 0, end = cps.size();
-  while (begin < end && is_python_space(cps[begin])) ++begin;
-  while (end > begin && is_python_space(cps[end - 1])) --end;
-  return text::encode_utf8(cps.substr(begin, end - begin));
-}
 
 std::map<std::string, double> task_metrics(const TaskFile& task, const std::vector<DocScores>& docs) {
   if (docs.size() != task.docs.size())

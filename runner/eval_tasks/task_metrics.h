@@ -30,7 +30,4 @@ struct DocScores {
 // The task's metrics by name, from the scores of each of its docs (in order).
 std::map<std::string, double> task_metrics(const TaskFile& task, const std::vector<DocScores>& docs);
 
-// Text without the whitespace Python's str.strip removes at either end.
-std::string python_strip(const std::string& text);
-
 }  // namespace zoo::eval_tasks

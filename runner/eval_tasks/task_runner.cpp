@@ -252,11 +252,6 @@ class TaskScorer {
     log::info(strf("%s: %s %zu of %zu", task_.name.c_str(), verb, done, total));
   }
 
-  static std::string python_rstrip(const std::string& text) {
-    const std::string stripped = python_strip("x" + text);  // the x keeps the left end
-    return stripped.substr(1);
-  }
-
   models::Model& model_;
   const text::Tokenizer& tokenizer_;
   const TaskFile& task_;
