@@ -135,17 +135,22 @@ CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress
     params["processing"]["jsonl_key"] = o.jsonl_key;
   } else if (o.mode == "Summarization") {
     params["processing"].update({{"prompt_key", o.prompt_key}, {"completion_key", o.completion_key},
-                                 {"sep_token", o.sep_token}, {"truncate", o.truncate}});
+                                 {"sep_token", o.sep_token}, {"truncate", o.truncate}, {"use_vsl", o.pack}});
   } else {
     params["processing"].update({{"multi_turn_key", o.multi_turn_key}, {"multi_turn_role_key", o.multi_turn_role_key},
                                  {"multi_turn_content_key", o.multi_turn_content_key},
-                                 {"chat_template_file", o.chat_template_file}, {"truncate", o.truncate}});
+                                 {"chat_template_file", o.chat_template_file}, {"truncate", o.truncate},
+                                 {"use_vsl", o.pack}});
   }
   params["post-process"] = {{"n_examples", s.samples},  {"n_files", s.files},
                             {"n_documents", s.documents}, {"n_tokens", s.tokens},
                             {"n_loss_tokens", s.loss_tokens}, {"discarded_tokens", s.discarded_tokens},
                             {"n_truncated", s.truncated}, {"n_dropped", s.dropped},
                             {"vocab_size", vocab}, {"eos_id", eos}, {"pad_id", pad}};
+  if (o.mode != "LMData") {
+    params["post-process"]["n_sequences"] = s.sequences;
+    params["post-process"]["n_filled_columns"] = s.columns_filled;
+  }
   write_data_params(o, params);
   return s;
 }
@@ -161,6 +166,19 @@ std::string describe(const CreateHdf5Summary& s, const CreateHdf5Options& o) {
   else
     out << "; over --max_seq_length " << o.max_seq_length << ": " << s.truncated << " truncated, " << s.dropped
         << " dropped" << (o.truncate ? "" : " (--truncate keeps their beginning instead)") << "\n";
+  if (o.mode != "LMData" && s.sequences > 0) {
+    const double columns = static_cast<double>(s.columns_filled);
+    const double unpacked = static_cast<double>(s.sequences * o.max_seq_length);
+    const double rows = static_cast<double>(std::max<int64_t>(s.samples, 1) * o.max_seq_length);
+    if (o.pack)
+      out << "Packed " << s.sequences << " sequences into " << s.samples << " rows (" << std::setprecision(2)
+          << static_cast<double>(s.sequences) / std::max<int64_t>(s.samples, 1) << " per row): tokens that are not "
+          << "padding " << std::setprecision(1) << 100.0 * columns / unpacked << "% of the columns one per row would "
+          << "take, " << 100.0 * columns / rows << "% packed\n";
+    else
+      out << "Tokens that are not padding: " << 100.0 * columns / unpacked << "% of the columns (--pack true would "
+          << "put several samples in a row)\n";
+  }
   if (s.turns_cut > 0)
     out << s.turns_cut << " assistant turns render otherwise inside a conversation than as its last message (a "
         << "template's reasoning block, say): each is learned as far as both renderings agree\n";

@@ -38,7 +38,12 @@ struct CreateHdf5Options {
   // (modelzoo's behaviour), or with truncate cut to its first max_seq_length + 1
   // tokens (dropped still when no loss token is left).
   bool truncate = false;
+  // Summarization and Chat: several samples per row in modelzoo's
+  // variable-sequence-length layout (see create_hdf5), for use_vsl: true.
+  bool pack = false;
 };
+
+constexpr int64_t kPackWindow = 100000;  // samples packed together (bounds the memory packing takes)
 
 struct CreateHdf5Summary {
   int64_t documents = 0;         // documents, pairs or conversations read
@@ -49,6 +54,8 @@ struct CreateHdf5Summary {
   int64_t discarded_tokens = 0;  // LMData: leftovers too short for a sample (a single token)
   int64_t truncated = 0, dropped = 0;  // Summarization / Chat samples over max_seq_length
   int64_t turns_cut = 0;  // Chat: assistant turns learned only as far as their two renderings agree
+  int64_t sequences = 0;       // Summarization / Chat: pairs or conversations written (several per row with pack)
+  int64_t columns_filled = 0;  // Summarization / Chat: input columns that are not padding
 };
 
 // LMData: each document is tokenized and ends with eos_id. With
@@ -62,6 +69,11 @@ struct CreateHdf5Summary {
 // Chat: the conversation rendered by the chat template, one per sample; the
 // mask is 1 where the label belongs to an assistant turn (its text and the
 // end-of-turn tokens the template puts after it).
+// Summarization and Chat with pack: the samples (each shifted on its own:
+// length - 1 columns) are packed by best-fit decreasing over up to
+// kPackWindow of them at a time into rows of msl columns, padding after;
+// rows 4 and 5 of each sample hold attention_span and position_ids
+// (data/packing.h), "data" being (k, 5, msl).
 // Output: <output_name>_<n>.h5 (dataset "data", int32 (k, 3, msl), gzip,
 // chunks (1, 3, msl), file attribute n_examples) and data_params.json. Every file
 // is written under a temporary name and renamed when complete; a failed run

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "data/create_hdf5_io.h"
+#include "data/packing.h"
 #include "data/text/chat_template.h"
 #include "data/text/labeled_tokens.h"
 #include "data/text/tokenizer_json.h"
@@ -55,6 +56,34 @@ std::vector<text::ChatMessage> messages_of(const nlohmann::json& j, const Create
   return messages;
 }
 
+// With --pack: samples wait here until kPackWindow of them are packed together.
+class Packer {
+ public:
+  Packer(SampleWriter& writer, int64_t msl) : writer_(writer), msl_(msl) {}
+  void add(text::LabeledTokens t, int64_t length) {
+    t.ids.resize(static_cast<size_t>(length));
+    t.in_loss.resize(static_cast<size_t>(length));
+    pending_.push_back(std::move(t));
+    if (static_cast<int64_t>(pending_.size()) == kPackWindow) flush();
+  }
+  void flush() {
+    std::vector<int64_t> columns;
+    for (const auto& t : pending_) columns.push_back(static_cast<int64_t>(t.ids.size()) - 1);
+    for (const auto& row : best_fit_decreasing(columns, msl_)) {
+      std::vector<SampleWriter::Sequence> sequences;
+      for (size_t i : row)
+        sequences.push_back({pending_[i].ids.data(), static_cast<int64_t>(pending_[i].ids.size()), pending_[i].in_loss.data()});
+      writer_.add_packed(sequences);
+    }
+    pending_.clear();
+  }
+
+ private:
+  SampleWriter& writer_;
+  int64_t msl_;
+  std::vector<text::LabeledTokens> pending_;
+};
+
 }  // namespace
 
 CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text::Tokenizer& tokenizer, int64_t eos,
@@ -81,6 +110,7 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
   refuse_existing_dataset(o);
   SampleWriter writer(o, static_cast<int32_t>(pad));
   CreateHdf5Summary s;
+  Packer packer(writer, o.max_seq_length);
   const int64_t window = o.max_seq_length + 1;
   write_samples(files, writer, s, progress, [&](const std::string& file) {
     for_each_json_line(file, [&](const nlohmann::json& j, const std::string& where) {
@@ -113,9 +143,14 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
         return;
       }
       s.tokens += length;
-      writer.add(t.ids.data(), length, t.in_loss.data());
+      ++s.sequences;
+      s.columns_filled += length - 1;
+      if (o.pack)
+        packer.add(std::move(t), length);
+      else
+        writer.add(t.ids.data(), length, t.in_loss.data());
     });
-  });
+  }, [&] { packer.flush(); });
   return s;
 }
 

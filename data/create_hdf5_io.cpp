@@ -16,14 +16,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Writes k samples (k * 3 * msl int32, row-major) as modelzoo does: dataset
-// "data" (k, 3, msl), gzip, chunks (1, 3, msl), file attribute n_examples.
-void write_samples_file(const std::string& path, const std::vector<int32_t>& rows, int64_t msl) {
-  const hsize_t k = rows.size() / (3 * msl);
+// Writes k samples (k * R * msl int32, row-major) as modelzoo does: dataset
+// "data" (k, R, msl), gzip, chunks (1, R, msl), file attribute n_examples.
+void write_samples_file(const std::string& path, const std::vector<int32_t>& rows, int64_t R, int64_t msl) {
+  const hsize_t k = rows.size() / (R * msl);
   const std::string tmp = path + ".tmp";
   hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) throw std::runtime_error(tmp + ": cannot create the HDF5 file");
-  const hsize_t dims[3] = {k, 3, static_cast<hsize_t>(msl)}, chunk[3] = {1, 3, static_cast<hsize_t>(msl)};
+  const hsize_t dims[3] = {k, static_cast<hsize_t>(R), static_cast<hsize_t>(msl)},
+                chunk[3] = {1, static_cast<hsize_t>(R), static_cast<hsize_t>(msl)};
   hid_t space = H5Screate_simple(3, dims, nullptr);
   hid_t props = H5Pcreate(H5P_DATASET_CREATE);
   H5Pset_chunk(props, 3, chunk);
@@ -53,33 +54,65 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-void SampleWriter::add(const int32_t* tokens, int64_t length, const uint8_t* in_loss) {
-  const int64_t msl = o_.max_seq_length, n = length - 1;
+int32_t* SampleWriter::new_sample() {
+  const int64_t msl = o_.max_seq_length;
   const size_t at = rows_.size();
-  rows_.resize(at + 3 * msl, pad_);
-  int32_t* ids = rows_.data() + at;
+  rows_.resize(at + rows_per_sample() * msl, pad_);
+  std::fill(rows_.begin() + at + msl, rows_.begin() + at + 2 * msl, 0);  // loss mask
+  if (o_.pack) std::fill(rows_.begin() + at + 3 * msl, rows_.end(), 0);  // attention_span, position_ids
+  return rows_.data() + at;
+}
+
+void SampleWriter::sample_added() {
+  if (static_cast<int64_t>(rows_.size()) == rows_per_sample() * o_.max_seq_length * o_.files_per_record) flush();
+}
+
+void SampleWriter::add(const int32_t* tokens, int64_t length, const uint8_t* in_loss) {
+  if (o_.pack) return add_packed({{tokens, length, in_loss}});
+  const int64_t msl = o_.max_seq_length, n = length - 1;
+  int32_t* ids = new_sample();
   int32_t* mask = ids + msl;
   int32_t* labels = mask + msl;
   std::copy(tokens, tokens + n, ids);
-  std::fill(mask, mask + msl, 0);
   for (int64_t j = 0; j < n; ++j) mask[j] = in_loss ? in_loss[j + 1] != 0 : 1;
   loss_tokens_ += std::count(mask, mask + n, 1);
   std::copy(tokens + 1, tokens + length, labels);
-  if (static_cast<int64_t>(rows_.size()) == 3 * msl * o_.files_per_record) flush();
+  sample_added();
+}
+
+void SampleWriter::add_packed(const std::vector<Sequence>& sequences) {
+  const int64_t msl = o_.max_seq_length;
+  int32_t* ids = new_sample();
+  int32_t *mask = ids + msl, *labels = ids + 2 * msl, *span = ids + 3 * msl, *positions = ids + 4 * msl;
+  int64_t at = 0;
+  for (const Sequence& s : sequences) {
+    const int64_t n = s.length - 1;
+    if (n < 1 || at + n > msl) throw std::logic_error("add_packed: the sequences do not fit one row");
+    for (int64_t j = 0; j < n; ++j) {
+      ids[at + j] = s.tokens[j];
+      labels[at + j] = s.tokens[j + 1];
+      mask[at + j] = s.in_loss ? s.in_loss[j + 1] != 0 : 1;
+      span[at + j] = static_cast<int32_t>(n - 1 - j);
+      positions[at + j] = static_cast<int32_t>(j);
+    }
+    loss_tokens_ += std::count(mask + at, mask + at + n, 1);
+    at += n;
+  }
+  sample_added();
 }
 
 void SampleWriter::flush() {
   if (rows_.empty()) return;
   const auto path = fs::path(o_.output_dir) / (o_.output_name + "_" + std::to_string(files_) + ".h5");
-  write_samples_file(path.string(), rows_, o_.max_seq_length);
+  write_samples_file(path.string(), rows_, rows_per_sample(), o_.max_seq_length);
   written_.push_back(path.string());
-  samples_ += static_cast<int64_t>(rows_.size()) / (3 * o_.max_seq_length);
+  samples_ += static_cast<int64_t>(rows_.size()) / (rows_per_sample() * o_.max_seq_length);
   ++files_;
   rows_.clear();
 }
 
 int64_t SampleWriter::samples() const {
-  return samples_ + static_cast<int64_t>(rows_.size()) / (3 * o_.max_seq_length);
+  return samples_ + static_cast<int64_t>(rows_.size()) / (rows_per_sample() * o_.max_seq_length);
 }
 
 void SampleWriter::remove_written() {

@@ -27,6 +27,15 @@ class SampleWriter {
   // labels the next ones. Without `in_loss` every label is in the loss;
   // with it, label j is where in_loss[j + 1] is set. Padding is never in the loss.
   void add(const int32_t* tokens, int64_t length, const uint8_t* in_loss = nullptr);
+  // With o.pack: several such samples side by side in one row (their
+  // length - 1 columns add up to at most msl), with attention_span and
+  // position_ids rows (modelzoo's VSL layout).
+  struct Sequence {
+    const int32_t* tokens;
+    int64_t length;
+    const uint8_t* in_loss;
+  };
+  void add_packed(const std::vector<Sequence>& sequences);
   void flush();
   int64_t samples() const;
   int64_t files() const { return files_; }
@@ -36,6 +45,9 @@ class SampleWriter {
 
  private:
   const CreateHdf5Options& o_;
+  int64_t rows_per_sample() const { return o_.pack ? 5 : 3; }
+  int32_t* new_sample();  // a padded sample appended to rows_: its first row
+  void sample_added();
   int32_t pad_;
   std::vector<int32_t> rows_;
   std::vector<std::string> written_;

@@ -105,6 +105,10 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
         .field("mixture", &O::mixture,
                "GptHDF5MapDataProcessor, instead of data_dir: items {data_dir, weight}; each data set takes its "
                "weight's share of the samples, an epoch seeing every sample of each set weighing > 5% once.")
+        .field("use_vsl", &O::use_vsl,
+               "Samples are (n, 5, msl) rows packing several sequences (modelzoo's variable sequence length, "
+               "written by `zoo data create-hdf5 ... --pack true`): each sequence attends only within itself and "
+               "numbers its positions from 0. The files must all be so, or none.")
         .field("data_subset", &O::data_subset,
                "GptHDF5MapDataProcessor: only these ranges of data_dir's samples, e.g. \"0.0-0.5\" or "
                "\"0.1-0.3,0.7-1.0\" (a mixture's items take their own).")
@@ -118,6 +122,8 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
           } catch (const std::invalid_argument& e) {
             fail("data_subset", e.what());
           }
+          if (!o.data_transforms.empty() && o.use_vsl)
+            fail("data_transforms", "not with use_vsl: the transforms insert tokens the packed rows do not account for");
           if (!o.data_transforms.empty() && o.data_processor != "GptHDF5MapDataProcessor")
             fail("data_transforms", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
           if (!o.mixture.empty() && o.data_processor != "GptHDF5MapDataProcessor")
@@ -131,8 +137,9 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
 }
 
 Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::optional<int64_t> msl,
-                                   std::optional<int64_t> corpus_window, std::vector<std::string> row_names)
-    : row_names_(std::move(row_names)) {
+                                   std::optional<int64_t> corpus_window, std::vector<std::string> row_names,
+                                   bool packed)
+    : row_names_(std::move(row_names)), packed_(packed) {
   if (msl) msl_ = *msl;
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as messages below, not stderr dumps
   for (const auto& path : paths) {
@@ -165,6 +172,9 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       throw std::runtime_error(path + ": dataset 'data' is compressed with " + filter +
                                ", which this HDF5 library cannot decode; rewrite it with gzip or no compression "
                                "(e.g. h5repack -f GZIP=4 or -f NONE)");
+    if (rank == 1 && packed_)
+      throw std::runtime_error(path + ": a rank-1 token stream (corpus format) has no packed rows; use_vsl: true "
+                               "expects (n, 5, msl) samples");
     if (rank == 1 && row_names_.empty()) {
       const std::optional<int64_t> window = corpus_window ? corpus_window : msl;
       if (!window)
@@ -189,6 +199,14 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
       throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
                                ", expected (n, 3, msl) samples (rows input_ids, attention_mask, labels), (n, 5, msl) "
                                "with modelzoo's two variable-length-sequence rows after them, or a rank-1 token stream");
+    if (row_names_.empty() && packed_ && dims[1] != 5)
+      throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
+                               ", but use_vsl: true expects (n, 5, msl) samples whose rows 4 and 5 "
+                               "(attention_span, position_ids) say where each packed sequence lies");
+    if (row_names_.empty() && !packed_ && dims[1] == 5)
+      throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
+                               ": (n, 5, msl) rows pack several sequences (modelzoo's variable sequence length); "
+                               "set use_vsl: true so that each attends only within itself");
     if (msl_ == 0) msl_ = static_cast<int64_t>(dims[2]);
     if (static_cast<int64_t>(dims[2]) != msl_)
       throw std::runtime_error(path + ": sequence length " + std::to_string(dims[2]) + " differs from " +
@@ -252,6 +270,12 @@ std::vector<std::pair<int64_t, int64_t>> Hdf5SampleSource::file_ranges() const {
 
 void Hdf5SampleSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const {
   read_rows(i, {0, 1, 2}, input_ids, mask, labels);
+}
+
+void Hdf5SampleSource::read_packing(int64_t i, int32_t* attention_span, int32_t* position_ids) const {
+  thread_local std::vector<int32_t> unused(static_cast<size_t>(msl_));
+  unused.resize(static_cast<size_t>(msl_));
+  read_rows(i, {3, 4, 4}, attention_span, position_ids, unused.data());
 }
 
 void Hdf5SampleSource::read_rows(int64_t i, const std::array<int64_t, 3>& rows, int32_t* input_ids, int32_t* mask,
@@ -365,7 +389,8 @@ std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& fi
                                               const config::Origin& at) {
   std::shared_ptr<Hdf5SampleSource> source;
   try {
-    source = std::make_shared<Hdf5SampleSource>(files, o.max_sequence_length);
+    source = std::make_shared<Hdf5SampleSource>(files, o.max_sequence_length, std::nullopt,
+                                                std::vector<std::string>{}, o.use_vsl);
   } catch (const std::exception& e) {
     at.fail("data_dir", e.what());
   }
@@ -422,6 +447,13 @@ std::unique_ptr<DataLoader> open_iterable(const GptHdf5Options& o, const config:
                                           o.shuffle_buffer.value_or(10 * o.batch_size), shard);
 }
 
+// LM batches' features, with the packed rows' two when `packed`.
+std::vector<std::string> lm_features(bool packed) {
+  std::vector<std::string> f = {"input_ids", "attention_mask", "labels"};
+  if (packed) f.insert(f.end(), models::kPackedSequenceFeatures.begin(), models::kPackedSequenceFeatures.end());
+  return f;
+}
+
 }  // namespace
 
 DataProcessor gpt_hdf5_processor() {
@@ -430,14 +462,14 @@ DataProcessor gpt_hdf5_processor() {
       "modelzoo HDF5 LM samples, iterable: each data-parallel task (RANK of WORLD_SIZE) reads the files "
       "sorted[rank::WORLD_SIZE] in turn; shuffling permutes the files each epoch and mixes samples through a "
       "shuffle_buffer.",
-      {"input_ids", "attention_mask", "labels"}, open_iterable);
+      lm_features(true), open_iterable, [](const GptHdf5Options& o) { return lm_features(o.use_vsl); });
 }
 
 DataProcessor gpt_hdf5_map_processor() {
   return make_data_processor<GptHdf5Options>(
       "GptHDF5MapDataProcessor",
       "modelzoo HDF5 LM data, map-style: sample or corpus format; shuffling permutes all samples each epoch.",
-      {"input_ids", "attention_mask", "labels"}, open_map);
+      lm_features(true), open_map, [](const GptHdf5Options& o) { return lm_features(o.use_vsl); });
 }
 
 }  // namespace zoo::data

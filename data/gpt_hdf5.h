@@ -29,6 +29,7 @@ struct GptHdf5Options : LoaderOptions {
   std::vector<DataTransformSpec> data_transforms;  // map-style only, as modelzoo
   std::vector<MixtureEntry> mixture;               // map-style: instead of data_dir
   std::optional<std::string> data_subset;          // map-style: ranges of data_dir's samples
+  bool use_vsl = false;                            // (n, 5, msl) rows packing several sequences
   static const config::Schema<GptHdf5Options>& schema();
 };
 
@@ -42,13 +43,18 @@ class Hdf5SampleSource : public LmSampleSource {
   // their window length) and, when given, checked against sample-format
   // ones. All files share one sequence length. `row_names`: the rows of a
   // sample, when not LM data's three (DPO's six): files must have exactly
-  // these, and no corpus format. Throws std::runtime_error naming the file.
+  // these, and no corpus format. `packed`: (n, 5, msl) files whose rows
+  // pack several sequences (modelzoo's use_vsl), and only those. Throws
+  // std::runtime_error naming the file.
   Hdf5SampleSource(const std::vector<std::string>& files, std::optional<int64_t> msl,
-                   std::optional<int64_t> corpus_window = std::nullopt, std::vector<std::string> row_names = {});
+                   std::optional<int64_t> corpus_window = std::nullopt, std::vector<std::string> row_names = {},
+                   bool packed = false);
   ~Hdf5SampleSource() override;
   int64_t num_samples() const override { return total_; }
   int64_t sequence_length() const override { return msl_; }
   void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
+  bool packs_sequences() const override { return packed_; }
+  void read_packing(int64_t i, int32_t* attention_span, int32_t* position_ids) const override;
   // Rows `rows` (ids, mask, labels) of sample i; read() reads rows 0, 1, 2.
   void read_rows(int64_t i, const std::array<int64_t, 3>& rows, int32_t* input_ids, int32_t* mask,
                  int32_t* labels) const;
@@ -76,6 +82,7 @@ class Hdf5SampleSource : public LmSampleSource {
   std::vector<std::string> row_names_;  // empty: LM data
   int64_t total_ = 0;
   int64_t msl_ = 0;
+  bool packed_ = false;
 };
 
 // Three of a sample's rows (ids, loss mask, labels) as LM samples, so that

@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "data/packing.h"
 #include "data/reader_pool.h"
 
 namespace zoo::data {
@@ -151,10 +152,17 @@ void LmSampleSource::check_row(int64_t sample, const int32_t* ids, const int32_t
   }
 }
 
+void LmSampleSource::read_packing(int64_t, int32_t*, int32_t*) const {
+  throw std::logic_error(describe() + ": its rows pack no sequences");
+}
+
 Features LmSampleSource::read_batch(const std::vector<int64_t>& samples, std::optional<int64_t> vocab_size) const {
   const int64_t B = static_cast<int64_t>(samples.size()), T = sequence_length();
   torch::Tensor ids = torch::empty({B, T}, torch::kInt), mask = torch::empty({B, T}, torch::kInt),
                 labels = torch::empty({B, T}, torch::kInt);
+  const bool packed = packs_sequences();
+  torch::Tensor span = packed ? torch::empty({B, T}, torch::kInt) : torch::Tensor(),
+                positions = packed ? torch::empty({B, T}, torch::kInt) : torch::Tensor();
   bool any_counted = false;
   for (int64_t b = 0; b < B; ++b) {
     int32_t* row_ids = ids.data_ptr<int32_t>() + b * T;
@@ -162,6 +170,13 @@ Features LmSampleSource::read_batch(const std::vector<int64_t>& samples, std::op
     int32_t* row_labels = labels.data_ptr<int32_t>() + b * T;
     read(samples[b], row_ids, row_mask, row_labels);
     check_row(samples[b], row_ids, row_mask, row_labels, T, vocab_size);
+    if (packed) {
+      int32_t* row_span = span.data_ptr<int32_t>() + b * T;
+      int32_t* row_positions = positions.data_ptr<int32_t>() + b * T;
+      read_packing(samples[b], row_span, row_positions);
+      if (const std::string problem = packed_row_problem(row_span, row_positions, T); !problem.empty())
+        throw std::runtime_error(locate(samples[b]) + ": " + problem);
+    }
     any_counted = any_counted || std::any_of(row_mask, row_mask + T, [](int32_t m) { return m != 0; });
   }
   // Such a batch has loss 0 and teaches nothing; a run of them is data written wrong.
@@ -169,9 +184,11 @@ Features LmSampleSource::read_batch(const std::vector<int64_t>& samples, std::op
     throw std::runtime_error(locate(samples.front()) + " and the rest of its batch of " + std::to_string(B) +
                              ": every attention_mask (loss mask) value is 0, so no token counts toward the loss; "
                              "expected 1 at the positions to learn");
-  return {{"input_ids", ids.to(torch::kLong)},
-          {"attention_mask", mask.to(torch::kLong)},
-          {"labels", labels.to(torch::kLong)}};
+  Features batch{{"input_ids", ids.to(torch::kLong)},
+                 {"attention_mask", mask.to(torch::kLong)},
+                 {"labels", labels.to(torch::kLong)}};
+  if (packed) batch["attention_span"] = span.to(torch::kLong), batch["position_ids"] = positions.to(torch::kLong);
+  return batch;
 }
 
 MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, const LoaderOptions& o, TaskShard shard)

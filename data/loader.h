@@ -43,11 +43,17 @@ class LmSampleSource : public SampleSource {
   std::optional<int64_t> tokens_per_sample() const override { return sequence_length(); }
   // Writes sample i's input_ids / attention_mask (loss mask) / labels, each T int32.
   virtual void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const = 0;
+  // Sources whose rows pack several sequences (modelzoo's VSL, data/packing.h):
+  // also sample i's attention_span and position_ids, T int32 each.
+  virtual bool packs_sequences() const { return false; }
+  virtual void read_packing(int64_t i, int32_t* attention_span, int32_t* position_ids) const;
   // Where sample i comes from, for messages: the file and the sample's place in it.
   virtual std::string locate(int64_t i) const { return describe() + ", sample " + std::to_string(i); }
   // Also throws when a loss-mask value is not 0 or 1, when a counted label
   // is outside the vocabulary, or when no token of the batch counts toward
   // the loss. Uncounted labels outside it (e.g. -100 padding) become 0.
+  // Packing sources add attention_span and position_ids (kPackedSequenceFeatures),
+  // checked to tile each row (packed_row_problem).
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;
 
  private:

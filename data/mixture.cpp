@@ -83,6 +83,11 @@ void MixtureSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* 
   sources_[k]->read(sample, input_ids, mask, labels);
 }
 
+void MixtureSource::read_packing(int64_t i, int32_t* attention_span, int32_t* position_ids) const {
+  const auto [k, sample] = place(i);
+  sources_[k]->read_packing(sample, attention_span, position_ids);
+}
+
 std::string MixtureSource::describe() const {
   return "a mixture of " + std::to_string(sources_.size()) + " data sets (" + sources_.front()->describe() + ", ...)";
 }

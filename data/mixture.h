@@ -37,6 +37,8 @@ class MixtureSource : public LmSampleSource {
   int64_t num_samples() const override { return boundaries_.back(); }
   int64_t sequence_length() const override { return sources_.front()->sequence_length(); }
   void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
+  bool packs_sequences() const override { return sources_.front()->packs_sequences(); }
+  void read_packing(int64_t i, int32_t* attention_span, int32_t* position_ids) const override;
   std::string describe() const override;
   std::string locate(int64_t i) const override;
   // Source k holds indices [boundaries()[k], boundaries()[k + 1]) before interleaving.
@@ -62,6 +64,10 @@ class SubsetSource : public LmSampleSource {
   int64_t num_samples() const override { return ends_.empty() ? 0 : ends_.back(); }
   int64_t sequence_length() const override { return source_->sequence_length(); }
   void read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t* labels) const override;
+  bool packs_sequences() const override { return source_->packs_sequences(); }
+  void read_packing(int64_t i, int32_t* attention_span, int32_t* position_ids) const override {
+    source_->read_packing(source_index(i), attention_span, position_ids);
+  }
   std::string describe() const override;
   std::string locate(int64_t i) const override { return source_->locate(source_index(i)); }
 

@@ -47,8 +47,9 @@ DecoderLayerFusion plan_decoder_layer(TransformerDecoderLayerImpl& layer) {
 
 AttentionKernel AttentionPlan::kernel_for(const AttentionCall& c) const {
   const bool whole_sequence = c.past == 0;  // causal masks align top-left: right only without a cache
+  // Packed rows reach SDPA as an explicit mask, which then holds no padding too.
   if (sdpa && (whole_sequence || c.positions == 1) && !c.alibi && !c.position_bias &&
-      !(causal && whole_sequence && c.positions > 1 && c.key_mask))
+      !(causal && whole_sequence && c.positions > 1 && c.key_mask) && !(c.packed && c.key_mask))
     return AttentionKernel::sdpa;
   if (cpu_causal && whole_sequence && !c.key_mask && !c.position_bias && !c.dropout && !c.trained_alibi &&
       c.packed_qkv.defined() && causal_attention_available(c.packed_qkv))

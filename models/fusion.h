@@ -27,6 +27,7 @@ struct AttentionCall {
   bool position_bias = false;  // added to the scores (T5)
   bool alibi = false;          // ALiBi slopes given
   bool trained_alibi = false;  // ... that need their gradient (only the reference gives it)
+  bool packed = false;         // rows pack several sequences, each attending only within itself
   torch::Tensor packed_qkv;    // q, k and v side by side, as the CPU kernel reads them; undefined: not packed
 };
 

@@ -1,7 +1,8 @@
 // The contract between the runner and every model family. The runner sees
 // only this: a torch::nn::Module that turns a batch of named features into a
-// loss and metric terms. Defines: Features, optional_feature, MetricTerm, ModelOutput,
-// GenerationCache, Model, norm_parameter_names, parameter_count, trainable_parameter_count.
+// loss and metric terms. Defines: Features, kPackedSequenceFeatures, optional_feature,
+// MetricTerm, ModelOutput, GenerationCache, Model, norm_parameter_names, parameter_count,
+// trainable_parameter_count.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,6 +18,12 @@ namespace zoo::models {
 
 // A batch as the data processors yield it, e.g. input_ids / attention_mask / labels (B, T).
 using Features = std::map<std::string, torch::Tensor>;
+
+// A row packing several sequences (modelzoo's variable sequence length,
+// VSL) carries, per token, attention_span (tokens after it in its sequence)
+// and position_ids (tokens before it), both 0 at padding. A model must
+// attend within each sequence to take such rows (ModelSpec::reads_if_present).
+inline const std::vector<std::string> kPackedSequenceFeatures = {"attention_span", "position_ids"};
 
 // One eval metric as a ratio of sums, accumulated by the runner over batches.
 struct MetricTerm {

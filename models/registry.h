@@ -43,6 +43,9 @@ class ModelSpec {
   }
   // Batch features forward() reads, e.g. input_ids, attention_mask, labels.
   virtual std::vector<std::string> consumes() const = 0;
+  // Features forward() reads when the batch has them: kPackedSequenceFeatures
+  // for a model that attends within each sequence of a packed row.
+  virtual std::vector<std::string> reads_if_present() const { return {}; }
   // The longest sequence the model takes (its max_position_embeddings), if
   // it has such a limit: inputs are checked against it before anything runs.
   virtual std::optional<int64_t> max_sequence_length() const { return std::nullopt; }
@@ -65,8 +68,9 @@ class ModelSpec {
 template <class Options, class ModelT>
 class TypedModelSpec : public ModelSpec {
  public:
-  TypedModelSpec(const YAML::Node& section, const config::Context& ctx, std::vector<std::string> consumes)
-      : consumes_(std::move(consumes)) {
+  TypedModelSpec(const YAML::Node& section, const config::Context& ctx, std::vector<std::string> consumes,
+                 std::vector<std::string> reads_if_present = {})
+      : consumes_(std::move(consumes)), reads_if_present_(std::move(reads_if_present)) {
     options_ = Options::schema().parse(section, ctx, nullptr, &origin_);
   }
   const Options& options() const { return options_; }
@@ -80,6 +84,7 @@ class TypedModelSpec : public ModelSpec {
     return std::make_shared<ModelT>(options_, p);
   }
   std::vector<std::string> consumes() const override { return consumes_; }
+  std::vector<std::string> reads_if_present() const override { return reads_if_present_; }
   std::optional<int64_t> max_sequence_length() const override {
     if constexpr (config::has_max_position_embeddings<Options>::value) return options_.max_position_embeddings;
     return std::nullopt;
@@ -87,7 +92,7 @@ class TypedModelSpec : public ModelSpec {
 
  private:
   Options options_;
-  std::vector<std::string> consumes_;
+  std::vector<std::string> consumes_, reads_if_present_;
 };
 
 // The options of `model` when it is a `Spec` (a family's TypedModelSpec, or
@@ -151,6 +156,7 @@ struct ModelFamily {
   // config::ConfigError naming file, line and key.
   std::function<std::shared_ptr<const ModelSpec>(const YAML::Node&, const config::Context&)> parse;
   std::vector<std::string> consumes;  // batch features, for --help-config
+  std::vector<std::string> reads_if_present;  // ... and those it reads when a batch has them
   std::vector<config::FieldInfo> fields;
   // Whether its `model` section takes this key (see Schema::accepts_key).
   std::function<bool(const std::string&)> accepts_key;
@@ -182,14 +188,15 @@ struct ModelFamily {
 
 template <class Options, class ModelT>
 ModelFamily make_model_family(std::string name, std::vector<std::string> aliases, std::string doc,
-                              std::vector<std::string> consumes) {
+                              std::vector<std::string> consumes, std::vector<std::string> reads_if_present = {}) {
   ModelFamily f;
   f.name = std::move(name);
   f.aliases = std::move(aliases);
   f.doc = std::move(doc);
   f.consumes = consumes;
-  f.parse = [consumes](const YAML::Node& section, const config::Context& ctx) {
-    return std::make_shared<const TypedModelSpec<Options, ModelT>>(section, ctx, consumes);
+  f.reads_if_present = reads_if_present;
+  f.parse = [consumes, reads_if_present](const YAML::Node& section, const config::Context& ctx) {
+    return std::make_shared<const TypedModelSpec<Options, ModelT>>(section, ctx, consumes, reads_if_present);
   };
   f.fields = Options::schema().describe();
   f.accepts_key = [](const std::string& key) { return Options::schema().accepts_key(key); };

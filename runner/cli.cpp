@@ -179,7 +179,11 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
        cxxopts::value<std::string>()->default_value(""));
   o.add_options("Summarization and Chat")
       ("truncate", "A sample over max_seq_length tokens is dropped (false, modelzoo's behaviour) or cut to its first "
-       "max_seq_length tokens (true); both are counted.", cxxopts::value<std::string>()->default_value("false"));
+       "max_seq_length tokens (true); both are counted.", cxxopts::value<std::string>()->default_value("false"))
+      ("pack", "Pack several samples into each row (true/false), each attending only within itself: modelzoo's "
+       "variable-sequence-length layout, (n, 5, msl), read with use_vsl: true. Rows fill by best-fit decreasing.",
+       cxxopts::value<std::string>()->default_value("false"))
+      ("use_vsl", "modelzoo's name for --pack.", cxxopts::value<std::string>()->default_value("false"));
   auto help = [&] { return o.help({"", "LMData", "Summarization", "Chat", "Summarization and Chat"}); };
   auto boolean = [&](const cxxopts::ParseResult& r, const char* key) {
     const std::string v = r[key].as<std::string>();
@@ -203,8 +207,10 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   // An option of another mode would be silently ignored: say so instead.
   const std::vector<std::pair<std::string, std::vector<const char*>>> mode_options = {
       {"LMData", {"pack_sequences", "jsonl_key"}},
-      {"Summarization", {"prompt_key", "completion_key", "sep_token", "truncate"}},
-      {"Chat", {"multi_turn_key", "multi_turn_role_key", "multi_turn_content_key", "chat_template", "truncate"}}};
+      {"Summarization", {"prompt_key", "completion_key", "sep_token", "truncate", "pack", "use_vsl"}},
+      {"Chat",
+       {"multi_turn_key", "multi_turn_role_key", "multi_turn_content_key", "chat_template", "truncate", "pack",
+        "use_vsl"}}};
   for (const auto& [owner, keys] : mode_options)
     for (const char* k : keys)
       if (owner != mode && r.count(k)) {
@@ -238,6 +244,7 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   d.multi_turn_content_key = r["multi_turn_content_key"].as<std::string>();
   d.chat_template_file = r["chat_template"].as<std::string>();
   d.truncate = boolean(r, "truncate");
+  d.pack = boolean(r, "pack") || boolean(r, "use_vsl");
   return c;
 }
 

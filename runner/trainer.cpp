@@ -26,6 +26,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The batch's tokens short of padding: in each row, those up to the last
+// one attention_mask marks (the loss mask of LM data, the padding mask of
+// encoders' data), whether the row holds one sequence or packs several.
+// Batches without one count every element of their first feature.
+int64_t tokens_short_of_padding(const models::Features& batch) {
+  const torch::Tensor mask = models::optional_feature(batch, "attention_mask");
+  if (!mask.defined() || mask.dim() != 2) return batch.begin()->second.numel();
+  const int64_t T = mask.size(1);
+  const torch::Tensor at = torch::arange(1, T + 1, mask.options().dtype(torch::kLong));
+  return ((mask != 0).to(torch::kLong) * at).amax(1).sum().item<int64_t>();  // per row: 1 + the last marked place
+}
+
 std::unique_ptr<data::DataLoader> open_loader(const Params& p, const char* section) {
   const auto& spec = std::string(section) == "train_input" ? p.train_input : p.eval_input;
   if (!spec) p.context(section).fail(YAML::Node(), "", "required for --mode " + p.runconfig.mode + " but missing from the params");
@@ -185,7 +197,7 @@ torch::Tensor Trainer::train_step(int64_t accum, int64_t& tokens) {
     {
       amp::AutocastGuard autocast(device_, autocast_dtype_);
       models::Features batch = train_loader_->next();
-      tokens += batch.begin()->second.numel();
+      tokens += tokens_short_of_padding(batch);
       if (full_) full_->begin_forward();
       out = model_->forward(to_device(std::move(batch), device_), false);
     }

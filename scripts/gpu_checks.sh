@@ -7,7 +7,8 @@
 # binary of the files that hold them, built in the background), zoo's
 # ZOO_PROFILE trace at 111M beside the reference's torch.compile trace, then,
 # as time allows, the 1.3B bench against eager, the DPR conversion against
-# transformers (with EXTRAS), zoo's 1.3B trace and 1.3B with activation
+# transformers (with EXTRAS), zoo's 1.3B trace, the packing bench
+# (scripts/bench_packing.sh on the GPU) and 1.3B with activation
 # checkpointing. (NCCL with one rank and the conversion fixtures against transformers were checked on the 2026-11-26
 # lease: scripts/build_cuda.sh runs the whole suite.) Logs go to LOG (default
 # build-cuda/gpu_checks) and, where OUT is set (the device tool), into
@@ -163,6 +164,12 @@ if [[ $tests_built == 1 && "${EXTRAS:-1}" == 1 ]]; then
 fi
 
 [[ -f $big ]] && trace 1p3b "$big" 5 6 60
+
+if [[ "${EXTRAS:-1}" == 1 ]]; then
+  say "packing: packed / unpacked non-pad tokens/s and held-out loss (scripts/bench_packing.sh)"
+  DEVICE=GPU STEPS=20 ZOO_BUILD_DIR=build-cuda ZOO_BENCH_SKIP_BUILD=1 ZOO_BENCH_DIR=build-cuda/bench_packing \
+    timeout "$(cap 120)" scripts/bench_packing.sh 2>&1 | tee "$LOG/bench_packing.txt"
+fi
 
 if [[ "${EXTRAS:-1}" == 1 && -f $big ]]; then
   say "extras: 1.3B B=8 with activation checkpointing (without: the bench's zoo log)"

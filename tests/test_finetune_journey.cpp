@@ -87,6 +87,10 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
                                 (dir / ("data/" + std::string(split))) + " --huggingface_tokenizer " +
                                 (dir / "base") + " --max_seq_length 96");
     EXPECT_NE(out.find("0 truncated, 0 dropped"), std::string::npos) << out;
+    const std::string packed = run("data create-hdf5 Chat --input_dir " + (dir / ("chats/" + std::string(split))) +
+                                   " --output_dir " + (dir / ("data/packed_" + std::string(split))) +
+                                   " --huggingface_tokenizer " + (dir / "base") + " --max_seq_length 96 --pack true");
+    EXPECT_NE(packed.find("Packed "), std::string::npos) << packed;  // for the shipped recipe, which packs
   }
 
   // The converted params, pointed at the data, with LoRA on every dense layer of the decoder.
@@ -170,8 +174,8 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   // and the schedule as shipped), trains and evaluates; eval and eval_all as written read its own checkpoints.
   YAML::Node shipped = YAML::LoadFile(testing::source_dir() + "/configs/finetune/llama2_7b_lora_chat.yaml");
   for (const auto& kv : YAML::LoadFile(dir / "base/params.yaml")["model"]) shipped["model"][kv.first.as<std::string>()] = kv.second;
-  shipped["train_input"]["data_dir"] = dir / "data/train";
-  shipped["eval_input"]["data_dir"] = dir / "data/eval";
+  shipped["train_input"]["data_dir"] = dir / "data/packed_train";
+  shipped["eval_input"]["data_dir"] = dir / "data/packed_eval";
   shipped["runconfig"] = YAML::Load("{num_steps: 4, checkpoint_steps: 2, eval_frequency: 2, eval_steps: 1, log_steps: 1, "
                                     "max_checkpoints: 3, seed: 1, load_checkpoint_states: model}");
   shipped["runconfig"]["model_dir"] = dir / "shipped";

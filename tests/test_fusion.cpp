@@ -20,6 +20,7 @@
 #include "models/model.h"
 #include "models/registry.h"
 #include "test_util.h"
+#include "tests/decoder_cases.h"
 #include "tests/emulated_kernels.h"
 #include "tests/tensor_compare.h"
 
@@ -31,16 +32,6 @@ using zoo::testing::relative_error;
 namespace {
 
 constexpr int64_t kVocab = 61, kLength = 12, kBatch = 3;
-
-Params params_for(const std::string& model_lines) {
-  const std::string yaml = "train_input: {data_processor: SyntheticDataProcessor, vocab_size: " +
-                           std::to_string(kVocab) + ", max_sequence_length: " + std::to_string(kLength) +
-                           ", batch_size: " + std::to_string(kBatch) + ", num_examples: 6}\n"
-                           "model:\n" + model_lines +
-                           "optimizer: {optimizer_type: SGD, learning_rate: 0.1}\n"
-                           "runconfig: {max_steps: 1}\n";
-  return params_from_node(config::load_yaml_string(yaml, "fusion.yaml"), "fusion.yaml", YAML::Node());
-}
 
 struct Plans {
   int fused_attention = 0;  // attention modules with a fused kernel planned
@@ -80,34 +71,8 @@ Outcome run(models::Model& model, const KernelPolicy& policy, const models::Feat
   return out;
 }
 
-struct Case {
-  std::string name, model;
-  bool biases;  // the layers have output biases to hand on
-};
-
-const Case kCases[] = {
-    {"gpt2: learned positions, LayerNorm, GELU, biases",
-     "  vocab_size: 61\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_heads: 4\n  filter_size: 64\n"
-     "  max_position_embeddings: 12\n  dropout_rate: 0.0\n  nonlinearity: gelu\n",
-     true},
-    {"llama: rotary, RMSNorm, SwiGLU, grouped keys, a sliding window, no biases",
-     "  vocab_size: 61\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_heads: 4\n  filter_size: 48\n"
-     "  max_position_embeddings: 12\n  dropout_rate: 0.0\n  position_embedding_type: rotary\n  rotary_dim: 8\n"
-     "  norm_type: rmsnorm\n  nonlinearity: swiglu\n  use_ffn_bias: false\n  use_projection_bias_in_attention: false\n"
-     "  use_ffn_bias_in_attention: false\n  share_embedding_weights: false\n  attention_module: multiquery_attention\n"
-     "  extra_attention_params: {num_kv_groups: 2}\n  attention_sliding_window_length: 5\n",
-     false},
-    {"bloom: ALiBi, an embedding norm",
-     "  vocab_size: 61\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_heads: 4\n  filter_size: 64\n"
-     "  max_position_embeddings: 12\n  dropout_rate: 0.0\n  position_embedding_type: alibi\n"
-     "  embedding_layer_norm: true\n",
-     true},
-    {"gptj: parallel attention and FFN, partial rotary",
-     "  name: gptj\n  vocab_size: 61\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_heads: 4\n  filter_size: 64\n"
-     "  max_position_embeddings: 12\n  position_embedding_type: rotary\n  rotary_dim: 4\n  use_untied_layer_norm: true\n"
-     "  residual_dropout_rate: 0.0\n  attention_dropout_rate: 0.0\n  embedding_dropout_rate: 0.0\n",
-     false},
-};
+using Case = zoo::testing::DecoderCase;
+const auto& kCases = zoo::testing::kDecoderCases;
 
 }  // namespace
 
@@ -118,7 +83,7 @@ namespace {
 // biases to the norms.
 void expect_same_as_reference(const Case& c, const KernelPolicy& fused_policy, int attention, int biases) {
   SCOPED_TRACE(c.name);
-  const Params params = params_for(c.model);
+  const Params params = zoo::testing::decoder_params(c.model);
   torch::manual_seed(5);
   std::shared_ptr<models::Model> fused, reference;
   {
@@ -180,7 +145,7 @@ TEST(Fusion, TheCudaPathThroughTheEmulatedKernelsGivesTheSameLogitsLossAndGradie
 // A layer nobody planned (a model built outside the runner) computes its math
 // op by op; the runner plans every model it builds (runner/model_guards.cpp).
 TEST(Fusion, AModelNobodyPlannedTakesTheReferencePath) {
-  const Params params = params_for(kCases[0].model);
+  const Params params = zoo::testing::decoder_params(kCases[0].model);
   const std::shared_ptr<models::Model> model = params.model->build(torch::TensorOptions());
   const Plans p = plans_of(*model);
   EXPECT_EQ(p.fused_attention + p.biases_in_norms, 0);

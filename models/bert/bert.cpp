@@ -141,6 +141,7 @@ ModelFamily bert_family() {
   f.parse = [](const YAML::Node& section, const config::Context& ctx) {
     return std::make_shared<const BertSpec>(section, ctx);
   };
+  f.reads_if_present = kPackedSequenceFeatures;
   // As modelzoo's bert set_defaults: the data yields segments and NSP labels
   // only when the model has the head (vocab_size and mixed_precision, which it
   // also passes, no zoo processor reads).
@@ -159,6 +160,7 @@ ModelFamily esm2_family() {
   f.parse = [](const YAML::Node& section, const config::Context& ctx) {
     return std::make_shared<const Esm2Spec>(section, ctx);
   };
+  f.reads_if_present = kPackedSequenceFeatures;
   f.required_keys = {"token_dropout"};  // what marks a legacy ESM-2 file
   f.hf["esm"] = esm_hf_adapter();
   return f;

@@ -131,6 +131,7 @@ class BertPretrainingSpec : public TypedModelSpec<Options, BertModel> {
   BertPretrainingSpec(const YAML::Node& section, const config::Context& ctx)
       : TypedModelSpec<Options, BertModel>(section, ctx, {}) {}
   std::vector<std::string> consumes() const override { return bert_pretraining_features(this->options().disable_nsp); }
+  std::vector<std::string> reads_if_present() const override { return kPackedSequenceFeatures; }
 };
 using BertSpec = BertPretrainingSpec<BertOptions>;
 using Esm2Spec = BertPretrainingSpec<Esm2Options>;

@@ -26,7 +26,18 @@ c10::optional<torch::Tensor> sdpa_mask(const torch::Tensor& mask) {
   return mask.defined() ? c10::optional<torch::Tensor>(mask) : c10::nullopt;
 }
 #endif
+// (B, T, T) bool: query i sees key j when starts[i] <= j <= i (its own sequence, causal).
+torch::Tensor packed_visibility(const torch::Tensor& starts) {
+  const int64_t T = starts.size(1);
+  const torch::Tensor keys = torch::arange(T, starts.options()).view({1, 1, T});
+  return (keys >= starts.unsqueeze(-1)) & (keys <= torch::arange(T, starts.options()).view({1, T, 1}));
+}
 }  // namespace
+
+torch::Tensor sequence_starts(const torch::Tensor& packed_positions) {
+  const torch::Tensor at = packed_positions.to(torch::kLong);
+  return torch::arange(at.size(1), at.options()).unsqueeze(0) - at;
+}
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
                                                const torch::TensorOptions& p)
@@ -90,7 +101,7 @@ torch::Tensor MultiheadAttentionImpl::attend_to(const torch::Tensor& x, const to
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* cache, const torch::Tensor& alibi_slopes,
                                               const torch::Tensor& key_mask, const torch::Tensor& position_bias,
-                                              bool without_output_bias) {
+                                              bool without_output_bias, const torch::Tensor& packed_positions) {
   auto project_output = [&](const torch::Tensor& heads) {  // (B, T, inner) -> (B, T, C)
     return without_output_bias ? proj_output_dense_layer->forward_without_bias(heads) : proj_output_dense_layer(heads);
   };
@@ -100,6 +111,10 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   const std::vector<DenseImpl*> projections = {proj_q_dense_layer.get(), proj_k_dense_layer.get(),
                                               proj_v_dense_layer.get()};
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
+  const bool packed = packed_positions.defined();
+  TORCH_CHECK(!packed || (!cache && options_.causal && options_.sink_tokens == 0),
+              "packed sequences are for causal attention without a cache or sink tokens");
+  const torch::Tensor starts = packed ? sequence_starts(packed_positions) : torch::Tensor();
   // q, k and v (B, T, heads, D) are views of the projection's one output. On
   // zoo's CUDA path its node packs their gradients back in the pass that sums
   // the bias gradient (qkv is undefined there); elsewhere they are split off
@@ -114,7 +129,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       const std::vector<torch::Tensor> q_k = qk.split_with_sizes({H, G}, 2);
       qk = torch::cat({q_norm(q_k[0]), k_norm(q_k[1])}, 2);
     }
-    if (options_.rotary.dim > 0) qk = apply_rotary(qk, options_.rotary, past);
+    if (options_.rotary.dim > 0)
+      qk = packed ? apply_rotary(qk, options_.rotary, packed_positions) : apply_rotary(qk, options_.rotary, past);
     const std::vector<torch::Tensor> q_k = qk.split_with_sizes({H, G}, 2);
     q = q_k[0], k = q_k[1], v = qk_v.heads[1];
     rotated_qk = qk;
@@ -144,15 +160,19 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   call.position_bias = position_bias.defined();
   call.alibi = alibi_slopes.defined();
   call.trained_alibi = alibi_slopes.defined() && alibi_slopes.requires_grad();
+  call.packed = packed;
   call.packed_qkv = qkv;
   switch (plan.kernel_for(call)) {
     case AttentionKernel::sdpa: {
 #if ZOO_TORCH_AT_LEAST(2, 1)
       // is_causal aligns the mask top-left, right only without a cache; one new
       // token may attend to everything.
-      const bool causal = options_.causal && past == 0 && T > 1;
+      // Packed rows: each query's own sequence up to itself, as a mask.
+      const bool causal = options_.causal && past == 0 && T > 1 && !packed;
       torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
-      const torch::Tensor mask = key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1}) : key_mask;
+      const torch::Tensor mask = packed ? packed_visibility(starts).unsqueeze(1)
+                                 : key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1})
+                                                      : key_mask;
       return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, sdpa_mask(mask), p_drop,
                                                           /*is_causal=*/causal, scale));
 #else
@@ -168,7 +188,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       // The CPU kernel reads q, k and v side by side in one tensor.
       const torch::Tensor fused =
           rotated_qk.defined() ? torch::cat({rotated_qk.flatten(2), v.flatten(2)}, -1) : qkv;
-      return project_output(causal_attention(fused, H, G, scale, options_.sliding_window, slopes).view({B, T, inner}));
+      return project_output(
+          causal_attention(fused, H, G, scale, options_.sliding_window, slopes, starts).view({B, T, inner}));
     }
     case AttentionKernel::reference:
       break;
@@ -182,6 +203,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   scores.key_mask = key_mask.defined() ? key_mask.to(torch::kBool) : key_mask;
   scores.logit_softcapping = options_.logit_softcapping;
   scores.bias = position_bias;
+  scores.sequence_start = starts;
   scores.softmax_fp32 = options_.softmax_fp32;
   scores.dropout = p_drop;
   return merge_heads(reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scores));
@@ -233,6 +255,11 @@ torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch
   // unchanged, its hidden keys' exp() being exactly 0 either way.
   if (o.key_mask.defined())
     scores = scores.masked_fill(o.key_mask.logical_not().view({B, 1, 1, past + T}), lowest_finite(scores.scalar_type()));
+  if (o.sequence_start.defined()) {  // packed rows: no key before the query's own sequence
+    TORCH_CHECK(past == 0, "packed sequences take no cache");
+    mask = mask.unsqueeze(0) | packed_visibility(o.sequence_start).logical_not();
+    mask = mask.unsqueeze(1);  // (B, 1, T, T)
+  }
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   torch::Tensor probs =
       o.softmax_fp32 ? torch::softmax(at_least_float(scores), -1).to(v.scalar_type()) : torch::softmax(scores, -1);

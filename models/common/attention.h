@@ -1,6 +1,6 @@
 // Multi-head self-attention (causal, or an encoder's) with modelzoo's projection names
 // (proj_{q,k,v,output}_dense_layer) so checkpoints map one-to-one.
-// Defines: ScoreOptions, reference_attention, LayerKV, AttentionOptions, MultiheadAttention.
+// Defines: ScoreOptions, reference_attention, sequence_starts, LayerKV, AttentionOptions, MultiheadAttention.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,6 +24,7 @@ struct ScoreOptions {
   torch::Tensor key_mask;       // (B, keys) bool: false hides a key (padding) from every query
   double logit_softcapping = 0.0;  // scores -> cap * tanh(scores / cap) before the mask; 0: none
   torch::Tensor bias;           // (H, T, keys) or broadcastable: added to the scaled scores (T5's position bias)
+  torch::Tensor sequence_start;  // (B, T) int64, causal rows packing sequences: query i sees no key before it
   bool softmax_fp32 = true;
   double dropout = 0.0;         // on the probabilities
 };
@@ -33,6 +34,10 @@ struct ScoreOptions {
 // query i sits at position past + i. ALiBi's slope_h * j is, after softmax,
 // the paper's -slope_h * (i - j). Returns (B, H, T, D).
 torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const ScoreOptions& o);
+
+// Rows packing several sequences: from each token's position in its own
+// sequence (B, T), the place of that sequence's first token in the row.
+torch::Tensor sequence_starts(const torch::Tensor& packed_positions);
 
 // One layer's cached keys and values, (B, positions so far, key/value heads, D).
 struct LayerKV {
@@ -73,9 +78,13 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // alibi_slopes, key_mask (B, T): see ScoreOptions; position_bias (H, T,
   // past + T): ScoreOptions::bias. without_output_bias: the output
   // projection's bias (output_bias()) left for the caller to add.
+  // packed_positions (B, T), for rows that pack several sequences (no
+  // cache): each token's position in its own sequence, 0 at its first
+  // token; a query then sees only keys of its own sequence, and rotary
+  // embeddings rotate by these positions.
   torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
                         const torch::Tensor& key_mask = {}, const torch::Tensor& position_bias = {},
-                        bool without_output_bias = false);
+                        bool without_output_bias = false, const torch::Tensor& packed_positions = {});
   const torch::Tensor& output_bias() const { return proj_output_dense_layer->bias; }  // undefined: none
   // Cross-attention: queries from x (B, T, C), keys and values from memory
   // (B, S, C), which every query sees except where memory_mask (B, S) is false.

@@ -81,18 +81,23 @@ void EmbeddingLayerImpl::reset_parameters() {
 }
 
 torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position,
-                                           const torch::Tensor& segment_ids, const torch::Tensor& word_scale) {
+                                           const torch::Tensor& segment_ids, const torch::Tensor& word_scale,
+                                           const torch::Tensor& position_ids) {
   const int64_t T = input_ids.size(1), end = first_position + T;
   TORCH_CHECK(end <= options_.max_position_embeddings, "sequence length ", end, " exceeds max_position_embeddings ",
               options_.max_position_embeddings);
   torch::Tensor h;
-  if (position_embeddings && options_.pad_token_id < 0 && !word_scale.defined() &&
+  if (position_embeddings && options_.pad_token_id < 0 && !word_scale.defined() && !position_ids.defined() &&
       cpu_embedding_available(input_ids, word_embeddings->weight, position_embeddings->weight)) {
     h = cpu_embedding_sum(input_ids, word_embeddings->weight, position_embeddings->weight, first_position);
   } else {
     h = word_embeddings(input_ids);  // (B, T, C)
     if (word_scale.defined()) h = h * word_scale.unsqueeze(-1).to(h.scalar_type());
-    if (position_embeddings && options_.mask_padding_positions) {
+    if (position_ids.defined() && (position_embeddings || fixed_positions.defined())) {
+      TORCH_CHECK(position_ids.sizes() == input_ids.sizes(), "position_ids must have input_ids' shape (B, T)");
+      const torch::Tensor at = position_ids.to(torch::kLong);
+      h = h + (position_embeddings ? position_embeddings(at) : fixed_positions.index({at}).to(h.scalar_type()));
+    } else if (position_embeddings && options_.mask_padding_positions) {
       // Hugging Face's RoBERTa positions: each token's count of non-pad
       // tokens up to itself, pads at 0, all past pad_token_id. modelzoo
       // numbers by place, which is the same while pads only end a row.

@@ -67,8 +67,11 @@ class EmbeddingLayerImpl : public torch::nn::Module {
   // decoding with a cache); segment_ids (B, T) add their segment embedding
   // (undefined: segment 0's). word_scale (B, T), when given, multiplies the
   // word embeddings before positions and segments are added (ESM-2's token dropout).
+  // position_ids (B, T), when given, number each token instead (rows that
+  // pack several sequences, each from 0).
   torch::Tensor forward(const torch::Tensor& input_ids, int64_t first_position = 0,
-                        const torch::Tensor& segment_ids = {}, const torch::Tensor& word_scale = {});
+                        const torch::Tensor& segment_ids = {}, const torch::Tensor& word_scale = {},
+                        const torch::Tensor& position_ids = {});
   void reset_parameters();
   // Reads `words`, another layer's table (T5's decoder reads the encoder's),
   // which stays that layer's parameter. Only for a layer built with vocab_size 0.

@@ -46,13 +46,13 @@ torch::Tensor rotary_inverse_frequencies(const RotaryOptions& o, const torch::De
   return inv_freq;
 }
 
-torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryOptions& o, int64_t first_position) {
+namespace {
+// x (B, T, heads, D) rotated by `positions`: float (T) for every row alike, or (B, T) per row.
+torch::Tensor rotate(const torch::Tensor& x, const RotaryOptions& o, torch::Tensor positions) {
   const int64_t B = x.size(0), T = x.size(1), heads = x.size(2), R = o.dim;
-  torch::Tensor positions =
-      torch::arange(first_position, first_position + T, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));
   if (o.scaling_type == "linear" && o.scaling_factor != 1.0) positions = positions / o.scaling_factor;
-  // (T, 1, R/2): the same for every head.
-  const torch::Tensor angle = (positions.unsqueeze(1) * rotary_inverse_frequencies(o, x.device())).unsqueeze(1);
+  // (T, 1, R/2) or (B, T, 1, R/2): the same for every head.
+  const torch::Tensor angle = (positions.unsqueeze(-1) * rotary_inverse_frequencies(o, x.device())).unsqueeze(-2);
   torch::Tensor cos = angle.cos(), sin = angle.sin();
   if (o.scaling_type == "yarn" && o.scaling_factor > 1) {  // YaRN's attention temperature, on q and k alike
     const double magnitude = o.mscale_a * std::log(o.scaling_factor) + o.mscale_b;
@@ -68,6 +68,19 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryOptions& o, int64
   out = out.to(x.scalar_type());
   if (R == x.size(-1)) return out;
   return torch::cat({out, x.narrow(-1, R, x.size(-1) - R)}, -1);
+}
+}  // namespace
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryOptions& o, int64_t first_position) {
+  return rotate(x, o,
+                torch::arange(first_position, first_position + x.size(1),
+                              torch::TensorOptions().dtype(torch::kFloat).device(x.device())));
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryOptions& o, const torch::Tensor& positions) {
+  TORCH_CHECK(positions.dim() == 2 && positions.size(0) == x.size(0) && positions.size(1) == x.size(1),
+              "apply_rotary: expected positions (B, T) matching x");
+  return rotate(x, o, positions.to(x.device(), torch::kFloat));
 }
 
 }  // namespace zoo::models

@@ -34,5 +34,8 @@ torch::Tensor rotary_inverse_frequencies(const RotaryOptions& o, const torch::De
 // dims (2j, 2j+1) by position * inverse frequency j (times YaRN's magnitude
 // scale). x: (B, T, heads, D), positions start at `first_position`.
 torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryOptions& o, int64_t first_position);
+// The same with each token's own position: positions (B, T) integers (rows
+// that pack several sequences, each numbered from 0).
+torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryOptions& o, const torch::Tensor& positions);
 
 }  // namespace zoo::models

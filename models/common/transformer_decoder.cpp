@@ -54,8 +54,8 @@ torch::Tensor TransformerDecoderLayerImpl::feed_forward(const torch::Tensor& h, 
 
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
                                                    const torch::Tensor& alibi_slopes, MoeContext* moe_context,
-                                                   const torch::Tensor& key_mask) {
-  return forward_unsummed({x, torch::Tensor()}, cache, alibi_slopes, moe_context, key_mask).summed();
+                                                   const torch::Tensor& key_mask, const torch::Tensor& packed_positions) {
+  return forward_unsummed({x, torch::Tensor()}, cache, alibi_slopes, moe_context, key_mask, packed_positions).summed();
 }
 
 // x = in.stream + in.branch; a = attn(norm1(x)); h = x + a; f = ffn(norm3(h));
@@ -64,14 +64,16 @@ torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, Layer
 // the norms the attention's and the FFN's output biases as well.
 Residual TransformerDecoderLayerImpl::forward_unsummed(const Residual& in, LayerKV* cache,
                                                        const torch::Tensor& alibi_slopes, MoeContext* moe_context,
-                                                       const torch::Tensor& key_mask) {
+                                                       const torch::Tensor& key_mask,
+                                                       const torch::Tensor& packed_positions) {
   const bool drop = dropout_ > 0 && is_training();
   const SumAndNorm pre = norm1->add_then_forward(in.stream, in.branch, in.branch_bias);
   const torch::Tensor& x = pre.sum;
   const bool biases_in_norms = fusion.output_biases_in_norms;
   const torch::Tensor attention_bias = biases_in_norms ? self_attn->output_bias() : torch::Tensor();
   const torch::Tensor ffn_bias = biases_in_norms ? ffn->output_bias() : torch::Tensor();
-  torch::Tensor a = self_attn->forward(pre.normed, cache, alibi_slopes, key_mask, {}, attention_bias.defined());
+  torch::Tensor a =
+      self_attn->forward(pre.normed, cache, alibi_slopes, key_mask, {}, attention_bias.defined(), packed_positions);
   if (drop) a = torch::dropout(a, dropout_, true);
   if (parallel_) {
     torch::Tensor f = feed_forward(norm3 ? norm3(x) : pre.normed, moe_context);
@@ -105,7 +107,7 @@ void TransformerDecoderImpl::reset_parameters() {
 
 torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<LayerKV>* cache,
                                               const torch::Tensor& alibi_slopes, MoeContext* moe,
-                                              const torch::Tensor& key_mask) {
+                                              const torch::Tensor& key_mask, const torch::Tensor& packed_positions) {
   if (cache) cache->resize(layers->size());
   // Only a training step has a backward pass to recompute in.
   const bool recompute = recompute_ && is_training() && !cache && torch::GradMode::is_enabled();
@@ -115,7 +117,8 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
     if (!recompute) {
       before_layer(*layer);
-      pending = layer->forward_unsummed(pending, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask);
+      pending = layer->forward_unsummed(pending, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask,
+                                        packed_positions);
       // The FFN's output bias leaves unsummed; hooks may free the layer's weights when it returns.
       if (layer_hooks_set() && pending.branch_bias.defined()) pending.branch_bias = pending.branch_bias.clone();
       after_layer(*layer, {pending.stream, pending.branch, pending.branch_bias});
@@ -127,10 +130,10 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
       // the load-balancing loss's gradient reaches the router.
       MoeContext reads{moe->input_ids, moe->first_position, moe->token_weights};  // by value: backward runs later
       auto outs = recompute_outputs_in_backward(
-          [layer, alibi_slopes, reads, key_mask](const torch::Tensor& h) {
+          [layer, alibi_slopes, reads, key_mask, packed_positions](const torch::Tensor& h) {
             MoeContext c = reads;
             before_layer(*layer);
-            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, &c, key_mask);
+            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, &c, key_mask, packed_positions);
             auto outs = c.layers ? std::vector<torch::Tensor>{y, c.tokens_per_expert, c.prob_per_expert}
                                  : std::vector<torch::Tensor>{y};
             after_layer(*layer, outs);
@@ -141,9 +144,9 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
       if (outs.size() == 3) moe->record(outs[1], outs[2]);
     } else {
       x = recompute_in_backward(
-          [layer, alibi_slopes, key_mask](const torch::Tensor& h) {
+          [layer, alibi_slopes, key_mask, packed_positions](const torch::Tensor& h) {
             before_layer(*layer);
-            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, nullptr, key_mask);
+            torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, nullptr, key_mask, packed_positions);
             after_layer(*layer, {y});
             return y;
           },

@@ -58,12 +58,16 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   // moe: what an MoE layer reads and records (null: nothing recorded).
   // key_mask (B, T) bool: false hides a key from every query (LLaVA's
   // missing image); undefined: every key in causal range.
+  // packed_positions (B, T): rows packing several sequences, each token's
+  // position in its own (see MultiheadAttention::forward).
   torch::Tensor forward(const torch::Tensor& x, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
-                        MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
+                        MoeContext* moe = nullptr, const torch::Tensor& key_mask = {},
+                        const torch::Tensor& packed_positions = {});
   // forward() of in.stream + in.branch, returned as {stream, branch} whose
   // sum is forward()'s output (the same additions, in the same order).
   Residual forward_unsummed(const Residual& in, LayerKV* cache = nullptr, const torch::Tensor& alibi_slopes = {},
-                            MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
+                            MoeContext* moe = nullptr, const torch::Tensor& key_mask = {},
+                            const torch::Tensor& packed_positions = {});
   void reset_parameters();
   double dropout() const { return dropout_; }
   bool parallel() const { return parallel_; }
@@ -87,9 +91,10 @@ class TransformerDecoderImpl : public torch::nn::Module {
   TransformerDecoderImpl(int64_t num_layers, const DecoderLayerOptions& options, const torch::TensorOptions& p);
   // (B, T, C) -> (B, T, C), final norm applied. `cache`, when given, holds one
   // LayerKV per layer (resized on first use) for incremental decoding.
-  // moe, key_mask: see TransformerDecoderLayer::forward.
+  // moe, key_mask, packed_positions: see TransformerDecoderLayer::forward.
   torch::Tensor forward(torch::Tensor x, std::vector<LayerKV>* cache = nullptr, const torch::Tensor& alibi_slopes = {},
-                        MoeContext* moe = nullptr, const torch::Tensor& key_mask = {});
+                        MoeContext* moe = nullptr, const torch::Tensor& key_mask = {},
+                        const torch::Tensor& packed_positions = {});
   void reset_parameters();
 
   torch::nn::ModuleList layers;

@@ -222,10 +222,11 @@ void Gpt2Model::reset_parameters() {
   lm_head->reset_parameters(head);
 }
 
-torch::Tensor Gpt2Model::embed(const torch::Tensor& input_ids, int64_t first_position) {
+torch::Tensor Gpt2Model::embed(const torch::Tensor& input_ids, int64_t first_position,
+                               const torch::Tensor& position_ids) {
   // Embeddings, embedding_ln_f, embeddings_scale, dropout (inside
   // embedding_layer unless there is a norm: it commutes with the scale).
-  torch::Tensor h = embedding_layer->forward(input_ids, first_position);  // (B, T, C)
+  torch::Tensor h = embedding_layer->forward(input_ids, first_position, {}, {}, position_ids);  // (B, T, C)
   if (embedding_ln_f) h = embedding_ln_f(h);
   if (options_.embeddings_scale != 1.0) h = h * options_.embeddings_scale;
   const double p = options_.embedding_dropout_rate.value_or(options_.dropout_rate);
@@ -249,10 +250,12 @@ torch::Tensor Gpt2Model::head(const torch::Tensor& h) {
   return out;
 }
 
-torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids, MoeContext& moe) {
+torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids, MoeContext& moe,
+                                       const torch::Tensor& position_ids) {
   moe.input_ids = input_ids;
   MoeContext* routing = options_.moe.enabled() ? &moe : nullptr;
-  return head(transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi(), routing));
+  return head(transformer_decoder->forward(embed(input_ids, 0, position_ids), nullptr, embedding_layer->alibi(),
+                                           routing, {}, position_ids));
 }
 
 torch::Tensor Gpt2Model::padded_logits_from_embeddings(const torch::Tensor& embeddings, const torch::Tensor& key_mask) {
@@ -261,9 +264,9 @@ torch::Tensor Gpt2Model::padded_logits_from_embeddings(const torch::Tensor& embe
   return head(transformer_decoder->forward(embeddings, nullptr, embedding_layer->alibi(), nullptr, key_mask));
 }
 
-torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids) {
+torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids, const torch::Tensor& position_ids) {
   MoeContext moe;
-  return padded_logits(input_ids, moe);
+  return padded_logits(input_ids, moe, position_ids);
 }
 
 torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
@@ -306,7 +309,9 @@ ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
     torch::Tensor m = mask.to(torch::kFloat);
     moe.token_weights = m / m.sum(1, true).clamp_min(1.0);
   }
-  torch::Tensor out = padded_logits(ids, moe);
+  // Rows packing several sequences (modelzoo's VSL data) number each from 0;
+  // the loader has checked them against attention_span.
+  torch::Tensor out = padded_logits(ids, moe, optional_feature(batch, "position_ids"));
   LossScaling scaling{options_.loss_scaling, options_.loss_weight};
   // The loss skips the padding columns.
   ModelOutput result = lm_loss(out, batch.at("labels"), mask, scaling, with_metrics, options_.vocab_size);
@@ -318,7 +323,7 @@ ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
 torch::Tensor Gpt2Model::label_log_likelihood(const Features& batch, bool average) {
   const torch::Tensor& ids = batch.at("input_ids");
   const torch::Tensor mask = batch.at("attention_mask").to(torch::kFloat);
-  const torch::Tensor logits = padded_logits(ids);
+  const torch::Tensor logits = padded_logits(ids, optional_feature(batch, "position_ids"));
   const torch::Tensor nll =
       token_cross_entropy(logits.flatten(0, 1), batch.at("labels").flatten(), options_.vocab_size,
                           PaddingColumns::neg_inf).view_as(mask);
@@ -351,7 +356,7 @@ ModelFamily gpt2_family() {
                "gemma2"},
       "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
       "multiquery_attention), as modelzoo builds them.",
-      {"input_ids", "attention_mask", "labels"});
+      {"input_ids", "attention_mask", "labels"}, kPackedSequenceFeatures);
   f.hf["gpt2"] = gpt2_hf_adapter();
   f.hf["llama"] = llama_hf_adapter("llama");
   f.hf["mistral"] = llama_hf_adapter("mistral");

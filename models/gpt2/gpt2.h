@@ -66,7 +66,9 @@ class Gpt2Model : public Model {
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids);  // (B, T) -> (B, T, V)
   // (B, T) -> (B, T, V rounded up as OutputHead pads it); what training computes.
-  torch::Tensor padded_logits(const torch::Tensor& input_ids);
+  // position_ids (B, T), for rows that pack several sequences (modelzoo's
+  // VSL): each token's position in its own sequence, which alone it attends to.
+  torch::Tensor padded_logits(const torch::Tensor& input_ids, const torch::Tensor& position_ids = {});
   double forward_flops_per_token() const override;
   void reset_parameters() override;
   bool is_causal_lm() const override { return true; }
@@ -78,8 +80,9 @@ class Gpt2Model : public Model {
   torch::Tensor label_log_likelihood(const Features& batch, bool average) override;
   const Gpt2Options& options() const { return options_; }
   // The decoder's input for token ids (modelzoo's compute_input_embeddings):
-  // embeddings, their norm, scale and dropout.
-  torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0);
+  // embeddings, their norm, scale and dropout; position_ids as padded_logits'.
+  torch::Tensor embed(const torch::Tensor& input_ids, int64_t first_position = 0,
+                      const torch::Tensor& position_ids = {});
   // The decoder and the head on input embeddings (B, T, C), as padded_logits;
   // key_mask (B, T) bool hides the keys where it is false (undefined: none).
   torch::Tensor padded_logits_from_embeddings(const torch::Tensor& embeddings, const torch::Tensor& key_mask = {});
@@ -93,7 +96,7 @@ class Gpt2Model : public Model {
   // The LM head and the logits scale: (B, T, C) -> (B, T, >= V).
   torch::Tensor head(const torch::Tensor& h);
   // padded_logits, with `moe` holding what MoE layers read and record (their router statistics).
-  torch::Tensor padded_logits(const torch::Tensor& input_ids, MoeContext& moe);
+  torch::Tensor padded_logits(const torch::Tensor& input_ids, MoeContext& moe, const torch::Tensor& position_ids);
 
   Gpt2Options options_;
   DecoderVariant variant_;

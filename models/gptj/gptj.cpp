@@ -57,7 +57,7 @@ ModelFamily gptj_family() {
       "gptj", {"gpt-neox", "gpt_neox", "neox", "falcon"},
       "GPT-J / GPT-NeoX / Falcon as modelzoo's gptj model builds them: attention and FFN in parallel off the layer "
       "input (one shared norm, or untied norms with use_untied_layer_norm), rotary positions.",
-      {"input_ids", "attention_mask", "labels"});
+      {"input_ids", "attention_mask", "labels"}, kPackedSequenceFeatures);
   f.hf["gpt-neox"] = neox_hf_adapter();  // modelzoo's converter name (Hugging Face's model_type: gpt_neox)
   f.hf["gpt_neox"] = f.hf["gpt-neox"];
   f.hf["gptj"] = gptj_hf_adapter("gptj");

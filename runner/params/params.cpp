@@ -68,10 +68,18 @@ YAML::Node model_key_at(const YAML::Node& section, const std::string& path) {
   return dot == std::string::npos ? next : model_key_at(next, path.substr(dot + 1));
 }
 
-// Every feature the model reads must be in the input's batches.
+// Every feature the model reads must be in the input's batches, and rows
+// that pack several sequences need a model that keeps them apart.
 void check_features(const models::ModelSpec& model, const std::string& model_name, const data::InputSpec& input,
                     const std::string& section) {
   const auto& produced = input.produces();
+  const std::vector<std::string> optional = model.reads_if_present();
+  for (const auto& f : models::kPackedSequenceFeatures)
+    if (std::find(produced.begin(), produced.end(), f) != produced.end() &&
+        std::find(optional.begin(), optional.end(), f) == optional.end())
+      input.origin().fail("use_vsl", input.processor() + " yields rows that pack several sequences (" + f +
+                                         "), but model '" + model_name +
+                                         "' cannot keep them apart: it would attend across them; use unpacked data");
   std::vector<std::string> missing;
   for (const auto& f : model.consumes())
     if (std::find(produced.begin(), produced.end(), f) == produced.end()) missing.push_back(f);
@@ -348,6 +356,9 @@ std::vector<SchemaSection> schema_sections() {
     for (const auto& a : f->aliases) heading += " | " + a;
     std::string reads;
     for (const auto& c : f->consumes) reads += (reads.empty() ? "" : ", ") + c;
+    std::string optional;
+    for (const auto& c : f->reads_if_present) optional += (optional.empty() ? "" : ", ") + c;
+    if (!optional.empty()) reads += "; when a batch has them (packed rows), " + optional;
     out.push_back({heading, f->doc + " Reads features: " + reads + ".", f->fields, ""});
   }
   for (const data::DataProcessor* d : data::data_processors()) {

@@ -22,14 +22,6 @@ namespace {
 
 constexpr int64_t kBlockRows = 64;  // query rows per block: small enough to skip most masked keys
 
-// Columns [lo, hi] of a block row are visible to query row `row`.
-struct Visible {
-  int64_t lo, hi;
-};
-Visible visible(int64_t row, int64_t first_key, int64_t window) {
-  const int64_t lo = window > 0 ? std::max<int64_t>(first_key, row - window + 1) : first_key;
-  return {lo - first_key, row - first_key};
-}
 
 // One (batch, head) pair's view of a (B, T, heads, D) tensor: row t at base + t * row_stride.
 struct Rows {
@@ -44,8 +36,24 @@ Rows rows_of(const torch::Tensor& t, int64_t b, int64_t head) {
 struct Shape {
   int64_t B, T, H, G, D, window;
   float scale;
-  float slope = 0;  // this head's ALiBi slope (0: none)
+  float slope = 0;                 // this head's ALiBi slope (0: none)
+  const int64_t* start = nullptr;  // packed rows: each query's sequence's first position in this row; null: 0
 };
+
+// The first key query `row` sees: its window's, or its sequence's first.
+int64_t lowest_key(int64_t row, const Shape& sh) {
+  int64_t lo = sh.window > 0 ? std::max<int64_t>(0, row - sh.window + 1) : 0;
+  if (sh.start) lo = std::max(lo, sh.start[row]);
+  return lo;
+}
+
+// Columns [lo, hi] of a block row are visible to query row `row`.
+struct Visible {
+  int64_t lo, hi;
+};
+Visible visible(int64_t row, int64_t first_key, const Shape& sh) {
+  return {lowest_key(row, sh) - first_key, row - first_key};
+}
 
 // ALiBi: adds slope * (key - query position) to the m x n block of scores at (r0, c0).
 ZOO_VECTOR_CLONES void add_alibi(float* s, int64_t ld, int64_t m, int64_t n, int64_t r0, int64_t c0, float slope) {
@@ -62,7 +70,7 @@ ZOO_VECTOR_CLONES void softmax_rows(float* s, int64_t ld, int64_t m, int64_t n, 
                                     float* lse) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = s + i * ld;
-    const Visible vis = visible(r0 + i, c0, sh.window);
+    const Visible vis = visible(r0 + i, c0, sh);
     const float mx = max_of(row + vis.lo, vis.hi - vis.lo + 1);
     float sum = 0;
     for (int64_t j = vis.lo; j <= vis.hi; ++j) {
@@ -77,8 +85,13 @@ ZOO_VECTOR_CLONES void softmax_rows(float* s, int64_t ld, int64_t m, int64_t n, 
   }
 }
 
-// First key any row of the block starting at r0 sees.
-int64_t first_key(int64_t r0, const Shape& sh) { return sh.window > 0 ? std::max<int64_t>(0, r0 - sh.window + 1) : 0; }
+// First key any row of the block [r0, r1) sees.
+int64_t first_key(int64_t r0, int64_t r1, const Shape& sh) {
+  if (!sh.start) return lowest_key(r0, sh);
+  int64_t lo = r0;
+  for (int64_t r = r0; r < r1; ++r) lo = std::min(lo, lowest_key(r, sh));
+  return lo;
+}
 
 // A (T, T) matrix of one head, or a kBlockRows x T scratch buffer reused per block.
 struct Probabilities {
@@ -89,7 +102,7 @@ struct Probabilities {
 
 void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse, Probabilities probs) {
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
-    const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
+    const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, r1, sh), n = r1 - c0;
     float* p = probs.block(r0, c0, sh.T);
     cpu_gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
     if (sh.slope != 0) add_alibi(p, sh.T, m, n, r0, c0, sh.slope);
@@ -104,7 +117,7 @@ void forward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, float* lse,
 ZOO_VECTOR_CLONES void backward_head(const Shape& sh, Rows q, Rows k, Rows v, Rows out, Rows dout, const float* lse,
                                      Rows dq, Rows dk, Rows dv, Probabilities probs, float* dp) {
   for (int64_t r0 = 0; r0 < sh.T; r0 += kBlockRows) {
-    const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, sh), n = r1 - c0;
+    const int64_t m = std::min(kBlockRows, sh.T - r0), r1 = r0 + m, c0 = first_key(r0, r1, sh), n = r1 - c0;
     float* p = probs.block(r0, c0, sh.T);
     if (!probs.whole) {
       cpu_gemm(false, true, m, n, sh.D, sh.scale, q.row(r0), q.row_stride, k.row(c0), k.row_stride, 0, p, sh.T);
@@ -118,7 +131,7 @@ ZOO_VECTOR_CLONES void backward_head(const Shape& sh, Rows q, Rows k, Rows v, Ro
       const float* dor = dout.row(r0 + i);
       float delta = 0;  // sum_j P_ij dP_ij = dout_i . out_i
       for (int64_t d = 0; d < sh.D; ++d) delta += o[d] * dor[d];
-      const Visible vis = visible(r0 + i, c0, sh.window);
+      const Visible vis = visible(r0 + i, c0, sh);
       if (!probs.whole) {
         const float l = lse[r0 + i];
         for (int64_t j = 0; j < vis.lo; ++j) pr[j] = 0;
@@ -186,15 +199,17 @@ Packed unpack(const torch::Tensor& qkv, int64_t H, int64_t G) {
   return {heads(0, H), heads(H, G), heads(H + G, G)};
 }
 
-Shape with_slope(Shape sh, const std::vector<double>& slopes, int64_t head) {
+// sh for query head `head` of batch row b.
+Shape for_head(Shape sh, const std::vector<double>& slopes, const torch::Tensor& starts, int64_t b, int64_t head) {
   if (!slopes.empty()) sh.slope = float(slopes[static_cast<size_t>(head)]);
+  if (starts.numel() > 0) sh.start = starts.data_ptr<int64_t>() + b * sh.T;
   return sh;
 }
 
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor qkv, int64_t H, int64_t G,
-                               double scale, int64_t window, std::vector<double> slopes) {
+                               double scale, int64_t window, std::vector<double> slopes, torch::Tensor starts) {
     const Packed in = unpack(qkv, H, G);
     const Shape sh{qkv.size(0), qkv.size(1), H, G, in.q.size(3), window, float(scale)};
     torch::Tensor out = torch::empty({sh.B, sh.T, sh.H, sh.D}, qkv.options());
@@ -207,10 +222,10 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const int64_t per_group = sh.H / sh.G;
     for_each_kv_head(sh, 1, [&](int64_t b, int64_t g, std::vector<std::vector<float>>& buf) {
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
-        forward_head(with_slope(sh, slopes, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
+        forward_head(for_head(sh, slopes, starts, b, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
                      lse.data_ptr<float>() + (b * sh.H + h) * sh.T, head_probabilities(probs, b, h, buf[0]));
     });
-    ctx->save_for_backward({qkv, out, lse, probs});
+    ctx->save_for_backward({qkv, out, lse, probs, starts});
     ctx->saved_data["shape"] = std::vector<int64_t>{H, G, window};
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["slopes"] = slopes;
@@ -221,7 +236,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor &qkv = saved[0], &out = saved[1], &lse = saved[2], &probs = saved[3];
+    const torch::Tensor &qkv = saved[0], &out = saved[1], &lse = saved[2], &probs = saved[3], &starts = saved[4];
     const std::vector<int64_t> hg = ctx->saved_data["shape"].toIntVector();
     const Packed in = unpack(qkv, hg[0], hg[1]);
     const Shape sh{
@@ -238,11 +253,11 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
         std::fill_n(dv.row(t), sh.D, 0.0f);
       }
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
-        backward_head(with_slope(sh, slopes, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
+        backward_head(for_head(sh, slopes, starts, b, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
                       rows_of(dout, b, h), lse.data_ptr<float>() + (b * sh.H + h) * sh.T, rows_of(d.q, b, h), dk, dv,
                       head_probabilities(probs, b, h, buf[0]), buf[1].data());
     });
-    return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -253,13 +268,24 @@ bool causal_attention_available(const torch::Tensor& q) {
 }
 
 torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, double scale,
-                               int64_t window, const std::vector<double>& alibi_slopes) {
+                               int64_t window, const std::vector<double>& alibi_slopes,
+                               const torch::Tensor& sequence_start) {
   TORCH_CHECK(qkv.dim() == 3 && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
                   qkv.size(2) % (num_heads + 2 * num_kv_heads) == 0 && qkv.stride(2) == 1,
               "causal_attention: expected qkv (B, T, (H + 2G) D) with G dividing H, dense in its last dim");
   TORCH_CHECK(alibi_slopes.empty() || static_cast<int64_t>(alibi_slopes.size()) == num_heads,
               "causal_attention: expected one ALiBi slope per query head");
-  return CausalAttentionFunction::apply(qkv, num_heads, num_kv_heads, scale, window, alibi_slopes);
+  torch::Tensor starts = torch::empty({0}, torch::kLong);  // none (autograd's apply takes no undefined tensor)
+  if (sequence_start.defined()) {
+    const int64_t B = qkv.size(0), T = qkv.size(1);
+    TORCH_CHECK(sequence_start.dim() == 2 && sequence_start.size(0) == B && sequence_start.size(1) == T,
+                "causal_attention: expected sequence_start (B, T)");
+    starts = sequence_start.to(torch::kCPU, torch::kLong).contiguous();
+    // Each query's sequence starts at or before it: the kernel indexes keys from there.
+    TORCH_CHECK(((starts >= 0) & (starts <= torch::arange(T, starts.options()))).all().item<bool>(),
+                "causal_attention: a sequence_start lies outside 0 .. its own position");
+  }
+  return CausalAttentionFunction::apply(qkv, num_heads, num_kv_heads, scale, window, alibi_slopes, starts);
 }
 
 }  // namespace zoo::models

@@ -25,8 +25,11 @@ bool causal_attention_available(const torch::Tensor& qkv);
 // positions max(0, i - window + 1) .. i (window 0: 0 .. i), scores scaled by
 // `scale`; `alibi_slopes` (one per query head, or none) add ALiBi's
 // slope_h * (j - i) to score (i, j), the slopes taken as constants.
+// sequence_start (B, T) int64, for rows that pack several sequences: query
+// i also sees no key before sequence_start[b, i] (its sequence's first).
 // Returns (B, T, H, D), differentiable in qkv.
 torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, double scale,
-                               int64_t window, const std::vector<double>& alibi_slopes = {});
+                               int64_t window, const std::vector<double>& alibi_slopes = {},
+                               const torch::Tensor& sequence_start = {});
 
 }  // namespace zoo::models
