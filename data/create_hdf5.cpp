@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -150,6 +151,11 @@ CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress
   if (o.mode != "LMData") {
     params["post-process"]["n_sequences"] = s.sequences;
     params["post-process"]["n_filled_columns"] = s.columns_filled;
+  }
+  if (o.pack && s.samples > 0) {  // modelzoo's VSL processors' names for the same
+    params["post-process"]["num_sequences_before_packing"] = s.sequences;
+    params["post-process"]["vsl_packing_factor"] =
+        std::round(100.0 * static_cast<double>(s.sequences) / static_cast<double>(s.samples)) / 100.0;
   }
   write_data_params(o, params);
   return s;

@@ -195,8 +195,8 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
     throw CliError("zoo data: expected 'zoo data create-hdf5 MODE ...'\n" + help());
   if (mode == "-h" || mode == "--help") throw CliHelp(help());
   if (!lm && !finetuning)
-    throw CliError("zoo data create-hdf5: expected the mode LMData, Summarization or Chat (zoo has no FIM, VSL or "
-                   "Customize modes yet), got '" + mode + "'");
+    throw CliError("zoo data create-hdf5: expected the mode LMData, Summarization or Chat (zoo has no FIM or "
+                   "Customize modes yet; modelzoo's VSL processors are Summarization and Chat with --pack true), got '" + mode + "'");
   std::vector<std::string> rest(args.begin() + 3, args.end());
   const cxxopts::ParseResult r = parse_options(o, prog, rest, help());
   if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");

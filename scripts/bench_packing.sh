@@ -2,10 +2,11 @@
 # Packing short fine-tuning samples (modelzoo's VSL) against one sample per
 # padded row, measured side by side in this one run (issue 61).
 #  Data: prompt/completion pairs whose lengths follow a chat distribution
-#  (log-normal, mean ~300 tokens, sigma 0.8, bytes as tokens), written by
+#  (log-normal, mean ~300 tokens, sigma 0.8, bytes as tokens; text from a
+#  fixed bigram chain over 26 words, so the loss falls smoothly), written by
 #  `zoo data create-hdf5 Summarization` at max_seq_length 2048 once unpacked
 #  and once with --pack true.
-#  1. Throughput: a Llama-shaped model of ~92M parameters (12 layers, hidden
+#  1. Throughput: a Llama-shaped model of 83M parameters (12 layers, hidden
 #     768, SwiGLU 2304, rotary, RMSNorm, 12 heads, 4 key/value heads) trains
 #     batches of one 2048-token row; the median step rate of each layout
 #     times its rows' mean count of tokens that are not padding gives
@@ -39,14 +40,21 @@ rng = random.Random(61)
 words = ["alpha", "bravo", "cedar", "delta", "ember", "fjord", "gamma", "harbor", "iris", "juniper", "kelp",
          "lumen", "maple", "nectar", "onyx", "pearl", "quartz", "raven", "sable", "tundra", "umber", "violet",
          "willow", "xenon", "yarrow", "zephyr"]
+# Text with learnable statistics: each word is followed by one of three others (a fixed random bigram chain).
+successors = {w: rng.sample(words, 3) for w in words}
+def chain(n):
+    w = rng.choice(words)
+    out = []
+    for _ in range(n):
+        out.append(w)
+        w = rng.choice(successors[w])
+    return " ".join(out)
 def pair():
-    # Total length ~ log-normal with mean 300 (sigma 0.8); the answer repeats the question's words reversed, capitalized.
+    # Total length ~ log-normal with mean ~300 bytes (sigma 0.8); a prompt and its completion, both from the chain.
     total = rng.lognormvariate(math.log(300) - 0.32, 0.8)
-    prompt = []
-    while len(" ".join(prompt)) * 2 + 20 < total:
-        prompt.append(rng.choice(words))
-    prompt = prompt or [rng.choice(words)]
-    return {"prompt": "Reverse: " + " ".join(prompt) + "\n", "completion": " ".join(w.capitalize() for w in reversed(prompt))}
+    n = max(2, int(total / 6.5))
+    k = max(1, n // 3)
+    return {"prompt": "Continue: " + chain(k) + "\n", "completion": chain(n - k)}
 for sub, count in (("train", n), ("heldout", max(n // 10, 8))):
     with open(f"{work}/{sub}/pairs.jsonl", "w") as f:
         for _ in range(count):
@@ -57,9 +65,9 @@ create() {  # IN OUT [--pack true]
   "$zoo" data create-hdf5 Summarization --input_dir "$1" --output_dir "$2" --tokenizer_type ByteTokenizer \
     --eos_id 0 --max_seq_length 2048 "${@:3}"
 }
-create "$work/train" "$work/unpacked" | tail -n 2
-create "$work/train" "$work/packed" --pack true | tail -n 1
-create "$work/heldout" "$work/heldout_rows" > /dev/null
+create "$work/train" "$work/unpacked" 2>/dev/null | tail -n 2
+create "$work/train" "$work/packed" --pack true 2>/dev/null | tail -n 1
+create "$work/heldout" "$work/heldout_rows" > /dev/null 2>&1
 
 # From data_params.json: rows, and mean columns per row that are not padding.
 rows_of() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["post-process"]["n_examples"])' "$1/data_params.json"; }
@@ -78,7 +86,7 @@ model: {name: llama, vocab_size: 256, hidden_size: $2, num_hidden_layers: $1, fi
 EOF
 }
 
-echo "== Throughput on $device: ~92M Llama shape, one 2048-token row per step, $steps steps, ${OMP_NUM_THREADS:-all} thread(s)"
+echo "== Throughput on $device: 83M-parameter Llama shape, one 2048-token row per step, $steps steps, ${OMP_NUM_THREADS:-all} thread(s)"
 rate() {  # LAYOUT USE_VSL
   cat > "$work/$1.yaml" <<EOF
 train_input: {data_processor: GptHDF5MapDataProcessor, data_dir: $work/$1, batch_size: 1, use_vsl: $2, shuffle: false}

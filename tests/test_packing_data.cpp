@@ -255,6 +255,7 @@ TEST(PackedRows, CreateHdf5PacksTheSamplesItWouldWriteOnePerRow) {
   const nlohmann::json params = nlohmann::json::parse(zoo::testing::read_file(dir / "packed/data_params.json"));
   EXPECT_EQ(params["processing"]["use_vsl"], true);
   EXPECT_EQ(params["post-process"]["n_sequences"], 60);
+  EXPECT_NEAR(params["post-process"]["vsl_packing_factor"].get<double>(), 60.0 / double(rows["data"].size()), 0.006);
 
   zoo::testing::write_file(dir / "p.yaml",
                       "train_input: {data_processor: GptHDF5MapDataProcessor, batch_size: 2, use_vsl: true, "
