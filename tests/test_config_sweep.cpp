@@ -99,7 +99,8 @@ std::string python_list(const std::vector<std::string>& items, bool quoted) {
   return s + "]";
 }
 
-// ByteTokenizer HDF5 samples of 16 tokens, written by `zoo data create-hdf5` as a user would.
+// ByteTokenizer HDF5 samples of 16 tokens, written by `zoo data create-hdf5` as a user would: LMData's
+// in train/ and eval/, packed Summarization rows in packed_train/ and packed_eval/.
 const std::string& gpt_hdf5_data() {
   static TempDir dir;
   static const bool made = [] {
@@ -111,6 +112,15 @@ const std::string& gpt_hdf5_data() {
                                                (dir / ("text_" + split)) + " --output_dir " + (dir / split) +
                                                " --tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 16");
       EXPECT_EQ(r.exit_code, 0) << r.output;
+      // Prompt/completion pairs packed several to a row, for sections with use_vsl (the shipped fine-tuning recipe).
+      std::string pairs;
+      for (int d = 0; d < 16; ++d) pairs += "{\"prompt\": \"Doc " + std::to_string(d) + "?\", \"completion\": \" ok\"}\n";
+      zoo::testing::write_file(dir / ("pairs_" + split + "/pairs.jsonl"), pairs);
+      const auto packed = zoo::testing::run_command(
+          zoo::testing::zoo_binary() + " data create-hdf5 Summarization --input_dir " + (dir / ("pairs_" + split)) +
+          " --output_dir " + (dir / ("packed_" + split)) + " --tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 16 "
+          "--pack true");
+      EXPECT_EQ(packed.exit_code, 0) << packed.output;
     }
     return true;
   }();
@@ -129,7 +139,8 @@ void make_data(const std::string& processor, YAML::Node in, YAML::Node model, co
   set_if_given(in, "max_sequence_length", YAML::Node(16));
   set_if_given(in, "max_predictions_per_seq", YAML::Node(3));
   if (processor == "GptHDF5DataProcessor" || processor == "GptHDF5MapDataProcessor") {
-    const std::string data = gpt_hdf5_data() + (eval ? "/eval" : "/train");
+    const bool packed = in["use_vsl"] && in["use_vsl"].as<bool>();
+    const std::string data = gpt_hdf5_data() + (packed ? "/packed_" : "/") + (eval ? "eval" : "train");
     if (in["mixture"])
       for (YAML::Node item : in["mixture"]) item["data_dir"] = data;
     else
