@@ -68,6 +68,13 @@ YAML::Node model_key_at(const YAML::Node& section, const std::string& path) {
   return dot == std::string::npos ? next : model_key_at(next, path.substr(dot + 1));
 }
 
+// "a, b, c": feature names in messages and in --help-config.
+std::string comma_joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& x : names) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
 // Every feature the model reads must be in the input's batches, and rows
 // that pack several sequences need a model that keeps them apart.
 void check_features(const models::ModelSpec& model, const std::string& model_name, const data::InputSpec& input,
@@ -84,15 +91,10 @@ void check_features(const models::ModelSpec& model, const std::string& model_nam
   for (const auto& f : model.consumes())
     if (std::find(produced.begin(), produced.end(), f) == produced.end()) missing.push_back(f);
   if (missing.empty()) return;
-  auto join = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-    return s;
-  };
-  input.origin().fail("data_processor", input.processor() + " does not produce " + join(missing) +
+  input.origin().fail("data_processor", input.processor() + " does not produce " + comma_joined(missing) +
                                             ", which model '" + model_name + "' needs (it reads " +
-                                            join(model.consumes()) + "; " + input.processor() + " yields " +
-                                            join(produced) + ")");
+                                            comma_joined(model.consumes()) + "; " + input.processor() + " yields " +
+                                            comma_joined(produced) + ")");
 }
 
 // A sample longer than the model's positions fails only once training
@@ -354,17 +356,14 @@ std::vector<SchemaSection> schema_sections() {
   for (const models::ModelFamily* f : models::model_families()) {
     std::string heading = "model, name: " + f->name;
     for (const auto& a : f->aliases) heading += " | " + a;
-    std::string reads;
-    for (const auto& c : f->consumes) reads += (reads.empty() ? "" : ", ") + c;
-    std::string optional;
-    for (const auto& c : f->reads_if_present) optional += (optional.empty() ? "" : ", ") + c;
-    if (!optional.empty()) reads += "; when a batch has them (packed rows), " + optional;
+    std::string reads = comma_joined(f->consumes);
+    if (!f->reads_if_present.empty())
+      reads += "; when a batch has them (packed rows), " + comma_joined(f->reads_if_present);
     out.push_back({heading, f->doc + " Reads features: " + reads + ".", f->fields, ""});
   }
   for (const data::DataProcessor* d : data::data_processors()) {
-    std::string yields;
-    for (const auto& c : d->produces) yields += (yields.empty() ? "" : ", ") + c;
-    out.push_back({"train_input / eval_input, data_processor: " + d->name, d->doc + " Yields features: " + yields + ".",
+    out.push_back({"train_input / eval_input, data_processor: " + d->name,
+                   d->doc + " Yields features: " + comma_joined(d->produces) + ".",
                    d->fields, ""});
   }
   return out;
