@@ -17,7 +17,9 @@
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/cli.h"
-#include "runner/distributed.h"
+#include "runner/optim/registry.h"
+#include "runner/parallel/distributed.h"
+#include "runner/parallel/strategy.h"
 #include "configs/schema/yaml_util.h"
 #include "runner/generate.h"
 #include "runner/log.h"
@@ -41,8 +43,8 @@ ModelSummary summarize_model(const Params& params) {
   s.parameters = models::parameter_count(*model);
   s.trained_parameters = models::trainable_parameter_count(*model);
   // Weights and gradients (4 B each) plus the optimizer's state per trained parameter.
-  const std::string& opt = params.optimizer.optimizer_type;
-  const double state = opt == "SGD" ? (params.optimizer.momentum > 0 ? 4 : 0) : opt == "Adafactor" ? 4 : 8;
+  const optim::OptimizerEntry* optimizer = optim::find_optimizer(params.optimizer.optimizer_type);
+  const double state = optimizer ? optimizer->state_bytes(params.optimizer) : 8;
   s.trained_state_bytes = static_cast<double>(s.trained_parameters) * (8 + state);
   const bool half_base = !params.lora.empty() && params.runconfig.target_device == "GPU" && params.precision.mixed_precision;
   s.frozen_bytes = static_cast<double>(s.parameters - s.trained_parameters) * (half_base ? 2 : 4);
@@ -97,34 +99,23 @@ int validate_only(const Params& params) {
                       static_cast<long>(s.adapter_layers), static_cast<long>(s.trained_parameters),
                       100.0 * static_cast<double>(s.trained_parameters) / static_cast<double>(s.parameters),
                       static_cast<long>(s.parameters), static_cast<long>(s.parameters - s.trained_parameters));
-  auto size = [](double bytes) {
-    return bytes >= double(1 << 30) ? strf("%.2f GiB", bytes / double(1 << 30)) : strf("%.2f MiB", bytes / double(1 << 20));
-  };
+  const auto size = parallel::memory_text;
   std::cout << "Model state for training on one " << params.runconfig.target_device << ": "
             << size(s.trained_state_bytes + s.frozen_bytes) << " (trained: " << size(s.trained_state_bytes)
             << " of float32 weights, gradients and " << params.optimizer.optimizer_type
             << " state; frozen: " << size(s.frozen_bytes) << "), before activations\n";
   const RunConfig& rc = params.runconfig;
   const int64_t ranks = data::TaskShard::from_environment().num_tasks;
-  if (rc.enable_distributed && rc.sharding_mode() != "none") {
-    const double n = static_cast<double>(ranks), trained = static_cast<double>(s.trained_parameters);
-    double per_device = 0;
-    std::string what;
-    if (rc.sharding_mode() == "optimizer") {  // weights and gradients whole, the optimizer's state 1/N
-      per_device = trained * 8 + (s.trained_state_bytes - trained * 8) / n + s.frozen_bytes;
-      what = "weights and gradients whole, optimizer state 1/N";
-    } else {  // 1/N of everything, plus the units gathered at once (docs/distributed.md)
-      const auto [root, layer] = unit_parameters(params);
-      // The root's weights and gradients, two layers' weights (one running,
-      // one prefetched), a layer's gradients three times (autograd's, the flat
-      // buffer, the reduction in flight), and with several ranks the
-      // collectives' own layer-sized buffers (all-gather's output, reduce's scratch).
-      const double gathered = 4.0 * (2.0 * double(root) + (ranks > 1 ? 7.0 : 5.0) * double(layer));
-      per_device = (s.trained_state_bytes + s.frozen_bytes) / n + gathered;
-      what = "1/N of it, plus " + size(gathered) + " for the units gathered at once (docs/distributed.md)";
-    }
+  if (rc.parallelism() == Parallelism::optimizer || rc.parallelism() == Parallelism::full) {
+    parallel::ModelStateSizes sizes;
+    sizes.trained_parameters = static_cast<double>(s.trained_parameters);
+    sizes.trained_state_bytes = s.trained_state_bytes;
+    sizes.frozen_bytes = s.frozen_bytes;
+    std::tie(sizes.root_unit_parameters, sizes.largest_layer_parameters) = unit_parameters(params);
+    const parallel::MemoryPerDevice m = parallel::memory_per_device(rc.parallelism(), sizes, ranks);
     std::cout << strf("Model state per device at %ld ranks (WORLD_SIZE), sharding: ", static_cast<long>(ranks))
-              << rc.sharding_mode() << ": " << size(per_device) << " (" << what << "), before activations\n";
+              << parallelism_name(rc.parallelism()) << ": " << size(m.bytes) << " (" << m.what
+              << "), before activations\n";
   }
   return 0;
 }

@@ -70,8 +70,8 @@ void check_data_fits(data::DataLoader& loader, const models::Model& model, const
 Trainer::Trainer(const Params& params, torch::Device device, bool for_training, Distributed* distributed)
     : params_(params),
       device_(device),
-      distributed_(distributed),
-      metrics_(params.runconfig, device.is_cuda() ? "gpu" : "cpu", !distributed || distributed->is_main()) {
+      strategy_(parallel::make_parallel_strategy(params.runconfig, distributed, for_training)),
+      metrics_(params.runconfig, device.is_cuda() ? "gpu" : "cpu", strategy_->is_main()) {
   if (params_.runconfig.seed) torch::manual_seed(static_cast<uint64_t>(*params_.runconfig.seed));
   if (for_training) {
     if (!params_.has_optimizer)
@@ -111,30 +111,11 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(params_.file + ": optimizer.adjust_learning_rate." + e.what());
   }
-  const std::string sharding = distributed_ ? params_.runconfig.sharding_mode() : "none";
-  if (sharding == "full") {
-    const optim::OptimizerEntry* entry = optim::find_optimizer(params_.optimizer.optimizer_type);
-    if (entry && !entry->elementwise)
-      throw std::runtime_error(params_.file + ": optimizer.optimizer_type " + entry->name +
-                               " updates each weight from statistics of its whole tensor, which runconfig.sharding: "
-                               "full splits over the ranks; use sharding: optimizer, or an elementwise optimizer "
-                               "(AdamW, SGD, ...)");
-    if (params_.sparsity)
-      throw std::runtime_error(params_.file + ": sparsity needs each rank to hold whole weights; use runconfig."
-                               "sharding: optimizer or none with it");
-    {  // every rank shards the main rank's initial weights
-      std::vector<torch::Tensor> initial;
-      for (const auto& p : model_->parameters()) initial.push_back(p.detach());
-      distributed_->broadcast_from_main(initial);
-    }  // (their aliases gone, the whole weights are freed as they are sharded)
-    full_ = std::make_unique<FullSharding>(*distributed_, *model_, groups);
-    groups = full_->sharded_groups();
-  }
-  optimizer_ = optim::make_optimizer(params_.optimizer, std::move(groups));
+  // Which optimizers and features each strategy takes is checked with the params (runner/params/params.cpp).
+  optimizer_ = optim::make_optimizer(params_.optimizer, strategy_->wrap(*model_, std::move(groups)));
   scheduler_ = std::make_unique<optim::LRScheduler>(params_.optimizer.learning_rate);
   scaler_ = amp::make_grad_scaler(params_.optimizer, autocast_dtype_);
-  if (sharding == "optimizer") sharding_ = std::make_unique<OptimizerSharding>(*distributed_, optimizer_->parameters());
-  if (distributed_ && !full_) distributed_->overlap_with_backward(optimizer_->parameters());
+  strategy_->attach(*optimizer_);
   if (params_.sparsity) {
     try {  // its own generator, seeded alike on every rank, so masks agree without a broadcast
       sparsity_ = std::make_unique<WeightSparsity>(*params_.sparsity, *model_,
@@ -178,10 +159,7 @@ void Trainer::check_loss(double loss, int64_t step) const {
 
 double Trainer::read_losses(std::vector<torch::Tensor>& losses, int64_t last_step, int64_t steps_apart) {
   torch::Tensor stacked = torch::stack(losses).to(torch::kDouble);
-  if (distributed_) {  // each rank's mean over its share of the batch, averaged
-    distributed_->sum(stacked);
-    stacked.div_(ranks());
-  }
+  strategy_->average_over_ranks(stacked);  // each rank's mean over its share of the batch
   torch::Tensor values = stacked.to(torch::kCPU);  // the one sync
   const int64_t n = static_cast<int64_t>(losses.size());
   losses.clear();
@@ -198,14 +176,13 @@ torch::Tensor Trainer::train_step(int64_t accum, int64_t& tokens) {
       amp::AutocastGuard autocast(device_, autocast_dtype_);
       models::Features batch = train_loader_->next();
       tokens += tokens_short_of_padding(batch);
-      if (full_) full_->begin_forward();
+      strategy_->before_forward();
       out = model_->forward(to_device(std::move(batch), device_), false);
     }
     torch::Tensor micro_loss = accum > 1 ? out.loss / double(accum) : out.loss;
-    if (distributed_ && micro == accum - 1) distributed_->arm();  // its backward pass starts the averaging
-    if (full_) full_->begin_backward();
+    strategy_->before_backward(/*last_micro_batch=*/micro == accum - 1);
     (scaler_ ? scaler_->scale(micro_loss) : micro_loss).backward();
-    if (full_) full_->end_backward();  // every gradient reduced to its owner
+    strategy_->after_backward();
     loss = loss.defined() ? loss + micro_loss.detach() : micro_loss.detach();
   }
   return loss;
@@ -229,25 +206,13 @@ void Trainer::train(int64_t steps) {
   reset_peak_memory(device_);
   const double memory_before = device_.is_cuda() ? peak_gpu_memory_gib(device_).value_or(0.0) : host_memory_gib();
   const std::unique_ptr<StepProfiler> profiler = StepProfiler::from_spec(
-      params_.runconfig.profile_steps, params_.runconfig.model_dir, device_.is_cuda(), distributed_ ? distributed_->rank() : 0);
+      params_.runconfig.profile_steps, params_.runconfig.model_dir, device_.is_cuda(), strategy_->rank());
   metrics_.start("Train");
   for (int64_t i = 1; i <= steps; ++i) {
     if (profiler) profiler->before_step(i);
     int64_t tokens = 0;
     unread_losses.push_back(train_step(accum, tokens));
-    if (distributed_ && !full_) {
-      distributed_->average_gradients(parameters);
-      if (i == 1 && distributed_->is_main() && distributed_->world_size() > 1) {
-        const auto [buckets, early] = distributed_->last_overlap();
-        log::info(strf("Gradient averaging: %ld of %ld buckets started during the backward pass", static_cast<long>(early),
-                       static_cast<long>(buckets)));
-      }
-    }
-    if (full_ && i == 1) {
-      const auto [early, layers] = full_->last_overlap();
-      log::info(strf("Full sharding: %ld of %ld layers' gradients reduce-scattered during the backward pass",
-                     static_cast<long>(early), static_cast<long>(layers)));
-    }
+    strategy_->finish_gradients(parameters, /*first_step=*/i == 1);
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
     const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
                                  (i % *rc.checkpoint_steps == 0 || i == steps);
@@ -259,10 +224,9 @@ void Trainer::train(int64_t steps) {
     if (on_cpu) last_loss = read_losses(unread_losses, global_step_ + 1, /*steps_apart=*/1);
     // Order as modelzoo: unscale, clip, step; a step with non-finite gradients
     // is skipped and does not advance the LR schedule.
-    bool finite = !scaler_ || scaler_->unscale(parameters);
-    if (full_ && scaler_) finite = distributed_->all_agree(finite);  // each rank saw only its shards
+    const bool finite = !scaler_ || strategy_->gradients_finite_everywhere(scaler_->unscale(parameters));
     // Per-tensor norms need whole tensors; a fully sharded rank holds flat shards.
-    if (log_step && oc.log_summaries && !full_) metrics_.norms(global_step_ + 1, parameters);
+    if (log_step && oc.log_summaries && strategy_->holds_whole_tensors()) metrics_.norms(global_step_ + 1, parameters);
     TrainLog log{global_step_ + 1, last_loss, {}, std::nullopt};
     for (const auto& g : optimizer_->param_groups()) log.lrs.push_back(g.lr);  // as used by this step
     if (finite) {
@@ -270,17 +234,15 @@ void Trainer::train(int64_t steps) {
       // Clipping by norm hands its coefficient to the step (Adam(W) reads it
       // in its update pass); clipping by value needs the gradients clipped first.
       torch::Tensor clip;
-      if (oc.max_gradient_norm)
-        clip = full_ ? full_->clip_coefficient(*oc.max_gradient_norm)  // the norm over every rank's shards
-                     : optim::clip_coefficient(parameters, *oc.max_gradient_norm);
+      if (oc.max_gradient_norm) clip = strategy_->clip_coefficient(parameters, *oc.max_gradient_norm);
       if (clip.defined() && oc.max_gradient_value) optim::scale_gradients(parameters, std::exchange(clip, {}));
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
-      if (sharding_) sharding_->keep_own_gradients(parameters);
+      strategy_->before_optimizer_step(parameters);
       if (clip.defined())
         optimizer_->step_scaled(clip);
       else
         optimizer_->step();
-      if (sharding_) sharding_->share_updated(parameters);
+      strategy_->after_optimizer_step(parameters);
       if (sparsity_) sparsity_->after_step(global_step_ + 1);
       scheduler_->step();
     }
@@ -306,7 +268,7 @@ void Trainer::train(int64_t steps) {
   }
   metrics_.done();
   // Every rank's, as each may hold a different share.
-  const std::string who = distributed_ ? strf("rank %d: ", distributed_->rank()) : "";
+  const std::string who = strategy_->log_prefix();
   if (auto gib = peak_gpu_memory_gib(device_))
     log::info(who + strf("Peak GPU memory allocated: %.2f GiB while training (%.2f GiB before)", *gib, memory_before));
   else
@@ -331,7 +293,8 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   model_->eval();
   // lora_params' merge_weights: B A folded in while evaluating (fully
   // sharded weights are whole only a layer at a time: evaluated unmerged).
-  const std::unique_ptr<models::LoraMergeGuard> merged = full_ ? nullptr : std::make_unique<models::LoraMergeGuard>(*model_);
+  const std::unique_ptr<models::LoraMergeGuard> merged =
+      strategy_->holds_whole_tensors() ? std::make_unique<models::LoraMergeGuard>(*model_) : nullptr;
   // Sums stay on the device; the host reads the losses only on log steps
   // (every step on the CPU), as in train().
   torch::Tensor loss_sum;
@@ -346,9 +309,9 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
     models::ModelOutput out;
     {
       amp::AutocastGuard autocast(device_, autocast_dtype_);
-      if (full_) full_->begin_forward();
+      strategy_->before_forward();
       out = model_->forward(to_device(loader->next(), device_), true);
-      if (full_) full_->end_forward();
+      strategy_->after_forward_without_backward();
     }
     add(loss_sum, out.loss.detach());
     unread_losses.push_back(out.loss.detach());
@@ -370,10 +333,9 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
       if (log_step) metrics_.eval_batch(i, loss);
     }
   }
-  if (distributed_ && loss_sum.defined()) {  // every rank evaluated its share of each batch
-    distributed_->sum(loss_sum);
-    loss_sum.div_(ranks());
-    for (auto& [name, s] : sums) distributed_->sum(s.first), distributed_->sum(s.second);
+  if (loss_sum.defined()) {  // every rank evaluated its share of each batch
+    strategy_->average_over_ranks(loss_sum);
+    for (auto& [name, s] : sums) strategy_->sum_over_ranks(s.first), strategy_->sum_over_ranks(s.second);
   }
   EvalLog r;
   r.checkpoint = checkpoint_label;
@@ -401,10 +363,8 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   if (tasks_) {
     amp::AutocastGuard autocast(device_, autocast_dtype_);
     eval_tasks::TaskRunOptions hooks;
-    if (full_) {
-      hooks.before_forward = [this] { full_->begin_forward(); };
-      hooks.after_forward = [this] { full_->end_forward(); };
-    }
+    hooks.before_forward = [this] { strategy_->before_forward(); };
+    hooks.after_forward = [this] { strategy_->after_forward_without_backward(); };
     try {
       for (const auto& [name, value] : tasks_->run(*model_, hooks)) r.metrics["eval/" + name] = value;
     } catch (const std::runtime_error& e) {

@@ -13,16 +13,16 @@
 #include "data/loader.h"
 #include "models/model.h"
 #include "runner/amp/grad_scaler.h"
-#include "runner/distributed.h"
 #include "runner/eval_tasks/downstream.h"
-#include "runner/full_sharding.h"
-#include "runner/optim/optimizer_sharding.h"
 #include "runner/metrics.h"
 #include "runner/optim/optimizer.h"
+#include "runner/parallel/strategy.h"
 #include "runner/params/params.h"
 #include "runner/sparsity.h"
 
 namespace zoo {
+
+class Distributed;
 
 struct EvalResult {
   int64_t global_step = 0;
@@ -35,8 +35,9 @@ class Trainer {
  public:
   // Seeds (runconfig.seed), builds the model on `device` and, for training,
   // the optimizer, schedule and train loader. With `distributed` (one rank
-  // of a data-parallel job, kept alive by the caller) gradients and metrics
-  // are averaged over the ranks and only the main rank writes files.
+  // of a data-parallel job, kept alive by the caller) the run spreads over
+  // the ranks as runconfig.parallelism() says (runner/parallel/strategy.h)
+  // and only the main rank writes files.
   Trainer(const Params& params, torch::Device device, bool for_training, Distributed* distributed = nullptr);
 
   // Loads the checkpoint runconfig selects: checkpoint_path, else the newest
@@ -85,14 +86,11 @@ class Trainer {
   void refuse_non_finite_weights() const;
   // What a checkpoint holds besides the model and the optimizer.
   c10::impl::GenericDict run_state() const;
-  std::string save_sharded_checkpoint();  // sharding: full
-  int ranks() const { return distributed_ ? distributed_->world_size() : 1; }  // data-parallel processes
+  int ranks() const { return strategy_->ranks(); }  // data-parallel processes
 
   Params params_;
   torch::Device device_;
-  Distributed* distributed_;  // null: a single process
-  std::unique_ptr<OptimizerSharding> sharding_;  // sharding: optimizer
-  std::unique_ptr<FullSharding> full_;           // sharding: full
+  std::unique_ptr<parallel::ParallelStrategy> strategy_;  // how the run spreads over processes
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;

@@ -1,10 +1,12 @@
-// Implementation of runner/trainer.h, continued: what the trainer saves in
-// a checkpoint and restores from one (whole, or sharded under full sharding).
+// Implementation of runner/trainer.h, continued: which checkpoint the
+// trainer restores and what each of its components takes from it, and what
+// it saves. How the model and optimizer state are laid out over the ranks
+// (whole, or sharded) is the parallel strategy's (runner/parallel/strategy.h).
 #include <chrono>
 #include <filesystem>
 
 #include "runner/checkpoint/checkpoint.h"
-#include "runner/checkpoint/sharded_checkpoint.h"
+#include "runner/checkpoint/sharded_checkpoint.h"  // shards_dir, for the size read
 #include "runner/log.h"
 #include "runner/model_guards.h"
 #include "runner/trainer.h"
@@ -38,13 +40,7 @@ c10::impl::GenericDict timed_load(const std::string& path) {
 
 std::optional<std::string> Trainer::restore(bool training) {
   std::optional<std::string> path = restore_checkpoint(training);
-  if (distributed_) {  // fully sharded parameters are equal by construction
-    std::vector<torch::Tensor> state;
-    if (!full_)
-      for (const auto& p : model_->parameters()) state.push_back(p.detach());
-    for (const auto& b : model_->buffers()) state.push_back(b.detach());
-    distributed_->broadcast_from_main(state);
-  }
+  strategy_->share_restored_state(*model_);
   return path;
 }
 
@@ -107,11 +103,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
   // evaluated or trained on as if it had loaded: an error, not a warning.
   if (states.count("model")) {
     bool strict = training ? !rc.disable_strict_checkpoint_loading : true;
-    ckpt::CopyIntoModel copy;
-    if (full_)  // each rank copies its shard of each parameter, never holding the whole model
-      copy = [this](const std::string& name, torch::Tensor& target, const torch::Tensor& saved) {
-        if (!full_->load_parameter(name, saved)) target.copy_(saved);  // a buffer: whole on every rank
-      };
+    const ckpt::CopyIntoModel copy = strategy_->copy_into_model();
     for (const auto& w : ckpt::load_model_state_dict(*model_, ckpt::model_weights(dict, path), strict, path, copy))
       log::warn(path + ": " + w);
     if (!params_.lora.empty()) {
@@ -142,11 +134,7 @@ void Trainer::apply_checkpoint(const c10::impl::GenericDict& dict, const std::st
     }
   }
   try {
-    if (want("optimizer") && full_)
-      full_->load_optimizer_state(*optimizer_, state("optimizer").at("state").toGenericDict());
-    else if (want("optimizer"))
-      optimizer_->load_state_dict(state("optimizer"));
-    if (sharding_) sharding_->drop_others_state(*optimizer_);
+    if (want("optimizer")) strategy_->load_optimizer_state(*optimizer_, state("optimizer"));
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": cannot restore the optimizer state (" + e.what() +
                              "); to start the optimizer afresh, set load_checkpoint_states to the states to keep, "
@@ -171,9 +159,7 @@ void Trainer::refuse_non_finite_weights() const {
   // Weights that went non-finite are never saved: the next run would
   // autoload them as the newest checkpoint. Every rank holds the same
   // weights (or agrees on its shards), so all stop here, before any collective.
-  const std::vector<std::string> bad =
-      full_ ? (full_->weights_finite() ? std::vector<std::string>{} : std::vector<std::string>{"a rank's shard"})
-            : non_finite_parameters(*model_);
+  const std::vector<std::string> bad = strategy_->non_finite_weights(*model_);
   if (bad.empty()) return;
   const RunConfig& rc = params_.runconfig;
   const auto kept = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
@@ -204,85 +190,12 @@ c10::impl::GenericDict Trainer::run_state() const {
 std::string Trainer::save_checkpoint() {
   const RunConfig& rc = params_.runconfig;
   refuse_non_finite_weights();
-  if (full_) return save_sharded_checkpoint();
-  // Sharded optimizer state: every rank sends its share (a collective).
-  c10::impl::GenericDict optimizer_state = sharding_ ? sharding_->full_state_dict(*optimizer_) : optimizer_->state_dict();
-  if (distributed_ && !distributed_->is_main()) return "";  // the ranks hold the same state
-  fs::create_directories(rc.checkpoint_dir());
-  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-  d.insert("model", ckpt::model_state_dict(*model_));
-  d.insert("optimizer", optimizer_state);
-  for (const auto& kv : run_state()) d.insert(kv.key(), kv.value());
   const ckpt::CheckpointNaming naming(rc.checkpoint_name);
-  std::string path = ckpt::new_checkpoint_path(rc.checkpoint_dir(), global_step_, naming);
   const auto start = std::chrono::steady_clock::now();
-  ckpt::save_checkpoint_file(path, d);
-  log_checkpoint_io("Saved", path, start);
-  if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.checkpoint_dir(), *rc.max_checkpoints, resumed_from_, naming);
-  return path;
-}
-
-// Every rank writes its shard at once; the main rank then writes the index
-// (runner/checkpoint/sharded_checkpoint.h), and only once all shards are on disk.
-std::string Trainer::save_sharded_checkpoint() {
-  const RunConfig& rc = params_.runconfig;
-  const ckpt::CheckpointNaming naming(rc.checkpoint_name);
-  const int rank = distributed_->rank(), world = distributed_->world_size();
-  // The main rank names the checkpoint, and this write of it: shards of an
-  // earlier, interrupted write of the same step never pass for this one's.
-  std::vector<char> named;
-  if (distributed_->is_main()) {
-    fs::create_directories(rc.checkpoint_dir());
-    const std::string text = ckpt::new_checkpoint_path(rc.checkpoint_dir(), global_step_, naming) + "\n" +
-                             std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
-    named.assign(text.begin(), text.end());
-  }
-  distributed_->broadcast_bytes(named, distributed_->main_rank());
-  const std::string id(named.begin(), named.end()), path = id.substr(0, id.find('\n'));
-  const auto start = std::chrono::steady_clock::now();
-  std::string failure;
-  try {
-    c10::impl::GenericDict about(c10::StringType::get(), c10::AnyType::get());
-    about.insert("id", id);
-    about.insert("rank", int64_t{rank});
-    c10::impl::GenericDict shard(c10::StringType::get(), c10::AnyType::get());
-    shard.insert("pieces", full_->shard_pieces(*optimizer_));
-    shard.insert("__shard__", about);
-    fs::create_directories(ckpt::shards_dir(path));
-    ckpt::save_checkpoint_file(ckpt::shard_path(path, rank, world), shard);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!distributed_->all_agree(failure.empty()))
-    throw std::runtime_error(
-        strf("rank %d of %d: ", rank, world) +
-        (failure.empty() ? "another rank could not write its shard of " + path + " (its log says why)"
-                         : "could not write its shard of " + path + ": " + failure) +
-        "; that checkpoint is incomplete and nothing will load it");
-  if (!distributed_->is_main()) return "";
-  c10::impl::GenericDict info(c10::StringType::get(), c10::AnyType::get());
-  info.insert("id", id);
-  info.insert("world_size", int64_t{world});
-  c10::impl::GenericDict shapes(c10::StringType::get(), c10::AnyType::get());
-  for (const auto& [name, sizes] : full_->shapes()) shapes.insert(name, c10::List<int64_t>(sizes));
-  info.insert("shapes", shapes);
-  c10::impl::GenericDict param_keys(c10::StringType::get(), c10::StringType::get());
-  c10::impl::GenericDict buffers(c10::StringType::get(), c10::TensorType::get());
-  std::map<std::string, torch::Tensor> buffer_of;
-  for (const auto& b : model_->named_buffers()) buffer_of[b.key()] = b.value().detach().cpu();
-  for (const auto& [key, name] : ckpt::model_state_names(*model_)) {
-    if (buffer_of.count(name)) buffers.insert(key, buffer_of.at(name));
-    else param_keys.insert(key, name);
-  }
-  info.insert("param_keys", param_keys);
-  info.insert("optimizer_names", c10::List<std::string>(full_->optimizer_names()));
-  info.insert("optimizer_param_groups", full_->optimizer_param_groups(*optimizer_));
-  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-  d.insert("model", buffers);
-  for (const auto& kv : run_state()) d.insert(kv.key(), kv.value());
-  d.insert("__sharded__", info);
-  ckpt::save_checkpoint_file(path, d);
-  log_checkpoint_io(strf("Saved %d-shard", world).c_str(), path, start);
+  const std::string path = strategy_->save_checkpoint(
+      {*model_, *optimizer_, [this] { return run_state(); }, rc.checkpoint_dir(), global_step_, naming});
+  if (path.empty()) return "";  // another rank wrote it
+  log_checkpoint_io(strategy_->saved_what().c_str(), path, start);
   if (rc.max_checkpoints) ckpt::prune_checkpoints(rc.checkpoint_dir(), *rc.max_checkpoints, resumed_from_, naming);
   return path;
 }

@@ -8,7 +8,7 @@
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
-#include "runner/convert/torch_pickle.h"
+#include "runner/checkpoint/torch_pickle.h"
 #include "runner/params/params.h"
 #include "convert_fixtures.h"
 #include "test_util.h"

@@ -7,6 +7,7 @@
 // the last complete checkpoint stays the one that loads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 
@@ -225,11 +226,29 @@ TEST(FullSharding, OptimizersThatNeedWholeTensorsAreRefusedAndShardingNeedsRanks
   std::string y = zoo::testing::read_file(job.full);
   y.replace(y.find("optimizer_type: AdamW"), 21, "optimizer_type: Lamb");
   const std::string lamb = zoo::testing::write_file(d + "/lamb.yaml", y);
+  auto line_of = [](const std::string& text, const std::string& what) {  // 1-based
+    return std::to_string(1 + std::count(text.begin(), text.begin() + static_cast<long>(text.find(what)), '\n'));
+  };
+  // Said when the params are read, at the optimizer's line, naming sharding's: by --validate_only too.
+  const std::string at = "lamb.yaml:" + line_of(y, "optimizer_type: Lamb") + ":";
+  const std::string refusal = "optimizer.optimizer_type: Lamb updates each weight from statistics of its whole tensor, "
+                              "which runconfig.sharding: full splits over the ranks (" + lamb + ":" +
+                              line_of(y, "sharding: full") + ":";
   auto r = job.ranks(2, free_port(22), "--mode train --max_steps 1 -o " + d + "/lamb", lamb);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("lamb.yaml: optimizer.optimizer_type Lamb updates each weight from statistics of its whole "
-                          "tensor, which runconfig.sharding: full splits over the ranks"),
-            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(at), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(refusal), std::string::npos) << r.output;
+  r = job.zoo("CPU --params " + lamb + " --mode train --validate_only");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(at), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(refusal), std::string::npos) << r.output;
+  // Sparsity's masks need whole weights as well.
+  y = zoo::testing::read_file(job.full) + "sparsity:\n  sparsity: 0.5\n";
+  const std::string sparse = zoo::testing::write_file(d + "/sparse.yaml", y);
+  r = job.zoo("CPU --params " + sparse + " --mode train --validate_only");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("sparse.yaml:" + line_of(y, "  sparsity: 0.5") + ":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sparsity: needs each rank to hold whole weights"), std::string::npos) << r.output;
   y = zoo::testing::read_file(job.one) + "  sharding: full\n";
   const std::string alone = zoo::testing::write_file(d + "/alone.yaml", y);
   r = job.zoo("CPU --params " + alone + " --mode train --max_steps 1 -o " + d + "/alone");

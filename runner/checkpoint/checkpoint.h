@@ -1,5 +1,5 @@
 // Checkpoint files: naming (checkpoint_<step>[_<YYYYmmdd_HHMMSS>].mdl by
-// default, see runner/checkpoint/checkpoint_naming.h), discovery, atomic writes and reads of LibTorch pickles that Python's
+// default, see runner/params/checkpoint_naming.h), discovery, atomic writes and reads of LibTorch pickles that Python's
 // torch.load opens, and model state-dict conversion.
 // Defines: CheckpointFile, list_checkpoints, new_checkpoint_path,
 // save_checkpoint_file, load_checkpoint_file, model_weights, step_in_name,
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/checkpoint/checkpoint_naming.h"
+#include "runner/params/checkpoint_naming.h"
 #include "runner/params/params.h"
 
 namespace zoo::ckpt {

@@ -27,7 +27,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "runner/convert/torch_pickle.h"
+#include "runner/checkpoint/torch_pickle.h"
 #include "runner/checkpoint/crc32c.h"
 #include "runner/log.h"
 

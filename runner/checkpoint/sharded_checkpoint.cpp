@@ -15,6 +15,44 @@ std::string shard_path(const std::string& index_path, int rank, int world_size) 
   return shards_dir(index_path) + "/shard_" + std::to_string(rank) + "_of_" + std::to_string(world_size) + ".mdl";
 }
 
+void save_shard(const std::string& index_path, int rank, int world_size, const std::string& id,
+                const c10::impl::GenericDict& pieces) {
+  c10::impl::GenericDict about(c10::StringType::get(), c10::AnyType::get());
+  about.insert("id", id);
+  about.insert("rank", int64_t{rank});
+  c10::impl::GenericDict shard(c10::StringType::get(), c10::AnyType::get());
+  shard.insert("pieces", pieces);
+  shard.insert("__shard__", about);
+  std::filesystem::create_directories(shards_dir(index_path));
+  save_checkpoint_file(shard_path(index_path, rank, world_size), shard);
+}
+
+void save_sharded_index(const std::string& index_path, const ShardedIndex& index, const torch::nn::Module& model,
+                        const c10::impl::GenericDict& run_state) {
+  c10::impl::GenericDict info(c10::StringType::get(), c10::AnyType::get());
+  info.insert("id", index.id);
+  info.insert("world_size", int64_t{index.world_size});
+  c10::impl::GenericDict shapes(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& [name, sizes] : index.shapes) shapes.insert(name, c10::List<int64_t>(sizes));
+  info.insert("shapes", shapes);
+  c10::impl::GenericDict param_keys(c10::StringType::get(), c10::StringType::get());
+  c10::impl::GenericDict buffers(c10::StringType::get(), c10::TensorType::get());
+  std::map<std::string, torch::Tensor> buffer_of;
+  for (const auto& b : model.named_buffers()) buffer_of[b.key()] = b.value().detach().cpu();
+  for (const auto& [key, name] : model_state_names(model)) {
+    if (buffer_of.count(name)) buffers.insert(key, buffer_of.at(name));
+    else param_keys.insert(key, name);
+  }
+  info.insert("param_keys", param_keys);
+  info.insert("optimizer_names", c10::List<std::string>(index.optimizer_names));
+  info.insert("optimizer_param_groups", index.optimizer_param_groups);
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", buffers);
+  for (const auto& kv : run_state) d.insert(kv.key(), kv.value());
+  d.insert("__sharded__", info);
+  save_checkpoint_file(index_path, d);
+}
+
 namespace {
 
 // A tensor of `numel` elements filled piece by piece.

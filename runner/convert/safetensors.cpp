@@ -2,7 +2,7 @@
 #include "runner/convert/safetensors.h"
 
 #include "runner/convert/hf_config.h"
-#include "runner/convert/torch_pickle.h"
+#include "runner/checkpoint/torch_pickle.h"
 
 #include <filesystem>
 #include <fstream>

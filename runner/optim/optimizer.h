@@ -43,7 +43,7 @@ class Optimizer {
   c10::impl::GenericDict state_dict() const;
   // Throws std::runtime_error when the saved groups do not match these parameters.
   void load_state_dict(const c10::impl::GenericDict& dict);
-  // Sharded optimizer state (runner/optim/optimizer_sharding.h): forget the state
+  // Sharded optimizer state (runner/parallel/optimizer_sharding.h): forget the state
   // of parameters (flat index) not in `keep`; add entries {index: {name:
   // tensor}} of state_dict()["state"] form.
   void keep_state_of(const std::vector<bool>& keep);

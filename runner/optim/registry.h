@@ -25,6 +25,10 @@ struct OptimizerEntry {
   std::vector<std::string> keys;  // its own hyper-parameter keys
   std::string defaults;           // YAML mapping: its defaults for those keys
   std::optional<double> default_lr;  // torch's default lr (none for SGD)
+  // Bytes of optimizer state it keeps per trained parameter (float32), as
+  // configured: what validate_only and the parallel strategies' memory
+  // figures count.
+  double (*state_bytes)(const OptimizerConfig&);
   std::unique_ptr<Optimizer> (*make)(std::vector<ParamGroup>, const OptimizerConfig&);
   // Its update of each weight reads only that weight's gradient and state,
   // so it runs on flat shards (full sharding); Lamb's per-tensor trust ratio

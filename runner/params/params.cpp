@@ -108,6 +108,31 @@ void check_sequence_length(const models::ModelSpec& model, const data::InputSpec
                           "): the model has no positions beyond it; raise max_position_embeddings or shorten the samples");
 }
 
+// What each parallel strategy takes besides the model (runner/parallel/):
+// full sharding splits every weight into flat shards over the ranks, so an
+// optimizer that reads a whole tensor's statistics, or sparsity's per-weight
+// masks, cannot run on it.
+void check_parallelism(const Params& p, const YAML::Node& root_in, const YAML::Node& runconfig,
+                       const config::Context& optimizer_ctx, const config::Context& sparsity_ctx) {
+  if (p.runconfig.parallelism() != Parallelism::full) return;
+  const std::string sharding_at = optimizer_ctx.where(runconfig["sharding"]);
+  if (p.has_optimizer) {
+    const optim::OptimizerEntry* entry = optim::find_optimizer(p.optimizer.optimizer_type);
+    if (entry && !entry->elementwise) {
+      const YAML::Node optimizer = root_in["optimizer"];
+      optimizer_ctx.fail(optimizer.IsMap() && optimizer["optimizer_type"] ? optimizer["optimizer_type"] : optimizer,
+                         "optimizer_type",
+                         entry->name + " updates each weight from statistics of its whole tensor, which "
+                         "runconfig.sharding: full splits over the ranks (" + sharding_at + "); use sharding: "
+                         "optimizer, or an elementwise optimizer (AdamW, SGD, ...)");
+    }
+  }
+  if (p.sparsity)
+    sparsity_ctx.fail(root_in["sparsity"], "", "needs each rank to hold whole weights, which runconfig.sharding: full "
+                                               "splits over the ranks (" + sharding_at + "); use runconfig.sharding: "
+                                               "optimizer or none with it");
+}
+
 }  // namespace
 
 config::Context Params::context(const std::string& section) const {
@@ -183,6 +208,7 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
     p.has_optimizer = true;
     p.optimizer = OptimizerConfig::parse(root_in["optimizer"], section_ctx("optimizer"));
   }
+  check_parallelism(p, root_in, runconfig, section_ctx("optimizer"), section_ctx("sparsity"));
 
   // model: split off runner-owned keys, then the family reads the rest.
   const YAML::Node model_in = root_in["model"];

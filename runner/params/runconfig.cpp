@@ -1,7 +1,7 @@
 // Schema of runner/params/runconfig.h.
 #include "runner/params/runconfig.h"
 
-#include "runner/checkpoint/checkpoint_naming.h"
+#include "runner/params/checkpoint_naming.h"
 #include "runner/step_profiler.h"
 
 #include <algorithm>
@@ -28,6 +28,23 @@ config::Check<std::string> parses_with(std::function<void(const std::string&)> p
   };
 }
 }  // namespace
+
+Parallelism RunConfig::parallelism() const {
+  if (!enable_distributed) return Parallelism::none;
+  if (sharding == "full") return Parallelism::full;
+  if (sharding == "optimizer" || shard_optimizer_state) return Parallelism::optimizer;
+  return Parallelism::replicate;
+}
+
+const char* parallelism_name(Parallelism p) {
+  switch (p) {
+    case Parallelism::none: return "none";
+    case Parallelism::replicate: return "replicate";
+    case Parallelism::optimizer: return "optimizer";
+    case Parallelism::full: return "full";
+  }
+  return "?";
+}
 
 const config::Schema<RunConfig>& RunConfig::schema() {
   using R = RunConfig;
@@ -210,7 +227,7 @@ models::KernelPolicy kernel_policy_of(const RunConfig& r) {
   p.cuda_kernels = models::parse_cuda_kernels(r.cuda_kernels);
   // Kept 16-bit copies of the weights would hold 2 bytes of every parameter
   // on every rank, and a regathered weight keeps its version: none under full sharding.
-  if (r.enable_distributed && r.sharding_mode() == "full") p.cuda_kernels.erase("weight_copies");
+  if (r.parallelism() == Parallelism::full) p.cuda_kernels.erase("weight_copies");
   p.cpu_kernels = r.cpu_kernels;
   p.cpu_gemm_blas = r.cpu_gemm == "blas";
   return p;

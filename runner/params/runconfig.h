@@ -26,6 +26,14 @@ struct CheckpointStates {
   bool operator==(const CheckpointStates& o) const { return items == o.items; }
 };
 
+// none: one process; replicate: data parallel, every rank holding
+// everything (sharding: none); optimizer: each rank keeping its share of the
+// optimizer state (ZeRO stage 1); full: 1/N of every parameter, gradient and
+// optimizer state (ZeRO stage 3).
+enum class Parallelism { none, replicate, optimizer, full };
+// "none", "replicate", "optimizer", "full"
+const char* parallelism_name(Parallelism p);
+
 struct RunConfig {
   // Where checkpoints are written, found and pruned.
   const std::string& checkpoint_dir() const { return checkpoint_root ? *checkpoint_root : model_dir; }
@@ -41,7 +49,7 @@ struct RunConfig {
   bool autoload_last_checkpoint = true;
   bool save_initial_checkpoint = false;
   std::optional<int64_t> checkpoint_steps;
-  std::string checkpoint_name = "checkpoint_{step}.mdl";  // see runner/checkpoint/checkpoint_naming.h
+  std::string checkpoint_name = "checkpoint_{step}.mdl";  // see runner/params/checkpoint_naming.h
   std::optional<std::string> checkpoint_root;            // null: model_dir
   std::optional<int64_t> max_checkpoints;
   std::optional<int64_t> max_steps;
@@ -65,8 +73,10 @@ struct RunConfig {
   int64_t dist_timeout = 300;  // zoo's own: seconds a collective may wait for the other ranks
   bool shard_optimizer_state = false;  // zoo's own: ZeRO stage 1 (sharding: optimizer)
   std::string sharding = "none";       // zoo's own: none, optimizer or full
-  // sharding, with shard_optimizer_state: true read as "optimizer".
-  std::string sharding_mode() const { return shard_optimizer_state && sharding == "none" ? "optimizer" : sharding; }
+  // How the training state spreads over the ranks (runner/parallel/): the
+  // one place `enable_distributed`, `sharding` and `shard_optimizer_state`
+  // are read together.
+  Parallelism parallelism() const;
   double allreduce_bucket_mb = 25;     // zoo's own: gradient buffers of data parallelism
   // zoo's own run-time switches (docs/kernels.md); the environment variables
   // of kEnvironmentSwitches override them.

@@ -1,7 +1,7 @@
-// Implementation of runner/convert/torch_pickle.h: a small pickle virtual
+// Implementation of runner/checkpoint/torch_pickle.h: a small pickle virtual
 // machine (protocol 2) over the zip records read by LibTorch's
 // PyTorchStreamReader.
-#include "runner/convert/torch_pickle.h"
+#include "runner/checkpoint/torch_pickle.h"
 
 #include <algorithm>
 

@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "runner/distributed.h"
+#include "runner/parallel/distributed.h"
 #include "runner/optim/optimizer.h"
 
 namespace zoo {

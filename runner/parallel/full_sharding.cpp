@@ -1,11 +1,11 @@
-// Implementation of runner/full_sharding.h. A unit's parameters of one
+// Implementation of runner/parallel/full_sharding.h. A unit's parameters of one
 // optimizer group, dtype and device make one Flat: a flat buffer of
 // world_size equal chunks, of which this rank keeps its chunk (the shard the
 // optimizer updates). While gathered, the model's parameters are views of the
 // buffer; freeing empties the buffer's storage without touching those views,
 // so what autograd saved of them reads the values again once regathered (as
 // PyTorch's FSDP does).
-#include "runner/full_sharding.h"
+#include "runner/parallel/full_sharding.h"
 
 #include <c10/core/StorageImpl.h>
 #include <malloc.h>
@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "runner/grad_hooks.h"
+#include "runner/parallel/grad_hooks.h"
 #include "runner/log.h"
 
 namespace zoo {

@@ -1,5 +1,5 @@
-// Implementation of runner/optim/optimizer_sharding.h.
-#include "runner/optim/optimizer_sharding.h"
+// Implementation of runner/parallel/optimizer_sharding.h.
+#include "runner/parallel/optimizer_sharding.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 

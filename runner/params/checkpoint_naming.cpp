@@ -1,5 +1,5 @@
-// Implementation of runner/checkpoint/checkpoint_naming.h.
-#include "runner/checkpoint/checkpoint_naming.h"
+// Implementation of runner/params/checkpoint_naming.h.
+#include "runner/params/checkpoint_naming.h"
 
 #include <regex>
 #include <stdexcept>

@@ -21,7 +21,7 @@
 
 #include "models/common/layer_hooks.h"
 #include "models/model.h"
-#include "runner/distributed.h"
+#include "runner/parallel/distributed.h"
 #include "runner/optim/optimizer.h"
 
 namespace zoo {

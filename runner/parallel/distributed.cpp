@@ -1,5 +1,5 @@
-// Implementation of runner/distributed.h on c10d's stores and process groups.
-#include "runner/distributed.h"
+// Implementation of runner/parallel/distributed.h on c10d's stores and process groups.
+#include "runner/parallel/distributed.h"
 
 // Gloo needs its own headers (Debian: libgloo-dev; PyTorch's wheels lack
 // them); NCCL comes with CUDA builds of LibTorch (ZOO_HAVE_NCCL, set by CMake).
@@ -25,7 +25,7 @@
 #include <stdexcept>
 
 #include "data/loader.h"
-#include "runner/grad_hooks.h"
+#include "runner/parallel/grad_hooks.h"
 #include "runner/log.h"
 
 namespace zoo {
