@@ -76,7 +76,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x, bool without_outp
   if (first->linear_layer_for_glu) {
     h = glu(options_.nonlinearity, up(x), first->linear_layer_for_glu(x));
   } else if (auto fused = dense_activation_of(options_.nonlinearity);
-             fused && !up->has_unmerged_adapter() &&
+             fused && !up->adapted() &&
              fused_dense_available(x, up->weight, up->bias)) {  // the activation inside the layer's node
     h = fused_dense(x, up->weight, up->bias, *fused);
   } else {

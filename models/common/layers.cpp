@@ -61,45 +61,27 @@ DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& la
     weights.push_back(l->weight);
     if (l->bias.defined()) biases.push_back(l->bias);
   }
-  if (std::none_of(layers.begin(), layers.end(), [](DenseImpl* l) { return l->has_unmerged_adapter(); }))
+  if (std::none_of(layers.begin(), layers.end(), [](DenseImpl* l) { return l->adapted(); }))
     return dense_heads(x, weights, biases, splits, head_dim);
   // The base's product as without adapters, plus each adapter's output in its layer's columns.
   const torch::Tensor base = dense(x, weights, biases);
   std::vector<torch::Tensor> adapters;
   for (DenseImpl* l : layers)
-    adapters.push_back(l->has_unmerged_adapter()
-                           ? l->adapter_output(x).to(base.scalar_type())
+    adapters.push_back(l->adapted()
+                           ? l->adapter->output(x, l->is_training()).to(base.scalar_type())
                            : torch::zeros({1}, base.options()).expand(adapter_shape(x, l->weight.size(0))));
   const torch::Tensor packed = base + torch::cat(adapters, -1);
   return {packed, split_heads(packed, splits, head_dim)};
 }
 
-// The scaling multiplies the r-wide product, not the output: one pass over
-// (rows, r) instead of one over (rows, out) each way.
-torch::Tensor DenseImpl::adapter_input(const torch::Tensor& x) {
-  const torch::Tensor in = lora_dropout > 0 ? torch::dropout(x, lora_dropout, is_training()) : x;
-  return torch::linear(in, lora_A) * lora_scaling;
-}
-
-torch::Tensor DenseImpl::adapter_output(const torch::Tensor& x) { return torch::linear(adapter_input(x), lora_B); }
-
-// y + adapter_output(x), the sum written by the second GEMM itself (addmm).
-torch::Tensor DenseImpl::with_adapter(const torch::Tensor& y, const torch::Tensor& x) {
-  const torch::Tensor h = adapter_input(x);
-  const int64_t out = y.size(-1), r = h.size(-1), rows = y.numel() / out;
-  return torch::addmm(y.reshape({rows, out}), h.reshape({rows, r}).to(y.scalar_type()),
-                      lora_B.t().to(y.scalar_type()))
-      .view(y.sizes());
-}
-
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = dense(x, weight, bias);
-  return has_unmerged_adapter() ? with_adapter(y, x) : y;
+  return adapted() ? adapter->add_to(y, x, is_training()) : y;
 }
 
 torch::Tensor DenseImpl::forward_without_bias(const torch::Tensor& x) {
   torch::Tensor y = dense(x, weight, torch::Tensor());
-  return has_unmerged_adapter() ? with_adapter(y, x) : y;
+  return adapted() ? adapter->add_to(y, x, is_training()) : y;
 }
 
 EmbeddingTableImpl::EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options,

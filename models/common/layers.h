@@ -2,12 +2,13 @@
 // constructed on any device, including torch::kMeta to count parameters of a
 // 13B model without allocating it. Parameter names match torch.nn's
 // (weight, bias) so state dicts line up with PyTorch and modelzoo.
-// Defines: dense, DenseHeads, dense_heads, Dense (Linear), EmbeddingTable,
-// LayerNorm, OutputHead.
+// Defines: dense, DenseHeads, dense_heads, DenseAdapter, Dense (Linear),
+// EmbeddingTable, LayerNorm, OutputHead.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -36,10 +37,24 @@ DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::Tenso
                        const std::vector<int64_t>& splits, int64_t head_dim);
 
 class DenseImpl;
-// dense_heads for layers that may carry LoRA adapters: the stacked GEMM
-// when none does, else each layer's own forward (adapter included), concatenated.
+// dense_heads for layers that may carry adapters: the stacked GEMM when
+// none does, else that GEMM plus each adapter's output in its layer's columns.
 DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& layers, const std::vector<int64_t>& splits,
                        int64_t head_dim);
+
+// Something added to a dense layer from outside the model, which adds its
+// output to the layer's own: LoRA's LoraDense (models/common/lora.h). The
+// layer knows only this.
+class DenseAdapter {
+ public:
+  virtual ~DenseAdapter() = default;
+  // False while it is folded into the layer's weight.
+  virtual bool active() const = 0;
+  // y + its output for x, where y is the layer's own product of x.
+  virtual torch::Tensor add_to(const torch::Tensor& y, const torch::Tensor& x, bool training) = 0;
+  // Its output for x alone.
+  virtual torch::Tensor output(const torch::Tensor& x, bool training) = 0;
+};
 
 class DenseImpl : public torch::nn::Module {
  public:
@@ -52,20 +67,10 @@ class DenseImpl : public torch::nn::Module {
   torch::Tensor weight;  // (out, in), as torch.nn.Linear
   torch::Tensor bias;    // (out) or undefined
 
-  // A LoRA adapter, added from outside the model (models/common/lora.h):
-  // forward adds lora_scaling * B A dropout(x), unless it is merged into
-  // weight. Parameters lora_A and lora_B, as modelzoo's LoRA_Linear names them.
-  torch::Tensor lora_A;  // (r, in); undefined without an adapter
-  torch::Tensor lora_B;  // (out, r)
-  double lora_scaling = 0.0, lora_dropout = 0.0;
-  bool lora_merge_weights = false;  // fold B A into the weight for evaluation (LoraMergeGuard)
-  torch::Tensor unmerged_weight;  // the weight's own tensor while B A is merged into `weight`
-  bool has_unmerged_adapter() const { return lora_A.defined() && !unmerged_weight.defined(); }
-  torch::Tensor adapter_output(const torch::Tensor& x);  // lora_scaling * dropout(x) A^T B^T
-
- private:
-  torch::Tensor adapter_input(const torch::Tensor& x);                         // lora_scaling * dropout(x) A^T
-  torch::Tensor with_adapter(const torch::Tensor& y, const torch::Tensor& x);  // y + adapter_output(x)
+  // Set from outside the model (models/common/lora.h); null: none.
+  std::shared_ptr<DenseAdapter> adapter;
+  // Whether forward adds an adapter's output (one is set and not folded in).
+  bool adapted() const { return adapter && adapter->active(); }
 };
 TORCH_MODULE(Dense);
 

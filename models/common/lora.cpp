@@ -79,10 +79,58 @@ std::string peft_name_of(const std::string& path) {
   return "";
 }
 
+LoraDense::LoraDense(DenseImpl& layer, const LoraGroup& group) : base(layer) {
+  const auto options = base.weight.options().dtype(torch::kFloat);
+  const int64_t in = base.weight.size(1), out = base.weight.size(0);
+  lora_A = base.register_parameter("lora_A", torch::empty({group.r, in}, options));
+  lora_B = base.register_parameter("lora_B", torch::zeros({out, group.r}, options));
+  if (!lora_A.is_meta()) {
+    torch::NoGradGuard no_grad;
+    torch::nn::init::kaiming_uniform_(lora_A, std::sqrt(5.0));
+  }
+  lora_scaling = group.alpha / static_cast<double>(group.r);
+  lora_dropout = group.dropout;
+  lora_merge_weights = group.merge_weights;
+}
+
+// The scaling multiplies the r-wide product, not the output: one pass over
+// (rows, r) instead of one over (rows, out) each way.
+torch::Tensor LoraDense::scaled_input(const torch::Tensor& x, bool training) {
+  const torch::Tensor in = lora_dropout > 0 ? torch::dropout(x, lora_dropout, training) : x;
+  return torch::linear(in, lora_A) * lora_scaling;
+}
+
+torch::Tensor LoraDense::output(const torch::Tensor& x, bool training) {
+  return torch::linear(scaled_input(x, training), lora_B);
+}
+
+// y + output(x), the sum written by the second GEMM itself (addmm).
+torch::Tensor LoraDense::add_to(const torch::Tensor& y, const torch::Tensor& x, bool training) {
+  const torch::Tensor h = scaled_input(x, training);
+  const int64_t out = y.size(-1), r = h.size(-1), rows = y.numel() / out;
+  return torch::addmm(y.reshape({rows, out}), h.reshape({rows, r}).to(y.scalar_type()),
+                      lora_B.t().to(y.scalar_type()))
+      .view(y.sizes());
+}
+
+void LoraDense::merge() {
+  if (unmerged_weight.defined()) return;
+  torch::Tensor merged = merge_lora(base.weight, lora_A, lora_B, lora_scaling);
+  unmerged_weight = base.weight;
+  base.weight = merged;  // the registered parameter keeps the original; forward reads this member
+}
+
+void LoraDense::unmerge() {
+  if (!unmerged_weight.defined()) return;
+  base.weight = unmerged_weight;
+  unmerged_weight = torch::Tensor();
+}
+
 std::vector<LoraLayer> lora_layers(torch::nn::Module& model) {
   std::vector<LoraLayer> out;
   for (const auto& item : model.named_modules())
-    if (auto* d = item.value()->as<DenseImpl>(); d && d->lora_A.defined()) out.push_back({item.key(), d});
+    if (auto* d = item.value()->as<DenseImpl>())
+      if (auto* lora = dynamic_cast<LoraDense*>(d->adapter.get())) out.push_back({item.key(), lora});
   return out;
 }
 
@@ -103,23 +151,15 @@ std::vector<LoraLayer> apply_lora(torch::nn::Module& model, const std::vector<Lo
               : in_transformer_layer(names);
       if (!targeted) continue;
       ++matched[g];
-      const auto options = dense->weight.options().dtype(torch::kFloat);
       const int64_t in = dense->weight.size(1), out = dense->weight.size(0);
       if (group.r > std::min(in, out))
         throw std::invalid_argument("lora_params" + (groups.size() > 1 ? "." + std::to_string(g) : std::string()) + ".r: " +
                                     std::to_string(group.r) + " is larger than " + item.key() + "'s smaller side (" +
                                     std::to_string(std::min(in, out)) + "): a rank past min(in, out) adds parameters, "
                                     "not capacity");
-      dense->lora_A = dense->register_parameter("lora_A", torch::empty({group.r, in}, options));
-      dense->lora_B = dense->register_parameter("lora_B", torch::zeros({out, group.r}, options));
-      if (!dense->lora_A.is_meta()) {
-        torch::NoGradGuard no_grad;
-        torch::nn::init::kaiming_uniform_(dense->lora_A, std::sqrt(5.0));  // as torch.nn.Linear's weight
-      }
-      dense->lora_scaling = group.alpha / static_cast<double>(group.r);
-      dense->lora_dropout = group.dropout;
-      dense->lora_merge_weights = group.merge_weights;
-      adapted.push_back({item.key(), dense});
+      auto lora = std::make_shared<LoraDense>(*dense, group);
+      dense->adapter = lora;
+      adapted.push_back({item.key(), lora.get()});
       break;
     }
   }
@@ -154,18 +194,13 @@ torch::Tensor merge_lora(const torch::Tensor& w, const torch::Tensor& a, const t
 LoraMergeGuard::LoraMergeGuard(torch::nn::Module& model) {
   for (const auto& [path, layer] : lora_layers(model)) {
     if (!layer->lora_merge_weights || layer->unmerged_weight.defined()) continue;
-    torch::Tensor merged = merge_lora(layer->weight, layer->lora_A, layer->lora_B, layer->lora_scaling);
-    layer->unmerged_weight = layer->weight;
-    layer->weight = merged;  // the registered parameter keeps the original; forward reads this member
+    layer->merge();
     merged_.push_back(layer);
   }
 }
 
 LoraMergeGuard::~LoraMergeGuard() {
-  for (DenseImpl* layer : merged_) {
-    layer->weight = layer->unmerged_weight;
-    layer->unmerged_weight = torch::Tensor();
-  }
+  for (LoraDense* layer : merged_) layer->unmerge();
 }
 
 }  // namespace zoo::models
