@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <map>
 
-#include "data/bert_csv.h"
+#include "data/processors/bert_csv.h"
 #include "models/bert/bert.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"

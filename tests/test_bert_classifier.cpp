@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "data/glue.h"
+#include "data/processors/glue.h"
 #include "data/text/wordpiece.h"
 #include "models/bert/classifier.h"
 #include "models/bert/token_classifier.h"

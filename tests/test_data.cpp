@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <set>
 
-#include "data/byte_text.h"
+#include "data/processors/byte_text.h"
 #include "data/corpus.h"
-#include "data/gpt_hdf5.h"
-#include "data/mnist.h"
+#include "data/processors/gpt_hdf5.h"
+#include "data/processors/mnist.h"
 #include "data/registry.h"
 #include "models/registry.h"
 #include "runner/params/params.h"

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "data/diffusion.h"
+#include "data/processors/diffusion.h"
 #include "data/npy.h"
 #include "models/dit/dit.h"
 #include "runner/checkpoint/checkpoint.h"

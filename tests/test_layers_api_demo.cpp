@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "configs/schema/yaml_util.h"
-#include "data/alphabet.h"
+#include "data/processors/alphabet.h"
 #include "models/layers_api_demo/layers_api_demo.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"

@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "data/image.h"
-#include "data/llava_hdf5.h"
+#include "data/processors/llava_hdf5.h"
 #include "models/llava/llava.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"

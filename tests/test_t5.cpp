@@ -12,7 +12,7 @@
 #include <set>
 
 #include "data/loader.h"
-#include "data/seq2seq_text.h"
+#include "data/processors/seq2seq_text.h"
 #include "models/t5/t5.h"
 #include "runner/params/params.h"
 #include "runner/run.h"

@@ -16,7 +16,7 @@
 #include "convert_fixtures.h"
 #include "data/image.h"
 #include "data/image_transforms.h"
-#include "data/imagenet.h"
+#include "data/processors/imagenet.h"
 #include "models/vit/vit.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/convert.h"

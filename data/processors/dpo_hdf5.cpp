@@ -1,5 +1,5 @@
-// Implementation of data/dpo_hdf5.h.
-#include "data/dpo_hdf5.h"
+// Implementation of data/processors/dpo_hdf5.h.
+#include "data/processors/dpo_hdf5.h"
 
 #include <algorithm>
 #include <array>

@@ -1,5 +1,5 @@
-// Implementation of data/byte_text.h.
-#include "data/byte_text.h"
+// Implementation of data/processors/byte_text.h.
+#include "data/processors/byte_text.h"
 
 #include <fstream>
 #include <sstream>

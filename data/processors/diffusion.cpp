@@ -1,5 +1,5 @@
-// Implementation of data/diffusion.h.
-#include "data/diffusion.h"
+// Implementation of data/processors/diffusion.h.
+#include "data/processors/diffusion.h"
 
 #include <algorithm>
 #include <cmath>

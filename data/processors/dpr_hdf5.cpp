@@ -1,11 +1,11 @@
-// Implementation of data/dpr_hdf5.h.
-#include "data/dpr_hdf5.h"
+// Implementation of data/processors/dpr_hdf5.h.
+#include "data/processors/dpr_hdf5.h"
 
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
 
-#include "data/gpt_hdf5.h"
+#include "data/processors/gpt_hdf5.h"
 
 namespace zoo::data {
 const config::Schema<DprHdf5Options>& DprHdf5Options::schema() {

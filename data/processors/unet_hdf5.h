@@ -3,7 +3,7 @@
 // n_examples and groups example_<k> holding `image` (C, H, W) at
 // image_shape, not normalized, and `label` (the class-id mask; (1, H, W) or
 // (H, W), or one-hot (num_classes, H, W)). Each sample then goes through
-// UNet's common pipeline (data/unet_input.h: normalization, augmentation,
+// UNet's common pipeline (data/processors/unet_input.h: normalization, augmentation,
 // labels shaped for the loss). Defines: UNetHdf5Options, UNetHdf5Source,
 // unet_hdf5_processor, read_hdf5_floats.
 #pragma once
@@ -14,7 +14,7 @@
 
 #include "data/loader.h"
 #include "data/registry.h"
-#include "data/unet_input.h"
+#include "data/processors/unet_input.h"
 
 namespace zoo::data {
 

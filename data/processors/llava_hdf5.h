@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "data/gpt_hdf5.h"
+#include "data/processors/gpt_hdf5.h"
 #include "data/hdf5_files.h"
 #include "data/image_transforms.h"
 #include "data/loader.h"

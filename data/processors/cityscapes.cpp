@@ -1,5 +1,5 @@
-// Implementation of data/cityscapes.h.
-#include "data/cityscapes.h"
+// Implementation of data/processors/cityscapes.h.
+#include "data/processors/cityscapes.h"
 
 #include <algorithm>
 #include <array>

@@ -1,5 +1,5 @@
-// Implementation of data/skm.h with the HDF5 C API.
-#include "data/skm.h"
+// Implementation of data/processors/skm.h with the HDF5 C API.
+#include "data/processors/skm.h"
 
 #include <hdf5.h>
 
@@ -9,8 +9,8 @@
 #include <stdexcept>
 
 #include "data/image.h"
-#include "data/unet_hdf5.h"
-#include "data/unet_input.h"
+#include "data/processors/unet_hdf5.h"
+#include "data/processors/unet_input.h"
 
 namespace zoo::data {
 

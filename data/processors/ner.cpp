@@ -1,5 +1,5 @@
-// Implementation of data/ner.h.
-#include "data/ner.h"
+// Implementation of data/processors/ner.h.
+#include "data/processors/ner.h"
 
 #include "data/csv_loader.h"
 

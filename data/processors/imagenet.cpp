@@ -1,5 +1,5 @@
-// Implementation of data/imagenet.h.
-#include "data/imagenet.h"
+// Implementation of data/processors/imagenet.h.
+#include "data/processors/imagenet.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,12 +1,12 @@
-// Implementation of data/bert_mlm.h.
-#include "data/bert_mlm.h"
+// Implementation of data/processors/bert_mlm.h.
+#include "data/processors/bert_mlm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
 
-#include "data/gpt_hdf5.h"
+#include "data/processors/gpt_hdf5.h"
 #include "data/splitmix.h"
 
 namespace zoo::data {

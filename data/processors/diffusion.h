@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "data/image_transforms.h"
-#include "data/imagenet.h"
+#include "data/processors/imagenet.h"
 #include "data/loader.h"
 #include "data/registry.h"
 

@@ -1,5 +1,5 @@
-// Implementation of data/severstal.h.
-#include "data/severstal.h"
+// Implementation of data/processors/severstal.h.
+#include "data/processors/severstal.h"
 
 #include <cmath>
 #include <filesystem>

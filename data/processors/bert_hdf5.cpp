@@ -1,11 +1,11 @@
-// Implementation of data/bert_hdf5.h.
-#include "data/bert_hdf5.h"
+// Implementation of data/processors/bert_hdf5.h.
+#include "data/processors/bert_hdf5.h"
 
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
 
-#include "data/gpt_hdf5.h"
+#include "data/processors/gpt_hdf5.h"
 
 namespace zoo::data {
 const config::Schema<BertHdf5Options>& BertHdf5Options::schema() {

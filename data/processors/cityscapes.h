@@ -5,7 +5,7 @@
 // order; train_input reads split train, eval_input val. Label ids map to 20
 // classes with modelzoo's table (the ignoreInEval classes become 0); masks
 // are resized as PIL resizes (nearest). The rest is UNet's common sample
-// pipeline (data/unet_input.h). Defines: CityscapesOptions,
+// pipeline (data/processors/unet_input.h). Defines: CityscapesOptions,
 // cityscapes_train_id, CityscapesSource, cityscapes_processor.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 #include "data/loader.h"
 #include "data/registry.h"
-#include "data/unet_input.h"
+#include "data/processors/unet_input.h"
 
 namespace zoo::data {
 

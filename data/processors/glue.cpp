@@ -1,5 +1,5 @@
-// Implementation of data/glue.h.
-#include "data/glue.h"
+// Implementation of data/processors/glue.h.
+#include "data/processors/glue.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,5 +1,5 @@
-// Implementation of data/synthetic.h.
-#include "data/synthetic.h"
+// Implementation of data/processors/synthetic.h.
+#include "data/processors/synthetic.h"
 
 #include "data/splitmix.h"
 

@@ -5,7 +5,7 @@
 // sample: the JPEG (1600 x 256) resized to image_shape (bicubic), its
 // run-length mask (column-major, 1-based) resized (nearest), both tiled up
 // to image_shape when it exceeds max_image_shape, normalized, and augmented
-// in training (data/unet_input.h). Defines: SeverstalOptions, decode_rle_mask,
+// in training (data/processors/unet_input.h). Defines: SeverstalOptions, decode_rle_mask,
 // SeverstalSource, severstal_processor.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 #include "data/loader.h"
 #include "data/registry.h"
-#include "data/unet_input.h"
+#include "data/processors/unet_input.h"
 
 namespace zoo::data {
 

@@ -1,5 +1,5 @@
-// Implementation of data/unet_input.h.
-#include "data/unet_input.h"
+// Implementation of data/processors/unet_input.h.
+#include "data/processors/unet_input.h"
 
 #include "data/splitmix.h"
 

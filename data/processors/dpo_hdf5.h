@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "data/gpt_hdf5.h"
+#include "data/processors/gpt_hdf5.h"
 #include "data/loader.h"
 #include "data/registry.h"
 

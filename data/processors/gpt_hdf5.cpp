@@ -1,5 +1,5 @@
-// Implementation of data/gpt_hdf5.h with the HDF5 C API.
-#include "data/gpt_hdf5.h"
+// Implementation of data/processors/gpt_hdf5.h with the HDF5 C API.
+#include "data/processors/gpt_hdf5.h"
 
 #include "data/hdf5_files.h"
 #include "data/iterable_loader.h"

@@ -1,5 +1,5 @@
-// Implementation of data/inria.h.
-#include "data/inria.h"
+// Implementation of data/processors/inria.h.
+#include "data/processors/inria.h"
 
 #include <algorithm>
 #include <filesystem>

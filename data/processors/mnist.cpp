@@ -1,5 +1,5 @@
-// Implementation of data/mnist.h; zlib reads raw and gzipped files alike.
-#include "data/mnist.h"
+// Implementation of data/processors/mnist.h; zlib reads raw and gzipped files alike.
+#include "data/processors/mnist.h"
 
 #include <zlib.h>
 

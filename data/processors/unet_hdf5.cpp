@@ -1,12 +1,12 @@
-// Implementation of data/unet_hdf5.h with the HDF5 C API.
-#include "data/unet_hdf5.h"
+// Implementation of data/processors/unet_hdf5.h with the HDF5 C API.
+#include "data/processors/unet_hdf5.h"
 
 #include <hdf5.h>
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "data/gpt_hdf5.h"
+#include "data/processors/gpt_hdf5.h"
 
 namespace zoo::data {
 

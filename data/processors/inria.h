@@ -4,7 +4,7 @@
 // train_input reads split train, eval_input val. The images are used at
 // their size, which must be image_shape's (modelzoo's resize_inria_files.py
 // prepares them); masks become classes 0 and 1. The rest is UNet's common
-// sample pipeline (data/unet_input.h). Defines: InriaOptions, InriaSource,
+// sample pipeline (data/processors/unet_input.h). Defines: InriaOptions, InriaSource,
 // inria_processor.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 #include "data/loader.h"
 #include "data/registry.h"
-#include "data/unet_input.h"
+#include "data/processors/unet_input.h"
 
 namespace zoo::data {
 

@@ -1,5 +1,5 @@
-// Implementation of data/llava_hdf5.h.
-#include "data/llava_hdf5.h"
+// Implementation of data/processors/llava_hdf5.h.
+#include "data/processors/llava_hdf5.h"
 
 #include <hdf5.h>
 

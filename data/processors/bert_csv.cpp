@@ -1,5 +1,5 @@
-// Implementation of data/bert_csv.h.
-#include "data/bert_csv.h"
+// Implementation of data/processors/bert_csv.h.
+#include "data/processors/bert_csv.h"
 
 #include "data/csv_loader.h"
 

@@ -1,5 +1,5 @@
-// Implementation of data/seq2seq_text.h.
-#include "data/seq2seq_text.h"
+// Implementation of data/processors/seq2seq_text.h.
+#include "data/processors/seq2seq_text.h"
 
 #include "data/csv_loader.h"
 

@@ -1,5 +1,5 @@
-// Implementation of data/alphabet.h.
-#include "data/alphabet.h"
+// Implementation of data/processors/alphabet.h.
+#include "data/processors/alphabet.h"
 
 #include "data/splitmix.h"
 

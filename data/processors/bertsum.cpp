@@ -1,5 +1,5 @@
-// Implementation of data/bertsum.h.
-#include "data/bertsum.h"
+// Implementation of data/processors/bertsum.h.
+#include "data/processors/bertsum.h"
 
 #include <fstream>
 
