@@ -15,18 +15,20 @@ namespace {
 struct Rng : SplitMix64 {
   int64_t below(int64_t n) { return static_cast<int64_t>(SplitMix64::below(static_cast<uint64_t>(n))); }
   template <class T>
-  const T& pick(const std::vector<T>& v) { return v[below(static_cast<int64_t>(v.size()))]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[below(static_cast<int64_t>(v.size()))];
+  }
 };
 
-const std::vector<std::string> kNames = {"ada", "bram", "cleo", "dax", "elin", "finn", "gus", "hana",
-                                         "ivo", "juno", "kai", "lena", "milo", "nora", "otto", "pia"};
-const std::vector<std::string> kPlaces = {"the harbor", "the old mill", "the market", "the library",
+const std::vector<std::string> kNames = {"ada", "bram", "cleo", "dax",  "elin", "finn", "gus",  "hana",
+                                         "ivo", "juno", "kai",  "lena", "milo", "nora", "otto", "pia"};
+const std::vector<std::string> kPlaces = {"the harbor",    "the old mill",   "the market", "the library",
                                           "the hill farm", "the river bank", "the bakery", "the tower"};
 const std::vector<std::string> kThings = {"apple", "lamp", "book", "stone", "shell", "coin", "kite", "cup"};
 const std::vector<std::string> kAdjectives = {"red", "small", "heavy", "shiny", "old", "green", "warm", "quiet"};
 const std::vector<std::string> kVerbs = {"finds", "carries", "paints", "hides", "counts", "sells", "keeps"};
-const std::vector<std::string> kNumbers = {"zero", "one", "two", "three", "four", "five", "six",
-                                           "seven", "eight", "nine", "ten"};
+const std::vector<std::string> kNumbers = {"zero", "one",   "two",   "three", "four", "five",
+                                           "six",  "seven", "eight", "nine",  "ten"};
 
 std::string plural(const std::string& thing, int64_t n) { return n == 1 ? thing : thing + "s"; }
 

@@ -67,8 +67,8 @@ void for_each_document(const std::string& path, const std::string& jsonl_key, F&
   });
 }
 
-CreateHdf5Summary create_lm_data(const CreateHdf5Options& o, const text::Tokenizer& tokenizer, int64_t eos,
-                                 int64_t pad, std::ostream& progress) {
+CreateHdf5Summary create_lm_data(const CreateHdf5Options& o, const text::Tokenizer& tokenizer, int64_t eos, int64_t pad,
+                                 std::ostream& progress) {
   const auto files = input_files(o.input_dir, true, progress);
   refuse_existing_dataset(o);
   SampleWriter writer(o, static_cast<int32_t>(pad));
@@ -108,12 +108,14 @@ CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress
   if (o.eos_id) eos = *o.eos_id;
   else if (auto id = tokenizer->special_tokens().eos) eos = *id;
   else if (auto id = tokenizer->token_to_id("<|endoftext|>")) eos = *id;
-  else throw std::invalid_argument("--eos_id is required: tokenizer " + o.tokenizer.type + " has no eos_token and no <|endoftext|>");
+  else
+    throw std::invalid_argument("--eos_id is required: tokenizer " + o.tokenizer.type +
+                                " has no eos_token and no <|endoftext|>");
   const int64_t pad = o.pad_id.value_or(eos);
   for (auto [flag, id] : {std::pair<const char*, int64_t>{"--eos_id", eos}, {"--pad_id", pad}})
     if (id < 0 || id >= vocab)
-      throw std::invalid_argument(std::string(flag) + " " + std::to_string(id) + " is outside the tokenizer's vocabulary (size " +
-                                  std::to_string(vocab) + ")");
+      throw std::invalid_argument(std::string(flag) + " " + std::to_string(id) +
+                                  " is outside the tokenizer's vocabulary (size " + std::to_string(vocab) + ")");
 
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const CreateHdf5Summary s = o.mode == "LMData" ? create_lm_data(o, *tokenizer, eos, pad, progress)
@@ -135,19 +137,30 @@ CreateHdf5Summary create_hdf5(const CreateHdf5Options& o, std::ostream& progress
     params["processing"]["pack_sequences"] = o.pack_sequences;
     params["processing"]["jsonl_key"] = o.jsonl_key;
   } else if (o.mode == "Summarization") {
-    params["processing"].update({{"prompt_key", o.prompt_key}, {"completion_key", o.completion_key},
-                                 {"sep_token", o.sep_token}, {"truncate", o.truncate}, {"use_vsl", o.pack}});
+    params["processing"].update({{"prompt_key", o.prompt_key},
+                                 {"completion_key", o.completion_key},
+                                 {"sep_token", o.sep_token},
+                                 {"truncate", o.truncate},
+                                 {"use_vsl", o.pack}});
   } else {
-    params["processing"].update({{"multi_turn_key", o.multi_turn_key}, {"multi_turn_role_key", o.multi_turn_role_key},
+    params["processing"].update({{"multi_turn_key", o.multi_turn_key},
+                                 {"multi_turn_role_key", o.multi_turn_role_key},
                                  {"multi_turn_content_key", o.multi_turn_content_key},
-                                 {"chat_template_file", o.chat_template_file}, {"truncate", o.truncate},
+                                 {"chat_template_file", o.chat_template_file},
+                                 {"truncate", o.truncate},
                                  {"use_vsl", o.pack}});
   }
-  params["post-process"] = {{"n_examples", s.samples},  {"n_files", s.files},
-                            {"n_documents", s.documents}, {"n_tokens", s.tokens},
-                            {"n_loss_tokens", s.loss_tokens}, {"discarded_tokens", s.discarded_tokens},
-                            {"n_truncated", s.truncated}, {"n_dropped", s.dropped},
-                            {"vocab_size", vocab}, {"eos_id", eos}, {"pad_id", pad}};
+  params["post-process"] = {{"n_examples", s.samples},
+                            {"n_files", s.files},
+                            {"n_documents", s.documents},
+                            {"n_tokens", s.tokens},
+                            {"n_loss_tokens", s.loss_tokens},
+                            {"discarded_tokens", s.discarded_tokens},
+                            {"n_truncated", s.truncated},
+                            {"n_dropped", s.dropped},
+                            {"vocab_size", vocab},
+                            {"eos_id", eos},
+                            {"pad_id", pad}};
   if (o.mode != "LMData") {
     params["post-process"]["n_sequences"] = s.sequences;
     params["post-process"]["n_filled_columns"] = s.columns_filled;

@@ -46,14 +46,14 @@ struct CreateHdf5Options {
 constexpr int64_t kPackWindow = 100000;  // samples packed together (bounds the memory packing takes)
 
 struct CreateHdf5Summary {
-  int64_t documents = 0;         // documents, pairs or conversations read
+  int64_t documents = 0;  // documents, pairs or conversations read
   int64_t samples = 0;
   int64_t files = 0;
-  int64_t tokens = 0;            // tokens read, eos included
-  int64_t loss_tokens = 0;       // labels in the loss (attention_mask 1)
-  int64_t discarded_tokens = 0;  // LMData: leftovers too short for a sample (a single token)
+  int64_t tokens = 0;                  // tokens read, eos included
+  int64_t loss_tokens = 0;             // labels in the loss (attention_mask 1)
+  int64_t discarded_tokens = 0;        // LMData: leftovers too short for a sample (a single token)
   int64_t truncated = 0, dropped = 0;  // Summarization / Chat samples over max_seq_length
-  int64_t turns_cut = 0;  // Chat: assistant turns learned only as far as their two renderings agree
+  int64_t turns_cut = 0;               // Chat: assistant turns learned only as far as their two renderings agree
   int64_t sequences = 0;       // Summarization / Chat: pairs or conversations written (several per row with pack)
   int64_t columns_filled = 0;  // Summarization / Chat: input columns that are not padding
 };

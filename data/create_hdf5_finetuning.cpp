@@ -15,10 +15,12 @@
 namespace zoo::data {
 namespace {
 
-const std::string& string_at(const nlohmann::json& j, const std::string& key, const std::string& where, const char* flag) {
+const std::string& string_at(const nlohmann::json& j, const std::string& key, const std::string& where,
+                             const char* flag) {
   if (!j.contains(key))
     throw std::invalid_argument(where + ": no key '" + key + "' (set " + flag + " to the key your file uses)");
-  if (!j[key].is_string()) throw std::invalid_argument(where + ": '" + key + "' must be a string, got " + j[key].type_name());
+  if (!j[key].is_string())
+    throw std::invalid_argument(where + ": '" + key + "' must be a string, got " + j[key].type_name());
   return j[key].get_ref<const std::string&>();
 }
 
@@ -26,21 +28,24 @@ const std::string& string_at(const nlohmann::json& j, const std::string& key, co
 // ([{"type": "text", "text": ...}]), which the template reads as it is.
 nlohmann::json content_at(const nlohmann::json& message, const std::string& key, const std::string& where) {
   if (!message.contains(key))
-    throw std::invalid_argument(where + ": no key '" + key + "' (set --multi_turn_content_key to the key your file uses)");
+    throw std::invalid_argument(where + ": no key '" + key +
+                                "' (set --multi_turn_content_key to the key your file uses)");
   const auto& content = message[key];
   if (content.is_string()) return content;
   if (content.is_array()) {
     for (size_t k = 0; k < content.size(); ++k)
       if (!content[k].is_object() || !content[k].contains("type") || !content[k]["type"].is_string())
-        throw std::invalid_argument(where + ": '" + key + "'[" + std::to_string(k) + "]: expected a part {\"type\": ..., ...}, got " +
-                                    content[k].dump().substr(0, 200));
+        throw std::invalid_argument(where + ": '" + key + "'[" + std::to_string(k) +
+                                    "]: expected a part {\"type\": ..., ...}, got " + content[k].dump().substr(0, 200));
     return content;
   }
-  throw std::invalid_argument(where + ": '" + key + "' must be a string or a list of parts ({\"type\": \"text\", \"text\": ...}), got " +
+  throw std::invalid_argument(where + ": '" + key +
+                              "' must be a string or a list of parts ({\"type\": \"text\", \"text\": ...}), got " +
                               content.type_name());
 }
 
-std::vector<text::ChatMessage> messages_of(const nlohmann::json& j, const CreateHdf5Options& o, const std::string& where) {
+std::vector<text::ChatMessage> messages_of(const nlohmann::json& j, const CreateHdf5Options& o,
+                                           const std::string& where) {
   if (!j.contains(o.multi_turn_key) || !j[o.multi_turn_key].is_array())
     throw std::invalid_argument(where + ": expected a list of messages under '" + o.multi_turn_key +
                                 "' (set --multi_turn_key)");
@@ -72,7 +77,8 @@ class Packer {
     for (const auto& row : best_fit_decreasing(columns, msl_)) {
       std::vector<SampleWriter::Sequence> sequences;
       for (size_t i : row)
-        sequences.push_back({pending_[i].ids.data(), static_cast<int64_t>(pending_[i].ids.size()), pending_[i].in_loss.data()});
+        sequences.push_back(
+            {pending_[i].ids.data(), static_cast<int64_t>(pending_[i].ids.size()), pending_[i].in_loss.data()});
       writer_.add_packed(sequences);
     }
     pending_.clear();
@@ -93,7 +99,8 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
   if (!o.sep_token.empty()) {
     sep = tokenizer.token_to_id(o.sep_token);
     if (!sep)
-      throw std::invalid_argument("--sep_token " + o.sep_token + " is not a token of the tokenizer's vocabulary (zoo does "
+      throw std::invalid_argument("--sep_token " + o.sep_token +
+                                  " is not a token of the tokenizer's vocabulary (zoo does "
                                   "not add tokens: a pretrained model's embedding would have no row for it)");
   }
   std::unique_ptr<text::ChatTemplate> chat_template;
@@ -104,7 +111,8 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
                                                            special, o.chat_template_file);
     else
       chat_template = std::make_unique<text::ChatTemplate>(
-          special.chat_template, special, special.source.empty() ? "--tokenizer_type " + o.tokenizer.type : special.source);
+          special.chat_template, special,
+          special.source.empty() ? "--tokenizer_type " + o.tokenizer.type : special.source);
   }
   const auto files = input_files(o.input_dir, false, progress);
   refuse_existing_dataset(o);
@@ -112,45 +120,48 @@ CreateHdf5Summary create_finetuning_data(const CreateHdf5Options& o, const text:
   CreateHdf5Summary s;
   Packer packer(writer, o.max_seq_length);
   const int64_t window = o.max_seq_length + 1;
-  write_samples(files, writer, s, progress, [&](const std::string& file) {
-    for_each_json_line(file, [&](const nlohmann::json& j, const std::string& where) {
-      text::LabeledTokens t;
-      try {
-        if (chat)
-          t = text::chat_tokens(tokenizer, *chat_template, messages_of(j, o, where), static_cast<size_t>(o.max_seq_length + 1));
-        else
-          t = text::prompt_completion_tokens(tokenizer, string_at(j, o.prompt_key, where, "--prompt_key"),
-                                             string_at(j, o.completion_key, where, "--completion_key"), sep,
-                                             static_cast<int32_t>(eos));
-      } catch (const std::invalid_argument& e) {
-        const std::string what = e.what();
-        throw std::invalid_argument(what.rfind(where, 0) == 0 ? what : where + ": " + what);
-      }
-      ++s.documents;
-      s.turns_cut += t.turns_cut;
-      int64_t length = static_cast<int64_t>(t.ids.size());
-      if (length > window) {
-        const bool loss_left = std::find(t.in_loss.begin() + 1, t.in_loss.begin() + window, 1) != t.in_loss.begin() + window;
-        if (!o.truncate || !loss_left) {
-          ++s.dropped;
-          return;
-        }
-        ++s.truncated;
-        length = window;
-      }
-      if (length < 2) {
-        ++s.dropped;
-        return;
-      }
-      s.tokens += length;
-      ++s.sequences;
-      s.columns_filled += length - 1;
-      if (o.pack)
-        packer.add(std::move(t), length);
-      else
-        writer.add(t.ids.data(), length, t.in_loss.data());
-    });
-  }, [&] { packer.flush(); });
+  write_samples(
+      files, writer, s, progress,
+      [&](const std::string& file) {
+        for_each_json_line(file, [&](const nlohmann::json& j, const std::string& where) {
+          text::LabeledTokens t;
+          try {
+            if (chat)
+              t = text::chat_tokens(tokenizer, *chat_template, messages_of(j, o, where),
+                                    static_cast<size_t>(o.max_seq_length + 1));
+            else
+              t = text::prompt_completion_tokens(tokenizer, string_at(j, o.prompt_key, where, "--prompt_key"),
+                                                 string_at(j, o.completion_key, where, "--completion_key"), sep,
+                                                 static_cast<int32_t>(eos));
+          } catch (const std::invalid_argument& e) {
+            const std::string what = e.what();
+            throw std::invalid_argument(what.rfind(where, 0) == 0 ? what : where + ": " + what);
+          }
+          ++s.documents;
+          s.turns_cut += t.turns_cut;
+          int64_t length = static_cast<int64_t>(t.ids.size());
+          if (length > window) {
+            const bool loss_left =
+                std::find(t.in_loss.begin() + 1, t.in_loss.begin() + window, 1) != t.in_loss.begin() + window;
+            if (!o.truncate || !loss_left) {
+              ++s.dropped;
+              return;
+            }
+            ++s.truncated;
+            length = window;
+          }
+          if (length < 2) {
+            ++s.dropped;
+            return;
+          }
+          s.tokens += length;
+          ++s.sequences;
+          s.columns_filled += length - 1;
+          if (o.pack) packer.add(std::move(t), length);
+          else writer.add(t.ids.data(), length, t.in_loss.data());
+        });
+      },
+      [&] { packer.flush(); });
   return s;
 }
 

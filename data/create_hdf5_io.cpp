@@ -126,7 +126,8 @@ LineReader::LineReader(const std::string& path) : path_(path), file_(gzopen(path
   // gzip (a renamed or half-written file) would be read as plain text.
   if (ends_with(path, ".gz") && gzdirect(file_) == 1) {
     gzclose(file_);
-    throw std::runtime_error(path + ": not gzip data (it does not start with gzip's header); is the file damaged "
+    throw std::runtime_error(path +
+                             ": not gzip data (it does not start with gzip's header); is the file damaged "
                              "or misnamed?");
   }
 }
@@ -179,9 +180,12 @@ std::vector<std::string> input_files(const std::string& input_dir, bool text_too
     if (!e.is_regular_file()) {
       // An input by its name that cannot be read as one is an error, not a file quietly left out.
       if (!(text_too && is_text_file(p)) && !is_jsonl_file(p)) continue;
-      const char* what = e.is_directory() ? "a directory" : e.is_symlink() && !fs::exists(e.path()) ? "a symbolic link to nothing"
-                         : e.is_fifo() ? "a FIFO" : "not a regular file";
-      throw std::invalid_argument("--input_dir " + input_dir + ": " + p + " is " + what + ", expected a " + wanted + " file");
+      const char* what = e.is_directory()                          ? "a directory"
+                         : e.is_symlink() && !fs::exists(e.path()) ? "a symbolic link to nothing"
+                         : e.is_fifo()                             ? "a FIFO"
+                                                                   : "not a regular file";
+      throw std::invalid_argument("--input_dir " + input_dir + ": " + p + " is " + what + ", expected a " + wanted +
+                                  " file");
     }
     if ((text_too && is_text_file(p)) || is_jsonl_file(p)) files.push_back(p);
     else progress << "create-hdf5: skipping " << p << " (not " << wanted << ", gzipped or not)\n";
@@ -209,7 +213,8 @@ void for_each_json_line(const std::string& path,
   }
 }
 
-void show_progress(std::ostream& out, size_t done, size_t total, const SampleWriter& w, int64_t tokens, double seconds) {
+void show_progress(std::ostream& out, size_t done, size_t total, const SampleWriter& w, int64_t tokens,
+                   double seconds) {
   const int width = 30, filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
   out << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/" << total
       << " files, " << w.samples() << " samples, " << tokens << " tokens, " << std::fixed << std::setprecision(0)

@@ -6,11 +6,10 @@
 
 #include <zlib.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -34,6 +34,7 @@ class CsvTable {
    public:
     // The field of `name`; std::runtime_error naming the row when it has none.
     const std::string& operator[](const std::string& name) const;
+
    private:
     friend class CsvTable;
     std::vector<std::string> fields_;

@@ -31,7 +31,8 @@ Hdf5Files::Hdf5Files(const std::vector<std::string>& paths, const std::vector<st
       hid_t type = H5Dget_type(d);
       const bool integer = H5Tget_class(type) == H5T_INTEGER;
       H5Tclose(type);
-      if (!integer) throw std::runtime_error(path + ": dataset '" + name + "' does not hold integers (" + expected + ")");
+      if (!integer)
+        throw std::runtime_error(path + ": dataset '" + name + "' does not hold integers (" + expected + ")");
     }
   }
 }
@@ -59,7 +60,8 @@ void Hdf5Files::check_fully_written(int64_t dataset_id, const std::string& path,
     std::vector<hsize_t> chunk(dims.size());
     hsize_t expected = 1, stored = 0;
     hid_t file_space = H5Dget_space(d);  // HDF5 1.10 refuses H5S_ALL here
-    const bool counted = H5Pget_chunk(plist, rank, chunk.data()) == rank && H5Dget_num_chunks(d, file_space, &stored) >= 0;
+    const bool counted =
+        H5Pget_chunk(plist, rank, chunk.data()) == rank && H5Dget_num_chunks(d, file_space, &stored) >= 0;
     H5Sclose(file_space);
     if (counted) {
       for (size_t k = 0; k < dims.size(); ++k) expected *= chunk[k] ? (dims[k] + chunk[k] - 1) / chunk[k] : 1;
@@ -71,7 +73,8 @@ void Hdf5Files::check_fully_written(int64_t dataset_id, const std::string& path,
   }
   H5Pclose(plist);
   if (!whole)
-    throw std::runtime_error(path + ": dataset '" + name + "' has chunks that were never written (a truncated or "
+    throw std::runtime_error(path + ": dataset '" + name +
+                             "' has chunks that were never written (a truncated or "
                              "damaged file); they would read as zeros");
 }
 

@@ -15,7 +15,8 @@ class Hdf5Files {
  public:
   // Opens every file and its `datasets`; throws std::runtime_error naming
   // the file (and `expected`, what the files should hold) when one is missing.
-  Hdf5Files(const std::vector<std::string>& paths, const std::vector<std::string>& datasets, const std::string& expected);
+  Hdf5Files(const std::vector<std::string>& paths, const std::vector<std::string>& datasets,
+            const std::string& expected);
   ~Hdf5Files();
   Hdf5Files(const Hdf5Files&) = delete;
   Hdf5Files& operator=(const Hdf5Files&) = delete;

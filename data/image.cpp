@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <optional>
-#include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "data/splitmix.h"
@@ -137,7 +137,9 @@ void write_jpeg(const std::string& path, const torch::Tensor& image, int quality
   info.image_width = static_cast<JDIMENSION>(W);
   info.image_height = static_cast<JDIMENSION>(H);
   info.input_components = static_cast<int>(C);
-  info.in_color_space = C == 1 ? JCS_GRAYSCALE : C == 3 ? JCS_RGB : JCS_CMYK;  // CMYK: stored as given, with Adobe's marker
+  info.in_color_space = C == 1   ? JCS_GRAYSCALE
+                        : C == 3 ? JCS_RGB
+                                 : JCS_CMYK;  // CMYK: stored as given, with Adobe's marker
   jpeg_set_defaults(&info);
   jpeg_set_quality(&info, quality, TRUE);
   jpeg_start_compress(&info, TRUE);
@@ -198,7 +200,8 @@ torch::Tensor read_tiff(const std::string& path, int64_t channels) {
     throw fail("not a TIFF file");
   const bool little = bytes[0] == 'I';
   auto u = [&](size_t at, int size) -> uint64_t {  // an unsigned field of `size` bytes in the file's byte order
-    if (at + size > bytes.size()) throw fail("truncated (a field at byte " + std::to_string(at) + " lies past its end)");
+    if (at + size > bytes.size())
+      throw fail("truncated (a field at byte " + std::to_string(at) + " lies past its end)");
     uint64_t v = 0;
     for (int i = 0; i < size; ++i) {
       const auto b = static_cast<uint8_t>(bytes[at + (little ? size - 1 - i : i)]);
@@ -226,7 +229,9 @@ torch::Tensor read_tiff(const std::string& path, int64_t channels) {
     throw fail("no TIFF tag " + std::to_string(t));
   };
   if (tags.count(322)) throw fail("a tiled TIFF (zoo reads strips only)");
-  if (tag(259, 1) != 1) throw fail("a compressed TIFF (compression " + std::to_string(tag(259)) + "; zoo reads uncompressed ones, as PIL saves them)");
+  if (tag(259, 1) != 1)
+    throw fail("a compressed TIFF (compression " + std::to_string(tag(259)) +
+               "; zoo reads uncompressed ones, as PIL saves them)");
   if (tag(284, 1) != 1) throw fail("a planar TIFF (zoo reads interleaved samples only)");
   const int64_t W = tag(256), H = tag(257), spp = tag(277, 1);
   for (uint64_t bits : tags.count(258) ? tags[258] : std::vector<uint64_t>{1})
@@ -234,21 +239,23 @@ torch::Tensor read_tiff(const std::string& path, int64_t channels) {
   const uint64_t photometric = tag(262);
   if (photometric == 3) throw fail("a palette TIFF (zoo reads gray and RGB ones)");
   if (!((spp == 1 && photometric <= 1) || (spp >= 3 && photometric == 2)))
-    throw fail(std::to_string(spp) + " samples per pixel with photometric interpretation " + std::to_string(photometric));
+    throw fail(std::to_string(spp) + " samples per pixel with photometric interpretation " +
+               std::to_string(photometric));
   const std::vector<uint64_t>& offsets = tags[273];
   const std::vector<uint64_t>& counts = tags[279];
   if (offsets.empty() || offsets.size() != counts.size()) throw fail("strip offsets and byte counts do not match");
   std::vector<uint8_t> pixels;
   pixels.reserve(size_t(H * W * spp));
   for (size_t s = 0; s < offsets.size(); ++s) {
-    if (offsets[s] + counts[s] > bytes.size()) throw fail("truncated (strip " + std::to_string(s) + " lies past its end)");
+    if (offsets[s] + counts[s] > bytes.size())
+      throw fail("truncated (strip " + std::to_string(s) + " lies past its end)");
     pixels.insert(pixels.end(), bytes.begin() + offsets[s], bytes.begin() + offsets[s] + counts[s]);
   }
   if (pixels.size() < size_t(H * W * spp))
     throw fail("its strips hold " + std::to_string(pixels.size()) + " bytes for " + std::to_string(W) + " x " +
                std::to_string(H) + " x " + std::to_string(spp));
   torch::Tensor hwc = torch::from_blob(pixels.data(), {H, W, spp}, torch::kByte).clone();
-  if (photometric == 0) hwc = 255 - hwc;  // WhiteIsZero
+  if (photometric == 0) hwc = 255 - hwc;                // WhiteIsZero
   if (spp > 3) hwc = hwc.narrow(2, 0, 3).contiguous();  // alpha (or extra samples) dropped
   const torch::Tensor chw = hwc.permute({2, 0, 1}).contiguous();
   if (chw.size(0) == channels) return chw;

@@ -10,17 +10,19 @@
 namespace zoo::data {
 
 namespace {
-const std::vector<std::string> kTransforms = {"resize",        "center_crop",         "random_resized_crop",
-                                              "random_horizontal_flip", "random_vertical_flip", "to_tensor",
-                                              "normalize", "expand_to_square"};
+const std::vector<std::string> kTransforms = {
+    "resize",    "center_crop", "random_resized_crop", "random_horizontal_flip", "random_vertical_flip",
+    "to_tensor", "normalize",   "expand_to_square"};
 }  // namespace
 
 const config::Schema<TransformSpec>& TransformSpec::schema() {
   using S = TransformSpec;
   static const config::Schema<S> s =
       config::Schema<S>("transforms[] entry", "One torchvision transform of the input pipeline.")
-          .field("name", &S::name, "resize, center_crop, random_resized_crop, random_horizontal_flip, "
-                 "random_vertical_flip, to_tensor, normalize or expand_to_square (modelzoo's other transforms are not in zoo "
+          .field("name", &S::name,
+                 "resize, center_crop, random_resized_crop, random_horizontal_flip, "
+                 "random_vertical_flip, to_tensor, normalize or expand_to_square (modelzoo's other transforms are not "
+                 "in zoo "
                  "yet).",
                  config::one_of(kTransforms))
           .field("size", &S::size, "[H, W], or one number (resize: the shorter side, keeping the aspect ratio).")
@@ -57,8 +59,8 @@ const config::Schema<TransformSpec>& TransformSpec::schema() {
   return s;
 }
 
-CropBox random_resized_crop_box(int64_t H, int64_t W, const std::vector<double>& scale, const std::vector<double>& ratio,
-                                uint64_t seed) {
+CropBox random_resized_crop_box(int64_t H, int64_t W, const std::vector<double>& scale,
+                                const std::vector<double>& ratio, uint64_t seed) {
   SplitMix64 rng{SplitMix64::mix(seed)};
   const double area = double(H) * double(W);
   const double log_lo = std::log(ratio[0]), log_hi = std::log(ratio[1]);

@@ -20,12 +20,12 @@ namespace zoo::data {
 // expand_to_square (LLaVA's: the image centred on a square of background_color).
 struct TransformSpec {
   std::string name;
-  std::optional<config::NumberList> size;  // [H, W], or one number (resize: the shorter side)
-  config::NumberList scale{{0.08, 1.0}};   // random_resized_crop: share of the area
-  config::NumberList ratio{{3.0 / 4.0, 4.0 / 3.0}};  // random_resized_crop: aspect ratio range
-  std::string interpolation = "bilinear";  // resize, random_resized_crop
-  double p = 0.5;                          // flips
-  std::optional<config::NumberList> mean, std;  // normalize, per channel
+  std::optional<config::NumberList> size;                // [H, W], or one number (resize: the shorter side)
+  config::NumberList scale{{0.08, 1.0}};                 // random_resized_crop: share of the area
+  config::NumberList ratio{{3.0 / 4.0, 4.0 / 3.0}};      // random_resized_crop: aspect ratio range
+  std::string interpolation = "bilinear";                // resize, random_resized_crop
+  double p = 0.5;                                        // flips
+  std::optional<config::NumberList> mean, std;           // normalize, per channel
   std::optional<std::vector<int64_t>> background_color;  // expand_to_square: the padding's RGB
   static const config::Schema<TransformSpec>& schema();
 };

@@ -8,7 +8,9 @@ namespace zoo::data {
 
 IterableLoader::IterableLoader(std::shared_ptr<SampleSource> source, std::vector<FileRange> files,
                                const LoaderOptions& o, int64_t shuffle_buffer, TaskShard shard)
-    : StreamLoader(std::move(source), o, shard), files_(std::move(files)), buffer_size_(static_cast<size_t>(shuffle_buffer)) {
+    : StreamLoader(std::move(source), o, shard),
+      files_(std::move(files)),
+      buffer_size_(static_cast<size_t>(shuffle_buffer)) {
   for (const auto& f : files_) total_ += f.second;
   per_epoch_ = o.drop_last ? (total_ / batch_size()) * batch_size() : total_;
   if (per_epoch_ < 1 || buffer_size_ < 1) throw std::invalid_argument("IterableLoader: no full batch or empty buffer");

@@ -21,7 +21,8 @@ LineVocabulary::LineVocabulary(const std::string& file, bool do_lower) : file_(f
   std::ifstream in(file);
   if (!in) throw std::runtime_error(file + ": cannot be read");
   std::string line;
-  for (; std::getline(in, line); ++lines_) ids_[do_lower ? lower_ascii(strip_whitespace(line)) : strip_whitespace(line)] = lines_;
+  for (; std::getline(in, line); ++lines_)
+    ids_[do_lower ? lower_ascii(strip_whitespace(line)) : strip_whitespace(line)] = lines_;
 }
 
 std::optional<int64_t> LineVocabulary::find(const std::string& token) const {

@@ -35,18 +35,22 @@ TaskShard TaskShard::from_environment() {
 
 int64_t per_task_batch_size(const LoaderOptions& o, const TaskShard& shard) {
   if (o.batch_size % shard.num_tasks != 0)
-    throw LoaderOptionError("batch_size", "batch_size " + std::to_string(o.batch_size) + " (the global batch) does not divide by the " +
-                                std::to_string(shard.num_tasks) + " data-parallel ranks (WORLD_SIZE)");
+    throw LoaderOptionError("batch_size", "batch_size " + std::to_string(o.batch_size) +
+                                              " (the global batch) does not divide by the " +
+                                              std::to_string(shard.num_tasks) + " data-parallel ranks (WORLD_SIZE)");
   const int64_t per_task = o.batch_size / shard.num_tasks;
   if (o.micro_batch_size && per_task % *o.micro_batch_size != 0)
-    throw LoaderOptionError("micro_batch_size", "micro_batch_size " + std::to_string(*o.micro_batch_size) + " does not divide each rank's " +
-                                std::to_string(per_task) + " samples (batch_size / WORLD_SIZE)");
+    throw LoaderOptionError("micro_batch_size", "micro_batch_size " + std::to_string(*o.micro_batch_size) +
+                                                    " does not divide each rank's " + std::to_string(per_task) +
+                                                    " samples (batch_size / WORLD_SIZE)");
   return per_task;
 }
 
 void DataLoader::resume(const Position& saved) {
   const Position now = position();
-  auto seed = [](const std::optional<int64_t>& s) { return s ? "shuffle_seed " + std::to_string(*s) : std::string("no shuffling"); };
+  auto seed = [](const std::optional<int64_t>& s) {
+    return s ? "shuffle_seed " + std::to_string(*s) : std::string("no shuffling");
+  };
   if (saved.shuffle_seed != now.shuffle_seed)
     throw std::invalid_argument("the checkpoint's data order was made with " + seed(saved.shuffle_seed) +
                                 ", this run has " + seed(now.shuffle_seed) +
@@ -100,9 +104,7 @@ StreamLoader::StreamLoader(std::shared_ptr<SampleSource> source, const LoaderOpt
 
 StreamLoader::~StreamLoader() = default;
 
-std::optional<int64_t> StreamLoader::sequence_length() const {
-  return source_->tokens_per_sample();
-}
+std::optional<int64_t> StreamLoader::sequence_length() const { return source_->tokens_per_sample(); }
 
 DataLoader::Position StreamLoader::position() const {
   Position p;
@@ -132,7 +134,7 @@ Features StreamLoader::next() {
 }
 
 void LmSampleSource::check_row(int64_t sample, const int32_t* ids, const int32_t* mask, int32_t* labels, int64_t T,
-                              std::optional<int64_t> vocab_size) const {
+                               std::optional<int64_t> vocab_size) const {
   auto fail = [&](const std::string& what) { throw std::runtime_error(locate(sample) + ": " + what); };
   const int64_t V = vocab_size.value_or(std::numeric_limits<int32_t>::max() + int64_t{1});
   auto outside = [&](const char* row, int32_t id, int64_t t) {
@@ -199,9 +201,7 @@ MapStyleLoader::MapStyleLoader(std::shared_ptr<SampleSource> source, const Loade
                                 std::to_string(shard.num_tasks) + " data-parallel tasks");
 }
 
-int64_t MapStyleLoader::batches_per_epoch() const {
-  return source().num_samples() / batch_size() / shard().num_tasks;
-}
+int64_t MapStyleLoader::batches_per_epoch() const { return source().num_samples() / batch_size() / shard().num_tasks; }
 
 int64_t MapStyleLoader::plan_next() {
   // This task's position p is in its batch p / B, which is batch

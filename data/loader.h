@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model.h"
 #include "configs/schema/schema.h"
+#include "models/model.h"
 
 namespace zoo::data {
 
@@ -78,25 +78,22 @@ struct LoaderOptions {
 template <class T>
 config::Schema<T>& add_loader_fields(config::Schema<T>& s) {
   using L = LoaderOptions;
-  return s
-      .field("data_processor", static_cast<std::string T::*>(&L::data_processor), "Data processor name.")
+  return s.field("data_processor", static_cast<std::string T::*>(&L::data_processor), "Data processor name.")
       .field("data_dir", static_cast<config::PathList T::*>(&L::data_dir),
              "Directory (or list of directories) holding the data files.")
-      .field("batch_size", static_cast<int64_t T::*>(&L::batch_size), "Samples per batch.",
-             config::positive<int64_t>())
+      .field("batch_size", static_cast<int64_t T::*>(&L::batch_size), "Samples per batch.", config::positive<int64_t>())
       .field("micro_batch_size", static_cast<std::optional<int64_t> T::*>(&L::micro_batch_size),
              "Split each batch into micro-batches of this size, accumulating their gradients (null: whole batches).",
              config::if_set(config::positive<int64_t>()))
       .field("shuffle", static_cast<bool T::*>(&L::shuffle), "Shuffle samples each epoch.")
-      .field("shuffle_seed", static_cast<int64_t T::*>(&L::shuffle_seed),
-             "Seed of the shuffle; epoch e uses seed + e.")
+      .field("shuffle_seed", static_cast<int64_t T::*>(&L::shuffle_seed), "Seed of the shuffle; epoch e uses seed + e.")
       .field("drop_last", static_cast<bool T::*>(&L::drop_last),
              "Only full batches; the remainder of an epoch is carried into the next.")
       .field("num_workers", static_cast<int64_t T::*>(&L::num_workers),
              "Background threads reading batches ahead of training (0: read on the training thread).",
              config::non_negative<int64_t>())
-      .field("prefetch_factor", static_cast<int64_t T::*>(&L::prefetch_factor),
-             "Batches each worker keeps read ahead.", config::non_negative<int64_t>())
+      .field("prefetch_factor", static_cast<int64_t T::*>(&L::prefetch_factor), "Batches each worker keeps read ahead.",
+             config::non_negative<int64_t>())
       .field("persistent_workers", static_cast<bool T::*>(&L::persistent_workers),
              "Keep workers between epochs (zoo's workers always persist; accepted for modelzoo configs).")
       .validate([](const T& o, const auto& fail) {
@@ -212,7 +209,7 @@ class StreamLoader : public DataLoader {
   int64_t streamed_ = 0;
   std::optional<int64_t> vocab_size_;
   std::unique_ptr<BatchReaderPool> pool_;  // null without workers
-  int64_t prefetch_ = 1;  // batches kept in flight by the pool
+  int64_t prefetch_ = 1;                   // batches kept in flight by the pool
 };
 
 // Map-style: the stream is epoch 0, 1, ... back to back, each a permutation

@@ -39,10 +39,9 @@ MixtureSource::MixtureSource(std::vector<std::shared_ptr<LmSampleSource>> source
     if (weights[k] < 0) throw std::invalid_argument("mixture weights must be >= 0");
     if (weights[k] == 0) continue;
     if (sources[k]->sequence_length() != sources.front()->sequence_length())
-      throw std::invalid_argument(sources[k]->describe() + " has samples of " +
-                                  std::to_string(sources[k]->sequence_length()) + " tokens, " +
-                                  sources.front()->describe() + " of " +
-                                  std::to_string(sources.front()->sequence_length()));
+      throw std::invalid_argument(
+          sources[k]->describe() + " has samples of " + std::to_string(sources[k]->sequence_length()) + " tokens, " +
+          sources.front()->describe() + " of " + std::to_string(sources.front()->sequence_length()));
     sources_.push_back(sources[k]);
     kept.push_back(weights[k]);
     sum += weights[k];
@@ -111,7 +110,8 @@ std::vector<std::pair<double, double>> parse_data_subset(const std::string& text
       b = std::stod(item.substr(dash + 1), &used_b);
       if (item.find_first_not_of(" ", dash + 1 + used_b) != std::string::npos) throw std::invalid_argument("trailing");
     } catch (const std::exception&) {
-      throw std::invalid_argument("\"" + text + "\" is not comma-separated ranges of fractions such as \"0.0-0.5\" or "
+      throw std::invalid_argument("\"" + text +
+                                  "\" is not comma-separated ranges of fractions such as \"0.0-0.5\" or "
                                   "\"0.1-0.3,0.7-1.0\"");
     }
     if (a < 0 || b > 1 || b < a)

@@ -130,7 +130,8 @@ std::vector<char> member_bytes(const std::vector<char>& file, const ZipMember& m
   const size_t data = m.local_offset + 30 + u16(b + m.local_offset + 26) + u16(b + m.local_offset + 28);
   if (data + m.compressed > n) fail(what, "the archive ends inside this member (a truncated file?)");
   if (m.method == 0) return std::vector<char>(file.begin() + long(data), file.begin() + long(data + m.compressed));
-  if (m.method != 8) fail(what, "ZIP compression method " + std::to_string(m.method) + " (zoo reads stored and deflated)");
+  if (m.method != 8)
+    fail(what, "ZIP compression method " + std::to_string(m.method) + " (zoo reads stored and deflated)");
   std::vector<char> out(m.uncompressed);
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail(what, "cannot start zlib");
@@ -148,7 +149,8 @@ std::vector<char> member_bytes(const std::vector<char>& file, const ZipMember& m
 
 torch::Tensor parse_npy(const std::vector<char>& bytes, const std::string& what) {
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) fail(what, "not a .npy array (no \\x93NUMPY magic)");
+  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+    fail(what, "not a .npy array (no \\x93NUMPY magic)");
   const int major = b[6];
   const size_t header_len = major == 1 ? u16(b + 8) : u32(b + 8);
   const size_t header_at = major == 1 ? 10 : 12;

@@ -15,8 +15,8 @@ BatchReaderPool::BatchReaderPool(int64_t num_workers) {
     const size_t started = threads_.size();
     stop();
     throw LoaderOptionError("num_workers", "cannot start " + std::to_string(num_workers) + " reader threads (" +
-                           std::to_string(started) + " started, then: " + e.what() +
-                           "); lower num_workers, or raise the process's thread or memory limits");
+                                               std::to_string(started) + " started, then: " + e.what() +
+                                               "); lower num_workers, or raise the process's thread or memory limits");
   }
 }
 

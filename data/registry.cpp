@@ -11,12 +11,12 @@
 #include "data/processors/bert_hdf5.h"
 #include "data/processors/bert_mlm.h"
 #include "data/processors/bertsum.h"
-#include "data/processors/glue.h"
 #include "data/processors/byte_text.h"
 #include "data/processors/cityscapes.h"
 #include "data/processors/diffusion.h"
 #include "data/processors/dpo_hdf5.h"
 #include "data/processors/dpr_hdf5.h"
+#include "data/processors/glue.h"
 #include "data/processors/gpt_hdf5.h"
 #include "data/processors/imagenet.h"
 #include "data/processors/inria.h"
@@ -32,12 +32,33 @@
 namespace zoo::data {
 
 std::vector<const DataProcessor*> data_processors() {
-  static const std::vector<DataProcessor> all = {byte_text_processor(), gpt_hdf5_processor(),
-                                                 gpt_hdf5_map_processor(), dpo_hdf5_processor(), llava_hdf5_processor(), multimodal_simple_hdf5_processor(), dpr_hdf5_processor(), synthetic_processor(),
-                                                 mnist_processor(), severstal_processor(), cityscapes_processor(), inria_processor(), unet_hdf5_processor(), skm_processor(), imagenet_processor(), diffusion_latent_processor(), diffusion_synthetic_processor(), bert_mlm_processor(), bert_hdf5_processor(), bert_csv_processor(),
-                                                 bert_csv_static_processor(), sst2_processor(), mnli_processor(),
-                                                 ner_processor(), bertsum_processor(),
-                                                 t5_text_processor(), transformer_text_processor(),
+  static const std::vector<DataProcessor> all = {byte_text_processor(),
+                                                 gpt_hdf5_processor(),
+                                                 gpt_hdf5_map_processor(),
+                                                 dpo_hdf5_processor(),
+                                                 llava_hdf5_processor(),
+                                                 multimodal_simple_hdf5_processor(),
+                                                 dpr_hdf5_processor(),
+                                                 synthetic_processor(),
+                                                 mnist_processor(),
+                                                 severstal_processor(),
+                                                 cityscapes_processor(),
+                                                 inria_processor(),
+                                                 unet_hdf5_processor(),
+                                                 skm_processor(),
+                                                 imagenet_processor(),
+                                                 diffusion_latent_processor(),
+                                                 diffusion_synthetic_processor(),
+                                                 bert_mlm_processor(),
+                                                 bert_hdf5_processor(),
+                                                 bert_csv_processor(),
+                                                 bert_csv_static_processor(),
+                                                 sst2_processor(),
+                                                 mnli_processor(),
+                                                 ner_processor(),
+                                                 bertsum_processor(),
+                                                 t5_text_processor(),
+                                                 transformer_text_processor(),
                                                  alphabet_processor()};
   std::vector<const DataProcessor*> out;
   for (const auto& p : all) out.push_back(&p);
@@ -98,8 +119,9 @@ std::shared_ptr<const InputSpec> parse_input(const YAML::Node& section, const co
   // micro_batch_size: auto / explore let the Cerebras compiler choose; zoo then runs whole batches.
   if (micro.IsScalar() && (micro.Scalar() == "auto" || micro.Scalar() == "explore")) {
     ctx.warn(micro, "micro_batch_size",
-             micro.Scalar() + " asks the Cerebras compiler to choose; zoo runs whole batches (give a number to "
-                              "accumulate gradients over micro-batches)");
+             micro.Scalar() +
+                 " asks the Cerebras compiler to choose; zoo runs whole batches (give a number to "
+                 "accumulate gradients over micro-batches)");
     const YAML::Node without = with_micro_batch(section, std::nullopt);
     return find_data_processor(without, ctx).parse(without, ctx);
   }
@@ -157,7 +179,8 @@ std::vector<std::string> list_files(const std::string& dir, const std::string& s
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string p = e.path().string();
-    if (e.is_regular_file() && p.size() >= suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0)
+    if (e.is_regular_file() && p.size() >= suffix.size() &&
+        p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0)
       out.push_back(p);
   }
   std::sort(out.begin(), out.end());

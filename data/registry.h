@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "data/loader.h"
 #include "configs/schema/schema.h"
+#include "data/loader.h"
 
 namespace zoo::data {
 
@@ -58,8 +58,8 @@ using ProducesFor = std::function<std::vector<std::string>(const Options&)>;
 template <class Options>
 class TypedInputSpec : public InputSpec {
  public:
-  TypedInputSpec(std::string name, std::vector<std::string> produces, Opener<Options> opener,
-                 const YAML::Node& section, const config::Context& ctx, const ProducesFor<Options>& produces_for = {})
+  TypedInputSpec(std::string name, std::vector<std::string> produces, Opener<Options> opener, const YAML::Node& section,
+                 const config::Context& ctx, const ProducesFor<Options>& produces_for = {})
       : name_(std::move(name)), produces_(std::move(produces)), open_(std::move(opener)) {
     options_ = Options::schema().parse(section, ctx, nullptr, &origin_);
     if (produces_for) produces_ = produces_for(options_);

@@ -32,9 +32,10 @@ Features add_sink_tokens(Features f, const DataTransformSpec& t) {
     throw std::runtime_error("data_transforms: sink_token_start_pos " + std::to_string(at) +
                              " is past the sequence length " + std::to_string(T));
   auto insert = [&](const torch::Tensor& values, int64_t fill) {
-    torch::Tensor out = torch::cat({values.narrow(1, 0, at), torch::full({B, t.num_sink_tokens}, fill, values.options()),
-                                    values.narrow(1, at, T - at)},
-                                   1);
+    torch::Tensor out =
+        torch::cat({values.narrow(1, 0, at), torch::full({B, t.num_sink_tokens}, fill, values.options()),
+                    values.narrow(1, at, T - at)},
+                   1);
     return t.truncate_to_original_length ? out.narrow(1, 0, T).contiguous() : out;
   };
   f["input_ids"] = insert(ids, t.sink_token_id);

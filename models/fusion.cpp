@@ -3,10 +3,10 @@
 #include "models/fusion.h"
 
 #include "models/common/attention.h"
-#include "models/kernels/torch_version.h"
 #include "models/common/transformer_decoder.h"
 #include "models/kernels/cpu/causal_attention.h"
 #include "models/kernels/policy.h"
+#include "models/kernels/torch_version.h"
 
 namespace zoo::models {
 namespace {
@@ -62,8 +62,7 @@ void apply_fusion(torch::nn::Module& model) {
     torch::nn::Module* m = item.value().get();
     if (auto* attention = dynamic_cast<MultiheadAttentionImpl*>(m))
       attention->plan = plan_attention(attention->options(), attention->proj_q_dense_layer->weight);
-    else if (auto* layer = dynamic_cast<TransformerDecoderLayerImpl*>(m))
-      layer->fusion = plan_decoder_layer(*layer);
+    else if (auto* layer = dynamic_cast<TransformerDecoderLayerImpl*>(m)) layer->fusion = plan_decoder_layer(*layer);
   }
 }
 

@@ -37,13 +37,13 @@ struct MetricTerm {
 };
 
 struct ModelOutput {
-  torch::Tensor loss;                          // scalar, what backward() runs on
-  std::map<std::string, MetricTerm> metrics;   // filled when computing metrics
+  torch::Tensor loss;                         // scalar, what backward() runs on
+  std::map<std::string, MetricTerm> metrics;  // filled when computing metrics
 };
 
 // Opaque per-model state carried between incremental decoding calls.
 struct GenerationCache {
-  int64_t positions = 0;            // tokens already processed
+  int64_t positions = 0;             // tokens already processed
   std::vector<torch::Tensor> state;  // model-defined, e.g. per-layer keys and values
 };
 

@@ -26,12 +26,24 @@
 namespace zoo::models {
 
 std::vector<const ModelFamily*> model_families() {
-  static const std::vector<ModelFamily> families = {gpt2_family(), gptj_family(), bert_family(),
-                                                     bert_classifier_family(), bert_token_classifier_family(),
-                                                     bert_summarizer_family(), esm2_family(), esm2_classifier_family(), t5_family(),
-                                                     dpo_family(), dpr_family(), fc_mnist_family(), unet_family(), vit_family(),
-                                                     dit_family(), llava_family(), multimodal_simple_family(),
-                                                     layers_api_demo_family()};
+  static const std::vector<ModelFamily> families = {gpt2_family(),
+                                                    gptj_family(),
+                                                    bert_family(),
+                                                    bert_classifier_family(),
+                                                    bert_token_classifier_family(),
+                                                    bert_summarizer_family(),
+                                                    esm2_family(),
+                                                    esm2_classifier_family(),
+                                                    t5_family(),
+                                                    dpo_family(),
+                                                    dpr_family(),
+                                                    fc_mnist_family(),
+                                                    unet_family(),
+                                                    vit_family(),
+                                                    dit_family(),
+                                                    llava_family(),
+                                                    multimodal_simple_family(),
+                                                    layers_api_demo_family()};
   std::vector<const ModelFamily*> out;
   for (const auto& f : families) out.push_back(&f);
   return out;
@@ -94,9 +106,8 @@ const ModelFamily& find_model(const std::string& name) {
 const ModelFamily* family_taking_keys(const std::vector<std::string>& keys) {
   auto takes_all = [&](const ModelFamily& f) {
     return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return f.accepts_key(k); }) &&
-           std::all_of(f.required_keys.begin(), f.required_keys.end(), [&](const std::string& k) {
-             return std::find(keys.begin(), keys.end(), k) != keys.end();
-           });
+           std::all_of(f.required_keys.begin(), f.required_keys.end(),
+                       [&](const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); });
   };
   const ModelFamily& gpt2 = find_model("gpt2");
   if (takes_all(gpt2)) return &gpt2;
@@ -126,10 +137,9 @@ std::string hf_converter_list() {
 const std::vector<std::pair<std::string, std::string>>& hf_converter_aliases() {
   // modelzoo's registry's names for models whose checkpoints another converter reads.
   static const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"llamaV2", "llama"},        {"code-llama", "llama"},   {"wizardlm", "llama"},
-      {"octocoder", "starcoder"},  {"wizardcoder", "starcoder"}, {"sqlcoder", "starcoder"},
-      {"ul2", "t5"},               {"flan-ul2", "t5"},        {"transformer", "t5"},
-      {"esm-2", "esm"}};
+      {"llamaV2", "llama"},         {"code-llama", "llama"},   {"wizardlm", "llama"}, {"octocoder", "starcoder"},
+      {"wizardcoder", "starcoder"}, {"sqlcoder", "starcoder"}, {"ul2", "t5"},         {"flan-ul2", "t5"},
+      {"transformer", "t5"},        {"esm-2", "esm"}};
   return aliases;
 }
 
@@ -155,7 +165,8 @@ std::string hf_converter_for(const nlohmann::json& config) {
   const std::string type = config.contains("model_type") && config.at("model_type").is_string()
                                ? config.at("model_type").get<std::string>()
                                : std::string();
-  if (type.empty()) throw std::runtime_error("config.json has no model_type: pass --model (one of " + hf_converter_list() + ")");
+  if (type.empty())
+    throw std::runtime_error("config.json has no model_type: pass --model (one of " + hf_converter_list() + ")");
   for (const ModelFamily* f : model_families())
     for (const auto& [name, adapter] : f->hf) {
       const auto& types = adapter.model_types;
@@ -163,8 +174,8 @@ std::string hf_converter_for(const nlohmann::json& config) {
       if (adapter.claims && !adapter.claims(config)) continue;
       return name;
     }
-  throw std::runtime_error("config.json: model_type \"" + type + "\" has no zoo converter (there are: " +
-                           hf_converter_list() + ")");
+  throw std::runtime_error("config.json: model_type \"" + type +
+                           "\" has no zoo converter (there are: " + hf_converter_list() + ")");
 }
 
 }  // namespace zoo::models

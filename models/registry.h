@@ -9,19 +9,17 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
-#include <map>
-#include <nlohmann/json.hpp>
-
 #include <functional>
-#include <optional>
-#include <utility>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "models/model.h"
 #include "configs/schema/schema.h"
+#include "models/model.h"
 
 namespace zoo::models {
 
@@ -155,7 +153,7 @@ struct ModelFamily {
   // Reads a `model` section (without `name` and the precision keys); throws
   // config::ConfigError naming file, line and key.
   std::function<std::shared_ptr<const ModelSpec>(const YAML::Node&, const config::Context&)> parse;
-  std::vector<std::string> consumes;  // batch features, for --help-config
+  std::vector<std::string> consumes;          // batch features, for --help-config
   std::vector<std::string> reads_if_present;  // ... and those it reads when a batch has them
   std::vector<config::FieldInfo> fields;
   // Whether its `model` section takes this key (see Schema::accepts_key).

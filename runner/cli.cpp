@@ -1,9 +1,8 @@
 // Implementation of runner/cli.h with cxxopts.
 #include "runner/cli.h"
 
-#include <cxxopts.hpp>
-
 #include <algorithm>
+#include <cxxopts.hpp>
 #include <map>
 
 #include "models/registry.h"
@@ -28,39 +27,39 @@ const std::vector<std::string> kBoolFlags = {"disable_strict_checkpoint_loading"
 
 cxxopts::Options run_options() {
   cxxopts::Options o("zoo", "Train and evaluate modelzoo-style YAML models with LibTorch.");
-  o.custom_help("{CPU|GPU} --params P.yaml --mode {train,eval,train_and_eval,eval_all} [options]\n"
-                "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
-                "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
-                "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
-                "  zoo serve --checkpoint_path CKPT|MODEL_DIR [--port 8000 --host 127.0.0.1]   OpenAI-compatible HTTP "
-                "server (docs/serving.md)\n"
-                "  zoo eval-tasks --checkpoint_path CKPT|MODEL_DIR --tasks A.jsonl,B.jsonl   downstream task metrics "
-                "(docs/evaluation.md)\n"
-                "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo|peft} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
-                "(see its --help)\n"
-                "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
-                "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
-                "  zoo checkpoint consolidate IN.mdl OUT.mdl   one torch.load-able file from a sharded checkpoint\n"
-                "  zoo checkpoint diff A.mdl B.mdl [--rtol R --atol A --keys REGEX]   compare two checkpoints (exit 0: equal)\n"
-                "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
-                "{CPU|GPU} --params P.yaml --mode M ...   start data-parallel ranks\n"
-                "  zoo --help-config             every params YAML key with type, default and doc\n"
-                "  zoo --help-config=markdown    the same as docs/config_reference.md");
+  o.custom_help(
+      "{CPU|GPU} --params P.yaml --mode {train,eval,train_and_eval,eval_all} [options]\n"
+      "  zoo corpus --output_dir DIR   write the built-in text corpus\n"
+      "  zoo generate --checkpoint_path CKPT|MODEL_DIR --prompt TEXT [--temperature T --top_k K "
+      "--top_p P --seed S --max_new_tokens N --tokenizer_type T ...]\n"
+      "  zoo serve --checkpoint_path CKPT|MODEL_DIR [--port 8000 --host 127.0.0.1]   OpenAI-compatible HTTP "
+      "server (docs/serving.md)\n"
+      "  zoo eval-tasks --checkpoint_path CKPT|MODEL_DIR --tasks A.jsonl,B.jsonl   downstream task metrics "
+      "(docs/evaluation.md)\n"
+      "  zoo convert CKPT [--model NAME] --src-fmt {hf|zoo|peft} --tgt-fmt {zoo|hf} [--config F] --output-dir D   "
+      "(see its --help)\n"
+      "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
+      "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
+      "  zoo checkpoint consolidate IN.mdl OUT.mdl   one torch.load-able file from a sharded checkpoint\n"
+      "  zoo checkpoint diff A.mdl B.mdl [--rtol R --atol A --keys REGEX]   compare two checkpoints (exit 0: equal)\n"
+      "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
+      "{CPU|GPU} --params P.yaml --mode M ...   start data-parallel ranks\n"
+      "  zoo --help-config             every params YAML key with type, default and doc\n"
+      "  zoo --help-config=markdown    the same as docs/config_reference.md");
   o.positional_help("");
   o.set_width(110);
-  o.add_options()
-      ("device", "CPU or GPU (as modelzoo's run.py subcommand).", cxxopts::value<std::string>())
-      ("p,params", "Params YAML file: sections train_input, eval_input, model, optimizer, runconfig, or "
-                   "modelzoo's Trainer format (trainer: init/fit/validate/validate_all).",
-       cxxopts::value<std::string>())
-      ("m,mode", doc_of("mode"), cxxopts::value<std::string>())
-      ("o,model_dir", doc_of("model_dir") + " Only overrides the YAML when given.", cxxopts::value<std::string>());
+  o.add_options()("device", "CPU or GPU (as modelzoo's run.py subcommand).", cxxopts::value<std::string>())(
+      "p,params",
+      "Params YAML file: sections train_input, eval_input, model, optimizer, runconfig, or "
+      "modelzoo's Trainer format (trainer: init/fit/validate/validate_all).",
+      cxxopts::value<std::string>())("m,mode", doc_of("mode"), cxxopts::value<std::string>())(
+      "o,model_dir", doc_of("model_dir") + " Only overrides the YAML when given.", cxxopts::value<std::string>());
   for (const auto& k : kStringFlags) o.add_options()(k, doc_of(k), cxxopts::value<std::string>());
   for (const auto& k : kIntFlags) o.add_options()(k, doc_of(k), cxxopts::value<int64_t>());
   for (const auto& k : kBoolFlags) o.add_options()(k, doc_of(k));
-  o.add_options()("h,help", "Print this help.")(
-      "help-config", "Print every params YAML key (=markdown: as docs/config_reference.md).",
-      cxxopts::value<std::string>()->implicit_value("text"));
+  o.add_options()("h,help", "Print this help.")("help-config",
+                                                "Print every params YAML key (=markdown: as docs/config_reference.md).",
+                                                cxxopts::value<std::string>()->implicit_value("text"));
   o.parse_positional({"device"});
   return o;
 }
@@ -74,8 +73,8 @@ std::vector<const char*> argv_of(const std::string& prog, const std::vector<std:
 CliCommand parse_corpus(const std::vector<std::string>& args) {
   cxxopts::Options o("zoo corpus", "Write zoo's built-in deterministic text corpus (train/ and eval/).");
   o.add_options()("output_dir", "Directory to write train/corpus.txt and eval/corpus.txt into.",
-                  cxxopts::value<std::string>())(
-      "train_bytes", "Approximate size of the training text.", cxxopts::value<int64_t>()->default_value("2000000"))(
+                  cxxopts::value<std::string>())("train_bytes", "Approximate size of the training text.",
+                                                 cxxopts::value<int64_t>()->default_value("2000000"))(
       "eval_bytes", "Approximate size of the eval text.", cxxopts::value<int64_t>()->default_value("200000"));
   std::vector<std::string> rest(args.begin() + 1, args.end());
   const std::string prog = "zoo corpus";
@@ -93,29 +92,34 @@ CliCommand parse_corpus(const std::vector<std::string>& args) {
 }
 
 CliCommand parse_convert(const std::vector<std::string>& args) {
-  cxxopts::Options o("zoo convert", "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo. A "
-                                     "LoRA checkpoint exports as the merged model plus a PEFT adapter in adapter/; a "
-                                     "PEFT adapter imports onto a zoo base checkpoint (--src-fmt peft).");
-  o.add_options()
-      ("checkpoint", "Source: HF model.safetensors, its index json or their directory; a zoo checkpoint; or (peft) "
-                     "a PEFT adapter directory.", cxxopts::value<std::string>())
-      ("model", "Converter: " + models::hf_converter_list() + "; modelzoo's names " + models::hf_converter_alias_list() +
-                    " are read too. hf -> zoo: default from config.json's model_type; "
-                "zoo -> hf: default the one Hugging Face model type that can hold the model.", cxxopts::value<std::string>()->default_value(""))
-      ("src-fmt", "hf, zoo or peft.", cxxopts::value<std::string>())
-      ("tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())
-      ("config", "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "
-                 "(default: the params stored in the checkpoint).", cxxopts::value<std::string>())
-      ("output-dir", "Where to write the result.", cxxopts::value<std::string>())
-      ("base-checkpoint", "peft -> zoo: the zoo checkpoint of the base model the adapter applies to.",
-       cxxopts::value<std::string>())
-      ("h,help", "Print this help.");
+  cxxopts::Options o("zoo convert",
+                     "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo. A "
+                     "LoRA checkpoint exports as the merged model plus a PEFT adapter in adapter/; a "
+                     "PEFT adapter imports onto a zoo base checkpoint (--src-fmt peft).");
+  o.add_options()("checkpoint",
+                  "Source: HF model.safetensors, its index json or their directory; a zoo checkpoint; or (peft) "
+                  "a PEFT adapter directory.",
+                  cxxopts::value<std::string>())(
+      "model",
+      "Converter: " + models::hf_converter_list() + "; modelzoo's names " + models::hf_converter_alias_list() +
+          " are read too. hf -> zoo: default from config.json's model_type; "
+          "zoo -> hf: default the one Hugging Face model type that can hold the model.",
+      cxxopts::value<std::string>()->default_value(""))("src-fmt", "hf, zoo or peft.", cxxopts::value<std::string>())(
+      "tgt-fmt", "zoo or hf.", cxxopts::value<std::string>())(
+      "config",
+      "hf -> zoo: the HF config.json (default: beside the weights); zoo -> hf: a params YAML "
+      "(default: the params stored in the checkpoint).",
+      cxxopts::value<std::string>())("output-dir", "Where to write the result.", cxxopts::value<std::string>())(
+      "base-checkpoint", "peft -> zoo: the zoo checkpoint of the base model the adapter applies to.",
+      cxxopts::value<std::string>())("h,help", "Print this help.");
   o.parse_positional({"checkpoint"});
   std::vector<std::string> rest(args.begin() + 1, args.end());
   const std::string prog = "zoo convert";
   const cxxopts::ParseResult r = parse_options(o, prog, rest);
   for (const char* k : {"checkpoint", "src-fmt", "tgt-fmt", "output-dir"})
-    if (!r.count(k)) throw CliError(std::string("zoo convert: ") + (std::string(k) == "checkpoint" ? "CKPT" : std::string("--") + k) + " is required (see zoo convert --help)");
+    if (!r.count(k))
+      throw CliError(std::string("zoo convert: ") + (std::string(k) == "checkpoint" ? "CKPT" : std::string("--") + k) +
+                     " is required (see zoo convert --help)");
   CliCommand c;
   c.kind = CliCommand::Kind::convert;
   c.convert.checkpoint = r["checkpoint"].as<std::string>();
@@ -127,7 +131,6 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
   if (r.count("base-checkpoint")) c.convert.base_checkpoint = r["base-checkpoint"].as<std::string>();
   return c;
 }
-
 
 CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   const std::string mode = args.size() > 2 ? args[2] : "";
@@ -142,48 +145,49 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   o.set_width(110);
   std::string types;
   for (const auto& t : text::tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
-  o.add_options()
-      ("input_dir", "Directory of input files (searched recursively).", cxxopts::value<std::string>())
-      ("output_dir", "Where to write the dataset; must not hold one already.", cxxopts::value<std::string>())
-      ("tokenizer_type", "One of: " + types + " (default with --huggingface_tokenizer: HuggingFaceTokenizer).",
-       cxxopts::value<std::string>())
-      ("vocab_file", "GPT2Tokenizer: vocab.bpe (the merges).", cxxopts::value<std::string>()->default_value(""))
-      ("encoder_file", "GPT2Tokenizer: encoder.json; NeoXTokenizer / HuggingFaceTokenizer: tokenizer.json.",
-       cxxopts::value<std::string>()->default_value(""))
-      ("huggingface_tokenizer", "HuggingFaceTokenizer: a local tokenizer directory as Hugging Face saves one "
-       "(tokenizer.json or tokenizer.model / spiece.model, with tokenizer_config.json), or one such file, e.g. the "
-       "directory zoo convert wrote (it copies the tokenizer there); zoo does not download.",
-       cxxopts::value<std::string>()->default_value(""))
-      ("max_seq_length", "Tokens per sample.", cxxopts::value<int64_t>()->default_value("2048"))
-      ("eos_id", "Ends every document / completion (default: the tokenizer's eos_token, else its <|endoftext|>).",
-       cxxopts::value<int64_t>())
-      ("pad_id", "Fills short samples (default: eos_id).", cxxopts::value<int64_t>())
-      ("files_per_record", "Samples per output file.", cxxopts::value<int64_t>()->default_value("50000"))
-      ("output_name", "Output file name prefix.", cxxopts::value<std::string>()->default_value("examples"))
-      ("h,help", "Print this help.");
-  o.add_options("LMData")
-      ("pack_sequences", "Pack documents into one stream before cutting samples (true/false).",
-       cxxopts::value<std::string>()->default_value("true"))
-      ("jsonl_key", "Key of the text in .jsonl lines.", cxxopts::value<std::string>()->default_value("text"));
-  o.add_options("Summarization")
-      ("prompt_key", "Key of the prompt in .jsonl lines.", cxxopts::value<std::string>()->default_value("prompt"))
-      ("completion_key", "Key of the completion.", cxxopts::value<std::string>()->default_value("completion"))
-      ("sep_token", "A token of the vocabulary put between prompt and completion.",
-       cxxopts::value<std::string>()->default_value(""));
-  o.add_options("Chat")
-      ("multi_turn_key", "Key of the list of messages.", cxxopts::value<std::string>()->default_value("messages"))
-      ("multi_turn_role_key", "Key of a message's role (system, user, assistant).",
-       cxxopts::value<std::string>()->default_value("role"))
-      ("multi_turn_content_key", "Key of a message's text.", cxxopts::value<std::string>()->default_value("content"))
-      ("chat_template", "A Jinja file to use instead of the tokenizer's chat_template.",
-       cxxopts::value<std::string>()->default_value(""));
-  o.add_options("Summarization and Chat")
-      ("truncate", "A sample over max_seq_length tokens is dropped (false, modelzoo's behaviour) or cut to its first "
-       "max_seq_length tokens (true); both are counted.", cxxopts::value<std::string>()->default_value("false"))
-      ("pack", "Pack several samples into each row (true/false), each attending only within itself: modelzoo's "
-       "variable-sequence-length layout, (n, 5, msl), read with use_vsl: true. Rows fill by best-fit decreasing.",
-       cxxopts::value<std::string>()->default_value("false"))
-      ("use_vsl", "modelzoo's name for --pack.", cxxopts::value<std::string>()->default_value("false"));
+  o.add_options()("input_dir", "Directory of input files (searched recursively).", cxxopts::value<std::string>())(
+      "output_dir", "Where to write the dataset; must not hold one already.", cxxopts::value<std::string>())(
+      "tokenizer_type", "One of: " + types + " (default with --huggingface_tokenizer: HuggingFaceTokenizer).",
+      cxxopts::value<std::string>())("vocab_file", "GPT2Tokenizer: vocab.bpe (the merges).",
+                                     cxxopts::value<std::string>()->default_value(""))(
+      "encoder_file", "GPT2Tokenizer: encoder.json; NeoXTokenizer / HuggingFaceTokenizer: tokenizer.json.",
+      cxxopts::value<std::string>()->default_value(""))(
+      "huggingface_tokenizer",
+      "HuggingFaceTokenizer: a local tokenizer directory as Hugging Face saves one "
+      "(tokenizer.json or tokenizer.model / spiece.model, with tokenizer_config.json), or one such file, e.g. the "
+      "directory zoo convert wrote (it copies the tokenizer there); zoo does not download.",
+      cxxopts::value<std::string>()->default_value(""))("max_seq_length", "Tokens per sample.",
+                                                        cxxopts::value<int64_t>()->default_value("2048"))(
+      "eos_id", "Ends every document / completion (default: the tokenizer's eos_token, else its <|endoftext|>).",
+      cxxopts::value<int64_t>())("pad_id", "Fills short samples (default: eos_id).", cxxopts::value<int64_t>())(
+      "files_per_record", "Samples per output file.", cxxopts::value<int64_t>()->default_value("50000"))(
+      "output_name", "Output file name prefix.", cxxopts::value<std::string>()->default_value("examples"))(
+      "h,help", "Print this help.");
+  o.add_options("LMData")("pack_sequences", "Pack documents into one stream before cutting samples (true/false).",
+                          cxxopts::value<std::string>()->default_value("true"))(
+      "jsonl_key", "Key of the text in .jsonl lines.", cxxopts::value<std::string>()->default_value("text"));
+  o.add_options("Summarization")("prompt_key", "Key of the prompt in .jsonl lines.",
+                                 cxxopts::value<std::string>()->default_value("prompt"))(
+      "completion_key", "Key of the completion.", cxxopts::value<std::string>()->default_value("completion"))(
+      "sep_token", "A token of the vocabulary put between prompt and completion.",
+      cxxopts::value<std::string>()->default_value(""));
+  o.add_options("Chat")("multi_turn_key", "Key of the list of messages.",
+                        cxxopts::value<std::string>()->default_value("messages"))(
+      "multi_turn_role_key", "Key of a message's role (system, user, assistant).",
+      cxxopts::value<std::string>()->default_value("role"))("multi_turn_content_key", "Key of a message's text.",
+                                                            cxxopts::value<std::string>()->default_value("content"))(
+      "chat_template", "A Jinja file to use instead of the tokenizer's chat_template.",
+      cxxopts::value<std::string>()->default_value(""));
+  o.add_options("Summarization and Chat")(
+      "truncate",
+      "A sample over max_seq_length tokens is dropped (false, modelzoo's behaviour) or cut to its first "
+      "max_seq_length tokens (true); both are counted.",
+      cxxopts::value<std::string>()->default_value("false"))(
+      "pack",
+      "Pack several samples into each row (true/false), each attending only within itself: modelzoo's "
+      "variable-sequence-length layout, (n, 5, msl), read with use_vsl: true. Rows fill by best-fit decreasing.",
+      cxxopts::value<std::string>()->default_value("false"))("use_vsl", "modelzoo's name for --pack.",
+                                                             cxxopts::value<std::string>()->default_value("false"));
   auto help = [&] { return o.help({"", "LMData", "Summarization", "Chat", "Summarization and Chat"}); };
   auto boolean = [&](const cxxopts::ParseResult& r, const char* key) {
     const std::string v = r[key].as<std::string>();
@@ -195,8 +199,10 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
     throw CliError("zoo data: expected 'zoo data create-hdf5 MODE ...'\n" + help());
   if (mode == "-h" || mode == "--help") throw CliHelp(help());
   if (!lm && !finetuning)
-    throw CliError("zoo data create-hdf5: expected the mode LMData, Summarization or Chat (zoo has no FIM or "
-                   "Customize modes yet; modelzoo's VSL processors are Summarization and Chat with --pack true), got '" + mode + "'");
+    throw CliError(
+        "zoo data create-hdf5: expected the mode LMData, Summarization or Chat (zoo has no FIM or "
+        "Customize modes yet; modelzoo's VSL processors are Summarization and Chat with --pack true), got '" +
+        mode + "'");
   std::vector<std::string> rest(args.begin() + 3, args.end());
   const cxxopts::ParseResult r = parse_options(o, prog, rest, help());
   if (!r.unmatched().empty()) throw CliError(prog + ": unexpected argument '" + r.unmatched().front() + "'");
@@ -271,20 +277,20 @@ CliCommand parse_config(const std::vector<std::string>& args) {
 }
 
 CliCommand parse_checkpoint_diff(const std::vector<std::string>& args) {
-  cxxopts::Options o("zoo checkpoint diff", "Compare two checkpoints entry by entry (model tensors, optimizer state, "
-                                            "step, ...): keys in one only, shape or dtype mismatches, and the largest "
-                                            "difference and mean squared error of each tensor that differs. Exit 0 when "
-                                            "all are equal or close (torch.allclose), 1 otherwise.");
-  o.add_options()
-      ("a", "The first checkpoint (a zoo .mdl, a sharded checkpoint's index or a torch.save'd file).", cxxopts::value<std::string>())
-      ("b", "The second checkpoint.", cxxopts::value<std::string>())
-      ("rtol", "Relative tolerance, as torch.allclose's.", cxxopts::value<double>()->default_value("1e-5"))
-      ("atol", "Absolute tolerance, as torch.allclose's.", cxxopts::value<double>()->default_value("1e-8"))
-      ("exact", "Equal only: no tolerance.")
-      ("keys", "Compare only the entries whose name matches this regular expression (e.g. '^model\\.').",
-       cxxopts::value<std::string>()->default_value(""))
-      ("metadata", "Compare __metadata__ too (its params name the model_dir, so two runs' differ).")
-      ("h,help", "Print this help.");
+  cxxopts::Options o("zoo checkpoint diff",
+                     "Compare two checkpoints entry by entry (model tensors, optimizer state, "
+                     "step, ...): keys in one only, shape or dtype mismatches, and the largest "
+                     "difference and mean squared error of each tensor that differs. Exit 0 when "
+                     "all are equal or close (torch.allclose), 1 otherwise.");
+  o.add_options()("a", "The first checkpoint (a zoo .mdl, a sharded checkpoint's index or a torch.save'd file).",
+                  cxxopts::value<std::string>())("b", "The second checkpoint.", cxxopts::value<std::string>())(
+      "rtol", "Relative tolerance, as torch.allclose's.", cxxopts::value<double>()->default_value("1e-5"))(
+      "atol", "Absolute tolerance, as torch.allclose's.", cxxopts::value<double>()->default_value("1e-8"))(
+      "exact", "Equal only: no tolerance.")(
+      "keys", "Compare only the entries whose name matches this regular expression (e.g. '^model\\.').",
+      cxxopts::value<std::string>()->default_value(""))(
+      "metadata", "Compare __metadata__ too (its params name the model_dir, so two runs' differ).")("h,help",
+                                                                                                    "Print this help.");
   o.parse_positional({"a", "b"});
   o.positional_help("A.mdl B.mdl");
   std::vector<std::string> rest(args.begin() + 2, args.end());
@@ -334,10 +340,13 @@ CliCommand parse_launch(const std::vector<std::string>& args) {
   CliCommand c;
   c.kind = CliCommand::Kind::launch;
   LaunchCommand& l = c.launch;
-  if (dash == args.end() || dash + 1 == args.end()) throw CliError("zoo launch: expected `-- <zoo arguments>`\n" + help);
+  if (dash == args.end() || dash + 1 == args.end())
+    throw CliError("zoo launch: expected `-- <zoo arguments>`\n" + help);
   l.args.assign(dash + 1, args.end());
-  std::map<std::string, int64_t*> ints = {{"--nproc_per_node", &l.nproc_per_node}, {"--nnodes", &l.nnodes},
-                                          {"--node_rank", &l.node_rank}, {"--master_port", &l.master_port}};
+  std::map<std::string, int64_t*> ints = {{"--nproc_per_node", &l.nproc_per_node},
+                                          {"--nnodes", &l.nnodes},
+                                          {"--node_rank", &l.node_rank},
+                                          {"--master_port", &l.master_port}};
   for (size_t i = 0; i < own.size(); ++i) {
     std::string flag = own[i], value;
     if (const size_t eq = flag.find('='); eq != std::string::npos) value = flag.substr(eq + 1), flag.resize(eq);
@@ -348,15 +357,17 @@ CliCommand parse_launch(const std::vector<std::string>& args) {
     } else if (ints.count(flag)) {
       char* end = nullptr;
       *ints[flag] = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0') throw CliError("zoo launch: " + flag + " expects an integer, got '" + value + "'");
+      if (value.empty() || *end != '\0')
+        throw CliError("zoo launch: " + flag + " expects an integer, got '" + value + "'");
     } else {
       throw CliError("zoo launch: unknown option '" + flag + "'\n" + help);
     }
   }
   if (l.nproc_per_node < 1 || l.nnodes < 1 || l.node_rank < 0 || l.node_rank >= l.nnodes || l.master_port < 1 ||
       l.master_port > 65535)
-    throw CliError("zoo launch: expected --nproc_per_node >= 1, --nnodes >= 1, 0 <= --node_rank < --nnodes and a "
-                   "port in 1..65535");
+    throw CliError(
+        "zoo launch: expected --nproc_per_node >= 1, --nnodes >= 1, 0 <= --node_rank < --nnodes and a "
+        "port in 1..65535");
   return c;
 }
 

@@ -6,6 +6,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "data/create_hdf5.h"
 #include "runner/checkpoint/checkpoint_diff.h"
 #include "runner/convert/convert.h"
@@ -13,10 +17,6 @@
 #include "runner/generate_options.h"
 #include "runner/launch.h"
 #include "runner/serve/server.h"
-
-#include <stdexcept>
-#include <string>
-#include <vector>
 
 namespace zoo {
 
@@ -32,8 +32,21 @@ class CliHelp : public CliError {
 };
 
 struct CliCommand {
-  enum class Kind { run, help, help_config, corpus, generate, convert, create_hdf5, convert_legacy, consolidate, checkpoint_diff, launch, serve,
-                    eval_tasks };
+  enum class Kind {
+    run,
+    help,
+    help_config,
+    corpus,
+    generate,
+    convert,
+    create_hdf5,
+    convert_legacy,
+    consolidate,
+    checkpoint_diff,
+    launch,
+    serve,
+    eval_tasks
+  };
   Kind kind = Kind::run;
   std::string help_format = "text";  // --help-config's: text or markdown
   std::string params_file;
@@ -45,9 +58,9 @@ struct CliCommand {
   // generate subcommand
   GenerateCommand generate;
   convert::ConvertCommand convert;
-  data::CreateHdf5Options create_hdf5;  // zoo data create-hdf5 LMData
-  std::string output_file;              // zoo config convert-legacy IN OUT (IN in params_file)
-  LaunchCommand launch;                 // zoo launch
+  data::CreateHdf5Options create_hdf5;          // zoo data create-hdf5 LMData
+  std::string output_file;                      // zoo config convert-legacy IN OUT (IN in params_file)
+  LaunchCommand launch;                         // zoo launch
   ckpt::CheckpointDiffCommand checkpoint_diff;  // zoo checkpoint diff
   serve::ServeCommand serve;                    // zoo serve
   eval_tasks::EvalTasksCommand eval_tasks;      // zoo eval-tasks

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cxxopts.hpp>
-
 #include <string>
 #include <vector>
 
@@ -22,8 +21,8 @@ cxxopts::ParseResult parse_options(cxxopts::Options& o, const std::string& prog,
 void add_tokenizer_options(cxxopts::Options& o);
 text::TokenizerSpec tokenizer_spec_of(const cxxopts::ParseResult& r);
 
-CliCommand parse_generate(const std::vector<std::string>& args);  // zoo generate
-CliCommand parse_serve(const std::vector<std::string>& args);     // zoo serve
+CliCommand parse_generate(const std::vector<std::string>& args);    // zoo generate
+CliCommand parse_serve(const std::vector<std::string>& args);       // zoo serve
 CliCommand parse_eval_tasks(const std::vector<std::string>& args);  // zoo eval-tasks
 
 }  // namespace zoo

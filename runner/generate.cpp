@@ -2,7 +2,6 @@
 #include "runner/generate.h"
 
 #include <algorithm>
-
 #include <filesystem>
 #include <iostream>
 
@@ -36,8 +35,8 @@ int64_t sample_next(const torch::Tensor& logits_in, const SamplingOptions& o, at
   return torch::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
 }
 
-std::vector<int64_t> generate_tokens(models::Model& model, const std::vector<int64_t>& prompt,
-                                     const SamplingOptions& o, const std::function<void(int64_t)>& on_token) {
+std::vector<int64_t> generate_tokens(models::Model& model, const std::vector<int64_t>& prompt, const SamplingOptions& o,
+                                     const std::function<void(int64_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("generation needs a non-empty prompt");
   if (!model.is_causal_lm()) throw std::invalid_argument("this model does not generate text");
   torch::NoGradGuard no_grad;
@@ -69,8 +68,9 @@ std::vector<int64_t> generate_tokens(models::Model& model, const std::vector<int
   return tokens;
 }
 
-LoadedLanguageModel load_language_model(const std::string& checkpoint_path, const std::optional<std::string>& params_file,
-                                        const std::string& device_name, const text::TokenizerSpec& tokenizer) {
+LoadedLanguageModel load_language_model(const std::string& checkpoint_path,
+                                        const std::optional<std::string>& params_file, const std::string& device_name,
+                                        const text::TokenizerSpec& tokenizer) {
   std::string path = checkpoint_path;
   if (std::filesystem::is_directory(path)) {
     auto all = ckpt::list_checkpoints(path);
@@ -90,11 +90,13 @@ LoadedLanguageModel load_language_model(const std::string& checkpoint_path, cons
   if (spec.type.empty()) {
     std::vector<std::string> searched;
     const std::string dir = ckpt::tokenizer_dir_of(dict, path, &searched);
-    spec = dir.empty() ? text::TokenizerSpec{"ByteTokenizer", "", "", ""} : text::TokenizerSpec{"HuggingFaceTokenizer", "", "", dir};
+    spec = dir.empty() ? text::TokenizerSpec{"ByteTokenizer", "", "", ""}
+                       : text::TokenizerSpec{"HuggingFaceTokenizer", "", "", dir};
     if (dir.empty() && loaded.model->vocab_size().value_or(256) > 256) {
       std::string places;
       for (const auto& s : searched) places += (places.empty() ? "" : ", ") + s;
-      log::warn("no tokenizer files in " + places + " (zoo convert copies them beside a converted checkpoint; a moved "
+      log::warn("no tokenizer files in " + places +
+                " (zoo convert copies them beside a converted checkpoint; a moved "
                 "base leaves them behind): using the byte tokenizer, which cannot be this model's; pass "
                 "--huggingface_tokenizer DIR");
     }
@@ -116,7 +118,8 @@ void run_generate(const GenerateCommand& c) {
     std::vector<text::ChatMessage> messages;
     if (!c.system.empty()) messages.push_back({"system", c.system});
     messages.push_back({"user", c.prompt});
-    const text::ChatTemplate chat(special.chat_template, special, special.source.empty() ? tokenizer_type : special.source);
+    const text::ChatTemplate chat(special.chat_template, special,
+                                  special.source.empty() ? tokenizer_type : special.source);
     // The template writes the special tokens, as apply_chat_template's text does.
     ids = tokenizer->encode(chat.render(messages, /*add_generation_prompt=*/true));
     if (special.eos) sampling.stop_tokens.push_back(*special.eos);

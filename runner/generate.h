@@ -36,8 +36,9 @@ struct LoadedLanguageModel {
 // The checkpoint (or a model_dir's newest), on `device` ("CPU" or "GPU"), with
 // `tokenizer`, or when its type is empty the tokenizer beside the checkpoint
 // (zoo convert copies it there), else the byte tokenizer with a warning.
-LoadedLanguageModel load_language_model(const std::string& checkpoint_path, const std::optional<std::string>& params_file,
-                                        const std::string& device, const text::TokenizerSpec& tokenizer);
+LoadedLanguageModel load_language_model(const std::string& checkpoint_path,
+                                        const std::optional<std::string>& params_file, const std::string& device,
+                                        const text::TokenizerSpec& tokenizer);
 
 // Loads the model and prints the prompt and its continuation to stdout.
 void run_generate(const GenerateCommand& command);

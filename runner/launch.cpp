@@ -44,8 +44,9 @@ pid_t start_rank(const std::string& exe, const LaunchCommand& c, int64_t local_r
 }
 
 std::string describe(int status) {
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) +
-                                  " (" + strsignal(WTERMSIG(status)) + ")";
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
   return "exited with code " + std::to_string(WEXITSTATUS(status));
 }
 
@@ -79,8 +80,8 @@ int launch(const LaunchCommand& c) {
       const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
       if (failed && exit_code == 0) {
         exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        std::cerr << "zoo launch: rank " << rank << " " << describe(status)
-                  << "; stopping the other ranks" << std::endl;
+        std::cerr << "zoo launch: rank " << rank << " " << describe(status) << "; stopping the other ranks"
+                  << std::endl;
         stop_others(SIGTERM);
         deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
       }

@@ -5,12 +5,11 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdarg>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -79,8 +78,9 @@ void emit(Level level, const char* name, const std::string& message) {
     // A full disk, say: the console keeps the rest of the log.
     const std::string why = s.file_error, path = s.file_path;
     remove_file_sink();
-    s.logger->info("{}:  {}", "WARNING", "cannot write the run log " + path + " (" + why +
-                                             "); from here on the log goes to the console only");
+    s.logger->info(
+        "{}:  {}", "WARNING",
+        "cannot write the run log " + path + " (" + why + "); from here on the log goes to the console only");
   }
 }
 

@@ -2,7 +2,6 @@
 #include <malloc.h>
 
 #include <csignal>
-
 #include <string>
 #include <vector>
 

@@ -25,8 +25,7 @@ void MetricsSink::start(std::string phase) {
 
 double MetricsSink::seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
-void MetricsSink::write_events(const std::string& mode,
-                               const std::function<void(tensorboard::EventWriter&)>& write) {
+void MetricsSink::write_events(const std::string& mode, const std::function<void(tensorboard::EventWriter&)>& write) {
   if (!writes_files_ || failed_writers_.count(mode)) return;
   try {
     auto& writer = writers_[mode];
@@ -109,7 +108,8 @@ void MetricsSink::norms(int64_t step, const std::vector<torch::Tensor>& paramete
 
 void MetricsSink::eval(const EvalLog& r) {
   for (const auto& [name, v] : r.metrics) log::info(strf("Metric: %s = %.6g", name.c_str(), v));
-  for (const auto& name : r.unmeasured) log::info("Metric: " + name + " not measured: no evaluated sample counts towards it");
+  for (const auto& name : r.unmeasured)
+    log::info("Metric: " + name + " not measured: no evaluated sample counts towards it");
   log::info(strf("Avg Eval Loss: %.6g", r.loss));
   write_events("eval", [&](tensorboard::EventWriter& tb) {
     for (const auto& [name, v] : r.metrics) tb.add_scalar(name, v, r.global_step);

@@ -24,8 +24,8 @@ namespace zoo {
 struct TrainLog {
   int64_t step = 0;
   double loss = 0;
-  std::vector<double> lrs;             // per parameter group
-  std::optional<double> loss_scale;    // when a loss scaler runs and summaries are on
+  std::vector<double> lrs;           // per parameter group
+  std::optional<double> loss_scale;  // when a loss scaler runs and summaries are on
 };
 
 // One evaluation.

@@ -50,8 +50,8 @@ void lock_model_dir(const std::string& dir, const std::string& mode) {
   char started[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", mode " + mode + ", started " +
-                          started + "\n";
+  const std::string who =
+      "pid " + std::to_string(::getpid()) + " on " + host + ", mode " + mode + ", started " + started + "\n";
   // The note only serves a second run's message: the lock holds without it.
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, who.data(), who.size(), 0);
   // fd stays open, and locked, until the process ends.

@@ -7,8 +7,8 @@
 
 #include "models/common/lora.h"
 #include "models/fusion.h"
-#include "runner/amp/autocast.h"
 #include "models/registry.h"
+#include "runner/amp/autocast.h"
 #include "runner/log.h"
 
 namespace zoo {
@@ -46,12 +46,12 @@ std::shared_ptr<models::Model> build_model(const Params& params, const torch::De
     if (!out_of_memory) throw;
     const int64_t count = models::parameter_count(*params.model->build(torch::TensorOptions().device(torch::kMeta)));
     const std::string reason = what.substr(0, what.find('\n'));
-    throw std::runtime_error(strf("%s: model (%s): its %ld parameters need %.1f GiB in float32 on %s, before "
-                                  "gradients and optimizer state, and memory ran out (%s); shrink the model or use a "
-                                  "larger machine",
-                                  params.file.c_str(), params.model_name.c_str(), static_cast<long>(count),
-                                  static_cast<double>(count) * 4 / double(1 << 30), device.str().c_str(),
-                                  reason.c_str()));
+    throw std::runtime_error(
+        strf("%s: model (%s): its %ld parameters need %.1f GiB in float32 on %s, before "
+             "gradients and optimizer state, and memory ran out (%s); shrink the model or use a "
+             "larger machine",
+             params.file.c_str(), params.model_name.c_str(), static_cast<long>(count),
+             static_cast<double>(count) * 4 / double(1 << 30), device.str().c_str(), reason.c_str()));
   }
 }
 

@@ -11,22 +11,22 @@
 #include <sstream>
 #include <thread>
 
+#include "configs/schema/yaml_util.h"
 #include "data/corpus.h"
 #include "models/common/layer_hooks.h"
 #include "models/common/lora.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/cli.h"
-#include "runner/optim/registry.h"
-#include "runner/parallel/distributed.h"
-#include "runner/parallel/strategy.h"
-#include "configs/schema/yaml_util.h"
 #include "runner/generate.h"
 #include "runner/log.h"
 #include "runner/model_dir_lock.h"
 #include "runner/model_guards.h"
-#include "runner/trainer.h"
+#include "runner/optim/registry.h"
+#include "runner/parallel/distributed.h"
+#include "runner/parallel/strategy.h"
 #include "runner/params/trainer_format.h"
+#include "runner/trainer.h"
 
 namespace zoo {
 
@@ -46,7 +46,8 @@ ModelSummary summarize_model(const Params& params) {
   const optim::OptimizerEntry* optimizer = optim::find_optimizer(params.optimizer.optimizer_type);
   const double state = optimizer ? optimizer->state_bytes(params.optimizer) : 8;
   s.trained_state_bytes = static_cast<double>(s.trained_parameters) * (8 + state);
-  const bool half_base = !params.lora.empty() && params.runconfig.target_device == "GPU" && params.precision.mixed_precision;
+  const bool half_base =
+      !params.lora.empty() && params.runconfig.target_device == "GPU" && params.precision.mixed_precision;
   s.frozen_bytes = static_cast<double>(s.parameters - s.trained_parameters) * (half_base ? 2 : 4);
   return s;
 }
@@ -133,8 +134,8 @@ void prepare_run_dir(const Params& params) {
   fs::create_directories(logs);
   fs::path log_file = logs / ("run_" + rc.mode + "_" + timestamp() + ".log");
   log::add_file_sink(log_file.string());
-  log::info("zoo " + std::string(ZOO_VERSION) + ", LibTorch " + TORCH_VERSION + ", params " + params.file +
-            ", mode " + rc.mode + ", model_dir " + rc.model_dir);
+  log::info("zoo " + std::string(ZOO_VERSION) + ", LibTorch " + TORCH_VERSION + ", params " + params.file + ", mode " +
+            rc.mode + ", model_dir " + rc.model_dir);
 }
 
 // LibTorch can start with fewer intra-op threads than there are cores
@@ -153,8 +154,8 @@ void train_mode(const Params& params, torch::Device device, Distributed* distrib
   t.restore(/*training=*/true);
   int64_t steps = t.planned_steps(params.runconfig.num_steps);
   if (params.runconfig.save_initial_checkpoint) t.save_checkpoint();
-  log::info(strf("Training %ld step(s) from global_step %ld.", static_cast<long>(steps),
-                 static_cast<long>(t.global_step())));
+  log::info(
+      strf("Training %ld step(s) from global_step %ld.", static_cast<long>(steps), static_cast<long>(t.global_step())));
   t.train(steps);
 }
 
@@ -196,13 +197,15 @@ void train_and_eval_mode(const Params& params, torch::Device device, Distributed
 void eval_all_mode(const Params& params, torch::Device device, Distributed* distributed) {
   const RunConfig& rc = params.runconfig;
   if (rc.checkpoint_path_on_command_line)
-    throw std::runtime_error("--checkpoint_path cannot be used with --mode eval_all (it evaluates every checkpoint in "
-                             "model_dir; use --mode eval for one)");
+    throw std::runtime_error(
+        "--checkpoint_path cannot be used with --mode eval_all (it evaluates every checkpoint in "
+        "model_dir; use --mode eval for one)");
   auto all = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
   if (all.empty() && rc.checkpoint_path) {
-    // runconfig.checkpoint_path is the run's starting point: with no checkpoint of the run yet, it is the one to evaluate.
-    log::info("eval_all: " + rc.checkpoint_dir() + " has no checkpoint of this run yet: evaluating runconfig.checkpoint_path " +
-              *rc.checkpoint_path);
+    // runconfig.checkpoint_path is the run's starting point: with no checkpoint of the run yet, it is the one to
+    // evaluate.
+    log::info("eval_all: " + rc.checkpoint_dir() +
+              " has no checkpoint of this run yet: evaluating runconfig.checkpoint_path " + *rc.checkpoint_path);
     all.push_back({*rc.checkpoint_path, 0});
   }
   if (all.empty())
@@ -262,38 +265,25 @@ void convert_legacy(const std::string& in, const std::string& out) {
 
 int run_command(const CliCommand& cmd) {
   switch (cmd.kind) {
-    case CliCommand::Kind::help:
-      std::cout << usage();
-      return 0;
+    case CliCommand::Kind::help: std::cout << usage(); return 0;
     case CliCommand::Kind::help_config:
       std::cout << (cmd.help_format == "markdown" ? config_reference_markdown() : describe_all_schemas());
       return 0;
     case CliCommand::Kind::corpus:
       if (data::write_corpus(cmd.output_dir, cmd.train_bytes, cmd.eval_bytes))
         std::cout << "Wrote " << cmd.output_dir << "/train/corpus.txt and " << cmd.output_dir << "/eval/corpus.txt\n";
-      else
-        std::cout << "Corpus already present in " << cmd.output_dir << "\n";
+      else std::cout << "Corpus already present in " << cmd.output_dir << "\n";
       return 0;
-    case CliCommand::Kind::convert:
-      convert::run_convert(cmd.convert);
-      return 0;
-    case CliCommand::Kind::generate:
-      run_generate(cmd.generate);
-      return 0;
-    case CliCommand::Kind::serve:
-      serve::run_serve(cmd.serve);
-      return 0;
-    case CliCommand::Kind::eval_tasks:
-      eval_tasks::run_eval_tasks_command(cmd.eval_tasks);
-      return 0;
+    case CliCommand::Kind::convert: convert::run_convert(cmd.convert); return 0;
+    case CliCommand::Kind::generate: run_generate(cmd.generate); return 0;
+    case CliCommand::Kind::serve: serve::run_serve(cmd.serve); return 0;
+    case CliCommand::Kind::eval_tasks: eval_tasks::run_eval_tasks_command(cmd.eval_tasks); return 0;
     case CliCommand::Kind::create_hdf5: {
       const auto s = data::create_hdf5(cmd.create_hdf5, std::cerr);
       std::cout << data::describe(s, cmd.create_hdf5);
       return 0;
     }
-    case CliCommand::Kind::convert_legacy:
-      convert_legacy(cmd.params_file, cmd.output_file);
-      return 0;
+    case CliCommand::Kind::convert_legacy: convert_legacy(cmd.params_file, cmd.output_file); return 0;
     case CliCommand::Kind::consolidate: {
       if (fs::exists(cmd.output_file))
         throw std::runtime_error(cmd.output_file + ": already exists; choose another output file");
@@ -306,10 +296,8 @@ int run_command(const CliCommand& cmd) {
       ckpt::describe(diff, cmd.checkpoint_diff, std::cout);
       return diff.same() ? 0 : 1;
     }
-    case CliCommand::Kind::launch:
-      return launch(cmd.launch);
-    case CliCommand::Kind::run:
-      break;
+    case CliCommand::Kind::launch: return launch(cmd.launch);
+    case CliCommand::Kind::run: break;
   }
   Params params = load_params(cmd.params_file, cmd.runconfig_overrides);
   const RunConfig& rc = params.runconfig;
@@ -327,8 +315,9 @@ int run_command(const CliCommand& cmd) {
     // One rank speaks for the job; the others say only what goes wrong.
     if (!distributed->is_main()) log::set_level(log::Level::warning);
   } else if (const auto shard = data::TaskShard::from_environment(); shard.num_tasks > 1) {
-    throw std::runtime_error(params.file + ": the environment says this is rank " + std::to_string(shard.rank) + " of " +
-                             std::to_string(shard.num_tasks) + " (WORLD_SIZE), but runconfig.enable_distributed is "
+    throw std::runtime_error(params.file + ": the environment says this is rank " + std::to_string(shard.rank) +
+                             " of " + std::to_string(shard.num_tasks) +
+                             " (WORLD_SIZE), but runconfig.enable_distributed is "
                              "false; set it to true for data-parallel training");
   }
   if (!distributed || distributed->is_main()) prepare_run_dir(params);

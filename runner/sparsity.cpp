@@ -92,7 +92,8 @@ void WeightSparsity::initialize() {
   torch::NoGradGuard no_grad;
   for (Target& t : targets_) {
     const int64_t n = t.param.numel(), keep = n - std::llround(config_.sparsity * double(n));
-    torch::Tensor scores = config_.init_method == "topk" ? t.param.detach().abs().to(torch::kFloat) : random_scores(t.param);
+    torch::Tensor scores =
+        config_.init_method == "topk" ? t.param.detach().abs().to(torch::kFloat) : random_scores(t.param);
     torch::Tensor flat = torch::zeros({n}, torch::TensorOptions().dtype(torch::kBool).device(t.param.device()));
     flat.index_fill_(0, std::get<1>(scores.reshape(-1).topk(keep)), true);
     t.mask = flat.view(t.param.sizes());
@@ -139,7 +140,7 @@ void WeightSparsity::update_mask(Target& t, double fraction) {
   t.param.view(-1).index_fill_(0, dropped, 0.0);  // a weight dropped and grown again restarts at zero too
   // Grow as many among the inactive ones: at random (SET) or by gradient (RigL).
   torch::Tensor score = config_.algorithm == "rigl" && t.dense_grad.defined() ? t.dense_grad.reshape(-1)
-                                                                               : random_scores(t.param).reshape(-1);
+                                                                              : random_scores(t.param).reshape(-1);
   score = score.masked_fill(mask, -1.0);  // scores are >= 0: active weights never win
   mask.index_fill_(0, std::get<1>(score.topk(moved)), true);
   t.mask = mask.view(t.param.sizes());

@@ -28,12 +28,12 @@ struct SparsityUpdate {
 };
 
 struct SparsityConfig {
-  double sparsity = 0.0;  // fraction of each chosen weight that is zero
+  double sparsity = 0.0;               // fraction of each chosen weight that is zero
   std::string init_method = "random";  // random | topk (keep the largest magnitudes)
   std::string algorithm = "static";    // static | set | rigl
   std::optional<DropFractionSchedule> drop_fraction;
   std::optional<SparsityUpdate> update;
-  config::PathList param_filter;  // fnmatch globs over parameter names (empty: every weight of 2+ dims)
+  config::PathList param_filter;         // fnmatch globs over parameter names (empty: every weight of 2+ dims)
   config::PathList param_name_patterns;  // or regular expressions matched at the names' start (modelzoo <= 2.0)
   static const config::Schema<SparsityConfig>& schema();
 };

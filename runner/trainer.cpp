@@ -40,7 +40,9 @@ int64_t tokens_short_of_padding(const models::Features& batch) {
 
 std::unique_ptr<data::DataLoader> open_loader(const Params& p, const char* section) {
   const auto& spec = std::string(section) == "train_input" ? p.train_input : p.eval_input;
-  if (!spec) p.context(section).fail(YAML::Node(), "", "required for --mode " + p.runconfig.mode + " but missing from the params");
+  if (!spec)
+    p.context(section).fail(YAML::Node(), "",
+                            "required for --mode " + p.runconfig.mode + " but missing from the params");
   return spec->open();
 }
 
@@ -82,13 +84,15 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   memory_before_model_ = host_memory_gib();
   model_ = build_model(params_, device_);
   const int64_t parameters = models::parameter_count(*model_), trainable = models::trainable_parameter_count(*model_);
-  log::info(strf("Built the model: %ld parameters%s in %.2f s", static_cast<long>(parameters),
-                 trainable == parameters ? "" : strf(" (%ld trained, the rest frozen)", static_cast<long>(trainable)).c_str(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+  log::info(
+      strf("Built the model: %ld parameters%s in %.2f s", static_cast<long>(parameters),
+           trainable == parameters ? "" : strf(" (%ld trained, the rest frozen)", static_cast<long>(trainable)).c_str(),
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   if (train_loader_) check_data_fits(*train_loader_, *model_, params_, "train_input");
   if (params_.eval_tasks && !model_->is_causal_lm())
-    params_.context("eval_tasks").fail(YAML::Node(), "", "downstream tasks need a causal language model; model " +
-                                                             params_.model_name + " is not one");
+    params_.context("eval_tasks")
+        .fail(YAML::Node(), "",
+              "downstream tasks need a causal language model; model " + params_.model_name + " is not one");
   if (params_.eval_tasks && params_.runconfig.mode != "train")  // the task files are read where the run evaluates
     tasks_ = std::make_unique<eval_tasks::DownstreamTasks>(*params_.eval_tasks, params_.runconfig.checkpoint_path);
   autocast_dtype_ = amp::autocast_dtype(params_.precision.mixed_precision, params_.precision.fp16_type, device_);
@@ -96,8 +100,8 @@ Trainer::Trainer(const Params& params, torch::Device device, bool for_training, 
   std::vector<std::pair<std::string, torch::Tensor>> trained;  // frozen parameters (DPO's reference) stay out
   for (const auto& p : model_->named_parameters())
     if (p.value().requires_grad()) trained.emplace_back(p.key(), p.value());
-  auto groups = optim::split_weight_decay_groups(trained,
-                                                 models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
+  auto groups =
+      optim::split_weight_decay_groups(trained, models::norm_parameter_names(*model_), params_.optimizer.weight_decay);
   // The model's muP scales, each replaced by optimizer.adjust_learning_rate's for the same group (as modelzoo).
   std::map<std::string, std::vector<std::string>> lr_patterns;
   std::map<std::string, double> lr_scales;
@@ -159,7 +163,7 @@ void Trainer::check_loss(double loss, int64_t step) const {
 
 double Trainer::read_losses(std::vector<torch::Tensor>& losses, int64_t last_step, int64_t steps_apart) {
   torch::Tensor stacked = torch::stack(losses).to(torch::kDouble);
-  strategy_->average_over_ranks(stacked);  // each rank's mean over its share of the batch
+  strategy_->average_over_ranks(stacked);          // each rank's mean over its share of the batch
   torch::Tensor values = stacked.to(torch::kCPU);  // the one sync
   const int64_t n = static_cast<int64_t>(losses.size());
   losses.clear();
@@ -214,8 +218,8 @@ void Trainer::train(int64_t steps) {
     unread_losses.push_back(train_step(accum, tokens));
     strategy_->finish_gradients(parameters, /*first_step=*/i == 1);
     const bool log_step = (global_step_ + 1) % rc.log_steps == 0 || i == steps;
-    const bool checkpoint_step = rc.checkpoint_steps && *rc.checkpoint_steps > 0 &&
-                                 (i % *rc.checkpoint_steps == 0 || i == steps);
+    const bool checkpoint_step =
+        rc.checkpoint_steps && *rc.checkpoint_steps > 0 && (i % *rc.checkpoint_steps == 0 || i == steps);
     // On the CPU every loss is read, before the update, so a non-finite one
     // stops the run before its step; a GPU's is read on the steps that need
     // it once the update is queued, so the GPU works through it while the
@@ -238,10 +242,8 @@ void Trainer::train(int64_t steps) {
       if (clip.defined() && oc.max_gradient_value) optim::scale_gradients(parameters, std::exchange(clip, {}));
       if (oc.max_gradient_value) torch::nn::utils::clip_grad_value_(parameters, *oc.max_gradient_value);
       strategy_->before_optimizer_step(parameters);
-      if (clip.defined())
-        optimizer_->step_scaled(clip);
-      else
-        optimizer_->step();
+      if (clip.defined()) optimizer_->step_scaled(clip);
+      else optimizer_->step();
       strategy_->after_optimizer_step(parameters);
       if (sparsity_) sparsity_->after_step(global_step_ + 1);
       scheduler_->step();
@@ -273,7 +275,8 @@ void Trainer::train(int64_t steps) {
     log::info(who + strf("Peak GPU memory allocated: %.2f GiB while training (%.2f GiB before)", *gib, memory_before));
   else
     log::info(who + strf("Peak host memory (RSS): %.2f GiB while training (%.2f GiB before; %.2f GiB before the "
-                         "model was built)", peak_host_memory_gib(), memory_before, memory_before_model_));
+                         "model was built)",
+                         peak_host_memory_gib(), memory_before, memory_before_model_));
 }
 
 EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
@@ -284,9 +287,10 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
   // toward the ones that come round again (modelzoo stops when the data ends).
   int64_t steps = rc.eval_steps.value_or(loader->batches_per_epoch());
   if (steps > loader->batches_per_epoch()) {
-    log::warn(strf("%s: runconfig.eval_steps (%ld) is more than the %ld batches of the eval data; evaluating one full "
-                   "pass instead", params_.file.c_str(), static_cast<long>(steps),
-                   static_cast<long>(loader->batches_per_epoch())));
+    log::warn(
+        strf("%s: runconfig.eval_steps (%ld) is more than the %ld batches of the eval data; evaluating one full "
+             "pass instead",
+             params_.file.c_str(), static_cast<long>(steps), static_cast<long>(loader->batches_per_epoch())));
     steps = loader->batches_per_epoch();
   }
   torch::NoGradGuard no_grad;
@@ -348,8 +352,7 @@ EvalResult Trainer::evaluate(const std::string& checkpoint_label) {
       const torch::Tensor seen = s.second.cpu() > 0;
       if (seen.any().item<bool>())
         r.metrics["eval/" + name] = (s.first.cpu().index({seen}) / s.second.cpu().index({seen})).mean().item<double>();
-      else
-        r.unmeasured.insert("eval/" + name);
+      else r.unmeasured.insert("eval/" + name);
       continue;
     }
     const double count = s.second.item<double>();

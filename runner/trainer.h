@@ -95,15 +95,15 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<data::DataLoader> train_loader_;
-  std::optional<torch::ScalarType> autocast_dtype_;  // mixed precision, when enabled
-  std::unique_ptr<amp::GradScaler> scaler_;          // loss scaling, when enabled
-  std::unique_ptr<WeightSparsity> sparsity_;         // weight sparsity, when the params have it
+  std::optional<torch::ScalarType> autocast_dtype_;     // mixed precision, when enabled
+  std::unique_ptr<amp::GradScaler> scaler_;             // loss scaling, when enabled
+  std::unique_ptr<WeightSparsity> sparsity_;            // weight sparsity, when the params have it
   std::unique_ptr<eval_tasks::DownstreamTasks> tasks_;  // eval_tasks, when the params have them
   MetricsSink metrics_;
   int64_t global_step_ = 0;
   double memory_before_model_ = 0;  // host RSS, GiB
   std::string resumed_from_;
-  std::string lora_base_;  // with lora_params: the checkpoint without adapters the run started from
+  std::string lora_base_;        // with lora_params: the checkpoint without adapters the run started from
   std::string lora_base_model_;  // and the Hugging Face model that base was converted from ("" when unknown)
 };
 

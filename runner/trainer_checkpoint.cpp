@@ -48,8 +48,9 @@ std::optional<std::string> Trainer::restore_checkpoint(bool training) {
   const RunConfig& rc = params_.runconfig;
   // A checkpoint_path in the params file names where the run starts (a converted base, say): once the run has
   // checkpoints of its own, each mode uses the newest of those. --checkpoint_path on the command line always wins.
-  const bool own_checkpoints = rc.checkpoint_path && !rc.checkpoint_path_on_command_line && rc.autoload_last_checkpoint &&
-                               !ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name)).empty();
+  const bool own_checkpoints =
+      rc.checkpoint_path && !rc.checkpoint_path_on_command_line && rc.autoload_last_checkpoint &&
+      !ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name)).empty();
   if (own_checkpoints)
     log::info("runconfig.checkpoint_path " + *rc.checkpoint_path + " is where the run started; " + rc.checkpoint_dir() +
               " holds the run's own checkpoints, so " + (training ? "training resumes from" : "this evaluates") +
@@ -163,26 +164,28 @@ void Trainer::refuse_non_finite_weights() const {
   if (bad.empty()) return;
   const RunConfig& rc = params_.runconfig;
   const auto kept = ckpt::list_checkpoints(rc.checkpoint_dir(), ckpt::CheckpointNaming(rc.checkpoint_name));
-  throw std::runtime_error(
-      strf("step %ld: the model's weights hold NaN or inf (", static_cast<long>(global_step_)) + bad.front() +
-      (bad.size() > 1 ? strf(" and %zu more tensors", bad.size() - 1) : std::string()) +
-      "), so no checkpoint was written; the newest one stays " +
-      (kept.empty() ? std::string("none") : kept.back().path) +
-      ". Lower the learning rate, clip gradients (max_gradient_norm) or check the data");
+  throw std::runtime_error(strf("step %ld: the model's weights hold NaN or inf (", static_cast<long>(global_step_)) +
+                           bad.front() +
+                           (bad.size() > 1 ? strf(" and %zu more tensors", bad.size() - 1) : std::string()) +
+                           "), so no checkpoint was written; the newest one stays " +
+                           (kept.empty() ? std::string("none") : kept.back().path) +
+                           ". Lower the learning rate, clip gradients (max_gradient_norm) or check the data");
 }
 
 // Each component writes its own state under modelzoo's keys.
 c10::impl::GenericDict Trainer::run_state() const {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("lr_scheduler", scheduler_->state_dict());
-  d.insert("grad_scaler", scaler_ ? scaler_->state_dict() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+  d.insert("grad_scaler",
+           scaler_ ? scaler_->state_dict() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
   d.insert("dataloader", train_loader_->state_dict());
   d.insert("global_step", global_step_);
   d.insert("rng_state", ckpt::rng_state_dict());
   if (sparsity_ && sparsity_->ready()) d.insert("sparsity", sparsity_->state_dict());
   std::map<std::string, std::string> extra;
   if (!lora_base_.empty()) extra["lora_base"] = lora_base_;  // which base the adapters apply to
-  if (!lora_base_model_.empty()) extra["lora_base_model"] = lora_base_model_;  // and the Hugging Face model it came from
+  if (!lora_base_model_.empty())
+    extra["lora_base_model"] = lora_base_model_;  // and the Hugging Face model it came from
   d.insert("__metadata__", ckpt::checkpoint_metadata(params_, extra));
   return d;
 }

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,8 +39,9 @@ inline const char* transformers_python() {  // null when unset or empty
 }
 inline std::string fixture_python() { return transformers_python() ? transformers_python() : "/usr/bin/python3"; }
 inline bool have_fixture_torch() { return python_imports(fixture_python(), "torch"); }
-#define ZOO_SKIP_WITHOUT_FIXTURE_TORCH() \
-  if (!zoo::testing::have_fixture_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed"
+#define ZOO_SKIP_WITHOUT_FIXTURE_TORCH()   \
+  if (!zoo::testing::have_fixture_torch()) \
+  ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed"
 
 // Loads dir/hf with transformers (its config.json's architecture, eager
 // attention, float32) and compares its logits for dir/ids.bin (2 rows) with
@@ -66,8 +67,8 @@ inline void run_fixture(const TempDir& dir, const std::string& name, const std::
 inline std::shared_ptr<models::Model> load_converted(const TempDir& dir) {
   Params p = load_params(dir / "zoo/params.yaml", YAML::Node());
   auto model = p.model->build(torch::TensorOptions());
-  ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
-                              true, "converted");
+  ckpt::load_model_state_dict(
+      *model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(), true, "converted");
   model->eval();
   return model;
 }
@@ -108,11 +109,16 @@ inline void expect_refused(const std::function<void()>& run, const std::vector<s
 inline void make_tiny_chat_llama(const TempDir& dir) {
   make_llama_tokenizer(dir / "hf", "prepend");
   nlohmann::json config = nlohmann::json::parse(read_file(dir / "hf/tokenizer_config.json"));
-  config["chat_template"] = nlohmann::json::parse(read_file(source_dir() + "/tests/data/chat_templates.json"))
-      ["llama_2_13b_chat"]["chat_template"];
+  config["chat_template"] = nlohmann::json::parse(
+      read_file(source_dir() + "/tests/data/chat_templates.json"))["llama_2_13b_chat"]["chat_template"];
   write_file(dir / "hf/tokenizer_config.json", config.dump());
-  write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"}, {"rope_scaling", nullptr}, {"head_dim", nullptr},
-                                               {"experts", 0}, {"bias", ""}, {"theta", 10000.0}, {"rope_parameters", false}}
+  write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"},
+                                               {"rope_scaling", nullptr},
+                                               {"head_dim", nullptr},
+                                               {"experts", 0},
+                                               {"bias", ""},
+                                               {"theta", 10000.0},
+                                               {"rope_parameters", false}}
                                     .dump());
   std::string make = oracle("convert_llama_make_llama.py");
   const std::string sizes = "V, C, H, G, L, I, P, eps = 40, 32, 4, 2, 2, 48, 16, 1e-6";

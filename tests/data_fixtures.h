@@ -34,14 +34,17 @@ inline void write_severstal(const std::string& dir, int images, uint64_t seed) {
   csv << "ImageId,ClassId,EncodedPixels\n";
   torch::manual_seed(static_cast<int64_t>(seed));
   for (int i = 0; i < images; ++i) {
-    const int64_t w = 250 + torch::randint(0, 250, {1}).item<int64_t>(), h = 80 + torch::randint(0, 80, {1}).item<int64_t>();
-    const int64_t x0 = torch::randint(0, 1600 - w, {1}).item<int64_t>(), y0 = torch::randint(0, 256 - h, {1}).item<int64_t>();
+    const int64_t w = 250 + torch::randint(0, 250, {1}).item<int64_t>(),
+                  h = 80 + torch::randint(0, 80, {1}).item<int64_t>();
+    const int64_t x0 = torch::randint(0, 1600 - w, {1}).item<int64_t>(),
+                  y0 = torch::randint(0, 256 - h, {1}).item<int64_t>();
     torch::Tensor image = (torch::randn({1, 256, 1600}) * 8 + 60).clamp(0, 255);
     image.index_put_({0, torch::indexing::Slice(y0, y0 + h), torch::indexing::Slice(x0, x0 + w)}, 200);
     const std::string name = "img" + std::to_string(i) + ".jpg";
     data::write_jpeg(dir + "/train_images/" + name, image.to(torch::kByte), 95);
     std::string rle;
-    for (int64_t x = x0; x < x0 + w; ++x) rle += (rle.empty() ? "" : " ") + std::to_string(x * 256 + y0 + 1) + " " + std::to_string(h);
+    for (int64_t x = x0; x < x0 + w; ++x)
+      rle += (rle.empty() ? "" : " ") + std::to_string(x * 256 + y0 + 1) + " " + std::to_string(h);
     csv << name << ",3," << rle << "\n";
     if (i % 3 == 0) csv << name << ",1,1 10\n";
   }

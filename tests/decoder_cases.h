@@ -36,7 +36,8 @@ inline const DecoderCase kDecoderCases[] = {
      true},
     {"gptj: parallel attention and FFN, partial rotary",
      "  name: gptj\n  vocab_size: 61\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_heads: 4\n  filter_size: 64\n"
-     "  max_position_embeddings: 12\n  position_embedding_type: rotary\n  rotary_dim: 4\n  use_untied_layer_norm: true\n"
+     "  max_position_embeddings: 12\n  position_embedding_type: rotary\n  rotary_dim: 4\n  use_untied_layer_norm: "
+     "true\n"
      "  residual_dropout_rate: 0.0\n  attention_dropout_rate: 0.0\n  embedding_dropout_rate: 0.0\n",
      false},
 };
@@ -45,12 +46,14 @@ inline const DecoderCase kDecoderCases[] = {
 // `length` tokens and an SGD optimizer.
 inline Params decoder_params(const std::string& model_lines, int64_t vocab = 61, int64_t length = 12,
                              int64_t batch = 3) {
-  const std::string yaml = "train_input: {data_processor: SyntheticDataProcessor, vocab_size: " +
-                           std::to_string(vocab) + ", max_sequence_length: " + std::to_string(length) +
-                           ", batch_size: " + std::to_string(batch) + ", num_examples: 6}\n"
-                           "model:\n" + model_lines +
-                           "optimizer: {optimizer_type: SGD, learning_rate: 0.1}\n"
-                           "runconfig: {max_steps: 1}\n";
+  const std::string yaml =
+      "train_input: {data_processor: SyntheticDataProcessor, vocab_size: " + std::to_string(vocab) +
+      ", max_sequence_length: " + std::to_string(length) + ", batch_size: " + std::to_string(batch) +
+      ", num_examples: 6}\n"
+      "model:\n" +
+      model_lines +
+      "optimizer: {optimizer_type: SGD, learning_rate: 0.1}\n"
+      "runconfig: {max_steps: 1}\n";
   return params_from_node(config::load_yaml_string(yaml, "decoder.yaml"), "decoder.yaml", YAML::Node());
 }
 

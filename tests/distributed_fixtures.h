@@ -6,7 +6,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <map>
@@ -33,7 +32,8 @@ struct Job {
     y.replace(y.find("log_steps: 1000"), 15, "log_steps: 1");
     single = zoo::testing::write_file(dir / "single.yaml", y);
     dp = zoo::testing::write_file(dir / "dp.yaml", y + "  enable_distributed: true\n");
-    sharded = zoo::testing::write_file(dir / "sharded.yaml", y + "  enable_distributed: true\n  shard_optimizer_state: true\n");
+    sharded = zoo::testing::write_file(dir / "sharded.yaml",
+                                       y + "  enable_distributed: true\n  shard_optimizer_state: true\n");
   }
   zoo::testing::CommandResult zoo(const std::string& args) const {
     return run_command(zoo::testing::zoo_binary() + " " + args);
@@ -84,7 +84,7 @@ inline double optimizer_state_distance(const std::string& a, const std::string& 
 }
 
 inline void expect_same_losses(const std::map<int, double>& got, const std::map<int, double>& want, int from, int to,
-                        const std::string& what) {
+                               const std::string& what) {
   for (int s = from; s <= to; ++s) {
     ASSERT_TRUE(got.count(s)) << what << ": no loss logged for step " << s;
     EXPECT_NEAR(got.at(s), want.at(s), 2e-5) << what << ", step " << s;  // 5 decimals printed

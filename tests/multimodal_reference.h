@@ -20,9 +20,8 @@
 
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include <filesystem>
+#include <string>
 
 #include "data/image.h"
 #include "models/registry.h"
@@ -101,8 +100,8 @@ trainer:
   ASSERT_EQ(losses.size(), 6u) << r.output;
   EXPECT_LT(losses.back(), 0.5 * losses.front()) << r.output;
   expect_frozen_exactly(dir / "run/checkpoint_0.mdl", dir / "run/checkpoint_30.mdl", frozen_prefix);
-  const std::string resumed_run = zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
-                                  (dir / "resumed");
+  const std::string resumed_run =
+      zoo_binary() + " CPU --params " + params + " --mode train --model_dir " + (dir / "resumed");
   const auto first = run_command(resumed_run + " --max_steps 15");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const auto rest = run_command(resumed_run + " --max_steps 30");

@@ -12,8 +12,8 @@
 #include "runner/params/params.h"
 #include "runner/run.h"
 #include "runner/trainer.h"
-#include "tests/bert_fixtures.h"
 #include "test_util.h"
+#include "tests/bert_fixtures.h"
 
 using namespace zoo;
 using namespace zoo::models;
@@ -84,8 +84,8 @@ void expect_reference(BertModel& m, const zoo::testing::TempDir& dir, const std:
   m.reset_parameters();
   m.eval();
   const Features f = tiny_batch(left_padded);
-  BertModel::Outputs out = m.run(f.at("input_ids"), f.at("attention_mask"), f.at("token_type_ids"),
-                                 f.at("masked_lm_positions"));
+  BertModel::Outputs out =
+      m.run(f.at("input_ids"), f.at("attention_mask"), f.at("token_type_ids"), f.at("masked_lm_positions"));
   c10::impl::GenericDict features(c10::StringType::get(), c10::AnyType::get());
   for (const auto& [k, v] : f) features.insert(k, v);
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
@@ -110,7 +110,8 @@ void expect_reference(BertModel& m, const zoo::testing::TempDir& dir, const std:
 // past the padding as Hugging Face counts them, left padding too); and muP's
 // logits scale and scores / head size.
 TEST(Bert, MatchesAnIndependentForward) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   {
     BertModel m(tiny_bert(), torch::TensorOptions());
@@ -224,7 +225,8 @@ TEST(BertCsv, ReadsModelzooCsvAndMasksAnewEachEpoch) {
       epoch_ids[epoch].push_back(b.at("input_ids"));
       for (int64_t r = 0; r < 4; ++r) {
         const int64_t row = batch * 4 + r, a = 4 + row % 5, n = a + 6;
-        std::vector<int64_t> ids(b.at("input_ids")[r].data_ptr<int64_t>(), b.at("input_ids")[r].data_ptr<int64_t>() + 16);
+        std::vector<int64_t> ids(b.at("input_ids")[r].data_ptr<int64_t>(),
+                                 b.at("input_ids")[r].data_ptr<int64_t>() + 16);
         const int64_t predictions = b.at("masked_lm_mask")[r].sum().item<int64_t>();
         EXPECT_EQ(predictions, std::min<int64_t>(3, std::max<int64_t>(1, std::llround(0.15 * n)))) << row;
         for (int64_t k = 0; k < predictions; ++k) {
@@ -320,8 +322,9 @@ TEST(Bert, TheModelsDisableNspReachesTheInputSections) {
   YAML::Node y = YAML::Load(zoo::testing::tiny_params_yaml("/d", "/m"));
   y.remove("eval_input");
   y["train_input"] = YAML::Load(csv_input(dir));
-  y["model"] = YAML::Load("{vocab_size: 32, hidden_size: 32, num_hidden_layers: 1, num_heads: 4, filter_size: 48, "
-                          "max_position_embeddings: 16, disable_nsp: true, mask_padding_in_positional_embed: true}");
+  y["model"] = YAML::Load(
+      "{vocab_size: 32, hidden_size: 32, num_hidden_layers: 1, num_heads: 4, filter_size: 48, "
+      "max_position_embeddings: 16, disable_nsp: true, mask_padding_in_positional_embed: true}");
   const Params p = params_from_node(y, "p.yaml", YAML::Node());
   const std::vector<std::string>& produced = p.train_input->produces();
   EXPECT_EQ(std::count(produced.begin(), produced.end(), "token_type_ids"), 0);
@@ -333,7 +336,8 @@ TEST(Bert, TheModelsDisableNspReachesTheInputSections) {
     ADD_FAILURE() << "an input with NSP for a model without it";
   } catch (const config::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("train_input.disable_nsp: is false but the model's disable_nsp is true"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -347,8 +351,8 @@ TEST(Bert, TrainsOnModelzooCsvData) {
   write_bert_csv(dir);
   const std::string input =
       csv_input(dir, {{"shuffle", "true"}, {"shuffle_seed", "3"}, {"max_predictions_per_seq", "4"}});
-  const std::string params = zoo::testing::write_file(dir / "p.yaml", "train_input: " + input + "\neval_input: " +
-      input + R"(
+  const std::string params =
+      zoo::testing::write_file(dir / "p.yaml", "train_input: " + input + "\neval_input: " + input + R"(
 model:
   vocab_size: 33
   hidden_size: 32
@@ -374,7 +378,8 @@ runconfig:
   eval_frequency: 160
   checkpoint_steps: 80
 )");
-  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval --model_dir " + (dir / "m"));
+  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                     " --mode train_and_eval --model_dir " + (dir / "m"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 160u) << r.output;
@@ -383,9 +388,9 @@ runconfig:
   for (const char* metric : {"eval/accuracy_masked_lm = ", "eval/mlm_perplexity = ", "eval/accuracy_cls = "})
     EXPECT_NE(r.output.find(metric), std::string::npos) << metric << "\n" << r.output;
   // Resuming from step 80 repeats steps 81..160 (the masks are drawn from the seed, epoch and row).
-  auto resumed = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
-                                           " --mode train --model_dir " + (dir / "m2") + " --checkpoint_path " +
-                                           (dir / "m/checkpoint_80.mdl"));
+  auto resumed =
+      zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
+                                (dir / "m2") + " --checkpoint_path " + (dir / "m/checkpoint_80.mdl"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const std::vector<double> again = zoo::testing::train_losses(resumed.output);
   ASSERT_EQ(again.size(), 80u) << resumed.output;

@@ -49,9 +49,10 @@ TEST(WordPiece, MatchesBertsTokenizer) {
   const std::string vocab = write_vocab(dir);
   const std::vector<std::string> texts = {
       "The film was unaffable!",
-      "Caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9s \xc4\x8c\xc5\xa1 e\xcc\x81",  // Café naïve résumés Čš é (combining)
+      "Caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9s \xc4\x8c\xc5\xa1 e\xcc\x81",  // Café naïve résumés Čš é
+                                                                                    // (combining)
       "\xe2\x80\x9cHello,\xe2\x80\x9d   world\t\x07(ok) $5 a+b",  // “Hello,” world<TAB><BEL>(ok) $5 a+b
-      "\xe4\xb8\xad\xe6\x96\x87the man sleeps",                  // 中文the
+      "\xe4\xb8\xad\xe6\x96\x87the man sleeps",                   // 中文the
       "THE MAN IS NOT AWAKE. zzzz unaffs"};
   std::string joined;
   for (const auto& t : texts) joined += (joined.empty() ? "" : "\n") + t;
@@ -80,10 +81,12 @@ namespace {
 void write_mnli(const TempDir& dir) {
   std::filesystem::create_directories(dir / "mnli");
   const std::string header = "index\tsentence1\tsentence2\tgold_label\n";
-  zoo::testing::write_file(dir / "mnli/train.tsv", header + "0\tthe man sleeps\tthe man is awake\tcontradiction\n"
-                                                             "1\tthe man sleeps\tthe man is not awake\tentailment\n");
-  zoo::testing::write_file(dir / "mnli/dev_matched.tsv", header + "0\tthe film was great great great great great\t"
-                                                                   "the film\tneutral\n");
+  zoo::testing::write_file(dir / "mnli/train.tsv", header +
+                                                       "0\tthe man sleeps\tthe man is awake\tcontradiction\n"
+                                                       "1\tthe man sleeps\tthe man is not awake\tentailment\n");
+  zoo::testing::write_file(dir / "mnli/dev_matched.tsv", header +
+                                                             "0\tthe film was great great great great great\t"
+                                                             "the film\tneutral\n");
   zoo::testing::write_file(dir / "mnli/dev_mismatched.tsv", header + "0\ta man\tthe man sleeps\tentailment\n");
 }
 
@@ -97,14 +100,14 @@ TEST(Glue, MnliPairsAreEncodedAsBertsPaperSays) {
   TempDir dir;
   write_vocab(dir);
   write_mnli(dir);
-  const std::string base = "{data_processor: MNLIDataProcessor, data_dir: " + (dir / "mnli") + ", vocab_file: " +
-                           (dir / "vocab.txt") + ", do_lower: true, batch_size: 2, shuffle: false, ";
+  const std::string base = "{data_processor: MNLIDataProcessor, data_dir: " + (dir / "mnli") +
+                           ", vocab_file: " + (dir / "vocab.txt") + ", do_lower: true, batch_size: 2, shuffle: false, ";
   data::Features train = zoo::testing::open_loader(base + "is_training: true, max_sequence_length: 12}")->next();
   // the man sleeps | the man is awake  ->  [CLS]=2 the=5 man=17 sleeps=18 [SEP]=3 the man is=19 awake=20 [SEP]
-  EXPECT_TRUE(torch::equal(train.at("input_ids")[0],
-                           torch::tensor({2, 5, 17, 18, 3, 5, 17, 19, 20, 3, 0, 0}, torch::kLong)));
-  EXPECT_TRUE(torch::equal(train.at("token_type_ids")[0],
-                           torch::tensor({0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(
+      torch::equal(train.at("input_ids")[0], torch::tensor({2, 5, 17, 18, 3, 5, 17, 19, 20, 3, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(
+      torch::equal(train.at("token_type_ids")[0], torch::tensor({0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0}, torch::kLong)));
   EXPECT_EQ(train.at("attention_mask")[1].sum().item<int64_t>(), 11);
   EXPECT_TRUE(torch::equal(train.at("labels"), torch::tensor({2, 0}, torch::kLong)));
   EXPECT_EQ(train.count("is_matched"), 0u);
@@ -113,7 +116,8 @@ TEST(Glue, MnliPairsAreEncodedAsBertsPaperSays) {
   EXPECT_TRUE(torch::equal(dev.at("input_ids")[0], torch::tensor({2, 5, 6, 7, 3, 5, 6, 3}, torch::kLong)));
   EXPECT_TRUE(torch::equal(dev.at("is_matched"), torch::tensor({1, 0}, torch::kLong)));
   EXPECT_TRUE(torch::equal(dev.at("is_mismatched"), torch::tensor({0, 1}, torch::kLong)));
-  zoo::testing::write_file(dir / "mnli/train.tsv", "index\tsentence1\tsentence2\tgold_label\n0\ta\tb\tmaybe\n1\ta\tb\tneutral\n");
+  zoo::testing::write_file(dir / "mnli/train.tsv",
+                           "index\tsentence1\tsentence2\tgold_label\n0\ta\tb\tmaybe\n1\ta\tb\tneutral\n");
   EXPECT_NE(zoo::testing::open_error(base + "is_training: true, max_sequence_length: 12}")
                 .find("train.tsv, row 1: gold_label 'maybe', expected entailment, neutral or contradiction"),
             std::string::npos);
@@ -138,8 +142,10 @@ TEST(BertClassifier, TrainsOnGlueAndReportsAccuracy) {
     const std::string input = "  data_processor: " + processor + "\n  data_dir: " + (dir / data) +
                               "\n  vocab_file: " + (dir / "vocab.txt") +
                               "\n  max_sequence_length: 16\n  batch_size: 2\n  do_lower: true\n  shuffle: false\n";
-    return zoo::testing::write_file(dir / (data + ".yaml"), "train_input:\n" + input + "  is_training: true\n"
-        "eval_input:\n" + input + "  is_training: false\n" + R"(model:
+    return zoo::testing::write_file(dir / (data + ".yaml"), "train_input:\n" + input +
+                                                                "  is_training: true\n"
+                                                                "eval_input:\n" +
+                                                                input + "  is_training: false\n" + R"(model:
   vocab_size: 32
   hidden_size: 32
   num_hidden_layers: 2
@@ -166,8 +172,9 @@ runconfig:
   checkpoint_steps: 40
 )");
   };
-  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params("SST2DataProcessor", "sst2", 2) +
-                                     " --mode train_and_eval --model_dir " + (dir / "m"));
+  auto r =
+      zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params("SST2DataProcessor", "sst2", 2) +
+                                " --mode train_and_eval --model_dir " + (dir / "m"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("so zoo builds bert/classifier"), std::string::npos) << r.output;
   const std::vector<double> losses = zoo::testing::train_losses(r.output);
@@ -175,8 +182,9 @@ runconfig:
   EXPECT_LT(losses.back(), 0.25 * losses.front()) << losses.front() << " -> " << losses.back();
   EXPECT_NE(r.output.find("eval/accuracy = 1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("eval/f1_score = 1"), std::string::npos) << "two labels: modelzoo's F1 too\n" << r.output;
-  auto m = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params("MNLIDataProcessor", "mnli", 3) +
-                                     " --mode train_and_eval --model_dir " + (dir / "m2"));
+  auto m =
+      zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params("MNLIDataProcessor", "mnli", 3) +
+                                " --mode train_and_eval --model_dir " + (dir / "m2"));
   ASSERT_EQ(m.exit_code, 0) << m.output;
   for (const char* metric : {"eval/accuracy = ", "eval/accuracy_matched = ", "eval/accuracy_mismatched = "})
     EXPECT_NE(m.output.find(metric), std::string::npos) << metric << "\n" << m.output;
@@ -184,8 +192,9 @@ runconfig:
   // A dev set with no mismatched pair measures no mismatched accuracy: said
   // so, and an empty cell in results.csv, not an accuracy of 0.
   const std::string header = "index\tsentence1\tsentence2\tgold_label\n";
-  zoo::testing::write_file(dir / "mnli/dev_matched.tsv", header + "0\tthe film\tthe film was great\tneutral\n"
-                                                                   "1\ta man\tthe man sleeps\tentailment\n");
+  zoo::testing::write_file(dir / "mnli/dev_matched.tsv", header +
+                                                             "0\tthe film\tthe film was great\tneutral\n"
+                                                             "1\ta man\tthe man sleeps\tentailment\n");
   zoo::testing::write_file(dir / "mnli/dev_mismatched.tsv", header);
   auto matched = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + (dir / "mnli.yaml") +
                                            " --mode eval --model_dir " + (dir / "m2"));
@@ -193,7 +202,8 @@ runconfig:
   EXPECT_NE(matched.output.find("eval/accuracy_matched = "), std::string::npos) << matched.output;
   EXPECT_EQ(matched.output.find("eval/accuracy_mismatched = "), std::string::npos) << matched.output;
   EXPECT_NE(matched.output.find("eval/accuracy_mismatched not measured: no evaluated sample counts towards it"),
-            std::string::npos) << matched.output;
+            std::string::npos)
+      << matched.output;
   const std::string csv = zoo::testing::read_file(dir / "m2/eval/results.csv");
   auto cells = [](const std::string& line) {
     std::vector<std::string> out(1);
@@ -235,7 +245,8 @@ TEST(BertClassifier, TwoLabelF1IsModelzoosMicroAveragedScore) {
   EXPECT_DOUBLE_EQ(term.sum.item<double>() / term.count.item<double>(), f1);
   EXPECT_DOUBLE_EQ(f1, 3.0 / 5.0);
   const MetricTerm& accuracy = out.metrics.at("accuracy");
-  EXPECT_DOUBLE_EQ(accuracy.sum.item<double>() / accuracy.count.item<double>(), 3.0 / 6.0) << "accuracy counts every row";
+  EXPECT_DOUBLE_EQ(accuracy.sum.item<double>() / accuracy.count.item<double>(), 3.0 / 6.0)
+      << "accuracy counts every row";
   ModelOutput three;
   add_classification_metrics(three, torch::cat({logits, torch::zeros({6, 1})}, 1), labels.clamp_min(0), 3);
   EXPECT_EQ(three.metrics.count("f1_score"), 0u);
@@ -257,9 +268,11 @@ TEST(BertClassifier, RealConfigHasItsPublishedSize) {
 TEST(BertTokenClassifier, F1TermsCountTheBAndIClasses) {
   TempDir dir;
   const std::string labels = zoo::testing::write_file(dir / "label2id.json", R"({"O": 0, "B-X": 1, "I-X": 2})");
-  YAML::Node y = YAML::Load("{vocab_size: 32, hidden_size: 16, num_hidden_layers: 1, num_heads: 2, filter_size: 32, "
-                            "max_position_embeddings: 8, num_classes: 3, encoder_output_dropout_rate: 0.0, "
-                            "compute_eval_metrics: true, label_vocab_file: " + labels + "}");
+  YAML::Node y = YAML::Load(
+      "{vocab_size: 32, hidden_size: 16, num_hidden_layers: 1, num_heads: 2, filter_size: 32, "
+      "max_position_embeddings: 8, num_classes: 3, encoder_output_dropout_rate: 0.0, "
+      "compute_eval_metrics: true, label_vocab_file: " +
+      labels + "}");
   auto spec = models::find_model("bert/token_classifier").parse(y, config::Context{"m.yaml", "model"});
   auto model = std::dynamic_pointer_cast<models::BertTokenClassifierModel>(spec->build(torch::TensorOptions()));
   ASSERT_TRUE(model);
@@ -292,20 +305,21 @@ TEST(BertTokenClassifier, TrainsOnNerCsvAndReportsF1) {
   std::filesystem::create_directories(dir / "ner");
   zoo::testing::write_file(dir / "ner/label2id.json", R"({"O": 0, "B-X": 1, "I-X": 2})");
   std::string csv = "tokens,labels\n";
-  for (int i = 0; i < 8; ++i)
-    csv += i % 2 ? "the man sleeps,O B-X I-X\n" : "a film was great,O O O B-X\n";
+  for (int i = 0; i < 8; ++i) csv += i % 2 ? "the man sleeps,O B-X I-X\n" : "a film was great,O O O B-X\n";
   zoo::testing::write_file(dir / "ner/part.csv", csv);
   zoo::testing::write_file(dir / "ner/meta.dat", "part.csv 8\n");
   const std::string input = "  data_processor: BertTokenClassifierDataProcessor\n  data_dir: " + (dir / "ner") +
-                            "\n  vocab_file: " + (dir / "vocab.txt") + "\n  label_vocab_file: " +
-                            (dir / "ner/label2id.json") + "\n  max_sequence_length: 8\n  batch_size: 4\n"
+                            "\n  vocab_file: " + (dir / "vocab.txt") +
+                            "\n  label_vocab_file: " + (dir / "ner/label2id.json") +
+                            "\n  max_sequence_length: 8\n  batch_size: 4\n"
                             "  do_lower: true\n  shuffle: false\n";
   // eval_input names no label_vocab_file: modelzoo's NER data takes the model's.
   std::string eval_input = input;
-  eval_input.erase(eval_input.find("  label_vocab_file:"),
-                   eval_input.find("\n", eval_input.find("  label_vocab_file:")) + 1 - eval_input.find("  label_vocab_file:"));
+  eval_input.erase(
+      eval_input.find("  label_vocab_file:"),
+      eval_input.find("\n", eval_input.find("  label_vocab_file:")) + 1 - eval_input.find("  label_vocab_file:"));
   const std::string params = zoo::testing::write_file(dir / "ner.yaml", "train_input:\n" + input + "eval_input:\n" +
-      eval_input + R"(model:
+                                                                            eval_input + R"(model:
   vocab_size: 32
   hidden_size: 32
   num_hidden_layers: 2

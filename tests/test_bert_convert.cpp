@@ -80,8 +80,8 @@ void expect_bert_converts(const std::string& kind) {
   }
   EXPECT_EQ(params["model"]["disable_nsp"].as<bool>(), kind != "nsp");
 
-  convert::run_convert({dir / "zoo/checkpoint_0.mdl", kind == "roberta" ? "roberta" : "bert", "zoo", "hf",
-                        std::nullopt, dir / "back"});
+  convert::run_convert(
+      {dir / "zoo/checkpoint_0.mdl", kind == "roberta" ? "roberta" : "bert", "zoo", "hf", std::nullopt, dir / "back"});
   auto original = convert::read_safetensors(dir / "hf/model.safetensors");
   auto back = convert::read_safetensors(dir / "back/model.safetensors");
   size_t compared = 0;
@@ -94,8 +94,9 @@ void expect_bert_converts(const std::string& kind) {
   }
   EXPECT_EQ(compared, back.size()) << kind << ": the export wrote tensors the original did not have";
   const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
-  EXPECT_EQ(config.at("architectures")[0],
-            kind == "roberta" ? "RobertaForMaskedLM" : kind == "nsp" ? "BertForPreTraining" : "BertForMaskedLM");
+  EXPECT_EQ(config.at("architectures")[0], kind == "roberta" ? "RobertaForMaskedLM"
+                                           : kind == "nsp"   ? "BertForPreTraining"
+                                                             : "BertForMaskedLM");
   EXPECT_EQ(config.at("max_position_embeddings"), kind == "roberta" ? 18 : 16);
 }
 
@@ -130,10 +131,12 @@ void expect_bert_finetune_converts(const std::string& kind) {
     EXPECT_EQ(params["model"]["num_classes"].as<int64_t>(), 5);
     EXPECT_EQ(params["train_input"]["data_processor"].as<std::string>(), "BertTokenClassifierDataProcessor");
     // HF's id2label becomes the label_vocab_file the data and the F1 read.
-    const auto labels = nlohmann::json::parse(zoo::testing::read_file(params["train_input"]["label_vocab_file"].as<std::string>()));
+    const auto labels =
+        nlohmann::json::parse(zoo::testing::read_file(params["train_input"]["label_vocab_file"].as<std::string>()));
     EXPECT_EQ(labels.at("B-PER"), 1);
     EXPECT_EQ(labels.at("I-LOC"), 4);
-    EXPECT_EQ(params["model"]["label_vocab_file"].as<std::string>(), params["train_input"]["label_vocab_file"].as<std::string>());
+    EXPECT_EQ(params["model"]["label_vocab_file"].as<std::string>(),
+              params["train_input"]["label_vocab_file"].as<std::string>());
   }
   const std::string converter = kind == "seq" ? "bert-sequence-classifier" : "bert-token-classifier";
   convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "back"});
@@ -143,7 +146,8 @@ void expect_bert_finetune_converts(const std::string& kind) {
   EXPECT_EQ(back.size(), original.size());
   for (const auto& [k, t] : original) EXPECT_TRUE(back.count(k) && torch::equal(t, back[k])) << k;
   const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / "back/config.json"));
-  EXPECT_EQ(config.at("architectures")[0], kind == "seq" ? "BertForSequenceClassification" : "BertForTokenClassification");
+  EXPECT_EQ(config.at("architectures")[0],
+            kind == "seq" ? "BertForSequenceClassification" : "BertForTokenClassification");
   EXPECT_EQ(config.at("id2label").at("1"), kind == "seq" ? "LABEL_1" : "B-PER");
   EXPECT_EQ(models::hf_converter_for(config), converter);
 }
@@ -216,7 +220,8 @@ TEST(ConvertBert, DprEncodersMatchTheReferenceAndRoundTrip) {
       original.erase(base + unused);  // a buffer; the unused pooler the question encoder's fixture carries
     EXPECT_EQ(back.size(), original.size()) << sub;
     for (const auto& [k, t] : original) EXPECT_TRUE(back.count(k) && torch::equal(t, back[k])) << sub << ": " << k;
-    const nlohmann::json config = nlohmann::json::parse(zoo::testing::read_file(dir / ("back/" + sub + "/config.json")));
+    const nlohmann::json config =
+        nlohmann::json::parse(zoo::testing::read_file(dir / ("back/" + sub + "/config.json")));
     EXPECT_EQ(config.at("architectures")[0], sub == "q_encoder" ? "DPRQuestionEncoder" : "DPRContextEncoder");
     EXPECT_EQ(config.at("model_type"), "dpr");
     EXPECT_EQ(config.at("projection_dim"), 0);
@@ -224,8 +229,10 @@ TEST(ConvertBert, DprEncodersMatchTheReferenceAndRoundTrip) {
   // With transformers (ZOO_TRANSFORMERS_PYTHON): HF's own DPR classes load zoo's export of
   // each encoder without missing or unused keys and pool the fixture's [CLS] states.
   if (zoo::testing::transformers_python()) {
-    const std::string check = zoo::testing::write_file(dir / "check_dpr.py", zoo::testing::oracle("bert_convert_check_dpr.py"));
-    const auto r = zoo::testing::run_command(std::string(zoo::testing::transformers_python()) + " " + check + " " + dir.path());
+    const std::string check =
+        zoo::testing::write_file(dir / "check_dpr.py", zoo::testing::oracle("bert_convert_check_dpr.py"));
+    const auto r =
+        zoo::testing::run_command(std::string(zoo::testing::transformers_python()) + " " + check + " " + dir.path());
     std::cout << "[ transformers ] " << r.output;
     EXPECT_EQ(r.exit_code, 0) << r.output;
   }
@@ -233,19 +240,27 @@ TEST(ConvertBert, DprEncodersMatchTheReferenceAndRoundTrip) {
   nlohmann::json projected = nlohmann::json::parse(zoo::testing::read_file(dir / "hf/ctx_encoder/config.json"));
   projected["projection_dim"] = 16;
   std::ofstream(dir / "hf/ctx_encoder/config.json") << projected.dump();
-  zoo::testing::expect_refused([&] { convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo2"}); },
-                               {"projection_dim", "ctx_encoder"});
+  zoo::testing::expect_refused(
+      [&] {
+        convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo2"});
+      },
+      {"projection_dim", "ctx_encoder"});
   std::filesystem::remove_all(dir / "hf/ctx_encoder");
-  zoo::testing::expect_refused([&] { convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo3"}); },
-                               {"sub-directory ctx_encoder/"});
+  zoo::testing::expect_refused(
+      [&] {
+        convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo3"});
+      },
+      {"sub-directory ctx_encoder/"});
 }
 
 // Options HF's BERT has no field for are refused by name, never dropped;
 // so is a config.json zoo's bert cannot build.
 TEST(ConvertBert, UnrepresentableOptionsAreRefused) {
   const auto export_error = [](const std::string& extra) {
-    YAML::Node y = YAML::Load("{vocab_size: 50, hidden_size: 32, num_hidden_layers: 1, num_heads: 4, filter_size: 48, "
-                              "max_position_embeddings: 16, pooler_nonlinearity: tanh" + extra + "}");
+    YAML::Node y = YAML::Load(
+        "{vocab_size: 50, hidden_size: 32, num_hidden_layers: 1, num_heads: 4, filter_size: 48, "
+        "max_position_embeddings: 16, pooler_nonlinearity: tanh" +
+        extra + "}");
     auto spec = models::find_model("bert").parse(y, config::Context{"m.yaml", "model"});
     try {
       models::find_hf_converter("bert").config_to_hf(*spec);
@@ -255,14 +270,20 @@ TEST(ConvertBert, UnrepresentableOptionsAreRefused) {
     return std::string();
   };
   EXPECT_EQ(export_error(""), "");
-  EXPECT_NE(export_error(", norm_first: true").find("model.norm_first = true: Hugging Face's bert normalizes after each "
-                                                    "residual add"),
+  EXPECT_NE(export_error(", norm_first: true")
+                .find("model.norm_first = true: Hugging Face's bert normalizes after each "
+                      "residual add"),
             std::string::npos);
   EXPECT_NE(export_error(", mup_base_hidden_size: 8, mup_base_filter_size: 12").find("has no muP"), std::string::npos);
   EXPECT_NE(export_error(", position_embedding_type: rotary").find("model.position_embedding_type = rotary"),
             std::string::npos);
-  nlohmann::json c = {{"model_type", "bert"}, {"vocab_size", 50}, {"hidden_size", 32}, {"num_hidden_layers", 1},
-                      {"num_attention_heads", 4}, {"intermediate_size", 48}, {"max_position_embeddings", 16},
+  nlohmann::json c = {{"model_type", "bert"},
+                      {"vocab_size", 50},
+                      {"hidden_size", 32},
+                      {"num_hidden_layers", 1},
+                      {"num_attention_heads", 4},
+                      {"intermediate_size", 48},
+                      {"max_position_embeddings", 16},
                       {"position_embedding_type", "relative_key"}};
   zoo::testing::expect_refused([&] { models::find_hf_converter("bert").config_from_hf(c); },
                                {"position_embedding_type", "relative_key"});

@@ -44,9 +44,9 @@ TEST(BertSum, DataIsPaddedAsModelzoosFeature) {
   write_vocab(dir);
   write_rows(dir, {"\"[2, 8, 3, 2, 9, 6, 3]\",\"[1, 0]\",\"[0, 0, 0, 1, 1, 1, 1]\",\"[0, 3]\"",
                    "\"[2, 5, 6, 3]\",\"[1]\",\"[0, 0, 0, 0]\",\"[0]\""});
-  auto loader = zoo::testing::open_loader("data_processor: BertSumCSVDataProcessor\ndata_dir: " + (dir / "sum") +
-                                          "\nvocab_file: " + (dir / "vocab.txt") +
-                                          "\nmax_sequence_length: 8\nmax_cls_tokens: 3\nbatch_size: 2\nshuffle: false\n");
+  auto loader = zoo::testing::open_loader(
+      "data_processor: BertSumCSVDataProcessor\ndata_dir: " + (dir / "sum") + "\nvocab_file: " + (dir / "vocab.txt") +
+      "\nmax_sequence_length: 8\nmax_cls_tokens: 3\nbatch_size: 2\nshuffle: false\n");
   models::Features b = loader->next();
   auto expect = [&](const char* name, std::vector<std::vector<double>> rows) {
     torch::Tensor want = torch::zeros({2, int64_t(rows[0].size())}, torch::kDouble);
@@ -98,7 +98,7 @@ TEST(BertSum, LogitsScoreTheClsStatesWithModelzoosLoss) {
       const torch::Tensor logp = torch::log_softmax(expected, -1);
       loss -= weights[b][s].item<double>() * logp[labels[b][s].item<int64_t>()].item<double>();
     }
-  models::Features batch{{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types},
+  models::Features batch{{"input_ids", ids},   {"attention_mask", mask}, {"token_type_ids", types},
                          {"cls_indices", cls}, {"cls_weights", weights}, {"labels", labels}};
   models::ModelOutput out = m.forward(batch, true);
   EXPECT_NEAR(out.loss.item<double>(), loss / 2 * 0.25, 1e-6);
@@ -119,8 +119,8 @@ TEST(BertSum, TrainsFromALegacyConfig) {
   const std::string input = "  data_processor: BertSumCSVDataProcessor\n  data_dir: " + (dir / "sum") +
                             "\n  max_sequence_length: 8\n  max_cls_tokens: 2\n  batch_size: 4\n  shuffle: false\n"
                             "  pad_id: 5\n";  // not [PAD]: the [CLS] at position 0 keeps its weight
-  const std::string params = zoo::testing::write_file(dir / "sum.yaml", "train_input:\n" + input + "eval_input:\n" +
-      input + R"(model:
+  const std::string params =
+      zoo::testing::write_file(dir / "sum.yaml", "train_input:\n" + input + "eval_input:\n" + input + R"(model:
   vocab_size: 12
   vocab_file: )" + (dir / "vocab.txt") + R"(
   hidden_size: 32
@@ -162,9 +162,10 @@ TEST(BertSum, SizeAndRefusedRouge) {
   TempDir dir;
   const std::string base = zoo::testing::tiny_params_yaml("/d", "/m");
   YAML::Node y = YAML::Load(base);
-  y["model"] = YAML::Load("{name: bert/extractive_summarization, vocab_size: 30522, hidden_size: 768, "
-                          "num_hidden_layers: 12, num_heads: 12, filter_size: 3072, max_position_embeddings: 1532, "
-                          "use_cls_bias: true}");
+  y["model"] = YAML::Load(
+      "{name: bert/extractive_summarization, vocab_size: 30522, hidden_size: 768, "
+      "num_hidden_layers: 12, num_heads: 12, filter_size: 3072, max_position_embeddings: 1532, "
+      "use_cls_bias: true}");
   y.remove("train_input");
   y.remove("eval_input");
   Params p = params_from_node(y, "p.yaml", YAML::Node());

@@ -3,15 +3,13 @@
 // (read back with h5py) whose loss mask is exactly on the completion /
 // assistant tokens, with clear errors for bad input.
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
-
-#include <sys/stat.h>
 
 #include "data/text/chat_template.h"
 #include "data/text/labeled_tokens.h"
@@ -58,8 +56,11 @@ json template_cases(const json& templates, const json& conversation_list) {
   for (const auto& [name, t] : templates.items())
     for (const auto& conversation : conversation_list)
       for (bool generation_prompt : {false, true})
-        cases.push_back({{"name", name}, {"template", t["chat_template"]}, {"bos_token", t["bos_token"]},
-                         {"eos_token", t["eos_token"]}, {"messages", conversation},
+        cases.push_back({{"name", name},
+                         {"template", t["chat_template"]},
+                         {"bos_token", t["bos_token"]},
+                         {"eos_token", t["eos_token"]},
+                         {"messages", conversation},
                          {"add_generation_prompt", generation_prompt}});
   return cases;
 }
@@ -121,7 +122,8 @@ TEST(ChatTemplate, PublishedTemplatesRenderAsJinja2RendersThem) {
     const auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", published + "/" + name});
     const auto& special = tok->special_tokens();
     if (!special.chat_template.empty())
-      templates[name] = {{"chat_template", special.chat_template}, {"bos_token", special.bos_token}, {"eos_token", special.eos_token}};
+      templates[name] = {
+          {"chat_template", special.chat_template}, {"bos_token", special.bos_token}, {"eos_token", special.eos_token}};
   }
   EXPECT_GE(templates.size(), 13u);
   auto m = [](const char* role, const std::string& content) { return json{{"role", role}, {"content", content}}; };
@@ -132,11 +134,13 @@ TEST(ChatTemplate, PublishedTemplatesRenderAsJinja2RendersThem) {
   const json cases = template_cases(templates, spaced);
   TempDir tmp;
   testing::write_file(tmp / "cases.json", cases.dump());
-  const auto r = testing::run_command("/usr/bin/python3 " + testing::shell_quoted(testing::source_dir() + "/tests/oracles/chat_template_jinja2.py") +
-                                      " " + testing::shell_quoted(tmp / "cases.json"));
+  const auto r = testing::run_command(
+      "/usr/bin/python3 " + testing::shell_quoted(testing::source_dir() + "/tests/oracles/chat_template_jinja2.py") +
+      " " + testing::shell_quoted(tmp / "cases.json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto [rendered, refused] = expect_renderings(cases, json::parse(r.output), "jinja2");
-  std::cout << "[ jinja2 ] " << templates.size() << " templates: " << rendered << " renderings equal, " << refused << " refused by both\n";
+  std::cout << "[ jinja2 ] " << templates.size() << " templates: " << rendered << " renderings equal, " << refused
+            << " refused by both\n";
   EXPECT_GT(rendered, 100);
   EXPECT_GT(refused, 5);
 }
@@ -164,30 +168,51 @@ TEST(ChatTemplate, TemplatesItCannotUseAreClearErrors) {
            {"{{ 1 // 0 }}", "integer division or modulo by zero"},
            {"{{ 7 % 0 }}", "integer division or modulo by zero"},
            {"{{ 1 / 0 }}", "division by zero"},
-           {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "template bound reached: nesting deeper than 1000"},
+           {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+            "template bound reached: nesting deeper than 1000"},
            {"{% for i in range(1000000000) %}{% endfor %}", "Range too big"},
            {"{% for i in range(10, 0, 0) %}{% endfor %}", "range() arg 3 must not be zero"},
            {"{{ 'a' * 100000000 }}", "would pass the output bound"},
            {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "rendering steps"},
-           {"{% set s = namespace(t='ab') %}{% for i in range(100000) %}{% set s.t = s.t ~ s.t %}{% endfor %}", "would pass the output bound"},
-           {"{% set s = namespace(t='ab') %}{% for i in range(100000) %}{% set s.t = s.t.replace('a', 'aa') %}{% endfor %}", "would pass the output bound"},
-           {"{% set s = namespace(l=[1]) %}{% for i in range(100000) %}{% set s.l = s.l + s.l %}{% endfor %}", "template bound reached"},
-           {"{{ " + [] { std::string s; for (int i = 0; i < 100000; ++i) s += "not "; return s; }() + "x }}", "nests deeper than 256"},
-           {[] { std::string s; for (int i = 0; i < 300; ++i) s += "{% if true %}"; s += "x"; for (int i = 0; i < 300; ++i) s += "{% endif %}"; return s; }(),
+           {"{% set s = namespace(t='ab') %}{% for i in range(100000) %}{% set s.t = s.t ~ s.t %}{% endfor %}",
+            "would pass the output bound"},
+           {"{% set s = namespace(t='ab') %}{% for i in range(100000) %}{% set s.t = s.t.replace('a', 'aa') %}{% "
+            "endfor %}",
+            "would pass the output bound"},
+           {"{% set s = namespace(l=[1]) %}{% for i in range(100000) %}{% set s.l = s.l + s.l %}{% endfor %}",
+            "template bound reached"},
+           {"{{ " +
+                [] {
+                  std::string s;
+                  for (int i = 0; i < 100000; ++i) s += "not ";
+                  return s;
+                }() +
+                "x }}",
+            "nests deeper than 256"},
+           {[] {
+              std::string s;
+              for (int i = 0; i < 300; ++i) s += "{% if true %}";
+              s += "x";
+              for (int i = 0; i < 300; ++i) s += "{% endif %}";
+              return s;
+            }(),
             "nests deeper than 256"},
            {"{{ raise_exception('Conversation roles must alternate') }}", "Conversation roles must alternate"}}) {
     const auto start = std::chrono::steady_clock::now();
     const std::string e = error(source);
     EXPECT_NE(e.find(expected), std::string::npos) << source.substr(0, 80) << ": " << e.substr(0, 400);
     EXPECT_NE(e.find("dir/tokenizer_config.json"), std::string::npos) << e.substr(0, 400);
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0) << source.substr(0, 80);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0)
+        << source.substr(0, 80);
   }
   // jinja2's arithmetic: true division, floor division and modulo by the divisor's sign.
   const text::ChatTemplate math("{{ 7 / 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }}", tokens, "math");
   EXPECT_EQ(math.render({{"user", "x"}}, false), "3.5 -4 2 -2");
   // Python's str methods as jinja2 calls them (@huggingface/jinja's lstrip drops every space, Python only the given
   // characters: Qwen3's template writes content.lstrip('\n')).
-  const text::ChatTemplate strip("[{{ '\n\n  x '.lstrip('\n') }}][{{ 'ab'.replace('', '-') }}][{{ 'aaa'.replace('a', 'b', 2) }}]", tokens, "strip");
+  const text::ChatTemplate strip(
+      "[{{ '\n\n  x '.lstrip('\n') }}][{{ 'ab'.replace('', '-') }}][{{ 'aaa'.replace('a', 'b', 2) }}]", tokens,
+      "strip");
   EXPECT_EQ(strip.render({{"user", "x"}}, false), "[  x ][-a-b-][bba]");
 }
 
@@ -198,12 +223,43 @@ TEST(ChatTemplate, MutatedTemplatesRenderOrAreRefused) {
   std::vector<std::string> seeds;
   const json templates = published_templates();
   for (const auto& [name, t] : templates.items()) seeds.push_back(t["chat_template"].get<std::string>());
-  const std::vector<std::string> fragments = {
-      "{% for i in range(100000) %}", "{% endfor %}", "{% if ", "{% endif %}", "{{ ", " }}", "{% macro m(x) %}{{ m(x) }}{% endmacro %}",
-      "{{ m(1) }}", " // 0", " % 0", " / 0", "not not not ", "(((((", ")))))", "[[[[", "]]]]", "{% set x = ", "'a' * 99999999",
-      "messages[0]['content'] | trim", "loop.index0", "raise_exception('stop')", "strftime_now('%Y')", "{{ range(10, 0, 0) }}",
-      "{% raw %}", "{% endraw %}", "{# ", " #}", "-%}", "{%-", "\"", "'", "|join", "|tojson", "{{ messages | length }}", "\xff\xfe"};
-  const std::vector<text::ChatMessage> conversation = {{"system", "s"}, {"user", "hello"}, {"assistant", "hi"}, {"user", "bye"}};
+  const std::vector<std::string> fragments = {"{% for i in range(100000) %}",
+                                              "{% endfor %}",
+                                              "{% if ",
+                                              "{% endif %}",
+                                              "{{ ",
+                                              " }}",
+                                              "{% macro m(x) %}{{ m(x) }}{% endmacro %}",
+                                              "{{ m(1) }}",
+                                              " // 0",
+                                              " % 0",
+                                              " / 0",
+                                              "not not not ",
+                                              "(((((",
+                                              ")))))",
+                                              "[[[[",
+                                              "]]]]",
+                                              "{% set x = ",
+                                              "'a' * 99999999",
+                                              "messages[0]['content'] | trim",
+                                              "loop.index0",
+                                              "raise_exception('stop')",
+                                              "strftime_now('%Y')",
+                                              "{{ range(10, 0, 0) }}",
+                                              "{% raw %}",
+                                              "{% endraw %}",
+                                              "{# ",
+                                              " #}",
+                                              "-%}",
+                                              "{%-",
+                                              "\"",
+                                              "'",
+                                              "|join",
+                                              "|tojson",
+                                              "{{ messages | length }}",
+                                              "\xff\xfe"};
+  const std::vector<text::ChatMessage> conversation = {
+      {"system", "s"}, {"user", "hello"}, {"assistant", "hi"}, {"user", "bye"}};
   text::SpecialTokens tokens;
   tokens.bos_token = "<s>";
   tokens.eos_token = "</s>";
@@ -244,16 +300,20 @@ TEST(ChatTemplate, StrftimeNowAndContentPartsAsTransformersGivesThem) {
   std::strftime(today, sizeof today, "%d %b %Y", &local);
   EXPECT_EQ(dated.render({{"user", "x"}}, true), std::string("Today Date: ") + today);
   const text::ChatTemplate parts(
-      "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}[{{ p.type }}:{{ p.text }}]"
+      "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}[{{ p.type "
+      "}}:{{ p.text }}]"
       "{% endfor %}{% endif %}{% endfor %}",
       tokens, "parts");
-  EXPECT_EQ(parts.render({{"user", json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})}, {"assistant", "c"}}, false),
+  EXPECT_EQ(parts.render({{"user", json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})},
+                          {"assistant", "c"}},
+                         false),
             "[text:a][text:b]c");
 }
 
 // One sample as create-hdf5 writes it from ids and their in-loss flags:
 // input_ids, attention_mask (label j in the loss) and labels rows, padded.
-std::vector<int32_t> expected_row(const std::vector<int32_t>& ids, const std::vector<int>& in_loss, int msl, int32_t pad) {
+std::vector<int32_t> expected_row(const std::vector<int32_t>& ids, const std::vector<int>& in_loss, int msl,
+                                  int32_t pad) {
   std::vector<int32_t> row(3 * msl, pad);
   if (static_cast<int>(ids.size()) > msl + 1) {
     ADD_FAILURE() << ids.size() << " ids do not fit a sample of " << msl;
@@ -268,16 +328,19 @@ std::vector<int32_t> expected_row(const std::vector<int32_t>& ids, const std::ve
   return row;
 }
 
-std::string create_hdf5(const std::string& mode, const std::string& in, const std::string& out, const std::string& args) {
+std::string create_hdf5(const std::string& mode, const std::string& in, const std::string& out,
+                        const std::string& args) {
   return testing::zoo_binary() + " data create-hdf5 " + mode + " --input_dir " + testing::shell_quoted(in) +
          " --output_dir " + testing::shell_quoted(out) + " " + args;
 }
 
-std::vector<std::vector<int32_t>> sentencepiece_encode(const std::string& model, const std::vector<std::string>& texts) {
+std::vector<std::vector<int32_t>> sentencepiece_encode(const std::string& model,
+                                                       const std::vector<std::string>& texts) {
   TempDir tmp;
   testing::write_file(tmp / "texts.json", json(texts).dump());
-  const auto r = testing::run_command("/usr/bin/python3 " + testing::shell_quoted(testing::oracle_path("tokenizer_sentencepiece_encode.py")) +
-                                      " " + testing::shell_quoted(model) + " " + testing::shell_quoted(tmp / "texts.json"));
+  const auto r = testing::run_command(
+      "/usr/bin/python3 " + testing::shell_quoted(testing::oracle_path("tokenizer_sentencepiece_encode.py")) + " " +
+      testing::shell_quoted(model) + " " + testing::shell_quoted(tmp / "texts.json"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return json::parse(r.output)["ids"].get<std::vector<std::vector<int32_t>>>();
 }
@@ -303,7 +366,8 @@ TEST(CreateHdf5Summarization, LossMaskIsOnTheCompletionAndItsEosOnly) {
   const auto dropped = testing::run_command(create_hdf5("Summarization", tmp / "in", tmp / "out", common));
   ASSERT_EQ(dropped.exit_code, 0) << dropped.output;
   EXPECT_NE(dropped.output.find("0 truncated, 1 dropped"), std::string::npos) << dropped.output;
-  const auto truncated = testing::run_command(create_hdf5("Summarization", tmp / "in", tmp / "cut", common + " --truncate true"));
+  const auto truncated =
+      testing::run_command(create_hdf5("Summarization", tmp / "in", tmp / "cut", common + " --truncate true"));
   ASSERT_EQ(truncated.exit_code, 0) << truncated.output;
   EXPECT_NE(truncated.output.find("0 truncated, 1 dropped"), std::string::npos) << truncated.output;
 
@@ -335,8 +399,10 @@ TEST(CreateHdf5Summarization, LossMaskIsOnTheCompletionAndItsEosOnly) {
   EXPECT_EQ(params["post-process"]["n_dropped"], 1);
   // ... and with a prompt short enough to leave part of the completion, --truncate keeps the sample.
   EXPECT_EQ(testing::h5py_samples(tmp / "cut"), want_dropped);
-  testing::write_file(tmp / "in2/c.jsonl", json{{"question", "Q: list"}, {"answer", std::string(200, 'y')}}.dump() + "\n");
-  const auto cut = testing::run_command(create_hdf5("Summarization", tmp / "in2", tmp / "cut2", common + " --truncate true"));
+  testing::write_file(tmp / "in2/c.jsonl",
+                      json{{"question", "Q: list"}, {"answer", std::string(200, 'y')}}.dump() + "\n");
+  const auto cut =
+      testing::run_command(create_hdf5("Summarization", tmp / "in2", tmp / "cut2", common + " --truncate true"));
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
   EXPECT_NE(cut.output.find("1 truncated, 0 dropped"), std::string::npos) << cut.output;
   const auto rows = testing::h5py_samples(tmp / "cut2");
@@ -359,16 +425,16 @@ TEST(CreateHdf5Chat, LossMaskIsExactlyOnTheAssistantTurns) {
   ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(js);
   const json templates = published_templates();
   auto m = [](const char* role, const std::string& content) { return json{{"role", role}, {"content", content}}; };
-  const json plain = json::array(
-      {json::array({m("user", "What is two plus two?"), m("assistant", "Four."), m("user", "And doubled?"),
-                    m("assistant", " Eight, with spaces ")}),
-       json::array({m("user", "Say hola"), m("assistant", "¡Hola! 😀 東京")})});
+  const json plain = json::array({json::array({m("user", "What is two plus two?"), m("assistant", "Four."),
+                                               m("user", "And doubled?"), m("assistant", " Eight, with spaces ")}),
+                                  json::array({m("user", "Say hola"), m("assistant", "¡Hola! 😀 東京")})});
   json with_system = plain;
   with_system[0].insert(with_system[0].begin(), m("system", "Be brief."));
-  for (const auto& [name, layout, system] :
-       {std::tuple{"llama_2_13b_chat", "prepend", true}, {"chatml_openhermes_2_5_mistral_7b", "prepend", true},
-        {"mistral_7b_instruct_v0_1", "prepend", false}, {"gemma_7b_it", "prepend", false},
-        {"llama_3_8b_instruct", "metaspace", true}}) {
+  for (const auto& [name, layout, system] : {std::tuple{"llama_2_13b_chat", "prepend", true},
+                                             {"chatml_openhermes_2_5_mistral_7b", "prepend", true},
+                                             {"mistral_7b_instruct_v0_1", "prepend", false},
+                                             {"gemma_7b_it", "prepend", false},
+                                             {"llama_3_8b_instruct", "metaspace", true}}) {
     SCOPED_TRACE(name);
     TempDir tmp;
     testing::make_llama_tokenizer(tmp / "tok", layout);
@@ -379,13 +445,14 @@ TEST(CreateHdf5Chat, LossMaskIsExactlyOnTheAssistantTurns) {
     std::string lines;
     for (const auto& c : chats) lines += json{{"messages", c}, {"id", 7}}.dump() + "\n";
     testing::write_file(tmp / "in/chat.jsonl", lines);
-    const auto r = testing::run_command(create_hdf5("Chat", tmp / "in", tmp / "out",
-                                                    "--tokenizer_type HuggingFaceTokenizer --huggingface_tokenizer " +
-                                                        (tmp / "tok") + " --max_seq_length 512"));
+    const auto r = testing::run_command(create_hdf5(
+        "Chat", tmp / "in", tmp / "out",
+        "--tokenizer_type HuggingFaceTokenizer --huggingface_tokenizer " + (tmp / "tok") + " --max_seq_length 512"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     testing::write_file(tmp / "chats.json", chats.dump());
-    const auto ref = testing::run_node_oracle(js, "chat_tokens_transformers_js.mjs",
-                                              testing::shell_quoted(tmp / "tok") + " " + testing::shell_quoted(tmp / "chats.json"));
+    const auto ref =
+        testing::run_node_oracle(js, "chat_tokens_transformers_js.mjs",
+                                 testing::shell_quoted(tmp / "tok") + " " + testing::shell_quoted(tmp / "chats.json"));
     ASSERT_EQ(ref.exit_code, 0) << ref.output;
     const json reference = json::parse(ref.output);
     std::vector<std::vector<int32_t>> want;
@@ -404,7 +471,8 @@ TEST(CreateHdf5Chat, LossMaskIsExactlyOnTheAssistantTurns) {
       const std::string text = tok->decode_like_transformers(learned);
       for (const auto& message : chats[i]) {
         const std::string content = message["content"].get<std::string>();
-        const std::string trimmed = content.substr(content.find_first_not_of(' '), content.find_last_not_of(' ') - content.find_first_not_of(' ') + 1);
+        const std::string trimmed = content.substr(content.find_first_not_of(' '),
+                                                   content.find_last_not_of(' ') - content.find_first_not_of(' ') + 1);
         EXPECT_EQ(text.find(trimmed) != std::string::npos, message["role"] == "assistant") << text << " vs " << content;
       }
     }
@@ -412,8 +480,9 @@ TEST(CreateHdf5Chat, LossMaskIsExactlyOnTheAssistantTurns) {
 }
 
 // The tokenizers and chat templates published for Llama 3.1, 3.2, Qwen2.5, Qwen3, Gemma 3 (content as parts lists)
-// and Mistral Nemo: the samples equal transformers.js's, loss marks included (Qwen3's first assistant turn, rendered without its empty
-// <think> block inside the conversation, as far as both renderings agree). No content starts with a space here:
+// and Mistral Nemo: the samples equal transformers.js's, loss marks included (Qwen3's first assistant turn, rendered
+// without its empty <think> block inside the conversation, as far as both renderings agree). No content starts with a
+// space here:
 // @huggingface/jinja's lstrip('\n') strips spaces too, where jinja2 (and zoo) keep them.
 TEST(CreateHdf5Chat, PublishedTokenizersAndTemplatesGiveTransformersJsSamples) {
   ZOO_SKIP_WITHOUT_H5PY();
@@ -427,10 +496,12 @@ TEST(CreateHdf5Chat, PublishedTokenizersAndTemplatesGiveTransformersJsSamples) {
     SCOPED_TRACE(name);
     const bool as_parts = name == "gemma3";
     auto content = [&](const std::string& text) { return as_parts ? parts(text) : json(text); };
-    const json chats = json::array(
-        {json::array({m("system", content("Be brief.")), m("user", content("What is two plus two?")), m("assistant", content("Four.")),
-                      m("user", content("And doubled?")), m("assistant", content("Eight, with spaces "))}),
-         json::array({m("user", content("Say hola, V\u00e1clav")), m("assistant", content("\u00a1Hola! \U0001F600 \u6771\u4eac"))})});
+    const json chats =
+        json::array({json::array({m("system", content("Be brief.")), m("user", content("What is two plus two?")),
+                                  m("assistant", content("Four.")), m("user", content("And doubled?")),
+                                  m("assistant", content("Eight, with spaces "))}),
+                     json::array({m("user", content("Say hola, V\u00e1clav")),
+                                  m("assistant", content("\u00a1Hola! \U0001F600 \u6771\u4eac"))})});
     TempDir tmp;
     std::string lines;
     for (const auto& chat : chats) lines += json{{"messages", chat}}.dump() + "\n";
@@ -440,8 +511,9 @@ TEST(CreateHdf5Chat, PublishedTokenizersAndTemplatesGiveTransformersJsSamples) {
                                                         (published + "/" + name) + " --max_seq_length 512 --pad_id 0"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     testing::write_file(tmp / "chats.json", chats.dump());
-    const auto ref = testing::run_node_oracle(js, "chat_tokens_transformers_js.mjs",
-                                              testing::shell_quoted(published + "/" + name) + " " + testing::shell_quoted(tmp / "chats.json"));
+    const auto ref = testing::run_node_oracle(
+        js, "chat_tokens_transformers_js.mjs",
+        testing::shell_quoted(published + "/" + name) + " " + testing::shell_quoted(tmp / "chats.json"));
     ASSERT_EQ(ref.exit_code, 0) << ref.output;
     std::vector<std::vector<int32_t>> want;
     for (const auto& c : json::parse(ref.output))
@@ -456,7 +528,8 @@ TEST(CreateHdf5Chat, PublishedTokenizersAndTemplatesGiveTransformersJsSamples) {
     // zoo learns the replies only. Same ids.
     ASSERT_EQ(rows.size(), want.size());
     auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", published + "/" + name});
-    const std::vector<std::string> learned_text = {"Four.</s>Eight, with spaces </s>", "\u00a1Hola! \U0001F600 \u6771\u4eac</s>"};
+    const std::vector<std::string> learned_text = {"Four.</s>Eight, with spaces </s>",
+                                                   "\u00a1Hola! \U0001F600 \u6771\u4eac</s>"};
     for (size_t i = 0; i < rows.size(); ++i) {
       EXPECT_TRUE(std::equal(rows[i].begin(), rows[i].begin() + 512, want[i].begin())) << "ids of conversation " << i;
       std::vector<int32_t> learned;
@@ -494,13 +567,16 @@ TEST(CreateHdf5Chat, AVeryLongConversationIsPreparedInSeconds) {
   TempDir tmp;
   json messages = json::array();
   for (int i = 0; i < 100000; ++i)
-    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", i % 2 ? "answer " + std::to_string(i) : "question"}});
+    messages.push_back(
+        {{"role", i % 2 ? "assistant" : "user"}, {"content", i % 2 ? "answer " + std::to_string(i) : "question"}});
   testing::write_file(tmp / "in/chat.jsonl", json{{"messages", messages}}.dump() + "\n");
-  testing::write_file(tmp / "template.jinja", published_templates()["chatml_openhermes_2_5_mistral_7b"]["chat_template"].get<std::string>());
+  testing::write_file(tmp / "template.jinja",
+                      published_templates()["chatml_openhermes_2_5_mistral_7b"]["chat_template"].get<std::string>());
   const auto start = std::chrono::steady_clock::now();
-  const auto r = testing::run_command(create_hdf5("Chat", tmp / "in", tmp / "out",
-                                                  "--tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 256 --truncate true --chat_template " +
-                                                      (tmp / "template.jinja")));
+  const auto r = testing::run_command(
+      create_hdf5("Chat", tmp / "in", tmp / "out",
+                  "--tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 256 --truncate true --chat_template " +
+                      (tmp / "template.jinja")));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("1 truncated"), std::string::npos) << r.output;
@@ -518,7 +594,8 @@ TEST(CreateHdf5FineTuning, BadInputIsAClearErrorNamingTheFileAndLine) {
     const std::string in = tmp / ("in" + std::to_string(++n));
     testing::write_file(in + "/data.jsonl", lines);
     const std::string out = tmp / ("out" + std::to_string(n));
-    const auto r = testing::run_command(create_hdf5(mode, in, out, "--tokenizer_type ByteTokenizer --eos_id 0 " + extra));
+    const auto r =
+        testing::run_command(create_hdf5(mode, in, out, "--tokenizer_type ByteTokenizer --eos_id 0 " + extra));
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_FALSE(std::filesystem::exists(out + "/examples_0.h5")) << "a failed run leaves no samples behind";
     return in + "/data.jsonl: " + r.output;
@@ -537,7 +614,9 @@ TEST(CreateHdf5FineTuning, BadInputIsAClearErrorNamingTheFileAndLine) {
   expect_error(run("Summarization", good, "--sep_token '<sep>'"), "", "--sep_token <sep> is not a token");
   const std::string chat = " --chat_template " + (tmp / "template.jinja");
   auto conversation = [](const char* role) {
-    return json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", role}, {"content", "x"}}})}}.dump() + "\n";
+    return json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", role}, {"content", "x"}}})}}
+               .dump() +
+           "\n";
   };
   expect_error(run("Chat", conversation("assistant") + conversation("robot"), chat), "2",
                "message 1: unknown role 'robot' (expected system, user or assistant)");
@@ -549,14 +628,16 @@ TEST(CreateHdf5FineTuning, BadInputIsAClearErrorNamingTheFileAndLine) {
   expect_error(run("Chat", conversation("assistant")), "", "has no chat_template");
   // Inputs by their name that cannot be read are errors, not files quietly left out of "1/1 files".
   for (const auto& [make, what] : std::vector<std::pair<std::function<void(const std::string&)>, std::string>>{
-           {[](const std::string& p) { std::filesystem::create_symlink(p + ".gone", p); }, "a symbolic link to nothing"},
+           {[](const std::string& p) { std::filesystem::create_symlink(p + ".gone", p); },
+            "a symbolic link to nothing"},
            {[](const std::string& p) { ASSERT_EQ(mkfifo(p.c_str(), 0600), 0); }, "a FIFO"},
            {[](const std::string& p) { std::filesystem::create_directories(p); }, "a directory"}}) {
     static int k = 0;
     const std::string in = tmp / ("odd" + std::to_string(++k));
     testing::write_file(in + "/good.jsonl", good);
     make(in + "/odd.jsonl");
-    const auto r = testing::run_command(create_hdf5("Summarization", in, tmp / ("odd_out" + std::to_string(k)), "--tokenizer_type ByteTokenizer --eos_id 0"));
+    const auto r = testing::run_command(create_hdf5("Summarization", in, tmp / ("odd_out" + std::to_string(k)),
+                                                    "--tokenizer_type ByteTokenizer --eos_id 0"));
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find(in + "/odd.jsonl is " + what), std::string::npos) << r.output;
   }

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <regex>
 
 #include "test_util.h"
@@ -20,8 +19,8 @@ struct Runs {
   std::string params;
   Runs() {
     zoo::testing::write_small_corpus(dir / "data");
-    params = zoo::testing::write_file(dir / "p.yaml", zoo::testing::tiny_params_yaml(dir / "data", dir / "straight",
-                                                                                     "  checkpoint_steps: 3\n"));
+    params = zoo::testing::write_file(
+        dir / "p.yaml", zoo::testing::tiny_params_yaml(dir / "data", dir / "straight", "  checkpoint_steps: 3\n"));
   }
   zoo::testing::CommandResult zoo(const std::string& args) const {
     return run_command(zoo::testing::zoo_binary() + " " + args);
@@ -31,17 +30,23 @@ struct Runs {
 }  // namespace
 
 TEST(CheckpointDiff, AResumedRunEqualsTheStraightOneAndAStepLaterDiffersAsTorchComputes) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   Runs runs;
   const std::string d = runs.dir.path();
   ASSERT_EQ(runs.zoo("CPU --params " + runs.params + " --mode train --max_steps 6").exit_code, 0);
-  ASSERT_EQ(runs.zoo("CPU --params " + runs.params + " --mode train --max_steps 3 --model_dir " + d + "/resumed").exit_code, 0);
-  ASSERT_EQ(runs.zoo("CPU --params " + runs.params + " --mode train --max_steps 6 --model_dir " + d + "/resumed").exit_code, 0);
+  ASSERT_EQ(
+      runs.zoo("CPU --params " + runs.params + " --mode train --max_steps 3 --model_dir " + d + "/resumed").exit_code,
+      0);
+  ASSERT_EQ(
+      runs.zoo("CPU --params " + runs.params + " --mode train --max_steps 6 --model_dir " + d + "/resumed").exit_code,
+      0);
 
   auto r = runs.zoo("checkpoint diff " + d + "/straight/checkpoint_6.mdl " + d + "/resumed/checkpoint_6.mdl");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("The checkpoints are equal.\n"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(" 0 differ, 0 of another shape or dtype, 0 only in A, 0 only in B"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" 0 differ, 0 of another shape or dtype, 0 only in A, 0 only in B"), std::string::npos)
+      << r.output;
   // The params (in __metadata__) name each run's model_dir: they differ when asked to compare them.
   r = runs.zoo("checkpoint diff --metadata " + d + "/straight/checkpoint_6.mdl " + d + "/resumed/checkpoint_6.mdl");
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -73,7 +78,8 @@ TEST(CheckpointDiff, AResumedRunEqualsTheStraightOneAndAStepLaterDiffersAsTorchC
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("The checkpoints are equal within rtol and atol.\n"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("global_step"), std::string::npos) << r.output;
-  r = runs.zoo("checkpoint diff --exact --keys '^model\\.model\\.transformer_decoder\\.norm\\.' --atol 10 " + a + " " + b);
+  r = runs.zoo("checkpoint diff --exact --keys '^model\\.model\\.transformer_decoder\\.norm\\.' --atol 10 " + a + " " +
+               b);
   EXPECT_EQ(r.exit_code, 1) << r.output;
 }
 

@@ -7,18 +7,19 @@
 #include "test_util.h"
 
 using namespace zoo;
-using zoo::testing::TempDir;
 using zoo::testing::run_command;
+using zoo::testing::TempDir;
 
 TEST(Cli, FlagsOverrideRunconfigAndAbsentFlagsKeepYaml) {
   TempDir dir;
   std::string params = zoo::testing::write_file(
       dir / "p.yaml", zoo::testing::tiny_params_yaml("/data", "/from/yaml", "  max_steps: 100\n  eval_steps: 4\n"));
-  CliCommand c = parse_cli({"CPU", "--params", params, "--mode", "eval", "--max_steps", "7", "--checkpoint_path", "c.mdl"});
+  CliCommand c =
+      parse_cli({"CPU", "--params", params, "--mode", "eval", "--max_steps", "7", "--checkpoint_path", "c.mdl"});
   Params p = load_params(c.params_file, c.runconfig_overrides);
-  EXPECT_EQ(p.runconfig.max_steps.value(), 7);           // CLI wins
-  EXPECT_EQ(p.runconfig.eval_steps.value(), 4);          // YAML kept
-  EXPECT_EQ(p.runconfig.model_dir, "/from/yaml");        // -o not given: YAML kept (modelzoo would override)
+  EXPECT_EQ(p.runconfig.max_steps.value(), 7);     // CLI wins
+  EXPECT_EQ(p.runconfig.eval_steps.value(), 4);    // YAML kept
+  EXPECT_EQ(p.runconfig.model_dir, "/from/yaml");  // -o not given: YAML kept (modelzoo would override)
   EXPECT_EQ(p.runconfig.checkpoint_path.value(), "c.mdl");
   EXPECT_EQ(p.runconfig.mode, "eval");
   EXPECT_EQ(p.runconfig.target_device, "CPU");
@@ -104,8 +105,8 @@ TEST(Cli, ValidateOnlyReports111MParametersForCerebrasGpt111m) {
 TEST(Cli, MergedParamsAreWrittenPerMode) {
   TempDir dir;
   zoo::testing::write_small_corpus(dir / "data");
-  std::string params =
-      zoo::testing::write_file(dir / "p.yaml", zoo::testing::tiny_params_yaml(dir / "data", dir / "m", "  eval_steps: 2\n"));
+  std::string params = zoo::testing::write_file(
+      dir / "p.yaml", zoo::testing::tiny_params_yaml(dir / "data", dir / "m", "  eval_steps: 2\n"));
   auto r = run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode eval --logging WARNING");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   YAML::Node written = YAML::LoadFile(dir / "m/eval/params_eval.yaml");

@@ -1,7 +1,6 @@
 // Params validation: every kind of bad input gives an error naming the file,
 // line, key path and what was expected; defaults and warnings as documented.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <chrono>
@@ -139,13 +138,15 @@ TEST(Config, CerebrasSettingsStillTakeOnlyTheirValues) {
   EXPECT_NE(error_of(with_line("runconfig", "precision_opt_level: banana"))
                 .find("runconfig.precision_opt_level: expected 0, 1 or 2 (a Cerebras setting zoo ignores), got banana"),
             std::string::npos);
-  EXPECT_NE(error_of(with_line("runconfig", "target_device: banana")).find("runconfig.target_device: expected CPU, GPU or CSX"),
+  EXPECT_NE(error_of(with_line("runconfig", "target_device: banana"))
+                .find("runconfig.target_device: expected CPU, GPU or CSX"),
             std::string::npos);
   EXPECT_EQ(error_of(with_line("runconfig", "precision_opt_level: 1")), "");
   std::string trainer = zoo::testing::read_file(zoo::testing::modelzoo_configs_dir() + "/trainer_format/fc_mnist.yaml");
   trainer.replace(trainer.find("    precision:\n"), 15, "    backend:\n      backend_type: GPUS\n    precision:\n");
   EXPECT_NE(error_of(trainer).find("trainer.init.backend.backend_type: expected CPU, GPU or CSX, got GPUS"),
-            std::string::npos) << error_of(trainer);
+            std::string::npos)
+      << error_of(trainer);
 }
 
 TEST(Config, MissingFileIsAClearError) {
@@ -166,7 +167,8 @@ TEST(Config, UnknownKeyNamesLineAndSuggests) {
 }
 
 TEST(Config, UnknownKeysAreErrorsInEverySection) {
-  EXPECT_NE(error_of(with_line("runconfig", "max_stepz: 3")).find("runconfig.max_stepz: unknown key"), std::string::npos);
+  EXPECT_NE(error_of(with_line("runconfig", "max_stepz: 3")).find("runconfig.max_stepz: unknown key"),
+            std::string::npos);
   EXPECT_NE(error_of(with_line("optimizer", "lerning_rate: 3")).find("optimizer.lerning_rate: unknown key"),
             std::string::npos);
   EXPECT_NE(error_of(with_line("train_input", "bach_size: 3")).find("train_input.bach_size: unknown key"),
@@ -191,8 +193,9 @@ TEST(Config, WrongTypeNamesExpectedType) {
 }
 
 TEST(Config, OutOfRangeValues) {
-  EXPECT_NE(error_of(with_line("runconfig", "max_steps: -5")).find("runconfig.max_steps: expected a value > 0, got '-5'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(with_line("runconfig", "max_steps: -5")).find("runconfig.max_steps: expected a value > 0, got '-5'"),
+      std::string::npos);
   std::string y = zoo::testing::tiny_params_yaml("/x", "/y");
   y.replace(y.find("dropout_rate: 0.0"), 17, "dropout_rate: 1.5");
   EXPECT_NE(error_of(y).find("model.dropout_rate: expected a value in [0, 1), got '1.5'"), std::string::npos)
@@ -233,15 +236,17 @@ TEST(Config, LegacyKeysAreReadWithOneWarningNamingTheNewKey) {
             std::string::npos)
       << p.warnings[0];
   // Both names with one value: fine; with two values: an error naming both.
-  EXPECT_EQ(error_of(with_line("optimizer", "weight_decay_rate: 1.0e-2")), "");  // the tiny params say weight_decay: 0.01
-  EXPECT_NE(error_of(with_line("optimizer", "weight_decay_rate: 0.1"))
-                .find("optimizer.weight_decay_rate: old name of 'weight_decay', which is also given, with another value "
-                      "(0.1 vs 0.01)"),
-            std::string::npos)
+  EXPECT_EQ(error_of(with_line("optimizer", "weight_decay_rate: 1.0e-2")),
+            "");  // the tiny params say weight_decay: 0.01
+  EXPECT_NE(
+      error_of(with_line("optimizer", "weight_decay_rate: 0.1"))
+          .find("optimizer.weight_decay_rate: old name of 'weight_decay', which is also given, with another value "
+                "(0.1 vs 0.01)"),
+      std::string::npos)
       << error_of(with_line("optimizer", "weight_decay_rate: 0.1"));
   // Pre-2.1 scheduler spellings and R1.x's use_bfloat16 likewise.
-  Params old = params_from_node(
-      config::load_yaml_string(with_line("model", "use_bfloat16: true"), "p.yaml"), "p.yaml", YAML::Node());
+  Params old = params_from_node(config::load_yaml_string(with_line("model", "use_bfloat16: true"), "p.yaml"), "p.yaml",
+                                YAML::Node());
   EXPECT_EQ(old.precision.fp16_type, "bfloat16");
   EXPECT_NE(old.warnings.at(0).find("model.use_bfloat16: old name, read as 'fp16_type'"), std::string::npos);
 }
@@ -310,8 +315,9 @@ TEST(Config, BadScheduleIsAClearError) {
 }
 
 TEST(Config, RealModelzooGptConfigsValidate) {
-  for (const char* name : {"transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml", "transformers_pytorch_gpt3_params_gpt3_111m.yaml",
-                           "transformers_pytorch_gpt2_params_gpt2_small.yaml"}) {
+  for (const char* name :
+       {"transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml", "transformers_pytorch_gpt3_params_gpt3_111m.yaml",
+        "transformers_pytorch_gpt2_params_gpt2_small.yaml"}) {
     std::string path = zoo::testing::modelzoo_configs_dir() + "/" + name;
     EXPECT_NO_THROW(load_params(path, YAML::Node())) << path;
   }

@@ -65,7 +65,7 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
 
 // The shapes the made data has, for the model section.
 struct DataShape {
-  int64_t vocab = 0;      // 0: the data decides no vocabulary
+  int64_t vocab = 0;  // 0: the data decides no vocabulary
   int64_t positions = 32;
 };
 
@@ -82,7 +82,8 @@ std::string write_wordpiece_vocab(const std::string& path, int size) {
 
 std::string words(int first, int count, int vocab) {
   std::string s;
-  for (int k = 0; k < count; ++k) s += (k ? " " : "") + std::string("w") + std::to_string(5 + (first + k) % (vocab - 5));
+  for (int k = 0; k < count; ++k)
+    s += (k ? " " : "") + std::string("w") + std::to_string(5 + (first + k) % (vocab - 5));
   return s;
 }
 
@@ -114,12 +115,14 @@ const std::string& gpt_hdf5_data() {
       EXPECT_EQ(r.exit_code, 0) << r.output;
       // Prompt/completion pairs packed several to a row, for sections with use_vsl (the shipped fine-tuning recipe).
       std::string pairs;
-      for (int d = 0; d < 16; ++d) pairs += "{\"prompt\": \"Doc " + std::to_string(d) + "?\", \"completion\": \" ok\"}\n";
+      for (int d = 0; d < 16; ++d)
+        pairs += "{\"prompt\": \"Doc " + std::to_string(d) + "?\", \"completion\": \" ok\"}\n";
       zoo::testing::write_file(dir / ("pairs_" + split + "/pairs.jsonl"), pairs);
-      const auto packed = zoo::testing::run_command(
-          zoo::testing::zoo_binary() + " data create-hdf5 Summarization --input_dir " + (dir / ("pairs_" + split)) +
-          " --output_dir " + (dir / ("packed_" + split)) + " --tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 16 "
-          "--pack true");
+      const auto packed =
+          zoo::testing::run_command(zoo::testing::zoo_binary() + " data create-hdf5 Summarization --input_dir " +
+                                    (dir / ("pairs_" + split)) + " --output_dir " + (dir / ("packed_" + split)) +
+                                    " --tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 16 "
+                                    "--pack true");
       EXPECT_EQ(packed.exit_code, 0) << packed.output;
     }
     return true;
@@ -143,8 +146,7 @@ void make_data(const std::string& processor, YAML::Node in, YAML::Node model, co
     const std::string data = gpt_hdf5_data() + (packed ? "/packed_" : "/") + (eval ? "eval" : "train");
     if (in["mixture"])
       for (YAML::Node item : in["mixture"]) item["data_dir"] = data;
-    else
-      in["data_dir"] = data;
+    else in["data_dir"] = data;
     shape.vocab = 256;  // ByteTokenizer's bytes (byte 0 ends each document)
     shape.positions = 16;
   } else if (processor == "ByteTextDataProcessor") {
@@ -194,8 +196,8 @@ void make_data(const std::string& processor, YAML::Node in, YAML::Node model, co
     set_if_given(in, "max_cls_tokens", YAML::Node(3));
     std::string csv = "input_token_ids,labels,segment_ids,cls_indices\n";
     for (int r = 0; r < kSamples; ++r)  // two sentences: [CLS] w w [SEP] [CLS] w w w [SEP]
-      csv += "\"[2, " + std::to_string(5 + r % 20) + ", 6, 3, 2, 7, " + std::to_string(8 + r % 20) +
-             ", 9, 3]\",\"[" + std::to_string(r % 2) + ", " + std::to_string(1 - r % 2) +
+      csv += "\"[2, " + std::to_string(5 + r % 20) + ", 6, 3, 2, 7, " + std::to_string(8 + r % 20) + ", 9, 3]\",\"[" +
+             std::to_string(r % 2) + ", " + std::to_string(1 - r % 2) +
              "]\",\"[0, 0, 0, 0, 1, 1, 1, 1, 1]\",\"[0, 4]\"\n";
     in["data_dir"] = write_csv_data(dir + "/sum", csv, kSamples);
     shape.vocab = kVocab;
@@ -268,20 +270,28 @@ void shrink_model(YAML::Node model, const DataShape& shape) {
   const YAML::Node& given = model;
   std::optional<double> rotary_share;  // of the head, kept as the config has it
   if (given["rotary_dim"] && given["hidden_size"] && given["num_heads"])
-    rotary_share = given["rotary_dim"].as<double>() /
-                   (given["hidden_size"].as<double>() / given["num_heads"].as<double>());
-  for (const auto& [key, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"hidden_size", 32}, {"d_model", 32}, {"d_kv", 8}, {"num_heads", 4}, {"filter_size", 64},
-           {"d_ff", 64}, {"num_hidden_layers", 2}, {"encoder_num_hidden_layers", 2},
-           {"decoder_num_hidden_layers", 2}, {"depth", 2}})
+    rotary_share =
+        given["rotary_dim"].as<double>() / (given["hidden_size"].as<double>() / given["num_heads"].as<double>());
+  for (const auto& [key, value] : std::vector<std::pair<std::string, int64_t>>{{"hidden_size", 32},
+                                                                               {"d_model", 32},
+                                                                               {"d_kv", 8},
+                                                                               {"num_heads", 4},
+                                                                               {"filter_size", 64},
+                                                                               {"d_ff", 64},
+                                                                               {"num_hidden_layers", 2},
+                                                                               {"encoder_num_hidden_layers", 2},
+                                                                               {"decoder_num_hidden_layers", 2},
+                                                                               {"depth", 2}})
     set_if_given(model, key, YAML::Node(value));
   if (rotary_share) model["rotary_dim"] = std::max<int64_t>(2, std::lround(*rotary_share * 8 / 2) * 2);
   for (YAML::Node holder : {model, model["extra_attention_params"]})
-    if (holder.IsMap() && holder["num_kv_groups"] && holder["num_kv_groups"].as<int64_t>() > 1) holder["num_kv_groups"] = 2;
+    if (holder.IsMap() && holder["num_kv_groups"] && holder["num_kv_groups"].as<int64_t>() > 1)
+      holder["num_kv_groups"] = 2;
   for (const char* key : {"max_position_embeddings", "src_max_position_embeddings", "tgt_max_position_embeddings"})
     set_if_given(model, key, YAML::Node(shape.positions));
   if (shape.vocab)
-    for (const char* key : {"vocab_size", "src_vocab_size", "tgt_vocab_size"}) set_if_given(model, key, YAML::Node(shape.vocab));
+    for (const char* key : {"vocab_size", "src_vocab_size", "tgt_vocab_size"})
+      set_if_given(model, key, YAML::Node(shape.vocab));
   for (const char* key : {"encoder_filters", "decoder_filters"})
     if (given[key] && given[key].IsSequence()) {
       std::vector<int64_t> filters;
@@ -321,8 +331,7 @@ std::vector<YAML::Node> data_sections(YAML::Node root) {
   auto add = [&](YAML::Node n) {
     if (n.IsSequence())
       for (YAML::Node item : n) out.push_back(item);
-    else if (n.IsMap())
-      out.push_back(n);
+    else if (n.IsMap()) out.push_back(n);
   };
   if (t["fit"]) {
     if (t["fit"]["train_dataloader"]) add(t["fit"]["train_dataloader"]);

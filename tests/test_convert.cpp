@@ -4,13 +4,13 @@
 // equal, and bad inputs name what is wrong.
 #include <gtest/gtest.h>
 
+#include "convert_fixtures.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
+#include "runner/checkpoint/torch_pickle.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
-#include "runner/checkpoint/torch_pickle.h"
 #include "runner/params/params.h"
-#include "convert_fixtures.h"
 #include "test_util.h"
 
 using namespace zoo;

@@ -22,14 +22,29 @@ TEST(ConvertConfigs, ConverterFromModelTypeAndItsErrors) {
   EXPECT_EQ(models::hf_converter_for(c), "gpt2");
   c["attention_head_type"] = "multiquery";
   EXPECT_EQ(models::hf_converter_for(c), "santacoder");
-  for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
-           {"gpt_bigcode", "starcoder"}, {"gpt_neox", "gpt-neox"}, {"gptj", "gptj"}, {"falcon", "falcon"},
-           {"RefinedWebModel", "falcon"}, {"bloom", "bloom"}, {"mpt", "mpt"}, {"btlm", "btlm"}, {"jais", "jais"}, {"codegen", "codegen"},
-           {"llama", "llama"}, {"mistral", "mistral"}, {"t5", "t5"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
-           {"gemma", "gemma"}, {"gemma2", "gemma2"}})
+  for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{{"gpt_bigcode", "starcoder"},
+                                                                                   {"gpt_neox", "gpt-neox"},
+                                                                                   {"gptj", "gptj"},
+                                                                                   {"falcon", "falcon"},
+                                                                                   {"RefinedWebModel", "falcon"},
+                                                                                   {"bloom", "bloom"},
+                                                                                   {"mpt", "mpt"},
+                                                                                   {"btlm", "btlm"},
+                                                                                   {"jais", "jais"},
+                                                                                   {"codegen", "codegen"},
+                                                                                   {"llama", "llama"},
+                                                                                   {"mistral", "mistral"},
+                                                                                   {"t5", "t5"},
+                                                                                   {"qwen2", "qwen2"},
+                                                                                   {"qwen3", "qwen3"},
+                                                                                   {"gemma", "gemma"},
+                                                                                   {"gemma2", "gemma2"}})
     EXPECT_EQ(models::hf_converter_for({{"model_type", type}}), name) << type;
-  expect_refused([] { models::hf_converter_for({{"model_type", "bart"}}); },
-                 {"model_type \"bart\" has no zoo converter", "bloom", "starcoder", "t5"});
+  expect_refused(
+      [] {
+        models::hf_converter_for({{"model_type", "bart"}});
+      },
+      {"model_type \"bart\" has no zoo converter", "bloom", "starcoder", "t5"});
   expect_refused([] { models::hf_converter_for(nlohmann::json::object()); }, {"no model_type", "--model"});
   expect_refused([] { models::find_hf_converter("gpt-5"); },
                  {"no Hugging Face converter named 'gpt-5'", "mpt", "code-llama (llama)"});
@@ -66,8 +81,10 @@ TEST(ConvertConfigs, RealModelzooConfigsExportToTheirHuggingFaceModels) {
     const YAML::Node original = config::load_yaml_file(zoo::testing::modelzoo_configs_dir() + "/" + file)["model"];
     for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_heads", "filter_size"})
       EXPECT_EQ(back[key].as<int64_t>(), original[key].as<int64_t>()) << key;
-    const bool multi_query = original["attention_module"] && original["attention_module"].as<std::string>() == "multiquery_attention";
-    EXPECT_EQ(back["attention_module"] && back["attention_module"].as<std::string>() == "multiquery_attention", multi_query);
+    const bool multi_query =
+        original["attention_module"] && original["attention_module"].as<std::string>() == "multiquery_attention";
+    EXPECT_EQ(back["attention_module"] && back["attention_module"].as<std::string>() == "multiquery_attention",
+              multi_query);
     if (multi_query)
       EXPECT_EQ(back["extra_attention_params"]["num_kv_groups"].as<int64_t>(),
                 original["extra_attention_params"]["num_kv_groups"].as<int64_t>());
@@ -146,8 +163,8 @@ TEST(ConvertConfigs, PublishedConfigJsonsGiveThePublishedParameterCounts) {
            "reorder_and_upcast_attn": false, "resid_pdrop": 0.0, "scale_attn_by_inverse_layer_idx": false,
            "scale_attn_weights": true, "vocab_size": 50257})",
        // 32 x (4C^2 + 4C + SwiGLU's 3CF + 2F + C + four norm vectors) + VC + 2C + 32 stored slopes
-       int64_t{32} * (4 * 2560 * 2560 + 4 * 2560 + 3 * 2560 * 6826 + 2 * 6826 + 2560 + 4 * 2560) + 50257 * 2560 + 2 * 2560 +
-           32},
+       int64_t{32} * (4 * 2560 * 2560 + 4 * 2560 + 3 * 2560 * 6826 + 2 * 6826 + 2560 + 4 * 2560) + 50257 * 2560 +
+           2 * 2560 + 32},
       {"google/gemma-2-2b",
        R"({"architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
            "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,

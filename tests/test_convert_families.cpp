@@ -69,8 +69,11 @@ void expect_config_refused(const TempDir& dir, const std::function<void(nlohmann
   nlohmann::json c = read_json(dir / "hf/config.json");
   edit(c);
   zoo::testing::write_file(dir / "edited.json", c.dump());
-  expect_refused([&] { convert::run_convert({dir / "hf", "", "hf", "zoo", std::string(dir / "edited.json"), dir / "z2"}); },
-                 parts);
+  expect_refused(
+      [&] {
+        convert::run_convert({dir / "hf", "", "hf", "zoo", std::string(dir / "edited.json"), dir / "z2"});
+      },
+      parts);
 }
 
 bool have_python() { return zoo::testing::have_fixture_torch(); }
@@ -137,8 +140,15 @@ TEST(ConvertFamilies, FalconNewDecoderArchitecture) {
     EXPECT_EQ(c["num_kv_heads"], 2);
     EXPECT_EQ(c["bias"], true);
     // Falcon 40B's original config.json: model_type RefinedWeb, n_head_kv, no new_decoder_architecture.
-    nlohmann::json old{{"model_type", "RefinedWeb"}, {"vocab_size", 50}, {"n_embed", 32}, {"n_layer", 2}, {"n_head", 4},
-                       {"n_head_kv", 2}, {"bias", true}, {"parallel_attn", true}, {"ffn_hidden_size", 64}};
+    nlohmann::json old{{"model_type", "RefinedWeb"},
+                       {"vocab_size", 50},
+                       {"n_embed", 32},
+                       {"n_layer", 2},
+                       {"n_head", 4},
+                       {"n_head_kv", 2},
+                       {"bias", true},
+                       {"parallel_attn", true},
+                       {"ffn_hidden_size", 64}};
     YAML::Node m = models::find_hf_converter(models::hf_converter_for(old)).config_from_hf(old);
     EXPECT_TRUE(m["use_untied_layer_norm"].as<bool>());
     EXPECT_EQ(m["extra_attention_params"]["num_kv_groups"].as<int>(), 2);
@@ -150,34 +160,34 @@ TEST(ConvertFamilies, FalconNewDecoderArchitecture) {
 // "transformer." prefix), as bloom-560m is.
 TEST(ConvertFamilies, BloomWithSixHeadsAndBaseModelKeys) {
   SKIP_WITHOUT_PYTHON();
-  expect_converts("bloom", zoo::testing::oracle("convert_families_make_bloom.py"),
-                  [](const TempDir& dir) {
-                    expect_config_refused(
-                        dir, [](nlohmann::json& c) { c["apply_residual_connection_post_layernorm"] = true; },
-                        {"apply_residual_connection_post_layernorm = true"});
-                    // A BLOOM is no MPT: the export names what MPT cannot hold, and writes nothing.
-                    expect_refused([&] { convert::run_convert({dir / "zoo/checkpoint_0.mdl", "mpt", "zoo", "hf", std::nullopt, dir / "as_mpt"}); },
-                                   {"model.embedding_layer_norm = true", "Hugging Face's mpt"});
-                    EXPECT_FALSE(std::filesystem::exists(dir / "as_mpt/model.safetensors"));
-                  });
+  expect_converts("bloom", zoo::testing::oracle("convert_families_make_bloom.py"), [](const TempDir& dir) {
+    expect_config_refused(dir, [](nlohmann::json& c) { c["apply_residual_connection_post_layernorm"] = true; },
+                          {"apply_residual_connection_post_layernorm = true"});
+    // A BLOOM is no MPT: the export names what MPT cannot hold, and writes nothing.
+    expect_refused(
+        [&] {
+          convert::run_convert({dir / "zoo/checkpoint_0.mdl", "mpt", "zoo", "hf", std::nullopt, dir / "as_mpt"});
+        },
+        {"model.embedding_layer_norm = true", "Hugging Face's mpt"});
+    EXPECT_FALSE(std::filesystem::exists(dir / "as_mpt/model.safetensors"));
+  });
 }
 
 // MPT: biasless LayerNorms and projections, Wqkv as [q; k; v], exact GELU,
 // and MPT's own ALiBi slopes (alibi_bias_max 8) for 6 heads.
 TEST(ConvertFamilies, MptWithSixHeads) {
   SKIP_WITHOUT_PYTHON();
-  expect_converts("mpt", zoo::testing::oracle("convert_families_make_mpt.py"),
-                  [](const TempDir& dir) {
-                    // Only MPT's config.json holds this model: the export needs no --model.
-                    convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "auto"});
-                    EXPECT_EQ(read_json(dir / "auto/config.json")["model_type"], "mpt");
-                    expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["clip_qkv"] = 6.0; },
-                                          {"config.json: attn_config.clip_qkv = 6.0"});
-                    expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["alibi_bias_max"] = 16; },
-                                          {"attn_config.alibi_bias_max = 16"});
-                    expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["attn_type"] = "grouped_query_attention"; },
-                                          {"attn_config.attn_type = \"grouped_query_attention\""});
-                  });
+  expect_converts("mpt", zoo::testing::oracle("convert_families_make_mpt.py"), [](const TempDir& dir) {
+    // Only MPT's config.json holds this model: the export needs no --model.
+    convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "auto"});
+    EXPECT_EQ(read_json(dir / "auto/config.json")["model_type"], "mpt");
+    expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["clip_qkv"] = 6.0; },
+                          {"config.json: attn_config.clip_qkv = 6.0"});
+    expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["alibi_bias_max"] = 16; },
+                          {"attn_config.alibi_bias_max = 16"});
+    expect_config_refused(dir, [](nlohmann::json& c) { c["attn_config"]["attn_type"] = "grouped_query_attention"; },
+                          {"attn_config.attn_type = \"grouped_query_attention\""});
+  });
 }
 
 // BTLM and Jais (one layout): GPT-2's Conv1D layout with SwiGLU (c_fc2 the
@@ -188,19 +198,21 @@ TEST(ConvertFamilies, BtlmAndJaisWithMuP) {
   for (const std::string model_type : {"btlm", "jais"}) {
     SCOPED_TRACE(model_type);
     std::string fixture = zoo::testing::oracle("convert_families_btlm_jais.py");
-    expect_converts(model_type, "MODEL_TYPE = \"" + model_type + "\"\n" + fixture,
-                    [&](const TempDir& dir) {
-                      auto p = YAML::LoadFile(dir / "zoo/params.yaml");
-                      EXPECT_EQ(p["optimizer"]["adjust_learning_rate"]["decoder_kernel"].as<double>(), 0.5);
-                      EXPECT_EQ(p["model"]["output_logits_scale"].as<double>(), 0.75);
-                      auto c = read_json(dir / "back/config.json");
-                      EXPECT_EQ(c["mup_output_alpha"].get<double>() * c["mup_width_scale"].get<double>(), 0.75);
-                      EXPECT_EQ(c["mup_embeddings_scale"], 3.0);
-                      expect_config_refused(dir, [](nlohmann::json& c) { c["alibi_scaling"] = {{"type", "linear"}, {"factor", 2}}; },
-                                            {"alibi_scaling"});
-                      EXPECT_EQ(c["model_type"], model_type);
-                      EXPECT_EQ(c["architectures"][0], model_type == "jais" ? "JAISLMHeadModel" : "BTLMLMHeadModel");
-                    });
+    expect_converts(model_type, "MODEL_TYPE = \"" + model_type + "\"\n" + fixture, [&](const TempDir& dir) {
+      auto p = YAML::LoadFile(dir / "zoo/params.yaml");
+      EXPECT_EQ(p["optimizer"]["adjust_learning_rate"]["decoder_kernel"].as<double>(), 0.5);
+      EXPECT_EQ(p["model"]["output_logits_scale"].as<double>(), 0.75);
+      auto c = read_json(dir / "back/config.json");
+      EXPECT_EQ(c["mup_output_alpha"].get<double>() * c["mup_width_scale"].get<double>(), 0.75);
+      EXPECT_EQ(c["mup_embeddings_scale"], 3.0);
+      expect_config_refused(dir,
+                            [](nlohmann::json& c) {
+                              c["alibi_scaling"] = {{"type", "linear"}, {"factor", 2}};
+                            },
+                            {"alibi_scaling"});
+      EXPECT_EQ(c["model_type"], model_type);
+      EXPECT_EQ(c["architectures"][0], model_type == "jais" ? "JAISLMHeadModel" : "BTLMLMHeadModel");
+    });
   }
 }
 
@@ -209,15 +221,17 @@ TEST(ConvertFamilies, BtlmAndJaisWithMuP) {
 // the layer's index + 1.
 TEST(ConvertFamilies, SantaCoderMultiQuery) {
   SKIP_WITHOUT_PYTHON();
-  expect_converts("santacoder", zoo::testing::oracle("convert_families_make_santacoder.py"),
-                  [](const TempDir& dir) {
-                    auto c = read_json(dir / "back/config.json");
-                    EXPECT_EQ(c["attention_head_type"], "multiquery");
-                    EXPECT_EQ(c["scale_attn_by_inverse_layer_idx"], true);
-                    // Plain GPT-2 has no multi-query attention: refused by name.
-                    expect_refused([&] { convert::run_convert({dir / "zoo/checkpoint_0.mdl", "gpt2", "zoo", "hf", std::nullopt, dir / "g"}); },
-                                   {"model.attention_module = multiquery_attention", "--model santacoder or starcoder"});
-                  });
+  expect_converts("santacoder", zoo::testing::oracle("convert_families_make_santacoder.py"), [](const TempDir& dir) {
+    auto c = read_json(dir / "back/config.json");
+    EXPECT_EQ(c["attention_head_type"], "multiquery");
+    EXPECT_EQ(c["scale_attn_by_inverse_layer_idx"], true);
+    // Plain GPT-2 has no multi-query attention: refused by name.
+    expect_refused(
+        [&] {
+          convert::run_convert({dir / "zoo/checkpoint_0.mdl", "gpt2", "zoo", "hf", std::nullopt, dir / "g"});
+        },
+        {"model.attention_module = multiquery_attention", "--model santacoder or starcoder"});
+  });
 }
 
 // StarCoder (transformers' GPTBigCode): nn.Linear weights, c_attn per key/value
@@ -229,14 +243,16 @@ TEST(ConvertFamilies, StarCoderMultiQuery) {
   expect_converts("starcoder", std::string("MULTI_QUERY = True\n") + kPyStarcoder, [](const TempDir& dir) {
     EXPECT_EQ(read_json(dir / "back/config.json")["multi_query"], true);
     // SantaCoder's and StarCoder's layouts both hold a multi-query GPT-2: the export asks which.
-    expect_refused([&] { convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "a"}); },
-                   {"pass --model", "the model exports as santacoder, starcoder"});
+    expect_refused(
+        [&] {
+          convert::run_convert({dir / "zoo/checkpoint_0.mdl", "", "zoo", "hf", std::nullopt, dir / "a"});
+        },
+        {"pass --model", "the model exports as santacoder, starcoder"});
   });
 }
 
 TEST(ConvertFamilies, StarCoderMultiHead) {
   SKIP_WITHOUT_PYTHON();
-  expect_converts("starcoder", std::string("MULTI_QUERY = False\n") + kPyStarcoder, [](const TempDir& dir) {
-    EXPECT_EQ(read_json(dir / "back/config.json")["multi_query"], false);
-  });
+  expect_converts("starcoder", std::string("MULTI_QUERY = False\n") + kPyStarcoder,
+                  [](const TempDir& dir) { EXPECT_EQ(read_json(dir / "back/config.json")["multi_query"], false); });
 }

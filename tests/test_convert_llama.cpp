@@ -147,9 +147,13 @@ TEST(ConvertLlama, LlamaHeadDimIsTheAttentionInnerDim) {
 TEST(ConvertLlama, HeadCountsThatDoNotMatchTheTensorsAreRefused) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
   zoo::testing::TempDir dir;
-  zoo::testing::write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"}, {"rope_scaling", nullptr},
-                                                             {"head_dim", nullptr}, {"experts", 0}, {"bias", ""},
-                                                             {"theta", 10000.0}, {"rope_parameters", false}}
+  zoo::testing::write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"},
+                                                             {"rope_scaling", nullptr},
+                                                             {"head_dim", nullptr},
+                                                             {"experts", 0},
+                                                             {"bias", ""},
+                                                             {"theta", 10000.0},
+                                                             {"rope_parameters", false}}
                                                   .dump());
   run_fixture(dir, "make_llama.py", kMakeLlama);
   const nlohmann::json good = nlohmann::json::parse(zoo::testing::read_file(dir / "hf/config.json"));
@@ -162,7 +166,9 @@ TEST(ConvertLlama, HeadCountsThatDoNotMatchTheTensorsAreRefused) {
     bad[field] = value;
     zoo::testing::write_file(dir / "hf/config.json", bad.dump());
     zoo::testing::expect_refused(
-        [&] { convert::run_convert({dir / "hf", "llama", "hf", "zoo", std::nullopt, dir / ("bad_" + field)}); },
+        [&] {
+          convert::run_convert({dir / "hf", "llama", "hf", "zoo", std::nullopt, dir / ("bad_" + field)});
+        },
         {"self_attn.proj_", expected, "the config does not describe these weights"});
   }
 }
@@ -372,7 +378,8 @@ TEST(ConvertLlama, ModelzooGemma2ParamsExportAndGemmaRefusals) {
 
   // A config.json's null caps and window are none (absent ones take HF's defaults).
   nlohmann::json uncapped = cfg;
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "sliding_window"}) uncapped[key] = nullptr;
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "sliding_window"})
+    uncapped[key] = nullptr;
   const YAML::Node plain = family.hf.at("gemma2").config_from_hf(uncapped);
   for (const char* key : {"attention_logit_softcapping", "final_logit_softcapping", "attention_sliding_window_length"})
     EXPECT_FALSE(plain[key]) << key;

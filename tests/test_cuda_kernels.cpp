@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "models/kernels/cuda/kernel_glue.h"
-#include "models/kernels/policy.h"
-#include "models/kernels/dense_kernel.h"
 #include "models/common/layers.h"
 #include "models/common/lm_loss.h"
-#include "models/kernels/norm_kernel.h"
 #include "models/gpt2/gpt2.h"
+#include "models/kernels/cuda/kernel_glue.h"
+#include "models/kernels/dense_kernel.h"
+#include "models/kernels/norm_kernel.h"
+#include "models/kernels/policy.h"
 #include "runner/amp/autocast.h"
 #include "tests/emulated_kernels.h"
 #include "tests/tensor_compare.h"
@@ -36,7 +36,7 @@ using ::zoo::cuda::Activation;
 using ::zoo::cuda::ElementType;
 using ::zoo::cuda::GradientPart;
 using ::zoo::cuda::kMaxGradientParts;
-}
+}  // namespace zoo_emulated::cuda
 #define zoo zoo_emulated
 #include "models/kernels/cuda/cross_entropy.cu"
 #include "models/kernels/cuda/dense.cu"
@@ -97,8 +97,8 @@ TEST(CudaKernelsEmulated, CrossEntropyMatchesFloat64InLossAndGradient) {
     for (bool neg_inf : {false, true})
       for (int64_t stride : {width + 8, width + 1}) {  // every row on 16 bytes; every other row off them
         const int64_t columns = neg_inf ? width : vocab;
-        SCOPED_TRACE(type_name(dtype) + (neg_inf ? ", -inf padding" : ", garbage padding") +
-                     ", row stride " + std::to_string(stride));
+        SCOPED_TRACE(type_name(dtype) + (neg_inf ? ", -inf padding" : ", garbage padding") + ", row stride " +
+                     std::to_string(stride));
         torch::manual_seed(21);
         torch::Tensor labels = torch::randint(0, vocab, {N}, torch::kLong);
         torch::Tensor values = torch::randn({N, stride}) * 2;
@@ -119,8 +119,7 @@ TEST(CudaKernelsEmulated, CrossEntropyMatchesFloat64InLossAndGradient) {
         const torch::Tensor grad = logits.grad().to(torch::kDouble);
         // One rounding of each gradient to the logits' type (float16 keeps 11 bits, bfloat16 8).
         EXPECT_LT(relative_error(grad, ref_in.grad()), dtype == torch::kFloat ? 1e-5 : 1e-2);
-        EXPECT_EQ(grad.narrow(1, vocab, width - vocab).abs().max().item<double>(), 0.0)
-            << "padding gets no gradient";
+        EXPECT_EQ(grad.narrow(1, vocab, width - vocab).abs().max().item<double>(), 0.0) << "padding gets no gradient";
       }
   torch::Tensor logits = torch::randn({3, 64});
   const torch::Tensor loss = cross_entropy_through(kEmulatedCrossEntropy, logits, torch::tensor({1, 64, -1}), 64);
@@ -206,8 +205,8 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
     torch::ScalarType out;
     std::optional<torch::ScalarType> branch;
     bool x_grad = true, weight_grad = true;  // false: frozen, no gradient computed
-    bool sum_used = true;                     // false: only y feeds the loss (a decoder's final norm)
-    bool branch_bias = false;                 // the branch's projection bias added in the node
+    bool sum_used = true;                    // false: only y feeds the loss (a decoder's final norm)
+    bool branch_bias = false;                // the branch's projection bias added in the node
   };
   const std::vector<Case> cases = {
       {false, true, 9, 300, torch::kFloat},
@@ -253,8 +252,7 @@ TEST(CudaKernelsEmulated, NormMatchesFloat64InValueAndGradients) {
 
     const SumAndNorm out =
         norm_through(kEmulatedNorm, x.view({c.rows, 1, c.C}),
-                     c.branch ? branch.view({c.rows, 1, c.C}) : torch::Tensor(), w, b, 1e-5, c.rms, c.out,
-                     branch_bias);
+                     c.branch ? branch.view({c.rows, 1, c.C}) : torch::Tensor(), w, b, 1e-5, c.rms, c.out, branch_bias);
     const torch::Tensor y = out.normed.view({c.rows, c.C});
     ASSERT_EQ(y.scalar_type(), c.out);
     torch::Tensor loss = (y.to(torch::kDouble) * upstream).sum();
@@ -301,14 +299,11 @@ namespace {
 // The activation in float64, as zoo's kernel differentiates it.
 torch::Tensor reference_activation(DenseActivation act, const torch::Tensor& x) {
   switch (act) {
-    case DenseActivation::gelu:
-      return x * 0.5 * torch::erfc(-x / std::sqrt(2.0));
+    case DenseActivation::gelu: return x * 0.5 * torch::erfc(-x / std::sqrt(2.0));
     case DenseActivation::gelu_tanh:
       return 0.5 * x * (1 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x.pow(3))));
-    case DenseActivation::relu:
-      return torch::relu(x);
-    case DenseActivation::none:
-      break;
+    case DenseActivation::relu: return torch::relu(x);
+    case DenseActivation::none: break;
   }
   return x;
 }

@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "models/common/lm_loss.h"
+#include "models/kernels/adam_update.h"
 #include "models/kernels/cuda/kernel_glue.h"
 #include "models/kernels/dense_kernel.h"
 #include "models/kernels/embedding_kernel.h"
-#include "models/common/lm_loss.h"
 #include "models/kernels/norm_kernel.h"
 #include "models/kernels/torch_version.h"
 #include "models/kernels/weight_copies.h"
 #include "runner/amp/autocast.h"
-#include "models/kernels/adam_update.h"
 #include "tests/bert_fixtures.h"
 #include "tests/tensor_compare.h"
 

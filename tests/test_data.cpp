@@ -5,14 +5,14 @@
 #include <algorithm>
 #include <set>
 
-#include "data/processors/byte_text.h"
 #include "data/corpus.h"
+#include "data/processors/byte_text.h"
 #include "data/processors/gpt_hdf5.h"
 #include "data/processors/mnist.h"
 #include "data/registry.h"
+#include "data_fixtures.h"
 #include "models/registry.h"
 #include "runner/params/params.h"
-#include "data_fixtures.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -111,8 +111,8 @@ TEST(Data, BadDataErrorsNameKeyAndPlace) {
                 .find("no *.h5 files"),
             std::string::npos);
   // Each HDF5 processor names the file and key once, however deep the error arose.
-  for (const char* processor : {"GptHDF5DataProcessor", "DpoHDF5DataProcessor", "DPRHDF5DataProcessor",
-                                "BertHDF5DataProcessor"}) {
+  for (const char* processor :
+       {"GptHDF5DataProcessor", "DpoHDF5DataProcessor", "DPRHDF5DataProcessor", "BertHDF5DataProcessor"}) {
     const std::string e =
         error_of(std::string("{data_processor: ") + processor + ", data_dir: " + (dir / "small") + ", batch_size: 2}");
     const size_t first = e.find("train_input.data_dir: ");
@@ -139,14 +139,16 @@ TEST(Data, ReadsModelzooHdf5Samples) {
                      ", batch_size: 2, max_sequence_length: 16}")
                 .find("sequence length 8 differs from max_sequence_length 16"),
             std::string::npos)
-      << error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() + ", batch_size: 2, max_sequence_length: 16}");
+      << error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() +
+                  ", batch_size: 2, max_sequence_length: 16}");
   std::filesystem::create_directories(dir / "bad");
   std::filesystem::rename(dir / "bad_rank.h5x", dir / "bad/x.h5");
   EXPECT_NE(error_of("{data_processor: GptHDF5DataProcessor, data_dir: " + (dir / "bad") + ", batch_size: 2}")
                 .find((dir / "bad/x.h5") + ": dataset 'data' has shape (2, 10)"),
             std::string::npos);
   // Corpus format: 26 tokens cut into windows of 8 + 1 advancing by 8 -> 3 samples.
-  const std::string corpus = "{data_processor: GptHDF5MapDataProcessor, data_dir: " + (dir / "corpus") + ", batch_size: 3";
+  const std::string corpus =
+      "{data_processor: GptHDF5MapDataProcessor, data_dir: " + (dir / "corpus") + ", batch_size: 3";
   EXPECT_NE(error_of(corpus + "}").find("needs max_sequence_length"), std::string::npos) << error_of(corpus + "}");
   auto stream = open(corpus + ", max_sequence_length: 8}");
   EXPECT_EQ(stream->batches_per_epoch(), 1);
@@ -163,9 +165,11 @@ TEST(Data, ReadsModelzooHdf5Samples) {
     checked->next();
     ADD_FAILURE() << "no error for token id 100 with vocab_size 100";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find((dir / "examples_1.h5") + ", sample 0: token id 100 in input_ids at position 0 "
-                                         "is outside the model's vocabulary (vocab_size 100)"),
-              std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find((dir / "examples_1.h5") + ", sample 0: token id 100 in input_ids at position 0 "
+                                                             "is outside the model's vocabulary (vocab_size 100)"),
+        std::string::npos)
+        << e.what();
   }
   auto checked_stream = open(corpus + ", max_sequence_length: 8}");
   checked_stream->check_token_ids(1016);
@@ -173,14 +177,17 @@ TEST(Data, ReadsModelzooHdf5Samples) {
     checked_stream->next();
     ADD_FAILURE() << "no error for label 1016 with vocab_size 1016";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find((dir / "corpus/tokens_0.h5") + ", window 1: token id 1016 in labels at position 7"),
-              std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find((dir / "corpus/tokens_0.h5") + ", window 1: token id 1016 in labels at position 7"),
+        std::string::npos)
+        << e.what();
   }
 }
 
 TEST(Data, SyntheticSamplesAreDeterministicShiftedAndInVocabulary) {
-  const std::string yaml = "{data_processor: SyntheticDataProcessor, vocab_size: 50, max_sequence_length: 16, "
-                           "num_examples: 40, batch_size: 8, seed: ";
+  const std::string yaml =
+      "{data_processor: SyntheticDataProcessor, vocab_size: 50, max_sequence_length: 16, "
+      "num_examples: 40, batch_size: 8, seed: ";
   auto a = open(yaml + "3}"), b = open(yaml + "3}"), other_seed = open(yaml + "4}");
   EXPECT_EQ(a->batches_per_epoch(), 5);
   Features x = a->next(), y = b->next();
@@ -264,7 +271,8 @@ TEST(FcMnist, ModelzooConfigTrainsOnMnistFiles) {
     labels.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       labels[i] = static_cast<uint8_t>(i % 10);
-      for (int x = 0; x < 28; ++x) v[static_cast<size_t>(i) * 784 + static_cast<size_t>(2 * labels[i] + 3) * 28 + x] = 255;
+      for (int x = 0; x < 28; ++x)
+        v[static_cast<size_t>(i) * 784 + static_cast<size_t>(2 * labels[i] + 3) * 28 + x] = 255;
     }
     return v;
   };
@@ -274,8 +282,9 @@ TEST(FcMnist, ModelzooConfigTrainsOnMnistFiles) {
   write_idx(dir / "mnist/t10k-images-idx3-ubyte", {20, 28, 28}, digits(20, test_labels));
   write_idx(dir / "mnist/t10k-labels-idx1-ubyte", {20}, test_labels);
   const std::string input = "    data_dir: " + (dir / "mnist") + "\n    batch_size: 10\n    drop_last_batch: True\n";
-  const std::string params = zoo::testing::write_file(dir / "p.yaml", "train_input:\n" + input +
-      "    to_float16: True\n    shuffle: True\neval_input:\n" + input + "    shuffle: False\n" + R"(model:
+  const std::string params = zoo::testing::write_file(
+      dir / "p.yaml", "train_input:\n" + input + "    to_float16: True\n    shuffle: True\neval_input:\n" + input +
+                          "    shuffle: False\n" + R"(model:
     name: "fc_mnist"
     mixed_precision: False
     depth: 2

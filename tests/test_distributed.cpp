@@ -2,7 +2,6 @@
 // one process with the same global batch, checkpoints carry across world
 // sizes, and a rank that dies ends the others with its name.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -87,12 +86,14 @@ TEST(Distributed, GradientAveragingOverlapsTheBackwardPass) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto one = losses(r.output);
   r = run_command("ZOO_BUCKET_MB=0.02 " + zoo::testing::zoo_binary() + " launch --nproc_per_node 2 --master_port " +
-                  std::to_string(free_port(7)) + " -- CPU --params " + dp + " --mode train --max_steps 4 -o " + d + "/two");
+                  std::to_string(free_port(7)) + " -- CPU --params " + dp + " --mode train --max_steps 4 -o " + d +
+                  "/two");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_same_losses(losses(r.output), one, 1, 4, "2 ranks, overlapped, 2 micro-batches");
   EXPECT_LT(weight_distance(d + "/one/checkpoint_4.mdl", d + "/two/checkpoint_4.mdl"), 1e-5);
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Gradient averaging: ([0-9]+) of ([0-9]+) buckets started during")))
+  ASSERT_TRUE(
+      std::regex_search(r.output, m, std::regex("Gradient averaging: ([0-9]+) of ([0-9]+) buckets started during")))
       << r.output;
   EXPECT_GT(std::stoi(m[2]), 2) << "the test needs several buckets";
   EXPECT_GE(std::stoi(m[1]), 1) << r.output;
@@ -120,7 +121,10 @@ tail -1 $4.rank0
   EXPECT_EQ(m[1], "1") << r.output;
   EXPECT_LT(std::stoi(m[2]), 60000) << r.output;  // well within dist_timeout
   EXPECT_NE(r.output.find("zoo: error: rank 0 of 2: "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("failed: rank 1 stopped answering (ended, killed or paused; if it ended, its own log says why)"), std::string::npos) << r.output;
+  EXPECT_NE(
+      r.output.find("failed: rank 1 stopped answering (ended, killed or paused; if it ended, its own log says why)"),
+      std::string::npos)
+      << r.output;
 
   // Under zoo launch, the launcher names the rank and stops the rest.
   const std::string launched = zoo::testing::write_file(d + "/launch.sh", R"SH(
@@ -138,7 +142,8 @@ cat $4.log
   r = run_command("bash " + launched + " " + zoo::testing::zoo_binary() + " " + std::to_string(free_port(4)) + " " +
                   job.dp + " " + d + "/l");
   EXPECT_NE(r.output.find("zoo launch: rank 1 was killed by signal 9 (Killed); stopping the other ranks"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("launcher rc=137"), std::string::npos) << r.output;
 }
 
@@ -154,11 +159,14 @@ TEST(Distributed, RanksWithoutRankZeroStopSayingItDidNotAnswer) {
   auto r = run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
                        zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --max_steps 2");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("zoo: error: rank 1 of 2: could not meet the other ranks at 127.0.0.1:" + std::to_string(port)),
-            std::string::npos) << r.output;
+  EXPECT_NE(
+      r.output.find("zoo: error: rank 1 of 2: could not meet the other ranks at 127.0.0.1:" + std::to_string(port)),
+      std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("rank 0, which holds the store where the ranks meet, did not answer (if it ended, its own "
                           "log says why) (runconfig.dist_timeout 2 s"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 }
 
 TEST(Distributed, TheGlobalBatchMustSplitEvenlyAndTheEnvironmentMustAgree) {
@@ -166,17 +174,20 @@ TEST(Distributed, TheGlobalBatchMustSplitEvenlyAndTheEnvironmentMustAgree) {
   zoo::testing::write_small_corpus(dir / "data");
   {
     zoo::testing::EnvGuard env{{"RANK", "0"}, {"WORLD_SIZE", "3"}};
-    const std::string e = zoo::testing::open_error("{data_processor: ByteTextDataProcessor, batch_size: 8, data_dir: " +
-                                                   (dir / "data/train") + "}");
+    const std::string e = zoo::testing::open_error(
+        "{data_processor: ByteTextDataProcessor, batch_size: 8, data_dir: " + (dir / "data/train") + "}");
     EXPECT_NE(e.find("train_input.batch_size: batch_size 8 (the global batch) does not divide by the 3 data-parallel "
                      "ranks (WORLD_SIZE)"),
-              std::string::npos) << e;
+              std::string::npos)
+        << e;
   }
   const std::string params = zoo::testing::write_file(
       dir / "p.yaml", zoo::testing::tiny_params_yaml(dir / "data", dir / "m", "  max_steps: 2\n"));
-  auto r = run_command("RANK=1 WORLD_SIZE=2 " + zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train");
+  auto r =
+      run_command("RANK=1 WORLD_SIZE=2 " + zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find(params + ": the environment says this is rank 1 of 2 (WORLD_SIZE), but "
                                    "runconfig.enable_distributed is false"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 }

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <regex>
 
-#include "data/processors/diffusion.h"
 #include "data/npy.h"
+#include "data/processors/diffusion.h"
 #include "models/dit/dit.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"
@@ -45,7 +45,8 @@ models::Features dit_batch(int64_t B, int64_t C, int64_t H, int64_t W, int64_t s
 }  // namespace
 
 TEST(Dit, NoiseMatchesAFloat64ForwardOfModelzoosLayers) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   struct Case {
     std::string yaml, json;
   };
@@ -100,10 +101,11 @@ TEST(Dit, NoiseMatchesAFloat64ForwardOfModelzoosLayers) {
 // zero noise (loss = mean noise^2); its keys are modelzoo's and its
 // constant tables are in the checkpoint but not trained.
 TEST(Dit, StartsPredictingZeroNoiseWithModelzoosKeys) {
-  auto spec = dit_spec("{hidden_size: 16, num_hidden_layers: 2, num_heads: 2, filter_size: 32, patch_size: [2, 2], "
-                       "use_conv_patchified_embedding: true, position_embedding_type: fixed, num_classes: 5, "
-                       "num_diffusion_steps: 100, frequency_embedding_size: 16, "
-                       "vae: {latent_size: [8, 8], latent_channels: 4}}");
+  auto spec = dit_spec(
+      "{hidden_size: 16, num_hidden_layers: 2, num_heads: 2, filter_size: 32, patch_size: [2, 2], "
+      "use_conv_patchified_embedding: true, position_embedding_type: fixed, num_classes: 5, "
+      "num_diffusion_steps: 100, frequency_embedding_size: 16, "
+      "vae: {latent_size: [8, 8], latent_channels: 4}}");
   torch::manual_seed(0);
   auto model = spec->build(torch::TensorOptions());
   const models::Features batch = dit_batch(4, 4, 8, 8, 100, 6, torch::kFloat);
@@ -119,15 +121,14 @@ TEST(Dit, StartsPredictingZeroNoiseWithModelzoosKeys) {
        {"patch_embedding_layer.linear_proj.weight", "timestep_embedding_layer.ffn.ffn.0.linear_layer.weight",
         "timestep_embedding_layer.ffn.ffn.1.linear_layer.bias", "label_embedding_layer.weight",
         "transformer_decoder.layers.1.self_attn.proj_q_dense_layer.weight",
-        "transformer_decoder.layers.1.norm1.scale_linear.1.weight", "transformer_decoder.layers.0.norm3.shift_linear.1.bias",
-        "transformer_decoder.layers.0.gate_msa.1.weight", "transformer_decoder.layers.0.gate_mlp.1.bias",
-        "transformer_decoder.layers.0.ffn.ffn.1.linear_layer.weight", "final_norm.scale_linear.1.weight",
-        "noise_head.conv_transpose.weight", "noise_head.conv_transpose.bias"})
+        "transformer_decoder.layers.1.norm1.scale_linear.1.weight",
+        "transformer_decoder.layers.0.norm3.shift_linear.1.bias", "transformer_decoder.layers.0.gate_msa.1.weight",
+        "transformer_decoder.layers.0.gate_mlp.1.bias", "transformer_decoder.layers.0.ffn.ffn.1.linear_layer.weight",
+        "final_norm.scale_linear.1.weight", "noise_head.conv_transpose.weight", "noise_head.conv_transpose.bias"})
     EXPECT_TRUE(names.count(key)) << key;
-  EXPECT_EQ(frozen, (std::set<std::string>{"gaussian_diffusion.sqrt_alphas_cum_prod",
-                                           "gaussian_diffusion.sqrt_one_minus_alphas_cum_prod",
-                                           "patch_embedding_layer.position_embeddings",
-                                           "timestep_embedding_layer.timestep_embedding"}));
+  EXPECT_EQ(frozen, (std::set<std::string>{
+                        "gaussian_diffusion.sqrt_alphas_cum_prod", "gaussian_diffusion.sqrt_one_minus_alphas_cum_prod",
+                        "patch_embedding_layer.position_embeddings", "timestep_embedding_layer.timestep_embedding"}));
   // The unconditional label has its own row; an 8th label is out of range.
   EXPECT_EQ(model->named_parameters()["label_embedding_layer.weight"].size(0), 6);
   models::Features bad = batch;
@@ -144,10 +145,11 @@ TEST(Dit, StartsPredictingZeroNoiseWithModelzoosKeys) {
 // parameters and 118.6 GFLOPs (multiply-adds) per image. modelzoo's head
 // predicts noise only (4 channels, not the paper's 8 with the variance).
 TEST(Dit, XlHasThePapersSizeAndCompute) {
-  auto spec = dit_spec("{hidden_size: 1152, num_hidden_layers: 28, num_heads: 16, filter_size: 4608, "
-                       "patch_size: [2, 2], use_conv_patchified_embedding: true, position_embedding_type: fixed, "
-                       "frequency_embedding_size: 256, num_classes: 1000, label_dropout_rate: 0.1, "
-                       "vae: {latent_size: [32, 32], latent_channels: 4}}");
+  auto spec = dit_spec(
+      "{hidden_size: 1152, num_hidden_layers: 28, num_heads: 16, filter_size: 4608, "
+      "patch_size: [2, 2], use_conv_patchified_embedding: true, position_embedding_type: fixed, "
+      "frequency_embedding_size: 256, num_classes: 1000, label_dropout_rate: 0.1, "
+      "vae: {latent_size: [32, 32], latent_channels: 4}}");
   auto model = spec->build(torch::TensorOptions().device(torch::kMeta));
   const int64_t trained = models::trainable_parameter_count(*model);
   EXPECT_NEAR(double(trained), 675e6, 1e6) << trained;
@@ -155,9 +157,10 @@ TEST(Dit, XlHasThePapersSizeAndCompute) {
 }
 
 TEST(Dit, ActivationCheckpointingGivesTheSameStep) {
-  const std::string yaml = "{hidden_size: 16, num_hidden_layers: 2, num_heads: 2, filter_size: 32, patch_size: [2, 2], "
-                           "latent_size: [4, 4], latent_channels: 2, num_classes: 3, num_diffusion_steps: 100, "
-                           "frequency_embedding_size: 8, dropout_rate: 0.1, head_initializer: xavier_uniform";
+  const std::string yaml =
+      "{hidden_size: 16, num_hidden_layers: 2, num_heads: 2, filter_size: 32, patch_size: [2, 2], "
+      "latent_size: [4, 4], latent_channels: 2, num_classes: 3, num_diffusion_steps: 100, "
+      "frequency_embedding_size: 8, dropout_rate: 0.1, head_initializer: xavier_uniform";
   torch::manual_seed(1);
   auto plain = dit_spec(yaml + "}")->build(torch::TensorOptions());
   torch::manual_seed(1);
@@ -175,12 +178,13 @@ TEST(Dit, ActivationCheckpointingGivesTheSameStep) {
 TEST(Npy, ReadsWhatNumpyWrites) {
   if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-numpy is not installed";
   TempDir dir;
-  const auto r = zoo::testing::run_command("/usr/bin/python3 -c \"\nimport numpy as np\nd = '" + dir.path() +
-                                           "'\na = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7\n"
-                                           "np.save(d + '/f16.npy', np.asfortranarray(a.astype(np.float16)))\n"
-                                           "a.astype(np.float16).astype(np.float32).tofile(d + '/f16.bin')\n"
-                                           "np.savez(d + '/plain.npz', x=a, label=np.int64(7), path='some/file')\n"
-                                           "np.savez_compressed(d + '/small.npz', x=a, flags=np.array([True, False]))\n\"");
+  const auto r =
+      zoo::testing::run_command("/usr/bin/python3 -c \"\nimport numpy as np\nd = '" + dir.path() +
+                                "'\na = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7\n"
+                                "np.save(d + '/f16.npy', np.asfortranarray(a.astype(np.float16)))\n"
+                                "a.astype(np.float16).astype(np.float32).tofile(d + '/f16.bin')\n"
+                                "np.savez(d + '/plain.npz', x=a, label=np.int64(7), path='some/file')\n"
+                                "np.savez_compressed(d + '/small.npz', x=a, flags=np.array([True, False]))\n\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const torch::Tensor expected = torch::arange(24, torch::kFloat).reshape({2, 3, 4}) / 7;
 
@@ -202,8 +206,9 @@ TEST(Npy, ReadsWhatNumpyWrites) {
     data::read_npz(dir / "plain.npz", {"vae_output"});
     ADD_FAILURE() << "a missing array was read";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("plain.npz: no array 'vae_output' (the file holds: x.npy, label.npy, path.npy)"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("plain.npz: no array 'vae_output' (the file holds: x.npy, label.npy, path.npy)"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -213,23 +218,25 @@ TEST(Npy, ReadsWhatNumpyWrites) {
 TEST(DiffusionData, LatentFilesGiveScaledSamplesWithTheirFolderLabels) {
   if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-numpy is not installed";
   TempDir dir;
-  const auto r = zoo::testing::run_command("/usr/bin/python3 -c \"\nimport numpy as np, os\nroot = '" + dir.path() +
-                                           "'\nrng = np.random.default_rng(0)\n"
-                                           "for d, n in (('a', 3), ('b', 1)):\n"
-                                           "  for c, name in enumerate(('n015', 'n002')):\n"
-                                           "    os.makedirs(f'{root}/{d}/train/{name}')\n"
-                                           "    for i in range(n):\n"
-                                           "      mean = rng.standard_normal((2, 4, 4)).astype(np.float32) + (10 if d == 'b' else 0)\n"
-                                           "      logvar = np.full((2, 4, 4), -40.0, np.float32)\n"
-                                           "      save = np.savez if i % 2 == 0 else np.savez_compressed\n"
-                                           "      save(f'{root}/{d}/train/{name}/{i}.npz', vae_output=np.concatenate([mean, logvar]), "
-                                           "label=np.int64(c), dest_path=f'{name}/{i}.npz')\n"
-                                           "os.makedirs(f'{root}/bad/train/x')\n"
-                                           "np.savez(f'{root}/bad/train/x/0.npz', vae_output=np.zeros((2, 4, 4), np.float32))\n\"");
+  const auto r = zoo::testing::run_command(
+      "/usr/bin/python3 -c \"\nimport numpy as np, os\nroot = '" + dir.path() +
+      "'\nrng = np.random.default_rng(0)\n"
+      "for d, n in (('a', 3), ('b', 1)):\n"
+      "  for c, name in enumerate(('n015', 'n002')):\n"
+      "    os.makedirs(f'{root}/{d}/train/{name}')\n"
+      "    for i in range(n):\n"
+      "      mean = rng.standard_normal((2, 4, 4)).astype(np.float32) + (10 if d == 'b' else 0)\n"
+      "      logvar = np.full((2, 4, 4), -40.0, np.float32)\n"
+      "      save = np.savez if i % 2 == 0 else np.savez_compressed\n"
+      "      save(f'{root}/{d}/train/{name}/{i}.npz', vae_output=np.concatenate([mean, logvar]), "
+      "label=np.int64(c), dest_path=f'{name}/{i}.npz')\n"
+      "os.makedirs(f'{root}/bad/train/x')\n"
+      "np.savez(f'{root}/bad/train/x/0.npz', vae_output=np.zeros((2, 4, 4), np.float32))\n\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string section = "{data_processor: DiffusionLatentImageNet1KProcessor, batch_size: 6, split: train, "
-                              "num_classes: 3, num_diffusion_steps: 40, latent_size: [4, 4], latent_channels: 2, "
-                              "vae_scaling_factor: 0.5, label_dropout_rate: 0.0, shuffle: false, data_dir: ";
+  const std::string section =
+      "{data_processor: DiffusionLatentImageNet1KProcessor, batch_size: 6, split: train, "
+      "num_classes: 3, num_diffusion_steps: 40, latent_size: [4, 4], latent_channels: 2, "
+      "vae_scaling_factor: 0.5, label_dropout_rate: 0.0, shuffle: false, data_dir: ";
   // One directory: sample k is file k in sorted class order (n002 is class 0), scaled, log-variance clamped at -30.
   auto one = zoo::testing::open_loader(section + (dir / "a") + "}");
   const models::Features batch = one->next();
@@ -241,7 +248,8 @@ TEST(DiffusionData, LatentFilesGiveScaledSamplesWithTheirFolderLabels) {
   // The same stream gives the same draws (a resumed run, every eval pass).
   auto again = zoo::testing::open_loader(section + (dir / "a") + "}");
   const models::Features same = again->next();
-  for (const char* f : {"input", "diffusion_noise", "timestep", "label"}) EXPECT_TRUE(torch::equal(batch.at(f), same.at(f))) << f;
+  for (const char* f : {"input", "diffusion_noise", "timestep", "label"})
+    EXPECT_TRUE(torch::equal(batch.at(f), same.at(f))) << f;
 
   // Two directories: each sample comes from either (b's means are near 10), the epoch is the larger's.
   auto two = zoo::testing::open_loader(section + "[" + (dir / "a") + ", " + (dir / "b") + "]}");
@@ -261,18 +269,23 @@ TEST(DiffusionData, LatentFilesGiveScaledSamplesWithTheirFolderLabels) {
     zoo::testing::open_loader(one_at_a_time + (dir / "bad") + "}")->next();
     ADD_FAILURE() << "a latent of the wrong shape was read";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("0.npz: vae_output has shape [2, 4, 4], expected (4, 4, 4)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("0.npz: vae_output has shape [2, 4, 4], expected (4, 4, 4)"),
+              std::string::npos)
+        << e.what();
   }
   const std::string few = zoo::testing::open_error(
       "{data_processor: DiffusionLatentImageNet1KProcessor, batch_size: 2, num_classes: 1, latent_size: [4, 4], "
-      "latent_channels: 2, data_dir: " + (dir / "a") + "}");
-  EXPECT_NE(few.find("num_classes: 1 classes, but " + (dir / "a/train") + " holds 2 class folders"), std::string::npos) << few;
+      "latent_channels: 2, data_dir: " +
+      (dir / "a") + "}");
+  EXPECT_NE(few.find("num_classes: 1 classes, but " + (dir / "a/train") + " holds 2 class folders"), std::string::npos)
+      << few;
   std::string val = section;
   val.replace(val.find("split: train"), 12, "split: val");
   const std::string empty = zoo::testing::open_error(val + (dir / "a") + "}");
   EXPECT_NE(empty.find("split: no directory 'val' in " + (dir / "a")), std::string::npos) << empty;
   const std::string images = zoo::testing::open_error("{data_processor: DiffusionImageNet1KProcessor, batch_size: 2}");
-  EXPECT_NE(images.find("data_processor: modelzoo's DiffusionImageNet1KProcessor is not one zoo has"), std::string::npos)
+  EXPECT_NE(images.find("data_processor: modelzoo's DiffusionImageNet1KProcessor is not one zoo has"),
+            std::string::npos)
       << images;
 }
 
@@ -285,7 +298,8 @@ TEST(DiffusionData, DrawsFollowTheirRates) {
     const models::Features b = loader->next();
     labels = labels.defined() ? torch::cat({labels, b.at("label")}) : b.at("label");
     steps = steps.defined() ? torch::cat({steps, b.at("timestep")}) : b.at("timestep");
-    noise = noise.defined() ? torch::cat({noise, b.at("diffusion_noise").flatten()}) : b.at("diffusion_noise").flatten();
+    noise =
+        noise.defined() ? torch::cat({noise, b.at("diffusion_noise").flatten()}) : b.at("diffusion_noise").flatten();
   }
   const double dropped = (labels == 10).to(torch::kDouble).mean().item<double>();
   EXPECT_NEAR(dropped, 0.3, 0.06);
@@ -346,7 +360,8 @@ runconfig: {max_steps: 2}
   // convert-legacy writes it in the Trainer format (without the notes), which resolves to the same params.
   TempDir dir;
   const std::string file = zoo::testing::write_file(dir / "legacy.yaml", legacy), converted = dir / "trainer.yaml";
-  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " config convert-legacy " + file + " " + converted);
+  const auto r =
+      zoo::testing::run_command(zoo::testing::zoo_binary() + " config convert-legacy " + file + " " + converted);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   YAML::Emitter a, b;
   a << load_params(file, YAML::Node()).resolved();
@@ -466,8 +481,8 @@ trainer:
   EXPECT_NE(r.output.find("Avg Eval Loss: "), std::string::npos) << r.output;
 
   const auto state = ckpt::model_weights(ckpt::load_checkpoint_file(dir / "run/checkpoint_40.mdl"), "ckpt");
-  for (const char* key : {"model.transformer_decoder.layers.1.gate_mlp.1.weight", "model.gaussian_diffusion.sqrt_alphas_cum_prod",
-                          "model.noise_head.conv_transpose.weight"})
+  for (const char* key : {"model.transformer_decoder.layers.1.gate_mlp.1.weight",
+                          "model.gaussian_diffusion.sqrt_alphas_cum_prod", "model.noise_head.conv_transpose.weight"})
     EXPECT_TRUE(state.contains(key)) << key;
 
   const std::string train =

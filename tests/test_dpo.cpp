@@ -54,8 +54,8 @@ std::string legacy_params(const std::string& data, const std::string& dpo, const
                           const std::string& runconfig = "") {
   const std::string input = "  data_processor: DpoHDF5DataProcessor\n  batch_size: 8\n";
   return "train_input:\n" + input + "  data_dir: " + data + "/train\n  shuffle: true\n  shuffle_seed: 5\n" +
-         "eval_input:\n" + input + "  data_dir: " + data + "/eval\n" +
-         "model:\n  dpo: " + dpo + "\n  compute_eval_metrics: true\n  model_name: gpt2\n" + kPolicyKeys +
+         "eval_input:\n" + input + "  data_dir: " + data + "/eval\n" + "model:\n  dpo: " + dpo +
+         "\n  compute_eval_metrics: true\n  model_name: gpt2\n" + kPolicyKeys +
          "  dropout_rate: 0.1\n  mixed_precision: false\n" + extra_model + R"(optimizer:
   optimizer_type: AdamW
   learning_rate: 0.003
@@ -199,7 +199,8 @@ TEST(Dpo, DisableDropoutZeroesThePolicysDropout) {
   for (auto* p : {&on, &off}) {
     auto model = p->model->build(torch::TensorOptions());
     model->train();
-    const double a = model->forward(batch, false).loss.item<double>(), b = model->forward(batch, false).loss.item<double>();
+    const double a = model->forward(batch, false).loss.item<double>(),
+                 b = model->forward(batch, false).loss.item<double>();
     if (p == &on) EXPECT_EQ(a, b);
     else EXPECT_NE(a, b);
   }
@@ -212,8 +213,8 @@ TEST(DpoData, ReadsPairsInFeaturesListOrder) {
   TempDir dir;
   write_pairs(dir / "std", "5", 4);
   write_pairs(dir / "swapped", "5", 4, "3,4,5,0,1,2");  // rejected rows first
-  auto loader = zoo::testing::open_loader("{data_processor: DpoHDF5DataProcessor, batch_size: 5, data_dir: " +
-                                          (dir / "std") + "}");
+  auto loader = zoo::testing::open_loader(
+      "{data_processor: DpoHDF5DataProcessor, batch_size: 5, data_dir: " + (dir / "std") + "}");
   const models::Features b = loader->next();
   ASSERT_EQ(b.size(), 6u);
   EXPECT_EQ(b.at("chosen_input_ids").sizes(), (std::vector<int64_t>{5, 16}));
@@ -229,16 +230,16 @@ TEST(DpoData, ReadsPairsInFeaturesListOrder) {
   for (const auto& [name, t] : b) EXPECT_TRUE(torch::equal(t, s.at(name))) << name;
 
   write_pairs(dir / "lm", "4", 4, "0,1,2,3,4,5", 3);  // LM-shaped files
-  const std::string lm = zoo::testing::open_error("{data_processor: DpoHDF5DataProcessor, batch_size: 2, data_dir: " +
-                                                  (dir / "lm") + "}");
+  const std::string lm =
+      zoo::testing::open_error("{data_processor: DpoHDF5DataProcessor, batch_size: 2, data_dir: " + (dir / "lm") + "}");
   EXPECT_NE(lm.find("pairs_0.h5: dataset 'data' has shape (4, 3, 16), expected (n, 6, msl)"), std::string::npos) << lm;
-  const std::string order = zoo::testing::open_error(
-      "{data_processor: DpoHDF5DataProcessor, batch_size: 2, data_dir: " + (dir / "std") +
-      ", features_list: [input_ids, attention_mask, labels]}");
+  const std::string order =
+      zoo::testing::open_error("{data_processor: DpoHDF5DataProcessor, batch_size: 2, data_dir: " + (dir / "std") +
+                               ", features_list: [input_ids, attention_mask, labels]}");
   EXPECT_NE(order.find("train_input.features_list"), std::string::npos) << order;
   // Token ids beyond the policy's vocabulary are named with their response.
-  auto small = zoo::testing::open_loader("{data_processor: DpoHDF5DataProcessor, batch_size: 5, data_dir: " +
-                                         (dir / "std") + "}");
+  auto small = zoo::testing::open_loader(
+      "{data_processor: DpoHDF5DataProcessor, batch_size: 5, data_dir: " + (dir / "std") + "}");
   small->check_token_ids(20);
   try {
     small->next();
@@ -259,9 +260,10 @@ TEST(Dpo, TrainsFromADecoderCheckpointAndResumes) {
   write_pairs(dir / "data/train", "48,48", 1);
   write_pairs(dir / "data/eval", "32", 2);
   // The "fine-tuned" decoder DPO starts from: a gpt2 checkpoint of the policy's shape.
-  const std::string yaml = legacy_params(dir / "data", "{beta: 0.5}", "",
-                                         "  max_steps: 40\n  checkpoint_steps: 20\n  eval_steps: 4\n  eval_frequency: 40\n"
-                                         "  load_checkpoint_states: model\n");
+  const std::string yaml =
+      legacy_params(dir / "data", "{beta: 0.5}", "",
+                    "  max_steps: 40\n  checkpoint_steps: 20\n  eval_steps: 4\n  eval_frequency: 40\n"
+                    "  load_checkpoint_states: model\n");
   Params p = params_of(yaml);
   auto built = std::dynamic_pointer_cast<models::DpoModel>(p.model->build(torch::TensorOptions()));
   {
@@ -293,7 +295,8 @@ TEST(Dpo, TrainsFromADecoderCheckpointAndResumes) {
     const std::string key = kv.key().toStringRef().substr(6);  // without "model."
     ASSERT_TRUE(saved.contains("ref_model.model." + key) && saved.contains("policy_model.model." + key)) << key;
     EXPECT_TRUE(torch::equal(saved.at("ref_model.model." + key).toTensor(), kv.value().toTensor())) << key;
-    policy_moved = policy_moved || !torch::equal(saved.at("policy_model.model." + key).toTensor(), kv.value().toTensor());
+    policy_moved =
+        policy_moved || !torch::equal(saved.at("policy_model.model." + key).toTensor(), kv.value().toTensor());
   }
   EXPECT_TRUE(policy_moved);
 
@@ -328,7 +331,8 @@ TEST(Dpo, TrainsFromTheTrainerFormat) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
   write_pairs(dir / "train", "32", 1);
-  const std::string params = zoo::testing::write_file(dir / "trainer.yaml", R"(trainer:
+  const std::string params =
+      zoo::testing::write_file(dir / "trainer.yaml", R"(trainer:
   init:
     seed: 1
     model:
@@ -339,7 +343,7 @@ TEST(Dpo, TrainsFromTheTrainerFormat) {
       compute_eval_metrics: true
       policy_model:
         name: llama)" + std::regex_replace(std::string(kPolicyKeys), std::regex("\n  "), "\n        ") +
-                                                              R"(        position_embedding_type: rotary
+                                                         R"(        position_embedding_type: rotary
         norm_type: rmsnorm
         nonlinearity: swiglu
         attention_module: multiquery_attention
@@ -360,8 +364,8 @@ TEST(Dpo, TrainsFromTheTrainerFormat) {
       shuffle: true
       shuffle_seed: 1337
 )");
-  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
-                                     (dir / "run"));
+  auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params +
+                                     " --mode train --model_dir " + (dir / "run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> losses = zoo::testing::train_losses(r.output);
   ASSERT_EQ(losses.size(), 20u) << r.output;

@@ -24,9 +24,10 @@ const char* const kEncoder = R"({vocab_size: 50, hidden_size: 16, num_hidden_lay
     filter_size: 32, max_position_embeddings: 16, dropout_rate: 0.0, pooler_nonlinearity: tanh})";
 
 Params dpr_params(const std::string& model_extra) {
-  const std::string yaml = std::string("train_input: {data_processor: DPRHDF5DataProcessor, data_dir: /d, batch_size: 4}\n") +
-                           "model:\n  name: dpr\n  q_encoder: &enc " + kEncoder + "\n  ctx_encoder: {<<: *enc}\n" +
-                           model_extra + "optimizer: {optimizer_type: Adam, learning_rate: 0.001}\nrunconfig: {seed: 1}\n";
+  const std::string yaml =
+      std::string("train_input: {data_processor: DPRHDF5DataProcessor, data_dir: /d, batch_size: 4}\n") +
+      "model:\n  name: dpr\n  q_encoder: &enc " + kEncoder + "\n  ctx_encoder: {<<: *enc}\n" + model_extra +
+      "optimizer: {optimizer_type: Adam, learning_rate: 0.001}\nrunconfig: {seed: 1}\n";
   return params_from_node(config::load_yaml_string(yaml, "dpr.yaml"), "dpr.yaml", YAML::Node());
 }
 
@@ -87,9 +88,9 @@ TEST(Dpr, LossIsTheContrastiveCrossEntropyForEachPooler) {
       };
       const torch::Tensor q = pooled(model.question_encoder, batch.at("questions_input_ids"),
                                      batch.at("questions_attention_mask"), batch.at("questions_token_type_ids"));
-      const torch::Tensor c = pooled(model.ctx_encoder, batch.at("ctx_input_ids").view({B * N, T}),
-                                     batch.at("ctx_attention_mask").view({B * N, T}),
-                                     batch.at("ctx_token_type_ids").view({B * N, T}));
+      const torch::Tensor c =
+          pooled(model.ctx_encoder, batch.at("ctx_input_ids").view({B * N, T}),
+                 batch.at("ctx_attention_mask").view({B * N, T}), batch.at("ctx_token_type_ids").view({B * N, T}));
       const double scale = std::sqrt(16.0);
       const torch::Tensor q2c = q.matmul(c.t()) / scale;
       double want = cross_entropy(q2c, torch::arange(B) * N, 0.5);
@@ -133,8 +134,8 @@ TEST(Dpr, TrainsOnModelzoosDprFiles) {
   TempDir dir;
   write_dpr(dir / "train", 2, 128, 1);
   write_dpr(dir / "val", 1, 32, 2);
-  auto loader = zoo::testing::open_loader("{data_processor: DPRHDF5DataProcessor, batch_size: 4, data_dir: " +
-                                          (dir / "val") + "}");
+  auto loader = zoo::testing::open_loader(
+      "{data_processor: DPRHDF5DataProcessor, batch_size: 4, data_dir: " + (dir / "val") + "}");
   const models::Features b = loader->next();
   EXPECT_EQ(b.at("ctx_input_ids").sizes(), (std::vector<int64_t>{4, 2, 8}));
   EXPECT_EQ(b.at("questions_input_ids").sizes(), (std::vector<int64_t>{4, 8}));
@@ -184,11 +185,13 @@ TEST(Dpr, TrainsOnModelzoosDprFiles) {
 )");
   // Both encoders start from one encoder's checkpoint, as DPR training starts from one BERT: a
   // uni-encoder checkpoint (question_encoder.* only) loads into both.
-  YAML::Node uni = YAML::Load("{encoder: {vocab_size: 50, hidden_size: 32, num_hidden_layers: 1, num_heads: 2, "
-                              "filter_size: 64, pooler_nonlinearity: tanh, max_position_embeddings: 8}, "
-                              "use_biencoder: false, pooler_type: mean}");
+  YAML::Node uni = YAML::Load(
+      "{encoder: {vocab_size: 50, hidden_size: 32, num_hidden_layers: 1, num_heads: 2, "
+      "filter_size: 64, pooler_nonlinearity: tanh, max_position_embeddings: 8}, "
+      "use_biencoder: false, pooler_type: mean}");
   torch::manual_seed(1);
-  auto encoder = models::find_model("dpr").parse(uni, config::Context{"m.yaml", "model"})->build(torch::TensorOptions());
+  auto encoder =
+      models::find_model("dpr").parse(uni, config::Context{"m.yaml", "model"})->build(torch::TensorOptions());
   c10::impl::GenericDict start(c10::StringType::get(), c10::AnyType::get());
   start.insert("model", ckpt::model_state_dict(*encoder));
   ckpt::save_checkpoint_file(dir / "uni.mdl", start);
@@ -208,8 +211,8 @@ TEST(Dpr, TrainsOnModelzoosDprFiles) {
   // Questions of one topic in a batch share their positive's content: a tie the argmax may break either way.
   EXPECT_GT(std::stod(m[1]), 0.75) << r.output;
 
-  const std::string bad = zoo::testing::open_error("{data_processor: DPRHDF5DataProcessor, batch_size: 2, data_dir: " +
-                                                   (dir / "run") + "}");
+  const std::string bad = zoo::testing::open_error(
+      "{data_processor: DPRHDF5DataProcessor, batch_size: 2, data_dir: " + (dir / "run") + "}");
   EXPECT_NE(bad.find("train_input.data_dir"), std::string::npos) << bad;
 }
 
@@ -217,8 +220,8 @@ TEST(Dpr, TrainsOnModelzoosDprFiles) {
 TEST(Dpr, ConfigErrorsNameTheKey) {
   auto error_of = [](const std::string& model) {
     return zoo::testing::params_error(
-        "train_input: {data_processor: DPRHDF5DataProcessor, data_dir: /d, batch_size: 4}\nmodel:\n  name: dpr\n" + model +
-        "optimizer: {optimizer_type: Adam, learning_rate: 0.001}\n");
+        "train_input: {data_processor: DPRHDF5DataProcessor, data_dir: /d, batch_size: 4}\nmodel:\n  name: dpr\n" +
+        model + "optimizer: {optimizer_type: Adam, learning_rate: 0.001}\n");
   };
   const std::string enc = kEncoder;
   std::string e = error_of("  q_encoder: " + enc + "\n");

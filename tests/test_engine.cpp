@@ -87,17 +87,17 @@ TEST(Engine, OverflowSkipsTheStepHalvesTheScaleAndHoldsTheSchedule) {
   t.train(1);  // warmup lr(0) = 0 would hide an update: check the second step too
   const double lr_before = t.current_lr();
   t.train(1);
-  EXPECT_EQ(max_diff(before, weights(t)), 0.0);       // both updates skipped
+  EXPECT_EQ(max_diff(before, weights(t)), 0.0);  // both updates skipped
   EXPECT_EQ(t.grad_scaler()->current_scale(), 3.0e38 / 4);
-  EXPECT_EQ(t.current_lr(), lr_before);               // schedule held
-  EXPECT_EQ(t.global_step(), 2);                      // steps still count
+  EXPECT_EQ(t.current_lr(), lr_before);  // schedule held
+  EXPECT_EQ(t.global_step(), 2);         // steps still count
 }
 
 TEST(Engine, LossScaleGrowsAfterStepsPerIncreaseAndIsCheckpointed) {
   Corpus c;
   Params p = params_with(c.dir / "data", c.dir / "m",
-                         "  loss_scaling_factor: dynamic\n  initial_loss_scale: 1024\n  steps_per_increase: 2\n",
-                         "", "  checkpoint_steps: 100\n");
+                         "  loss_scaling_factor: dynamic\n  initial_loss_scale: 1024\n  steps_per_increase: 2\n", "",
+                         "  checkpoint_steps: 100\n");
   Trainer t(p, torch::kCPU, true);
   auto before = weights(t);
   t.train(3);
@@ -220,7 +220,8 @@ TEST(Engine, MicroBatchSizeAccumulatesLikeGradAccumSteps) {
   with_accum.insert(with_accum.find("optimizer:\n") + 11, "  grad_accum_steps: 2\n");
   y.insert(y.find("  batch_size: 8") + 16, "  micro_batch_size: 4\n");
   Trainer a(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
-  Trainer b(params_from_node(config::load_yaml_string(with_accum, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
+  Trainer b(params_from_node(config::load_yaml_string(with_accum, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU,
+            true);
   a.train(2);
   b.train(2);
   EXPECT_EQ(max_diff(weights(a), weights(b)), 0.0);
@@ -300,9 +301,9 @@ TEST(EngineCuda, TrainingOnGpuMatchesCpuFromTheSameCheckpoint) {
   }
   YAML::Node from_start;
   from_start["checkpoint_path"] = start;
-  Params q = params_from_node(config::load_yaml_string(zoo::testing::tiny_params_yaml(c.dir / "data", c.dir / "m2"),
-                                                       "p.yaml"),
-                              "p.yaml", from_start);
+  Params q =
+      params_from_node(config::load_yaml_string(zoo::testing::tiny_params_yaml(c.dir / "data", c.dir / "m2"), "p.yaml"),
+                       "p.yaml", from_start);
   Trainer cpu(q, torch::kCPU, true), gpu(q, torch::Device(torch::kCUDA, 0), true);
   cpu.restore(true);
   gpu.restore(true);

@@ -13,9 +13,9 @@
 #include "convert_fixtures.h"
 #include "data/loader.h"
 #include "models/bert/bert.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/convert/convert.h"
 #include "runner/convert/safetensors.h"
-#include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"
 #include "test_util.h"
 
@@ -60,8 +60,8 @@ std::string esm_params(const std::string& data_dir, const std::string& runconfig
 void write_mlm(const std::string& dir, bool gather, int samples, int seed) {
   TempDir tmp;
   const std::string script = zoo::testing::write_file(tmp / "w.py", zoo::testing::oracle("esm2_write_hdf5.py"));
-  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + (gather ? "1" : "0") +
-                                           " " + std::to_string(samples) + " " + std::to_string(seed));
+  const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir + " " + (gather ? "1" : "0") + " " +
+                                           std::to_string(samples) + " " + std::to_string(seed));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -77,7 +77,8 @@ Params params_of(const std::string& yaml) {
 // of q and k; the final norm; the MLM head (dense, GELU, LayerNorm, the
 // tied word embeddings plus a bias).
 TEST(Esm2, LogitsMatchTheReferenceForward) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   Params p = params_of(esm_params("/d"));
   EXPECT_EQ(p.model_name, "esm2");  // recognised by token_dropout
   auto built = p.model->build(torch::TensorOptions().dtype(torch::kDouble));
@@ -116,8 +117,8 @@ TEST(BertHdf5Data, ReadsPerTokenAndGatheredLabels) {
   write_mlm(dir / "dense", false, 6, 1);
   write_mlm(dir / "gathered", true, 6, 1);  // the same samples
   auto open = [&](const std::string& sub) {
-    return zoo::testing::open_loader("{data_processor: BertHDF5DataProcessor, batch_size: 6, data_dir: " +
-                                     (dir / sub) + "}");
+    return zoo::testing::open_loader("{data_processor: BertHDF5DataProcessor, batch_size: 6, data_dir: " + (dir / sub) +
+                                     "}");
   };
   auto dense_loader = open("dense");
   auto gathered_loader = open("gathered");
@@ -132,8 +133,8 @@ TEST(BertHdf5Data, ReadsPerTokenAndGatheredLabels) {
   // The gathered labels are the per-token labels at their positions.
   EXPECT_TRUE(torch::equal(a.at("labels").gather(1, b.at("masked_lm_positions")), b.at("labels")));
   EXPECT_TRUE(torch::equal(a.at("masked_lm_mask").gather(1, b.at("masked_lm_positions")), b.at("masked_lm_mask")));
-  EXPECT_TRUE(torch::equal(a.at("input_ids").gather(1, b.at("masked_lm_positions")),
-                           torch::full({6, 4}, 32, torch::kLong)));
+  EXPECT_TRUE(
+      torch::equal(a.at("input_ids").gather(1, b.at("masked_lm_positions")), torch::full({6, 4}, 32, torch::kLong)));
   EXPECT_EQ(dense_loader->sequence_length(), 24);
 
   // Token ids beyond the vocabulary and files of another layout are named.
@@ -146,12 +147,15 @@ TEST(BertHdf5Data, ReadsPerTokenAndGatheredLabels) {
     EXPECT_NE(std::string(e.what()).find("mlm_0.h5, sample "), std::string::npos) << e.what();
   }
   TempDir lm;
-  const auto r = zoo::testing::run_command("/usr/bin/python3 -c \"import h5py, numpy as np; "
-                                           "h = h5py.File('" + (lm / "x.h5") + "', 'w'); "
-                                           "h.create_dataset('data', data=np.zeros((4, 3, 8), np.int32))\"");
+  const auto r = zoo::testing::run_command(
+      "/usr/bin/python3 -c \"import h5py, numpy as np; "
+      "h = h5py.File('" +
+      (lm / "x.h5") +
+      "', 'w'); "
+      "h.create_dataset('data', data=np.zeros((4, 3, 8), np.int32))\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string e = zoo::testing::open_error("{data_processor: BertHDF5DataProcessor, batch_size: 2, data_dir: " +
-                                                 lm.path() + "}");
+  const std::string e =
+      zoo::testing::open_error("{data_processor: BertHDF5DataProcessor, batch_size: 2, data_dir: " + lm.path() + "}");
   EXPECT_NE(e.find("x.h5: no dataset 'labels'"), std::string::npos) << e;
 }
 
@@ -192,7 +196,8 @@ const std::string kPyEsm = zoo::testing::oracle("esm2_make_esm.py");
 // tokens) and back to the same tensors bit for bit (buffers and the contact
 // head, which the masked LM does not use, stay behind).
 TEST(ConvertEsm, MatchesTheReferenceAndRoundTrips) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   TempDir dir;
   zoo::testing::run_fixture(dir, "esm.py", kPyEsm);
   convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
@@ -273,17 +278,20 @@ TEST(BertHdf5Data, ReadsPackedSamplesWithUseVsl) {
       "d = np.zeros((2, 4, 6), np.int32); d[:, 0] = [[0, 5, 2, 0, 6, 2]] * 2; d[:, 1] = 1\n"
       "d[:, 2] = [2, 1, 0, 2, 1, 0]; d[:, 3] = [0, 1, 2, 0, 1, 2]\n"
       "l = np.full((2, 1, 6), -100, np.int32); l[:, 0, 1] = 7\n"
-      "h = h5py.File('" + (dir / "p.h5") + "', 'w'); h.create_dataset('data', data=d); h.create_dataset('labels', data=l)\"");
+      "h = h5py.File('" +
+      (dir / "p.h5") + "', 'w'); h.create_dataset('data', data=d); h.create_dataset('labels', data=l)\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto loader = zoo::testing::open_loader("{data_processor: BertHDF5DataProcessor, batch_size: 2, use_vsl: true, "
-                                          "data_dir: " + dir.path() + "}");
+  auto loader = zoo::testing::open_loader(
+      "{data_processor: BertHDF5DataProcessor, batch_size: 2, use_vsl: true, "
+      "data_dir: " +
+      dir.path() + "}");
   const models::Features f = loader->next();
   EXPECT_TRUE(torch::equal(f.at("attention_span")[0], torch::tensor({2, 1, 0, 2, 1, 0}, torch::kLong)));
   EXPECT_TRUE(torch::equal(f.at("position_ids")[1], torch::tensor({0, 1, 2, 0, 1, 2}, torch::kLong)));
   const torch::Tensor bias = models::packed_sequence_bias(f.at("attention_span"), f.at("position_ids"));
-  EXPECT_EQ(bias[0][0][1][2].item<float>(), 0.0f);  // one sequence
+  EXPECT_EQ(bias[0][0][1][2].item<float>(), 0.0f);          // one sequence
   EXPECT_TRUE(std::isinf(bias[0][0][2][3].item<float>()));  // two
-  const std::string e = zoo::testing::open_error("{data_processor: BertHDF5DataProcessor, batch_size: 2, data_dir: " +
-                                                 dir.path() + "}");
+  const std::string e =
+      zoo::testing::open_error("{data_processor: BertHDF5DataProcessor, batch_size: 2, data_dir: " + dir.path() + "}");
   EXPECT_NE(e.find("set use_vsl: true"), std::string::npos) << e;
 }

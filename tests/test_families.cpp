@@ -11,11 +11,11 @@
 #include "configs/schema/yaml_util.h"
 #include "models/gptj/gptj.h"
 #include "models/registry.h"
+#include "reference_case.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"
 #include "runner/run.h"
 #include "runner/trainer.h"
-#include "reference_case.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -90,7 +90,8 @@ void expect_reference_logits(Gpt2Model& m, const zoo::testing::TempDir& dir, con
 // (multi-query attention, full rotary, no biases, tied embeddings): zoo's
 // logits equal a float64 forward written in the test from the papers' math.
 TEST(Families, ParallelDecodersMatchAnIndependentForward) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   const std::string script = write_reference_forward(dir);
   struct Case {
@@ -100,25 +101,31 @@ TEST(Families, ParallelDecodersMatchAnIndependentForward) {
     double theta;
   };
   const std::vector<Case> cases = {
-      {"gptj", [](GptjOptions& o) {
+      {"gptj",
+       [](GptjOptions& o) {
          o.rotary_dim = 4;  // half of the head's 8 dims
          o.use_projection_bias_in_attention = o.use_ffn_bias_in_attention = false;
          o.use_ffn_bias = true;
          o.share_embedding_weights = false;
          o.use_bias_in_output = true;
-       }, 4, 4, 10000.0},
-      {"neox", [](GptjOptions& o) {
+       },
+       4, 4, 10000.0},
+      {"neox",
+       [](GptjOptions& o) {
          o.rotary_dim = 2;
          o.rope_theta = 1e6;
          o.use_untied_layer_norm = true;
          o.use_ffn_bias = true;
          o.share_embedding_weights = false;
-       }, 2, 4, 1e6},
-      {"falcon", [](GptjOptions& o) {
+       },
+       2, 4, 1e6},
+      {"falcon",
+       [](GptjOptions& o) {
          o.attention_module = "multiquery_attention";
          o.extra_attention_params.num_kv_groups = 1;
          o.use_projection_bias_in_attention = o.use_ffn_bias_in_attention = o.use_ffn_bias = false;
-       }, 8, 1, 10000.0},
+       },
+       8, 1, 10000.0},
   };
   for (const Case& c : cases) {
     GptjOptions o = tiny_gptj();
@@ -176,18 +183,19 @@ TEST(Families, ShrunkRealConfigsTrainEvaluateAndGenerate) {
   zoo::testing::TempDir dir;
   zoo::testing::write_small_corpus(dir / "data");
   const std::vector<std::tuple<std::string, int64_t, std::string>> configs = {
-      {"transformers_pytorch_gptj_params_gptj_6B.yaml", 2, "gptj"},        // 25% of the 8-dim head, as GPT-J's 64 of 256
+      {"transformers_pytorch_gptj_params_gptj_6B.yaml", 2, "gptj"},  // 25% of the 8-dim head, as GPT-J's 64 of 256
       {"transformers_pytorch_gptj_params_gpt_neox_small.yaml", 2, "gptj"},  // 25%, as NeoX
       {"transformers_pytorch_falcon_params_falcon_7b.yaml", 8, "gptj"},     // all of it, as Falcon (MQA: one kv head)
       {"transformers_pytorch_bloom_params_bloom_7b.yaml", 0, "gpt2"},       // ALiBi
       {"transformers_pytorch_mpt_params_mpt_7B.yaml", 0, "gpt2"},
-      {"transformers_pytorch_btlm_params_btlm_2p7b_2k.yaml", 0, "gpt2"},    // ALiBi, SwiGLU, muP
-      {"transformers_pytorch_gpt3_Cerebras_GPT_111m_mup.yaml", 0, "gpt2"},  // muP
+      {"transformers_pytorch_btlm_params_btlm_2p7b_2k.yaml", 0, "gpt2"},        // ALiBi, SwiGLU, muP
+      {"transformers_pytorch_gpt3_Cerebras_GPT_111m_mup.yaml", 0, "gpt2"},      // muP
       {"transformers_pytorch_starcoder_params_starcoder_15b.yaml", 0, "gpt2"},  // MQA
       {"transformers_pytorch_santacoder_params_santacoder_1b.yaml", 0, "gpt2"}};
   for (const auto& [file, rotary_dim, family] : configs) {
     const std::string params = shrunk_config(dir, file, rotary_dim);
-    auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval");
+    auto r =
+        zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train_and_eval");
     ASSERT_EQ(r.exit_code, 0) << file << "\n" << r.output;
     EXPECT_EQ(r.output.find("so zoo builds gptj") != std::string::npos, family == "gptj") << file << "\n" << r.output;
     const std::vector<double> losses = zoo::testing::train_losses(r.output);
@@ -221,14 +229,16 @@ TEST(Families, RealConfigsHaveTheirPublishedSizes) {
       {"transformers_pytorch_bloom_params_bloom_7b.yaml", 7069016064 + 32},
       // BTLM: 32 x (4C^2 + 4C + SwiGLU's 3CF + 2F + C + four norm vectors) + VC + 2C + 32 slopes, C 2560, F 6826
       {"transformers_pytorch_btlm_params_btlm_2p7b_2k.yaml",
-       int64_t{32} * (4 * 2560 * 2560 + 4 * 2560 + 3 * 2560 * 6826 + 2 * 6826 + 2560 + 4 * 2560) + 50257 * 2560 + 2 * 2560 + 32},
+       int64_t{32} * (4 * 2560 * 2560 + 4 * 2560 + 3 * 2560 * 6826 + 2 * 6826 + 2560 + 4 * 2560) + 50257 * 2560 +
+           2 * 2560 + 32},
       {"transformers_pytorch_gpt3_Cerebras_GPT_111m_mup.yaml", 111050496},  // muP changes no shapes
       // Multi-query: q and output C x C, k and v C x 128 each, with biases; learned positions; tied.
       {"transformers_pytorch_santacoder_params_santacoder_1b.yaml",
        int64_t{24} * (2 * (2048 * 2048 + 2048) + 2 * (2048 * 128 + 128) + 2 * 2048 * 8192 + 8192 + 2048 + 4 * 2048) +
            (49280 + 2048) * 2048 + 2 * 2048},
       {"transformers_pytorch_starcoder_params_starcoder_15b.yaml",
-       int64_t{40} * (2 * (int64_t{6144} * 6144 + 6144) + 2 * (6144 * 128 + 128) + 2 * 6144 * 24576 + 24576 + 6144 + 4 * 6144) +
+       int64_t{40} * (2 * (int64_t{6144} * 6144 + 6144) + 2 * (6144 * 128 + 128) + 2 * 6144 * 24576 + 24576 + 6144 +
+                      4 * 6144) +
            int64_t{49152 + 8192} * 6144 + 2 * 6144},
       // GPT-2-small widths with untied embeddings and biases: 12 x (4C^2 + 4C + 2CF + F + C + 4C) + 2VC + 2C
       {"transformers_pytorch_gptj_params_gpt_neox_small.yaml",
@@ -271,7 +281,8 @@ TEST(Families, AlibiModelsMatchAnIndependentForward) {
   ASSERT_EQ(twelve.size(), 12u);
   for (int k = 0; k < 8; ++k) EXPECT_DOUBLE_EQ(twelve[k], std::pow(2.0, -(k + 1)));
   for (int k = 0; k < 4; ++k) EXPECT_DOUBLE_EQ(twelve[8 + k], std::pow(2.0, -0.5 - k));  // 16 heads' 1st, 3rd, ...
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   const std::string script = write_reference_forward(dir);
   for (const char* family : {"bloom", "mpt"}) {
@@ -298,7 +309,8 @@ TEST(Families, AlibiModelsMatchAnIndependentForward) {
 // i's scores by i + 1 give the logits of the float64 forward written with
 // them; BTLM's whole set (ALiBi, SwiGLU off here) likewise.
 TEST(Families, MupAndLayerScalingMatchAnIndependentForward) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   const std::string script = write_reference_forward(dir);
   for (const char* position : {"learned", "alibi"}) {
@@ -321,7 +333,8 @@ TEST(Families, MupAndLayerScalingMatchAnIndependentForward) {
 // other layer (layer 1 here, modelzoo's full_attention_first) give the
 // logits of the float64 forward written with them; decoding with the cache agrees.
 TEST(Families, Gemma2OptionsMatchAnIndependentForward) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   Gpt2Options o = tiny_gpt2();
   o.attention_logit_softcapping = 1.0;
@@ -332,7 +345,8 @@ TEST(Families, Gemma2OptionsMatchAnIndependentForward) {
   o.output_logits_scale = 4.0;  // logits well into the cap's curve
   Gpt2Model m(o, torch::TensorOptions());
   EXPECT_TRUE(ckpt::model_state_dict(m).contains("model.transformer_decoder.layers.1.norm3_post.weight"));
-  expect_reference_logits(m, dir, write_reference_forward(dir), "0 10000 4 sequential none 4 1 4 sqrt 0 1 2 3", "gemma2");
+  expect_reference_logits(m, dir, write_reference_forward(dir), "0 10000 4 sequential none 4 1 4 sqrt 0 1 2 3",
+                          "gemma2");
 }
 
 // optimizer.adjust_learning_rate scales the learning rate of the model's
@@ -344,7 +358,8 @@ TEST(Families, AdjustLearningRateScalesTheNamedParameterGroups) {
   zoo::testing::write_small_corpus(dir / "data");
   YAML::Node overrides;
   std::string y = zoo::testing::tiny_params_yaml(dir / "data", dir / "m", "  max_steps: 3\n");
-  y.replace(y.find("  max_gradient_norm: 1.0\n"), 24, "  max_gradient_norm: 1.0\n  adjust_learning_rate:\n    decoder_kernel: 0.0\n");
+  y.replace(y.find("  max_gradient_norm: 1.0\n"), 24,
+            "  max_gradient_norm: 1.0\n  adjust_learning_rate:\n    decoder_kernel: 0.0\n");
   Params p = params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node());
   EXPECT_EQ(p.optimizer.adjust_learning_rate.at("decoder_kernel"), 0.0);
   Trainer t(p, torch::kCPU, true);
@@ -367,9 +382,10 @@ TEST(Families, AdjustLearningRateScalesTheNamedParameterGroups) {
     Trainer bad(params_from_node(config::load_yaml_string(y, "p.yaml"), "p.yaml", YAML::Node()), torch::kCPU, true);
     ADD_FAILURE() << "an unknown group was accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("p.yaml: optimizer.adjust_learning_rate.decoder_kernels: the model has no such "
-                                         "parameter group (it has: decoder_attention, decoder_input_ffn, decoder_kernel"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("p.yaml: optimizer.adjust_learning_rate.decoder_kernels: the model has no such "
+                                   "parameter group (it has: decoder_attention, decoder_input_ffn, decoder_kernel"),
+        std::string::npos)
         << e.what();
   }
 }

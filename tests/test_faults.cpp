@@ -4,7 +4,6 @@
 // messages that named no file. Each ends in an error naming the file, flag
 // or key, or is handled as the README says, and nothing the user had is lost.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,10 +11,9 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "convert_fixtures.h"
 #include "runner/checkpoint/checkpoint.h"
@@ -52,7 +50,8 @@ TEST(Faults, NonFiniteWeightsAreNeverSavedAsACheckpoint) {
   const std::string m = run.dir / "m";
   EXPECT_NE(r.output.find("step 3: the model's weights hold NaN or inf ("), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no checkpoint was written; the newest one stays " + m + "/checkpoint_2.mdl"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   const auto kept = ckpt::list_checkpoints(m);
   ASSERT_EQ(kept.size(), 2u);
   EXPECT_EQ(kept.back().step, 2);
@@ -67,9 +66,11 @@ TEST(Faults, TwoTrainingRunsOnOneModelDirAreRefused) {
   const std::string m = run.dir / "m";
   std::filesystem::create_directories(m);
   const std::string first = run.dir / "first.pid";
-  ASSERT_EQ(run_command("(" + zoo::testing::zoo_binary() + " CPU --params " + run.params +
-                        " --mode train --max_steps 100000 > " + (run.dir / "first.log") + " 2>&1 & echo $! > " + first +
-                        ")").exit_code, 0);
+  ASSERT_EQ(
+      run_command("(" + zoo::testing::zoo_binary() + " CPU --params " + run.params +
+                  " --mode train --max_steps 100000 > " + (run.dir / "first.log") + " 2>&1 & echo $! > " + first + ")")
+          .exit_code,
+      0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (zoo::testing::read_file(m + "/zoo_run.lock").find("pid ") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
@@ -83,9 +84,9 @@ TEST(Faults, TwoTrainingRunsOnOneModelDirAreRefused) {
   } stop_first{pid};
   auto second = run.zoo("--mode train --max_steps 2");
   EXPECT_EQ(second.exit_code, 1) << second.output;
-  EXPECT_NE(second.output.find("model_dir " + m + " is in use by another zoo run (pid " + std::to_string(pid) +
-                               " on "),
-            std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("model_dir " + m + " is in use by another zoo run (pid " + std::to_string(pid) + " on "),
+            std::string::npos)
+      << second.output;
   const auto logs = std::distance(std::filesystem::directory_iterator(m + "/zoo_logs"), {});
   EXPECT_EQ(logs, 1) << "the refused run wrote into the model_dir";
   ::kill(pid, SIGKILL);
@@ -148,7 +149,8 @@ TEST(Faults, DamagedGzipInputToCreateHdf5IsAnError) {
   zoo::testing::write_file(dir / "plain/doc.txt.gz", text);
   auto create = [&](const std::string& in) {
     return run_command(zoo::testing::zoo_binary() + " data create-hdf5 LMData --input_dir " + (dir / in) +
-                       " --output_dir " + (dir / (in + "_out")) + " --tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 64");
+                       " --output_dir " + (dir / (in + "_out")) +
+                       " --tokenizer_type ByteTokenizer --eos_id 0 --max_seq_length 64");
   };
   std::filesystem::remove(dir / "full/doc.txt");
   EXPECT_EQ(create("full").exit_code, 0);
@@ -185,13 +187,17 @@ TEST(Faults, ExportsCheckTheConfigAndNeverOverwrite) {
   wide.replace(wide.find("hidden_size: 32"), 15, "hidden_size: 64");
   const std::string wide_params = zoo::testing::write_file(run.dir / "wide.yaml", wide);
   zoo::testing::expect_refused(
-      [&] { convert::run_convert({checkpoint, "gpt2", "zoo", "hf", wide_params, run.dir / "wide_export"}); },
+      [&] {
+        convert::run_convert({checkpoint, "gpt2", "zoo", "hf", wide_params, run.dir / "wide_export"});
+      },
       {checkpoint + ": ", "has shape [256, 32] where --config gives it [256, 64]"});
   EXPECT_FALSE(std::filesystem::exists(run.dir / "wide_export/config.json"));
   convert::run_convert({checkpoint, "gpt2", "zoo", "hf", std::nullopt, run.dir / "export"});
   const std::string config = zoo::testing::read_file(run.dir / "export/config.json");
   zoo::testing::expect_refused(
-      [&] { convert::run_convert({checkpoint, "gpt2", "zoo", "hf", std::nullopt, run.dir / "export"}); },
+      [&] {
+        convert::run_convert({checkpoint, "gpt2", "zoo", "hf", std::nullopt, run.dir / "export"});
+      },
       {"--output-dir " + (run.dir / "export") + " already holds files"});
   EXPECT_EQ(zoo::testing::read_file(run.dir / "export/config.json"), config);
 }
@@ -207,15 +213,17 @@ TEST(Faults, BertHdf5LabelsThatMaskNothingOrAreNotIdsAreRefused) {
   for (const int fill : {-100, -1, -101}) {
     const std::string data = dir / ("fill" + std::to_string(-fill));
     ASSERT_EQ(run_command("/usr/bin/python3 " + script + " " + data + " " + std::to_string(fill)).exit_code, 0);
-    const std::string e = zoo::testing::first_batch_error(
-        "{data_processor: BertHDF5DataProcessor, data_dir: " + data + ", batch_size: 4, shuffle: false}");
+    const std::string e = zoo::testing::first_batch_error("{data_processor: BertHDF5DataProcessor, data_dir: " + data +
+                                                          ", batch_size: 4, shuffle: false}");
     EXPECT_NE(e.find(data + "/part.h5, sample "), std::string::npos) << e;
     if (fill == -100)
       EXPECT_NE(e.find("no token is masked (every label is -100), so nothing counts toward the masked-LM loss"),
-                std::string::npos) << e;
+                std::string::npos)
+          << e;
     else
       EXPECT_NE(e.find("sample 1: label " + std::to_string(fill) + " at slot 3: expected a token id, or -100"),
-                std::string::npos) << e;
+                std::string::npos)
+          << e;
   }
 }
 
@@ -225,7 +233,8 @@ TEST(Faults, BertHdf5LabelsThatMaskNothingOrAreNotIdsAreRefused) {
 // stored checksum and loading stops naming the file; a file without the
 // checksum loads with a warning that it cannot be verified.
 TEST(Faults, CheckpointsSavedAgainByPythonKeepTheirStateAndChecksum) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   TinyRun run("  checkpoint_steps: 2\n");
   auto straight = run.zoo("--mode train --max_steps 4 --model_dir " + (run.dir / "straight"));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
@@ -247,7 +256,8 @@ TEST(Faults, CheckpointsSavedAgainByPythonKeepTheirStateAndChecksum) {
   auto unverified = run.zoo("--mode train --max_steps 4 --model_dir " + (run.dir / "unsummed"));
   EXPECT_EQ(unverified.exit_code, 0) << unverified.output;
   EXPECT_NE(unverified.output.find(unsummed + ": its contents cannot be verified: it was saved again by Python"),
-            std::string::npos) << unverified.output;
+            std::string::npos)
+      << unverified.output;
   EXPECT_EQ(zoo::testing::train_losses(unverified.output), last);
 }
 
@@ -257,8 +267,9 @@ TEST(Faults, CheckpointsSavedAgainByPythonKeepTheirStateAndChecksum) {
 // step, and stopped the other checkpoints' evaluations).
 TEST(Faults, ErrorsNameTheFileOrFlag) {
   TinyRun run("  checkpoint_steps: 2\n");
-  auto hdf5 = run_command(zoo::testing::zoo_binary() + " data create-hdf5 LMData --input_dir " + (run.dir / "data/train") +
-                          " --output_dir " + (run.dir / "h5") + " --tokenizer_type ByteTokenizer --eos_id 0"
+  auto hdf5 = run_command(zoo::testing::zoo_binary() + " data create-hdf5 LMData --input_dir " +
+                          (run.dir / "data/train") + " --output_dir " + (run.dir / "h5") +
+                          " --tokenizer_type ByteTokenizer --eos_id 0"
                           " --max_seq_length 9999999999999");
   EXPECT_EQ(hdf5.exit_code, 1) << hdf5.output;
   EXPECT_NE(hdf5.output.find("--max_seq_length 9999999999999 is over 1048576 tokens per sample"), std::string::npos)
@@ -276,9 +287,11 @@ TEST(Faults, ErrorsNameTheFileOrFlag) {
   EXPECT_NE(zoo::testing::read_file(m + "/eval/results.csv").find(m + "/checkpoint_4.mdl,4,"), std::string::npos)
       << "the checkpoint after the NaN one was not evaluated";
 
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   const std::string list = run.dir / "list.pt";
-  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import torch; torch.save([torch.ones(2)], '" + list + "')\"").exit_code, 0);
+  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import torch; torch.save([torch.ones(2)], '" + list + "')\"").exit_code,
+            0);
   auto r = run.zoo("--mode eval --checkpoint_path " + list);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(list + ": holds a Python list, not a checkpoint"), std::string::npos) << r.output;
@@ -310,7 +323,8 @@ TEST(Faults, GenerateSaysWhenItCropsAndRefusesAbsurdLengths) {
   EXPECT_EQ(cropped.exit_code, 0) << cropped.output;
   EXPECT_NE(cropped.output.find("the prompt's 40 tokens are more than the model's 32 positions: generation sees its "
                                 "last 32"),
-            std::string::npos) << cropped.output;
+            std::string::npos)
+      << cropped.output;
   auto absurd = run_command(generate + " --max_new_tokens 9000000000000000000");
   EXPECT_EQ(absurd.exit_code, 1) << absurd.output;
   EXPECT_NE(absurd.output.find("--max_new_tokens 9000000000000000000 is over 1000000"), std::string::npos)
@@ -327,6 +341,8 @@ TEST(Faults, AMistypedConfigJsonFieldIsNamed) {
   config["n_embd"] = "32";
   zoo::testing::write_file(run.dir / "hf/config.json", config.dump());
   zoo::testing::expect_refused(
-      [&] { convert::run_convert({run.dir / "hf", "", "hf", "zoo", std::nullopt, run.dir / "back"}); },
+      [&] {
+        convert::run_convert({run.dir / "hf", "", "hf", "zoo", std::nullopt, run.dir / "back"});
+      },
       {run.dir / "hf/config.json", "n_embd: type must be number, but is string (got \"32\")"});
 }

@@ -40,12 +40,14 @@ std::string chats(std::mt19937& rng, int n) {
 // kReply among three other replies, at a different place each time.
 std::string reply_task(std::mt19937& rng, int n) {
   const std::vector<std::string> words = {"cats", "rain", "boats", "music", "stars", "bread", "trains", "snow"};
-  const std::vector<std::string> others = {"The sky is green today.", "Boats float on the rain.", "Bread is a kind of music."};
+  const std::vector<std::string> others = {"The sky is green today.", "Boats float on the rain.",
+                                           "Bread is a kind of music."};
   std::string lines;
   for (int i = 0; i < n; ++i) {
     std::vector<std::string> choices = others;
     choices.insert(choices.begin() + i % 4, kReply);
-    const std::string ask = "Tell me about " + words[rng() % words.size()] + " and " + words[rng() % words.size()] + ".";
+    const std::string ask =
+        "Tell me about " + words[rng() % words.size()] + " and " + words[rng() % words.size()] + ".";
     lines += json{{"context", "<s>[INST] " + ask + " [/INST]"}, {"choices", choices}, {"gold", i % 4}}.dump() + "\n";
   }
   return lines;
@@ -76,16 +78,18 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   run("convert " + (dir / "hf") + " --src-fmt hf --tgt-fmt zoo --output-dir " + (dir / "base"));
   ASSERT_TRUE(std::filesystem::exists(dir / "base/tokenizer.model")) << "zoo convert copies the tokenizer";
   ASSERT_TRUE(std::filesystem::exists(dir / "base/tokenizer_config.json"));
-  EXPECT_NE(testing::read_file(dir / "base/params.yaml").find("# Tokenizer: tokenizer.json, tokenizer.model, tokenizer_config.json in "),
-            std::string::npos) << "the params name the tokenizer beside them";
+  EXPECT_NE(testing::read_file(dir / "base/params.yaml")
+                .find("# Tokenizer: tokenizer.json, tokenizer.model, tokenizer_config.json in "),
+            std::string::npos)
+      << "the params name the tokenizer beside them";
 
   std::mt19937 rng(7);
   testing::write_file(dir / "chats/train/a.jsonl", chats(rng, 48));
   testing::write_file(dir / "chats/eval/a.jsonl", chats(rng, 16));
   for (const char* split : {"train", "eval"}) {
-    const std::string out = run("data create-hdf5 Chat --input_dir " + (dir / ("chats/" + std::string(split))) + " --output_dir " +
-                                (dir / ("data/" + std::string(split))) + " --huggingface_tokenizer " +
-                                (dir / "base") + " --max_seq_length 96");
+    const std::string out = run("data create-hdf5 Chat --input_dir " + (dir / ("chats/" + std::string(split))) +
+                                " --output_dir " + (dir / ("data/" + std::string(split))) +
+                                " --huggingface_tokenizer " + (dir / "base") + " --max_seq_length 96");
     EXPECT_NE(out.find("0 truncated, 0 dropped"), std::string::npos) << out;
     const std::string packed = run("data create-hdf5 Chat --input_dir " + (dir / ("chats/" + std::string(split))) +
                                    " --output_dir " + (dir / ("data/packed_" + std::string(split))) +
@@ -120,12 +124,15 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   EXPECT_NE(validated.find("LoRA: adapters on 14 dense layers"), std::string::npos) << validated;
   // Held out, before: the base model (B = 0) on the assistant turns.
   const std::string base_eval = run("CPU --params " + (dir / "ft.yaml") + " --mode eval");
-  EXPECT_NE(base_eval.find("has no checkpoint of this run yet: evaluating runconfig.checkpoint_path"), std::string::npos) << base_eval;
+  EXPECT_NE(base_eval.find("has no checkpoint of this run yet: evaluating runconfig.checkpoint_path"),
+            std::string::npos)
+      << base_eval;
   const double before = testing::eval_loss(base_eval);
   run("CPU --params " + (dir / "ft.yaml") + " --mode train");
   const std::string trained = dir / "ft/checkpoint_30.mdl";
   ASSERT_TRUE(std::filesystem::exists(trained));
-  const std::string trained_eval = run("CPU --params " + (dir / "ft.yaml") + " --mode eval --checkpoint_path " + trained);
+  const std::string trained_eval =
+      run("CPU --params " + (dir / "ft.yaml") + " --mode eval --checkpoint_path " + trained);
   const double after = testing::eval_loss(trained_eval);
   std::cout << "[ journey ] held-out assistant-turn loss " << before << " -> " << after << "; replies task acc "
             << metric(base_eval, "eval/replies/acc") << " -> " << metric(trained_eval, "eval/replies/acc") << "\n";
@@ -135,7 +142,8 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   EXPECT_EQ(metric(trained_eval, "eval/replies/acc_norm"), 1.0) << trained_eval;
   // The same params evaluate what the run trained, not the base they started from: eval and eval_all as written.
   const std::string evaluated = run("CPU --params " + (dir / "ft.yaml") + " --mode eval");
-  EXPECT_NE(evaluated.find("holds the run's own checkpoints, so this evaluates the newest"), std::string::npos) << evaluated;
+  EXPECT_NE(evaluated.find("holds the run's own checkpoints, so this evaluates the newest"), std::string::npos)
+      << evaluated;
   EXPECT_DOUBLE_EQ(testing::eval_loss(evaluated), after);
   const std::string all = run("CPU --params " + (dir / "ft.yaml") + " --mode eval_all");
   EXPECT_NE(all.find("checkpoint_30.mdl"), std::string::npos) << all;
@@ -154,7 +162,8 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   const std::string header = csv.substr(0, csv.find('\n')) + ",";
   for (const char* column : {",eval/replies/acc,", ",eval/replies/acc_norm,"})
     EXPECT_NE(header.find(column), std::string::npos) << csv;
-  for (const char* step : {"checkpoint_15.mdl,15,", "checkpoint_30.mdl,30,"}) EXPECT_NE(csv.find(step), std::string::npos) << csv;
+  for (const char* step : {"checkpoint_15.mdl,15,", "checkpoint_30.mdl,30,"})
+    EXPECT_NE(csv.find(step), std::string::npos) << csv;
   std::string events;
   for (const auto& f : std::filesystem::directory_iterator(dir / "ft2/eval"))
     if (f.path().filename().string().rfind("events.out.tfevents", 0) == 0) events += testing::read_file(f.path());
@@ -168,16 +177,19 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   const auto base = ckpt::load_checkpoint_file(dir / "base/checkpoint_0.mdl").at("model").toGenericDict();
   const auto tuned = ckpt::load_checkpoint_file(trained).at("model").toGenericDict();
   EXPECT_EQ(tuned.size(), base.size() + 2 * 14);
-  for (const auto& kv : base) EXPECT_TRUE(torch::equal(kv.value().toTensor(), tuned.at(kv.key()).toTensor())) << kv.key().toStringRef();
+  for (const auto& kv : base)
+    EXPECT_TRUE(torch::equal(kv.value().toTensor(), tuned.at(kv.key()).toTensor())) << kv.key().toStringRef();
 
   // The shipped recipe, its model shrunk to the converted one's shape (LoRA, bfloat16 base, activation checkpointing
   // and the schedule as shipped), trains and evaluates; eval and eval_all as written read its own checkpoints.
   YAML::Node shipped = YAML::LoadFile(testing::source_dir() + "/configs/finetune/llama2_7b_lora_chat.yaml");
-  for (const auto& kv : YAML::LoadFile(dir / "base/params.yaml")["model"]) shipped["model"][kv.first.as<std::string>()] = kv.second;
+  for (const auto& kv : YAML::LoadFile(dir / "base/params.yaml")["model"])
+    shipped["model"][kv.first.as<std::string>()] = kv.second;
   shipped["train_input"]["data_dir"] = dir / "data/packed_train";
   shipped["eval_input"]["data_dir"] = dir / "data/packed_eval";
-  shipped["runconfig"] = YAML::Load("{num_steps: 4, checkpoint_steps: 2, eval_frequency: 2, eval_steps: 1, log_steps: 1, "
-                                    "max_checkpoints: 3, seed: 1, load_checkpoint_states: model}");
+  shipped["runconfig"] = YAML::Load(
+      "{num_steps: 4, checkpoint_steps: 2, eval_frequency: 2, eval_steps: 1, log_steps: 1, "
+      "max_checkpoints: 3, seed: 1, load_checkpoint_states: model}");
   shipped["runconfig"]["model_dir"] = dir / "shipped";
   shipped["runconfig"]["checkpoint_path"] = dir / "base/checkpoint_0.mdl";
   YAML::Emitter shipped_yaml;
@@ -187,25 +199,29 @@ TEST(FinetuneJourney, LoraOnChatDataOfAConvertedLlamaLearnsItsRepliesAndExports)
   for (const char* step : {"shipped/checkpoint_2.mdl", "shipped/checkpoint_4.mdl"})
     EXPECT_TRUE(std::filesystem::exists(dir / step)) << step;
   const std::string shipped_eval = run("CPU --params " + (dir / "shipped.yaml") + " --mode eval");
-  EXPECT_NE(shipped_eval.find("holds the run's own checkpoints, so this evaluates the newest"), std::string::npos) << shipped_eval;
+  EXPECT_NE(shipped_eval.find("holds the run's own checkpoints, so this evaluates the newest"), std::string::npos)
+      << shipped_eval;
   const std::string shipped_all = run("CPU --params " + (dir / "shipped.yaml") + " --mode eval_all");
-  for (const char* step : {"checkpoint_2.mdl", "checkpoint_4.mdl"}) EXPECT_NE(shipped_all.find(step), std::string::npos) << shipped_all;
+  for (const char* step : {"checkpoint_2.mdl", "checkpoint_4.mdl"})
+    EXPECT_NE(shipped_all.find(step), std::string::npos) << shipped_all;
   EXPECT_EQ(shipped_all.find("checkpoint_0.mdl"), std::string::npos) << "the base is not one of the run's checkpoints";
 
   // Exports: the PEFT adapter and the merged model.
   run("convert " + trained + " --model llama --src-fmt zoo --tgt-fmt hf --output-dir " + (dir / "export"));
-  for (const char* f : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "model.safetensors", "config.json",
-                        "tokenizer.model", "tokenizer_config.json"})
+  for (const char* f : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "model.safetensors",
+                        "config.json", "tokenizer.model", "tokenizer_config.json"})
     EXPECT_TRUE(std::filesystem::exists(dir / ("export/" + std::string(f)))) << f;
   // PEFT's base is the Hugging Face model converted at the start; the merged config names its bos and eos.
-  EXPECT_EQ(json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"))["base_model_name_or_path"], dir / "hf");
+  EXPECT_EQ(json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"))["base_model_name_or_path"],
+            dir / "hf");
   const json exported = json::parse(testing::read_file(dir / "export/config.json"));
   EXPECT_EQ(exported.value("bos_token_id", -1), 1);
   EXPECT_EQ(exported.value("eos_token_id", -1), 2);
 
   // The fine-tuned model answers a chat prompt as it learned to (its tokenizer found beside the base).
-  const std::string answer = run("generate --checkpoint_path " + (dir / "ft") +
-                                 " --chat --prompt 'Tell me about snow and boats.' --temperature 0 --max_new_tokens 24");
+  const std::string answer =
+      run("generate --checkpoint_path " + (dir / "ft") +
+          " --chat --prompt 'Tell me about snow and boats.' --temperature 0 --max_new_tokens 24");
   std::cout << "[ journey ] zoo generate --chat: " << answer.substr(answer.rfind('\n', answer.size() - 2) + 1);
   EXPECT_NE(answer.find(kReply), std::string::npos) << answer;
   // The last step: serve the run and ask it through the chat API, as a chat front end would.

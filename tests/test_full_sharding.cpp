@@ -62,7 +62,8 @@ TEST(FullSharding, RanksTrainAsOneProcessAndShardedCheckpointsResumeAtAnyWorldSi
   // 4 ranks to step 4: a sharded checkpoint, the same weights and optimizer state.
   r = job.ranks(4, free_port(10), "--mode train --max_steps 4 -o " + d + "/four", job.full);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("Fully sharded over 4 ranks: 4 units (3 layers and the rest)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Fully sharded over 4 ranks: 4 units (3 layers and the rest)"), std::string::npos)
+      << r.output;
   expect_same_losses(losses(r.output), straight, 1, 4, "4 ranks, full sharding");
   const std::string four = d + "/four/checkpoint_4.mdl";
   for (int rank = 0; rank < 4; ++rank)
@@ -94,7 +95,8 @@ TEST(FullSharding, RanksTrainAsOneProcessAndShardedCheckpointsResumeAtAnyWorldSi
 
   // Readers of checkpoints read it: eval, and one torch.load-able file from the shards.
   const double want = eval_loss(job.zoo("CPU --params " + job.one + " --mode eval -o " + d + "/e1 --checkpoint_path " +
-                                        d + "/one/checkpoint_4.mdl").output);
+                                        d + "/one/checkpoint_4.mdl")
+                                    .output);
   r = job.zoo("CPU --params " + job.one + " --mode eval -o " + d + "/e2 --checkpoint_path " + four);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NEAR(eval_loss(r.output), want, 2e-5) << r.output;
@@ -120,7 +122,8 @@ TEST(FullSharding, TwoRanksWithSgdTrainAsOneProcessClippedOrNot) {
   ShardedJob job;
   const std::string d = job.dir.path();
   int port = 13;
-  for (const auto& [one, full] : {std::pair{job.one_sgd, job.full_sgd}, {job.one_sgd_unclipped, job.full_sgd_unclipped}}) {
+  for (const auto& [one, full] :
+       {std::pair{job.one_sgd, job.full_sgd}, {job.one_sgd_unclipped, job.full_sgd_unclipped}}) {
     const std::string name = fs::path(one).stem().string();
     auto r = job.zoo("CPU --params " + one + " --mode train --max_steps 4 -o " + d + "/" + name);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -148,13 +151,15 @@ TEST(FullSharding, LoraAdaptersOnAShardedFrozenBaseTrainAsOneProcess) {
     y.replace(y.find("  activation_checkpointing: true\n"), 33, adapters);
     return zoo::testing::write_file(d + "/" + name, y);
   };
-  auto r = job.zoo("CPU --params " + with_lora(job.one, "lora_one.yaml") + " --mode train --max_steps 4 -o " + d + "/one");
+  auto r =
+      job.zoo("CPU --params " + with_lora(job.one, "lora_one.yaml") + " --mode train --max_steps 4 -o " + d + "/one");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto straight = losses(r.output);
   r = job.ranks(2, free_port(23), "--mode train --max_steps 4 -o " + d + "/two", with_lora(job.full, "lora_full.yaml"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Full sharding: 3 of 3 layers' gradients reduce-scattered during the backward pass"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   expect_same_losses(losses(r.output), straight, 1, 4, "2 ranks, LoRA, full sharding");
   EXPECT_LT(weight_distance(d + "/one/checkpoint_4.mdl", d + "/two/checkpoint_4.mdl"), 1e-5);
 }
@@ -231,9 +236,10 @@ TEST(FullSharding, OptimizersThatNeedWholeTensorsAreRefusedAndShardingNeedsRanks
   };
   // Said when the params are read, at the optimizer's line, naming sharding's: by --validate_only too.
   const std::string at = "lamb.yaml:" + line_of(y, "optimizer_type: Lamb") + ":";
-  const std::string refusal = "optimizer.optimizer_type: Lamb updates each weight from statistics of its whole tensor, "
-                              "which runconfig.sharding: full splits over the ranks (" + lamb + ":" +
-                              line_of(y, "sharding: full") + ":";
+  const std::string refusal =
+      "optimizer.optimizer_type: Lamb updates each weight from statistics of its whole tensor, "
+      "which runconfig.sharding: full splits over the ranks (" +
+      lamb + ":" + line_of(y, "sharding: full") + ":";
   auto r = job.ranks(2, free_port(22), "--mode train --max_steps 1 -o " + d + "/lamb", lamb);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find(at), std::string::npos) << r.output;

@@ -9,16 +9,16 @@
 #include <limits>
 
 #include "models/common/attention.h"
+#include "models/common/embedding.h"
+#include "models/common/layers.h"
+#include "models/common/lm_loss.h"
+#include "models/gpt2/gpt2.h"
+#include "models/kernels/adam_update.h"
 #include "models/kernels/cpu/causal_attention.h"
 #include "models/kernels/cpu/cpu_gemm.h"
 #include "models/kernels/dense_kernel.h"
-#include "models/common/embedding.h"
 #include "models/kernels/embedding_kernel.h"
-#include "models/common/layers.h"
-#include "models/common/lm_loss.h"
 #include "models/kernels/norm_kernel.h"
-#include "models/gpt2/gpt2.h"
-#include "models/kernels/adam_update.h"
 #include "tests/tensor_compare.h"
 
 using namespace zoo::models;
@@ -82,11 +82,17 @@ TEST(Fused, CpuCausalAttentionMatchesTheReferenceInValueAndGradient) {
   // Block edges (64 rows), ragged tails, one position, grouped and shared
   // key/value heads, sliding windows shorter and longer than a block; with
   // T <= 6 D the kernel keeps the probabilities, beyond it recomputes them.
-  const std::vector<AttentionCase> cases = {{2, 64, 4, 4, 16, 0},   {2, 200, 4, 4, 16, 0}, {1, 1, 2, 2, 8, 0},
-                                            {2, 130, 8, 2, 16, 0},  {1, 97, 4, 1, 32, 0},  {2, 150, 4, 2, 16, 5},
-                                            {1, 200, 2, 2, 8, 100}, {2, 90, 4, 2, 16, 7},
+  const std::vector<AttentionCase> cases = {{2, 64, 4, 4, 16, 0},
+                                            {2, 200, 4, 4, 16, 0},
+                                            {1, 1, 2, 2, 8, 0},
+                                            {2, 130, 8, 2, 16, 0},
+                                            {1, 97, 4, 1, 32, 0},
+                                            {2, 150, 4, 2, 16, 5},
+                                            {1, 200, 2, 2, 8, 100},
+                                            {2, 90, 4, 2, 16, 7},
                                             // ALiBi with 6 heads: probabilities kept, recomputed, and windowed
-                                            {2, 64, 6, 2, 16, 0, true}, {2, 200, 6, 6, 16, 0, true},
+                                            {2, 64, 6, 2, 16, 0, true},
+                                            {2, 200, 6, 6, 16, 0, true},
                                             {1, 150, 6, 3, 16, 9, true}};
   for (const auto& c : cases) {
     SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
@@ -230,8 +236,7 @@ TEST(Fused, CpuNormMatchesTheReferenceInValueAndGradient) {
         for (bool add : {false, true}) {
           if (rms && with_bias) continue;
           SCOPED_TRACE(std::string(rms ? "RMSNorm" : "LayerNorm") + (with_bias ? " with bias" : "") +
-                       (add ? " after a residual add with the branch's bias" : "") + ", threads " +
-                       std::to_string(n));
+                       (add ? " after a residual add with the branch's bias" : "") + ", threads " + std::to_string(n));
           torch::manual_seed(13);
           auto norm = [rms = rms](const torch::Tensor& x, const Leaves& in) {
             return rms ? x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5) * in[1]
@@ -375,24 +380,24 @@ TEST(Fused, CrossEntropyPathsMatchTorchAndIgnorePadding) {
   const int64_t N = 37, V = 50, padded = 64;
   torch::Tensor labels = torch::randint(0, V, {N}, torch::kLong);
   for (auto [dtype, chunk_rows] : {std::pair{torch::kFloat, 0}, {torch::kFloat, 8}, {torch::kBFloat16, 8}})
-  for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
-    const bool neg_inf = padding == PaddingColumns::neg_inf;
-    SCOPED_TRACE(std::string(chunk_rows ? "chunked" : "CPU kernel") + (neg_inf ? ", -inf padding" : ""));
-    torch::Tensor values = torch::randn({N, padded}) * 3;
-    if (neg_inf) values.narrow(1, V, padded - V).fill_(-std::numeric_limits<float>::infinity());
-    torch::Tensor wide = values.to(dtype).requires_grad_();
-    torch::Tensor ref_in = wide.detach().narrow(1, 0, V).to(torch::kDouble).requires_grad_();
-    torch::Tensor upstream = torch::rand({N}, torch::kDouble);
-    torch::Tensor loss = token_cross_entropy(wide, labels, V, padding, chunk_rows);
-    torch::Tensor ref = torch::nn::functional::cross_entropy(
-        ref_in, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-    (loss * upstream.to(torch::kFloat)).sum().backward();
-    (ref * upstream).sum().backward();
-    const double tol = dtype == torch::kFloat ? 1e-6 : 1e-2;  // bfloat16 gradients carry 8 bits
-    EXPECT_LT(relative_error(loss.to(torch::kDouble), ref.detach()), 1e-6) << "loss is float32 in both";
-    EXPECT_LT(relative_error(wide.grad().narrow(1, 0, V).to(torch::kDouble), ref_in.grad()), tol);
-    EXPECT_EQ(wide.grad().narrow(1, V, padded - V).abs().max().item<double>(), 0.0);
-  }
+    for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
+      const bool neg_inf = padding == PaddingColumns::neg_inf;
+      SCOPED_TRACE(std::string(chunk_rows ? "chunked" : "CPU kernel") + (neg_inf ? ", -inf padding" : ""));
+      torch::Tensor values = torch::randn({N, padded}) * 3;
+      if (neg_inf) values.narrow(1, V, padded - V).fill_(-std::numeric_limits<float>::infinity());
+      torch::Tensor wide = values.to(dtype).requires_grad_();
+      torch::Tensor ref_in = wide.detach().narrow(1, 0, V).to(torch::kDouble).requires_grad_();
+      torch::Tensor upstream = torch::rand({N}, torch::kDouble);
+      torch::Tensor loss = token_cross_entropy(wide, labels, V, padding, chunk_rows);
+      torch::Tensor ref = torch::nn::functional::cross_entropy(
+          ref_in, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+      (loss * upstream.to(torch::kFloat)).sum().backward();
+      (ref * upstream).sum().backward();
+      const double tol = dtype == torch::kFloat ? 1e-6 : 1e-2;  // bfloat16 gradients carry 8 bits
+      EXPECT_LT(relative_error(loss.to(torch::kDouble), ref.detach()), 1e-6) << "loss is float32 in both";
+      EXPECT_LT(relative_error(wide.grad().narrow(1, 0, V).to(torch::kDouble), ref_in.grad()), tol);
+      EXPECT_EQ(wide.grad().narrow(1, V, padded - V).abs().max().item<double>(), 0.0);
+    }
 }
 
 namespace {
@@ -439,31 +444,33 @@ TEST(FusedCuda, CrossEntropyKernelsMatchTheChunkedPath) {
   const int64_t N = 300, V = 50257;
   // Rows of 50304 start on 16 bytes and are read in packs; rows of 50257 column by column.
   for (int64_t width : {int64_t{50304}, V})
-  for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
-  for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
-    SCOPED_TRACE(std::string(c10::toString(dtype)) + (padding == PaddingColumns::neg_inf ? ", -inf padding" : "") +
-                 ", width " + std::to_string(width));
-    torch::manual_seed(4);
-    const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-    const torch::Tensor labels = torch::randint(0, V, {N}, cuda.dtype(torch::kLong));
-    torch::Tensor values = torch::randn({N, width}, cuda) * 2;
-    if (padding == PaddingColumns::neg_inf) values.narrow(1, V, width - V).fill_(-std::numeric_limits<float>::infinity());
-    values.narrow(0, 0, 20).scatter_(1, labels.narrow(0, 0, 20).unsqueeze(1), 20.0);
-    const torch::Tensor upstream = torch::rand({N}, cuda);
-    auto run = [&](int64_t chunk_rows) {
-      // A copy: in float32 `to` would return `values` itself, and the second run's gradient would add to the first's.
-      torch::Tensor logits = values.to(dtype, /*non_blocking=*/false, /*copy=*/true).requires_grad_();
-      torch::Tensor loss = token_cross_entropy(logits, labels, V, padding, chunk_rows);
-      (loss * upstream).sum().backward();
-      return std::pair{loss.detach().to(torch::kDouble), logits.grad().to(torch::kDouble)};
-    };
-    auto [kernel_loss, kernel_grad] = run(0);
-    auto [chunk_loss, chunk_grad] = run(64);
-    EXPECT_LT(relative_error(kernel_loss, chunk_loss), 1e-6) << "float32 losses";
-    // Both round each gradient to the logits' type once (the chunks twice in bfloat16/float16).
-    EXPECT_LT(relative_error(kernel_grad, chunk_grad), dtype == torch::kFloat ? 1e-5 : 1e-2);
-    if (width > V) EXPECT_EQ(kernel_grad.narrow(1, V, width - V).abs().max().item<double>(), 0.0);
-  }
+    for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
+      for (PaddingColumns padding : {PaddingColumns::any, PaddingColumns::neg_inf}) {
+        SCOPED_TRACE(std::string(c10::toString(dtype)) + (padding == PaddingColumns::neg_inf ? ", -inf padding" : "") +
+                     ", width " + std::to_string(width));
+        torch::manual_seed(4);
+        const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+        const torch::Tensor labels = torch::randint(0, V, {N}, cuda.dtype(torch::kLong));
+        torch::Tensor values = torch::randn({N, width}, cuda) * 2;
+        if (padding == PaddingColumns::neg_inf)
+          values.narrow(1, V, width - V).fill_(-std::numeric_limits<float>::infinity());
+        values.narrow(0, 0, 20).scatter_(1, labels.narrow(0, 0, 20).unsqueeze(1), 20.0);
+        const torch::Tensor upstream = torch::rand({N}, cuda);
+        auto run = [&](int64_t chunk_rows) {
+          // A copy: in float32 `to` would return `values` itself, and the second run's gradient would add to the
+          // first's.
+          torch::Tensor logits = values.to(dtype, /*non_blocking=*/false, /*copy=*/true).requires_grad_();
+          torch::Tensor loss = token_cross_entropy(logits, labels, V, padding, chunk_rows);
+          (loss * upstream).sum().backward();
+          return std::pair{loss.detach().to(torch::kDouble), logits.grad().to(torch::kDouble)};
+        };
+        auto [kernel_loss, kernel_grad] = run(0);
+        auto [chunk_loss, chunk_grad] = run(64);
+        EXPECT_LT(relative_error(kernel_loss, chunk_loss), 1e-6) << "float32 losses";
+        // Both round each gradient to the logits' type once (the chunks twice in bfloat16/float16).
+        EXPECT_LT(relative_error(kernel_grad, chunk_grad), dtype == torch::kFloat ? 1e-5 : 1e-2);
+        if (width > V) EXPECT_EQ(kernel_grad.narrow(1, V, width - V).abs().max().item<double>(), 0.0);
+      }
   torch::Tensor logits = torch::randn({4, 64}, torch::kCUDA);
   torch::Tensor labels = torch::tensor({1, 2, 70, -1}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
   const torch::Tensor loss = token_cross_entropy(logits, labels, 64).cpu();

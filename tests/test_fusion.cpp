@@ -14,9 +14,9 @@
 
 #include "models/common/attention.h"
 #include "models/common/transformer_decoder.h"
-#include "models/kernels/torch_version.h"
 #include "models/fusion.h"
 #include "models/kernels/policy.h"
+#include "models/kernels/torch_version.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "test_util.h"
@@ -41,7 +41,8 @@ struct Plans {
 Plans plans_of(torch::nn::Module& model) {
   Plans p;
   for (const auto& m : model.modules(/*include_self=*/true)) {
-    if (auto* a = dynamic_cast<models::MultiheadAttentionImpl*>(m.get())) p.fused_attention += a->plan.sdpa || a->plan.cpu_causal;
+    if (auto* a = dynamic_cast<models::MultiheadAttentionImpl*>(m.get()))
+      p.fused_attention += a->plan.sdpa || a->plan.cpu_causal;
     if (auto* l = dynamic_cast<models::TransformerDecoderLayerImpl*>(m.get()))
       p.biases_in_norms += l->fusion.output_biases_in_norms;
   }
@@ -125,7 +126,8 @@ void expect_same_as_reference(const Case& c, const KernelPolicy& fused_policy, i
 }  // namespace
 
 TEST(Fusion, FusedAndReferencePathsGiveTheSameLogitsLossAndGradients) {
-  // Both layers' attention on a fused kernel: SDPA on LibTorch >= 2.1 where it computes the same scores, else zoo's CPU one.
+  // Both layers' attention on a fused kernel: SDPA on LibTorch >= 2.1 where it computes the same scores, else zoo's CPU
+  // one.
   for (const Case& c : kCases) expect_same_as_reference(c, KernelPolicy::all(), 2, c.biases ? 2 : 0);
 }
 

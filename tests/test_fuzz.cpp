@@ -10,10 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "data/create_hdf5.h"
 #include "models/registry.h"
@@ -67,12 +66,36 @@ std::vector<std::string> lines_of(const std::string& text) {
 // re-indented, values and keys swapped for odd ones, stray lines, a cut-off
 // file, a stray byte.
 std::string mutate(const std::string& text, Rng& rng) {
-  static const std::vector<std::string> values = {
-      "-1", "0", "1e30", "-1e-30", "abc", "[]", "{}", "null", "~", "9223372036854775807", "99999999999999999999",
-      "true", "''", "0.5", "[1, 2]", "{a: 1}", ".nan", ".inf", "2048", "-0.0", "1.5", "\"x: y\"", "[[]]", "!!binary aGk="};
-  static const std::vector<std::string> stray = {"  foo: 1", "bar:", "- x", "key: : :", "\t", "  ? [a]\n  : 1",
-                                                 "&a x: *a", "...", "---", "runconfig:", "  model:", "%",
-                                                 "  loop: &z {a: *z}", "  <<: *z", "  list: &y [1, *y]", "  x: *nowhere"};
+  static const std::vector<std::string> values = {"-1",
+                                                  "0",
+                                                  "1e30",
+                                                  "-1e-30",
+                                                  "abc",
+                                                  "[]",
+                                                  "{}",
+                                                  "null",
+                                                  "~",
+                                                  "9223372036854775807",
+                                                  "99999999999999999999",
+                                                  "true",
+                                                  "''",
+                                                  "0.5",
+                                                  "[1, 2]",
+                                                  "{a: 1}",
+                                                  ".nan",
+                                                  ".inf",
+                                                  "2048",
+                                                  "-0.0",
+                                                  "1.5",
+                                                  "\"x: y\"",
+                                                  "[[]]",
+                                                  "!!binary aGk="};
+  static const std::vector<std::string> stray = {"  foo: 1",           "bar:",     "- x",
+                                                 "key: : :",           "\t",       "  ? [a]\n  : 1",
+                                                 "&a x: *a",           "...",      "---",
+                                                 "runconfig:",         "  model:", "%",
+                                                 "  loop: &z {a: *z}", "  <<: *z", "  list: &y [1, *y]",
+                                                 "  x: *nowhere"};
   std::vector<std::string> lines = lines_of(text);
   const size_t edits = 1 + pick(rng, 3);
   for (size_t e = 0; e < edits && !lines.empty(); ++e) {
@@ -92,7 +115,9 @@ std::string mutate(const std::string& text, Rng& rng) {
           const size_t c = other.find(": ");
           const size_t indent = line.find_first_not_of(' ');
           line = pick(rng, 2) && c != std::string::npos
-                     ? line.substr(0, indent) + other.substr(other.find_first_not_of(' '), c - other.find_first_not_of(' ')) + line.substr(colon)
+                     ? line.substr(0, indent) +
+                           other.substr(other.find_first_not_of(' '), c - other.find_first_not_of(' ')) +
+                           line.substr(colon)
                      : line.substr(0, colon) + "s" + line.substr(colon);
         }
         break;
@@ -121,7 +146,8 @@ TEST(Fuzz, MutatedParamsFilesEndInZeroOrOneAndEveryErrorNamesTheFile) {
   // Files zoo accepts as they are, so that each refusal is the mutation's doing.
   std::vector<std::string> seeds;
   for (const auto& f : seed_configs())
-    if (zoo::testing::run_in_process({"CPU", "--params", f, "--mode", "train", "--validate_only"}).code == 0) seeds.push_back(f);
+    if (zoo::testing::run_in_process({"CPU", "--params", f, "--mode", "train", "--validate_only"}).code == 0)
+      seeds.push_back(f);
   ASSERT_GE(seeds.size(), 8u);  // configs/ alone has 8
   TempDir dir;
   Rng rng(static_cast<uint64_t>(setting("ZOO_FUZZ_SEED", 20261123)));
@@ -133,7 +159,8 @@ TEST(Fuzz, MutatedParamsFilesEndInZeroOrOneAndEveryErrorNamesTheFile) {
     const std::string text = mutate(zoo::testing::read_file(seed), rng);
     const std::string file = "fuzz_" + std::to_string(i) + ".yaml";
     zoo::testing::write_file(dir / file, text);
-    const auto o = zoo::testing::run_in_process({"CPU", "--params", dir / file, "--mode", modes[pick(rng, 4)], "--validate_only"});
+    const auto o =
+        zoo::testing::run_in_process({"CPU", "--params", dir / file, "--mode", modes[pick(rng, 4)], "--validate_only"});
     const std::string what = "case " + std::to_string(i) + " (from " + seed + "):\n" + text + "\n" + o.error;
     ASSERT_TRUE(o.code == 0 || o.code == 1) << what;
     EXPECT_LT(o.seconds, 30.0) << what;
@@ -171,20 +198,23 @@ TEST(Fuzz, MutatedHdf5FilesAreReadOrTheErrorNamesTheFile) {
     std::string bytes = clean;
     switch (pick(rng, 3)) {
       case 0:  // flipped bytes anywhere: metadata, chunk index or compressed data
-        for (size_t k = 1 + pick(rng, 8); k > 0; --k) bytes[pick(rng, bytes.size())] ^= static_cast<char>(1 + pick(rng, 255));
+        for (size_t k = 1 + pick(rng, 8); k > 0; --k)
+          bytes[pick(rng, bytes.size())] ^= static_cast<char>(1 + pick(rng, 255));
         break;
       case 1: bytes.resize(pick(rng, bytes.size())); break;  // truncated
-      default: {  // a zeroed range
+      default: {                                             // a zeroed range
         const size_t at = pick(rng, bytes.size());
-        std::fill(bytes.begin() + static_cast<long>(at), bytes.begin() + static_cast<long>(std::min(bytes.size(), at + 1 + pick(rng, 512))), '\0');
+        std::fill(bytes.begin() + static_cast<long>(at),
+                  bytes.begin() + static_cast<long>(std::min(bytes.size(), at + 1 + pick(rng, 512))), '\0');
       }
     }
     const std::string case_dir = dir / ("case_" + std::to_string(i));
     std::ofstream(zoo::testing::write_file(case_dir + "/examples_0.h5", ""), std::ios::binary) << bytes;
     for (const char* processor : {"GptHDF5DataProcessor", "GptHDF5MapDataProcessor"}) {
       try {
-        auto loader = zoo::testing::open_loader(std::string("{data_processor: ") + processor +
-                                                ", batch_size: 2, max_sequence_length: 16, data_dir: " + case_dir + "}");
+        auto loader =
+            zoo::testing::open_loader(std::string("{data_processor: ") + processor +
+                                      ", batch_size: 2, max_sequence_length: 16, data_dir: " + case_dir + "}");
         loader->check_token_ids(256);
         for (int64_t b = 0; b < loader->batches_per_epoch(); ++b) loader->next();
         ++read_fine;
@@ -221,12 +251,14 @@ TEST(Fuzz, MutatedGzipInputToCreateHdf5ConvertsOrNamesTheFile) {
     std::string bytes = zoo::testing::read_file(dir / ("src/" + name));
     switch (pick(rng, 3)) {
       case 0:
-        for (size_t k = 1 + pick(rng, 4); k > 0; --k) bytes[pick(rng, bytes.size())] ^= static_cast<char>(1 + pick(rng, 255));
+        for (size_t k = 1 + pick(rng, 4); k > 0; --k)
+          bytes[pick(rng, bytes.size())] ^= static_cast<char>(1 + pick(rng, 255));
         break;
       case 1: bytes.resize(pick(rng, bytes.size())); break;
       default: {
         const size_t at = pick(rng, bytes.size());
-        std::fill(bytes.begin() + static_cast<long>(at), bytes.begin() + static_cast<long>(std::min(bytes.size(), at + 1 + pick(rng, 64))), '\0');
+        std::fill(bytes.begin() + static_cast<long>(at),
+                  bytes.begin() + static_cast<long>(std::min(bytes.size(), at + 1 + pick(rng, 64))), '\0');
       }
     }
     const std::string case_dir = dir / ("case_" + std::to_string(i));
@@ -243,7 +275,8 @@ TEST(Fuzz, MutatedGzipInputToCreateHdf5ConvertsOrNamesTheFile) {
       ++converted;
     } catch (const std::exception& e) {
       ++refused;
-      EXPECT_NE(std::string(e.what()).find(case_dir + "/" + name), std::string::npos) << "case " << i << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(case_dir + "/" + name), std::string::npos)
+          << "case " << i << ": " << e.what();
     }
   }
   std::cout << "gzip cases: " << converted << " converted, " << refused << " refused\n";
@@ -263,7 +296,8 @@ std::vector<std::string> hf_sources(const TempDir& dir) {
   std::vector<std::string> sources;
   for (const std::string kind : {"gpt2", "llama"}) {
     std::string y = zoo::testing::tiny_params_yaml(dir / "data", dir / ("m_" + kind));
-    if (kind == "llama") y.replace(y.find("model:\n"), y.find("optimizer:") - y.find("model:\n"), "model:\n" + llama_model);
+    if (kind == "llama")
+      y.replace(y.find("model:\n"), y.find("optimizer:") - y.find("model:\n"), "model:\n" + llama_model);
     const std::string params = zoo::testing::write_file(dir / (kind + ".yaml"), y);
     Params p = load_params(params, YAML::Node());
     auto model = p.model->build(torch::TensorOptions());
@@ -282,7 +316,9 @@ std::vector<std::string> hf_sources(const TempDir& dir) {
 // An error of zoo convert on a mutated directory: names the directory or config.json, in words (no raw parser
 // exception text).
 void expect_named(const std::string& message, const std::string& case_dir, const std::string& what) {
-  EXPECT_TRUE(message.find(case_dir) != std::string::npos || message.find("config.json") != std::string::npos) << what << "\n" << message;
+  EXPECT_TRUE(message.find(case_dir) != std::string::npos || message.find("config.json") != std::string::npos)
+      << what << "\n"
+      << message;
   EXPECT_EQ(message.find("[json.exception"), std::string::npos) << what << "\n" << message;
 }
 
@@ -296,8 +332,22 @@ void expect_named(const std::string& message, const std::string& case_dir, const
 TEST(Fuzz, MutatedHuggingFaceDirectoriesConvertOrNameTheirFault) {
   TempDir dir;
   const std::vector<std::string> sources = hf_sources(dir);
-  static const std::vector<nlohmann::json> odd = {0, -1, 1, 2, 3, 5, 7, 16, 64, 1000000, 1.5, "4", nullptr, true,
-                                                  nlohmann::json::array(), nlohmann::json::object()};
+  static const std::vector<nlohmann::json> odd = {0,
+                                                  -1,
+                                                  1,
+                                                  2,
+                                                  3,
+                                                  5,
+                                                  7,
+                                                  16,
+                                                  64,
+                                                  1000000,
+                                                  1.5,
+                                                  "4",
+                                                  nullptr,
+                                                  true,
+                                                  nlohmann::json::array(),
+                                                  nlohmann::json::object()};
   Rng rng(static_cast<uint64_t>(setting("ZOO_FUZZ_SEED", 13)));
   int converted = 0, refused = 0;
   const int cases = static_cast<int>(setting("ZOO_FUZZ_CASES", 300) / 3);
@@ -339,9 +389,11 @@ TEST(Fuzz, MutatedHuggingFaceDirectoriesConvertOrNameTheirFault) {
 TEST(Fuzz, EachConfigNumberAndHeaderFieldSetToOddValuesConvertsOrIsNamed) {
   TempDir dir;
   const std::vector<std::string> sources = hf_sources(dir);
-  static const std::vector<nlohmann::json> odd = {0, -1, 2.5, 1e30, "4", nullptr, nlohmann::json::array(), nlohmann::json::object()};
+  static const std::vector<nlohmann::json> odd = {
+      0, -1, 2.5, 1e30, "4", nullptr, nlohmann::json::array(), nlohmann::json::object()};
   int converted = 0, refused = 0, n = 0;
-  auto attempt = [&](const std::string& source, const nlohmann::json& config, const std::string& weights, const std::string& what) {
+  auto attempt = [&](const std::string& source, const nlohmann::json& config, const std::string& weights,
+                     const std::string& what) {
     const std::string case_dir = dir / ("case_" + std::to_string(n++));
     fs::create_directories(case_dir);
     zoo::testing::write_file(case_dir + "/config.json", config.dump());
@@ -369,14 +421,16 @@ TEST(Fuzz, EachConfigNumberAndHeaderFieldSetToOddValuesConvertsOrIsNamed) {
     uint64_t header_size = 0;
     std::memcpy(&header_size, weights.data(), 8);
     const nlohmann::json header = nlohmann::json::parse(weights.substr(8, header_size));
-    const std::string tensor = header.begin().key() == "__metadata__" ? std::next(header.begin()).key() : header.begin().key();
+    const std::string tensor =
+        header.begin().key() == "__metadata__" ? std::next(header.begin()).key() : header.begin().key();
     for (const char* field : {"dtype", "shape", "data_offsets"})
       for (const auto& v : odd) {
         nlohmann::json h = header;
         h[tensor][field] = v;
         const std::string text = h.dump();
         const uint64_t size = text.size();
-        attempt(source, config, std::string(reinterpret_cast<const char*>(&size), 8) + text + weights.substr(8 + header_size),
+        attempt(source, config,
+                std::string(reinterpret_cast<const char*>(&size), 8) + text + weights.substr(8 + header_size),
                 tensor + "." + field + " = " + v.dump());
       }
   }

@@ -31,7 +31,7 @@ TEST(Generate, KvCacheMatchesFullForward) {
   torch::Tensor ids = torch::randint(0, 40, {2, 12}, torch::kLong);
   torch::Tensor full = m.logits(ids);
   models::GenerationCache cache;
-  std::vector<torch::Tensor> parts = {m.next_logits(ids.narrow(1, 0, 5), cache)};  // a prompt of 5
+  std::vector<torch::Tensor> parts = {m.next_logits(ids.narrow(1, 0, 5), cache)};               // a prompt of 5
   for (int64_t t = 5; t < 10; ++t) parts.push_back(m.next_logits(ids.narrow(1, t, 1), cache));  // one at a time
   parts.push_back(m.next_logits(ids.narrow(1, 10, 2), cache));  // two new tokens after a cache
   EXPECT_EQ(cache.positions, 12);
@@ -105,8 +105,8 @@ TEST(Generate, Gpt2TokensFromCreateHdf5ToTrainingToGeneration) {
   ZOO_SKIP_WITHOUT_GPT3_ENCODER(encoder);
   zoo::testing::TempDir dir;
   zoo::testing::write_small_corpus(dir / "text");
-  const std::string tokenizer = " --tokenizer_type GPT2Tokenizer --vocab_file " + encoder + "/vocab.bpe --encoder_file " +
-                                encoder + "/encoder.json";
+  const std::string tokenizer = " --tokenizer_type GPT2Tokenizer --vocab_file " + encoder +
+                                "/vocab.bpe --encoder_file " + encoder + "/encoder.json";
   for (const char* split : {"train", "eval"}) {
     const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " data create-hdf5 LMData --input_dir " +
                                              (dir / "text/") + split + " --output_dir " + (dir / "h5/") + split +
@@ -114,7 +114,8 @@ TEST(Generate, Gpt2TokensFromCreateHdf5ToTrainingToGeneration) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   std::string y = zoo::testing::tiny_params_yaml(dir / "h5", dir / "m", "  checkpoint_steps: 1000\n");
-  for (std::string from : {"ByteTextDataProcessor", "ByteTextDataProcessor"}) y.replace(y.find(from), from.size(), "GptHDF5DataProcessor");
+  for (std::string from : {"ByteTextDataProcessor", "ByteTextDataProcessor"})
+    y.replace(y.find(from), from.size(), "GptHDF5DataProcessor");
   y.replace(y.find("vocab_size: 256"), 15, "vocab_size: 50257");
   y.replace(y.find("num_hidden_layers: 2"), 20, "num_hidden_layers: 1");
   y.replace(y.find("batch_size: 8"), 13, "batch_size: 4");

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <set>
 
 #include "data/registry.h"
@@ -12,11 +11,11 @@
 #include "tests/hdf5_fixtures.h"
 
 namespace zoo {
+using testing::EnvGuard;
+using testing::h5py_dump;
 using testing::open_error;
 using testing::open_loader;
 using testing::TempDir;
-using testing::EnvGuard;
-using testing::h5py_dump;
 
 namespace {
 
@@ -45,11 +44,13 @@ std::string zoo_create_hdf5(const std::string& args) {
 TEST(CreateHdf5, H5pyReadsWhatZooWritesAndZooReadsItBack) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
-  const std::vector<std::string> docs = {"A first document, plain text.\nTwo lines, and more words to fill a third file.", "jsonl one", "jsonl two: naïve ☃",
-                                         "x", "nested file, last"};
+  const std::vector<std::string> docs = {
+      "A first document, plain text.\nTwo lines, and more words to fill a third file.", "jsonl one",
+      "jsonl two: naïve ☃", "x", "nested file, last"};
   testing::write_file(dir / "in/a.txt", docs[0]);
-  testing::write_file(dir / "in/b.jsonl", "{\"text\": \"jsonl one\", \"id\": 1}\n\n{\"text\": \"jsonl two: naïve ☃\"}\n"
-                                          "{\"text\": \"x\"}\n");
+  testing::write_file(dir / "in/b.jsonl",
+                      "{\"text\": \"jsonl one\", \"id\": 1}\n\n{\"text\": \"jsonl two: naïve ☃\"}\n"
+                      "{\"text\": \"x\"}\n");
   testing::write_file(dir / "in/sub/c.txt", docs[4]);
   ASSERT_EQ(testing::run_command("gzip " + (dir / "in/sub/c.txt")).exit_code, 0);  // read as sub/c.txt.gz
   testing::write_file(dir / "in/notes.md", "not input");
@@ -90,7 +91,8 @@ TEST(CreateHdf5, H5pyReadsWhatZooWritesAndZooReadsItBack) {
   EXPECT_EQ(params["post-process"]["n_documents"], docs.size());
 
   // zoo's map-style processor reads the same samples in the same order.
-  YAML::Node section = YAML::Load("{data_processor: GptHDF5MapDataProcessor, batch_size: 1, data_dir: " + (dir / "out") + "}");
+  YAML::Node section =
+      YAML::Load("{data_processor: GptHDF5MapDataProcessor, batch_size: 1, data_dir: " + (dir / "out") + "}");
   config::Context ctx{"in.yaml", "train_input", nullptr};
   auto loader = data::open_input(section, ctx);
   for (size_t i = 0; i < want.size(); ++i) {
@@ -105,8 +107,8 @@ TEST(CreateHdf5, H5pyReadsWhatZooWritesAndZooReadsItBack) {
 
   // A second run into the same directory refuses and leaves the dataset alone.
   const auto before = testing::read_file(dir / "out/examples_0.h5");
-  const auto again = testing::run_command(zoo_create_hdf5("--input_dir " + (dir / "in") + " --output_dir " + (dir / "out") +
-                                                          " --tokenizer_type ByteTokenizer --eos_id 3"));
+  const auto again = testing::run_command(zoo_create_hdf5(
+      "--input_dir " + (dir / "in") + " --output_dir " + (dir / "out") + " --tokenizer_type ByteTokenizer --eos_id 3"));
   EXPECT_NE(again.exit_code, 0);
   EXPECT_NE(again.output.find("already holds"), std::string::npos) << again.output;
   EXPECT_EQ(testing::read_file(dir / "out/examples_0.h5"), before);
@@ -118,10 +120,11 @@ TEST(CreateHdf5, UnpackedDocumentsEachStartASampleWithGpt2Tokens) {
   ZOO_SKIP_WITHOUT_GPT3_ENCODER(encoder);
   TempDir dir;
   testing::write_file(dir / "in/docs.jsonl", "{\"body\": \"Hello world\"}\n{\"body\": \"The quick brown fox.\"}\n");
-  const auto r = testing::run_command(zoo_create_hdf5(
-      "--input_dir " + (dir / "in") + " --output_dir " + (dir / "out") + " --tokenizer_type GPT2Tokenizer --vocab_file " +
-      encoder + "/vocab.bpe --encoder_file " + encoder + "/encoder.json --jsonl_key body --max_seq_length 8 "
-      "--pack_sequences false"));
+  const auto r = testing::run_command(zoo_create_hdf5("--input_dir " + (dir / "in") + " --output_dir " + (dir / "out") +
+                                                      " --tokenizer_type GPT2Tokenizer --vocab_file " + encoder +
+                                                      "/vocab.bpe --encoder_file " + encoder +
+                                                      "/encoder.json --jsonl_key body --max_seq_length 8 "
+                                                      "--pack_sequences false"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto bpe = text::gpt2_tokenizer(encoder + "/encoder.json", encoder + "/vocab.bpe");
   // Without packing each document (plus eos 50256, the default, also the pad) is its own sample.
@@ -146,9 +149,10 @@ TEST(CreateHdf5, UnpackedDocumentsEachStartASampleWithGpt2Tokens) {
   // written (files_per_record 1); the run's files are removed again.
   testing::write_file(dir / "bad/a.jsonl", "{\"body\": \"one document, long enough for a sample\"}\n");
   testing::write_file(dir / "bad/b.jsonl", "{\"body\": \"ok\"}\n{\"text\": \"wrong key\"}\n");
-  const auto bad = testing::run_command(zoo_create_hdf5("--input_dir " + (dir / "bad") + " --output_dir " +
-                                                        (dir / "out2") + " --tokenizer_type ByteTokenizer --eos_id 0 "
-                                                        "--jsonl_key body --max_seq_length 8 --files_per_record 1"));
+  const auto bad =
+      testing::run_command(zoo_create_hdf5("--input_dir " + (dir / "bad") + " --output_dir " + (dir / "out2") +
+                                           " --tokenizer_type ByteTokenizer --eos_id 0 "
+                                           "--jsonl_key body --max_seq_length 8 --files_per_record 1"));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find((dir / "bad/b.jsonl") + ":2: expected a string under key 'body'"), std::string::npos)
       << bad.output;
@@ -202,7 +206,8 @@ TEST(Hdf5Iterable, ReadsFilesInOrderAndShufflesFilesAndSamplesBySeed) {
   auto plain = open_loader(base + "}");
   EXPECT_EQ(plain->batches_per_epoch(), 4);
   // Epoch 0: the files in sorted order, 16 of the 18 samples (drop_last); epoch 1 starts over.
-  std::vector<int64_t> want = range_of(0, 0, 5), f1 = range_of(1, 0, 7), f2 = range_of(2, 0, 4), again = range_of(0, 0, 4);
+  std::vector<int64_t> want = range_of(0, 0, 5), f1 = range_of(1, 0, 7), f2 = range_of(2, 0, 4),
+                       again = range_of(0, 0, 4);
   want.insert(want.end(), f1.begin(), f1.end());
   want.insert(want.end(), f2.begin(), f2.end());
   want.insert(want.end(), again.begin(), again.end());
@@ -217,8 +222,11 @@ TEST(Hdf5Iterable, ReadsFilesInOrderAndShufflesFilesAndSamplesBySeed) {
   }
   EXPECT_NE(epoch0, std::vector<int64_t>(want.begin(), want.begin() + 16));
   EXPECT_NE(epoch0, epoch1);
-  EXPECT_EQ(take(*open_loader(base + ", shuffle: true, shuffle_seed: 9, shuffle_buffer: 6}"), 8),
-            [&] { auto v = epoch0; v.insert(v.end(), epoch1.begin(), epoch1.end()); return v; }());
+  EXPECT_EQ(take(*open_loader(base + ", shuffle: true, shuffle_seed: 9, shuffle_buffer: 6}"), 8), [&] {
+    auto v = epoch0;
+    v.insert(v.end(), epoch1.begin(), epoch1.end());
+    return v;
+  }());
   EXPECT_NE(take(*open_loader(base + ", shuffle: true, shuffle_seed: 10, shuffle_buffer: 6}"), 4), epoch0);
   // A buffer of one sample shuffles only the file order: each file's samples stay in order.
   const auto files_only = take(*open_loader(base + ", shuffle: true, shuffle_seed: 9, shuffle_buffer: 1}"), 4);
@@ -226,8 +234,10 @@ TEST(Hdf5Iterable, ReadsFilesInOrderAndShufflesFilesAndSamplesBySeed) {
     if (files_only[i] / 100 == files_only[i - 1] / 100) EXPECT_EQ(files_only[i], files_only[i - 1] + 1);
   std::set<int64_t> first_files;  // the file order does change with the seed
   for (int seed = 0; seed < 8; ++seed)
-    first_files.insert(take(*open_loader(base + ", shuffle: true, shuffle_buffer: 1, shuffle_seed: " +
-                                         std::to_string(seed) + "}"), 1)[0] / 100);
+    first_files.insert(
+        take(*open_loader(base + ", shuffle: true, shuffle_buffer: 1, shuffle_seed: " + std::to_string(seed) + "}"),
+             1)[0] /
+        100);
   EXPECT_GE(first_files.size(), 2u);
 }
 
@@ -250,8 +260,10 @@ TEST(Hdf5Iterable, DataParallelTasksReadDisjointFileShards) {
       open_loader(yaml)->resume(position);
       ADD_FAILURE() << "no error for resuming 2 tasks' position in 1";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("split across 2 task(s), this run has 1 and this processor shards whole files"),
-                std::string::npos) << e.what();
+      EXPECT_NE(
+          std::string(e.what()).find("split across 2 task(s), this run has 1 and this processor shards whole files"),
+          std::string::npos)
+          << e.what();
     }
   }
   {
@@ -259,7 +271,8 @@ TEST(Hdf5Iterable, DataParallelTasksReadDisjointFileShards) {
     task1 = take(*open_loader(yaml), 2);
   }
   std::vector<int64_t> want0 = range_of(0, 0, 4);  // files[0::2]
-  for (int64_t sample : range_of(2, 0, 4)) want0.push_back(sample);  // (insert: a GCC 12 -Wstringop-overflow false positive)
+  for (int64_t sample : range_of(2, 0, 4))
+    want0.push_back(sample);  // (insert: a GCC 12 -Wstringop-overflow false positive)
   EXPECT_EQ(task0, want0);
   EXPECT_EQ(task1, range_of(1, 0, 4));  // files[1::2]
   EnvGuard env{{"RANK", "3"}, {"WORLD_SIZE", "4"}};
@@ -277,9 +290,10 @@ TEST(Hdf5Map, MixtureTakesEachSetsShareOfAnEpoch) {
   TempDir dir;
   write_sample_files(dir / "a", {10});
   write_sample_files(dir / "b", {6}, 1);  // first tokens 100..105
-  const std::string base = "{data_processor: GptHDF5MapDataProcessor, batch_size: 4, mixture: [{data_dir: " +
-                           (dir / "a") + ", weight: 0.75}, {data_dir: " + (dir / "b") + ", weight: 0.25}, " +
-                           "{data_dir: " + (dir / "a") + ", weight: 0}]";
+  const std::string base =
+      "{data_processor: GptHDF5MapDataProcessor, batch_size: 4, mixture: [{data_dir: " + (dir / "a") +
+      ", weight: 0.75}, {data_dir: " + (dir / "b") + ", weight: 0.25}, " + "{data_dir: " + (dir / "a") +
+      ", weight: 0}]";
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < 18; ++i) expected.push_back(i % 10);
   for (int64_t i = 0; i < 6; ++i) expected.push_back(100 + i);
@@ -317,23 +331,26 @@ TEST(Hdf5Map, DataSubsetKeepsItsRanges) {
   auto loader = open_loader(base + "batch_size: 5, data_dir: " + (dir / "a") + ", data_subset: '0.0-0.3,0.5-0.7'}");
   EXPECT_EQ(loader->batches_per_epoch(), 1);
   EXPECT_EQ(take(*loader, 2), (std::vector<int64_t>{0, 1, 2, 5, 6, 0, 1, 2, 5, 6}));
-  loader = open_loader(base + "batch_size: 2, mixture: [{data_dir: " + (dir / "a") + ", weight: 1, data_subset: 0.8-1.0}]}");
+  loader =
+      open_loader(base + "batch_size: 2, mixture: [{data_dir: " + (dir / "a") + ", weight: 1, data_subset: 0.8-1.0}]}");
   EXPECT_EQ(take(*loader, 1), (std::vector<int64_t>{8, 9}));
   auto error = [&](const std::string& section) {
     const std::string e = open_error(base + "batch_size: 2, " + section + "}");
     return e.substr(e.find("train_input"));
   };
   const std::string a = "data_dir: " + (dir / "a");
-  EXPECT_EQ(error(a + ", data_subset: 0.5-0.2").rfind("train_input.data_subset: range 0.5-0.2 is not within [0, 1]", 0), 0u)
+  EXPECT_EQ(error(a + ", data_subset: 0.5-0.2").rfind("train_input.data_subset: range 0.5-0.2 is not within [0, 1]", 0),
+            0u)
       << error(a + ", data_subset: 0.5-0.2");
-  EXPECT_NE(error(a + ", data_subset: '0.1-0.5,0.4-0.9'").find("starts before the previous range ends"), std::string::npos);
+  EXPECT_NE(error(a + ", data_subset: '0.1-0.5,0.4-0.9'").find("starts before the previous range ends"),
+            std::string::npos);
   EXPECT_NE(error(a + ", data_subset: half").find("not comma-separated ranges"), std::string::npos);
   EXPECT_NE(error(a + ", data_subset: 0.0-0.05").find("keeps none of the 10 samples"), std::string::npos)
       << error(a + ", data_subset: 0.0-0.05");
   EXPECT_NE(error("mixture: [{data_dir: " + (dir / "a") + ", weight: 1, data_subset: 0.9-0.1}]").find("data_subset"),
             std::string::npos);
-  const std::string iterable = open_error("{data_processor: GptHDF5DataProcessor, batch_size: 2, " + a +
-                                          ", data_subset: 0.0-0.5}");
+  const std::string iterable =
+      open_error("{data_processor: GptHDF5DataProcessor, batch_size: 2, " + a + ", data_subset: 0.0-0.5}");
   EXPECT_NE(iterable.find("train_input.data_subset: applies to GptHDF5MapDataProcessor only"), std::string::npos)
       << iterable;
 }
@@ -373,8 +390,9 @@ TEST(Hdf5Map, AddSinkTokensInsertsSinksWithoutLoss) {
   write_sample_files(dir.path(), {4});
   const std::string base = "{data_processor: GptHDF5MapDataProcessor, data_dir: " + dir.path() + ", batch_size: 2";
   const data::Features plain = open_loader(base + "}")->next();
-  auto loader = open_loader(base + ", data_transforms: [{name: add_sink_tokens, sink_token_id: 7, num_sink_tokens: 3, "
-                                   "sink_token_start_pos: 1}]}");
+  auto loader = open_loader(base +
+                            ", data_transforms: [{name: add_sink_tokens, sink_token_id: 7, num_sink_tokens: 3, "
+                            "sink_token_start_pos: 1}]}");
   EXPECT_EQ(loader->sequence_length(), 11);
   const data::Features f = loader->next();
   using torch::indexing::None;
@@ -387,8 +405,9 @@ TEST(Hdf5Map, AddSinkTokensInsertsSinksWithoutLoss) {
     const int64_t fill = std::string(name) == "attention_mask" ? 0 : 7;
     EXPECT_TRUE((t.index({Slice(), Slice(1, 4)}) == fill).all().item<bool>()) << name;
   }
-  auto cut = open_loader(base + ", data_transforms: [{name: add_sink_tokens, num_sink_tokens: 3, "
-                                "truncate_to_original_length: true}]}");
+  auto cut = open_loader(base +
+                         ", data_transforms: [{name: add_sink_tokens, num_sink_tokens: 3, "
+                         "truncate_to_original_length: true}]}");
   EXPECT_EQ(cut->next().at("input_ids").size(1), 8);
   EXPECT_NE(testing::open_error("{data_processor: GptHDF5DataProcessor, data_dir: " + dir.path() +
                                 ", batch_size: 2, data_transforms: [{name: add_sink_tokens}]}")
@@ -455,7 +474,6 @@ TEST(Hdf5BadData, EachCaseNamesTheFileAndTheProblem) {
   // Token ids >= vocab_size: see Data.ReadsModelzooHdf5Samples.
 }
 
-
 // BERT samples from a token stream 1000, 1001, ...: unmasking a sample must
 // give back [CLS] A [SEP] B [SEP] where A starts a window and B either
 // continues it (label 0) or is a run from another window (label 1).
@@ -491,7 +509,7 @@ TEST(BertMlm, SentencePairsAndMasksRebuildTheTokenizedText) {
       const auto sep = std::find(seq.begin() + 1, seq.end(), SEP) - seq.begin();
       ASSERT_LT(sep, 15);
       for (int64_t t = 1; t < sep; ++t) EXPECT_EQ(seq[t], 1000 + 13 * window + (t - 1));  // A starts the window
-      for (int64_t t = sep + 2; t < 15; ++t) EXPECT_EQ(seq[t], seq[t - 1] + 1);   // B is a contiguous run
+      for (int64_t t = sep + 2; t < 15; ++t) EXPECT_EQ(seq[t], seq[t - 1] + 1);           // B is a contiguous run
       const int64_t nsp = b.at("next_sentence_label")[r].item<int64_t>();
       ++labels[nsp];
       EXPECT_EQ(seq[sep + 1] == seq[sep - 1] + 1, nsp == 0) << "window " << window;
@@ -515,7 +533,6 @@ TEST(BertMlm, SentencePairsAndMasksRebuildTheTokenizedText) {
   EXPECT_NE(open_error(base + "5, mask_id: 3000}").find("mask_id: must be below vocab_size (3000)"), std::string::npos);
 }
 
-
 // zoo reads modelzoo's layout (gzip, one sample per chunk) as stored chunks
 // inflated outside HDF5; every other layout goes through HDF5's own reader.
 // Both give the same samples.
@@ -525,7 +542,8 @@ TEST(Hdf5Layouts, EveryStorageLayoutReadsTheSameSamples) {
   const std::string script = testing::write_file(dir / "w.py", zoo::testing::oracle("hdf5_write_3.py"));
   ASSERT_EQ(testing::run_command("/usr/bin/python3 " + script + " " + dir.path()).exit_code, 0);
   auto batches = [&](const std::string& layout, const std::string& extra = "") {
-    auto loader = open_loader("{data_processor: GptHDF5MapDataProcessor, batch_size: 6, data_dir: " + (dir / layout) + extra + "}");
+    auto loader = open_loader("{data_processor: GptHDF5MapDataProcessor, batch_size: 6, data_dir: " + (dir / layout) +
+                              extra + "}");
     return loader->next();
   };
   const data::Features want = batches("contiguous");

@@ -2,16 +2,15 @@
 // SentencePiece library against its Python binding, SentencePiece-style and
 // byte-level tokenizer.json files against transformers.js, tokenizer_config.json's
 // special tokens, and clear errors for directories zoo cannot use.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "data/text/hf_tokenizer.h"
 #include "data/text/tokenizer.h"
 #include "tests/test_util.h"
-#include "tests/tokenizer_fixtures.h"
 #include "tests/text_samples.h"
+#include "tests/tokenizer_fixtures.h"
 
 namespace zoo {
 namespace {
@@ -42,8 +41,9 @@ JsReference transformers_js_encode(const std::string& js_dir, const std::filesys
                                    const std::vector<std::string>& texts) {
   TempDir tmp;
   testing::write_file(tmp / "texts.json", nlohmann::json(texts).dump());
-  const auto r = testing::run_node_oracle(js_dir, "tokenizer_transformers_js.mjs",
-                                          testing::shell_quoted(tokenizer_dir) + " " + testing::shell_quoted(tmp / "texts.json"));
+  const auto r =
+      testing::run_node_oracle(js_dir, "tokenizer_transformers_js.mjs",
+                               testing::shell_quoted(tokenizer_dir) + " " + testing::shell_quoted(tmp / "texts.json"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   return {j["plain"].get<std::vector<std::vector<int32_t>>>(), j["special"].get<std::vector<std::vector<int32_t>>>(),
@@ -57,9 +57,9 @@ TEST(HfTokenizer, SentencePieceModelMatchesTheSentencePieceLibrary) {
   std::filesystem::remove(tmp / "llama/tokenizer.json");  // the directory now holds tokenizer.model only
   const auto texts = corpus();
   testing::write_file(tmp / "texts.json", nlohmann::json(texts).dump());
-  const auto r = testing::run_command("/usr/bin/python3 " + testing::shell_quoted(oracle_path("tokenizer_sentencepiece_encode.py")) +
-                                      " " + testing::shell_quoted(tmp / "llama/tokenizer.model") + " " +
-                                      testing::shell_quoted(tmp / "texts.json"));
+  const auto r = testing::run_command(
+      "/usr/bin/python3 " + testing::shell_quoted(oracle_path("tokenizer_sentencepiece_encode.py")) + " " +
+      testing::shell_quoted(tmp / "llama/tokenizer.model") + " " + testing::shell_quoted(tmp / "texts.json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto reference = nlohmann::json::parse(r.output);
   auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "llama"});
@@ -95,17 +95,20 @@ TEST(HfTokenizer, LlamaStyleTokenizerJsonMatchesTransformersJs) {
     make_llama_tokenizer(tmp / "tok", layout);
     const JsReference ref = transformers_js_encode(js, tmp / "tok", texts);
     testing::write_file(tmp / "texts.json", nlohmann::json(texts).dump());
-    const auto r = testing::run_node_oracle(rust, "tokenizer_rust.mjs", testing::shell_quoted(tmp / "texts.json") + " " +
-                                                                            testing::shell_quoted(tmp / "tok/tokenizer.json"));
+    const auto r = testing::run_node_oracle(
+        rust, "tokenizer_rust.mjs",
+        testing::shell_quoted(tmp / "texts.json") + " " + testing::shell_quoted(tmp / "tok/tokenizer.json"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto library = nlohmann::json::parse(r.output)[tmp / "tok/tokenizer.json"];
     auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "tok"});
     for (size_t i = 0; i < texts.size(); ++i) {
       EXPECT_EQ(tok->encode(texts[i]), ref.plain[i]) << layout << " text " << i << ": '" << texts[i] << "'";
       EXPECT_EQ(tok->encode_with_special_tokens(texts[i]), ref.special[i]) << layout << " text " << i;
-      EXPECT_EQ(tok->decode(ref.plain[i]), library["decoded"][i].get<std::string>()) << layout << " text " << i << ": '" << texts[i] << "'";
+      EXPECT_EQ(tok->decode(ref.plain[i]), library["decoded"][i].get<std::string>())
+          << layout << " text " << i << ": '" << texts[i] << "'";
       if (layout == "prepend")
-        EXPECT_EQ(tok->decode_like_transformers(ref.plain[i]), ref.decoded[i]) << layout << " text " << i << ": '" << texts[i] << "'";
+        EXPECT_EQ(tok->decode_like_transformers(ref.plain[i]), ref.decoded[i])
+            << layout << " text " << i << ": '" << texts[i] << "'";
     }
   }
 }
@@ -120,8 +123,9 @@ TEST(HfTokenizer, ByteLevelTokenizerJsonMatchesTransformersJs) {
   nlohmann::json j = testing::gpt2_tokenizer_json(gpt2);
   j["post_processor"] = nullptr;
   testing::write_file(tmp / "gpt2/tokenizer.json", j.dump());
-  testing::write_file(tmp / "gpt2/tokenizer_config.json",
-                      R"({"tokenizer_class": "GPT2Tokenizer", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})");
+  testing::write_file(
+      tmp / "gpt2/tokenizer_config.json",
+      R"({"tokenizer_class": "GPT2Tokenizer", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})");
   const auto texts = corpus();
   const JsReference ref = transformers_js_encode(js, tmp / "gpt2", texts);
   auto tok = text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "gpt2"});
@@ -156,27 +160,35 @@ TEST(HfTokenizer, DirectoriesZooCannotUseAreClearErrors) {
 
   // T5's tokenizer.json compiles SentencePiece's normalization into a charsmap, applied through spiece.model.
   std::filesystem::create_directory(tmp / "t5");
-  testing::write_file(tmp / "t5/tokenizer.json",
-                      R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Precompiled", "precompiled_charsmap": "AA=="}]},
+  testing::write_file(
+      tmp / "t5/tokenizer.json",
+      R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Precompiled", "precompiled_charsmap": "AA=="}]},
                           "pre_tokenizer": {"type": "Metaspace"}, "decoder": {"type": "Metaspace"},
                           "model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0]]}})");
   e = error(tmp / "t5");
-  EXPECT_NE(e.find(tmp / "t5/tokenizer.json" + ": normalizer: a Precompiled (SentencePiece) character map"), std::string::npos) << e;
+  EXPECT_NE(e.find(tmp / "t5/tokenizer.json" + ": normalizer: a Precompiled (SentencePiece) character map"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("spiece.model"), std::string::npos) << e;
 
   // transformers >= 4.34 writes added_tokens_decoder as a dict, older ones a list; ids must be ids.
   ASSERT_NO_FATAL_FAILURE(make_llama_tokenizer(tmp / "decoder_dict", "prepend"));
   std::filesystem::remove(tmp / "decoder_dict/tokenizer.json");
-  testing::write_file(tmp / "decoder_dict/tokenizer_config.json",
-                      R"({"added_tokens_decoder": {"0": {"content": "<unk>", "special": true}, "1": {"content": "<s>", "special": true},
+  testing::write_file(
+      tmp / "decoder_dict/tokenizer_config.json",
+      R"({"added_tokens_decoder": {"0": {"content": "<unk>", "special": true}, "1": {"content": "<s>", "special": true},
                           "2": {"content": "</s>", "special": true}, "32000": {"content": "<|im_end|>", "special": true, "lstrip": false}}})");
   auto dict = text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "decoder_dict"});
   EXPECT_EQ(dict->token_to_id("<|im_end|>"), 32000);
   EXPECT_EQ(dict->encode("a<|im_end|>").back(), 32000);
-  testing::write_file(tmp / "decoder_dict/tokenizer_config.json", R"({"added_tokens_decoder": [{"id": 32000, "content": "<|im_end|>"}]})");
-  EXPECT_EQ(text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "decoder_dict"})->token_to_id("<|im_end|>"), 32000);
-  for (const char* bad : {R"({"added_tokens_decoder": {"-1": {"content": "<x>"}}})", R"({"added_tokens_decoder": {"4294967296": {"content": "<x>"}}})",
-                          R"({"added_tokens_decoder": [{"id": -1, "content": "<x>"}]})", R"({"added_tokens_decoder": "no"})"}) {
+  testing::write_file(tmp / "decoder_dict/tokenizer_config.json",
+                      R"({"added_tokens_decoder": [{"id": 32000, "content": "<|im_end|>"}]})");
+  EXPECT_EQ(text::make_tokenizer({"HuggingFaceTokenizer", "", "", tmp / "decoder_dict"})->token_to_id("<|im_end|>"),
+            32000);
+  for (const char* bad :
+       {R"({"added_tokens_decoder": {"-1": {"content": "<x>"}}})",
+        R"({"added_tokens_decoder": {"4294967296": {"content": "<x>"}}})",
+        R"({"added_tokens_decoder": [{"id": -1, "content": "<x>"}]})", R"({"added_tokens_decoder": "no"})"}) {
     testing::write_file(tmp / "decoder_dict/tokenizer_config.json", bad);
     e = error(tmp / "decoder_dict");
     EXPECT_NE(e.find("tokenizer_config.json: added_tokens_decoder"), std::string::npos) << bad << ": " << e;
@@ -186,7 +198,8 @@ TEST(HfTokenizer, DirectoriesZooCannotUseAreClearErrors) {
   testing::write_file(tmp / "config/tokenizer_config.json", R"({"eos_token": "<|im_end|>"})");
   e = error(tmp / "config");
   EXPECT_NE(e.find("tokenizer_config.json: eos_token \"<|im_end|>\" is not in the tokenizer's vocabulary"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ const std::string kReference = zoo::testing::oracle("layers_api_demo_reference.p
 }  // namespace
 
 TEST(LayersApiDemo, LossMatchesAFloat64ForwardWrittenFromTheTutorial) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   torch::manual_seed(7);
   auto built = build(kModel, torch::TensorOptions().dtype(torch::kDouble));
   auto& model = dynamic_cast<models::LayersApiDemoModel&>(*built);
@@ -109,7 +110,8 @@ TEST(AlphabetData, SamplesAreRunsOfLettersContinuedOneAhead) {
 
   const std::string tiny = "data_processor: AlphabetDataProcessor\nnum_samples: 100\nseq_length: 26\nbatch_size: 8\n";
   try {
-    data::AlphabetOptions::schema().parse(config::load_yaml_string(tiny, "p.yaml"), config::Context{"p.yaml", "train_input"});
+    data::AlphabetOptions::schema().parse(config::load_yaml_string(tiny, "p.yaml"),
+                                          config::Context{"p.yaml", "train_input"});
     ADD_FAILURE() << "seq_length 26 accepted";
   } catch (const config::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("train_input.seq_length: expected at most 25"), std::string::npos) << e.what();

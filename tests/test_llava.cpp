@@ -13,9 +13,9 @@
 #include "data/image.h"
 #include "data/processors/llava_hdf5.h"
 #include "models/llava/llava.h"
+#include "multimodal_reference.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"
-#include "multimodal_reference.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -33,7 +33,8 @@ const char* const kTextModel = zoo::testing::kReferenceTextModel;
 std::string image_model(int64_t hidden, bool conv) {
   return "image_model: {name: ViTModel, hidden_size: " + std::to_string(hidden) +
          ", num_hidden_layers: 3, num_heads: 2, filter_size: 16, image_size: [8, 8], patch_size: [4, 4], "
-         "num_channels: 3, use_conv_patchified_embedding: " + (conv ? "true" : "false") +
+         "num_channels: 3, use_conv_patchified_embedding: " +
+         (conv ? "true" : "false") +
          ", use_post_embed_layer_norm: true, use_embed_proj_bias: false, nonlinearity: quick_gelu, "
          "prepend_cls_token: true, dropout_rate: 0.0, attention_dropout_rate: 0.0, norm_first: true}";
 }
@@ -59,7 +60,8 @@ models::Features llava_batch(int64_t B, int64_t T, torch::ScalarType dtype = tor
 }  // namespace
 
 TEST(Llava, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   struct Case {
     std::string yaml, json;
     int64_t start, features;
@@ -96,13 +98,14 @@ TEST(Llava, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
     batch["loss_mask"][0].narrow(0, c.start, c.features).zero_();
     c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
     d.insert("state", ckpt::model_state_dict(model));
-    for (const char* f : {"image_data", "text_input_ids", "key_padding_mask", "labels", "loss_mask"}) d.insert(f, batch[f]);
+    for (const char* f : {"image_data", "text_input_ids", "key_padding_mask", "labels", "loss_mask"})
+      d.insert(f, batch[f]);
     d.insert("logits", model.padded_logits(batch).detach());
     d.insert("loss", model.forward(batch, false).loss.detach());
     const std::string file = dir / "case.pt";
     ckpt::save_checkpoint_file(file, d);
-    const std::string script =
-        zoo::testing::write_file(dir / "ref.py", std::string(zoo::testing::kMultimodalReferenceLayers) + kReferenceLlava);
+    const std::string script = zoo::testing::write_file(
+        dir / "ref.py", std::string(zoo::testing::kMultimodalReferenceLayers) + kReferenceLlava);
     const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + file + " '" + c.json + "'");
     EXPECT_EQ(r.exit_code, 0) << c.yaml << "\n" << r.output;
   }
@@ -127,7 +130,8 @@ TEST(Llava, MaskedImagePositionsDoNotReachTheText) {
   // Attended, the image does reach the text.
   a["key_padding_mask"].zero_();
   b["key_padding_mask"].zero_();
-  EXPECT_FALSE(torch::allclose(llava.padded_logits(a).narrow(1, 4, 8), llava.padded_logits(b).narrow(1, 4, 8), 1e-5, 1e-5));
+  EXPECT_FALSE(
+      torch::allclose(llava.padded_logits(a).narrow(1, 4, 8), llava.padded_logits(b).narrow(1, 4, 8), 1e-5, 1e-5));
 }
 
 TEST(Llava, FreezesByRegexAndKeepsModelzoosKeys) {
@@ -142,14 +146,12 @@ TEST(Llava, FreezesByRegexAndKeepsModelzoosKeys) {
   }
   EXPECT_EQ(trained, (std::set<std::string>{"projector_image_model.ffn.0.linear_layer.weight",
                                             "projector_image_model.ffn.0.linear_layer.bias"}));
-  for (const char* key : {"image_model.embedding_layer.linear_proj.weight", "image_model.embedding_layer.cls_embedding",
-                          "image_model.embedding_layer.position_embeddings.weight",
-                          "image_model.embedding_layer.post_embed_ln.weight",
-                          "image_model.encoder.transformer_encoder.layers.2.self_attn.proj_q_dense_layer.weight",
-                          "image_model.encoder.transformer_encoder.norm.weight",
-                          "text_model.embedding_layer.word_embeddings.weight",
-                          "text_model.transformer_decoder.layers.1.ffn.ffn.0.linear_layer_for_glu.weight",
-                          "text_model.lm_head.weight"})
+  for (const char* key :
+       {"image_model.embedding_layer.linear_proj.weight", "image_model.embedding_layer.cls_embedding",
+        "image_model.embedding_layer.position_embeddings.weight", "image_model.embedding_layer.post_embed_ln.weight",
+        "image_model.encoder.transformer_encoder.layers.2.self_attn.proj_q_dense_layer.weight",
+        "image_model.encoder.transformer_encoder.norm.weight", "text_model.embedding_layer.word_embeddings.weight",
+        "text_model.transformer_decoder.layers.1.ffn.ffn.0.linear_layer_for_glu.weight", "text_model.lm_head.weight"})
     EXPECT_TRUE(names.count(key)) << key;
   // torch.nn.Linear's initialization, as modelzoo's LLaVA gives its projector.
   const torch::Tensor w = model->named_parameters()["projector_image_model.ffn.0.linear_layer.weight"];
@@ -174,8 +176,9 @@ TEST(Llava, ShapeErrorsNameTheKey) {
   expect_error(towers + "}", "projector", "the image features are 8 wide and the decoder's input 12");
   expect_error(towers + ", projector: {image_model: {input_unit: 6, layers_units: [12]}}}", "projector",
                "input_unit is 6 but the image model's hidden_size is 8");
-  expect_error(towers + ", projector: {image_model: {input_unit: 8, layers_units: [12]}}, "
-                        "image_feature_select_layer_idx: 3}",
+  expect_error(towers +
+                   ", projector: {image_model: {input_unit: 8, layers_units: [12]}}, "
+                   "image_feature_select_layer_idx: 3}",
                "image_feature_select_layer_idx", "-3 .. 2");
   expect_error(towers + ", projector: {image_model: {input_unit: 8, layers_units: [12]}}, image_start_idx: 13}",
                "image_start_idx", "exceed the text model's max_position_embeddings 16");
@@ -191,11 +194,13 @@ TEST(Llava, SevenBHasTheSizesOfItsTowers) {
   auto spec = llava_spec(
       "{image_model: {name: ViTModel, hidden_size: 1024, num_hidden_layers: 24, num_heads: 16, filter_size: 4096, "
       "image_size: [336, 336], patch_size: [14, 14], use_conv_patchified_embedding: true, "
-      "use_post_embed_layer_norm: true, use_embed_proj_bias: false, nonlinearity: quick_gelu, prepend_cls_token: true}, "
+      "use_post_embed_layer_norm: true, use_embed_proj_bias: false, nonlinearity: quick_gelu, prepend_cls_token: "
+      "true}, "
       "text_model: {name: LlamaModel, vocab_size: 32000, hidden_size: 4096, num_hidden_layers: 32, num_heads: 32, "
       "filter_size: 11008, max_position_embeddings: 2048, position_embedding_type: rotary, rotary_dim: 128, "
       "norm_type: rmsnorm, nonlinearity: swiglu, use_projection_bias_in_attention: false, "
-      "use_ffn_bias_in_attention: false, use_ffn_bias: false, use_bias_in_output: false, share_embedding_weights: false}, "
+      "use_ffn_bias_in_attention: false, use_ffn_bias: false, use_bias_in_output: false, share_embedding_weights: "
+      "false}, "
       "projector: {image_model: {name: FeedForwardNetwork, input_unit: 1024, layers_units: [4096, 4096], "
       "layers_activation: [gelu, null], use_bias: true}}, image_feature_select_layer_idx: -2, image_start_idx: 1}");
   auto model = spec->build(torch::TensorOptions().device(torch::kMeta));
@@ -224,10 +229,9 @@ std::string write_llava_samples(const TempDir& dir, int64_t T, int64_t samples_a
       zoo::testing::shell_quoted(dir / "h5") + " " + std::to_string(T) + " " + std::to_string(samples_a) + " " +
       zoo::testing::shell_quoted(change) + " " + zoo::testing::shell_quoted(labels));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  return "{data_processor: LlavaHDF5MapDataProcessor, data_dir: " + (dir / "h5") + ", img_data_dir: " +
-         (dir / "images") + ", shuffle: false, batch_size: 5, ";
+  return "{data_processor: LlavaHDF5MapDataProcessor, data_dir: " + (dir / "h5") +
+         ", img_data_dir: " + (dir / "images") + ", shuffle: false, batch_size: 5, ";
 }
-
 
 }  // namespace
 
@@ -237,8 +241,9 @@ TEST(LlavaData, ReadsModelzoosFilesAndImages) {
   const std::string section = write_llava_samples(dir, 12);
   // expand_to_square alone: the 6 x 10 image centred on a 10 x 10 square of the background.
   auto loader = zoo::testing::open_loader(
-      section + "image_data_size: [3, 10, 10], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, "
-                "{name: center_crop, size: 10}, {name: to_tensor}]}");
+      section +
+      "image_data_size: [3, 10, 10], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, "
+      "{name: center_crop, size: 10}, {name: to_tensor}]}");
   const models::Features b = loader->next();
   for (const char* f : {"text_input_ids", "loss_mask", "labels", "key_padding_mask"})
     EXPECT_EQ(b.at(f).sizes(), torch::IntArrayRef({5, 12})) << f;
@@ -248,7 +253,8 @@ TEST(LlavaData, ReadsModelzoosFilesAndImages) {
   EXPECT_TRUE(torch::equal(expanded.narrow(1, 2, 6), wide));
   EXPECT_TRUE(torch::allclose(expanded.select(1, 0).select(1, 0), torch::tensor({122.f, 116.f, 104.f}) / 255));
   EXPECT_TRUE(torch::allclose(expanded.select(1, 9).select(1, 9), torch::tensor({122.f, 116.f, 104.f}) / 255));
-  // Sample 2 has no image: a black stand-in. Its image positions are masked; b.h5 follows a.h5 with variable-length paths.
+  // Sample 2 has no image: a black stand-in. Its image positions are masked; b.h5 follows a.h5 with variable-length
+  // paths.
   EXPECT_EQ(b.at("image_data")[2].abs().max().item<float>(), 0.0f);
   EXPECT_EQ(b.at("key_padding_mask")[2].narrow(0, 1, 4).sum().item<int64_t>(), 4);
   EXPECT_EQ(b.at("key_padding_mask")[0].narrow(0, 0, 10).sum().item<int64_t>(), 0);
@@ -259,9 +265,10 @@ TEST(LlavaData, ReadsModelzoosFilesAndImages) {
 
   // LLaVA-1.5's pipeline; the stand-in normalizes to -mean / std.
   auto clip = zoo::testing::open_loader(
-      section + "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, "
-                "{name: resize, size: 8, interpolation: bicubic}, {name: center_crop, size: 8}, {name: to_tensor}, "
-                "{name: normalize, mean: [0.5, 0.25, 0.5], std: [0.5, 0.25, 0.25]}]}");
+      section +
+      "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: [122, 116, 104]}, "
+      "{name: resize, size: 8, interpolation: bicubic}, {name: center_crop, size: 8}, {name: to_tensor}, "
+      "{name: normalize, mean: [0.5, 0.25, 0.5], std: [0.5, 0.25, 0.25]}]}");
   const torch::Tensor black = clip->next().at("image_data")[2];
   EXPECT_TRUE(torch::allclose(black.amax({1, 2}), torch::tensor({-1.f, -1.f, -2.f})));
   EXPECT_TRUE(torch::allclose(black.amin({1, 2}), torch::tensor({-1.f, -1.f, -2.f})));
@@ -272,15 +279,17 @@ TEST(LlavaData, ReadsModelzoosFilesAndImages) {
                       "is [3, 8, 8]"),
             std::string::npos)
       << size;
-  const std::string color = zoo::testing::open_error(section + "image_data_size: [3, 8, 8], transforms: "
-                                                               "[{name: expand_to_square}]}");
+  const std::string color = zoo::testing::open_error(section +
+                                                     "image_data_size: [3, 8, 8], transforms: "
+                                                     "[{name: expand_to_square}]}");
   EXPECT_NE(color.find("background_color: required by expand_to_square"), std::string::npos) << color;
 }
 
 TEST(LlavaData, BadFilesAreNamed) {
   if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
-  const std::string tail = "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: "
-                           "[0, 0, 0]}, {name: resize, size: 8}, {name: to_tensor}]}";
+  const std::string tail =
+      "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: "
+      "[0, 0, 0]}, {name: resize, size: 8}, {name: to_tensor}]}";
   {
     TempDir dir;
     const std::string section = write_llava_samples(dir, 12, 3, "data[0, 3, 7] = 2");
@@ -312,10 +321,11 @@ TEST(Llava, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
   // Every counted label is 7: quickly learnt.
   std::string section = write_llava_samples(dir, 12, 6, "", "np.full((k, T), 7)");
   section.replace(section.find("batch_size: 5"), 13, "batch_size: 4");
-  const std::string data = section + "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, "
-                                     "background_color: [122, 116, 104]}, {name: resize, size: 8, interpolation: bicubic}, "
-                                     "{name: center_crop, size: 8}, {name: to_tensor}, {name: normalize, mean: "
-                                     "[0.48145466, 0.4578275, 0.40821073], std: [0.26862954, 0.26130258, 0.27577711]}]}";
+  const std::string data = section +
+                           "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, "
+                           "background_color: [122, 116, 104]}, {name: resize, size: 8, interpolation: bicubic}, "
+                           "{name: center_crop, size: 8}, {name: to_tensor}, {name: normalize, mean: "
+                           "[0.48145466, 0.4578275, 0.40821073], std: [0.26862954, 0.26130258, 0.27577711]}]}";
   zoo::testing::expect_trains_all_but_frozen(dir, R"(      name: llava
       )" + image_model(8, true) + R"(
       )" + kTextModel + R"(
@@ -336,7 +346,8 @@ TEST(Llava, LegacyFilesAreRecognisedByTheirTowers) {
   const std::string legacy =
       "train_input: {data_processor: LlavaHDF5MapDataProcessor, data_dir: ./h5, img_data_dir: ./images, "
       "image_data_size: [3, 8, 8], transforms: [{name: to_tensor}], batch_size: 2, bos_token_id: 1, pad_token_id: 0}\n"
-      "model: {" + image_model(8, true) + ", " + kTextModel +
+      "model: {" +
+      image_model(8, true) + ", " + kTextModel +
       ", projector: {image_model: {name: FeedForwardNetwork, input_unit: 8, layers_units: [12]}}, "
       "freeze: ['^image_model'], image_start_idx: 1, mixed_precision: true, fp16_type: bfloat16}\n"
       "optimizer: {optimizer_type: AdamW, learning_rate: 0.001}\nrunconfig: {max_steps: 2}\n";

@@ -65,12 +65,9 @@ TEST(ConvertLlava, FromHuggingFaceMatchesItsForwardAndRoundTrips) {
   models::StateDict renamed;
   for (const auto& [k, t] : original) {
     std::string key = k;
-    if (key.rfind("language_model.model.", 0) == 0)
-      key = "model.language_model." + key.substr(21);
-    else if (key == "language_model.lm_head.weight")
-      key = "lm_head.weight";
-    else
-      key = "model." + key;
+    if (key.rfind("language_model.model.", 0) == 0) key = "model.language_model." + key.substr(21);
+    else if (key == "language_model.lm_head.weight") key = "lm_head.weight";
+    else key = "model." + key;
     renamed[key] = t;
   }
   Params p = load_params(dir / "zoo/params.yaml", YAML::Node());

@@ -26,12 +26,18 @@ const std::string kMakeLlama = testing::oracle("convert_llama_make_llama.py");
 // dir/hf: a tiny LLaMA (grouped-query attention, half-split rotary, SwiGLU)
 // from the published math; dir/zoo: zoo's conversion of it.
 void make_converted_llama(const TempDir& dir, int64_t intermediate = 48) {
-  testing::write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"}, {"rope_scaling", nullptr},
-                                                        {"head_dim", nullptr}, {"experts", 0}, {"bias", ""},
-                                                        {"theta", 10000.0}, {"rope_parameters", false}}
+  testing::write_file(dir / "case.json", nlohmann::json{{"model_type", "llama"},
+                                                        {"rope_scaling", nullptr},
+                                                        {"head_dim", nullptr},
+                                                        {"experts", 0},
+                                                        {"bias", ""},
+                                                        {"theta", 10000.0},
+                                                        {"rope_parameters", false}}
                                              .dump());
   std::string script = kMakeLlama;
-  if (intermediate != 48) script.replace(script.find("P, eps = 40, 32, 4, 2, 2, 48"), 28, "P, eps = 40, 32, 4, 2, 2, " + std::to_string(intermediate));
+  if (intermediate != 48)
+    script.replace(script.find("P, eps = 40, 32, 4, 2, 2, 48"), 28,
+                   "P, eps = 40, 32, 4, 2, 2, " + std::to_string(intermediate));
   testing::run_fixture(dir, "make_llama.py", script);
   convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});
 }
@@ -45,8 +51,8 @@ Params lora_params(const TempDir& dir, const std::string& lora) {
 
 std::shared_ptr<models::Model> load_base(const TempDir& dir, const Params& params) {
   auto model = params.model->build(torch::TensorOptions());
-  ckpt::load_model_state_dict(*model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(),
-                              true, "converted");
+  ckpt::load_model_state_dict(
+      *model, ckpt::load_checkpoint_file(dir / "zoo/checkpoint_0.mdl").at("model").toGenericDict(), true, "converted");
   return model;
 }
 
@@ -116,7 +122,8 @@ TEST(Lora, AdapterGradientsMatchAFloat64PythonReference) {
   AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [down_proj]}]");
   auto& [dir, params, model, ids] = a;
   model->train();
-  models::Features batch{{"input_ids", ids.narrow(1, 0, 15)}, {"labels", ids.narrow(1, 1, 15)},
+  models::Features batch{{"input_ids", ids.narrow(1, 0, 15)},
+                         {"labels", ids.narrow(1, 1, 15)},
                          {"attention_mask", torch::ones({2, 15}, torch::kLong)}};
   const torch::Tensor loss = -model->label_log_likelihood(batch, /*average=*/true).mean();
   loss.backward();
@@ -132,10 +139,10 @@ TEST(Lora, AdapterGradientsMatchAFloat64PythonReference) {
     }
   convert::write_peft_adapter(dir / "adapter", "llama", *params.model, layers, state, "");
   convert::write_peft_adapter(dir / "zoo_grads", "llama", *params.model, layers, grads, "");
-  auto r = testing::run_command(testing::fixture_python() + " " +
-                                testing::write_file(dir / "reference.py", testing::kPySafetensors +
-                                                                               testing::oracle("lora_llama_reference.py")) +
-                                " " + dir.path());
+  auto r = testing::run_command(
+      testing::fixture_python() + " " +
+      testing::write_file(dir / "reference.py", testing::kPySafetensors + testing::oracle("lora_llama_reference.py")) +
+      " " + dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NEAR(loss.item<double>(), std::stod(testing::read_file(dir / "ref_loss.txt")), 1e-5);
   const auto ours = convert::read_safetensors(dir / "zoo_grads/adapter_model.safetensors");
@@ -180,7 +187,8 @@ TEST(Lora, TargetModulesFollowModelzoosRule) {
   const std::string layer0 = "transformer_decoder.layers.0.";
   // Every name must be among the layer's: a class name and PEFT's name, a path part and a class name.
   EXPECT_EQ(adapted("{target_modules: [MultiheadAttention, v_proj]}"),
-            (std::vector<std::string>{layer0 + "self_attn.proj_v_dense_layer", "transformer_decoder.layers.1.self_attn.proj_v_dense_layer"}));
+            (std::vector<std::string>{layer0 + "self_attn.proj_v_dense_layer",
+                                      "transformer_decoder.layers.1.self_attn.proj_v_dense_layer"}));
   EXPECT_EQ(adapted("{target_modules: [FeedForwardNetwork, Linear]}").size(), 2u * 3u);
   EXPECT_EQ(adapted("{target_modules: [proj_output_dense_layer]}").size(), 2u);
   // The first group that matches a layer gives it its adapter.
@@ -193,7 +201,8 @@ TEST(Lora, TargetModulesFollowModelzoosRule) {
     ADD_FAILURE() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("lora_params.target_modules: [q_proj, v_proj] matches no dense layer"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("give one group per name"), std::string::npos) << e.what();
   }
   // build_model names the params file and key.
@@ -218,7 +227,8 @@ std::string save_lora_checkpoint(const TempDir& dir, models::Model& model, const
 
 TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
-  AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
+  AdaptedLlama a(
+      "[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
   auto& [dir, params, model, ids] = a;
   const std::string saved = save_lora_checkpoint(dir, *model, params);
   convert::run_convert({saved, "llama", "zoo", "hf", std::nullopt, dir / "export"});
@@ -226,20 +236,22 @@ TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   EXPECT_EQ(cfg["peft_type"], "LORA");
   EXPECT_EQ(cfg["r"], 4);
   EXPECT_EQ(cfg["lora_alpha"], 8.0);
-  EXPECT_EQ(cfg["target_modules"], nlohmann::json({"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"}));
+  EXPECT_EQ(cfg["target_modules"],
+            nlohmann::json({"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"}));
   EXPECT_EQ(cfg["rank_pattern"]["model.layers.1.mlp.down_proj"], 2);
   EXPECT_EQ(cfg["alpha_pattern"]["model.layers.0.mlp.up_proj"], 3.0);
   EXPECT_EQ(cfg["base_model_name_or_path"], dir / "zoo/checkpoint_0.mdl");
   const auto tensors = convert::read_safetensors(dir / "export/adapter/adapter_model.safetensors");
   EXPECT_EQ(tensors.size(), 2u * 7u * 2u);
-  EXPECT_EQ(tensors.at("base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight").sizes(), torch::IntArrayRef({16, 4}));
+  EXPECT_EQ(tensors.at("base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight").sizes(),
+            torch::IntArrayRef({16, 4}));
 
   // The merged model back in zoo computes what the adapted one does.
   convert::run_convert({dir / "export", "", "hf", "zoo", std::nullopt, dir / "merged"});
   Params merged_params = load_params(dir / "merged/params.yaml", YAML::Node());
   auto merged = merged_params.model->build(torch::TensorOptions());
-  ckpt::load_model_state_dict(*merged, ckpt::load_checkpoint_file(dir / "merged/checkpoint_0.mdl").at("model").toGenericDict(),
-                              true, "merged");
+  ckpt::load_model_state_dict(
+      *merged, ckpt::load_checkpoint_file(dir / "merged/checkpoint_0.mdl").at("model").toGenericDict(), true, "merged");
   EXPECT_LT((logits_of(*merged, ids) - logits_of(*model, ids)).abs().max().item<double>(), 1e-5);
 
   // Imported onto the base again: the same adapters, bit for bit, and the same lora_params.
@@ -250,7 +262,8 @@ TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   ASSERT_EQ(imported.lora.size(), 7u);  // one group per kind of layer
   auto back = imported.model->build(torch::TensorOptions());
   models::apply_lora(*back, imported.lora);
-  ckpt::load_model_state_dict(*back, ckpt::load_checkpoint_file(dir / "imported/checkpoint_0.mdl").at("model").toGenericDict(),
+  ckpt::load_model_state_dict(*back,
+                              ckpt::load_checkpoint_file(dir / "imported/checkpoint_0.mdl").at("model").toGenericDict(),
                               true, "imported");
   std::map<std::string, torch::Tensor> original;
   for (const auto& p : model->named_parameters()) original[p.key()] = p.value();
@@ -285,30 +298,54 @@ TEST(LoraConvert, PeftAdapterExportsAndImportsBitForBitBesideTheMergedModel) {
   testing::expect_refused([&] { convert::run_convert(import); }, {poisoned + " holds NaN or infinite values"});
   config["r"] = 1000000;
   testing::write_file(dir / "export/adapter/adapter_config.json", config.dump());
-  testing::expect_refused([&] { convert::run_convert(import); }, {"adapter_config.json: r: 1000000 is not a rank from 1 to 65536"});
+  testing::expect_refused([&] { convert::run_convert(import); },
+                          {"adapter_config.json: r: 1000000 is not a rank from 1 to 65536"});
 }
 
 // Seeded mutations of a PEFT adapter_config.json (values of other types and sizes, patterns that are not regexes,
 // ranks and alphas out of range): each imports, or is refused naming the file; never a crash.
 TEST(LoraConvert, MutatedAdapterConfigsImportOrAreRefused) {
   ZOO_SKIP_WITHOUT_FIXTURE_TORCH();
-  AdaptedLlama a("[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
+  AdaptedLlama a(
+      "[{r: 4, alpha: 8, target_modules: [self_attn]}, {r: 2, alpha: 3, target_modules: [FeedForwardNetwork]}]");
   auto& [dir, params, model, ids] = a;
   convert::run_convert({save_lora_checkpoint(dir, *model, params), "llama", "zoo", "hf", std::nullopt, dir / "export"});
   const auto original = nlohmann::json::parse(testing::read_file(dir / "export/adapter/adapter_config.json"));
-  const std::vector<nlohmann::json> values = {nullptr, -1, 0, 2, 4, 1e308, std::nan(""), "8", "(", "[q_", true, nlohmann::json::array(),
-                                              nlohmann::json::object(), {{"q_proj", 4}}, {{"(", 2}}, {{".*", "x"}}, {{"down_proj", -3}},
-                                              4294967296LL, "LORA", "none", "all"};
-  const std::vector<std::string> keys = {"r", "lora_alpha", "lora_dropout", "rank_pattern", "alpha_pattern", "peft_type", "bias",
-                                         "use_rslora", "use_dora", "fan_in_fan_out", "modules_to_save", "target_modules"};
+  const std::vector<nlohmann::json> values = {nullptr,
+                                              -1,
+                                              0,
+                                              2,
+                                              4,
+                                              1e308,
+                                              std::nan(""),
+                                              "8",
+                                              "(",
+                                              "[q_",
+                                              true,
+                                              nlohmann::json::array(),
+                                              nlohmann::json::object(),
+                                              {{"q_proj", 4}},
+                                              {{"(", 2}},
+                                              {{".*", "x"}},
+                                              {{"down_proj", -3}},
+                                              4294967296LL,
+                                              "LORA",
+                                              "none",
+                                              "all"};
+  const std::vector<std::string> keys = {
+      "r",    "lora_alpha", "lora_dropout", "rank_pattern",   "alpha_pattern",   "peft_type",
+      "bias", "use_rslora", "use_dora",     "fan_in_fan_out", "modules_to_save", "target_modules"};
   std::mt19937_64 rng(59);
   int imported = 0, refused = 0;
   for (int n = 0; n < 60; ++n) {
     nlohmann::json config = original;
-    for (int edits = 1 + static_cast<int>(rng() % 2); edits > 0; --edits) config[keys[rng() % keys.size()]] = values[rng() % values.size()];
+    for (int edits = 1 + static_cast<int>(rng() % 2); edits > 0; --edits)
+      config[keys[rng() % keys.size()]] = values[rng() % values.size()];
     if (rng() % 10 == 0) config = values[rng() % values.size()];
-    testing::write_file(dir / "export/adapter/adapter_config.json", config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    convert::ConvertCommand import{dir / "export/adapter", "", "peft", "zoo", std::nullopt, dir / ("imported" + std::to_string(n))};
+    testing::write_file(dir / "export/adapter/adapter_config.json",
+                        config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    convert::ConvertCommand import{
+        dir / "export/adapter", "", "peft", "zoo", std::nullopt, dir / ("imported" + std::to_string(n))};
     import.base_checkpoint = dir / "zoo/checkpoint_0.mdl";
     try {
       convert::run_convert(import);
@@ -333,9 +370,10 @@ TEST(LoraConvert, AnAdapterForAnotherBaseModelIsRefusedByName) {
   convert::run_convert({save_lora_checkpoint(dir, *model, params), "llama", "zoo", "hf", std::nullopt, dir / "export"});
   convert::ConvertCommand import{dir / "export/adapter", "", "peft", "zoo", std::nullopt, other / "imported"};
   import.base_checkpoint = other / "zoo/checkpoint_0.mdl";
-  testing::expect_refused([&] { convert::run_convert(import); },
-                          {"adapter_model.safetensors: base_model.model.model.layers.0.mlp.up_proj.lora_B.weight has shape",
-                           "the adapter was made for another base model"});
+  testing::expect_refused(
+      [&] { convert::run_convert(import); },
+      {"adapter_model.safetensors: base_model.model.model.layers.0.mlp.up_proj.lora_B.weight has shape",
+       "the adapter was made for another base model"});
   EXPECT_FALSE(std::filesystem::exists(other / "imported/checkpoint_0.mdl"));
   // Without the base, or onto a LoRA checkpoint, the import says what it needs.
   convert::ConvertCommand no_base{dir / "export/adapter", "", "peft", "zoo", std::nullopt, dir / "x"};

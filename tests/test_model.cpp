@@ -7,15 +7,15 @@
 #include <regex>
 #include <sstream>
 
+#include "configs/schema/yaml_util.h"
 #include "models/common/ffn.h"
 #include "models/common/initializers.h"
 #include "models/common/rotary.h"
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
-#include "runner/checkpoint/checkpoint.h"
-#include "configs/schema/yaml_util.h"
-#include "runner/run.h"
 #include "reference_case.h"
+#include "runner/checkpoint/checkpoint.h"
+#include "runner/run.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -43,7 +43,7 @@ int64_t count(const torch::nn::Module& m) {
 
 // Closed-form GPT-2 parameter count, independent of the module code.
 int64_t expected_params(int64_t V, int64_t C, int64_t L, int64_t F, int64_t P, bool tied) {
-  int64_t per_layer = 4 * C * C + 4 * C   // q, k, v, output projections + biases
+  int64_t per_layer = 4 * C * C + 4 * C    // q, k, v, output projections + biases
                       + 2 * C * F + F + C  // FFN
                       + 4 * C;             // two LayerNorms
   return V * C + P * C + L * per_layer + 2 * C + (tied ? 0 : V * C);
@@ -92,7 +92,11 @@ TEST(Model, ParameterCountsMatchTheArchitecture) {
 // Every Cerebras-GPT config in configs/ sizes as its architecture says, on the
 // meta device (the 13B model is never allocated), and near its name.
 TEST(Model, CerebrasGptFamilySizes) {
-  struct Member { const char* file; double nominal; int64_t L, C, F; };
+  struct Member {
+    const char* file;
+    double nominal;
+    int64_t L, C, F;
+  };
   const Member family[] = {{"111m", 111e6, 10, 768, 3072},   {"256m", 256e6, 14, 1088, 4352},
                            {"590m", 590e6, 18, 1536, 6144},  {"1p3b", 1.3e9, 24, 2048, 8192},
                            {"2p7b", 2.7e9, 32, 2560, 10240}, {"6p7b", 6.7e9, 32, 4096, 16384},
@@ -209,7 +213,8 @@ TEST(Model, RegistryKnowsGpt2AndAliases) {
 // Logits equal a forward pass written directly with torch ops in Python from
 // the same weights (llm.c's test-against-PyTorch pattern).
 TEST(Model, LogitsMatchAnIndependentPyTorchForward) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   for (const char* attention : {"scaled_dot_product", "dot_product"}) {
     torch::manual_seed(3);
@@ -267,9 +272,10 @@ TEST(Model, SlidingWindowLimitsAttentionAndSinksStayVisible) {
 // are the published ones (Llama-2-7B 6,738,415,616; Llama-2-70B
 // 68,976,648,192; Mistral-7B 7,241,732,096).
 TEST(Model, LlamaAndMistralConfigsHaveTheirPublishedSizes) {
-  const std::pair<const char*, int64_t> configs[] = {{"transformers_pytorch_llama_params_llama2_7b.yaml", 6738415616},
-                                                     {"transformers_pytorch_llama_params_llama2_70b.yaml", 68976648192},
-                                                     {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096}};
+  const std::pair<const char*, int64_t> configs[] = {
+      {"transformers_pytorch_llama_params_llama2_7b.yaml", 6738415616},
+      {"transformers_pytorch_llama_params_llama2_70b.yaml", 68976648192},
+      {"transformers_pytorch_mistral_params_mistral_7B.yaml", 7241732096}};
   for (const auto& [file, expected] : configs) {
     Params p = load_params(zoo::testing::modelzoo_configs_dir() + "/" + file, YAML::Node());
     EXPECT_EQ(summarize_model(p).parameters, expected) << file;
@@ -317,7 +323,8 @@ TEST(Model, ActivationCheckpointingLowersPeakMemory) {
     return m.empty() ? 0.0 : std::stod(m[1]);
   };
   const double plain = peak_gib(false), recomputed = peak_gib(true);
-  std::cout << "peak RSS, one step: " << plain << " GiB plain, " << recomputed << " GiB with activation checkpointing\n";
+  std::cout << "peak RSS, one step: " << plain << " GiB plain, " << recomputed
+            << " GiB with activation checkpointing\n";
   EXPECT_LT(recomputed, plain - 0.2) << plain << " vs " << recomputed;
 }
 
@@ -338,7 +345,8 @@ TEST(Model, RotaryPositionScalingMatchesThePublishedFormulas) {
   }
   EXPECT_FALSE(torch::allclose(scaled, unscaled));
   EXPECT_TRUE(torch::equal(scaled.narrow(-1, 12, 4), x.narrow(-1, 12, 4)));
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   const std::string script = zoo::testing::write_file(dir / "rope.py", zoo::testing::oracle("model_rope.py"));
   const zoo::testing::CommandResult r = zoo::testing::run_command("/usr/bin/python3 " + script);
@@ -355,15 +363,19 @@ TEST(Model, RotaryPositionScalingMatchesThePublishedFormulas) {
   yarn.scaling_type = "yarn";
   yarn.scaling_factor = 4.0;
   yarn.original_max_position_embeddings = 4096;
-  const torch::Tensor got = torch::cat({models::rotary_inverse_frequencies(llama3), models::rotary_inverse_frequencies(yarn)});
+  const torch::Tensor got =
+      torch::cat({models::rotary_inverse_frequencies(llama3), models::rotary_inverse_frequencies(yarn)});
   const torch::Tensor want = torch::tensor(expected, torch::kFloat);
   EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-12)) << (got - want).abs().max();
   // YaRN also scales cos and sin by 0.1 ln(factor) + 1: position 0 leaves each rotated dim times that.
-  const torch::Tensor y = models::apply_rotary(x.narrow(1, 0, 1).narrow(-1, 0, 16), [&] {
-    models::RotaryOptions o = yarn;
-    o.dim = 16;
-    return o;
-  }(), 0);
+  const torch::Tensor y = models::apply_rotary(
+      x.narrow(1, 0, 1).narrow(-1, 0, 16),
+      [&] {
+        models::RotaryOptions o = yarn;
+        o.dim = 16;
+        return o;
+      }(),
+      0);
   EXPECT_TRUE(torch::allclose(y, x.narrow(1, 0, 1).narrow(-1, 0, 16) * yarn_magnitude, 1e-6, 1e-6));
 }
 

@@ -55,7 +55,8 @@ Features batch_of(const torch::Tensor& ids, const torch::Tensor& mask) {
 // The load-balancing loss (training minus eval loss over the coefficient)
 // agrees too, counted over the unmasked tokens only.
 TEST(Moe, LogitsAndLoadBalancingLossMatchTheReference) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   const std::string script = zoo::testing::write_file(dir / "ref.py", kReference);
   struct Case {
@@ -63,12 +64,14 @@ TEST(Moe, LogitsAndLoadBalancingLossMatchTheReference) {
     std::function<void(Gpt2Options&)> set;
   };
   const std::vector<Case> cases = {
-      {"softmax, null expert, shared expert", [](Gpt2Options& o) {
+      {"softmax, null expert, shared expert",
+       [](Gpt2Options& o) {
          o.moe.null_expert_bias = 0.5;
          o.moe.num_shared_experts = 1;
          o.moe.load_balancing_loss_coef = 0.1;
        }},
-      {"sigmoid weights before a SwiGLU", [](Gpt2Options& o) {
+      {"sigmoid weights before a SwiGLU",
+       [](Gpt2Options& o) {
          o.nonlinearity = "swiglu";
          o.moe.top_k = 1;
          o.moe.expert_weighting_nonlinearity = "sigmoid";
@@ -77,7 +80,8 @@ TEST(Moe, LogitsAndLoadBalancingLossMatchTheReference) {
          o.moe.load_balancing_loss_coef = 0.05;
        }},
       {"sinkhorn", [](Gpt2Options& o) { o.moe.router_selection_nonlinearity = "sinkhorn"; }},
-      {"hash", [](Gpt2Options& o) {
+      {"hash",
+       [](Gpt2Options& o) {
          o.moe.routing_algorithm = "hash";
          o.moe.top_k = 1;
        }},
@@ -229,7 +233,8 @@ use_projection_bias_in_attention: false
 use_ffn_bias_in_attention: false
 use_ffn_bias: false
 moe: {num_experts: 8, top_k: 2, load_balancing_loss_coef: 0.02}
-)", "model");
+)",
+                                        "model");
   Params p = params_from_node(y, "p.yaml", YAML::Node());
   EXPECT_EQ(summarize_model(p).parameters, 46702792704);
 }

@@ -78,7 +78,8 @@ models::Features text_batch(int64_t B, int64_t T) {
 }  // namespace
 
 TEST(MultimodalSimple, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   const int64_t T = 14;
   struct Case {
     std::string yaml, json;
@@ -344,14 +345,12 @@ TEST(MultimodalSimpleData, BadFilesAreNamed) {
   if (!zoo::testing::have_h5py()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py is not installed";
   {
     TempDir dir;
-    const std::string e =
-        zoo::testing::first_batch_error(write_samples(dir, 12, 3, "data[1, 4, 3] = 2") + kImageTail);
+    const std::string e = zoo::testing::first_batch_error(write_samples(dir, 12, 3, "data[1, 4, 3] = 2") + kImageTail);
     EXPECT_NE(e.find("a.h5, sample 1, position 3: token_modality_idx is 2, expected 0 or 1"), std::string::npos) << e;
   }
   {
     TempDir dir;
-    const std::string e =
-        zoo::testing::first_batch_error(write_samples(dir, 12, 3, "loc[2, 0, 1] = 13") + kImageTail);
+    const std::string e = zoo::testing::first_batch_error(write_samples(dir, 12, 3, "loc[2, 0, 1] = 13") + kImageTail);
     EXPECT_NE(
         e.find("a.h5, sample 2: img_data_loc of image 0 holds position 13, expected 0 .. 11 (or 12: an unused slot)"),
         std::string::npos)
@@ -381,9 +380,10 @@ TEST(MultimodalSimple, TrainsOnlyWhatItDoesNotFreezeFromAModelzooStyleConfig) {
   std::string section = write_samples(dir, 12, 6, "", "np.full((k, T), 7)");  // every counted label is 7
   section.replace(section.find("batch_size: 5"), 13, "batch_size: 4");
   section.replace(section.find("shuffle: false"), 14, "shuffle: true");  // and random flips: drawn again on resume
-  const std::string flipped = "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: "
-                              "[122, 116, 104]}, {name: resize, size: 8}, {name: random_horizontal_flip}, "
-                              "{name: to_tensor}]}";
+  const std::string flipped =
+      "image_data_size: [3, 8, 8], transforms: [{name: expand_to_square, background_color: "
+      "[122, 116, 104]}, {name: resize, size: 8}, {name: random_horizontal_flip}, "
+      "{name: to_tensor}]}";
   zoo::testing::expect_trains_all_but_frozen(dir, R"(      name: multimodal_simple
       image_model_list:
         image_feature_select_mode: patch

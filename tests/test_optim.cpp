@@ -57,7 +57,8 @@ const std::vector<Case>& cases() {
       {"lion", "{optimizer_type: Lion, weight_decay: 0.1}", "lion(ps, LR, 0.9, 0.99, 0.1)"},
       {"adafactor", "{optimizer_type: AdaFactor, beta1: 0.9, weight_decay: 0.01, scale_parameter: true}",
        "adafactor(ps, LR, beta1=0.9, wd=0.01, scale_parameter=True, relative_step=False)"},
-      {"adafactor_relative", "{optimizer_type: adafactor, eps: [1.0e-30, 0.002], relative_step: true, "
+      {"adafactor_relative",
+       "{optimizer_type: adafactor, eps: [1.0e-30, 0.002], relative_step: true, "
        "warmup_init: true, clip_threshold: 0.5}",
        "adafactor(ps, LR, eps=(1e-30, 2e-3), relative_step=True, warmup_init=True, clip_threshold=0.5)"},
   };
@@ -110,7 +111,8 @@ const std::string kOracle = zoo::testing::oracle("optim_oracle.py");
 }  // namespace
 
 TEST(Optim, EveryOptimizerMatchesItsOracleOver100Steps) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   std::string list;
   for (const auto& c : cases()) list += c.oracle + "\n";
@@ -154,8 +156,7 @@ TEST(Optim, ScaledStepIsTheStepOnScaledGradients) {
         for (auto& p : plain) p.mutable_grad().mul_(coefficient.to(dtype));
         by_hand->step();
       }
-      if (dtype == torch::kDouble)
-        EXPECT_TRUE(torch::equal(flat(scaled), flat(plain))) << flat(scaled) - flat(plain);
+      if (dtype == torch::kDouble) EXPECT_TRUE(torch::equal(flat(scaled), flat(plain))) << flat(scaled) - flat(plain);
       else  // where the compiler fuses g c + wd p into one multiply-add, one rounding fewer
         EXPECT_LT(zoo::testing::relative_error(flat(scaled), flat(plain)), 1e-6);
       EXPECT_GT((flat(scaled).to(torch::kDouble) - flat(initial_params())).abs().max().item<double>(), 1e-6)
@@ -239,7 +240,8 @@ struct ScheduleCase {
 
 const std::vector<ScheduleCase>& schedule_cases() {
   static const std::vector<ScheduleCase> c = {
-      {"{scheduler: Step, initial_learning_rate: 0.1, step_size: 7, gamma: 0.5}", "StepLR(opt, step_size=7, gamma=0.5)"},
+      {"{scheduler: Step, initial_learning_rate: 0.1, step_size: 7, gamma: 0.5}",
+       "StepLR(opt, step_size=7, gamma=0.5)"},
       {"{scheduler: MultiStepLR, initial_learning_rate: 0.1, milestones: [5, 12, 30], gamma: 0.3}",
        "MultiStepLR(opt, milestones=[5, 12, 30], gamma=0.3)"},
       {"{scheduler: CosineAnnealing, initial_learning_rate: 0.1, T_max: 25, eta_min: 0.01}",
@@ -273,7 +275,8 @@ std::unique_ptr<optim::LRSchedule> schedule(const std::string& yaml) {
 }  // namespace
 
 TEST(Optim, SchedulersMatchTorchLrSchedulerOver60Steps) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   zoo::testing::TempDir dir;
   std::string list;
   for (const auto& c : schedule_cases()) list += c.oracle + "\n";
@@ -297,12 +300,14 @@ TEST(Optim, SchedulersMatchTorchLrSchedulerOver60Steps) {
 
 // Schedulers torch does not have (or defines differently), against the reference formulas.
 TEST(Optim, ModelzooOnlySchedulersFollowTheReferenceFormulas) {
-  auto s = schedule("{scheduler: Polynomial, initial_learning_rate: 0.1, end_learning_rate: 0.01, total_iters: 10, power: 2}");
+  auto s = schedule(
+      "{scheduler: Polynomial, initial_learning_rate: 0.1, end_learning_rate: 0.01, total_iters: 10, power: 2}");
   EXPECT_DOUBLE_EQ(s->at(4), 0.09 * 0.6 * 0.6 + 0.01);
   EXPECT_DOUBLE_EQ(s->at(10), 0.01);
   s = schedule("{scheduler: Exponential, initial_learning_rate: 0.1, total_iters: 4, decay_rate: 0.5}");
   EXPECT_DOUBLE_EQ(s->at(6), 0.1 * std::pow(0.5, 1.5));
-  s = schedule("{scheduler: Exponential, initial_learning_rate: 0.1, total_iters: 4, decay_rate: 0.5, staircase: true}");
+  s = schedule(
+      "{scheduler: Exponential, initial_learning_rate: 0.1, total_iters: 4, decay_rate: 0.5, staircase: true}");
   EXPECT_DOUBLE_EQ(s->at(6), 0.05);
   s = schedule("{scheduler: InverseSquareRootDecay, initial_learning_rate: 2.0, scale: 0.5, warmup_steps: 4}");
   EXPECT_DOUBLE_EQ(s->at(1), 0.5);
@@ -313,26 +318,30 @@ TEST(Optim, ModelzooOnlySchedulersFollowTheReferenceFormulas) {
   s = schedule("{scheduler: PiecewiseConstant, initial_learning_rate: 0.3, values: [0.3, 0.1], boundaries: [3]}");
   EXPECT_EQ((std::vector<double>{s->at(2), s->at(3)}), (std::vector<double>{0.3, 0.1}));
   try {
-    schedule("{scheduler: PiecewiseConstant,\n initial_learning_rate: 0.5, learning_rates: [0.3, 0.1], milestones: [3]}");
+    schedule(
+        "{scheduler: PiecewiseConstant,\n initial_learning_rate: 0.5, learning_rates: [0.3, 0.1], milestones: [3]}");
     ADD_FAILURE() << "expected an error";
   } catch (const config::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("lr.yaml:2:25: optimizer.learning_rate.initial_learning_rate: PiecewiseConstant starts at "
-                                         "learning_rates[0] (0.3); remove this key"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "lr.yaml:2:25: optimizer.learning_rate.initial_learning_rate: PiecewiseConstant starts at "
+                  "learning_rates[0] (0.3); remove this key"),
               std::string::npos)
         << e.what();
   }
   s = schedule("{scheduler: CosineDecay, initial_learning_rate: 0.1, end_learning_rate: 0.0, total_iters: 10}");
   EXPECT_NEAR(s->at(5), 0.05, 1e-15);
   EXPECT_DOUBLE_EQ(s->at(50), 0.0);
-  s = schedule("{scheduler: InverseExponentialTimeDecay, initial_learning_rate: 0.1, step_exponent: 1, total_iters: 5, "
-               "decay_rate: 0.5}");
+  s = schedule(
+      "{scheduler: InverseExponentialTimeDecay, initial_learning_rate: 0.1, step_exponent: 1, total_iters: 5, "
+      "decay_rate: 0.5}");
   EXPECT_DOUBLE_EQ(s->at(10), 0.1 / 2.0);
   EXPECT_THROW(schedule("{scheduler: CosineAnnealingWarmRestarts, initial_learning_rate: 0.1, T_0: 5, T_mult: 2}"),
                config::ConfigError);
   // Chained: the first scheduler's LR times the others' relative progress.
-  s = schedule("- {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.1, total_iters: 10, "
-               "main_scheduler: chained}\n"
-               "- {scheduler: Exponential, initial_learning_rate: 1.0, decay_rate: 0.5, total_iters: 5}\n");
+  s = schedule(
+      "- {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.1, total_iters: 10, "
+      "main_scheduler: chained}\n"
+      "- {scheduler: Exponential, initial_learning_rate: 1.0, decay_rate: 0.5, total_iters: 5}\n");
   EXPECT_DOUBLE_EQ(s->at(5), 0.05 * 0.5);
   EXPECT_DOUBLE_EQ(s->at(20), 0.1 * 0.0625);
 }

@@ -49,8 +49,11 @@ PackedData pack(const std::vector<std::vector<int64_t>>& rows) {
   PackedData d;
   const int64_t R = static_cast<int64_t>(rows.size());
   auto zeros = [](int64_t n) { return torch::zeros({n, kLength}, torch::kLong); };
-  d.packed = {{"input_ids", zeros(R)}, {"labels", zeros(R)}, {"attention_mask", zeros(R)},
-              {"attention_span", zeros(R)}, {"position_ids", zeros(R)}};
+  d.packed = {{"input_ids", zeros(R)},
+              {"labels", zeros(R)},
+              {"attention_mask", zeros(R)},
+              {"attention_span", zeros(R)},
+              {"position_ids", zeros(R)}};
   for (int64_t r = 0; r < R; ++r) {
     int64_t column = 0;
     for (int64_t L : rows[r]) {
@@ -120,8 +123,8 @@ void expect_sequences_kept_apart(const std::string& name, const std::string& mod
     auto& model = dynamic_cast<models::Gpt2Model&>(*built);
     {
       torch::NoGradGuard no_grad;
-      const torch::Tensor packed = model.padded_logits(d.packed.at("input_ids"), d.packed.at("position_ids"))
-                                       .narrow(-1, 0, kVocab);
+      const torch::Tensor packed =
+          model.padded_logits(d.packed.at("input_ids"), d.packed.at("position_ids")).narrow(-1, 0, kVocab);
       const torch::Tensor unaware = model.padded_logits(d.packed.at("input_ids")).narrow(-1, 0, kVocab);
       double apart = 0;
       for (const Sequence& s : d.sequences) {
@@ -149,8 +152,9 @@ TEST(Packing, EachPackedSequenceGetsItsLogitsLossesAndGradientsAloneOnEveryPath)
   const auto& cases = zoo::testing::kDecoderCases;
   for (const auto& c : cases) expect_sequences_kept_apart(c.name, c.model);
   expect_sequences_kept_apart("llama: Llama 3.1's rotary scaling",
-                              cases[1].model + "  pos_scaling_type: llama3\n  pos_scaling_factor: 8.0\n"
-                                               "  pos_scaling_extra_args: {original_max_position_embeddings: 8}\n");
+                              cases[1].model +
+                                  "  pos_scaling_type: llama3\n  pos_scaling_factor: 8.0\n"
+                                  "  pos_scaling_extra_args: {original_max_position_embeddings: 8}\n");
 }
 
 // The CPU kernel against the reference attention on rows longer than its
@@ -173,7 +177,8 @@ TEST(Packing, TheCpuKernelKeepsSequencesApartAcrossItsBlocks) {
         SCOPED_TRACE("D " + std::to_string(D) + ", window " + std::to_string(window) + (alibi ? ", ALiBi" : ""));
         torch::manual_seed(3);
         const torch::Tensor qkv = torch::randn({B, T, (H + 2 * G) * D}).requires_grad_();
-        const std::vector<double> slopes = alibi ? std::vector<double>{0.5, 0.25, 0.125, 0.0625} : std::vector<double>{};
+        const std::vector<double> slopes =
+            alibi ? std::vector<double>{0.5, 0.25, 0.125, 0.0625} : std::vector<double>{};
         const torch::Tensor fused = models::causal_attention(qkv, H, G, 0.3, window, slopes, starts);
         models::ScoreOptions o;
         o.scale = 0.3;
@@ -183,8 +188,8 @@ TEST(Packing, TheCpuKernelKeepsSequencesApartAcrossItsBlocks) {
         auto heads = [&](int64_t first, int64_t n) {
           return qkv.narrow(2, first * D, n * D).view({B, T, n, D}).transpose(1, 2);
         };
-        const torch::Tensor reference = models::reference_attention(heads(0, H), heads(H, G), heads(H + G, G), o)
-                                            .transpose(1, 2);  // (B, T, H, D)
+        const torch::Tensor reference =
+            models::reference_attention(heads(0, H), heads(H, G), heads(H + G, G), o).transpose(1, 2);  // (B, T, H, D)
         EXPECT_LT(relative_error(fused, reference), 1e-5);
         const torch::Tensor dout = torch::randn_like(fused);
         const torch::Tensor g_fused = torch::autograd::grad({fused}, {qkv}, {dout})[0];

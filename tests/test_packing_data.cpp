@@ -5,9 +5,8 @@
 // best-fit decreasing's bins.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <set>
@@ -41,7 +40,8 @@ models::Features unpack(const models::Features& packed) {
     torch::Tensor rows = torch::zeros({static_cast<int64_t>(pieces.size()), T}, torch::kLong);
     for (size_t i = 0; i < pieces.size(); ++i) {
       const auto [b, range] = pieces[i];
-      rows[static_cast<int64_t>(i)].narrow(0, 0, range.second - range.first)
+      rows[static_cast<int64_t>(i)]
+          .narrow(0, 0, range.second - range.first)
           .copy_(packed.at(f)[b].narrow(0, range.first, range.second - range.first));
     }
     out[f] = rows;
@@ -77,7 +77,8 @@ TEST(PackedRows, MangledRowsAreRefusedOrDescribeSequencesInTheRow) {
     std::vector<int32_t> span(T, 0), positions(T, 0);
     for (int64_t t = 0; t < T;) {  // a valid row: sequences of 1 .. 8, the last maybe cut by one
       const int64_t L = std::min<int64_t>(1 + gen() % 8, T - t);
-      for (int64_t j = 0; j < L; ++j) span[t + j] = static_cast<int32_t>(L - 1 - j), positions[t + j] = static_cast<int32_t>(j);
+      for (int64_t j = 0; j < L; ++j)
+        span[t + j] = static_cast<int32_t>(L - 1 - j), positions[t + j] = static_cast<int32_t>(j);
       t += L;
     }
     if (gen() % 4 == 0) span[T - 1] += 1;  // modelzoo's shift cut the last sequence
@@ -106,7 +107,8 @@ TEST(PackedRows, MangledRowsAreRefusedOrDescribeSequencesInTheRow) {
 TEST(PackedRows, BestFitDecreasingPlacesEveryItemOnceWithinCapacity) {
   std::mt19937 gen(3);
   std::vector<int64_t> sizes;
-  for (int i = 0; i < 5000; ++i) sizes.push_back(1 + static_cast<int64_t>(std::lognormal_distribution<>(5.3, 0.8)(gen)) % 2048);
+  for (int i = 0; i < 5000; ++i)
+    sizes.push_back(1 + static_cast<int64_t>(std::lognormal_distribution<>(5.3, 0.8)(gen)) % 2048);
   const auto bins = data::best_fit_decreasing(sizes, 2048);
   std::vector<int> seen(sizes.size(), 0);
   int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
@@ -169,14 +171,18 @@ TEST(PackedRows, AModelzooVslFileTrainsEachSequenceApart) {
   EXPECT_NE(three.find("use_vsl: true expects (n, 5, msl)"), std::string::npos) << three;
   const std::string past = zoo::testing::first_batch_error(input("span_past_row", ", use_vsl: true"));
   EXPECT_NE(past.find((dir / "span_past_row") + "/examples_0.h5, sample 2: attention_span 2 at column 11 runs past"),
-            std::string::npos) << past;
+            std::string::npos)
+      << past;
   const std::string restart = zoo::testing::first_batch_error(input("no_restart", ", use_vsl: true"));
-  EXPECT_NE(restart.find((dir / "no_restart") + "/examples_0.h5, sample 1: position_ids 3 at column 6 does not restart"),
-            std::string::npos) << restart;
+  EXPECT_NE(
+      restart.find((dir / "no_restart") + "/examples_0.h5, sample 1: position_ids 3 at column 6 does not restart"),
+      std::string::npos)
+      << restart;
 
   // A model that cannot keep packed sequences apart is refused before anything runs.
   const std::string refused = zoo::testing::params_error(
-      "train_input: " + input("vsl", ", use_vsl: true") + "\n"
+      "train_input: " + input("vsl", ", use_vsl: true") +
+      "\n"
       "model: {name: layers_api_demo, embedding_size: 16, seq_len: 12, vocab_size: 61, num_heads: 2, hidden_size: 16, "
       "num_hidden_layers: 1, dropout: 0.0, nonlinearity: gelu}\n"
       "optimizer: {optimizer_type: SGD, learning_rate: 0.1}\nrunconfig: {max_steps: 1}\n");
@@ -184,11 +190,11 @@ TEST(PackedRows, AModelzooVslFileTrainsEachSequenceApart) {
   EXPECT_NE(refused.find("use_vsl"), std::string::npos) << refused;
 
   // And the runner trains on it.
-  zoo::testing::write_file(dir / "p.yaml", "train_input: " + input("vsl", ", use_vsl: true, shuffle: false") + "\nmodel:\n" +
-                                          zoo::testing::kDecoderCases[1].model +
-                                          "optimizer: {optimizer_type: AdamW, learning_rate: 0.01}\n"
-                                          "runconfig: {max_steps: 4, checkpoint_steps: 0, model_dir: " +
-                                          (dir / "run") + "}\n");
+  zoo::testing::write_file(dir / "p.yaml", "train_input: " + input("vsl", ", use_vsl: true, shuffle: false") +
+                                               "\nmodel:\n" + zoo::testing::kDecoderCases[1].model +
+                                               "optimizer: {optimizer_type: AdamW, learning_rate: 0.01}\n"
+                                               "runconfig: {max_steps: 4, checkpoint_steps: 0, model_dir: " +
+                                               (dir / "run") + "}\n");
   const auto run = zoo::testing::run_in_process({"CPU", "--params", dir / "p.yaml", "--mode", "train"});
   EXPECT_EQ(run.code, 0) << run.error;
 }
@@ -204,14 +210,16 @@ TEST(PackedRows, CreateHdf5PacksTheSamplesItWouldWriteOnePerRow) {
   for (int i = 0; i < 60; ++i) {
     const int prompt = 3 + static_cast<int>(gen() % 40), completion = 1 + static_cast<int>(gen() % 25);
     lines += nlohmann::json{{"prompt", std::string(prompt, static_cast<char>('a' + i % 26))},
-                            {"completion", std::string(completion, static_cast<char>('A' + i % 26))}}.dump() + "\n";
+                            {"completion", std::string(completion, static_cast<char>('A' + i % 26))}}
+                 .dump() +
+             "\n";
   }
   lines += nlohmann::json{{"prompt", std::string(80, 'z')}, {"completion", "too long"}}.dump() + "\n";
   zoo::testing::write_file(dir / "in/pairs.jsonl", lines);
   auto create = [&](const std::string& out, const std::string& extra) {
-    return zoo::testing::run_command(zoo::testing::zoo_binary() + " data create-hdf5 Summarization --input_dir " + (dir / "in") +
-                                " --output_dir " + (dir / out) + " --tokenizer_type ByteTokenizer --eos_id 0 " +
-                                "--max_seq_length 64 " + extra);
+    return zoo::testing::run_command(zoo::testing::zoo_binary() + " data create-hdf5 Summarization --input_dir " +
+                                     (dir / "in") + " --output_dir " + (dir / out) +
+                                     " --tokenizer_type ByteTokenizer --eos_id 0 " + "--max_seq_length 64 " + extra);
   };
   const auto unpacked = create("one", ""), packed = create("packed", "--pack true");
   ASSERT_EQ(unpacked.exit_code, 0) << unpacked.output;
@@ -257,13 +265,17 @@ TEST(PackedRows, CreateHdf5PacksTheSamplesItWouldWriteOnePerRow) {
   EXPECT_EQ(params["post-process"]["n_sequences"], 60);
   EXPECT_NEAR(params["post-process"]["vsl_packing_factor"].get<double>(), 60.0 / double(rows["data"].size()), 0.006);
 
-  zoo::testing::write_file(dir / "p.yaml",
-                      "train_input: {data_processor: GptHDF5MapDataProcessor, batch_size: 2, use_vsl: true, "
-                      "data_dir: " + (dir / "packed") + "}\n"
-                      "model: {name: gpt2, vocab_size: 256, hidden_size: 32, num_hidden_layers: 1, num_heads: 2, "
-                      "filter_size: 64, max_position_embeddings: 64, dropout_rate: 0.0}\n"
-                      "optimizer: {optimizer_type: AdamW, learning_rate: 0.01}\n"
-                      "runconfig: {max_steps: 3, checkpoint_steps: 0, model_dir: " + (dir / "run") + "}\n");
+  zoo::testing::write_file(
+      dir / "p.yaml",
+      "train_input: {data_processor: GptHDF5MapDataProcessor, batch_size: 2, use_vsl: true, "
+      "data_dir: " +
+          (dir / "packed") +
+          "}\n"
+          "model: {name: gpt2, vocab_size: 256, hidden_size: 32, num_hidden_layers: 1, num_heads: 2, "
+          "filter_size: 64, max_position_embeddings: 64, dropout_rate: 0.0}\n"
+          "optimizer: {optimizer_type: AdamW, learning_rate: 0.01}\n"
+          "runconfig: {max_steps: 3, checkpoint_steps: 0, model_dir: " +
+          (dir / "run") + "}\n");
   const auto run = zoo::testing::run_in_process({"CPU", "--params", dir / "p.yaml", "--mode", "train"});
   EXPECT_EQ(run.code, 0) << run.error;
 }

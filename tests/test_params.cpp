@@ -9,8 +9,8 @@
 #include "configs/schema/yaml_util.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
-#include "runner/run.h"
 #include "runner/params/trainer_format.h"
+#include "runner/run.h"
 #include "test_util.h"
 
 using namespace zoo;
@@ -73,9 +73,10 @@ TEST(Params, ReportedCasesFailAtValidateOnly) {
   yaml = zoo::testing::tiny_params_yaml(dir / "data", model_dir, "  load_checkpoint_states: modle\n");
   expect_error(yaml, "runconfig.load_checkpoint_states: unknown state 'modle' (did you mean 'model'?)");
   // 4. A data processor whose batches lack what the model reads.
-  yaml = tiny_with(dir / "data", model_dir, "  data_processor: ByteTextDataProcessor\n  data_dir: " + (dir / "data") +
-                                                "/train\n  max_sequence_length: 32\n",
-                   "  data_processor: MNISTDataProcessor\n  data_dir: " + (dir / "data") + "/train\n");
+  yaml = tiny_with(
+      dir / "data", model_dir,
+      "  data_processor: ByteTextDataProcessor\n  data_dir: " + (dir / "data") + "/train\n  max_sequence_length: 32\n",
+      "  data_processor: MNISTDataProcessor\n  data_dir: " + (dir / "data") + "/train\n");
   expect_error(yaml, "p.yaml:" + line_col(yaml, "MNISTDataProcessor") +
                          ": train_input.data_processor: MNISTDataProcessor does not produce input_ids, "
                          "attention_mask, which model 'gpt2' needs");
@@ -83,9 +84,10 @@ TEST(Params, ReportedCasesFailAtValidateOnly) {
   yaml = tiny_with(dir / "data", model_dir, "  weight_decay: 0.01\n", "  weight_decay: 0.01\n  momentum: 0.9\n");
   expect_error(yaml, "p.yaml:" + line_col(yaml, "momentum") + ": optimizer.momentum: not a key of the AdamW optimizer");
   yaml = tiny_with(dir / "data", model_dir, "total_iters: 10}", "total_iters: 10, T_max: 5}");
-  expect_error(yaml, "p.yaml:" + line_col(yaml, "T_max") +
-                         ": optimizer.learning_rate.0.T_max: not a key of the LinearLR scheduler (it takes total_iters, "
-                         "initial_learning_rate, end_learning_rate, cycle)");
+  expect_error(yaml,
+               "p.yaml:" + line_col(yaml, "T_max") +
+                   ": optimizer.learning_rate.0.T_max: not a key of the LinearLR scheduler (it takes total_iters, "
+                   "initial_learning_rate, end_learning_rate, cycle)");
   // 6. Sizes no machine can build, caught at once.
   yaml = tiny_with(dir / "data", model_dir, "num_hidden_layers: 2", "num_hidden_layers: 9223372036854775807");
   expect_error(yaml, "model.num_hidden_layers: expected at most 4096 (zoo's limit)");
@@ -103,8 +105,8 @@ TEST(Params, ReportedCasesFailAtValidateOnly) {
 // it creates model_dir.
 TEST(Params, EveryKeyOfARealGptConfigIsCheckedAtItsLine) {
   TempDir dir;
-  const std::string original =
-      zoo::testing::read_file(zoo::testing::modelzoo_configs_dir() + "/transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml");
+  const std::string original = zoo::testing::read_file(zoo::testing::modelzoo_configs_dir() +
+                                                       "/transformers_pytorch_gpt3_Cerebras_GPT_111m.yaml");
   const std::string model_dir = dir / "m";
   struct Leaf {
     std::string path;
@@ -139,7 +141,9 @@ TEST(Params, EveryKeyOfARealGptConfigIsCheckedAtItsLine) {
     while (whole_value && end > pos && y[end - 1] == ' ') --end;
     return y.replace(pos, end - pos, with);
   };
-  auto where = [](const YAML::Mark& m) { return ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) + ": "; };
+  auto where = [](const YAML::Mark& m) {
+    return ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) + ": ";
+  };
   int checked = 0, out_of_range = 0;
   auto check = [&](const std::string& yaml, const std::string& expected, bool must_fail) {
     const std::string file = zoo::testing::write_file(dir / "p.yaml", yaml);
@@ -162,7 +166,8 @@ TEST(Params, EveryKeyOfARealGptConfigIsCheckedAtItsLine) {
     check(mutate(leaf.value, true, "{bad: 1}"), where(leaf.value) + leaf.path + ": ", true);
     char* end = nullptr;
     std::strtod(leaf.scalar.c_str(), &end);
-    if (!leaf.scalar.empty() && *end == '\0' && check(mutate(leaf.value, true, "-1"), where(leaf.value) + leaf.path + ": ", false))
+    if (!leaf.scalar.empty() && *end == '\0' &&
+        check(mutate(leaf.value, true, "-1"), where(leaf.value) + leaf.path + ": ", false))
       ++out_of_range;
   }
   EXPECT_GT(checked, 2 * 50);
@@ -182,7 +187,8 @@ TEST(TrainerFormat, ModelzooTrainerFilesValidateWithTheirParameterCounts) {
   EXPECT_EQ(p.eval_input->batch_size(), 120);
   // One warning for the Cerebras-only key, naming it as written.
   ASSERT_EQ(p.warnings.size(), 1u);
-  EXPECT_NE(p.warnings[0].find("trainer.init.precision.precision_opt_level: ignored"), std::string::npos) << p.warnings[0];
+  EXPECT_NE(p.warnings[0].find("trainer.init.precision.precision_opt_level: ignored"), std::string::npos)
+      << p.warnings[0];
   Params llama = load_params(dir + "llama2_7b.yaml", YAML::Node());
   EXPECT_EQ(summarize_model(llama).parameters, 6738415616);
   EXPECT_EQ(llama.optimizer.loss_scaling_factor, "dynamic");
@@ -238,7 +244,8 @@ TEST(TrainerFormat, ErrorsNameTheTrainerKeys) {
             std::string::npos)
       << error_of(y);
   y = with("GlobalFlags", "WeightSurgery");
-  EXPECT_NE(error_of(y).find("trainer.init.callbacks.0: unsupported callback 'WeightSurgery'"), std::string::npos) << error_of(y);
+  EXPECT_NE(error_of(y).find("trainer.init.callbacks.0: unsupported callback 'WeightSurgery'"), std::string::npos)
+      << error_of(y);
   y = with("batch_size: 8}", "batch_size: 0}");
   EXPECT_NE(error_of(y).find("trainer.fit.train_dataloader.batch_size: expected a value > 0"), std::string::npos)
       << error_of(y);
@@ -276,7 +283,8 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
       "    callbacks:\n"
       "    - ScopedTrainFlags: {csx.performance.micro_batch_size: auto}\n"
       "  fit:\n"
-      "    train_dataloader: {data_processor: GptHDF5MapDataProcessor, data_dir: ./d, vocab_size: 256, batch_size: 8}\n";
+      "    train_dataloader: {data_processor: GptHDF5MapDataProcessor, data_dir: ./d, vocab_size: 256, batch_size: "
+      "8}\n";
   Params p = params_from_node(config::load_yaml_string(base, "t.yaml"), "t.yaml", YAML::Node());
   const YAML::Node model = p.resolved()["model"];
   EXPECT_EQ(model["pos_scaling_type"].as<std::string>(), "llama3");
@@ -286,7 +294,8 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   EXPECT_DOUBLE_EQ(optim::make_lr_schedule(p.optimizer.learning_rate)->at(5), 0.05);
   ASSERT_EQ(p.warnings.size(), 4u);
   EXPECT_NE(p.warnings[0].find("t.yaml:5:7: trainer.init.backend.cluster_config: ignored (applies to Cerebras"),
-            std::string::npos) << p.warnings[0];
+            std::string::npos)
+      << p.warnings[0];
   EXPECT_NE(p.warnings[1].find("t.yaml:8:13: trainer.init.model.attention_kernel: ignored"), std::string::npos)
       << p.warnings[1];
   EXPECT_NE(p.warnings[2].find("t.yaml:18:60: trainer.init.callbacks.0.ScopedTrainFlags.csx.performance."
@@ -305,16 +314,19 @@ TEST(TrainerFormat, KeysOfNewerModelzooReleasesAreRead) {
   std::string y = with("high_freq_factor: 4.0", "beta_fast: 32");
   EXPECT_NE(error_of(y).find("trainer.init.model.pos_scaling_extra_args: beta_fast belongs to pos_scaling_type yarn, "
                              "not llama3"),
-            std::string::npos) << error_of(y);
+            std::string::npos)
+      << error_of(y);
   y = with("high_freq_factor: 4.0", "high_freq_factor: 0.5");
-  EXPECT_NE(error_of(y).find("high_freq_factor must be greater than low_freq_factor"), std::string::npos) << error_of(y);
+  EXPECT_NE(error_of(y).find("high_freq_factor must be greater than low_freq_factor"), std::string::npos)
+      << error_of(y);
   y = with("pos_scaling_type: llama3", "pos_scaling_type: yarn");
   EXPECT_NE(error_of(y).find("high_freq_factor belongs to pos_scaling_type llama3, not yarn"), std::string::npos)
       << error_of(y);
   y = with("position_embedding_type: rotary", "position_embedding_type: learned");
   EXPECT_NE(error_of(y).find("trainer.init.model.pos_scaling_factor: applies to rotary and alibi position embeddings "
                              "only (this model's are learned)"),
-            std::string::npos) << error_of(y);
+            std::string::npos)
+      << error_of(y);
   y = with("pos_scaling_type: llama3", "pos_scaling_type: longrope");
   EXPECT_NE(error_of(y).find("longrope is not supported by zoo"), std::string::npos) << error_of(y);
 }
@@ -364,11 +376,12 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
             std::string::npos)
       << zoo::testing::params_error(named);
   // A legacy file names no model: the tutorial's embedding_size and seq_len give it away.
-  const std::string demo = "train_input: {num_samples: 64, seq_length: 10, batch_size: 8}\n"
-                           "model: {vocab_size: 26, embedding_size: 16, num_heads: 2, hidden_size: 16, "
-                           "num_hidden_layers: 1, dropout: 0.0, seq_len: 10, nonlinearity: gelu}\n"
-                           "optimizer: {optimizer_type: Adam, learning_rate: 0.001}\n"
-                           "runconfig: {max_steps: 2}\n";
+  const std::string demo =
+      "train_input: {num_samples: 64, seq_length: 10, batch_size: 8}\n"
+      "model: {vocab_size: 26, embedding_size: 16, num_heads: 2, hidden_size: 16, "
+      "num_hidden_layers: 1, dropout: 0.0, seq_len: 10, nonlinearity: gelu}\n"
+      "optimizer: {optimizer_type: Adam, learning_rate: 0.001}\n"
+      "runconfig: {max_steps: 2}\n";
   const Params p = params_from_node(config::load_yaml_string(demo, "p.yaml"), "p.yaml", YAML::Node());
   EXPECT_EQ(p.model_name, "layers_api_demo");
 }
@@ -388,7 +401,8 @@ TEST(Params, ACerebrasSystemSectionIsIgnoredWithAWarning) {
 
   TempDir dir;
   const std::string legacy = zoo::testing::write_file(dir / "legacy.yaml", tiny), trainer = dir / "trainer.yaml";
-  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " config convert-legacy " + legacy + " " + trainer);
+  const auto r =
+      zoo::testing::run_command(zoo::testing::zoo_binary() + " config convert-legacy " + legacy + " " + trainer);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(zoo::testing::read_file(trainer).find("csconfig"), std::string::npos);
   YAML::Emitter a, b;
@@ -409,7 +423,9 @@ TEST(TrainerFormat, ConvertLegacyRoundTripsAndTrains) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   YAML::Node t = YAML::LoadFile(trainer);
   EXPECT_EQ(t["trainer"]["init"]["optimizer"]["AdamW"]["weight_decay"].as<double>(), 0.01);
-  EXPECT_EQ(t["trainer"]["init"]["schedulers"][0]["SequentialLR"]["schedulers"][1]["CosineDecayLR"]["total_iters"].as<int>(), 200);
+  EXPECT_EQ(
+      t["trainer"]["init"]["schedulers"][0]["SequentialLR"]["schedulers"][1]["CosineDecayLR"]["total_iters"].as<int>(),
+      200);
   EXPECT_EQ(t["trainer"]["init"]["precision"]["max_gradient_norm"].as<double>(), 1.0);
   YAML::Emitter a, b;
   a << load_params(legacy, YAML::Node()).resolved();
@@ -422,11 +438,11 @@ TEST(TrainerFormat, ConvertLegacyRoundTripsAndTrains) {
   EXPECT_NE(r.output.find("already exists"), std::string::npos) << r.output;
   EXPECT_EQ(zoo::testing::read_file(trainer), before);
   // Both forms train to the same weights.
-  r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + legacy + " --mode train --num_steps 2 -o " +
-                                (dir / "a"));
+  r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + legacy +
+                                " --mode train --num_steps 2 -o " + (dir / "a"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + trainer + " --mode train --num_steps 2 -o " +
-                                (dir / "b"));
+  r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + trainer +
+                                " --mode train --num_steps 2 -o " + (dir / "b"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto model_a = ckpt::load_checkpoint_file(dir / "a/checkpoint_2.mdl").at("model").toGenericDict();
   auto model_b = ckpt::load_checkpoint_file(dir / "b/checkpoint_2.mdl").at("model").toGenericDict();
@@ -516,8 +532,11 @@ TEST(Params, RunTimeSwitchesAreRunconfigKeysTheEnvironmentOverrides) {
   EXPECT_TRUE(policy.cpu_gemm_blas);
 
   {
-    zoo::testing::EnvGuard env({{"ZOO_CUDA_KERNELS", "0"}, {"ZOO_CPU_KERNELS", "1"}, {"ZOO_CPU_GEMM", "auto"},
-                                {"ZOO_PROFILE", "5:6"}, {"ZOO_BUCKET_MB", "0.5"}});
+    zoo::testing::EnvGuard env({{"ZOO_CUDA_KERNELS", "0"},
+                                {"ZOO_CPU_KERNELS", "1"},
+                                {"ZOO_CPU_GEMM", "auto"},
+                                {"ZOO_PROFILE", "5:6"},
+                                {"ZOO_BUCKET_MB", "0.5"}});
     p = zoo::testing::tiny_params(dir / "data", dir / "m", switches);
     EXPECT_EQ(p.runconfig.profile_steps, "5:6");
     EXPECT_EQ(p.runconfig.allreduce_bucket_mb, 0.5);

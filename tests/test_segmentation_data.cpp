@@ -11,13 +11,13 @@
 #include <regex>
 
 #include "convert_fixtures.h"
-#include "data_fixtures.h"
-#include "data/processors/cityscapes.h"
 #include "data/image.h"
+#include "data/processors/cityscapes.h"
 #include "data/processors/inria.h"
 #include "data/processors/severstal.h"
 #include "data/processors/skm.h"
 #include "data/processors/unet_hdf5.h"
+#include "data_fixtures.h"
 #include "runner/checkpoint/checkpoint.h"
 #include "runner/params/params.h"
 #include "test_util.h"
@@ -40,8 +40,9 @@ TEST(SeverstalData, RunLengthMasksCountDownColumns) {
 namespace {
 
 data::SeverstalOptions severstal_options(const std::string& dir, std::vector<int64_t> shape, bool augment) {
-  YAML::Node n = YAML::Load("{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, train_test_split: 0.75, "
-                            "class_id: 3, normalize_data_method: zero_centered}");
+  YAML::Node n = YAML::Load(
+      "{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, train_test_split: 0.75, "
+      "class_id: 3, normalize_data_method: zero_centered}");
   n["data_dir"] = dir;
   n["augment_data"] = augment;
   n["image_shape"] = shape;
@@ -53,18 +54,21 @@ data::SeverstalOptions severstal_options(const std::string& dir, std::vector<int
 // JPEGs decode to what was written (within JPEG's loss); color becomes luma as PIL's convert("L").
 TEST(SeverstalData, JpegsDecodeAsWritten) {
   TempDir dir;
-  const torch::Tensor ramp = torch::arange(0, 256, torch::kFloat).view({1, 1, 256}).expand({1, 16, 256}).to(torch::kByte);
+  const torch::Tensor ramp =
+      torch::arange(0, 256, torch::kFloat).view({1, 1, 256}).expand({1, 16, 256}).to(torch::kByte);
   data::write_jpeg(dir / "gray.jpg", ramp, 100);
   const torch::Tensor gray = data::read_jpeg(dir / "gray.jpg", 1);
   ASSERT_EQ(gray.sizes(), ramp.sizes());
   EXPECT_LE((gray.to(torch::kInt) - ramp.to(torch::kInt)).abs().max().item<int>(), 2);
-  const torch::Tensor color = torch::tensor({200, 100, 50}, torch::kByte).view({3, 1, 1}).expand({3, 16, 16}).contiguous();
+  const torch::Tensor color =
+      torch::tensor({200, 100, 50}, torch::kByte).view({3, 1, 1}).expand({3, 16, 16}).contiguous();
   data::write_jpeg(dir / "color.jpg", color, 100);
   const torch::Tensor luma = data::read_jpeg(dir / "color.jpg", 1);
   EXPECT_NEAR(luma.to(torch::kFloat).mean().item<double>(), 0.299 * 200 + 0.587 * 100 + 0.114 * 50, 2.0);
   EXPECT_EQ(data::read_jpeg(dir / "gray.jpg", 3).size(0), 3);
   // CMYK (Adobe's inverted storage, as libjpeg writes it): RGB = stored C x stored K / 255, as PIL converts.
-  const torch::Tensor cmyk = torch::tensor({200, 100, 50, 250}, torch::kByte).view({4, 1, 1}).expand({4, 16, 16}).contiguous();
+  const torch::Tensor cmyk =
+      torch::tensor({200, 100, 50, 250}, torch::kByte).view({4, 1, 1}).expand({4, 16, 16}).contiguous();
   data::write_jpeg(dir / "cmyk.jpg", cmyk, 100);
   const torch::Tensor rgb = data::read_jpeg(dir / "cmyk.jpg", 3).to(torch::kFloat).mean({1, 2});
   EXPECT_NEAR(rgb[0].item<double>(), 200.0 * 250 / 255, 3.0) << rgb;
@@ -83,7 +87,8 @@ TEST(SeverstalData, JpegsDecodeAsWritten) {
 // decoded image, nearest resize of the mask, zero_centered; checked against
 // torch's own interpolate in Python. Wider than max_image_shape tiles.
 TEST(SeverstalData, SamplesAreTorchvisionsResizes) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   TempDir dir;
   write_severstal(dir / "d", 4, 7);
   data::SeverstalSource source(dir / "d", severstal_options(dir / "d", {32, 64, 1}, false), true);
@@ -93,17 +98,20 @@ TEST(SeverstalData, SamplesAreTorchvisionsResizes) {
   ASSERT_EQ(batch.at("labels").sizes(), (std::vector<int64_t>{2, 1, 32, 64}));
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("decoded", data::read_jpeg(dir / "d/train_images/img2.jpg", 1));
-  d.insert("mask", data::decode_rle_mask([&] {
-    std::ifstream in(dir / "d/train.csv");
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("img2.jpg,3,", 0) == 0) return line.substr(11);
-    return std::string();
-  }(), 256, 1600));
+  d.insert("mask", data::decode_rle_mask(
+                       [&] {
+                         std::ifstream in(dir / "d/train.csv");
+                         std::string line;
+                         while (std::getline(in, line))
+                           if (line.rfind("img2.jpg,3,", 0) == 0) return line.substr(11);
+                         return std::string();
+                       }(),
+                       256, 1600));
   d.insert("input", batch.at("input")[1]);
   d.insert("labels", batch.at("labels")[1]);
   ckpt::save_checkpoint_file(dir / "s.pt", d);
-  const std::string script = zoo::testing::write_file(dir / "ref.py", zoo::testing::oracle("segmentation_data_reference.py"));
+  const std::string script =
+      zoo::testing::write_file(dir / "ref.py", zoo::testing::oracle("segmentation_data_reference.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "s.pt"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 
@@ -201,8 +209,8 @@ runconfig:
   // augmentations, the same batch-norm statistics, the same losses.
   const std::vector<double> whole = zoo::testing::train_losses(r.output);
   ASSERT_EQ(whole.size(), 6u) << r.output;
-  const std::string train = zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
-                            (dir / "resumed");
+  const std::string train =
+      zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " + (dir / "resumed");
   auto first = zoo::testing::run_command(train + " --max_steps 30");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   auto rest = zoo::testing::run_command(train + " --max_steps 60");
@@ -214,11 +222,13 @@ runconfig:
   // Errors name the file and the key.
   const std::string missing = zoo::testing::open_error(
       "{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, image_shape: [32, 32, 1], "
-      "train_test_split: 0.5, class_id: 3, data_dir: " + (dir / "run") + "}");
+      "train_test_split: 0.5, class_id: 3, data_dir: " +
+      (dir / "run") + "}");
   EXPECT_NE(missing.find("data_dir: " + (dir / "run") + "/train.csv: cannot open"), std::string::npos) << missing;
   const std::string no_rows = zoo::testing::open_error(
       "{data_processor: SeverstalBinaryClassDataProcessor, batch_size: 2, image_shape: [32, 32, 1], "
-      "train_test_split: 0.5, class_id: 4, data_dir: " + (dir / "d") + "}");
+      "train_test_split: 0.5, class_id: 4, data_dir: " +
+      (dir / "d") + "}");
   EXPECT_NE(no_rows.find("no training rows of ClassId 4"), std::string::npos) << no_rows;
 }
 
@@ -268,8 +278,10 @@ void write_cityscapes(const std::string& root, const std::string& split, const s
         for (int ch = 0; ch < 3; ++ch) image[ch].masked_fill_(ids[0] == id, c[ch]);
       image = (image + torch::randn({3, 32, 64}) * 8).clamp(0, 255);
       const std::string name = city + "_" + std::to_string(i) + "_000019";
-      data::write_png(root + "/leftImg8bit/" + split + "/" + city + "/" + name + "_leftImg8bit.png", image.to(torch::kByte));
-      data::write_png(root + "/gtFine/" + split + "/" + city + "/" + name + "_gtFine_labelIds.png", ids.to(torch::kByte));
+      data::write_png(root + "/leftImg8bit/" + split + "/" + city + "/" + name + "_leftImg8bit.png",
+                      image.to(torch::kByte));
+      data::write_png(root + "/gtFine/" + split + "/" + city + "/" + name + "_gtFine_labelIds.png",
+                      ids.to(torch::kByte));
     }
   }
 }
@@ -287,8 +299,9 @@ TEST(CityscapesData, LabelsMapToTwentyClassesAndAUNetLearnsThem) {
   EXPECT_EQ(data::cityscapes_train_id(23), 11);
   EXPECT_EQ(data::cityscapes_train_id(26), 14);
   EXPECT_EQ(data::cityscapes_train_id(4), 0);
-  YAML::Node n = YAML::Load("{data_processor: CityscapesDataProcessor, batch_size: 2, image_shape: [16, 32, 3], "
-                            "augment_data: false, normalize_data_method: zero_centered}");
+  YAML::Node n = YAML::Load(
+      "{data_processor: CityscapesDataProcessor, batch_size: 2, image_shape: [16, 32, 3], "
+      "augment_data: false, normalize_data_method: zero_centered}");
   n["data_dir"] = dir / "cs";
   const auto options = data::CityscapesOptions::schema().parse(n, config::Context{"p.yaml", "train_input"});
   data::CityscapesSource source(dir / "cs", "train", options);
@@ -364,7 +377,8 @@ const std::string kPyTiff = zoo::testing::oracle("tiff_prelude.py");
 TEST(InriaData, UncompressedTiffsReadBackExactly) {
   ZOO_SKIP_WITHOUT_NUMPY();
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "t.py", kPyTiff + zoo::testing::oracle("segmentation_data_write_tiffs.py"));
+  const std::string script =
+      zoo::testing::write_file(dir / "t.py", kPyTiff + zoo::testing::oracle("segmentation_data_write_tiffs.py"));
   const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const torch::Tensor rgb = zoo::testing::read_raw(dir / "rgb.bin", torch::kByte, {3, 7, 9});
@@ -386,7 +400,8 @@ TEST(InriaData, UncompressedTiffsReadBackExactly) {
 TEST(InriaData, UNetTrainsOnInriaLayoutTiffs) {
   ZOO_SKIP_WITHOUT_NUMPY();
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "t.py", kPyTiff + zoo::testing::oracle("segmentation_data_write_inria.py"));
+  const std::string script =
+      zoo::testing::write_file(dir / "t.py", kPyTiff + zoo::testing::oracle("segmentation_data_write_inria.py"));
   auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "d"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string params = zoo::testing::write_file(dir / "p.yaml", R"(
@@ -454,29 +469,33 @@ runconfig:
 TEST(UNetHdf5Data, ReadsCreateHdf5FilesLayoutAndTrains) {
   ZOO_SKIP_WITHOUT_H5PY();
   TempDir dir;
-  const auto r = zoo::testing::run_command("/usr/bin/python3 -c \"\nimport h5py, numpy as np, os, sys\n"
-                                           "rng = np.random.default_rng(5)\n"
-                                           "for split, n in [('train', 12), ('eval', 4)]:\n"
-                                           "    d = '" + (dir / "h5") + "/' + split\n"
-                                           "    os.makedirs(d)\n"
-                                           "    files = [h5py.File(f'{d}/part{i}.h5', 'w') for i in range(2)]\n"
-                                           "    counts = [0, 0]\n"
-                                           "    for j in range(n):\n"
-                                           "        gt = np.zeros((1, 32, 32), np.float32)\n"
-                                           "        y, x = rng.integers(0, 20, 2)\n"
-                                           "        gt[0, y:y + 10, x:x + 10] = 1\n"
-                                           "        img = np.clip(rng.normal(60, 8, (1, 32, 32)), 0, 255).round().astype(np.float32)\n"
-                                           "        img[gt == 1] = 210\n"
-                                           "        w = files[j % 2]\n"
-                                           "        w.create_dataset(f'example_{counts[j % 2]}/image', data=img)\n"
-                                           "        w.create_dataset(f'example_{counts[j % 2]}/label', data=gt)\n"
-                                           "        counts[j % 2] += 1\n"
-                                           "    for w, c in zip(files, counts):\n"
-                                           "        w.attrs['n_examples'] = c\n"
-                                           "        w.close()\n\"");
+  const auto r = zoo::testing::run_command(
+      "/usr/bin/python3 -c \"\nimport h5py, numpy as np, os, sys\n"
+      "rng = np.random.default_rng(5)\n"
+      "for split, n in [('train', 12), ('eval', 4)]:\n"
+      "    d = '" +
+      (dir / "h5") +
+      "/' + split\n"
+      "    os.makedirs(d)\n"
+      "    files = [h5py.File(f'{d}/part{i}.h5', 'w') for i in range(2)]\n"
+      "    counts = [0, 0]\n"
+      "    for j in range(n):\n"
+      "        gt = np.zeros((1, 32, 32), np.float32)\n"
+      "        y, x = rng.integers(0, 20, 2)\n"
+      "        gt[0, y:y + 10, x:x + 10] = 1\n"
+      "        img = np.clip(rng.normal(60, 8, (1, 32, 32)), 0, 255).round().astype(np.float32)\n"
+      "        img[gt == 1] = 210\n"
+      "        w = files[j % 2]\n"
+      "        w.create_dataset(f'example_{counts[j % 2]}/image', data=img)\n"
+      "        w.create_dataset(f'example_{counts[j % 2]}/label', data=gt)\n"
+      "        counts[j % 2] += 1\n"
+      "    for w, c in zip(files, counts):\n"
+      "        w.attrs['n_examples'] = c\n"
+      "        w.close()\n\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  YAML::Node n = YAML::Load("{data_processor: Hdf5DataProcessor, batch_size: 2, image_shape: [32, 32, 1], "
-                            "augment_data: false, normalize_data_method: zero_centered}");
+  YAML::Node n = YAML::Load(
+      "{data_processor: Hdf5DataProcessor, batch_size: 2, image_shape: [32, 32, 1], "
+      "augment_data: false, normalize_data_method: zero_centered}");
   n["data_dir"] = dir / "h5/train";
   const auto options = data::UNetHdf5Options::schema().parse(n, config::Context{"p.yaml", "train_input"});
   data::UNetHdf5Source source({dir / "h5/train/part0.h5", dir / "h5/train/part1.h5"}, options);
@@ -541,11 +560,14 @@ TEST(SkmData, VolumesAndTissueClassesFollowModelzoosSteps) {
   TempDir dir;
   const auto r = zoo::testing::run_command(
       "/usr/bin/python3 -c \"\nimport h5py, numpy as np, os, json\n"
-      "root = '" + (dir / "skm") + "'\n"
+      "root = '" +
+      (dir / "skm") +
+      "'\n"
       "os.makedirs(root + '/image_files'); os.makedirs(root + '/annotations/v1.0.0')\n"
       "rng = np.random.default_rng(7)\n"
       "for split, names in [('train', ['b.h5', 'a.h5', 'c.h5']), ('val', ['v.h5'])]:\n"
-      "    json.dump({'images': [{'file_name': n} for n in names]}, open(f'{root}/annotations/v1.0.0/{split}.json', 'w'))\n"
+      "    json.dump({'images': [{'file_name': n} for n in names]}, open(f'{root}/annotations/v1.0.0/{split}.json', "
+      "'w'))\n"
       "    for n in names:\n"
       "        seg = (rng.random((8, 8, 4, 6)) < 0.15).astype(np.uint8)\n"
       "        e1 = rng.integers(0, 300, (8, 8, 4)).astype(np.int16) + 200 * seg[..., 1]\n"
@@ -555,13 +577,15 @@ TEST(SkmData, VolumesAndTissueClassesFollowModelzoosSteps) {
       "        if n == 'a.h5':\n"
       "            x = e1.astype(np.float32)[None].transpose(0, 3, 1, 2)\n"
       "            x = (x - x.mean()) / x.std(ddof=1)\n"
-      "            agg = np.stack([seg[..., 0], seg[..., 1], seg[..., 2] | seg[..., 3], seg[..., 4] | seg[..., 5]], -1)\n"
+      "            agg = np.stack([seg[..., 0], seg[..., 1], seg[..., 2] | seg[..., 3], seg[..., 4] | seg[..., 5]], "
+      "-1)\n"
       "            ids = np.argmax(np.insert(agg, 0, 0, axis=-1), -1).transpose(2, 0, 1)\n"
       "            open(root + '/a_input.bin', 'wb').write(x.astype(np.float32).tobytes())\n"
       "            open(root + '/a_labels.bin', 'wb').write(ids.astype(np.int64).tobytes())\n\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  YAML::Node n = YAML::Load("{data_processor: SkmDataProcessor, batch_size: 1, image_shape: [4, 8, 8], "
-                            "echo_type: echo1, normalize_data_method: standard_score, num_classes: 5}");
+  YAML::Node n = YAML::Load(
+      "{data_processor: SkmDataProcessor, batch_size: 1, image_shape: [4, 8, 8], "
+      "echo_type: echo1, normalize_data_method: standard_score, num_classes: 5}");
   n["data_dir"] = dir / "skm";
   const auto options = data::SkmOptions::schema().parse(n, config::Context{"p.yaml", "train_input"});
   data::SkmSource source(dir / "skm", "train", options);

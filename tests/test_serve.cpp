@@ -13,8 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
-#include <set>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "convert_fixtures.h"
@@ -87,9 +87,9 @@ std::string generated(const std::string& model, const std::string& args, const s
   return text.substr(prompt.size());
 }
 
-#define ZOO_SERVE_FIXTURE(dir)            \
-  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();        \
-  ZOO_SKIP_WITHOUT_SENTENCEPIECE();        \
+#define ZOO_SERVE_FIXTURE(dir)                                  \
+  ZOO_SKIP_WITHOUT_FIXTURE_TORCH();                             \
+  ZOO_SKIP_WITHOUT_SENTENCEPIECE();                             \
   const std::string dir = testing::converted_tiny_chat_llama(); \
   ASSERT_FALSE(dir.empty()) << "the tiny Llama fixture could not be made"
 
@@ -119,8 +119,13 @@ TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
   httplib::Client client = client_of(server);
   // lm-eval's local-completions payload for loglikelihood (its _create_payload, generate=False).
   const auto [status, reply] = post(client, "/v1/completions",
-                                    json{{"model", "zoo"}, {"prompt", prompts}, {"temperature", 0}, {"max_tokens", 1},
-                                         {"logprobs", 1}, {"seed", 1234}, {"echo", true}});
+                                    json{{"model", "zoo"},
+                                         {"prompt", prompts},
+                                         {"temperature", 0},
+                                         {"max_tokens", 1},
+                                         {"logprobs", 1},
+                                         {"seed", 1234},
+                                         {"echo", true}});
   ASSERT_EQ(status, 200) << reply.dump();
   ASSERT_EQ(reply["choices"].size(), prompts.size());
   int greedy_checks = 0, greedy_true = 0;
@@ -147,8 +152,8 @@ TEST(Serve, LmEvalLoglikelihoodRequestsMatchAFloat64Forward) {
   }
   EXPECT_GE(greedy_true, 12) << "the 4 greedy tokens of each prompt, of " << greedy_checks;
   // max_tokens 0: the prompt scored, nothing generated.
-  const auto [status0, reply0] = post(client, "/v1/completions",
-                                      json{{"prompt", prompts[0]}, {"max_tokens", 0}, {"logprobs", 0}, {"echo", true}});
+  const auto [status0, reply0] =
+      post(client, "/v1/completions", json{{"prompt", prompts[0]}, {"max_tokens", 0}, {"logprobs", 0}, {"echo", true}});
   ASSERT_EQ(status0, 200) << reply0.dump();
   EXPECT_EQ(reply0["choices"][0]["logprobs"]["token_logprobs"].size(), prompts[0].size());
   EXPECT_EQ(reply0["usage"]["completion_tokens"], 0);
@@ -202,26 +207,31 @@ TEST(Serve, CompletionsChatStreamsAndStopsAgreeWithZooGenerate) {
   // Greedy and sampled texts equal zoo generate's for the same settings (eos ignored, as generate goes on past it).
   for (const auto& [temperature, seed] : std::vector<std::pair<double, int>>{{0.0, 0}, {0.9, 5}}) {
     const auto [status, reply] = post(client, "/v1/completions",
-                                      json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", temperature},
-                                           {"seed", seed}, {"ignore_eos", true}});
+                                      json{{"prompt", prompt},
+                                           {"max_tokens", 12},
+                                           {"temperature", temperature},
+                                           {"seed", seed},
+                                           {"ignore_eos", true}});
     ASSERT_EQ(status, 200) << reply.dump();
-    const std::string expected = generated(model, "--prompt '" + prompt + "' --max_new_tokens 12 --temperature " +
-                                                      std::to_string(temperature) + " --seed " + std::to_string(seed),
+    const std::string expected = generated(model,
+                                           "--prompt '" + prompt + "' --max_new_tokens 12 --temperature " +
+                                               std::to_string(temperature) + " --seed " + std::to_string(seed),
                                            prompt);
     EXPECT_EQ(reply["choices"][0]["text"], expected) << "temperature " << temperature;
     EXPECT_EQ(reply["choices"][0]["finish_reason"], "length");
     EXPECT_EQ(reply["usage"]["completion_tokens"], 12);
   }
-  const auto [status, greedy] = post(client, "/v1/completions",
-                                     json{{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}});
+  const auto [status, greedy] =
+      post(client, "/v1/completions",
+           json{{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}});
   ASSERT_EQ(status, 200);
   const std::string text = greedy["choices"][0]["text"];
   ASSERT_GE(text.size(), 8u) << text;
 
   // Chat: the template applied, the reply ends at eos, as zoo generate --chat.
-  const auto [chat_status, chat] = post(client, "/v1/chat/completions",
-                                        json{{"messages", {{{"role", "user"}, {"content", prompt}}}},
-                                             {"max_tokens", 10}, {"temperature", 0}});
+  const auto [chat_status, chat] =
+      post(client, "/v1/chat/completions",
+           json{{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 10}, {"temperature", 0}});
   ASSERT_EQ(chat_status, 200) << chat.dump();
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
@@ -230,22 +240,24 @@ TEST(Serve, CompletionsChatStreamsAndStopsAgreeWithZooGenerate) {
 
   // A stream's pieces make the whole text; it ends with a finish_reason and [DONE].
   std::string streamed_body;
-  const auto res = client.Post("/v1/completions",
-                               json{{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true},
-                                    {"stream", true}}.dump(), "application/json");
+  const auto res = client.Post(
+      "/v1/completions",
+      json{{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}}.dump(),
+      "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
   const std::vector<std::string> chunks = events(res->body);
   ASSERT_GE(chunks.size(), 3u) << res->body;
   EXPECT_EQ(chunks.back(), "[DONE]");
   std::string joined;
-  for (size_t i = 0; i + 1 < chunks.size(); ++i) joined += json::parse(chunks[i])["choices"][0]["text"].get<std::string>();
+  for (size_t i = 0; i + 1 < chunks.size(); ++i)
+    joined += json::parse(chunks[i])["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(joined, text);
   EXPECT_EQ(json::parse(chunks[chunks.size() - 2])["choices"][0]["finish_reason"], "length");
 
   // Logprobs streamed chunk by chunk are those of the whole reply, text_offset counting on across chunks.
-  const json with_logprobs = {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true},
-                              {"logprobs", 0}};
+  const json with_logprobs = {
+      {"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 0}};
   const auto [lp_status, whole] = post(client, "/v1/completions", with_logprobs);
   ASSERT_EQ(lp_status, 200) << whole.dump();
   json streamed_offsets = json::array();
@@ -269,9 +281,9 @@ TEST(Serve, CompletionsChatStreamsAndStopsAgreeWithZooGenerate) {
   // A stop string cuts the text before it (and is not part of it).
   const std::string stop = ascii_piece(text);
   ASSERT_FALSE(stop.empty()) << text;
-  const auto [stop_status, stopped] = post(client, "/v1/completions",
-                                           json{{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0},
-                                                {"ignore_eos", true}, {"stop", {stop}}});
+  const auto [stop_status, stopped] =
+      post(client, "/v1/completions",
+           json{{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}, {"stop", {stop}}});
   ASSERT_EQ(stop_status, 200);
   EXPECT_EQ(stopped["choices"][0]["text"], text.substr(0, text.find(stop)));
   EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
@@ -315,16 +327,18 @@ TEST(Serve, OpenAisOwnClientGetsZooGeneratesTexts) {
   ASSERT_GE(greedy.size(), 6u);
   const std::string stop = ascii_piece(greedy);
   ASSERT_FALSE(stop.empty()) << greedy;
-  const auto r = testing::run_node_oracle(js, "serve_openai_client.mjs",
-                                          testing::shell_quoted("http://127.0.0.1:" + std::to_string(server.port()) + "/v1") +
-                                              " " + testing::shell_quoted(prompt) + " " + testing::shell_quoted(stop));
+  const auto r =
+      testing::run_node_oracle(js, "serve_openai_client.mjs",
+                               testing::shell_quoted("http://127.0.0.1:" + std::to_string(server.port()) + "/v1") +
+                                   " " + testing::shell_quoted(prompt) + " " + testing::shell_quoted(stop));
   ASSERT_EQ(r.exit_code, 0) << r.output << server.log();
   const json out = json::parse(r.output.substr(r.output.find('{')));
   EXPECT_EQ(out["model"], model);
   EXPECT_EQ(out["completion"], greedy);
   EXPECT_EQ(out["completion_finish"], "length");
   EXPECT_EQ(out["completion_tokens"], 12);
-  EXPECT_EQ(out["sampled"], generated(model, "--prompt '" + prompt + "' --max_new_tokens 12 --temperature 0.9 --seed 5", prompt));
+  EXPECT_EQ(out["sampled"],
+            generated(model, "--prompt '" + prompt + "' --max_new_tokens 12 --temperature 0.9 --seed 5", prompt));
   const std::string chat = generated(model, "--chat --prompt '" + prompt + "' --max_new_tokens 10 --temperature 0");
   EXPECT_EQ(out["chat"], chat);
   EXPECT_EQ(out["chat_role"], "assistant");
@@ -351,7 +365,8 @@ TEST(Serve, BadRequestsAreJsonErrorsAndTheServerLivesOn) {
       {"/v1/completions", "{\"prompt\": ", 400, ""},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": "many"})", 400, "max_tokens"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 200})", 400, "max_tokens"},  // past 128 positions
-      {"/v1/completions", json{{"prompt", std::vector<int>(150, 1)}, {"max_tokens", 0}}.dump(), 400, "prompt"},  // > 128
+      {"/v1/completions", json{{"prompt", std::vector<int>(150, 1)}, {"max_tokens", 0}}.dump(), 400,
+       "prompt"},                                                       // > 128
       {"/v1/completions", R"({"prompt": [[1, 600]]})", 400, "prompt"},  // outside the vocabulary
       {"/v1/chat/completions", R"({"messages": [{"role": "user"}], "n": 99})", 400, "n"},
       {"/tokenize", R"({"prompt": 3})", 400, "prompt"},
@@ -362,7 +377,8 @@ TEST(Serve, BadRequestsAreJsonErrorsAndTheServerLivesOn) {
     const auto [status, reply] = post(client, c.path, c.body);
     EXPECT_EQ(status, c.status) << c.path << " " << c.body.substr(0, 80) << " -> " << reply.dump();
     ASSERT_TRUE(reply.is_object() && reply.contains("error")) << c.body.substr(0, 80);
-    EXPECT_EQ(reply["error"]["param"].is_null() ? "" : reply["error"]["param"].get<std::string>(), c.param) << reply.dump();
+    EXPECT_EQ(reply["error"]["param"].is_null() ? "" : reply["error"]["param"].get<std::string>(), c.param)
+        << reply.dump();
   }
   // Over the body limit: 413, in JSON.
   const auto [big_status, big] = post(client, "/v1/completions", "{\"prompt\": \"" + std::string(9 << 20, 'a') + "\"}");
@@ -402,29 +418,44 @@ TEST(Serve, ThirtyTwoClientsAtOnce) {
       const int kind = (who + i) % 5;
       std::string what;
       if (kind == 0) {
-        const auto [status, reply] = post(client, "/v1/completions",
-                                          json{{"prompt", "Rain " + std::to_string(i)}, {"max_tokens", 1 + rng() % 6}, {"seed", i}});
-        if (status == 200 && reply["choices"].size() == 1) ++answered; else what = "completion " + std::to_string(status);
+        const auto [status, reply] =
+            post(client, "/v1/completions",
+                 json{{"prompt", "Rain " + std::to_string(i)}, {"max_tokens", 1 + rng() % 6}, {"seed", i}});
+        if (status == 200 && reply["choices"].size() == 1) ++answered;
+        else what = "completion " + std::to_string(status);
       } else if (kind == 1) {
-        const auto [status, reply] = post(client, "/v1/chat/completions",
-                                          json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}, {"n", 2}});
-        if (status == 200 && reply["choices"].size() == 2) ++answered; else what = "chat " + std::to_string(status) + " " + reply.dump();
+        const auto [status, reply] =
+            post(client, "/v1/chat/completions",
+                 json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}, {"n", 2}});
+        if (status == 200 && reply["choices"].size() == 2) ++answered;
+        else what = "chat " + std::to_string(status) + " " + reply.dump();
       } else if (kind == 2) {
         const auto res = client.Post("/v1/completions",
-                                     json{{"prompt", {{1, 5, 9, 11}, {1, 7}}}, {"max_tokens", 1}, {"logprobs", 1}, {"echo", true},
-                                          {"temperature", 0}}.dump(), "application/json");
-        if (res && res->status == 200) ++answered; else what = "loglikelihood";
+                                     json{{"prompt", {{1, 5, 9, 11}, {1, 7}}},
+                                          {"max_tokens", 1},
+                                          {"logprobs", 1},
+                                          {"echo", true},
+                                          {"temperature", 0}}
+                                         .dump(),
+                                     "application/json");
+        if (res && res->status == 200) ++answered;
+        else what = "loglikelihood";
       } else if (kind == 3) {
         // A stream the client leaves after two chunks.
         leave_stream(server, json{{"prompt", "Snow"}, {"max_tokens", 40}, {"stream", true}, {"ignore_eos", true}});
         ++left;
       } else {
-        const std::vector<std::string> bad = {"{", "[]", R"({"prompt": {"a": 1}})", R"({"prompt": "x", "n": -3})",
-                                              R"({"messages": []})", std::string(3000, '[')};
+        const std::vector<std::string> bad = {"{",
+                                              "[]",
+                                              R"({"prompt": {"a": 1}})",
+                                              R"({"prompt": "x", "n": -3})",
+                                              R"({"messages": []})",
+                                              std::string(3000, '[')};
         const std::string body = bad[rng() % bad.size()];
-        const auto [status, reply] = post(client, body.find("messages") != std::string::npos ? "/v1/chat/completions"
-                                                                                              : "/v1/completions", body);
-        if (status >= 400 && status < 500 && reply.contains("error")) ++refused; else what = "bad body got " + std::to_string(status) + " " + reply.dump();
+        const auto [status, reply] =
+            post(client, body.find("messages") != std::string::npos ? "/v1/chat/completions" : "/v1/completions", body);
+        if (status >= 400 && status < 500 && reply.contains("error")) ++refused;
+        else what = "bad body got " + std::to_string(status) + " " + reply.dump();
       }
       if (!what.empty()) {
         ++wrong;
@@ -445,8 +476,8 @@ TEST(Serve, ThirtyTwoClientsAtOnce) {
   EXPECT_EQ(wrong, 0) << (failures.empty() ? "" : failures.front());
   EXPECT_EQ(answered + refused + left, 2 * 32 * 20);
   EXPECT_GT(refused, 0);
-  std::cout << "[ serve ] resident after round 1: " << after_first / (1 << 20) << " MiB, after round 2: "
-            << after_second / (1 << 20) << " MiB\n";
+  std::cout << "[ serve ] resident after round 1: " << after_first / (1 << 20)
+            << " MiB, after round 2: " << after_second / (1 << 20) << " MiB\n";
   EXPECT_LT(after_second - after_first, int64_t(32) << 20) << "the second round grew the server by more than 32 MiB";
   const auto health = client_of(server).Get("/health");
   ASSERT_TRUE(health);

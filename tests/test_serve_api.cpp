@@ -15,7 +15,9 @@ using nlohmann::json;
 
 const ServeLimits kLimits;
 
-CompletionRequest completion(const std::string& body) { return parse_completion_request(parse_body(body, kLimits), kLimits); }
+CompletionRequest completion(const std::string& body) {
+  return parse_completion_request(parse_body(body, kLimits), kLimits);
+}
 ChatRequest chat(const std::string& body) { return parse_chat_request(parse_body(body, kLimits), kLimits); }
 
 // The ApiError a body raises (status 0 when it raised none).
@@ -56,7 +58,8 @@ TEST(ServeApi, ReadsEveryPromptShape) {
   EXPECT_EQ(*completion(R"({"prompt": "x", "max_tokens": 5.0, "seed": null})").sampling.max_tokens, 5)
       << "a whole float counts; null is unset";
   EXPECT_FALSE(completion(R"({"prompt": "x", "seed": null})").sampling.seed.has_value());
-  EXPECT_EQ(completion(R"({"prompt": "x", "some_extension": {"a": 1}})").prompts.size(), 1u) << "unknown fields are ignored";
+  EXPECT_EQ(completion(R"({"prompt": "x", "some_extension": {"a": 1}})").prompts.size(), 1u)
+      << "unknown fields are ignored";
   const ChatRequest c = chat(R"({"messages": [{"role": "system", "content": "Be brief."},
                                               {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
                                  "logprobs": true, "top_logprobs": 3, "max_completion_tokens": 7, "stream": true,
@@ -104,7 +107,8 @@ TEST(ServeApi, BadRequestsNameTheField) {
       {R"({"messages": "hi"})", 400, "messages", "non-empty list", true},
       {R"({"messages": [{"content": "hi"}]})", 400, "messages[0].role", "required", true},
       {R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content", "a string or a list", true},
-      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", 400, "top_logprobs", "logprobs: true", true},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", 400, "top_logprobs", "logprobs: true",
+       true},
   };
   for (const Case& c : cases) {
     const ApiError e = refusal(c.body, c.is_chat);
@@ -151,8 +155,9 @@ TEST(ServeApi, MangledBodiesAreRefusedCleanly) {
       R"({"prompt": ["Once upon", "a time"], "stop": ["\n", "."], "n": 3, "top_p": 0.9, "seed": 7, "stream": true})",
       R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": true, "top_logprobs": 2, "max_tokens": 9})",
   };
-  const std::vector<std::string> values = {"null", "true", "-1", "1e309", "18446744073709551616", "\"\"", "[]", "{}",
-                                           "[[]]", "[-5]", "\"\\ud800\"", "0.5", "[[1,2],[3]]", "4097"};
+  const std::vector<std::string> values = {"null",        "true", "-1",          "1e309", "18446744073709551616",
+                                           "\"\"",        "[]",   "{}",          "[[]]",  "[-5]",
+                                           "\"\\ud800\"", "0.5",  "[[1,2],[3]]", "4097"};
   std::mt19937 rng(11);
   int accepted = 0, refused = 0;
   for (int i = 0; i < 20000; ++i) {

@@ -52,9 +52,8 @@ std::vector<int64_t> extreme(const std::vector<float>& values, const std::vector
   std::vector<int64_t> idx;
   for (size_t i = 0; i < values.size(); ++i)
     if (among[i]) idx.push_back(int64_t(i));
-  std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
-    return largest ? values[a] > values[b] : values[a] < values[b];
-  });
+  std::sort(idx.begin(), idx.end(),
+            [&](int64_t a, int64_t b) { return largest ? values[a] > values[b] : values[a] < values[b]; });
   idx.resize(n);
   std::sort(idx.begin(), idx.end());
   return idx;
@@ -260,7 +259,8 @@ TEST(Sparsity, ConfigErrorsAndTheTrainerForm) {
   EXPECT_EQ(p.sparsity->algorithm, "static");
   EXPECT_EQ(p.sparsity->param_name_patterns.items.size(), 3u);  // modelzoo 2.0's regexes, its `type` read as algorithm
   zoo::testing::TempDir model_dir;
-  Params tiny = sparse_params(model_dir, "  sparsity: 0.75\n  type: static\n  param_name_patterns: ['.*proj_[qkv]_dense_layer.weight']\n");
+  Params tiny = sparse_params(
+      model_dir, "  sparsity: 0.75\n  type: static\n  param_name_patterns: ['.*proj_[qkv]_dense_layer.weight']\n");
   WeightSparsity s(*tiny.sparsity, *tiny.model->build(torch::TensorOptions()), 1);
   s.initialize();
   EXPECT_NE(s.summary().find("in 6 tensors"), std::string::npos) << s.summary();  // q, k, v of 2 layers

@@ -4,10 +4,10 @@
 // the loss under each mlm_loss_scaling, span corruption as modelzoo's
 // T5DynamicDataProcessor does it, translation pairs as its
 // TransformerDynamicDataProcessor reads them, and training from legacy configs.
+#include <fnmatch.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fnmatch.h>
 #include <filesystem>
 #include <set>
 
@@ -38,8 +38,8 @@ int64_t reference_bucket(int64_t relative, bool bidirectional, int64_t buckets, 
   }
   const int64_t exact = buckets / 2;
   if (n < exact) return offset + n;
-  const int64_t large = exact + static_cast<int64_t>(std::log(double(n) / exact) / std::log(double(max_distance) / exact) *
-                                                     double(buckets - exact));
+  const int64_t large = exact + static_cast<int64_t>(std::log(double(n) / exact) /
+                                                     std::log(double(max_distance) / exact) * double(buckets - exact));
   return offset + std::min(large, buckets - 1);
 }
 
@@ -186,7 +186,8 @@ struct ReferenceT5 {
     }
     d = norm(d, "decoder.norm");
     if (o.mup()) {
-      const double scale = o.output_logits_alpha.value_or(1.0) / (o.scale_output_logits_by_d ? width() : std::sqrt(width()));
+      const double scale =
+          o.output_logits_alpha.value_or(1.0) / (o.scale_output_logits_by_d ? width() : std::sqrt(width()));
       return torch::matmul(d, w("encoder_embeddings.word_embeddings.weight").t()) * scale;  // (shared and tied here)
     }
     if (o.share_embedding_weights) {
@@ -205,7 +206,8 @@ void expect_reference_logits(const models::T5Options& o) {
   ReferenceT5 ref{o, {}};
   for (const auto& kv : model.named_parameters()) ref.p[kv.key()] = kv.value().detach();
   const int64_t V = o.source_vocab();
-  const torch::Tensor src = torch::randint(0, V, {2, 6}, torch::kLong), tgt = torch::randint(0, V, {2, 5}, torch::kLong);
+  const torch::Tensor src = torch::randint(0, V, {2, 6}, torch::kLong),
+                      tgt = torch::randint(0, V, {2, 5}, torch::kLong);
   const torch::Tensor src_mask = torch::tensor({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, torch::kLong).view({2, 6});
   torch::NoGradGuard no_grad;
   const torch::Tensor got = model.logits(src, src_mask, tgt), want = ref.logits(src, src_mask, tgt);
@@ -315,11 +317,15 @@ TEST(T5, LossFollowsMlmLossScaling) {
   o.lm_loss_weight = 0.25;
   torch::manual_seed(5);
   const int64_t V = o.source_vocab();
-  const torch::Tensor src = torch::randint(0, V, {2, 6}, torch::kLong), tgt = torch::randint(0, V, {2, 5}, torch::kLong);
+  const torch::Tensor src = torch::randint(0, V, {2, 6}, torch::kLong),
+                      tgt = torch::randint(0, V, {2, 5}, torch::kLong);
   const torch::Tensor labels = torch::randint(0, V, {2, 5}, torch::kLong);
   const torch::Tensor tgt_mask = torch::tensor({1, 1, 1, 1, 1, 1, 1, 0, 0, 0}, torch::kLong).view({2, 5});
-  models::Features batch{{"input_ids", src}, {"attention_mask", torch::ones({2, 6}, torch::kLong)},
-                         {"decoder_input_ids", tgt}, {"decoder_attention_mask", tgt_mask}, {"labels", labels}};
+  models::Features batch{{"input_ids", src},
+                         {"attention_mask", torch::ones({2, 6}, torch::kLong)},
+                         {"decoder_input_ids", tgt},
+                         {"decoder_attention_mask", tgt_mask},
+                         {"labels", labels}};
   // (the cross-entropy is computed in float32 whatever the logits' dtype: tolerances of 1e-6)
   auto loss_of = [&](const std::string& scaling, bool training, const models::Features& b, double smoothing = 0) {
     models::T5Options with = o;
@@ -341,7 +347,8 @@ TEST(T5, LossFollowsMlmLossScaling) {
     for (int64_t t = 0; t < 5; ++t)
       if (tgt_mask[b][t].item<int64_t>()) {
         sum -= logp[b][t][labels[b][t].item<int64_t>()].item<double>();
-        smoothed -= 0.9 * logp[b][t][labels[b][t].item<int64_t>()].item<double>() + 0.1 * logp[b][t].mean().item<double>();
+        smoothed -=
+            0.9 * logp[b][t][labels[b][t].item<int64_t>()].item<double>() + 0.1 * logp[b][t].mean().item<double>();
         correct += logp[b][t].argmax().item<int64_t>() == labels[b][t].item<int64_t>();
       }
   const double tokens = 7;
@@ -388,7 +395,11 @@ TEST(T5, ActivationCheckpointingGivesTheSameGradients) {
     const zoo::testing::StepGradients recomputed = run(true);
     zoo::testing::expect_same_step(run(false), recomputed, 1e-12, 1e-10, 1e-12);
     if (o.position_embedding_type == "relative")
-      EXPECT_GT(recomputed.grads.at("encoder_embeddings.position_embed_helper.relative_attention_bias.weight").abs().sum().item<double>(), 0);
+      EXPECT_GT(recomputed.grads.at("encoder_embeddings.position_embed_helper.relative_attention_bias.weight")
+                    .abs()
+                    .sum()
+                    .item<double>(),
+                0);
   }
 }
 
@@ -433,8 +444,11 @@ TEST(T5Data, ProcessorCorruptsEachPieceAnewEachEpoch) {
   zoo::testing::write_file(dir / "c4/meta.dat", "part0.txt 3\n");
   auto section = [&](int64_t target_length) {
     return "{data_processor: T5DynamicDataProcessor, src_vocab_file: " + (dir / "vocab.txt") +
-           ", src_data_dir: " + (dir / "c4") + ", extra_ids: 4, src_max_sequence_length: 32, "
-           "tgt_max_sequence_length: " + std::to_string(target_length) + ", batch_size: 4, shuffle: false, "
+           ", src_data_dir: " + (dir / "c4") +
+           ", extra_ids: 4, src_max_sequence_length: 32, "
+           "tgt_max_sequence_length: " +
+           std::to_string(target_length) +
+           ", batch_size: 4, shuffle: false, "
            "shuffle_seed: 3}";
   };
   // 32 source tokens take pieces of 34 raw tokens (with two noise spans): doc_a gives 3 (34, 34, 12), doc_b 1, the
@@ -452,7 +466,8 @@ TEST(T5Data, ProcessorCorruptsEachPieceAnewEachEpoch) {
       if (first.at("attention_mask")[b][t].item<int64_t>()) in.push_back(first.at("input_ids")[b][t].item<int64_t>());
       else EXPECT_EQ(first.at("input_ids")[b][t].item<int64_t>(), 0);  // <pad>
     for (int64_t t = 0; t < 12; ++t)
-      if (first.at("decoder_attention_mask")[b][t].item<int64_t>()) out.push_back(first.at("labels")[b][t].item<int64_t>());
+      if (first.at("decoder_attention_mask")[b][t].item<int64_t>())
+        out.push_back(first.at("labels")[b][t].item<int64_t>());
     ASSERT_FALSE(out.empty());
     EXPECT_EQ(out.back(), 3) << "labels end with </s>";
     EXPECT_EQ(first.at("decoder_input_ids")[b][0].item<int64_t>(), 2) << "decoder input starts with <s>";
@@ -492,17 +507,18 @@ TEST(TransformerData, PairsLinesAndSkipsWhatDoesNotFit) {
   zoo::testing::write_file(dir / "wmt/train.en", "w4 w5\nw6 w7 w8 w9\nw10\n");
   zoo::testing::write_file(dir / "wmt/train.de", "w11 w10 w9\nw8\nw7 w6\n");
   zoo::testing::write_file(dir / "wmt/meta.dat", "train.en train.de 3\n");
-  auto loader = zoo::testing::open_loader(
-      "{data_processor: TransformerDynamicDataProcessor, src_vocab_file: " + (dir / "vocab.txt") +
-      ", src_data_dir: " + (dir / "wmt") + ", src_max_sequence_length: 4, tgt_max_sequence_length: 4, "
-      "batch_size: 2, shuffle: false, dynamic_loss_weight: true}");
+  auto loader = zoo::testing::open_loader("{data_processor: TransformerDynamicDataProcessor, src_vocab_file: " +
+                                          (dir / "vocab.txt") + ", src_data_dir: " + (dir / "wmt") +
+                                          ", src_max_sequence_length: 4, tgt_max_sequence_length: 4, "
+                                          "batch_size: 2, shuffle: false, dynamic_loss_weight: true}");
   const models::Features b = loader->next();  // the 4-token source of line 2 does not fit
   EXPECT_TRUE(torch::equal(b.at("input_ids"), torch::tensor({4, 5, 0, 0, 10, 0, 0, 0}, torch::kLong).view({2, 4})));
   EXPECT_TRUE(torch::equal(b.at("attention_mask"), torch::tensor({1, 1, 0, 0, 1, 0, 0, 0}, torch::kLong).view({2, 4})));
-  EXPECT_TRUE(torch::equal(b.at("decoder_input_ids"), torch::tensor({2, 11, 10, 9, 2, 7, 6, 0}, torch::kLong).view({2, 4})));
+  EXPECT_TRUE(
+      torch::equal(b.at("decoder_input_ids"), torch::tensor({2, 11, 10, 9, 2, 7, 6, 0}, torch::kLong).view({2, 4})));
   EXPECT_TRUE(torch::equal(b.at("labels"), torch::tensor({11, 10, 9, 3, 7, 6, 3, 0}, torch::kLong).view({2, 4})));
-  EXPECT_TRUE(torch::equal(b.at("decoder_attention_mask"),
-                           torch::tensor({1, 1, 1, 1, 1, 1, 1, 0}, torch::kLong).view({2, 4})));
+  EXPECT_TRUE(
+      torch::equal(b.at("decoder_attention_mask"), torch::tensor({1, 1, 1, 1, 1, 1, 1, 0}, torch::kLong).view({2, 4})));
   EXPECT_FLOAT_EQ(b.at("loss_weight")[0][0].item<float>(), 2.0f / 7.0f);
 }
 
@@ -529,9 +545,10 @@ TEST(T5, TrainsFromLegacyConfigs) {
   zoo::testing::write_file(dir / "wmt/a.de", tgt);
   zoo::testing::write_file(dir / "wmt/meta.dat", "a.en a.de 16\n");
   auto run = [&](const std::string& name, const std::string& input, const std::string& model) {
-    const std::string section = "  src_vocab_file: " + (dir / "vocab.txt") + "\n  batch_size: 8\n  shuffle: true\n" + input;
-    const std::string params = zoo::testing::write_file(dir / (name + ".yaml"), "train_input:\n" + section +
-        "eval_input:\n" + section + "model:\n" + model + R"(
+    const std::string section =
+        "  src_vocab_file: " + (dir / "vocab.txt") + "\n  batch_size: 8\n  shuffle: true\n" + input;
+    const std::string params = zoo::testing::write_file(
+        dir / (name + ".yaml"), "train_input:\n" + section + "eval_input:\n" + section + "model:\n" + model + R"(
   d_model: 32
   d_kv: 8
   num_heads: 4
@@ -557,16 +574,20 @@ runconfig:
     EXPECT_EQ(r.exit_code, 0) << r.output;
     const std::vector<double> losses = zoo::testing::train_losses(r.output);
     EXPECT_EQ(losses.size(), 60u) << r.output;
-    if (!losses.empty()) EXPECT_LT(losses.back(), 0.5 * losses.front()) << name << ": " << losses.front() << " -> " << losses.back();
+    if (!losses.empty())
+      EXPECT_LT(losses.back(), 0.5 * losses.front()) << name << ": " << losses.front() << " -> " << losses.back();
     EXPECT_NE(r.output.find("eval/accuracy_lm"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("so zoo builds t5"), std::string::npos) << r.output;
     return losses;
   };
-  const std::vector<double> t5 = run("t5", "  data_processor: T5DynamicDataProcessor\n  src_data_dir: " + (dir / "c4") +
-                "\n  extra_ids: 4\n  src_max_sequence_length: 16\n  tgt_max_sequence_length: 6\n",
-      "  src_vocab_size: 12\n  extra_ids: 4\n  mlm_loss_scaling: precomputed_num_masked\n  norm_type: rmsnorm");
-  run("transformer", "  data_processor: TransformerDynamicDataProcessor\n  src_data_dir: " + (dir / "wmt") +
-                         "\n  src_max_sequence_length: 4\n  tgt_max_sequence_length: 4\n",
+  const std::vector<double> t5 =
+      run("t5",
+          "  data_processor: T5DynamicDataProcessor\n  src_data_dir: " + (dir / "c4") +
+              "\n  extra_ids: 4\n  src_max_sequence_length: 16\n  tgt_max_sequence_length: 6\n",
+          "  src_vocab_size: 12\n  extra_ids: 4\n  mlm_loss_scaling: precomputed_num_masked\n  norm_type: rmsnorm");
+  run("transformer",
+      "  data_processor: TransformerDynamicDataProcessor\n  src_data_dir: " + (dir / "wmt") +
+          "\n  src_max_sequence_length: 4\n  tgt_max_sequence_length: 4\n",
       "  src_vocab_size: 12\n  tgt_vocab_size: 12\n  position_embedding_type: fixed\n  norm_type: layernorm\n"
       "  use_pre_encoder_decoder_layer_norm: false\n  use_pre_encoder_decoder_dropout: true\n  use_ffn_bias: true\n"
       "  use_transformer_initialization: true\n  mlm_loss_scaling: num_masked");
@@ -586,12 +607,14 @@ runconfig:
 TEST(T5, SizesAndConfigErrors) {
   YAML::Node y = YAML::Load(zoo::testing::tiny_params_yaml("/d", "/m"));
   y.remove("eval_input");
-  y["train_input"] = YAML::Load("{data_processor: T5DynamicDataProcessor, src_vocab_file: v.txt, src_data_dir: d, "
-                                "src_max_sequence_length: 512, tgt_max_sequence_length: 114, batch_size: 8}");
+  y["train_input"] = YAML::Load(
+      "{data_processor: T5DynamicDataProcessor, src_vocab_file: v.txt, src_data_dir: d, "
+      "src_max_sequence_length: 512, tgt_max_sequence_length: 114, batch_size: 8}");
   // T5-base as modelzoo 2.1's t5_base.yaml: 12 + 12 layers, d_ff 3072, shared and tied embeddings.
-  y["model"] = YAML::Load("{src_vocab_size: 32001, extra_ids: 100, d_model: 768, d_kv: 64, num_heads: 12, d_ff: 3072, "
-                          "encoder_num_hidden_layers: 12, decoder_num_hidden_layers: 12, norm_type: rmsnorm, "
-                          "dropout_rate: 0.1, encoder_nonlinearity: relu, decoder_nonlinearity: relu}");
+  y["model"] = YAML::Load(
+      "{src_vocab_size: 32001, extra_ids: 100, d_model: 768, d_kv: 64, num_heads: 12, d_ff: 3072, "
+      "encoder_num_hidden_layers: 12, decoder_num_hidden_layers: 12, norm_type: rmsnorm, "
+      "dropout_rate: 0.1, encoder_nonlinearity: relu, decoder_nonlinearity: relu}");
   Params p = params_from_node(y, "p.yaml", YAML::Node());
   const int64_t C = 768, F = 3072, L = 12, V = 32101;
   const int64_t encoder_layer = 4 * C * C + 2 * C * F + 2 * C, decoder_layer = 8 * C * C + 2 * C * F + 3 * C;
@@ -618,8 +641,8 @@ TEST(T5, SizesAndConfigErrors) {
   // modelzoo's own files, in tests/modelzoo_configs: T5-small (8 + 8 layers, LayerNorm) and Transformer-base.
   Params t5 = load_params(zoo::testing::modelzoo_configs_dir() + "/transformers_pytorch_t5_t5_small.yaml", {});
   const int64_t c = 512, f = 1024, small_layer = 4 * c * c + 2 * c * f + 2 * 2 * c;
-  EXPECT_EQ(summarize_model(t5).parameters, 32101 * c + 2 * 32 * 8 + 8 * small_layer +
-                                                8 * (small_layer + 4 * c * c + 2 * c) + 2 * 2 * c);
+  EXPECT_EQ(summarize_model(t5).parameters,
+            32101 * c + 2 * 32 * 8 + 8 * small_layer + 8 * (small_layer + 4 * c * c + 2 * c) + 2 * 2 * c);
   Params transformer =
       load_params(zoo::testing::modelzoo_configs_dir() + "/transformers_pytorch_transformer_transformer_base.yaml", {});
   const int64_t tf = 2048, layer = 4 * c * c + 2 * c * tf + tf + c + 2 * 2 * c;  // FFN biases

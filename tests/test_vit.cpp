@@ -8,10 +8,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "convert_fixtures.h"
 #include "data/image.h"
@@ -43,7 +42,8 @@ const std::string kReferenceVit = zoo::testing::oracle("vit_reference.py");
 }  // namespace
 
 TEST(Vit, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   struct Case {
     std::string yaml, json;
   };
@@ -76,10 +76,9 @@ TEST(Vit, LogitsMatchAFloat64ForwardOfModelzoosLayers) {
       for (auto& p : model.parameters()) p.add_(torch::randn_like(p) * 0.1);
     }
     const auto& embedding = *model.vit_model->embedding_layer;
-    const torch::Tensor images =
-        torch::randn({2, embedding.proj_weight.dim() == 4 ? embedding.proj_weight.size(1) : 2, 8,
-                      embedding.proj_weight.dim() == 4 ? 12 : 8},
-                     torch::kDouble);
+    const torch::Tensor images = torch::randn({2, embedding.proj_weight.dim() == 4 ? embedding.proj_weight.size(1) : 2,
+                                               8, embedding.proj_weight.dim() == 4 ? 12 : 8},
+                                              torch::kDouble);
     c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
     d.insert("state", ckpt::model_state_dict(model));
     d.insert("images", images);
@@ -125,10 +124,12 @@ TEST(Vit, VitBaseHasTheKnownSize) {
 // mode decides per sample; eval never drops. LayerScale starts at its value.
 TEST(Vit, StochasticDepthDropsWholeBranchesAtTheLayersRates) {
   auto options = [](double p, const std::string& mode, const std::string& schedule) {
-    return vit_spec("{num_classes: 2, image_size: [8, 8], patch_size: [4, 4], hidden_size: 8, num_hidden_layers: 3, "
-                    "num_heads: 2, filter_size: 16, dropout_rate: 0.0, attention_dropout_rate: 0.0, "
-                    "layerscale_value: 0.5, stochastic_depth_drop_prob: " + std::to_string(p) +
-                    ", stochastic_depth_mode: " + mode + ", stochastic_depth_drop_prob_schedule: " + schedule + "}");
+    return vit_spec(
+        "{num_classes: 2, image_size: [8, 8], patch_size: [4, 4], hidden_size: 8, num_hidden_layers: 3, "
+        "num_heads: 2, filter_size: 16, dropout_rate: 0.0, attention_dropout_rate: 0.0, "
+        "layerscale_value: 0.5, stochastic_depth_drop_prob: " +
+        std::to_string(p) + ", stochastic_depth_mode: " + mode + ", stochastic_depth_drop_prob_schedule: " + schedule +
+        "}");
   };
   torch::manual_seed(0);
   auto built = options(0.5, "batch", "linear")->build(torch::TensorOptions().dtype(torch::kDouble));
@@ -204,11 +205,13 @@ TEST(Vit, StochasticDepthDropsWholeBranchesAtTheLayersRates) {
 
 // `freeze` stops the parameters of matching modules from training, as modelzoo's freeze_modules.
 TEST(Vit, FreezeStopsMatchingModules) {
-  auto model = vit_spec("{num_classes: 2, image_size: [8, 8], patch_size: [4, 4], hidden_size: 8, "
-                        "num_hidden_layers: 2, num_heads: 2, filter_size: 8, freeze: ['embedding_layer', 'layers\\.0\\.']}")
+  auto model = vit_spec(
+                   "{num_classes: 2, image_size: [8, 8], patch_size: [4, 4], hidden_size: 8, "
+                   "num_hidden_layers: 2, num_heads: 2, filter_size: 8, freeze: ['embedding_layer', 'layers\\.0\\.']}")
                    ->build(torch::TensorOptions());
   for (const auto& p : model->named_parameters()) {
-    const bool frozen = p.key().find("embedding_layer") != std::string::npos || p.key().find("layers.0.") != std::string::npos;
+    const bool frozen =
+        p.key().find("embedding_layer") != std::string::npos || p.key().find("layers.0.") != std::string::npos;
     EXPECT_EQ(p.value().requires_grad(), !frozen) << p.key();
   }
   EXPECT_THROW(vit_spec("{num_classes: 2, image_size: [8, 8], patch_size: [4, 4], freeze: [no_such_module]}")
@@ -219,7 +222,8 @@ TEST(Vit, FreezeStopsMatchingModules) {
 // Resizes are torch's antialiased interpolate rounded to uint8, as
 // torchvision resizes PIL images; a single size scales the shorter side.
 TEST(ImageTransforms, ResizesAndCropsFollowTorchvision) {
-  if (!zoo::testing::have_python_torch()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
+  if (!zoo::testing::have_python_torch())
+    ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-torch is not installed";
   torch::manual_seed(4);
   const torch::Tensor image = torch::randint(0, 256, {3, 40, 60}, torch::kLong).to(torch::kByte);
   const torch::Tensor bilinear = data::resize_image(image, 16, 24, "bilinear");
@@ -410,8 +414,8 @@ trainer:
   // Stopped at step 40 and resumed, the run continues exactly (random crops are drawn per sample and epoch).
   const std::vector<double> whole = zoo::testing::train_losses(r.output);
   ASSERT_EQ(whole.size(), 8u) << r.output;
-  const std::string train = zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " +
-                            (dir / "resumed");
+  const std::string train =
+      zoo::testing::zoo_binary() + " CPU --params " + params + " --mode train --model_dir " + (dir / "resumed");
   auto first = zoo::testing::run_command(train + " --max_steps 40");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   auto rest = zoo::testing::run_command(train + " --max_steps 80");
@@ -420,11 +424,15 @@ trainer:
   for (double l : zoo::testing::train_losses(rest.output)) resumed.push_back(l);
   EXPECT_EQ(resumed, whole) << first.output << rest.output;
 
-  const std::string missing = zoo::testing::open_error("{data_processor: ImageNet1KProcessor, batch_size: 2, split: val, "
-                                                       "transforms: [{name: to_tensor}], data_dir: " + (dir / "run") + "}");
+  const std::string missing = zoo::testing::open_error(
+      "{data_processor: ImageNet1KProcessor, batch_size: 2, split: val, "
+      "transforms: [{name: to_tensor}], data_dir: " +
+      (dir / "run") + "}");
   EXPECT_NE(missing.find("split: no directory 'val' in " + (dir / "run")), std::string::npos) << missing;
-  const std::string unknown = zoo::testing::open_error("{data_processor: ImageNet1KProcessor, batch_size: 2, "
-                                                       "transforms: [{name: autoaug}], data_dir: " + (dir / "d") + "}");
+  const std::string unknown = zoo::testing::open_error(
+      "{data_processor: ImageNet1KProcessor, batch_size: 2, "
+      "transforms: [{name: autoaug}], data_dir: " +
+      (dir / "d") + "}");
   EXPECT_NE(unknown.find("transforms.name: expected one of"), std::string::npos) << unknown;
 }
 
@@ -442,7 +450,8 @@ const std::string kPyHfVit = zoo::testing::oracle("vit_convert_make_vit.py");
 // ImageNet-folder fine-tuning params, and exports back bit for bit.
 TEST(ConvertVit, FromHuggingFaceMatchesTheReferenceAndRoundTrips) {
   TempDir dir;
-  const std::string script = zoo::testing::write_file(dir / "vit.py", std::string(zoo::testing::kPySafetensors) + kPyHfVit);
+  const std::string script =
+      zoo::testing::write_file(dir / "vit.py", std::string(zoo::testing::kPySafetensors) + kPyHfVit);
   auto r = zoo::testing::run_command("/usr/bin/python3 " + script + " " + dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   convert::run_convert({dir / "hf", "", "hf", "zoo", std::nullopt, dir / "zoo"});

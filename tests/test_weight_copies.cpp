@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
+#include "models/kernels/adam_update.h"
 #include "models/kernels/dense_kernel.h"
 #include "models/kernels/weight_copies.h"
-#include "models/kernels/adam_update.h"
 #include "tests/emulated_kernels.h"
 
 using namespace zoo::models;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <random>
 #include <sstream>
 #include <string>
@@ -19,9 +18,9 @@ namespace zoo::testing {
 // White_Space, used by PCRE2 and Python, class differently).
 inline std::string random_text(std::mt19937& rng, int code_points) {
   static const std::vector<std::pair<uint32_t, uint32_t>> ranges = {
-      {0x20, 0x7E}, {0x20, 0x7E}, {0x20, 0x7E}, {'\n', '\n'}, {'\t', '\t'}, {0xA0, 0xFF}, {0x300, 0x36F},
-      {0x391, 0x3C9}, {0x410, 0x44F}, {0x660, 0x669}, {0x4E00, 0x4E80}, {0xAC00, 0xAC40}, {0x1F600, 0x1F64F},
-      {0x2000, 0x200A}, {0x3000, 0x3000}, {'0', '9'}, {'\'', '\''}};
+      {0x20, 0x7E},       {0x20, 0x7E},     {0x20, 0x7E},     {'\n', '\n'},   {'\t', '\t'},     {0xA0, 0xFF},
+      {0x300, 0x36F},     {0x391, 0x3C9},   {0x410, 0x44F},   {0x660, 0x669}, {0x4E00, 0x4E80}, {0xAC00, 0xAC40},
+      {0x1F600, 0x1F64F}, {0x2000, 0x200A}, {0x3000, 0x3000}, {'0', '9'},     {'\'', '\''}};
   std::string s;
   for (int i = 0; i < code_points; ++i) {
     const auto& [lo, hi] = ranges[rng() % ranges.size()];
@@ -77,7 +76,8 @@ inline nlohmann::json gpt2_tokenizer_json(const std::string& dir) {
   j["version"] = "1.0";
   j["added_tokens"] = {{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true}}};
   j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  j["pre_tokenizer"] = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   j["decoder"] = {{"type", "ByteLevel"}};
   j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab}, {"merges", merges}};
   return j;

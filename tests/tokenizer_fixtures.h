@@ -15,8 +15,9 @@ namespace zoo::testing {
 inline std::string oracle_path(const std::string& name) { return source_dir() + "/tests/oracles/" + name; }
 
 inline bool have_sentencepiece() { return python_imports("/usr/bin/python3", "sentencepiece"); }
-#define ZOO_SKIP_WITHOUT_SENTENCEPIECE() \
-  if (!zoo::testing::have_sentencepiece()) ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-sentencepiece is not installed"
+#define ZOO_SKIP_WITHOUT_SENTENCEPIECE()   \
+  if (!zoo::testing::have_sentencepiece()) \
+  ZOO_SKIP_UNLESS_CI() << "/usr/bin/python3 with python3-sentencepiece is not installed"
 
 // A tiny Llama-2-style tokenizer directory (tokenizer.model, tokenizer.json,
 // tokenizer_config.json), trained by SentencePiece in the test. layout:

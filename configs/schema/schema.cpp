@@ -104,7 +104,8 @@ std::string describe_value(const YAML::Node& n) {
   if (n.IsMap()) {  // numbers inside at 15 digits too: {eps: 1e-05}, not 1.0000000000000001e-05
     std::string out = "{";
     for (const auto& kv : n)
-      out += (out.size() > 1 ? ", " : "") + kv.first.Scalar() + ": " + (kv.second.IsNull() ? "~" : describe_value(kv.second));
+      out += (out.size() > 1 ? ", " : "") + kv.first.Scalar() + ": " +
+             (kv.second.IsNull() ? "~" : describe_value(kv.second));
     return out + "}";
   }
   YAML::Emitter e;
@@ -164,8 +165,7 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
-static void require_scalar(const YAML::Node& n, const Context& c, const std::string& k,
-                           const std::string& expected) {
+static void require_scalar(const YAML::Node& n, const Context& c, const std::string& k, const std::string& expected) {
   if (!n.IsScalar()) c.fail(n, k, "expected " + expected + ", got " + describe_node(n));
 }
 

@@ -48,8 +48,8 @@ using PathAliases = std::vector<std::pair<std::string, std::string>>;
 
 // Where a section being parsed came from, for messages; collects warnings.
 struct Context {
-  std::string file;                        // params file name ("" when built in code)
-  std::string path;                        // key path of the section, e.g. "model"
+  std::string file;                              // params file name ("" when built in code)
+  std::string path;                              // key path of the section, e.g. "model"
   std::vector<std::string>* warnings = nullptr;  // null: warnings go to stderr
   std::shared_ptr<const PathAliases> aliases;    // null: paths are shown as parsed
 
@@ -59,8 +59,7 @@ struct Context {
   std::string where(const YAML::Node& node) const;
   std::string where(const YAML::Mark& mark) const;
   Context child(const std::string& key) const;
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& key,
-                         const std::string& what) const;
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& what) const;
   [[noreturn]] void fail(const YAML::Mark& at, const std::string& key, const std::string& what) const;
   void warn(const YAML::Node& at, const std::string& key, const std::string& what) const;
 };
@@ -195,7 +194,9 @@ struct Value<std::optional<V>> {
   }
   static std::string type_name() { return Value<V>::type_name() + " or null"; }
   template <class W = V>  // only for nested option structs
-  static auto nested_fields() -> decltype(Value<W>::nested_fields()) { return Value<W>::nested_fields(); }
+  static auto nested_fields() -> decltype(Value<W>::nested_fields()) {
+    return Value<W>::nested_fields();
+  }
 };
 template <class V>
 struct Value<std::vector<V>> {
@@ -222,7 +223,8 @@ struct Value<std::vector<V>> {
 template <class V>
 struct Value<std::map<std::string, V>> {
   static std::map<std::string, V> parse(const YAML::Node& n, const Context& c, const std::string& k) {
-    if (!n.IsMap()) c.fail(n, k, "expected a mapping of names to " + Value<V>::type_name() + ", got " + describe_node(n));
+    if (!n.IsMap())
+      c.fail(n, k, "expected a mapping of names to " + Value<V>::type_name() + ", got " + describe_node(n));
     std::map<std::string, V> out;
     for (const auto& kv : n) {
       const std::string name = kv.first.as<std::string>();
@@ -273,8 +275,7 @@ class Schema {
 
   // `member` may belong to a base of T (options shared by several families).
   template <class V, class Owner>
-  Schema& field(const std::string& key, V Owner::*owner_member, const std::string& doc,
-                Check<V> check = nullptr) {
+  Schema& field(const std::string& key, V Owner::*owner_member, const std::string& doc, Check<V> check = nullptr) {
     static_assert(std::is_base_of_v<Owner, T>, "a member of T or of one of its bases");
     V T::*member = owner_member;
     Field f;
@@ -353,8 +354,8 @@ class Schema {
   // `filter` narrows the accepted keys; `origin` (optional) records where
   // each key stood; `start` holds the defaults when they depend on another
   // key (an optimizer's own betas), else T's initializers are used.
-  T parse(const YAML::Node& section, const Context& ctx, const KeyFilter& filter = nullptr,
-          Origin* origin = nullptr, const T* start = nullptr) const {
+  T parse(const YAML::Node& section, const Context& ctx, const KeyFilter& filter = nullptr, Origin* origin = nullptr,
+          const T* start = nullptr) const {
     T obj = start ? *start : T{};
     if (origin) *origin = Origin(ctx, section);
     if (!section.IsDefined() || section.IsNull()) {
@@ -368,7 +369,8 @@ class Schema {
     for (const auto& kv_in : section) {
       // A key moved here from another layout (the Trainer format) has no
       // mark of its own: report at its value's line instead.
-      const std::pair<YAML::Node, YAML::Node> kv{kv_in.first.Mark().line >= 0 ? kv_in.first : kv_in.second, kv_in.second};
+      const std::pair<YAML::Node, YAML::Node> kv{kv_in.first.Mark().line >= 0 ? kv_in.first : kv_in.second,
+                                                 kv_in.second};
       const std::string key = kv_in.first.as<std::string>();
       const YAML::Node& value = kv.second;
       if (!seen.insert(key).second) ctx.fail(kv.first, key, "duplicate key (it appears more than once)");
@@ -394,8 +396,8 @@ class Schema {
         ctx.warn(kv.first, key, "ignored (" + t->second + ")");
         continue;
       }
-      ctx.fail(kv.first, key, "unknown key" + did_you_mean(key, keys()) +
-                                  " (known " + name_ + " keys: see `zoo --help-config`)");
+      ctx.fail(kv.first, key,
+               "unknown key" + did_you_mean(key, keys()) + " (known " + name_ + " keys: see `zoo --help-config`)");
     }
     apply_renamed(obj, old_keys, given, ctx, origin);
     run_validators(obj, section, ctx);
@@ -429,7 +431,8 @@ class Schema {
     std::function<YAML::Node(const YAML::Node&)> convert;  // null: the value keeps its form
   };
   const Field* find(const std::string& key) const {
-    for (const auto& f : fields_) if (f.info.key == key) return &f;
+    for (const auto& f : fields_)
+      if (f.info.key == key) return &f;
     return nullptr;
   }
   // Old keys become their new key (whole, or one element of a list).
@@ -446,9 +449,10 @@ class Schema {
         T probe = obj;
         f.parse(probe, r.convert ? r.convert(value) : value, ctx);
         if (new_given && describe_value(f.emit(probe)) != describe_value(f.emit(obj)))
-          ctx.fail(key_node, old_key, "old name of '" + r.new_key + "', which is also given, with another value (" +
-                                          describe_value(f.emit(probe)) + " vs " + describe_value(f.emit(obj)) + "); keep only '" +
-                                          r.new_key + "'");
+          ctx.fail(key_node, old_key,
+                   "old name of '" + r.new_key + "', which is also given, with another value (" +
+                       describe_value(f.emit(probe)) + " vs " + describe_value(f.emit(obj)) + "); keep only '" +
+                       r.new_key + "'");
         if (!new_given) {
           obj = probe;
           given.insert(r.new_key);
@@ -457,9 +461,10 @@ class Schema {
       } else if (new_given) {
         YAML::Node current = f.emit(obj);
         if (!current.IsSequence() || static_cast<int>(current.size()) <= r.part || !same_value(current[r.part], value))
-          ctx.fail(key_node, old_key, "old name of " + r.new_key + "[" + std::to_string(r.part) +
-                                          "], which is also given, with another value (" + describe_value(value) + " vs " +
-                                          describe_value(current) + "); keep only '" + r.new_key + "'");
+          ctx.fail(key_node, old_key,
+                   "old name of " + r.new_key + "[" + std::to_string(r.part) +
+                       "], which is also given, with another value (" + describe_value(value) + " vs " +
+                       describe_value(current) + "); keep only '" + r.new_key + "'");
       } else {
         YAML::Node& list = parts[r.new_key];
         if (!list.IsDefined() || list.IsNull()) list = YAML::Node(YAML::NodeType::Sequence);
@@ -467,9 +472,9 @@ class Schema {
         list[r.part] = value;
         part_at[r.new_key] = value;
       }
-      ctx.warn(key_node, old_key, "old name, read as '" + r.new_key +
-                                      (r.part >= 0 ? "[" + std::to_string(r.part) + "]" : std::string()) +
-                                      "'; rename it to keep this file working with newer modelzoo");
+      ctx.warn(key_node, old_key,
+               "old name, read as '" + r.new_key + (r.part >= 0 ? "[" + std::to_string(r.part) + "]" : std::string()) +
+                   "'; rename it to keep this file working with newer modelzoo");
     }
     // Elements not given fall back to the new key's default value.
     for (auto& [new_key, list] : parts) {

@@ -37,15 +37,17 @@ void check_keys(YAML::Node node, const Context& ctx) {
   for (const auto& kv : node) {
     if (!kv.first.IsScalar())
       ctx.fail(kv.first, "",
-               "found " + describe_node(kv.first) + " where a key belongs; expected `key: value` (check the "
-               "indentation and brackets of this line)");
+               "found " + describe_node(kv.first) +
+                   " where a key belongs; expected `key: value` (check the "
+                   "indentation and brackets of this line)");
     const std::string key = kv.first.Scalar();
     auto [first, inserted] = seen.emplace(key, std::make_pair(kv.first.Mark(), kv.second));
     const std::string first_line = std::to_string(first->second.first.line + 1);
     if (!inserted && flow(first->second.second) != flow(kv.second))
-      ctx.fail(kv.first, key, "duplicate key (first given at line " + first_line +
-                                  " with another value; a YAML mapping keeps only one, so remove or rename one "
-                                  "of them)");
+      ctx.fail(kv.first, key,
+               "duplicate key (first given at line " + first_line +
+                   " with another value; a YAML mapping keeps only one, so remove or rename one "
+                   "of them)");
     if (!inserted) {
       ctx.warn(kv.second, key, "repeats the key of line " + first_line + " with the same value; one is kept");
       repeated.push_back(key);
@@ -76,10 +78,12 @@ void check_bounded(const YAML::Node& node, const Context& ctx, std::vector<YAML:
   if (!node.IsMap() && !node.IsSequence()) return;
   for (const YAML::Node& a : ancestors)
     if (a.is(node))
-      ctx.fail(node, "", "an alias (*name) refers to a mapping or list that contains it, a loop that no params "
-                         "file can hold; give the values here instead");
+      ctx.fail(node, "",
+               "an alias (*name) refers to a mapping or list that contains it, a loop that no params "
+               "file can hold; give the values here instead");
   if (ancestors.size() >= kMaxYamlDepth)
-    ctx.fail(node, "", "nested more than " + std::to_string(kMaxYamlDepth) + " levels deep; a params file needs under ten");
+    ctx.fail(node, "",
+             "nested more than " + std::to_string(kMaxYamlDepth) + " levels deep; a params file needs under ten");
   ancestors.push_back(node);
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) check_bounded(node[i], ctx.child(std::to_string(i)), ancestors, values);
@@ -117,12 +121,11 @@ void expand_merge_keys(YAML::Node node, const Context& ctx) {
   std::vector<YAML::Node> sources;
   if (merged.IsSequence())
     for (const auto& m : merged) sources.push_back(m);
-  else
-    sources.push_back(merged);
+  else sources.push_back(merged);
   for (const auto& source : sources)
     if (!source.IsMap())
-      ctx.fail(merged, "<<", "a merge key takes a mapping (e.g. *anchor) or a list of them, got " +
-                                 describe_node(source));
+      ctx.fail(merged, "<<",
+               "a merge key takes a mapping (e.g. *anchor) or a list of them, got " + describe_node(source));
   node.remove("<<");
   const YAML::Node& given = node;  // const lookups: they never add a key
   for (const auto& source : sources) {
@@ -137,8 +140,8 @@ YAML::Node load(const std::string& text, const std::string& name, std::vector<st
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" +
-                      std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+    throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                      ": YAML syntax error: " + e.msg);
   }
   std::vector<YAML::Node> ancestors;
   size_t values = 0;
@@ -157,11 +160,13 @@ YAML::Node load_yaml_file(const std::string& path, std::vector<std::string>* war
   if (ec || status.type() == std::filesystem::file_type::not_found)
     throw ConfigError(path + ": cannot read params file (does it exist?)");
   if (status.type() != std::filesystem::file_type::regular)
-    throw ConfigError(path + ": not a regular file (a pipe, device or directory); a params file is a YAML file on disk");
+    throw ConfigError(path +
+                      ": not a regular file (a pipe, device or directory); a params file is a YAML file on disk");
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec && size > kMaxParamsFileBytes)
     throw ConfigError(path + ": " + std::to_string(size) + " bytes, over the " +
-                      std::to_string(kMaxParamsFileBytes >> 20) + " MiB a params file may have; is this the right file?");
+                      std::to_string(kMaxParamsFileBytes >> 20) +
+                      " MiB a params file may have; is this the right file?");
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot read params file (" + std::strerror(errno) + ")");
   std::stringstream ss;

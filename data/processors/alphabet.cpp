@@ -49,8 +49,7 @@ void AlphabetSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t*
 DataProcessor alphabet_processor() {
   return make_data_processor<AlphabetOptions>(
       "AlphabetDataProcessor", "Runs of consecutive letters, the task of modelzoo's layers-API tutorial.",
-      {"input_ids", "attention_mask", "labels"},
-      [](const AlphabetOptions& o, const config::Origin&) {
+      {"input_ids", "attention_mask", "labels"}, [](const AlphabetOptions& o, const config::Origin&) {
         return std::make_unique<MapStyleLoader>(std::make_shared<AlphabetSource>(o), o);
       });
 }

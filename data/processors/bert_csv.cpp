@@ -1,16 +1,15 @@
 // Implementation of data/processors/bert_csv.h.
 #include "data/processors/bert_csv.h"
 
-#include "data/csv_loader.h"
-
 #include <algorithm>
-#include <map>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
+#include "data/csv_loader.h"
 #include "data/splitmix.h"
 
 namespace zoo::data {
@@ -149,8 +148,10 @@ Features BertCsvSource::read_batch(const std::vector<int64_t>& ids, std::optiona
       token_ids[static_cast<size_t>(t)] = vocab_.id(token, oov_id_);
       if (vocab_size && token_ids[static_cast<size_t>(t)] >= *vocab_size)
         throw std::runtime_error(rows_->where(i) + ": token '" + token + "' has id " +
-                                 std::to_string(token_ids[static_cast<size_t>(t)]) + " in vocab_file, not below the "
-                                 "model's vocab_size " + std::to_string(*vocab_size));
+                                 std::to_string(token_ids[static_cast<size_t>(t)]) +
+                                 " in vocab_file, not below the "
+                                 "model's vocab_size " +
+                                 std::to_string(*vocab_size));
     }
     // modelzoo's create_masked_lm_predictions, drawn from (seed, epoch, row).
     SplitMix64 rng{SplitMix64::mix(static_cast<uint64_t>(o_.shuffle_seed) * 0x9E3779B97F4A7C15ull ^
@@ -201,8 +202,8 @@ Features BertCsvSource::read_batch(const std::vector<int64_t>& ids, std::optiona
       nsp_at[b] = s.is_random_next;
     }
   }
-  Features f = {{"input_ids", input_ids}, {"attention_mask", attention}, {"labels", labels},
-                {"masked_lm_mask", mlm_mask}};
+  Features f = {
+      {"input_ids", input_ids}, {"attention_mask", attention}, {"labels", labels}, {"masked_lm_mask", mlm_mask}};
   if (o_.gather_mlm_labels) f["masked_lm_positions"] = positions;
   if (!o_.disable_nsp) f["token_type_ids"] = segments, f["next_sentence_label"] = nsp;
   return f;
@@ -256,13 +257,15 @@ BertCsvStaticSource::BertCsvStaticSource(const BertCsvStaticOptions& o) : o_(o) 
   // The NSP columns are read where the files have them, as modelzoo's
   // processor does (ESM-2's classification rows have none, and their files
   // leave disable_nsp unset); a model that needs them says so.
-  rows_ = std::make_unique<CsvTable>(o.data_dir.items, std::vector<std::string>{"input_ids", "attention_mask", "labels"});
+  rows_ =
+      std::make_unique<CsvTable>(o.data_dir.items, std::vector<std::string>{"input_ids", "attention_mask", "labels"});
 }
 
 Features BertCsvStaticSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {
   // Each feature's rows, stacked; every row of a feature must have one length.
   std::map<std::string, std::vector<std::vector<int64_t>>> columns;
-  std::vector<std::string> names = {"input_ids", "attention_mask", "labels", "masked_lm_positions", "masked_lm_weights"};
+  std::vector<std::string> names = {"input_ids", "attention_mask", "labels", "masked_lm_positions",
+                                    "masked_lm_weights"};
   if (!o_.disable_nsp) names.insert(names.end(), {"token_type_ids", "next_sentence_label"});
   for (int64_t i : ids) {
     const CsvTable::Row row = rows_->row(i);
@@ -287,12 +290,11 @@ Features BertCsvStaticSource::read_batch(const std::vector<int64_t>& ids, std::o
   Features f;
   for (const auto& [name, rows] : columns) {
     if (rows.size() != ids.size()) throw std::runtime_error(describe() + ": some rows have no " + name + " column");
-    torch::Tensor t = torch::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.front().size())},
-                                   torch::kLong);
+    torch::Tensor t =
+        torch::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.front().size())}, torch::kLong);
     for (size_t r = 0; r < rows.size(); ++r)
       std::copy(rows[r].begin(), rows[r].end(), t.data_ptr<int64_t>() + r * rows.front().size());
-    f[name == "masked_lm_weights" ? "masked_lm_mask" : name] =
-        name == "next_sentence_label" ? t.reshape({-1}) : t;
+    f[name == "masked_lm_weights" ? "masked_lm_mask" : name] = name == "next_sentence_label" ? t.reshape({-1}) : t;
   }
   return f;
 }
@@ -305,8 +307,7 @@ DataProcessor bert_csv_static_processor() {
       "input_ids, attention_mask and one label, for ESM-2 classification.",
       {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions", "token_type_ids",
        "next_sentence_label"},
-      open_csv<BertCsvStaticSource, BertCsvStaticOptions>,
-      [](const BertCsvStaticOptions& o) {
+      open_csv<BertCsvStaticSource, BertCsvStaticOptions>, [](const BertCsvStaticOptions& o) {
         std::vector<std::string> p = {"input_ids", "attention_mask", "labels", "masked_lm_mask", "masked_lm_positions"};
         if (!o.disable_nsp) p.insert(p.end(), {"token_type_ids", "next_sentence_label"});
         return p;

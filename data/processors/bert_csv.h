@@ -64,7 +64,7 @@ class BertCsvSource : public SampleSource {
   LineVocabulary vocab_;
   int64_t oov_id_ = 0, mask_id_ = 0;
   std::unordered_set<std::string> excluded_tokens_;  // exclude_from_masking (lower-cased with do_lower)
-  std::vector<int64_t> replacement_pool_;  // ids a masked token may become: all but exclude_from_masking
+  std::vector<int64_t> replacement_pool_;            // ids a masked token may become: all but exclude_from_masking
 };
 
 // modelzoo's BertCSVDataProcessor: samples masked ahead of time, one per CSV

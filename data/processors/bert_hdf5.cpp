@@ -55,7 +55,8 @@ MlmHdf5Source::MlmHdf5Source(const std::vector<std::string>& paths, std::optiona
     if (data[2] != msl_)
       throw std::runtime_error(path + ": sequence length " + std::to_string(data[2]) + " differs from " +
                                (msl ? "max_sequence_length " : files_.path(0) + "'s ") + std::to_string(msl_));
-    const bool gathered = labels.size() == 3 && labels[1] == 3, dense = labels.size() == 3 && labels[1] == 1 && labels[2] == msl_;
+    const bool gathered = labels.size() == 3 && labels[1] == 3,
+               dense = labels.size() == 3 && labels[1] == 1 && labels[2] == msl_;
     if (!gathered && !dense)
       throw std::runtime_error(path + ": dataset 'labels' has shape " + Hdf5Files::shape_text(labels) +
                                ", expected (n, 1, " + std::to_string(msl_) +
@@ -95,9 +96,12 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
     for (int64_t t = 0; t < T; ++t) {
       const int32_t id = data[t], m = data[T + t];
       if (id < 0 || id >= V)
-        fail("input id " + std::to_string(id) + " at position " + std::to_string(t) + " is outside the model's "
-             "vocabulary (vocab_size " + std::to_string(V) + ")");
-      if (m != 0 && m != 1) fail("attention_mask is " + std::to_string(m) + " at position " + std::to_string(t) + ", expected 0 or 1");
+        fail("input id " + std::to_string(id) + " at position " + std::to_string(t) +
+             " is outside the model's "
+             "vocabulary (vocab_size " +
+             std::to_string(V) + ")");
+      if (m != 0 && m != 1)
+        fail("attention_mask is " + std::to_string(m) + " at position " + std::to_string(t) + ", expected 0 or 1");
       ids_at[b * T + t] = id;
       mask_at[b * T + t] = m;
       if (data_rows_ == 4) {
@@ -132,11 +136,10 @@ Features MlmHdf5Source::read_batch(const std::vector<int64_t>& ids, std::optiona
   // Such a batch has loss 0 and teaches nothing; a run of them is data written wrong.
   if (mlm_mask.sum().item<int64_t>() == 0) {
     const auto first = files_.locate(ids.front());
-    throw std::runtime_error(files_.path(first.first) + ", sample " + std::to_string(first.second) +
-                             " and the rest of its batch of " + std::to_string(B) +
-                             ": no token is masked (every label is " + std::to_string(kIgnoreIndex) +
-                             (gathers() ? " or its masked_lm_mask 0" : "") +
-                             "), so nothing counts toward the masked-LM loss");
+    throw std::runtime_error(
+        files_.path(first.first) + ", sample " + std::to_string(first.second) + " and the rest of its batch of " +
+        std::to_string(B) + ": no token is masked (every label is " + std::to_string(kIgnoreIndex) +
+        (gathers() ? " or its masked_lm_mask 0" : "") + "), so nothing counts toward the masked-LM loss");
   }
   Features out = {{"input_ids", input_ids}, {"attention_mask", mask}, {"labels", labels}, {"masked_lm_mask", mlm_mask}};
   if (gathers()) out["masked_lm_positions"] = positions;

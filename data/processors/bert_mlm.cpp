@@ -21,7 +21,8 @@ const config::Schema<BertMlmOptions>& BertMlmOptions::schema() {
                config::positive<int64_t>())
         .field("max_predictions_per_seq", &O::max_predictions_per_seq, "Most masked positions per sample.",
                config::positive<int64_t>())
-        .field("masked_lm_prob", &O::masked_lm_prob, "Share of the tokens that are masked.", config::in_range(0.0, 1.0, false))
+        .field("masked_lm_prob", &O::masked_lm_prob, "Share of the tokens that are masked.",
+               config::in_range(0.0, 1.0, false))
         .field("disable_nsp", &O::disable_nsp, "No sentence pairs: one segment, next_sentence_label always 0.")
         .field("vocab_size", &O::vocab_size, "Random replacements are drawn from [0, vocab_size).",
                config::positive<int64_t>())
@@ -32,15 +33,16 @@ const config::Schema<BertMlmOptions>& BertMlmOptions::schema() {
         .validate([](const O& o, const auto& fail) {
           if (o.max_sequence_length < 5) fail("max_sequence_length", "required: at least 5 ([CLS] a [SEP] b [SEP])");
           if (o.vocab_size <= 0) fail("vocab_size", "required: the model's vocabulary size");
-          for (auto [key, id] : {std::pair<const char*, int64_t>{"cls_id", o.cls_id}, {"sep_id", o.sep_id},
-                                 {"mask_id", o.mask_id}, {"pad_id", o.pad_id}})
+          for (auto [key, id] : {std::pair<const char*, int64_t>{"cls_id", o.cls_id},
+                                 {"sep_id", o.sep_id},
+                                 {"mask_id", o.mask_id},
+                                 {"pad_id", o.pad_id}})
             if (id >= o.vocab_size) fail(key, "must be below vocab_size (" + std::to_string(o.vocab_size) + ")");
         });
     return sc;
   }();
   return s;
 }
-
 
 BertMlmSource::BertMlmSource(std::shared_ptr<LmSampleSource> windows, const BertMlmOptions& o)
     : windows_(std::move(windows)), o_(o) {}
@@ -57,10 +59,10 @@ std::vector<int32_t> BertMlmSource::tokens(int64_t window) const {
 
 Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::optional<int64_t>) const {
   const int64_t B = static_cast<int64_t>(samples.size()), T = o_.max_sequence_length, P = o_.max_predictions_per_seq;
-  torch::Tensor input_ids = torch::full({B, T}, o_.pad_id, torch::kLong), attention = torch::zeros({B, T}, torch::kLong),
-                segments = torch::zeros({B, T}, torch::kLong), positions = torch::zeros({B, P}, torch::kLong),
-                labels = torch::zeros({B, P}, torch::kLong), mlm_mask = torch::zeros({B, P}, torch::kLong),
-                nsp = torch::zeros({B}, torch::kLong);
+  torch::Tensor input_ids = torch::full({B, T}, o_.pad_id, torch::kLong),
+                attention = torch::zeros({B, T}, torch::kLong), segments = torch::zeros({B, T}, torch::kLong),
+                positions = torch::zeros({B, P}, torch::kLong), labels = torch::zeros({B, P}, torch::kLong),
+                mlm_mask = torch::zeros({B, P}, torch::kLong), nsp = torch::zeros({B}, torch::kLong);
   // Element writes through accessors: Tensor indexing makes a view per element.
   auto ids_at = input_ids.accessor<int64_t, 2>(), attention_at = attention.accessor<int64_t, 2>(),
        segments_at = segments.accessor<int64_t, 2>(), positions_at = positions.accessor<int64_t, 2>(),
@@ -92,7 +94,8 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
     for (int32_t t : a) candidates.push_back(static_cast<int64_t>(seq.size())), seq.push_back(t), type.push_back(0);
     seq.push_back(o_.sep_id), type.push_back(0);
     if (!second.empty()) {
-      for (int32_t t : second) candidates.push_back(static_cast<int64_t>(seq.size())), seq.push_back(t), type.push_back(1);
+      for (int32_t t : second)
+        candidates.push_back(static_cast<int64_t>(seq.size())), seq.push_back(t), type.push_back(1);
       seq.push_back(o_.sep_id), type.push_back(1);
     }
     const int64_t n = static_cast<int64_t>(candidates.size());
@@ -117,8 +120,9 @@ Features BertMlmSource::read_batch(const std::vector<int64_t>& samples, std::opt
     }
     nsp_at[b] = not_next ? 1 : 0;
   }
-  return {{"input_ids", input_ids},         {"attention_mask", attention},    {"token_type_ids", segments},
-          {"masked_lm_positions", positions}, {"labels", labels},         {"masked_lm_mask", mlm_mask},
+  return {{"input_ids", input_ids},     {"attention_mask", attention},
+          {"token_type_ids", segments}, {"masked_lm_positions", positions},
+          {"labels", labels},           {"masked_lm_mask", mlm_mask},
           {"next_sentence_label", nsp}};
 }
 
@@ -133,8 +137,8 @@ std::unique_ptr<DataLoader> open_bert(const BertMlmOptions& o, const config::Ori
     at.fail("data_dir", e.what());
   }
   if (windows->num_samples() < o.batch_size)
-    at.fail("data_dir",
-             std::to_string(windows->num_samples()) + " window(s), fewer than batch_size " + std::to_string(o.batch_size));
+    at.fail("data_dir", std::to_string(windows->num_samples()) + " window(s), fewer than batch_size " +
+                            std::to_string(o.batch_size));
   return std::make_unique<MapStyleLoader>(std::make_shared<BertMlmSource>(windows, o), o);
 }
 }  // namespace

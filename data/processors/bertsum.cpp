@@ -55,8 +55,8 @@ int64_t id_in_vocab(const std::string& vocab_file, const std::string& token) {
 
 BertSumSource::BertSumSource(const BertSumOptions& o) : o_(o) {
   pad_id_ = o.pad_id ? *o.pad_id : id_in_vocab(o.vocab_file, o.do_lower ? "[pad]" : "[PAD]");
-  rows_ = std::make_unique<CsvTable>(o.data_dir.items, std::vector<std::string>{"input_token_ids", "labels",
-                                                                                "segment_ids", "cls_indices"});
+  rows_ = std::make_unique<CsvTable>(
+      o.data_dir.items, std::vector<std::string>{"input_token_ids", "labels", "segment_ids", "cls_indices"});
 }
 
 Features BertSumSource::read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const {

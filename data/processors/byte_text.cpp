@@ -44,8 +44,7 @@ void ByteTextSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t*
 DataProcessor byte_text_processor() {
   return make_data_processor<ByteTextOptions>(
       "ByteTextDataProcessor", "Plain text files, one token per byte (vocab_size >= 256).",
-      {"input_ids", "attention_mask", "labels"},
-      [](const ByteTextOptions& o, const config::Origin& at) {
+      {"input_ids", "attention_mask", "labels"}, [](const ByteTextOptions& o, const config::Origin& at) {
         std::vector<std::string> files;
         if (o.data_dir.items.empty()) at.fail("data_dir", "required: directory of *.txt files");
         for (const auto& dir : o.data_dir.items) {
@@ -54,12 +53,12 @@ DataProcessor byte_text_processor() {
         std::string where;
         for (const auto& d : o.data_dir.items) where += (where.empty() ? "" : ", ") + d;
         if (files.empty()) at.fail("data_dir", "no *.txt files in " + where);
-        auto source = std::make_shared<ByteTextSource>(files, o.max_sequence_length, at.context().key_path("data_dir") + " " + where);
+        auto source = std::make_shared<ByteTextSource>(files, o.max_sequence_length,
+                                                       at.context().key_path("data_dir") + " " + where);
         if (source->num_samples() < o.batch_size)
-          at.fail("data_dir",
-                   "only " + std::to_string(source->num_samples()) + " sample(s) of " +
-                       std::to_string(o.max_sequence_length) + " tokens in " + where + ", fewer than batch_size " +
-                       std::to_string(o.batch_size));
+          at.fail("data_dir", "only " + std::to_string(source->num_samples()) + " sample(s) of " +
+                                  std::to_string(o.max_sequence_length) + " tokens in " + where +
+                                  ", fewer than batch_size " + std::to_string(o.batch_size));
         return std::make_unique<MapStyleLoader>(source, o);
       });
 }

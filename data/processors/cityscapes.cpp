@@ -25,8 +25,8 @@ const config::Schema<CityscapesOptions>& CityscapesOptions::schema() {
 
 int64_t cityscapes_train_id(int64_t label_id) {
   // cityscapesScripts' labels with ignoreInEval mapped to 0, as modelzoo's lookup table.
-  static const std::array<int64_t, 34> table = {0,  0,  0,  0,  0,  0, 0, 1, 2, 0, 0, 3,  4,  5,  0,  0,  0,
-                                                6,  0,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 0, 0, 17, 18, 19};
+  static const std::array<int64_t, 34> table = {0, 0, 0, 0, 0, 0,  0,  1,  2,  0,  0,  3,  4, 5, 0,  0,  0,
+                                                6, 0, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0, 0, 17, 18, 19};
   return label_id >= 0 && label_id < int64_t(table.size()) ? table[label_id] : 0;
 }
 
@@ -34,7 +34,8 @@ CityscapesSource::CityscapesSource(const std::string& data_dir, const std::strin
     : ImageMaskSource(data_dir, o) {
   const fs::path images = fs::path(data_dir) / "leftImg8bit" / split, labels = fs::path(data_dir) / "gtFine" / split;
   if (!fs::is_directory(images))
-    throw std::runtime_error(images.string() + ": no such directory (Cityscapes keeps leftImg8bit/<split>/<city>/ "
+    throw std::runtime_error(images.string() +
+                             ": no such directory (Cityscapes keeps leftImg8bit/<split>/<city>/ "
                              "and gtFine/<split>/<city>/ under data_dir)");
   const std::string suffix = "_leftImg8bit.png";
   for (const auto& city : fs::directory_iterator(images)) {
@@ -43,8 +44,8 @@ CityscapesSource::CityscapesSource(const std::string& data_dir, const std::strin
       const std::string name = f.path().filename().string();
       if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
         continue;
-      const fs::path label = labels / city.path().filename() /
-                             (name.substr(0, name.size() - suffix.size()) + "_gtFine_labelIds.png");
+      const fs::path label =
+          labels / city.path().filename() / (name.substr(0, name.size() - suffix.size()) + "_gtFine_labelIds.png");
       if (!fs::is_regular_file(label))
         throw std::runtime_error(f.path().string() + ": no label file " + label.string());
       pairs_.emplace_back(f.path().string(), label.string());

@@ -49,8 +49,9 @@ config::Schema<T>& add_diffusion_fields(config::Schema<T>& s) {
       .ignored({"mixed_precision", "fp16_type"}, "the model's precision keys decide it")
       .validate([](const T& o, const auto& fail) {
         if (o.latent_size.size() != 2 || o.latent_size[0] <= 0 || o.latent_size[1] <= 0)
-          fail("latent_size", "required: [H, W] (taken from the model's latent_size or vae.latent_size when "
-                              "this section has none)");
+          fail("latent_size",
+               "required: [H, W] (taken from the model's latent_size or vae.latent_size when "
+               "this section has none)");
         if (!o.transforms.empty()) fail("transforms", "zoo applies no transforms to latents (leave it empty)");
       });
 }
@@ -104,12 +105,12 @@ DiffusionLatentSource::DiffusionLatentSource(const std::vector<std::string>& dir
     : options_(o) {
   for (const auto& dir : dirs) {
     Folder f;
-    static_cast<ClassFolders&>(f) = read_class_folders(dir, [](const std::string& path) {
-      return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0;
-    });
+    static_cast<ClassFolders&>(f) = read_class_folders(
+        dir, [](const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0; });
     f.dir = dir;
     if (f.files.empty())
-      throw std::runtime_error(dir + ": no latents (expected <class>/*.npz files, as modelzoo's "
+      throw std::runtime_error(dir +
+                               ": no latents (expected <class>/*.npz files, as modelzoo's "
                                "create_imagenet_latents.py writes them)");
     folders_.push_back(std::move(f));
   }
@@ -150,10 +151,11 @@ Features DiffusionLatentSource::read_batch(const std::vector<int64_t>& ids, std:
       throw std::runtime_error(path + ": vae_output has shape " + c10::str(moments.sizes()) + ", expected (" +
                                std::to_string(2 * C) + ", " + std::to_string(H) + ", " + std::to_string(W) +
                                "): the VAE's mean and log-variance of a latent of latent_channels " +
-                               std::to_string(C) + " and latent_size [" + std::to_string(H) + ", " +
-                               std::to_string(W) + "]");
+                               std::to_string(C) + " and latent_size [" + std::to_string(H) + ", " + std::to_string(W) +
+                               "]");
     moments = moments.to(torch::kFloat).contiguous();
-    put_sample(batch, b, diffusion_sample(o, o.shuffle_seed, id, moments, cls, input + b * C * H * W, noise + b * C * H * W));
+    put_sample(batch, b,
+               diffusion_sample(o, o.shuffle_seed, id, moments, cls, input + b * C * H * W, noise + b * C * H * W));
   }
   return batch;
 }
@@ -204,10 +206,12 @@ class DiffusionSyntheticSource : public SampleSource {
     Features batch = empty_batch(o, B);
     for (int64_t b = 0; b < B; ++b) {
       const int64_t sample = ids[size_t(b)] % num_samples();
-      const int64_t label = int64_t(SplitMix64::mix(uint64_t(o.shuffle_seed) * 31 + uint64_t(sample)) % uint64_t(o.num_classes));
-      put_sample(batch, b, diffusion_sample(o, o.shuffle_seed, ids[size_t(b)], {}, label,
-                                            batch["input"].data_ptr<float>() + b * n,
-                                            batch["diffusion_noise"].data_ptr<float>() + b * n));
+      const int64_t label =
+          int64_t(SplitMix64::mix(uint64_t(o.shuffle_seed) * 31 + uint64_t(sample)) % uint64_t(o.num_classes));
+      put_sample(
+          batch, b,
+          diffusion_sample(o, o.shuffle_seed, ids[size_t(b)], {}, label, batch["input"].data_ptr<float>() + b * n,
+                           batch["diffusion_noise"].data_ptr<float>() + b * n));
     }
     return batch;
   }
@@ -244,8 +248,7 @@ DataProcessor diffusion_latent_processor() {
 DataProcessor diffusion_synthetic_processor() {
   return make_data_processor<DiffusionSyntheticOptions>(
       "DiffusionSyntheticDataProcessor", "Random latents for DiT with noise and timesteps (zoo's).",
-      {"input", "label", "diffusion_noise", "timestep"},
-      [](const DiffusionSyntheticOptions& o, const config::Origin&) {
+      {"input", "label", "diffusion_noise", "timestep"}, [](const DiffusionSyntheticOptions& o, const config::Origin&) {
         return std::make_unique<MapStyleLoader>(std::make_shared<DiffusionSyntheticSource>(o), o);
       });
 }

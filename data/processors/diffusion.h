@@ -24,19 +24,19 @@
 #include <vector>
 
 #include "data/image_transforms.h"
-#include "data/processors/imagenet.h"
 #include "data/loader.h"
+#include "data/processors/imagenet.h"
 #include "data/registry.h"
 
 namespace zoo::data {
 
 struct DiffusionOptions : LoaderOptions {
   std::string split = "train";
-  int64_t num_classes = 1000;          // the model's; labels equal to it are the unconditional label
-  int64_t num_diffusion_steps = 1000;  // the model's
-  double label_dropout_rate = 0.0;     // the model's
-  std::vector<int64_t> latent_size;    // the model's (or its vae's) [H, W]
-  int64_t latent_channels = 4;         // the model's (or its vae's)
+  int64_t num_classes = 1000;           // the model's; labels equal to it are the unconditional label
+  int64_t num_diffusion_steps = 1000;   // the model's
+  double label_dropout_rate = 0.0;      // the model's
+  std::vector<int64_t> latent_size;     // the model's (or its vae's) [H, W]
+  int64_t latent_channels = 4;          // the model's (or its vae's)
   double vae_scaling_factor = 0.18215;  // the model's vae.scaling_factor
   // Accepted as modelzoo's files give them; the model's keys decide.
   int64_t image_channels = 3;

@@ -39,9 +39,10 @@ const config::Schema<DpoHdf5Options>& DpoHdf5Options::schema() {
           std::sort(given.begin(), given.end());
           std::sort(wanted.begin(), wanted.end());
           if (given != wanted)
-            fail("features_list", "expected the six names chosen_input_ids, chosen_attention_mask, chosen_labels, "
-                                  "rejected_input_ids, rejected_attention_mask, rejected_labels, each once, in the "
-                                  "files' row order");
+            fail("features_list",
+                 "expected the six names chosen_input_ids, chosen_attention_mask, chosen_labels, "
+                 "rejected_input_ids, rejected_attention_mask, rejected_labels, each once, in the "
+                 "files' row order");
         });
     return sc;
   }();

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "data/processors/gpt_hdf5.h"
 #include "data/loader.h"
+#include "data/processors/gpt_hdf5.h"
 #include "data/registry.h"
 
 namespace zoo::data {

@@ -69,7 +69,8 @@ Features QuestionContextSource::read_batch(const std::vector<int64_t>& ids, std:
         if (rows[k] < 0 || rows[k] >= V)
           fail("input id " + std::to_string(rows[k]) + " is outside the model's vocabulary (vocab_size " +
                std::to_string(V) + ")");
-        if (rows[n + k] != 0 && rows[n + k] != 1) fail("attention_mask is " + std::to_string(rows[n + k]) + ", expected 0 or 1");
+        if (rows[n + k] != 0 && rows[n + k] != 1)
+          fail("attention_mask is " + std::to_string(rows[n + k]) + ", expected 0 or 1");
         if (rows[2 * n + k] < 0) fail("token_type_ids is negative");
       }
     };

@@ -105,8 +105,10 @@ Features GlueSource::read_batch(const std::vector<int64_t>& ids, std::optional<i
     }
     for (size_t t = 0; t < seq.size(); ++t) {
       if (vocab_size && seq[t] >= *vocab_size)
-        throw std::runtime_error(describe_ + ": token id " + std::to_string(seq[t]) + " of vocab_file is not below the "
-                                 "model's vocab_size " + std::to_string(*vocab_size));
+        throw std::runtime_error(describe_ + ": token id " + std::to_string(seq[t]) +
+                                 " of vocab_file is not below the "
+                                 "model's vocab_size " +
+                                 std::to_string(*vocab_size));
       ids_at[r][static_cast<int64_t>(t)] = seq[t];
       attention_at[r][static_cast<int64_t>(t)] = 1;
       if (t >= second) segments_at[r][static_cast<int64_t>(t)] = 1;  // b and its [SEP], as BERT's paper
@@ -114,8 +116,8 @@ Features GlueSource::read_batch(const std::vector<int64_t>& ids, std::optional<i
     labels_at[r] = row.label;
     matched_at[r] = row.matched;
   }
-  Features f = {{"input_ids", input_ids}, {"attention_mask", attention}, {"token_type_ids", segments},
-                {"labels", labels}};
+  Features f = {
+      {"input_ids", input_ids}, {"attention_mask", attention}, {"token_type_ids", segments}, {"labels", labels}};
   if (!rows_.empty() && rows_.front().matched >= 0) f["is_matched"] = matched, f["is_mismatched"] = 1 - matched;
   return f;
 }
@@ -130,8 +132,8 @@ std::shared_ptr<const text::WordPieceTokenizer> open_tokenizer(const GlueOptions
   }
 }
 
-std::unique_ptr<DataLoader> loader_of(std::vector<GlueSource::Row> rows, const GlueOptions& o,
-                                      const config::Origin& at, const std::string& dir) {
+std::unique_ptr<DataLoader> loader_of(std::vector<GlueSource::Row> rows, const GlueOptions& o, const config::Origin& at,
+                                      const std::string& dir) {
   if (static_cast<int64_t>(rows.size()) < o.batch_size)
     at.fail("data_dir", dir + ": " + std::to_string(rows.size()) + " row(s), fewer than batch_size " +
                             std::to_string(o.batch_size));

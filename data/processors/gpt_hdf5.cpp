@@ -1,9 +1,6 @@
 // Implementation of data/processors/gpt_hdf5.h with the HDF5 C API.
 #include "data/processors/gpt_hdf5.h"
 
-#include "data/hdf5_files.h"
-#include "data/iterable_loader.h"
-
 #include <hdf5.h>
 #include <zlib.h>
 
@@ -11,6 +8,9 @@
 #include <cstring>
 #include <iterator>
 #include <stdexcept>
+
+#include "data/hdf5_files.h"
+#include "data/iterable_loader.h"
 
 namespace zoo::data {
 namespace {
@@ -71,7 +71,8 @@ std::string missing_filter(hid_t dataset) {
     unsigned flags = 0;
     size_t nvalues = 0;
     char name[64] = {0};
-    const H5Z_filter_t id = H5Pget_filter2(plist, static_cast<unsigned>(k), &flags, &nvalues, nullptr, sizeof name, name, nullptr);
+    const H5Z_filter_t id =
+        H5Pget_filter2(plist, static_cast<unsigned>(k), &flags, &nvalues, nullptr, sizeof name, name, nullptr);
     if (id >= 0 && H5Zfilter_avail(id) <= 0)
       missing = std::string(*name ? name : "unnamed") + " (HDF5 filter id " + std::to_string(id) + ")";
   }
@@ -98,10 +99,12 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
         .field("data_transforms", &O::data_transforms,
                "GptHDF5MapDataProcessor: transforms of each batch, in order (add_sink_tokens: see --help-config).")
         .ignored({"num_examples"}, "modelzoo's HDF5 processors do not read it; the files decide the samples")
-        .ignored({"vocab_size"}, "deprecated and unused in modelzoo's HDF5 processors; the model's vocab_size "
-                                 "is checked against the token ids read")
-        .ignored({"repeat"}, "deprecated and unused in modelzoo's HDF5 processors; epochs follow one another "
-                             "as num_steps asks")
+        .ignored({"vocab_size"},
+                 "deprecated and unused in modelzoo's HDF5 processors; the model's vocab_size "
+                 "is checked against the token ids read")
+        .ignored({"repeat"},
+                 "deprecated and unused in modelzoo's HDF5 processors; epochs follow one another "
+                 "as num_steps asks")
         .field("mixture", &O::mixture,
                "GptHDF5MapDataProcessor, instead of data_dir: items {data_dir, weight}; each data set takes its "
                "weight's share of the samples, an epoch seeing every sample of each set weighing > 5% once.")
@@ -123,13 +126,13 @@ const config::Schema<GptHdf5Options>& GptHdf5Options::schema() {
             fail("data_subset", e.what());
           }
           if (!o.data_transforms.empty() && o.use_vsl)
-            fail("data_transforms", "not with use_vsl: the transforms insert tokens the packed rows do not account for");
+            fail("data_transforms",
+                 "not with use_vsl: the transforms insert tokens the packed rows do not account for");
           if (!o.data_transforms.empty() && o.data_processor != "GptHDF5MapDataProcessor")
             fail("data_transforms", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
           if (!o.mixture.empty() && o.data_processor != "GptHDF5MapDataProcessor")
             fail("mixture", "applies to GptHDF5MapDataProcessor only (as in modelzoo)");
-          if (!o.mixture.empty() && !o.data_dir.items.empty())
-            fail("mixture", "give data_dir or mixture, not both");
+          if (!o.mixture.empty() && !o.data_dir.items.empty()) fail("mixture", "give data_dir or mixture, not both");
         });
     return sc;
   }();
@@ -164,25 +167,26 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
     const H5T_class_t type_class = H5Tget_class(type);
     H5Tclose(type);
     if (type_class != H5T_INTEGER)
-      throw std::runtime_error(path + ": dataset 'data' holds " +
-                               (type_class == H5T_FLOAT ? std::string("floating-point numbers") : std::string("non-integer values")) +
-                               ", expected int32 token ids");
+      throw std::runtime_error(
+          path + ": dataset 'data' holds " +
+          (type_class == H5T_FLOAT ? std::string("floating-point numbers") : std::string("non-integer values")) +
+          ", expected int32 token ids");
     Hdf5Files::check_fully_written(d, path, "data");
     if (const std::string filter = missing_filter(d); !filter.empty())
       throw std::runtime_error(path + ": dataset 'data' is compressed with " + filter +
                                ", which this HDF5 library cannot decode; rewrite it with gzip or no compression "
                                "(e.g. h5repack -f GZIP=4 or -f NONE)");
     if (rank == 1 && packed_)
-      throw std::runtime_error(path + ": a rank-1 token stream (corpus format) has no packed rows; use_vsl: true "
+      throw std::runtime_error(path +
+                               ": a rank-1 token stream (corpus format) has no packed rows; use_vsl: true "
                                "expects (n, 5, msl) samples");
     if (rank == 1 && row_names_.empty()) {
       const std::optional<int64_t> window = corpus_window ? corpus_window : msl;
-      if (!window)
-        throw std::runtime_error(path + ": a rank-1 token stream (corpus format) needs max_sequence_length");
+      if (!window) throw std::runtime_error(path + ": a rank-1 token stream (corpus format) needs max_sequence_length");
       if (msl_ == 0) msl_ = *window;
       if (*window != msl_)
-        throw std::runtime_error(path + ": its token windows of " + std::to_string(*window) + " differ from sequence length " +
-                                 std::to_string(msl_) + " in " + files_.front().path);
+        throw std::runtime_error(path + ": its token windows of " + std::to_string(*window) +
+                                 " differ from sequence length " + std::to_string(msl_) + " in " + files_.front().path);
       files_.back().corpus = true;
       const int64_t windows = dims[0] > 0 ? (static_cast<int64_t>(dims[0]) - 1) / msl_ : 0;
       files_.back().count = windows;
@@ -196,9 +200,10 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
                                std::to_string(row_names_.size()) + ", msl) samples (rows " + rows + ")");
     }
     if (row_names_.empty() && (rank != 3 || (dims[1] != 3 && dims[1] != 5)))
-      throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
-                               ", expected (n, 3, msl) samples (rows input_ids, attention_mask, labels), (n, 5, msl) "
-                               "with modelzoo's two variable-length-sequence rows after them, or a rank-1 token stream");
+      throw std::runtime_error(
+          path + ": dataset 'data' has shape " + shape +
+          ", expected (n, 3, msl) samples (rows input_ids, attention_mask, labels), (n, 5, msl) "
+          "with modelzoo's two variable-length-sequence rows after them, or a rank-1 token stream");
     if (row_names_.empty() && packed_ && dims[1] != 5)
       throw std::runtime_error(path + ": dataset 'data' has shape " + shape +
                                ", but use_vsl: true expects (n, 5, msl) samples whose rows 4 and 5 "
@@ -209,8 +214,9 @@ Hdf5SampleSource::Hdf5SampleSource(const std::vector<std::string>& paths, std::o
                                "set use_vsl: true so that each attends only within itself");
     if (msl_ == 0) msl_ = static_cast<int64_t>(dims[2]);
     if (static_cast<int64_t>(dims[2]) != msl_)
-      throw std::runtime_error(path + ": sequence length " + std::to_string(dims[2]) + " differs from " +
-                               (msl ? "max_sequence_length " + std::to_string(msl_) : std::to_string(msl_) + " in " + files_.front().path));
+      throw std::runtime_error(
+          path + ": sequence length " + std::to_string(dims[2]) + " differs from " +
+          (msl ? "max_sequence_length " + std::to_string(msl_) : std::to_string(msl_) + " in " + files_.front().path));
     files_.back().count = static_cast<int64_t>(dims[0]);
     files_.back().rows = static_cast<int64_t>(dims[1]);
     total_ += static_cast<int64_t>(dims[0]);
@@ -236,7 +242,8 @@ bool Hdf5SampleSource::read_chunk(const File& f, int64_t row, int32_t* out) cons
     return true;
   }
   uLongf got = want;
-  return uncompress(reinterpret_cast<Bytef*>(out), &got, packed.data(), static_cast<uLong>(stored)) == Z_OK && got == want;
+  return uncompress(reinterpret_cast<Bytef*>(out), &got, packed.data(), static_cast<uLong>(stored)) == Z_OK &&
+         got == want;
 }
 
 Hdf5SampleSource::~Hdf5SampleSource() {
@@ -319,7 +326,8 @@ void Hdf5SampleSource::read_rows(int64_t i, const std::array<int64_t, 3>& rows, 
   H5Sclose(mem);
   H5Sclose(space);
   if (status < 0)
-    throw std::runtime_error(file->path + ": cannot read sample " + std::to_string(i - file->first) + hdf5_error_text());
+    throw std::runtime_error(file->path + ": cannot read sample " + std::to_string(i - file->first) +
+                             hdf5_error_text());
   copy_out(row.data(), {rows[0] - first_row, rows[1] - first_row, rows[2] - first_row});
 }
 
@@ -340,10 +348,9 @@ std::vector<std::string> task_hdf5_files(const config::PathList& data_dir, const
   for (size_t i = static_cast<size_t>(shard.rank); i < all.size(); i += static_cast<size_t>(shard.num_tasks))
     mine.push_back(all[i]);
   if (mine.empty())
-    at.fail("data_dir",
-             std::to_string(all.size()) + " *.h5 file(s) for " + std::to_string(shard.num_tasks) +
-                 " data-parallel tasks (WORLD_SIZE): task " + std::to_string(shard.rank) +
-                 " gets none; this processor shards whole files, so it needs at least one file per task");
+    at.fail("data_dir", std::to_string(all.size()) + " *.h5 file(s) for " + std::to_string(shard.num_tasks) +
+                            " data-parallel tasks (WORLD_SIZE): task " + std::to_string(shard.rank) +
+                            " gets none; this processor shards whole files, so it needs at least one file per task");
   return mine;
 }
 
@@ -379,8 +386,8 @@ std::unique_ptr<DataLoader> open_task_hdf5(const LoaderOptions& o, std::optional
   if (n < o.batch_size)
     at.fail("data_dir", opened.source->describe() + ": " + std::to_string(n) + " " + samples +
                             ", fewer than batch_size " + std::to_string(o.batch_size));
-  return std::make_unique<IterableLoader>(opened.source, opened.file_ranges, o, shuffle_buffer.value_or(10 * o.batch_size),
-                                          shard);
+  return std::make_unique<IterableLoader>(opened.source, opened.file_ranges, o,
+                                          shuffle_buffer.value_or(10 * o.batch_size), shard);
 }
 
 namespace {
@@ -389,15 +396,14 @@ std::shared_ptr<Hdf5SampleSource> open_source(const std::vector<std::string>& fi
                                               const config::Origin& at) {
   std::shared_ptr<Hdf5SampleSource> source;
   try {
-    source = std::make_shared<Hdf5SampleSource>(files, o.max_sequence_length, std::nullopt,
-                                                std::vector<std::string>{}, o.use_vsl);
+    source = std::make_shared<Hdf5SampleSource>(files, o.max_sequence_length, std::nullopt, std::vector<std::string>{},
+                                                o.use_vsl);
   } catch (const std::exception& e) {
     at.fail("data_dir", e.what());
   }
   if (source->num_samples() < o.batch_size)
-    at.fail("data_dir",
-             source->describe() + ": " + std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +
-                 std::to_string(o.batch_size));
+    at.fail("data_dir", source->describe() + ": " + std::to_string(source->num_samples()) +
+                            " sample(s), fewer than batch_size " + std::to_string(o.batch_size));
   return source;
 }
 
@@ -431,8 +437,9 @@ std::shared_ptr<LmSampleSource> open_mixture(const GptHdf5Options& o, const conf
 
 std::unique_ptr<DataLoader> open_map(const GptHdf5Options& o, const config::Origin& at) {
   std::shared_ptr<LmSampleSource> source =
-      o.mixture.empty() ? subset(open_source(sorted_hdf5_files(o.data_dir, at), o, at), o.data_subset, "data_subset", at)
-                        : open_mixture(o, at);
+      o.mixture.empty()
+          ? subset(open_source(sorted_hdf5_files(o.data_dir, at), o, at), o.data_subset, "data_subset", at)
+          : open_mixture(o, at);
   if (source->num_samples() < o.batch_size)
     at.fail(o.mixture.empty() ? "data_dir" : "mixture",
             source->describe() + ": " + std::to_string(source->num_samples()) + " sample(s), fewer than batch_size " +

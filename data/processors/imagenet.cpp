@@ -69,7 +69,8 @@ ImageFolderSource::ImageFolderSource(const std::string& dir, TransformPipeline t
   classes_ = std::move(found.classes);
   files_ = std::move(found.files);
   if (files_.empty())
-    throw std::runtime_error(dir + ": no images (expected <class>/*.JPEG or *.png subdirectories, as torchvision's "
+    throw std::runtime_error(dir +
+                             ": no images (expected <class>/*.JPEG or *.png subdirectories, as torchvision's "
                              "ImageFolder reads them)");
 }
 

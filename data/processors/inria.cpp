@@ -32,7 +32,8 @@ InriaSource::InriaSource(const std::string& data_dir, const std::string& split, 
     : ImageMaskSource(data_dir, o) {
   const fs::path images = fs::path(data_dir) / split / "images", masks = fs::path(data_dir) / split / "gt";
   if (!fs::is_directory(images))
-    throw std::runtime_error(images.string() + ": no such directory (Inria keeps <split>/images/ and <split>/gt/ "
+    throw std::runtime_error(images.string() +
+                             ": no such directory (Inria keeps <split>/images/ and <split>/gt/ "
                              "under data_dir)");
   for (const auto& f : fs::directory_iterator(images)) {
     if (!f.is_regular_file()) continue;
@@ -50,8 +51,8 @@ std::pair<torch::Tensor, torch::Tensor> InriaSource::read_pair(const std::string
   const torch::Tensor image = read_image(image_path, shape[2]);
   if (image.size(1) != shape[0] || image.size(2) != shape[1])
     throw std::runtime_error(image_path + ": " + std::to_string(image.size(2)) + " x " + std::to_string(image.size(1)) +
-                             " pixels, but image_shape is " + std::to_string(shape[1]) + " x " + std::to_string(shape[0]) +
-                             " (modelzoo's resize_inria_files.py resizes the files)");
+                             " pixels, but image_shape is " + std::to_string(shape[1]) + " x " +
+                             std::to_string(shape[0]) + " (modelzoo's resize_inria_files.py resizes the files)");
   // Buildings are 255, as modelzoo's zero_one scaling of the mask makes them 1.
   const torch::Tensor mask = (read_image(mask_path, 1) >= 128).to(torch::kByte);
   if (mask.sizes().slice(1) != image.sizes().slice(1))

@@ -66,9 +66,10 @@ const config::Schema<LlavaHdf5Options>& LlavaHdf5Options::schema() {
 const config::Schema<MultimodalSimpleHdf5Options>& MultimodalSimpleHdf5Options::schema() {
   using O = MultimodalSimpleHdf5Options;
   static const config::Schema<O> s = [] {
-    config::Schema<O> sc("train_input/eval_input (MultimodalSimpleHDF5MapDataProcessor)",
-                         "modelzoo multimodal_simple samples (*.h5: 'data' int32 (n, 5, msl), 'img_path' (n, "
-                         "max_num_img) strings, 'img_data_loc' (n, max_num_img, num_patches)) and the images they name.");
+    config::Schema<O> sc(
+        "train_input/eval_input (MultimodalSimpleHDF5MapDataProcessor)",
+        "modelzoo multimodal_simple samples (*.h5: 'data' int32 (n, 5, msl), 'img_path' (n, "
+        "max_num_img) strings, 'img_data_loc' (n, max_num_img, num_patches)) and the images they name.");
     add_image_text_fields(sc)
         .field("max_num_img", &O::max_num_img, "Image slots per sample (img_path's second dimension).",
                config::positive<int64_t>())
@@ -103,7 +104,8 @@ std::vector<std::string> read_hdf5_strings(const std::string& path, const std::s
     H5Tset_size(mem, H5T_VARIABLE);
     H5Tset_cset(mem, H5Tget_cset(type));  // h5py's str dtype is UTF-8: HDF5 converts no cset into another
     std::vector<char*> items(static_cast<size_t>(n), nullptr);
-    if (H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, items.data()) < 0) error = path + ": cannot read '" + name + "'";
+    if (H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, items.data()) < 0)
+      error = path + ": cannot read '" + name + "'";
     for (char* c : items) out.emplace_back(c ? c : "");
     const hid_t all = H5Dget_space(dataset);
     if (error.empty()) H5Dvlen_reclaim(mem, all, H5P_DEFAULT, items.data());
@@ -112,7 +114,8 @@ std::vector<std::string> read_hdf5_strings(const std::string& path, const std::s
   } else {
     const size_t width = H5Tget_size(type);
     std::vector<char> bytes(static_cast<size_t>(n) * width);
-    if (H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0) error = path + ": cannot read '" + name + "'";
+    if (H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0)
+      error = path + ": cannot read '" + name + "'";
     for (hssize_t k = 0; k < n; ++k) {
       std::string item(bytes.data() + k * width, width);
       item.erase(item.find_last_not_of('\0') + 1);
@@ -256,7 +259,8 @@ namespace {
 std::unique_ptr<DataLoader> open_image_text(const LlavaHdf5Options& o, const config::Origin& at,
                                             const ImageTextLayout& layout) {
   const std::vector<std::string> files = sorted_hdf5_files(o.data_dir, at);
-  if (!std::filesystem::is_directory(o.img_data_dir)) at.fail("img_data_dir", "'" + o.img_data_dir + "' is not a directory");
+  if (!std::filesystem::is_directory(o.img_data_dir))
+    at.fail("img_data_dir", "'" + o.img_data_dir + "' is not a directory");
   return open_map_hdf5(o, at, [&] { return std::make_shared<ImageTextSampleSource>(files, o, layout); });
 }
 

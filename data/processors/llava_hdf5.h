@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "data/processors/gpt_hdf5.h"
 #include "data/hdf5_files.h"
 #include "data/image_transforms.h"
 #include "data/loader.h"
+#include "data/processors/gpt_hdf5.h"
 #include "data/registry.h"
 
 namespace zoo::data {
@@ -70,8 +70,7 @@ struct ImageTextLayout {
 // within 0 .. msl, and each transformed image against image_data_size.
 class ImageTextSampleSource : public SampleSource {
  public:
-  ImageTextSampleSource(const std::vector<std::string>& files, const LlavaHdf5Options& options,
-                        ImageTextLayout layout);
+  ImageTextSampleSource(const std::vector<std::string>& files, const LlavaHdf5Options& options, ImageTextLayout layout);
   int64_t num_samples() const override;
   std::string describe() const override;
   Features read_batch(const std::vector<int64_t>& ids, std::optional<int64_t> vocab_size) const override;

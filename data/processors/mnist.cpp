@@ -61,7 +61,8 @@ MnistSource::MnistSource(const std::string& images_file, const std::string& labe
     throw std::runtime_error(images_file + ": expected images of rank 3 (n, rows, cols), got rank " +
                              std::to_string(images.dims.size()));
   if (labels.dims.size() != 1)
-    throw std::runtime_error(labels_file + ": expected labels of rank 1, got rank " + std::to_string(labels.dims.size()));
+    throw std::runtime_error(labels_file + ": expected labels of rank 1, got rank " +
+                             std::to_string(labels.dims.size()));
   if (images.dims[0] != labels.dims[0])
     throw std::runtime_error(images_file + " holds " + std::to_string(images.dims[0]) + " images but " + labels_file +
                              " holds " + std::to_string(labels.dims[0]) + " labels");
@@ -104,11 +105,12 @@ std::unique_ptr<DataLoader> open_mnist(const MnistOptions& given, const config::
   const bool eval_section = is_eval_section(at);
   const std::string split = !given.split.empty() ? given.split : eval_section ? "test" : "train";
   const std::string prefix = split == "train" ? "train" : "t10k";
-  const std::string images = find_idx(dir, prefix + "-images-idx3-ubyte"), labels = find_idx(dir, prefix + "-labels-idx1-ubyte");
+  const std::string images = find_idx(dir, prefix + "-images-idx3-ubyte"),
+                    labels = find_idx(dir, prefix + "-labels-idx1-ubyte");
   if (images.empty() || labels.empty())
-    at.fail("data_dir",
-             "no MNIST " + split + " split in '" + dir + "': expected " + prefix + "-images-idx3-ubyte and " + prefix +
-                 "-labels-idx1-ubyte (or .gz) there, in MNIST/raw/ or in raw/");
+    at.fail("data_dir", "no MNIST " + split + " split in '" + dir + "': expected " + prefix +
+                            "-images-idx3-ubyte and " + prefix +
+                            "-labels-idx1-ubyte (or .gz) there, in MNIST/raw/ or in raw/");
   std::shared_ptr<MnistSource> source;
   try {
     source = std::make_shared<MnistSource>(images, labels);

@@ -1,11 +1,11 @@
 // Implementation of data/processors/ner.h.
 #include "data/processors/ner.h"
 
-#include "data/csv_loader.h"
-
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "data/csv_loader.h"
 
 namespace zoo::data {
 
@@ -98,8 +98,7 @@ DataProcessor ner_processor() {
   return make_data_processor<NerOptions>(
       "BertTokenClassifierDataProcessor",
       "NER: modelzoo's CSV rows of split `tokens` and their `labels`, with vocab_file and label_vocab_file.",
-      {"input_ids", "attention_mask", "loss_mask", "token_type_ids", "labels"},
-      open_csv<NerSource, NerOptions>);
+      {"input_ids", "attention_mask", "loss_mask", "token_type_ids", "labels"}, open_csv<NerSource, NerOptions>);
 }
 
 }  // namespace zoo::data

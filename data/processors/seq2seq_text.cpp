@@ -1,14 +1,14 @@
 // Implementation of data/processors/seq2seq_text.h.
 #include "data/processors/seq2seq_text.h"
 
-#include "data/csv_loader.h"
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "data/csv_loader.h"
 
 namespace zoo::data {
 
@@ -155,7 +155,8 @@ std::string read_line_at(const std::string& file, int64_t at) {
   std::ifstream in(file, std::ios::binary);
   in.seekg(at);
   std::string line;
-  if (!in || !std::getline(in, line)) throw std::runtime_error(file + ": cannot read the line at byte " + std::to_string(at));
+  if (!in || !std::getline(in, line))
+    throw std::runtime_error(file + ": cannot read the line at byte " + std::to_string(at));
   return line;
 }
 
@@ -257,13 +258,14 @@ std::pair<int64_t, int64_t> raw_sequence_lengths(int64_t max_source_length) {
   return {raw, after_masking(raw).second};
 }
 
-Seq2SeqVocabulary::Seq2SeqVocabulary(const Seq2SeqTextOptions& o) : words([&] {
-  try {
-    return LineVocabulary(o.src_vocab_file, o.do_lower);
-  } catch (const std::runtime_error& e) {
-    throw LoaderOptionError("src_vocab_file", e.what());
-  }
-}()) {
+Seq2SeqVocabulary::Seq2SeqVocabulary(const Seq2SeqTextOptions& o)
+    : words([&] {
+        try {
+          return LineVocabulary(o.src_vocab_file, o.do_lower);
+        } catch (const std::runtime_error& e) {
+          throw LoaderOptionError("src_vocab_file", e.what());
+        }
+      }()) {
   size = words.size() + o.extra_ids;
   auto id_of = [&](const std::string& token, const char* key) {
     const auto id = words.find(token);
@@ -289,10 +291,11 @@ T5TextSource::T5TextSource(const Seq2SeqTextOptions& o) : o_(o), vocab_(o) {
   int64_t target_length = 0;
   std::tie(raw_length_, target_length) = raw_sequence_lengths(o.src_max_sequence_length);
   if (target_length > o.tgt_max_sequence_length)
-    throw LoaderOptionError("tgt_max_sequence_length",
-                            "span corruption of " + std::to_string(raw_length_) + "-token pieces (what src_max_sequence_length " +
-                                std::to_string(o.src_max_sequence_length) + " holds) gives targets of up to " +
-                                std::to_string(target_length) + " tokens: raise tgt_max_sequence_length to at least that");
+    throw LoaderOptionError(
+        "tgt_max_sequence_length",
+        "span corruption of " + std::to_string(raw_length_) + "-token pieces (what src_max_sequence_length " +
+            std::to_string(o.src_max_sequence_length) + " holds) gives targets of up to " +
+            std::to_string(target_length) + " tokens: raise tgt_max_sequence_length to at least that");
   constexpr int64_t kLongestDocument = 65536;  // modelzoo's select_random_chunk: one such chunk of a longer document
   int64_t document = 0;
   for (const auto& dir : o.src_data_dir.items) {
@@ -306,17 +309,20 @@ T5TextSource::T5TextSource(const Seq2SeqTextOptions& o) : o_(o), vocab_(o) {
       for (int64_t n = 0; n < lines; ++n, ++document) {
         const int64_t at = in.tellg();
         if (!std::getline(in, line))
-          throw std::runtime_error(file + ": " + std::to_string(n) + " lines, but meta.dat says " + std::to_string(lines));
+          throw std::runtime_error(file + ": " + std::to_string(n) + " lines, but meta.dat says " +
+                                   std::to_string(lines));
         const std::vector<std::pair<int64_t, int64_t>> tokens = token_bytes(line);
         int64_t first = 0, count = static_cast<int64_t>(tokens.size());
         if (count > kLongestDocument) {  // the chunk is drawn once, from the seed and the document
           SplitMix64 pick{SplitMix64::mix(static_cast<uint64_t>(o.shuffle_seed) ^ SplitMix64::mix(document))};
-          first = kLongestDocument * static_cast<int64_t>(pick.below(static_cast<uint64_t>((count + kLongestDocument - 1) / kLongestDocument)));
+          first = kLongestDocument * static_cast<int64_t>(pick.below(
+                                         static_cast<uint64_t>((count + kLongestDocument - 1) / kLongestDocument)));
           count = std::min(kLongestDocument, count - first);
         }
         for (int64_t start = first; start < first + count; start += raw_length_) {  // each piece's bytes alone
           const int64_t last = std::min(start + raw_length_, first + count) - 1;
-          const int64_t begin = tokens[static_cast<size_t>(start)].first, end = tokens[static_cast<size_t>(last)].second;
+          const int64_t begin = tokens[static_cast<size_t>(start)].first,
+                        end = tokens[static_cast<size_t>(last)].second;
           pieces_.push_back({{static_cast<int32_t>(files_.size() - 1), at + begin}, end - begin});
         }
       }
@@ -364,8 +370,7 @@ TransformerTextSource::TransformerTextSource(const Seq2SeqTextOptions& o) : o_(o
         // modelzoo keeps 0 < length < max on both sides (the target gains <s> or </s>)
         if (na > 0 && na < o.src_max_sequence_length && nb > 0 && nb < o.tgt_max_sequence_length)
           pairs_.push_back({{s, at_a}, {t, at_b}});
-        else
-          ++skipped_;
+        else ++skipped_;
       }
     }
   }
@@ -380,7 +385,8 @@ Features TransformerTextSource::read_batch(const std::vector<int64_t>& ids, std:
     const auto& [source, target] = pairs_[static_cast<size_t>(ids[static_cast<size_t>(b)] % num_samples())];
     DenoisingSample s;  // no corruption: the source as is, the target after <s> and before </s>
     s.input_ids = vocab_.ids(split_tokens(read_line_at(files_[source.file], source.at), o_.do_lower));
-    const std::vector<int64_t> tgt = vocab_.ids(split_tokens(read_line_at(files_[target.file], target.at), o_.do_lower));
+    const std::vector<int64_t> tgt =
+        vocab_.ids(split_tokens(read_line_at(files_[target.file], target.at), o_.do_lower));
     s.decoder_input_ids.push_back(vocab_.sos);
     s.decoder_input_ids.insert(s.decoder_input_ids.end(), tgt.begin(), tgt.end());
     s.labels = tgt;
@@ -398,8 +404,8 @@ std::unique_ptr<DataLoader> open_text(const Seq2SeqTextOptions& o, const config:
   return open_map_source<Source>(o, at, o.src_data_dir, "src_data_dir");
 }
 
-const std::vector<std::string> kSeq2SeqFeatures = {"input_ids", "attention_mask", "decoder_input_ids",
-                                                    "decoder_attention_mask", "labels", "loss_weight"};
+const std::vector<std::string> kSeq2SeqFeatures = {
+    "input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask", "labels", "loss_weight"};
 
 std::vector<std::string> seq2seq_features(const Seq2SeqTextOptions& o) {
   std::vector<std::string> f(kSeq2SeqFeatures.begin(), kSeq2SeqFeatures.end() - 1);

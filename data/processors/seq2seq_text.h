@@ -37,7 +37,7 @@ struct Seq2SeqTextOptions : LoaderOptions {
   bool dynamic_loss_weight = false;  // also yield loss_weight = batch_size / target tokens of the batch
   std::string oov_token = "<unk>", sos_token = "<s>", eos_token = "</s>", pad_token = "<pad>";
   std::optional<int64_t> labels_pad_id, input_pad_id;  // null: pad_token's id
-  std::optional<int64_t> shuffle_buffer;  // modelzoo's streaming shuffle; zoo shuffles all samples
+  std::optional<int64_t> shuffle_buffer;               // modelzoo's streaming shuffle; zoo shuffles all samples
   static const config::Schema<Seq2SeqTextOptions>& schema();
 };
 

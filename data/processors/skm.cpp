@@ -21,12 +21,16 @@ const config::Schema<SkmOptions>& SkmOptions::schema() {
                          "SKM-TEA knee MRI volumes and tissue masks (image_files/*.h5), for 3D UNet.");
     add_loader_fields(sc)
         .field("image_shape", &O::image_shape, "(D, H, W) of the volumes (Z, X, Y of the files).")
-        .field("echo_type", &O::echo_type, "echo1, echo2, echo1-echo2-mc (both, as two channels) or "
-               "root_sum_of_squares.", config::one_of({"echo1", "echo2", "echo1-echo2-mc", "root_sum_of_squares"}))
+        .field("echo_type", &O::echo_type,
+               "echo1, echo2, echo1-echo2-mc (both, as two channels) or "
+               "root_sum_of_squares.",
+               config::one_of({"echo1", "echo2", "echo1-echo2-mc", "root_sum_of_squares"}))
         .field("aggregate_cartilage", &O::aggregate_cartilage,
                "Merge the six tissues into patellar, femoral, tibial and meniscus (4 classes + background).")
-        .field("normalize_data_method", &O::normalize_data_method, "zero_centered, zero_one, standard_score, or null "
-               "(each channel on its own).", config::if_set(config::one_of(kNormalizeMethods)))
+        .field("normalize_data_method", &O::normalize_data_method,
+               "zero_centered, zero_one, standard_score, or null "
+               "(each channel on its own).",
+               config::if_set(config::one_of(kNormalizeMethods)))
         .field("num_classes", &O::num_classes, "Classes of the model, background included.")
         .field("loss", &O::loss, "The model's loss, which decides the labels' layout (from the model section).",
                config::one_of({"bce", "multilabel_bce", "ssce", "ssce_dice"}))
@@ -52,7 +56,8 @@ SkmSource::SkmSource(const std::string& data_dir, const std::string& split, cons
   if (!in) throw std::runtime_error(listing + ": cannot open (SKM-TEA lists each split's files there)");
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
-    for (const auto& image : j.at("images")) files_.push_back(data_dir + "/image_files/" + image.at("file_name").get<std::string>());
+    for (const auto& image : j.at("images"))
+      files_.push_back(data_dir + "/image_files/" + image.at("file_name").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(listing + ": expected {\"images\": [{\"file_name\": ...}, ...]} (" + e.what() + ")");
   }
@@ -83,8 +88,8 @@ Features SkmSource::read_batch(const std::vector<int64_t>& ids, std::optional<in
     image = image.permute({0, 3, 1, 2});  // (C, X, Y, Z) -> (C, Z, X, Y)
     const std::vector<int64_t>& shape = options_.image_shape;
     if (image.size(1) != shape[0] || image.size(2) != shape[1] || image.size(3) != shape[2])
-      throw std::runtime_error(path + ": volume " + c10::str(image.sizes().slice(1)) + " (Z, X, Y), expected image_shape " +
-                               c10::str(torch::IntArrayRef(shape)));
+      throw std::runtime_error(path + ": volume " + c10::str(image.sizes().slice(1)) +
+                               " (Z, X, Y), expected image_shape " + c10::str(torch::IntArrayRef(shape)));
     if (seg.dim() != 4 || seg.size(3) != 6)
       throw std::runtime_error(path + ": seg " + c10::str(seg.sizes()) + ", expected (X, Y, Z, 6) one-hot tissues");
     for (int64_t c = 0; c < image.size(0); ++c)
@@ -93,7 +98,8 @@ Features SkmSource::read_batch(const std::vector<int64_t>& ids, std::optional<in
     torch::Tensor tissues = seg > 0.5;
     if (options_.aggregate_cartilage)
       tissues = torch::stack({tissues.select(3, 0), tissues.select(3, 1), tissues.select(3, 2) | tissues.select(3, 3),
-                              tissues.select(3, 4) | tissues.select(3, 5)}, 3);
+                              tissues.select(3, 4) | tissues.select(3, 5)},
+                             3);
     torch::Tensor classes = torch::zeros(tissues.sizes().slice(0, 3), torch::kByte);
     for (int64_t c = tissues.size(3) - 1; c >= 0; --c) classes.masked_fill_(tissues.select(3, c), uint8_t(c + 1));
     classes = classes.permute({2, 0, 1}).unsqueeze(0);  // (1, Z, X, Y)

@@ -27,13 +27,16 @@ const config::Schema<SyntheticOptions>& SyntheticOptions::schema() {
 }
 
 SyntheticSource::SyntheticSource(const SyntheticOptions& o)
-    : vocab_size_(o.vocab_size), msl_(o.max_sequence_length), num_examples_(o.num_examples),
+    : vocab_size_(o.vocab_size),
+      msl_(o.max_sequence_length),
+      num_examples_(o.num_examples),
       seed_(static_cast<uint64_t>(o.seed)) {}
 
 int32_t SyntheticSource::token(int64_t i, int64_t t) const {
   // splitmix64 of the token's position: independent values, random access.
-  const uint64_t z = SplitMix64::mix(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * static_cast<uint64_t>(msl_ + 1) +
-                                     static_cast<uint64_t>(t) + 0x9E3779B97F4A7C15ull);
+  const uint64_t z =
+      SplitMix64::mix(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * static_cast<uint64_t>(msl_ + 1) +
+                      static_cast<uint64_t>(t) + 0x9E3779B97F4A7C15ull);
   return static_cast<int32_t>(z % static_cast<uint64_t>(vocab_size_));
 }
 
@@ -51,8 +54,7 @@ void SyntheticSource::read(int64_t i, int32_t* input_ids, int32_t* mask, int32_t
 DataProcessor synthetic_processor() {
   return make_data_processor<SyntheticOptions>(
       "SyntheticDataProcessor", "Random token samples made on the fly, for benchmarks (zoo's own).",
-      {"input_ids", "attention_mask", "labels"},
-      [](const SyntheticOptions& o, const config::Origin&) {
+      {"input_ids", "attention_mask", "labels"}, [](const SyntheticOptions& o, const config::Origin&) {
         return std::make_unique<MapStyleLoader>(std::make_shared<SyntheticSource>(o), o);
       });
 }

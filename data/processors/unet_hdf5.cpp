@@ -36,7 +36,8 @@ UNetHdf5Source::UNetHdf5Source(const std::vector<std::string>& files, const UNet
       if (a >= 0) H5Aclose(a);
     }
     if (n < 0)
-      throw std::runtime_error(path + ": no attribute n_examples (modelzoo's create_hdf5_files.py writes it with "
+      throw std::runtime_error(path +
+                               ": no attribute n_examples (modelzoo's create_hdf5_files.py writes it with "
                                "example_<k> groups)");
     firsts_.push_back(total_);
     total_ += n;
@@ -81,16 +82,16 @@ Features UNetHdf5Source::read_batch(const std::vector<int64_t>& ids, std::option
     const int64_t k = i - firsts_[f];
     const torch::Tensor image = read(f, k, "image");
     if (image.sizes() != torch::IntArrayRef({shape[2], shape[0], shape[1]}))
-      throw std::runtime_error(paths_[f] + ", example_" + std::to_string(k) + "/image: shape " + c10::str(image.sizes()) +
-                               ", expected (C, H, W) = " + c10::str(torch::IntArrayRef({shape[2], shape[0], shape[1]})) +
-                               " from image_shape");
+      throw std::runtime_error(paths_[f] + ", example_" + std::to_string(k) + "/image: shape " +
+                               c10::str(image.sizes()) + ", expected (C, H, W) = " +
+                               c10::str(torch::IntArrayRef({shape[2], shape[0], shape[1]})) + " from image_shape");
     torch::Tensor label = read(f, k, "label");
     // To one (1, H, W) class-id map, whichever layout the file was written for.
     if (label.dim() == 2) label = label.unsqueeze(0);
     if (label.dim() == 3 && label.size(0) > 1) label = label.argmax(0, true);
     if (label.dim() != 3 || label.size(1) != shape[0] || label.size(2) != shape[1])
-      throw std::runtime_error(paths_[f] + ", example_" + std::to_string(k) + "/label: shape " + c10::str(label.sizes()) +
-                               " does not match image_shape");
+      throw std::runtime_error(paths_[f] + ", example_" + std::to_string(k) + "/label: shape " +
+                               c10::str(label.sizes()) + " does not match image_shape");
     samples.push_back(unet_sample(image, label.round().to(torch::kByte), options_, id,
                                   [](const torch::Tensor& m, int64_t, int64_t) { return m; }));
   }

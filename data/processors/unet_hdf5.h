@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "data/registry.h"
 #include "data/processors/unet_input.h"
+#include "data/registry.h"
 
 namespace zoo::data {
 

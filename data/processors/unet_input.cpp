@@ -22,7 +22,8 @@ std::pair<torch::Tensor, torch::Tensor> unet_sample(
   image = normalize_image(image, o.normalize_data_method.value_or(""));
   if (o.augment_data) {
     // Drawn from the seed, the epoch and the sample: the same on a resumed run.
-    const auto a = SegmentationAugment::draw(SplitMix64::mix(uint64_t(o.shuffle_seed)) ^ uint64_t(id), shape[0] == shape[1]);
+    const auto a =
+        SegmentationAugment::draw(SplitMix64::mix(uint64_t(o.shuffle_seed)) ^ uint64_t(id), shape[0] == shape[1]);
     image = a.image(image), mask = a.mask(mask);
   }
   return {image, segmentation_labels(mask, o.loss, o.num_classes)};

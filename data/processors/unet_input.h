@@ -84,10 +84,12 @@ class ImageMaskSource : public SampleSource {
   bool reads_epoch() const override { return options_.augment_data; }
 
  protected:
-  ImageMaskSource(std::string data_dir, const UNetInputOptions& options) : data_dir_(std::move(data_dir)), options_(options) {}
+  ImageMaskSource(std::string data_dir, const UNetInputOptions& options)
+      : data_dir_(std::move(data_dir)), options_(options) {}
   // A pair's image uint8 (C, H, W) and class-id mask uint8 (1, H, W); masks
   // are resized as PIL resizes them (nearest on pixel centres).
-  virtual std::pair<torch::Tensor, torch::Tensor> read_pair(const std::string& image, const std::string& mask) const = 0;
+  virtual std::pair<torch::Tensor, torch::Tensor> read_pair(const std::string& image,
+                                                            const std::string& mask) const = 0;
   const UNetInputOptions& options() const { return options_; }
   std::vector<std::pair<std::string, std::string>> pairs_;  // (image, mask), sorted by the subclass
 

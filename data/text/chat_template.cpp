@@ -1,10 +1,9 @@
 // Implementation of data/text/chat_template.h with minja.
 #include "data/text/chat_template.h"
 
-#include <minja/minja.hpp>
-
 #include <chrono>
 #include <ctime>
+#include <minja/minja.hpp>
 #include <stdexcept>
 #include <utility>
 
@@ -50,7 +49,8 @@ struct ChatTemplate::Parsed {
 ChatTemplate::ChatTemplate(const std::string& source, const SpecialTokens& tokens, std::string origin)
     : tokens_(tokens), origin_(std::move(origin)) {
   if (source.empty())
-    throw std::invalid_argument(origin_ + ": the tokenizer has no chat_template (tokenizer_config.json's chat_template "
+    throw std::invalid_argument(origin_ +
+                                ": the tokenizer has no chat_template (tokenizer_config.json's chat_template "
                                 "or chat_template.jinja)");
   if (source.size() > kMaxSourceBytes)
     throw std::invalid_argument(origin_ + ": chat_template is " + std::to_string(source.size()) +
@@ -68,10 +68,13 @@ ChatTemplate::ChatTemplate(const std::string& source, const SpecialTokens& token
   // that prompt alone (after bos, for templates that write it first), and every rendering ends with it.
   try {
     const std::vector<ChatMessage> user = {{"user", "x"}}, turn = {{"user", "x"}, {"assistant", "y"}};
-    auto probe = [&](const std::vector<ChatMessage>& m, bool prompt) { return render(m, prompt, limits_for(m.size(), true)); };
+    auto probe = [&](const std::vector<ChatMessage>& m, bool prompt) {
+      return render(m, prompt, limits_for(m.size(), true));
+    };
     if (probe(user, false) == probe(user, true)) {
       std::string prompt = probe({}, false);
-      if (!tokens_.bos_token.empty() && prompt.rfind(tokens_.bos_token, 0) == 0) prompt.erase(0, tokens_.bos_token.size());
+      if (!tokens_.bos_token.empty() && prompt.rfind(tokens_.bos_token, 0) == 0)
+        prompt.erase(0, tokens_.bos_token.size());
       auto ends_with_prompt = [&](const std::string& text) {
         return text.size() >= prompt.size() && text.compare(text.size() - prompt.size(), prompt.size(), prompt) == 0;
       };
@@ -92,12 +95,9 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
   using json = nlohmann::ordered_json;
   json list = json::array();
   for (const auto& m : messages) list.push_back({{"role", m.role}, {"content", json::parse(m.content.dump())}});
-  json values = {{"messages", std::move(list)},
-                 {"add_generation_prompt", add_generation_prompt},
-                 {"bos_token", tokens_.bos_token},
-                 {"eos_token", tokens_.eos_token},
-                 {"pad_token", tokens_.pad_token},
-                 {"unk_token", tokens_.unk_token}};
+  json values = {{"messages", std::move(list)},    {"add_generation_prompt", add_generation_prompt},
+                 {"bos_token", tokens_.bos_token}, {"eos_token", tokens_.eos_token},
+                 {"pad_token", tokens_.pad_token}, {"unk_token", tokens_.unk_token}};
   struct Limits {  // this thread's bounds for this render only
     minja::RenderLimits saved = minja::render_limits;
     explicit Limits(const minja::RenderLimits& limits) { minja::render_limits = limits; }

@@ -3,9 +3,8 @@
 // tokenize=False) renders it. Defines: ChatMessage, ChatTemplate.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,7 @@ struct RenderLimits;
 namespace zoo::text {
 
 struct ChatMessage {
-  std::string role;      // "system", "user", "assistant", ...
+  std::string role;        // "system", "user", "assistant", ...
   nlohmann::json content;  // text, or a list of parts ([{"type": "text", "text": ...}]) passed to the template as is
 };
 

@@ -6,11 +6,10 @@
 // Defines: Normalizer, Piece, PreTokenizer, Model, Decoder and their make_*.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>

@@ -1,9 +1,8 @@
 // tokenizer.json decoders (data/text/hf_components.h): ByteLevel,
 // Metaspace, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, CTC
 // and Sequence, and the byte-level alphabet shared with the pre-tokenizer.
-#include <nlohmann/json.hpp>
-
 #include <array>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "data/text/hf_components.h"
@@ -80,7 +79,8 @@ void byte_fallback(Tokens& tokens) {
   auto flush = [&] {
     if (count == 0) return;
     if (valid_utf8(bytes)) joined.push_back(bytes);
-    else for (size_t k = 0; k < count; ++k) joined.push_back("\xEF\xBF\xBD");
+    else
+      for (size_t k = 0; k < count; ++k) joined.push_back("\xEF\xBF\xBD");
     bytes.clear();
     count = 0;
   };
@@ -98,18 +98,22 @@ void byte_fallback(Tokens& tokens) {
   tokens = std::move(joined);
 }
 
-Decoder make_step(const json& node, const std::string& where, const std::shared_ptr<const std::unordered_set<std::string>>& literal);
+Decoder make_step(const json& node, const std::string& where,
+                  const std::shared_ptr<const std::unordered_set<std::string>>& literal);
 
-Decoder sequence(const json& node, const std::string& where, const std::shared_ptr<const std::unordered_set<std::string>>& literal) {
+Decoder sequence(const json& node, const std::string& where,
+                 const std::shared_ptr<const std::unordered_set<std::string>>& literal) {
   std::vector<Decoder> steps;
   const auto nodes = steps_of(node, "decoders", where);
-  for (size_t i = 0; i < nodes.size(); ++i) steps.push_back(make_step(nodes[i], where + ".decoders[" + std::to_string(i) + "]", literal));
+  for (size_t i = 0; i < nodes.size(); ++i)
+    steps.push_back(make_step(nodes[i], where + ".decoders[" + std::to_string(i) + "]", literal));
   return [steps](Tokens& tokens) {
     for (const auto& step : steps) step(tokens);
   };
 }
 
-Decoder make_step(const json& node, const std::string& where, const std::shared_ptr<const std::unordered_set<std::string>>& literal) {
+Decoder make_step(const json& node, const std::string& where,
+                  const std::shared_ptr<const std::unordered_set<std::string>>& literal) {
   const std::string type = type_of(node, where);
   if (type == "Sequence") return sequence(node, where, literal);
   if (type == "ByteLevel") return byte_level(literal);
@@ -128,7 +132,8 @@ Decoder make_step(const json& node, const std::string& where, const std::shared_
         size_t a = 0, b = t.size();
         for (int64_t k = 0; k < start && a + content.size() <= b && t.compare(a, content.size(), content) == 0; ++k)
           a += content.size();
-        for (int64_t k = 0; k < stop && b >= a + content.size() && t.compare(b - content.size(), content.size(), content) == 0; ++k)
+        for (int64_t k = 0;
+             k < stop && b >= a + content.size() && t.compare(b - content.size(), content.size(), content) == 0; ++k)
           b -= content.size();
         t = t.substr(a, b - a);
       }
@@ -147,7 +152,8 @@ Decoder make_step(const json& node, const std::string& where, const std::shared_
     // The first token's replacement characters stand for the prepended space: the library drops them all.
     const bool strip_first = scheme != "never";
     return [=](Tokens& tokens) {
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replace_all(tokens[i], replacement, i == 0 && strip_first ? "" : " ");
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = replace_all(tokens[i], replacement, i == 0 && strip_first ? "" : " ");
     };
   }
   if (type == "WordPiece") {
@@ -167,7 +173,8 @@ Decoder make_step(const json& node, const std::string& where, const std::shared_
   if (type == "BPEDecoder") {
     const std::string suffix = string_or(node, "suffix", "</w>", where);
     return [=](Tokens& tokens) {
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replace_all(tokens[i], suffix, i + 1 == tokens.size() ? "" : " ");
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = replace_all(tokens[i], suffix, i + 1 == tokens.size() ? "" : " ");
     };
   }
   if (type == "CTC") {

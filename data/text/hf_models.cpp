@@ -2,13 +2,12 @@
 // ignore_merges, byte_fallback, unk fusing, continuing_subword_prefix,
 // end_of_word_suffix), WordPiece, WordLevel and Unigram (Viterbi over the
 // pieces' log probabilities), each as the tokenizers library applies it.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <limits>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <stdexcept>
 
@@ -30,7 +29,8 @@ size_t char_length(const std::string& s, size_t pos) {
 int32_t id_in(const std::unordered_map<std::string, int32_t>& vocab, const std::string& token, const std::string& where,
               const char* key) {
   const auto it = vocab.find(token);
-  if (it == vocab.end()) throw std::invalid_argument(where + "." + key + ": \"" + token + "\" is not in the vocabulary");
+  if (it == vocab.end())
+    throw std::invalid_argument(where + "." + key + ": \"" + token + "\" is not in the vocabulary");
   return it->second;
 }
 
@@ -44,7 +44,8 @@ class Bpe : public Model {
     byte_fallback_ = bool_or(node, "byte_fallback", false, where);
     fuse_unk_ = bool_or(node, "fuse_unk", false, where);
     if (node.contains("dropout") && !node["dropout"].is_null() && node["dropout"] != 0.0)
-      throw std::invalid_argument(where + ".dropout: BPE dropout makes tokenization random; expected null for preparing data");
+      throw std::invalid_argument(where +
+                                  ".dropout: BPE dropout makes tokenization random; expected null for preparing data");
     const std::string unk = string_or(node, "unk_token", "", where);
     if (!unk.empty()) unk_ = id_in(vocab_, unk, where, "unk_token");
     const auto merges = read_merges(node.value("merges", json::array()), where + ".merges");
@@ -216,7 +217,9 @@ class WordLevel : public Model {
   }
   void encode(const std::string& word, std::vector<int32_t>& out) const override {
     if (const auto it = vocab_.find(word); it != vocab_.end()) return out.push_back(it->second);
-    if (!unk_) throw std::invalid_argument("tokenizer: the word '" + word + "' is not in the vocabulary, which has no unk_token");
+    if (!unk_)
+      throw std::invalid_argument("tokenizer: the word '" + word +
+                                  "' is not in the vocabulary, which has no unk_token");
     out.push_back(*unk_);
   }
 
@@ -243,7 +246,8 @@ class Unigram : public Model {
     }
     if (scores_.empty()) throw std::invalid_argument(where + ".vocab: empty");
     const int64_t unk = int_or(node, "unk_id", -1, where);
-    if (unk >= static_cast<int64_t>(scores_.size()) || (node.contains("unk_id") && !node["unk_id"].is_null() && unk < 0))
+    if (unk >= static_cast<int64_t>(scores_.size()) ||
+        (node.contains("unk_id") && !node["unk_id"].is_null() && unk < 0))
       throw std::invalid_argument(where + ".unk_id: " + std::to_string(unk) + " is not an id of the vocabulary");
     if (unk >= 0) unk_ = static_cast<int32_t>(unk);
     byte_fallback_ = bool_or(node, "byte_fallback", false, where);
@@ -273,7 +277,8 @@ class Unigram : public Model {
       }
       if (!single) {
         const double candidate = best[start].score + unk_score_;
-        if (!best[start + len].reached || candidate > best[start + len].score) best[start + len] = {candidate, start, -1, true};
+        if (!best[start + len].reached || candidate > best[start + len].score)
+          best[start + len] = {candidate, start, -1, true};
       }
       start += len;
     }
@@ -302,7 +307,8 @@ class Unigram : public Model {
         if (const auto it = vocab_.find(byte_token(b)); it != vocab_.end()) bytes.push_back(it->second);
       if (bytes.size() == s.size()) return out.insert(out.end(), bytes.begin(), bytes.end()), void();
     }
-    if (!unk_) throw std::invalid_argument("tokenizer: '" + s + "' is not in the Unigram vocabulary, which has no unk_id");
+    if (!unk_)
+      throw std::invalid_argument("tokenizer: '" + s + "' is not in the Unigram vocabulary, which has no unk_id");
     out.push_back(*unk_);
   }
 
@@ -326,7 +332,10 @@ int byte_of_token(const std::string& t) {
   int value = 0;
   for (size_t i = 3; i < 5; ++i) {
     const char c = t[i];
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : -1;
     if (d < 0) return -1;
     value = value * 16 + d;
   }
@@ -334,7 +343,8 @@ int byte_of_token(const std::string& t) {
 }
 
 std::unique_ptr<Model> make_model(const json& node, const std::string& where) {
-  std::string type = node.is_object() && !node.contains("type") ? "BPE" : type_of(node, where);  // old files omit BPE's type
+  std::string type =
+      node.is_object() && !node.contains("type") ? "BPE" : type_of(node, where);  // old files omit BPE's type
   if (type == "BPE") return std::make_unique<Bpe>(node, where);
   if (type == "WordPiece") return std::make_unique<WordPiece>(node, where);
   if (type == "WordLevel") return std::make_unique<WordLevel>(node, where);

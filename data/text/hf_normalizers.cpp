@@ -2,7 +2,6 @@
 // NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, BertNormalizer,
 // ByteLevel and Sequence.
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 
 #include "data/text/hf_components.h"
@@ -132,7 +131,8 @@ Replacer make_replacer(const json& node, const std::string& where, size_t max_gr
     auto regex = std::make_shared<Regex>(string_at(pattern, "Regex", where + ".pattern"));
     find = [regex](const std::string& s) { return regex->matches(s); };
   } else {
-    throw std::invalid_argument(where + ".pattern: expected {\"String\": ...} or {\"Regex\": ...}, got " + pattern.dump().substr(0, 200));
+    throw std::invalid_argument(where + ".pattern: expected {\"String\": ...} or {\"Regex\": ...}, got " +
+                                pattern.dump().substr(0, 200));
   }
   return [=](const std::string& s) {
     std::string out;
@@ -151,7 +151,8 @@ Normalizer make_normalizer(const json& node, const std::string& where) {
   std::vector<std::string> names;
   const auto nodes = steps_of(node, "normalizers", where);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const std::string at = type_of(node, where) != "Sequence" ? where : where + ".normalizers[" + std::to_string(i) + "]";
+    const std::string at =
+        type_of(node, where) != "Sequence" ? where : where + ".normalizers[" + std::to_string(i) + "]";
     steps.push_back(make_step(nodes[i], at));
     names.push_back(at);
   }

@@ -1,9 +1,8 @@
 // Implementation of data/text/hf_pipeline.h.
 #include "data/text/hf_pipeline.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -60,7 +59,8 @@ class PipelineTokenizer::AddedTokenMatcher {
       pos = found_end;
       if (token.single_word && (touches_word_before(text, start) || touches_word_after(text, stop))) continue;
       if (token.lstrip)
-        while (start > done && is_whitespace(code_point_before(text, start))) start -= code_point_length_before(text, start);
+        while (start > done && is_whitespace(code_point_before(text, start)))
+          start -= code_point_length_before(text, start);
       if (token.rstrip)
         for (size_t len = 0; stop < text.size() && is_whitespace(next_code_point(text, stop, len));) stop += len;
       if (start > done) out.push_back({text.substr(done, start - done), std::nullopt, at_start && done == 0});
@@ -126,7 +126,9 @@ void PipelineTokenizer::build(const nlohmann::json& j) {
   for (auto& a : added) {
     if (const auto it = model_->vocab().find(a.content); it != model_->vocab().end()) a.id = it->second;
     else if (const auto seen = added_.find(a.content); seen != added_.end()) a.id = seen->second;
-    else a.id = static_cast<int32_t>(!max_added || (*max_added < model_size && model_size != 0) ? model_size : *max_added + 1);
+    else
+      a.id = static_cast<int32_t>(!max_added || (*max_added < model_size && model_size != 0) ? model_size
+                                                                                             : *max_added + 1);
     added_[a.content] = a.id;
     max_added = std::max(max_added.value_or(a.id), static_cast<int64_t>(a.id));
   }
@@ -153,7 +155,8 @@ void PipelineTokenizer::build(const nlohmann::json& j) {
   // Ids are rows of the embedding: a few gaps are fine, an id far past the entries is a damaged file.
   const size_t entries = model_->vocab().size() + added_.size();
   if (static_cast<size_t>(max_id) >= 2 * entries + 65536)
-    throw std::invalid_argument(path + ": token id " + std::to_string(max_id) + " is far past the " + std::to_string(entries) +
+    throw std::invalid_argument(path + ": token id " + std::to_string(max_id) + " is far past the " +
+                                std::to_string(entries) +
                                 " tokens of the vocabulary and added_tokens (ids number the embedding's rows)");
   id_to_token_.resize(static_cast<size_t>(max_id) + 1);
   for (const auto& [token, id] : model_->vocab()) id_to_token_[id] = token;
@@ -238,7 +241,8 @@ std::unique_ptr<PipelineTokenizer> gpt2_tokenizer(const std::string& encoder_jso
     merges.push_back({left, right});
   }
   nlohmann::json j = {
-      {"model", {{"type", "BPE"}, {"vocab", parse_json_file(encoder_json, "encoder file (encoder.json)")}, {"merges", merges}}},
+      {"model",
+       {{"type", "BPE"}, {"vocab", parse_json_file(encoder_json, "encoder file (encoder.json)")}, {"merges", merges}}},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"decoder", {{"type", "ByteLevel"}}}};
   return std::make_unique<PipelineTokenizer>(j, encoder_json + " + " + merges_file);

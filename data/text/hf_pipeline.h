@@ -5,9 +5,8 @@
 // Defines: PipelineTokenizer, gpt2_tokenizer.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_set>
 #include <vector>

@@ -3,7 +3,6 @@
 // WhitespaceSplit, BertPreTokenizer, Punctuation, Digits, CharDelimiterSplit
 // and Sequence. Each cuts every piece it is given, as the library does.
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 
 #include "data/text/hf_components.h"
@@ -27,8 +26,10 @@ Behavior behavior_of(const json& node, const char* fallback, const std::string& 
   if (b == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
   if (b == "Contiguous") return Behavior::kContiguous;
-  throw std::invalid_argument(where + ".behavior: expected Removed, Isolated, MergedWithPrevious, MergedWithNext or "
-                              "Contiguous, got \"" + b + "\"");
+  throw std::invalid_argument(where +
+                              ".behavior: expected Removed, Isolated, MergedWithPrevious, MergedWithNext or "
+                              "Contiguous, got \"" +
+                              b + "\"");
 }
 
 // The library's split of one piece: its matches and the stretches between, combined by `behavior`.
@@ -168,9 +169,13 @@ PreTokenizer make_step(const json& node, const std::string& where) {
   if (type == "Split") {
     const json& pattern = node.value("pattern", json());
     Finder find;
-    if (pattern.is_object() && pattern.contains("String")) find = literal(string_at(pattern, "String", where + ".pattern"));
-    else if (pattern.is_object() && pattern.contains("Regex")) find = regex(string_at(pattern, "Regex", where + ".pattern"), where);
-    else throw std::invalid_argument(where + ".pattern: expected {\"String\": ...} or {\"Regex\": ...}, got " + pattern.dump().substr(0, 200));
+    if (pattern.is_object() && pattern.contains("String"))
+      find = literal(string_at(pattern, "String", where + ".pattern"));
+    else if (pattern.is_object() && pattern.contains("Regex"))
+      find = regex(string_at(pattern, "Regex", where + ".pattern"), where);
+    else
+      throw std::invalid_argument(where + ".pattern: expected {\"String\": ...} or {\"Regex\": ...}, got " +
+                                  pattern.dump().substr(0, 200));
     return splitter(find, behavior_of(node, "", where), bool_or(node, "invert", false, where));
   }
   if (type == "Whitespace") {

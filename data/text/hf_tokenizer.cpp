@@ -1,11 +1,10 @@
 // Implementation of data/text/hf_tokenizer.h.
 #include "data/text/hf_tokenizer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "data/text/hf_pipeline.h"
@@ -16,8 +15,8 @@ namespace zoo::text {
 namespace fs = std::filesystem;
 namespace {
 
-const char* const kFiles[] = {"tokenizer.json", "tokenizer.model", "spiece.model", "tokenizer_config.json",
-                              "special_tokens_map.json", "chat_template.jinja"};
+const char* const kFiles[] = {"tokenizer.json",        "tokenizer.model",         "spiece.model",
+                              "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"};
 
 // A special token in tokenizer_config.json: "text", {"content": "text", ...} or null.
 std::string token_text(const nlohmann::json& config, const char* key, const std::string& path) {
@@ -84,8 +83,10 @@ std::vector<AddedToken> added_tokens_of(const nlohmann::json& config, const std:
     char* end = nullptr;
     const long long value = std::strtoll(id.c_str(), &end, 10);
     if (id.empty() || *end != '\0' || value < 0 || value > INT32_MAX || !token.is_object())
-      throw std::invalid_argument(where + ": added_tokens_decoder: expected token ids (0 .. 2147483647) mapped to "
-                                  "{\"content\": ...}, got \"" + id + "\": " + token.dump().substr(0, 200));
+      throw std::invalid_argument(where +
+                                  ": added_tokens_decoder: expected token ids (0 .. 2147483647) mapped to "
+                                  "{\"content\": ...}, got \"" +
+                                  id + "\": " + token.dump().substr(0, 200));
     nlohmann::json entry = token;
     entry["id"] = value;
     list.push_back(std::move(entry));
@@ -125,13 +126,15 @@ std::unique_ptr<Tokenizer> load_huggingface_tokenizer(const std::string& path) {
           break;
         }
       if (!tokenizer_json.is_null())
-        throw std::invalid_argument(file.string() + ": normalizer: a Precompiled (SentencePiece) character map, which "
+        throw std::invalid_argument(file.string() +
+                                    ": normalizer: a Precompiled (SentencePiece) character map, which "
                                     "zoo applies through the SentencePiece model file: put the model's spiece.model "
                                     "or tokenizer.model beside it");
     }
   }
   if (file.empty()) {
-    throw std::invalid_argument(path + ": no tokenizer.json, tokenizer.model or spiece.model (expected a tokenizer "
+    throw std::invalid_argument(path +
+                                ": no tokenizer.json, tokenizer.model or spiece.model (expected a tokenizer "
                                 "directory as Hugging Face saves it)");
   }
   nlohmann::json config = nlohmann::json::object();
@@ -172,8 +175,10 @@ std::unique_ptr<Tokenizer> load_huggingface_tokenizer(const std::string& path) {
   special.bos = id_of(special.bos_token, "bos_token");
   special.eos = id_of(special.eos_token, "eos_token");
   special.pad = id_of(special.pad_token, "pad_token");
-  if (special.add_bos && !special.bos) throw std::invalid_argument(where + ": add_bos_token is true but there is no bos_token");
-  if (special.add_eos && !special.eos) throw std::invalid_argument(where + ": add_eos_token is true but there is no eos_token");
+  if (special.add_bos && !special.bos)
+    throw std::invalid_argument(where + ": add_bos_token is true but there is no bos_token");
+  if (special.add_eos && !special.eos)
+    throw std::invalid_argument(where + ": add_eos_token is true but there is no eos_token");
   special.chat_template = chat_template_of(config, where);
   // transformers >= 4.47 saves the template in its own file, which wins over tokenizer_config.json's.
   if (fs::is_regular_file(dir / "chat_template.jinja"))

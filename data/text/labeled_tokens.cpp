@@ -57,7 +57,8 @@ LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_t
                                   "' (expected system, user or assistant)");
     any_assistant = any_assistant || role == "assistant";
   }
-  if (!any_assistant) throw std::invalid_argument("no assistant message: there is nothing to learn from this conversation");
+  if (!any_assistant)
+    throw std::invalid_argument("no assistant message: there is nothing to learn from this conversation");
   // Rendering without the generation prompt, less what such a template appends anyway.
   const std::string& always = chat_template.unconditional_generation_prompt();
   auto rendered = [&](const std::vector<ChatMessage>& m) {
@@ -87,7 +88,8 @@ LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_t
       prompt = marked.substr(0, std::min(at, marked.size()));
       if (at == std::string::npos || !starts_with(turn, prompt) || !starts_with(whole, prompt))
         throw std::invalid_argument(chat_template.origin() + ": the chat template does not render message " +
-                                    std::to_string(i) + " (assistant) after the conversation before it and its "
+                                    std::to_string(i) +
+                                    " (assistant) after the conversation before it and its "
                                     "generation prompt, so zoo cannot tell which tokens are the assistant's; give a "
                                     "template that does (--chat_template)");
     }
@@ -98,10 +100,12 @@ LabeledTokens chat_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat_t
       to = tokens_before(tokenizer, whole, turn.size(), out.ids);
     } else {  // rendered otherwise as the last message: learned as far as the renderings agree
       const auto own = tokenizer.encode(turn);
-      to = static_cast<size_t>(std::mismatch(own.begin(), own.end(), out.ids.begin(), out.ids.end()).first - own.begin());
+      to = static_cast<size_t>(std::mismatch(own.begin(), own.end(), out.ids.begin(), out.ids.end()).first -
+                               own.begin());
       ++out.turns_cut;
     }
-    std::fill(out.in_loss.begin() + static_cast<std::ptrdiff_t>(from), out.in_loss.begin() + static_cast<std::ptrdiff_t>(std::max(from, to)), 1);
+    std::fill(out.in_loss.begin() + static_cast<std::ptrdiff_t>(from),
+              out.in_loss.begin() + static_cast<std::ptrdiff_t>(std::max(from, to)), 1);
   }
   return out;
 }

@@ -37,8 +37,10 @@ const Shim& shim() {
       path = std::filesystem::path(self.dli_fname).parent_path() / name;
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (!lib)
-      throw std::runtime_error("cannot open " + path.string() + " (zoo's SentencePiece library, built beside the zoo "
-                               "binary): " + dlerror());
+      throw std::runtime_error("cannot open " + path.string() +
+                               " (zoo's SentencePiece library, built beside the zoo "
+                               "binary): " +
+                               dlerror());
     auto get = [&](const char* name) {
       void* f = dlsym(lib, name);
       if (!f) throw std::runtime_error(path.string() + " lacks " + name + ": rebuild zoo");
@@ -151,7 +153,8 @@ std::string SentencePieceModel::decode(const std::vector<int32_t>& ids) const {
     run.clear();
   };
   for (int32_t id : ids) {
-    const auto added = std::find_if(added_tokens_.begin(), added_tokens_.end(), [&](const AddedToken& a) { return a.id == id; });
+    const auto added =
+        std::find_if(added_tokens_.begin(), added_tokens_.end(), [&](const AddedToken& a) { return a.id == id; });
     if (added != added_tokens_.end()) {
       flush();
       out += added->content;

@@ -2,7 +2,6 @@
 #include "data/text/tokenizer.h"
 
 #include <algorithm>
-
 #include <stdexcept>
 
 #include "data/text/hf_pipeline.h"
@@ -72,8 +71,8 @@ std::string decode_generated(const Tokenizer& tokenizer, const std::vector<int32
 
 std::string clean_up_tokenization_spaces(std::string text) {
   static const std::pair<const char*, const char*> kCleanUps[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
-      {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kCleanUps) text = replace_all(text, from, to);
   return text;
 }
@@ -83,7 +82,8 @@ std::string replace_all(const std::string& text, const std::string& from, const 
   std::string out;
   out.reserve(text.size());
   size_t at = 0;
-  for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size()) out.append(text, at, hit - at).append(to);
+  for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size())
+    out.append(text, at, hit - at).append(to);
   return out.append(text, at, std::string::npos);
 }
 
@@ -104,8 +104,9 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerSpec& spec) {
   if (spec.type == "HuggingFaceTokenizer") {
     const std::string& path = !spec.huggingface_tokenizer.empty() ? spec.huggingface_tokenizer : spec.encoder_file;
     if (path.empty())
-      throw std::invalid_argument("tokenizer_type HuggingFaceTokenizer needs --huggingface_tokenizer: a local tokenizer "
-                                  "directory (tokenizer.json or tokenizer.model, with tokenizer_config.json)");
+      throw std::invalid_argument(
+          "tokenizer_type HuggingFaceTokenizer needs --huggingface_tokenizer: a local tokenizer "
+          "directory (tokenizer.json or tokenizer.model, with tokenizer_config.json)");
     return load_huggingface_tokenizer(path);
   }
   if (spec.type == "NeoXTokenizer") {

@@ -18,10 +18,10 @@ namespace zoo::text {
 struct SpecialTokens {
   std::optional<int32_t> bos, eos, pad;
   std::string bos_token, eos_token, pad_token, unk_token;  // their texts, for chat templates
-  bool add_bos = false, add_eos = false;  // what encode_with_special_tokens adds
-  bool clean_up_spaces = false;           // clean_up_tokenization_spaces: " ." -> "." and the like
-  std::string chat_template;              // "" when the directory has none
-  std::string source;                     // the directory or file they came from, for errors
+  bool add_bos = false, add_eos = false;                   // what encode_with_special_tokens adds
+  bool clean_up_spaces = false;                            // clean_up_tokenization_spaces: " ." -> "." and the like
+  std::string chat_template;                               // "" when the directory has none
+  std::string source;                                      // the directory or file they came from, for errors
 };
 
 class Tokenizer {

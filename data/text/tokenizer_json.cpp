@@ -32,12 +32,14 @@ const nlohmann::json* field(const nlohmann::json& node, const char* key) {
   const auto it = node.find(key);
   return it == node.end() || it->is_null() ? nullptr : &*it;
 }
-[[noreturn]] void wrong_type(const nlohmann::json& value, const char* key, const char* expected, const std::string& where) {
+[[noreturn]] void wrong_type(const nlohmann::json& value, const char* key, const char* expected,
+                             const std::string& where) {
   throw std::invalid_argument(where + "." + key + ": expected " + expected + ", got " + value.dump().substr(0, 200));
 }
 }  // namespace
 
-std::string string_or(const nlohmann::json& node, const char* key, const std::string& fallback, const std::string& where) {
+std::string string_or(const nlohmann::json& node, const char* key, const std::string& fallback,
+                      const std::string& where) {
   const auto* v = field(node, key);
   if (!v) return fallback;
   if (!v->is_string()) wrong_type(*v, key, "a string", where);
@@ -88,7 +90,8 @@ size_t json_depth(const nlohmann::json& j, size_t limit) {
 }
 
 std::string type_of(const nlohmann::json& node, const std::string& where) {
-  if (!node.is_object()) throw std::invalid_argument(where + ": expected an object with a \"type\", got " + node.dump().substr(0, 200));
+  if (!node.is_object())
+    throw std::invalid_argument(where + ": expected an object with a \"type\", got " + node.dump().substr(0, 200));
   return string_at(node, "type", where);
 }
 
@@ -137,12 +140,15 @@ std::vector<AddedToken> read_added_tokens(const nlohmann::json& list, const std:
   if (!list.is_array()) throw std::invalid_argument(where + ": expected a list of {id, content, special}");
   for (const auto& t : list) {
     const std::string item = where + "[" + std::to_string(tokens.size()) + "]";
-    if (!t.is_object()) throw std::invalid_argument(item + ": expected {\"id\": N, \"content\": \"text\", ...}, got " + t.dump().substr(0, 200));
+    if (!t.is_object())
+      throw std::invalid_argument(item + ": expected {\"id\": N, \"content\": \"text\", ...}, got " +
+                                  t.dump().substr(0, 200));
     AddedToken a;
     a.content = string_at(t, "content", item);
     const int64_t id = int_or(t, "id", -1, item);
     if (!t.contains("id") || id < 0 || id > INT32_MAX)
-      throw std::invalid_argument(item + ".id: expected an id from 0 to 2147483647, got " + t.value("id", nlohmann::json()).dump());
+      throw std::invalid_argument(item + ".id: expected an id from 0 to 2147483647, got " +
+                                  t.value("id", nlohmann::json()).dump());
     if (a.content.empty()) throw std::invalid_argument(item + ".content: an added token needs text");
     a.id = static_cast<int32_t>(id);
     a.special = bool_or(t, "special", false, item);

@@ -5,9 +5,8 @@
 // AddedToken, read_added_tokens.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -21,7 +20,8 @@ nlohmann::json parse_json_file(const std::string& path, const char* what);
 
 // Fields of a JSON object; a value of the wrong type is an error naming `where`.key and what was expected.
 // The *_or readers return `fallback` when the key is absent or null.
-std::string string_or(const nlohmann::json& node, const char* key, const std::string& fallback, const std::string& where);
+std::string string_or(const nlohmann::json& node, const char* key, const std::string& fallback,
+                      const std::string& where);
 bool bool_or(const nlohmann::json& node, const char* key, bool fallback, const std::string& where);
 int64_t int_or(const nlohmann::json& node, const char* key, int64_t fallback, const std::string& where);
 double number_or(const nlohmann::json& node, const char* key, double fallback, const std::string& where);  // finite
@@ -43,9 +43,9 @@ struct AddedToken {
   std::string content;
   int32_t id = 0;
   bool special = false;
-  bool normalized = false;  // matched in the normalized text rather than the raw one
+  bool normalized = false;              // matched in the normalized text rather than the raw one
   bool lstrip = false, rstrip = false;  // takes in the whitespace on its left / right
-  bool single_word = false;  // only where no word character touches it
+  bool single_word = false;             // only where no word character touches it
 };
 // tokenizer.json's added_tokens list: ids are 0 .. 2^31-1, contents non-empty.
 std::vector<AddedToken> read_added_tokens(const nlohmann::json& list, const std::string& where);

@@ -36,9 +36,9 @@ std::string map_valid(std::string_view text, int options) {
       text,
       [&](std::string_view run) {
         utf8proc_uint8_t* mapped = nullptr;
-        const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
-                                    static_cast<utf8proc_ssize_t>(run.size()), &mapped,
-                                    static_cast<utf8proc_option_t>(options));
+        const auto n =
+            utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
+                         static_cast<utf8proc_ssize_t>(run.size()), &mapped, static_cast<utf8proc_option_t>(options));
         if (n < 0) throw std::runtime_error(std::string("Unicode normalization: ") + utf8proc_errmsg(n));
         out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
         std::free(mapped);
@@ -87,7 +87,8 @@ std::string to_lower(std::string_view text) {
 std::string remove_marks(std::string_view text, bool nonspacing_only) {
   return map_code_points(text, [nonspacing_only](char32_t cp, std::string& out) {
     const auto c = category(cp);
-    const bool mark = nonspacing_only ? c == UTF8PROC_CATEGORY_MN : c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME;
+    const bool mark =
+        nonspacing_only ? c == UTF8PROC_CATEGORY_MN : c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME;
     if (!mark) append_utf8(out, cp);
   });
 }

@@ -27,12 +27,12 @@ inline bool invalid_byte(std::string_view text, size_t pos, size_t length) {
   return length == 1 && static_cast<unsigned char>(text[pos]) >= 0x80;
 }
 
-bool is_whitespace(char32_t cp);   // Rust's char::is_whitespace (White_Space)
-bool is_punctuation(char32_t cp);  // Unicode P* categories
+bool is_whitespace(char32_t cp);        // Rust's char::is_whitespace (White_Space)
+bool is_punctuation(char32_t cp);       // Unicode P* categories
 bool is_bert_punctuation(char32_t cp);  // ASCII punctuation and symbols, or P*
-bool is_numeric(char32_t cp);      // Nd, Nl, No
-bool is_alphanumeric(char32_t cp); // L*, Nd, Nl, No
-bool is_other(char32_t cp);        // C* (control, format, unassigned, private use, surrogate)
-bool is_cjk(char32_t cp);          // CJK ideographs, as BERT spaces them out
+bool is_numeric(char32_t cp);           // Nd, Nl, No
+bool is_alphanumeric(char32_t cp);      // L*, Nd, Nl, No
+bool is_other(char32_t cp);             // C* (control, format, unassigned, private use, surrogate)
+bool is_cjk(char32_t cp);               // CJK ideographs, as BERT spaces them out
 
 }  // namespace zoo::text

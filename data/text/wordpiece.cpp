@@ -10,14 +10,14 @@
 #include "data/text/utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <locale.h>
 #include <pcre2.h>
+#include <wctype.h>
 
 #include <clocale>
 #include <cwctype>
 #include <fstream>
-#include <locale.h>
 #include <stdexcept>
-#include <wctype.h>
 
 namespace zoo::text {
 namespace {
@@ -31,8 +31,8 @@ class UnicodeClass {
   explicit UnicodeClass(const char* pattern) {
     int error = 0;
     PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                          &error, &offset, nullptr);
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &error,
+                          &offset, nullptr);
     if (!code_) throw std::logic_error(std::string("bad class pattern ") + pattern);
   }
   ~UnicodeClass() { pcre2_code_free(code_); }
@@ -48,15 +48,26 @@ class UnicodeClass {
   pcre2_code* code_ = nullptr;
 };
 
-const UnicodeClass& nonspacing_mark() { static const UnicodeClass c("^\\p{Mn}$"); return c; }
-const UnicodeClass& space_separator() { static const UnicodeClass c("^\\p{Zs}$"); return c; }
-const UnicodeClass& control() { static const UnicodeClass c("^[\\p{Cc}\\p{Cf}]$"); return c; }
+const UnicodeClass& nonspacing_mark() {
+  static const UnicodeClass c("^\\p{Mn}$");
+  return c;
+}
+const UnicodeClass& space_separator() {
+  static const UnicodeClass c("^\\p{Zs}$");
+  return c;
+}
+const UnicodeClass& control() {
+  static const UnicodeClass c("^[\\p{Cc}\\p{Cf}]$");
+  return c;
+}
 
 // BERT's whitespace: " ", \t, \n, \r and Zs (modelzoo's copy drops \t \n \r as control characters instead).
 bool is_bert_whitespace(char32_t cp) {
   return cp == U' ' || cp == U'\t' || cp == U'\n' || cp == U'\r' || (cp > 0x7F && space_separator().has(cp));
 }
-bool is_bert_control(char32_t cp) { return !is_bert_whitespace(cp) && (cp < 0x20 || cp == 0x7F || (cp > 0x7F && control().has(cp))); }
+bool is_bert_control(char32_t cp) {
+  return !is_bert_whitespace(cp) && (cp < 0x20 || cp == 0x7F || (cp > 0x7F && control().has(cp)));
+}
 char32_t lower(char32_t cp) {
   if (cp < 0x80) return cp >= U'A' && cp <= U'Z' ? cp + 32 : cp;
   static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
@@ -69,7 +80,8 @@ char32_t unaccented(char32_t cp) {
   static const char* const latin1 =  // U+00C0 .. U+00FF; '.' = no decomposition
       "AAAAAA.CEEEEIIII.NOOOOO..UUUUY..aaaaaa.ceeeeiiii.nooooo..uuuuy.y";
   static const char* const extended_a =  // U+0100 .. U+017F
-      "AaAaAaCcCcCcCcDd..EeEeEeEeEeGgGgGgGgHh..IiIiIiIiI...JjKk.LlLlLl....NnNnNn...OoOoOo..RrRrRrSsSsSsSsTtTt..UuUuUuUuUuUuWwYyYZzZzZz.";
+      "AaAaAaCcCcCcCcDd..EeEeEeEeEeGgGgGgGgHh..IiIiIiIiI...JjKk.LlLlLl....NnNnNn...OoOoOo..RrRrRrSsSsSsSsTtTt.."
+      "UuUuUuUuUuUuWwYyYZzZzZz.";
   if (cp >= 0xC0 && cp <= 0xFF && latin1[cp - 0xC0] != '.') return static_cast<char32_t>(latin1[cp - 0xC0]);
   if (cp >= 0x100 && cp <= 0x17F && extended_a[cp - 0x100] != '.') return static_cast<char32_t>(extended_a[cp - 0x100]);
   return 0;

@@ -24,8 +24,8 @@ const config::Schema<Esm2Options>& Esm2Options::schema() {
 }
 
 BertModel::BertModel(const BertOptions& o, const torch::TensorOptions& p) : options_(o) {
-  bert_encoder = register_module(
-      "bert_encoder", BertEncoder(o, BertEncoderShape{o.segments(), !o.disable_nsp, o.dropout_rate}, p));
+  bert_encoder = register_module("bert_encoder",
+                                 BertEncoder(o, BertEncoderShape{o.segments(), !o.disable_nsp, o.dropout_rate}, p));
   auto node = [] { return std::make_shared<torch::nn::Module>(); };  // holds children under modelzoo's names
   if (!o.disable_nsp) {
     bert_cls_head = register_module("bert_cls_head", node());
@@ -37,8 +37,7 @@ BertModel::BertModel(const BertOptions& o, const torch::TensorOptions& p) : opti
   mlm_transform = Dense(o.hidden_size, o.hidden_size, o.use_ffn_bias_in_mlm, p);
   transform->register_module("ffn", one_layer_network(mlm_transform.ptr()));
   mlm_ln = transform->register_module("ln", LayerNorm(o.hidden_size, o.layer_norm_epsilon, p));
-  mlm_classifier =
-      OutputHead(o.hidden_size, o.vocab_size, !o.share_embedding_weights, o.use_output_bias_in_mlm, p);
+  mlm_classifier = OutputHead(o.hidden_size, o.vocab_size, !o.share_embedding_weights, o.use_output_bias_in_mlm, p);
   bert_mlm_head->register_module("classifier", one_layer_network(mlm_classifier.ptr()));
 }
 
@@ -79,14 +78,14 @@ ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
   // Labels of every position (modelzoo's gather_mlm_labels: false) need no gathering.
   const bool gathered = labels.size(1) != batch.at("input_ids").size(1);
   if (gathered && !batch.count("masked_lm_positions"))
-    throw std::invalid_argument("bert: labels have " + std::to_string(labels.size(1)) + " columns, not one per token (" +
-                                std::to_string(batch.at("input_ids").size(1)) +
+    throw std::invalid_argument("bert: labels have " + std::to_string(labels.size(1)) +
+                                " columns, not one per token (" + std::to_string(batch.at("input_ids").size(1)) +
                                 "), and the batch has no masked_lm_positions saying where they belong");
   const torch::Tensor span = optional_feature(batch, "attention_span");
   const torch::Tensor packing = span.defined() ? packed_sequence_bias(span, batch.at("position_ids")) : torch::Tensor();
-  Outputs out = run(batch.at("input_ids"), optional_feature(batch, "attention_mask"),
-                    optional_feature(batch, "token_type_ids"),
-                    gathered ? batch.at("masked_lm_positions") : torch::Tensor(), packing);
+  Outputs out =
+      run(batch.at("input_ids"), optional_feature(batch, "attention_mask"), optional_feature(batch, "token_type_ids"),
+          gathered ? batch.at("masked_lm_positions") : torch::Tensor(), packing);
   const int64_t B = labels.size(0), V = o.vocab_size;
   const torch::Tensor logits = out.mlm_logits.reshape({-1, out.mlm_logits.size(-1)});
   const torch::Tensor flat_labels = labels.reshape({-1}).to(torch::kLong);
@@ -107,8 +106,9 @@ ModelOutput BertModel::forward(const Features& batch, bool with_metrics) {
   torch::Tensor nsp_labels;
   if (!o.disable_nsp) {
     if (!batch.count("next_sentence_label"))
-      throw std::invalid_argument("bert: the batch has no next_sentence_label for the next-sentence head; "
-                                  "masked-LM-only data wants disable_nsp: true in model and in the input section");
+      throw std::invalid_argument(
+          "bert: the batch has no next_sentence_label for the next-sentence head; "
+          "masked-LM-only data wants disable_nsp: true in model and in the input section");
     nsp_labels = batch.at("next_sentence_label").reshape({-1}).to(torch::kLong);
     result.loss = result.loss + torch::cross_entropy_loss(out.nsp_logits.to(torch::kFloat), nsp_labels);
   }

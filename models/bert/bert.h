@@ -83,14 +83,14 @@ config::Schema<O> bert_pretraining_schema(const std::string& name, const std::st
       .field("pad_token_id", &O::pad_token_id, "The word embedding row of this id gets no gradient.",
              config::non_negative<int64_t>())
       .field("mlm_nonlinearity", &O::mlm_nonlinearity,
-             "Activation of the masked-LM head's transform (null: encoder_nonlinearity).",
-             config::if_set(nonlinearity))
+             "Activation of the masked-LM head's transform (null: encoder_nonlinearity).", config::if_set(nonlinearity))
       .field("use_ffn_bias_in_mlm", &O::use_ffn_bias_in_mlm, "Bias in the masked-LM head's transform.")
       .field("use_output_bias_in_mlm", &O::use_output_bias_in_mlm, "Bias on the masked-LM logits.")
       .field("share_embedding_weights", &O::share_embedding_weights,
              "Tie the masked-LM output projection to the word embeddings.")
-      .field("mlm_loss_weight", &O::mlm_loss_weight, "Multiplies the masked-LM loss (a sum over masked "
-                                                      "tokens / batch size).")
+      .field("mlm_loss_weight", &O::mlm_loss_weight,
+             "Multiplies the masked-LM loss (a sum over masked "
+             "tokens / batch size).")
       .field("label_smoothing", &O::label_smoothing, "Label smoothing of the masked-LM loss in training.",
              config::in_range(0.0, 1.0, /*hi_open=*/true))
       .field("disable_nsp", &O::disable_nsp, "No next-sentence prediction: masked LM only (RoBERTa).")

@@ -1,9 +1,8 @@
 // Implementation of models/bert/bert_encoder.h.
 #include "models/bert/bert_encoder.h"
 
-#include <limits>
-
 #include <cmath>
+#include <limits>
 
 #include "models/hf/block_keys.h"
 
@@ -19,14 +18,21 @@ InitializerSpec fine_tuning_head_initializer() {
 void check_bert_encoder(const BertEncoderOptions& o,
                         const std::function<void(const std::string&, const std::string&)>& fail) {
   if (o.position_embedding_type == "alibi" || o.position_embedding_type == "relative")
-    fail("position_embedding_type", "zoo's BERT builds learned, fixed and rotary positions, not " +
-                                        o.position_embedding_type);
+    fail("position_embedding_type",
+         "zoo's BERT builds learned, fixed and rotary positions, not " + o.position_embedding_type);
   if (o.mask_padding_in_positional_embed && o.position_embedding_type != "learned")
     fail("mask_padding_in_positional_embed", "applies to learned position embeddings only");
-  DecoderLmShape shape{o.vocab_size, o.hidden_size, o.num_hidden_layers, o.num_heads, o.filter_size,
-                       o.max_position_embeddings, o.position_embedding_type,
-                       o.rotary_dim.value_or(o.hidden_size / o.num_heads / 4), o.attention_module,
-                       o.extra_attention_params.num_kv_groups, std::nullopt};
+  DecoderLmShape shape{o.vocab_size,
+                       o.hidden_size,
+                       o.num_hidden_layers,
+                       o.num_heads,
+                       o.filter_size,
+                       o.max_position_embeddings,
+                       o.position_embedding_type,
+                       o.rotary_dim.value_or(o.hidden_size / o.num_heads / 4),
+                       o.attention_module,
+                       o.extra_attention_params.num_kv_groups,
+                       std::nullopt};
   check_decoder_lm_shape(shape, fail);
   if (o.mup_base_hidden_size.has_value() != o.mup_base_filter_size.has_value())
     fail(o.mup_base_hidden_size ? "mup_base_filter_size" : "mup_base_hidden_size",
@@ -130,8 +136,10 @@ torch::Tensor packed_sequence_bias(const torch::Tensor& attention_span, const to
   const int64_t T = attention_span.size(1);
   const torch::Tensor at = torch::arange(T, attention_span.options().dtype(torch::kLong));
   const torch::Tensor ahead = at.view({T, 1}) - at.view({1, T});  // query - key
-  const torch::Tensor span = attention_span.to(torch::kLong).unsqueeze(1), before = position_ids.to(torch::kLong).unsqueeze(1);
-  // Key k is in query q's sequence when q - k <= span[k] (q not past its end) and k - q <= position[k] (q not before its start).
+  const torch::Tensor span = attention_span.to(torch::kLong).unsqueeze(1),
+                      before = position_ids.to(torch::kLong).unsqueeze(1);
+  // Key k is in query q's sequence when q - k <= span[k] (q not past its end) and k - q <= position[k] (q not before
+  // its start).
   const torch::Tensor same = (ahead.unsqueeze(0) <= span) & ((-ahead).unsqueeze(0) <= before);  // (B, T, T)
   return torch::zeros(same.sizes(), attention_span.options().dtype(torch::kFloat))
       .masked_fill(same.logical_not(), -std::numeric_limits<float>::infinity())
@@ -144,9 +152,12 @@ std::pair<torch::Tensor, torch::Tensor> BertEncoderImpl::forward(const torch::Te
                                                                  const torch::Tensor& attention_bias) {
   const BertEncoderOptions& o = options_;
   if (attention_bias.defined() && o.position_embedding_type != "rotary")
-    throw std::invalid_argument("packed (variable-sequence-length) samples need position_embedding_type rotary in "
-                                "zoo; with " + o.position_embedding_type + " positions each sequence would need its "
-                                "own position ids");
+    throw std::invalid_argument(
+        "packed (variable-sequence-length) samples need position_embedding_type rotary in "
+        "zoo; with " +
+        o.position_embedding_type +
+        " positions each sequence would need its "
+        "own position ids");
   torch::Tensor word_scale;
   if (o.token_dropout) {  // ESM's: every training run masked 15% of tokens, 80% of those with the mask token
     const auto dtype = embedding_layer->word_embeddings->weight.scalar_type();  // modelzoo's: the embeddings'

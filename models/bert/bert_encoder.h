@@ -34,8 +34,8 @@ struct BertEncoderOptions {
   std::optional<int64_t> rotary_dim;  // rotary: null is a quarter of the head size, as modelzoo's bert
   double rope_theta = 10000.0;
   bool mask_padding_in_positional_embed = false;  // RoBERTa: positions count from 1, padding takes row 0
-  int64_t pad_token_id = 0;             // its word embedding row gets no gradient
-  std::optional<int64_t> num_segments;  // token types (null: each model's default)
+  int64_t pad_token_id = 0;                       // its word embedding row gets no gradient
+  std::optional<int64_t> num_segments;            // token types (null: each model's default)
   double layer_norm_epsilon = 1e-5;
   bool norm_first = false;
   bool embedding_layer_norm = true;
@@ -89,8 +89,7 @@ config::Schema<O> add_bert_encoder_fields(config::Schema<O> s) {
       .field("num_hidden_layers", &O::num_hidden_layers, "Number of encoder layers.", size(kMaxLayers))
       .field("num_heads", &O::num_heads, "Attention heads; must divide hidden_size.", size(kMaxWidth))
       .field("filter_size", &O::filter_size, "FFN hidden units.", size(kMaxWidth))
-      .field("max_position_embeddings", &O::max_position_embeddings, "Longest sequence supported.",
-             size(kMaxWidth))
+      .field("max_position_embeddings", &O::max_position_embeddings, "Longest sequence supported.", size(kMaxWidth))
       .field("position_embedding_type", &O::position_embedding_type, "learned, fixed (sinusoidal) or rotary.",
              config::one_of({"learned", "fixed", "rotary", "alibi", "relative"}))
       .field("rotary_dim", &O::rotary_dim, "rotary: dims per head to rotate (null: a quarter of the head size).",
@@ -118,15 +117,14 @@ config::Schema<O> add_bert_encoder_fields(config::Schema<O> s) {
              config::one_of({"scaled_dot_product", "dot_product"}))
       .field("attention_softmax_fp32", &O::attention_softmax_fp32,
              "Compute the attention softmax in float32 under reduced precision.")
-      .field("dropout_rate", &O::dropout_rate,
-             "Dropout after the embeddings, on residual branches and in the FFN.", dropout)
+      .field("dropout_rate", &O::dropout_rate, "Dropout after the embeddings, on residual branches and in the FFN.",
+             dropout)
       .field("attention_dropout_rate", &O::attention_dropout_rate,
              "Dropout on attention probabilities (null: dropout_rate).", config::if_set(dropout))
       .field("encoder_nonlinearity", &O::encoder_nonlinearity, "FFN activation.", nonlinearity)
       .field("pooler_nonlinearity", &O::pooler_nonlinearity,
              "Activation of the [CLS] pooler (null: encoder_nonlinearity; BERT: tanh).", config::if_set(nonlinearity))
-      .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention,
-             "Bias on the q/k/v projections.")
+      .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention, "Bias on the q/k/v projections.")
       .field("use_ffn_bias_in_attention", &O::use_ffn_bias_in_attention, "Bias on the attention output projection.")
       .field("use_ffn_bias", &O::use_ffn_bias, "Bias in the FFN layers, the pooler and the NSP head.")
       .field("initializer_range", &O::initializer_range,
@@ -172,8 +170,8 @@ void check_bert_encoder(const BertEncoderOptions& o,
 
 // What a model asks of its encoder beyond the keys.
 struct BertEncoderShape {
-  int64_t segments = 2;        // segment_embeddings rows (0: none)
-  bool pooler = true;          // pooler.pooler: dense + pooler_nonlinearity on [CLS]
+  int64_t segments = 2;  // segment_embeddings rows (0: none)
+  bool pooler = true;    // pooler.pooler: dense + pooler_nonlinearity on [CLS]
   double embedding_dropout = 0.1;
 };
 

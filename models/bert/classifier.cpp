@@ -32,8 +32,10 @@ const config::Schema<BertClassifierOptions>& BertClassifierOptions::schema() {
           .validate([](const O& o, const auto& fail) {
             check_bert_encoder(o, fail);
             if (!o.num_labels) fail("num_labels", "required: the number of classes");
-            if (!o.problem_type) fail("problem_type", "required: single_label_classification, "
-                                                      "multi_label_classification or regression");
+            if (!o.problem_type)
+              fail("problem_type",
+                   "required: single_label_classification, "
+                   "multi_label_classification or regression");
             if (!o.task_dropout) fail("task_dropout", "required: the dropout on the pooled state");
             if (o.pad_token_id >= o.vocab_size) fail("embedding_pad_token_id", "must be below vocab_size");
           });
@@ -95,8 +97,7 @@ ModelOutput BertClassifierModel::forward(const Features& batch, bool with_metric
 
 torch::Tensor sequence_classification_loss(const torch::Tensor& logits, const torch::Tensor& labels,
                                            const std::string& problem_type) {
-  if (problem_type == "regression")
-    return torch::mse_loss(logits.squeeze(-1), labels.to(torch::kFloat).reshape({-1}));
+  if (problem_type == "regression") return torch::mse_loss(logits.squeeze(-1), labels.to(torch::kFloat).reshape({-1}));
   if (problem_type == "multi_label_classification")
     return torch::binary_cross_entropy_with_logits(logits, labels.to(torch::kFloat).reshape(logits.sizes()));
   return torch::cross_entropy_loss(logits, labels.reshape({-1}).to(torch::kLong));

@@ -21,9 +21,10 @@ struct BertClassifierOptions : BertEncoderOptions {
     vocab_size = 30522;
     max_position_embeddings = 1024;
   }
-  std::optional<int64_t> num_labels;    // required
-  std::optional<std::string> problem_type;  // required: single_label_classification, multi_label_classification, regression
-  std::optional<double> task_dropout;   // required: dropout on the pooled state
+  std::optional<int64_t> num_labels;  // required
+  std::optional<std::string>
+      problem_type;                    // required: single_label_classification, multi_label_classification, regression
+  std::optional<double> task_dropout;  // required: dropout on the pooled state
   std::optional<double> embedding_dropout_rate;  // null: dropout_rate
   bool compute_eval_metrics = false;
 

@@ -14,15 +14,14 @@ void map_mlm_head(HfKeyMap& m, const std::string& dense, const std::string& norm
   m.linear(dense, "bert_mlm_head.mlm_transform.ffn.ffn.0.linear_layer");
   m.norm(norm, "bert_mlm_head.mlm_transform.ln");
   m.tensors.push_back({bias, "bert_mlm_head.classifier.ffn.0.linear_layer.bias"});
-  if (tied)
-    m.hf_tied_copies.push_back(decoder + ".weight");
-  else
-    m.tensors.push_back({decoder + ".weight", "bert_mlm_head.classifier.ffn.0.linear_layer.weight"});
+  if (tied) m.hf_tied_copies.push_back(decoder + ".weight");
+  else m.tensors.push_back({decoder + ".weight", "bert_mlm_head.classifier.ffn.0.linear_layer.weight"});
 }
 
 void check_bert_encoder_export(const ExportCheck& check, const BertEncoderOptions& o) {
-  check.expect(o.attention_module == "aiayn_attention", "attention_module", o.attention_module,
-               "has one key/value head per query head")
+  check
+      .expect(o.attention_module == "aiayn_attention", "attention_module", o.attention_module,
+              "has one key/value head per query head")
       .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
       .expect(!o.mup() && o.embeddings_scale == 1.0 && !o.scale_qk_dot_by_d.value_or(false) &&
                   o.attention_logits_alpha == 1.0,
@@ -38,11 +37,12 @@ void check_bert_style_export(const ExportCheck& check, const BertOptions& o) {
 
 void check_bert_layout_export(const ExportCheck& check, const BertEncoderOptions& o, bool roberta, bool pooler) {
   const std::string act = o.encoder_nonlinearity;
-  check.expect(o.position_embedding_type == "learned" && o.mask_padding_in_positional_embed == roberta,
-               "position_embedding_type",
-               o.position_embedding_type + (o.mask_padding_in_positional_embed ? " counted past padding" : ""),
-               roberta ? "has learned positions counted past padding (mask_padding_in_positional_embed)"
-                       : "has learned absolute positions from 0")
+  check
+      .expect(o.position_embedding_type == "learned" && o.mask_padding_in_positional_embed == roberta,
+              "position_embedding_type",
+              o.position_embedding_type + (o.mask_padding_in_positional_embed ? " counted past padding" : ""),
+              roberta ? "has learned positions counted past padding (mask_padding_in_positional_embed)"
+                      : "has learned absolute positions from 0")
       .expect(!o.norm_first, "norm_first", "true", "normalizes after each residual add")
       .expect(o.embedding_layer_norm, "embedding_layer_norm", "false", "normalizes the embeddings")
       .expect(!o.use_final_layer_norm, "use_final_layer_norm", "true", "has no such option")

@@ -74,10 +74,11 @@ YAML::Node esm_model(const nlohmann::json& c) {
 nlohmann::json esm_config(const Esm2Options& o) {
   const ExportCheck check("esm");
   const std::string act = o.encoder_nonlinearity;
-  check.expect(o.position_embedding_type == "rotary" && o.rotary_dim.value_or(head_dim(o) / 4) == head_dim(o) &&
-                   o.rope_theta == 10000.0,
-               "position_embedding_type", o.position_embedding_type,
-               "rotates whole heads with rotary base 10000 (rotary_dim = hidden_size / num_heads)")
+  check
+      .expect(o.position_embedding_type == "rotary" && o.rotary_dim.value_or(head_dim(o) / 4) == head_dim(o) &&
+                  o.rope_theta == 10000.0,
+              "position_embedding_type", o.position_embedding_type,
+              "rotates whole heads with rotary base 10000 (rotary_dim = hidden_size / num_heads)")
       .expect(o.norm_first, "norm_first", "false", "normalizes before attention and the FFN")
       .expect(o.use_final_layer_norm, "use_final_layer_norm", "false", "normalizes the last layer's output")
       .expect(o.disable_nsp, "disable_nsp", "false", "has no next-sentence head")

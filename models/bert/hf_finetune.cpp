@@ -145,7 +145,8 @@ HfAdapter bert_sequence_classifier_hf_adapter() {
     YAML::Node m = finetune_shape(c, "bert/classifier");
     const int64_t labels = num_labels(c);
     m["num_labels"] = labels;
-    m["problem_type"] = config_get<std::string>(c, {"problem_type"}, labels == 1 ? "regression" : "single_label_classification");
+    m["problem_type"] =
+        config_get<std::string>(c, {"problem_type"}, labels == 1 ? "regression" : "single_label_classification");
     m["task_dropout"] = classifier_dropout(c);
     return m;
   };

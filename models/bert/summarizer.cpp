@@ -10,7 +10,8 @@ const config::Schema<BertSummarizerOptions>& BertSummarizerOptions::schema() {
       add_bert_encoder_fields(config::Schema<O>("model (bert/extractive_summarization)",
                                                 "BERTSUM: BERT scoring each sentence's [CLS] state, as modelzoo's "
                                                 "bert/extractive_summarization."))
-          .field("num_labels", &O::num_labels, "Classes per sentence (1 or 2).", config::Check<int64_t>([](const int64_t& v) {
+          .field("num_labels", &O::num_labels, "Classes per sentence (1 or 2).",
+                 config::Check<int64_t>([](const int64_t& v) {
                    return v == 1 || v == 2 ? std::string() : std::string("expected 1 or 2");
                  }))
           .field("loss_weight", &O::loss_weight, "Multiplies the loss (a sum over sentences / batch size; null: 1).")
@@ -30,15 +31,15 @@ const config::Schema<BertSummarizerOptions>& BertSummarizerOptions::schema() {
           .validate([](const O& o, const auto& fail) {
             check_bert_encoder(o, fail);
             if (o.compute_eval_metrics)
-              fail("compute_eval_metrics", "ROUGE is not supported (modelzoo's summarizer raises "
-                                           "NotImplementedError for it too); set it to false");
+              fail("compute_eval_metrics",
+                   "ROUGE is not supported (modelzoo's summarizer raises "
+                   "NotImplementedError for it too); set it to false");
             if (o.add_pooling_layer) fail("add_pooling_layer", "must be false: the summarizer has no pooler");
           });
   return s;
 }
 
-BertSummarizerModel::BertSummarizerModel(const BertSummarizerOptions& o, const torch::TensorOptions& p)
-    : options_(o) {
+BertSummarizerModel::BertSummarizerModel(const BertSummarizerOptions& o, const torch::TensorOptions& p) : options_(o) {
   const BertEncoderShape shape{o.num_segments.value_or(2), false, o.embedding_dropout_rate.value_or(o.dropout_rate)};
   bert = register_module("bert", BertEncoder(o, shape, p));
   classifier = register_module("classifier", Dense(o.hidden_size, o.num_labels, o.use_cls_bias, p));

@@ -25,8 +25,8 @@ struct BertSummarizerOptions : BertEncoderOptions {
   int64_t num_labels = 2;
   std::optional<double> loss_weight = 1.0;  // null: 1
   bool use_cls_bias = true;
-  std::optional<std::string> vocab_file;  // the data's vocabulary, when its section names none
-  bool compute_eval_metrics = false;      // ROUGE: refused, as modelzoo does
+  std::optional<std::string> vocab_file;         // the data's vocabulary, when its section names none
+  bool compute_eval_metrics = false;             // ROUGE: refused, as modelzoo does
   std::optional<double> embedding_dropout_rate;  // null: dropout_rate
   bool add_pooling_layer = false;                // only false, as modelzoo's
 

@@ -12,8 +12,9 @@ const config::Schema<BertTokenClassifierOptions>& BertTokenClassifierOptions::sc
   using O = BertTokenClassifierOptions;
   auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
   static const config::Schema<O> s =
-      add_bert_encoder_fields(config::Schema<O>(
-          "model (bert/token_classifier)", "BERT token classification (NER), as modelzoo's bert/token_classifier."))
+      add_bert_encoder_fields(
+          config::Schema<O>("model (bert/token_classifier)",
+                            "BERT token classification (NER), as modelzoo's bert/token_classifier."))
           .field("num_classes", &O::num_classes, "Token classes.", config::if_set(config::positive<int64_t>()))
           .field("encoder_output_dropout_rate", &O::encoder_output_dropout_rate,
                  "Dropout on the encoder's states before the classifier.", config::if_set(dropout))
@@ -79,7 +80,8 @@ ModelOutput BertTokenClassifierModel::forward(const Features& batch, bool with_m
   const torch::Tensor out =
       logits(ids, attention, optional_feature(batch, "token_type_ids")).to(torch::kFloat).reshape({-1, K});
   const torch::Tensor labels = batch.at("labels").reshape({-1}).to(torch::kLong);
-  const torch::Tensor keep = (batch.count("loss_mask") ? batch.at("loss_mask") : attention).reshape({-1}).to(torch::kFloat);
+  const torch::Tensor keep =
+      (batch.count("loss_mask") ? batch.at("loss_mask") : attention).reshape({-1}).to(torch::kFloat);
   const torch::Tensor per_token = torch::nn::functional::cross_entropy(
       out, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   double weight = options_.loss_weight / double(B);
@@ -89,7 +91,8 @@ ModelOutput BertTokenClassifierModel::forward(const Features& batch, bool with_m
   if (with_metrics && options_.compute_eval_metrics) {
     torch::NoGradGuard no_grad;
     // Per class over the real tokens: F1 = 2 TP / (2 TP + FP + FN), as sums the runner adds up over batches.
-    const torch::Tensor real = attention.defined() ? attention.reshape({-1}) != 0 : torch::ones_like(labels, torch::kBool);
+    const torch::Tensor real =
+        attention.defined() ? attention.reshape({-1}) != 0 : torch::ones_like(labels, torch::kBool);
     const torch::Tensor pred = out.argmax(-1).index({real}), gold = labels.index({real});
     const torch::Tensor classes = torch::arange(K, torch::kLong).unsqueeze(1);
     const torch::Tensor p = (pred.unsqueeze(0) == classes), g = (gold.unsqueeze(0) == classes);
@@ -109,8 +112,9 @@ ModelFamily bert_token_classifier_family() {
       {"input_ids", "attention_mask", "labels"});
   f.required_keys = {"num_classes", "encoder_output_dropout_rate"};
   f.hf["bert-token-classifier"] = bert_token_classifier_hf_adapter();
-  f.input_keys_from_model = {{"label_vocab_file", {"label_vocab_file"}},
-                             {"include_padding_in_loss", {"include_padding_in_loss"}}};  // as modelzoo's data config reads them
+  f.input_keys_from_model = {
+      {"label_vocab_file", {"label_vocab_file"}},
+      {"include_padding_in_loss", {"include_padding_in_loss"}}};  // as modelzoo's data config reads them
   return f;
 }
 

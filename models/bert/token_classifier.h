@@ -24,8 +24,8 @@ struct BertTokenClassifierOptions : BertEncoderOptions {
     dropout_rate = 0.0;
     attention_dropout_rate = 0.0;
   }
-  std::optional<int64_t> num_classes;                  // required
-  std::optional<double> encoder_output_dropout_rate;   // required: dropout on the encoder's states
+  std::optional<int64_t> num_classes;                 // required
+  std::optional<double> encoder_output_dropout_rate;  // required: dropout on the encoder's states
   double loss_weight = 1.0;
   bool include_padding_in_loss = false;
   std::optional<double> embedding_dropout_rate;  // null: dropout_rate

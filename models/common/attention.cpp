@@ -5,11 +5,11 @@
 // decoding with a cache and a mask, ALiBi's trained slopes, T5's bias).
 #include "models/common/attention.h"
 
-#include "models/kernels/cpu/causal_attention.h"
-#include "models/kernels/torch_version.h"
-
 #include <cmath>
 #include <limits>
+
+#include "models/kernels/cpu/causal_attention.h"
+#include "models/kernels/torch_version.h"
 
 namespace zoo::models {
 namespace {
@@ -18,7 +18,9 @@ torch::Tensor repeat_kv_heads(const torch::Tensor& t, int64_t H) {
   return t.size(1) == H ? t : t.repeat_interleave(H / t.size(1), 1);
 }
 // softmax_fp32's widening: half precision to float32; float64 stays.
-torch::Tensor at_least_float(const torch::Tensor& t) { return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat); }
+torch::Tensor at_least_float(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat);
+}
 #if ZOO_TORCH_AT_LEAST(2, 1)
 // SDPA's optional mask: no mask is nullopt, not an undefined tensor (which
 // LibTorch 2.11 refuses for its missing dtype).
@@ -39,9 +41,7 @@ torch::Tensor sequence_starts(const torch::Tensor& packed_positions) {
   return torch::arange(at.size(1), at.options()).unsqueeze(0) - at;
 }
 
-MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o,
-                                               const torch::TensorOptions& p)
-    : options_(o) {
+MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o, const torch::TensorOptions& p) : options_(o) {
   const int64_t C = o.hidden_size, inner = inner_dim(), KV = kv_heads() * (inner / o.num_heads);
   proj_q_dense_layer = register_module("proj_q_dense_layer", Dense(C, inner, o.use_projection_bias, p));
   proj_k_dense_layer = register_module("proj_k_dense_layer", Dense(C, KV, o.use_projection_bias, p));
@@ -105,11 +105,12 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
   auto project_output = [&](const torch::Tensor& heads) {  // (B, T, inner) -> (B, T, C)
     return without_output_bias ? proj_output_dense_layer->forward_without_bias(heads) : proj_output_dense_layer(heads);
   };
-  const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H, G = kv_heads();
+  const int64_t B = x.size(0), T = x.size(1), H = options_.num_heads, inner = inner_dim(), D = inner / H,
+                G = kv_heads();
   // q, k and v from one GEMM over the stacked weights (one pass over x; the
   // parameters and their checkpoint keys stay separate).
   const std::vector<DenseImpl*> projections = {proj_q_dense_layer.get(), proj_k_dense_layer.get(),
-                                              proj_v_dense_layer.get()};
+                                               proj_v_dense_layer.get()};
   int64_t past = cache && cache->keys.defined() ? cache->keys.size(1) : 0;  // positions already cached
   const bool packed = packed_positions.defined();
   TORCH_CHECK(!packed || (!cache && options_.causal && options_.sink_tokens == 0),
@@ -170,7 +171,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
       // Packed rows: each query's own sequence up to itself, as a mask.
       const bool causal = options_.causal && past == 0 && T > 1 && !packed;
       torch::Tensor kh = repeat_kv_heads(k.transpose(1, 2), H), vh = repeat_kv_heads(v.transpose(1, 2), H);
-      const torch::Tensor mask = packed ? packed_visibility(starts).unsqueeze(1)
+      const torch::Tensor mask = packed               ? packed_visibility(starts).unsqueeze(1)
                                  : key_mask.defined() ? key_mask.to(torch::kBool).view({B, 1, 1, -1})
                                                       : key_mask;
       return merge_heads(at::scaled_dot_product_attention(q.transpose(1, 2), kh, vh, sdpa_mask(mask), p_drop,
@@ -186,13 +187,11 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, LayerKV* c
         slopes.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
       }
       // The CPU kernel reads q, k and v side by side in one tensor.
-      const torch::Tensor fused =
-          rotated_qk.defined() ? torch::cat({rotated_qk.flatten(2), v.flatten(2)}, -1) : qkv;
+      const torch::Tensor fused = rotated_qk.defined() ? torch::cat({rotated_qk.flatten(2), v.flatten(2)}, -1) : qkv;
       return project_output(
           causal_attention(fused, H, G, scale, options_.sliding_window, slopes, starts).view({B, T, inner}));
     }
-    case AttentionKernel::reference:
-      break;
+    case AttentionKernel::reference: break;
   }
   ScoreOptions scores;
   scores.scale = scale;
@@ -254,7 +253,8 @@ torch::Tensor reference_attention(const torch::Tensor& q, torch::Tensor k, torch
   // their values, as modelzoo's, instead of turning into NaN; any other row is
   // unchanged, its hidden keys' exp() being exactly 0 either way.
   if (o.key_mask.defined())
-    scores = scores.masked_fill(o.key_mask.logical_not().view({B, 1, 1, past + T}), lowest_finite(scores.scalar_type()));
+    scores =
+        scores.masked_fill(o.key_mask.logical_not().view({B, 1, 1, past + T}), lowest_finite(scores.scalar_type()));
   if (o.sequence_start.defined()) {  // packed rows: no key before the query's own sequence
     TORCH_CHECK(past == 0, "packed sequences take no cache");
     mask = mask.unsqueeze(0) | packed_visibility(o.sequence_start).logical_not();

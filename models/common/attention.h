@@ -17,16 +17,16 @@ namespace zoo::models {
 // How reference_attention turns scores q.k into probabilities.
 struct ScoreOptions {
   double scale = 1.0;
-  bool causal = true;           // query i sees keys up to its own position (false: an encoder's, all keys)
-  int64_t sliding_window = 0;   // causal: at most this many most recent keys; 0: all
-  int64_t sink_tokens = 0;      // with sliding_window: the first keys stay visible (StreamingLLM)
-  torch::Tensor alibi_slopes;   // (H): add slope_h * j to the score of key j (ALiBi; causal only)
-  torch::Tensor key_mask;       // (B, keys) bool: false hides a key (padding) from every query
+  bool causal = true;              // query i sees keys up to its own position (false: an encoder's, all keys)
+  int64_t sliding_window = 0;      // causal: at most this many most recent keys; 0: all
+  int64_t sink_tokens = 0;         // with sliding_window: the first keys stay visible (StreamingLLM)
+  torch::Tensor alibi_slopes;      // (H): add slope_h * j to the score of key j (ALiBi; causal only)
+  torch::Tensor key_mask;          // (B, keys) bool: false hides a key (padding) from every query
   double logit_softcapping = 0.0;  // scores -> cap * tanh(scores / cap) before the mask; 0: none
-  torch::Tensor bias;           // (H, T, keys) or broadcastable: added to the scaled scores (T5's position bias)
-  torch::Tensor sequence_start;  // (B, T) int64, causal rows packing sequences: query i sees no key before it
+  torch::Tensor bias;              // (H, T, keys) or broadcastable: added to the scaled scores (T5's position bias)
+  torch::Tensor sequence_start;    // (B, T) int64, causal rows packing sequences: query i sees no key before it
   bool softmax_fp32 = true;
-  double dropout = 0.0;         // on the probabilities
+  double dropout = 0.0;  // on the probabilities
 };
 
 // Softmax attention written out op by op (the reference the fused kernels are
@@ -47,14 +47,14 @@ struct LayerKV {
 struct AttentionOptions {
   int64_t hidden_size = 0;
   int64_t num_heads = 1;
-  int64_t num_kv_groups = 0;         // key/value heads (GQA/MQA); 0: num_heads
-  int64_t inner_dim = 0;             // heads x head size of q/k/v; 0: hidden_size
-  RotaryOptions rotary;              // rotary position embedding (rotary.dim 0: none)
-  int64_t sliding_window = 0;        // attend to at most this many most recent positions; 0: all
-  int64_t sink_tokens = 0;           // with sliding_window: the first positions stay visible (StreamingLLM)
-  bool use_projection_bias = true;   // q/k/v projections
-  bool use_output_bias = true;       // output projection (modelzoo: use_ffn_bias_in_attention)
-  double dropout = 0.0;              // on attention probabilities
+  int64_t num_kv_groups = 0;           // key/value heads (GQA/MQA); 0: num_heads
+  int64_t inner_dim = 0;               // heads x head size of q/k/v; 0: hidden_size
+  RotaryOptions rotary;                // rotary position embedding (rotary.dim 0: none)
+  int64_t sliding_window = 0;          // attend to at most this many most recent positions; 0: all
+  int64_t sink_tokens = 0;             // with sliding_window: the first positions stay visible (StreamingLLM)
+  bool use_projection_bias = true;     // q/k/v projections
+  bool use_output_bias = true;         // output projection (modelzoo: use_ffn_bias_in_attention)
+  double dropout = 0.0;                // on attention probabilities
   bool scale_by_sqrt_head_dim = true;  // "scaled_dot_product" (true) or "dot_product" (false)
   bool scale_by_head_dim = false;      // with scale_by_sqrt_head_dim: 1/D instead of 1/sqrt(D) (muP)
   double logit_multiplier = 1.0;       // further factor on the scores (1/(layer+1): scale_qk_dot_by_layer_idx)
@@ -63,11 +63,11 @@ struct AttentionOptions {
   // the rotary: "" none, "rmsnorm" or "layernorm" (Qwen3, OLMo).
   std::string qk_norm;
   double qk_norm_eps = 1e-5;
-  bool causal = true;                  // false: every query sees every (unpadded) key, as in an encoder
-  bool softmax_fp32 = true;          // softmax in float32 under reduced precision
-  InitializerSpec initializer;       // q/k/v
+  bool causal = true;                            // false: every query sees every (unpadded) key, as in an encoder
+  bool softmax_fp32 = true;                      // softmax in float32 under reduced precision
+  InitializerSpec initializer;                   // q/k/v
   std::optional<InitializerSpec> q_initializer;  // the query projection's, when it differs (T5)
-  InitializerSpec output_initializer;  // output projection
+  InitializerSpec output_initializer;            // output projection
 };
 
 class MultiheadAttentionImpl : public torch::nn::Module {

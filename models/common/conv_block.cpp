@@ -7,8 +7,8 @@
 
 namespace zoo::models {
 
-const std::vector<std::string> kNormLayerNames = {"batchnorm2d", "batchnorm3d", "group",
-                                                  "group_instance", "instance2d", "instance3d"};
+const std::vector<std::string> kNormLayerNames = {"batchnorm2d",    "batchnorm3d", "group",
+                                                  "group_instance", "instance2d",  "instance3d"};
 
 namespace {
 bool is_batchnorm(const std::string& kind) { return kind.rfind("batchnorm", 0) == 0; }
@@ -58,12 +58,12 @@ torch::Tensor NormLayerImpl::forward(const torch::Tensor& x) {
     num_batches_tracked.add_(1);
   }
   // Statistics in float32 under autocast, as torch.nn.BatchNorm's.
-  return torch::batch_norm(x, weight, bias, running_mean, running_var, is_training(), options_.momentum,
-                           options_.eps, at::globalContext().userEnabledCuDNN());
+  return torch::batch_norm(x, weight, bias, running_mean, running_var, is_training(), options_.momentum, options_.eps,
+                           at::globalContext().userEnabledCuDNN());
 }
 
-ConvLayerImpl::ConvLayerImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride_, int64_t padding_, int64_t groups_,
-                             bool with_bias, bool conv3d_, const torch::TensorOptions& p)
+ConvLayerImpl::ConvLayerImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride_, int64_t padding_,
+                             int64_t groups_, bool with_bias, bool conv3d_, const torch::TensorOptions& p)
     : stride(stride_), padding(padding_), groups(groups_), conv3d(conv3d_) {
   if (in % groups != 0 || out % groups != 0)
     throw std::invalid_argument("a convolution's groups must divide its channels");
@@ -92,10 +92,11 @@ torch::Tensor ConvTransposeLayerImpl::forward(const torch::Tensor& x) {
   return torch::conv_transpose2d(x, weight, bias, kernel);
 }
 
-ConvNormActImpl::ConvNormActImpl(const ConvNormActOptions& o, const torch::TensorOptions& p) : activation_(o.activation) {
+ConvNormActImpl::ConvNormActImpl(const ConvNormActOptions& o, const torch::TensorOptions& p)
+    : activation_(o.activation) {
   const int64_t padding = (o.stride - 1 + o.kernel_size - 1) / 2;
-  conv = register_module("0", ConvLayer(o.in_channels, o.out_channels, o.kernel_size, o.stride, padding, o.groups,
-                                        o.bias, o.conv3d, p));
+  conv = register_module(
+      "0", ConvLayer(o.in_channels, o.out_channels, o.kernel_size, o.stride, padding, o.groups, o.bias, o.conv3d, p));
   if (o.norm) {
     NormLayerOptions n = *o.norm;
     n.channels = o.out_channels;

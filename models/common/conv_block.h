@@ -61,7 +61,8 @@ TORCH_MODULE(ConvLayer);
 // weight (in, out, k, k[, k]).
 class ConvTransposeLayerImpl : public torch::nn::Module {
  public:
-  ConvTransposeLayerImpl(int64_t in, int64_t out, int64_t kernel, bool bias, bool conv3d, const torch::TensorOptions& p);
+  ConvTransposeLayerImpl(int64_t in, int64_t out, int64_t kernel, bool bias, bool conv3d,
+                         const torch::TensorOptions& p);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight, bias;
   int64_t kernel;

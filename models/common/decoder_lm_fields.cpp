@@ -17,7 +17,8 @@ const config::Schema<PosScalingExtraArgs>& PosScalingExtraArgs::schema() {
   static const config::Schema<E> s =
       config::Schema<E>("pos_scaling_extra_args", "Arguments of the position scaling type.")
           .field("original_max_position_embeddings", &E::original_max_position_embeddings,
-                 "llama3, yarn: the context the model was pre-trained with.", config::if_set(config::positive<int64_t>()))
+                 "llama3, yarn: the context the model was pre-trained with.",
+                 config::if_set(config::positive<int64_t>()))
           .field("low_freq_factor", &E::low_freq_factor, "llama3: wavelengths beyond original / this are scaled.",
                  config::if_set(config::positive<double>()))
           .field("high_freq_factor", &E::high_freq_factor, "llama3: wavelengths below original / this are kept.",
@@ -37,31 +38,31 @@ void check_position_scaling(const DecoderLmOptions& o,
                             const std::function<void(const std::string&, const std::string&)>& fail) {
   const std::string& type = o.pos_scaling_type;
   const bool yarn = type == "yarn" || type == "YaRN";
-  if (type == "longrope")
-    fail("pos_scaling_type", "longrope is not supported by zoo (linear, llama3 and yarn are)");
+  if (type == "longrope") fail("pos_scaling_type", "longrope is not supported by zoo (linear, llama3 and yarn are)");
   const bool rotary = o.position_embedding_type == "rotary", alibi = o.position_embedding_type == "alibi";
   if (o.pos_scaling_factor != 1.0 && !rotary && !alibi)
-    fail("pos_scaling_factor", "applies to rotary and alibi position embeddings only (this model's are " +
-                                   o.position_embedding_type + ")");
+    fail("pos_scaling_factor",
+         "applies to rotary and alibi position embeddings only (this model's are " + o.position_embedding_type + ")");
   if (type != "linear" && !rotary)
-    fail("pos_scaling_type", type + " scales rotary position embeddings; with " + o.position_embedding_type +
-                                 " use linear");
+    fail("pos_scaling_type",
+         type + " scales rotary position embeddings; with " + o.position_embedding_type + " use linear");
   if (!o.pos_scaling_extra_args) {
-    if (yarn)
-      fail("pos_scaling_extra_args", "yarn needs original_max_position_embeddings, the pre-trained context");
+    if (yarn) fail("pos_scaling_extra_args", "yarn needs original_max_position_embeddings, the pre-trained context");
     return;
   }
   const PosScalingExtraArgs& e = *o.pos_scaling_extra_args;
   const std::vector<std::pair<std::string, bool>> llama3_only = {{"low_freq_factor", e.low_freq_factor.has_value()},
                                                                  {"high_freq_factor", e.high_freq_factor.has_value()}};
   const std::vector<std::pair<std::string, bool>> yarn_only = {
-      {"beta_fast", e.beta_fast.has_value()},       {"beta_slow", e.beta_slow.has_value()},
-      {"extrapolation_factor", e.extrapolation_factor.has_value()}, {"mscale_a", e.mscale_a.has_value()},
-      {"mscale_b", e.mscale_b.has_value()},         {"truncate", e.truncate.has_value()}};
+      {"beta_fast", e.beta_fast.has_value()},
+      {"beta_slow", e.beta_slow.has_value()},
+      {"extrapolation_factor", e.extrapolation_factor.has_value()},
+      {"mscale_a", e.mscale_a.has_value()},
+      {"mscale_b", e.mscale_b.has_value()},
+      {"truncate", e.truncate.has_value()}};
   auto refuse = [&](const std::vector<std::pair<std::string, bool>>& keys, const std::string& owner) {
     for (const auto& [key, given] : keys)
-      if (given)
-        fail("pos_scaling_extra_args", key + " belongs to pos_scaling_type " + owner + ", not " + type);
+      if (given) fail("pos_scaling_extra_args", key + " belongs to pos_scaling_type " + owner + ", not " + type);
   };
   if (type != "llama3") refuse(llama3_only, "llama3");
   if (!yarn) refuse(yarn_only, "yarn");
@@ -91,7 +92,8 @@ void check_mup(const DecoderLmOptions& o, const std::function<void(const std::st
 namespace {
 // The parameter count, with every product checked: the first one that
 // overflows (or passes kMaxParameters) names its key.
-void check_parameter_count(const DecoderLmShape& o, const std::function<void(const std::string&, const std::string&)>& fail) {
+void check_parameter_count(const DecoderLmShape& o,
+                           const std::function<void(const std::string&, const std::string&)>& fail) {
   using decoder_limits::kMaxParameters;
   int64_t total = 0;
   auto add = [&](const std::vector<std::pair<int64_t, std::string>>& factors) {
@@ -107,7 +109,10 @@ void check_parameter_count(const DecoderLmShape& o, const std::function<void(con
   add({{o.vocab_size, "vocab_size"}, {C, "hidden_size"}});
   add({{o.max_position_embeddings, "max_position_embeddings"}, {C, "hidden_size"}});
   add({{L, "num_hidden_layers"}, {C, "hidden_size"}, {C, "hidden_size"}, {4, "hidden_size"}});  // attention
-  add({{L, "num_hidden_layers"}, {o.filter_size, "filter_size"}, {C, "hidden_size"}, {3, "filter_size"}});  // FFN (GLU: 3 matrices)
+  add({{L, "num_hidden_layers"},
+       {o.filter_size, "filter_size"},
+       {C, "hidden_size"},
+       {3, "filter_size"}});  // FFN (GLU: 3 matrices)
 }
 }  // namespace
 

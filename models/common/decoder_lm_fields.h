@@ -45,9 +45,9 @@ struct ExtraAttentionParams {
 // pos_scaling_type (unset: modelzoo's defaults, see the schema).
 struct PosScalingExtraArgs {
   std::optional<int64_t> original_max_position_embeddings;
-  std::optional<double> low_freq_factor, high_freq_factor;                                     // llama3
-  std::optional<double> beta_fast, beta_slow, extrapolation_factor, mscale_a, mscale_b;         // yarn
-  std::optional<bool> truncate;                                                                 // yarn
+  std::optional<double> low_freq_factor, high_freq_factor;                               // llama3
+  std::optional<double> beta_fast, beta_slow, extrapolation_factor, mscale_a, mscale_b;  // yarn
+  std::optional<bool> truncate;                                                          // yarn
   static const config::Schema<PosScalingExtraArgs>& schema();
 };
 
@@ -59,10 +59,10 @@ struct DecoderLmOptions {
   int64_t filter_size = 3072;
   int64_t max_position_embeddings = 1024;
   std::string position_embedding_type = "learned";
-  std::optional<int64_t> rotary_dim;  // rotary: dims per head rotated (null: hidden_size / num_heads)
+  std::optional<int64_t> rotary_dim;           // rotary: dims per head rotated (null: hidden_size / num_heads)
   std::optional<int64_t> attention_inner_dim;  // heads x head size of q/k/v (null: hidden_size); gpt2 family
-  double rope_theta = 10000.0;        // rotary: base of the rotation frequencies
-  double pos_scaling_factor = 1.0;    // rotary or alibi: longer contexts than trained (see the schema)
+  double rope_theta = 10000.0;                 // rotary: base of the rotation frequencies
+  double pos_scaling_factor = 1.0;             // rotary or alibi: longer contexts than trained (see the schema)
   std::string pos_scaling_type = "linear";
   std::optional<PosScalingExtraArgs> pos_scaling_extra_args;
   std::string norm_type = "layernorm";
@@ -80,14 +80,14 @@ struct DecoderLmOptions {
   double initializer_range = 0.02;
   std::optional<InitializerSpec> embedding_initializer;
   std::optional<InitializerSpec> initializer;
-  std::optional<InitializerSpec> output_layer_initializer;  // each family documents what it covers
+  std::optional<InitializerSpec> output_layer_initializer;      // each family documents what it covers
   std::optional<InitializerSpec> ffn_initializer;               // first FFN layer (each family documents its default)
   std::optional<InitializerSpec> ffn_output_layer_initializer;  // last FFN layer (default: output_layer_initializer)
   // muP: embeddings_scale, scale_qk_dot_by_d and attention_logits_alpha
   // shape the forward pass; from the base model's widths (modelzoo >= 2.3)
   // come the initializers, the logits scale and the learning rates.
-  double embeddings_scale = 1.0;       // times the embeddings (after their norm)
-  bool scale_qk_dot_by_d = false;      // scores / head dim instead of / sqrt(head dim)
+  double embeddings_scale = 1.0;        // times the embeddings (after their norm)
+  bool scale_qk_dot_by_d = false;       // scores / head dim instead of / sqrt(head dim)
   double attention_logits_alpha = 1.0;  // times the attention scores
   std::optional<double> mup_base_hidden_size, mup_base_filter_size;
   std::optional<double> output_logits_alpha;  // logits times alpha * base / hidden_size
@@ -134,7 +134,8 @@ config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
              "aiayn_attention, or multiquery_attention with extra_attention_params.num_kv_groups key/value heads.",
              config::one_of({"aiayn_attention", "multiquery_attention"}))
       .field("extra_attention_params", &O::extra_attention_params, "Settings of the attention module.")
-      .field("share_embedding_weights", &O::share_embedding_weights, "Tie the output projection to the word embeddings.")
+      .field("share_embedding_weights", &O::share_embedding_weights,
+             "Tie the output projection to the word embeddings.")
       .field("layer_norm_epsilon", &O::layer_norm_epsilon, "LayerNorm epsilon.", positive<double>())
       .field("nonlinearity", &O::nonlinearity, "FFN activation.", config::one_of(kActivationNames))
       .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention, "Bias on the q/k/v projections.")
@@ -151,8 +152,9 @@ config::Schema<O> add_decoder_lm_fields(config::Schema<O> s) {
       .field("embedding_initializer", &O::embedding_initializer, "Embedding initializer (null: the `initializer`).")
       .field("initializer", &O::initializer,
              "Weight initializer (null: truncated_normal std=initializer_range, +-2 std).")
-      .field("ffn_initializer", &O::ffn_initializer, "Initializer of the first FFN layer (null: see initializer / "
-                                                     "output_layer_initializer).")
+      .field("ffn_initializer", &O::ffn_initializer,
+             "Initializer of the first FFN layer (null: see initializer / "
+             "output_layer_initializer).")
       .field("ffn_output_layer_initializer", &O::ffn_output_layer_initializer,
              "Initializer of the last FFN layer (null: output_layer_initializer).")
       .field("embeddings_scale", &O::embeddings_scale, "muP: multiplies the embeddings (after embedding_ln_f).")

@@ -43,7 +43,8 @@ torch::Tensor sinusoidal_table(int64_t positions, int64_t dim) {
   // a zero column last when dim is odd.
   const int64_t n = dim / 2;
   const double increment = n > 1 ? std::log(1.0e4) / double(n - 1) : 0.0;
-  torch::Tensor inverse = torch::exp(torch::arange(n, torch::kDouble) * -increment);  // (n), in double: exact for any dtype
+  torch::Tensor inverse =
+      torch::exp(torch::arange(n, torch::kDouble) * -increment);  // (n), in double: exact for any dtype
   torch::Tensor time = torch::arange(positions, torch::kDouble).unsqueeze(1) * inverse;  // (P, n)
   torch::Tensor table = torch::stack({torch::sin(time), torch::cos(time)}, 2).reshape({positions, 2 * n});
   return dim % 2 ? torch::cat({table, torch::zeros({positions, 1}, table.options())}, 1) : table;
@@ -75,14 +76,16 @@ void EmbeddingLayerImpl::share_word_embeddings(const EmbeddingTable& words) {
 
 void EmbeddingLayerImpl::reset_parameters() {
   if (options_.vocab_size > 0) word_embeddings->reset_parameters(options_.initializer);
-  if (position_embeddings) position_embeddings->reset_parameters(options_.position_initializer.value_or(options_.initializer));
-  if (segment_embeddings) segment_embeddings->reset_parameters(options_.segment_initializer.value_or(options_.initializer));
+  if (position_embeddings)
+    position_embeddings->reset_parameters(options_.position_initializer.value_or(options_.initializer));
+  if (segment_embeddings)
+    segment_embeddings->reset_parameters(options_.segment_initializer.value_or(options_.initializer));
   if (position_embed_helper) position_embed_helper->reset_parameters(options_.initializer);
 }
 
 torch::Tensor EmbeddingLayerImpl::forward(const torch::Tensor& input_ids, int64_t first_position,
-                                           const torch::Tensor& segment_ids, const torch::Tensor& word_scale,
-                                           const torch::Tensor& position_ids) {
+                                          const torch::Tensor& segment_ids, const torch::Tensor& word_scale,
+                                          const torch::Tensor& position_ids) {
   const int64_t T = input_ids.size(1), end = first_position + T;
   TORCH_CHECK(end <= options_.max_position_embeddings, "sequence length ", end, " exceeds max_position_embeddings ",
               options_.max_position_embeddings);

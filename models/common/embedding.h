@@ -46,13 +46,13 @@ struct EmbeddingOptions {
   int64_t hidden_size = 0;
   int64_t max_position_embeddings = 0;
   std::string position_embedding_type = "learned";
-  int64_t num_heads = 1;                // alibi: one slope per head
+  int64_t num_heads = 1;  // alibi: one slope per head
   bool alibi_trainable_slopes = false;
-  double alibi_scaling_factor = 1.0;    // alibi: slopes divided by it (modelzoo's pos_scaling_factor)
+  double alibi_scaling_factor = 1.0;  // alibi: slopes divided by it (modelzoo's pos_scaling_factor)
   double dropout = 0.0;
   InitializerSpec initializer;
   std::optional<InitializerSpec> position_initializer;  // learned positions (unset: `initializer`)
-  int64_t num_segments = 0;                              // BERT's token types: a segment_embeddings table when > 0
+  int64_t num_segments = 0;                             // BERT's token types: a segment_embeddings table when > 0
   std::optional<InitializerSpec> segment_initializer;   // (unset: `initializer`)
   int64_t pad_token_id = -1;  // >= 0: that word embedding row gets no gradient (torch's padding_idx)
   // learned, RoBERTa's: tokens take positions pad_token_id + 1, + 2, ... and

@@ -8,9 +8,9 @@
 namespace zoo::models {
 
 const std::vector<std::string> kActivationNames = {
-    "gelu",   "gelu_new", "gelu_fast", "quick_gelu", "squared_gelu", "relu",  "squared_relu", "leaky_relu",
-    "silu",   "swish",    "mish",      "tanh",       "sigmoid",      "linear", "swiglu",       "geglu",
-    "reglu",  "liglu",    "swiglu_clamped", "geglu_tanh"};
+    "gelu",       "gelu_new", "gelu_fast", "quick_gelu", "squared_gelu",   "relu",      "squared_relu",
+    "leaky_relu", "silu",     "swish",     "mish",       "tanh",           "sigmoid",   "linear",
+    "swiglu",     "geglu",    "reglu",     "liglu",      "swiglu_clamped", "geglu_tanh"};
 
 bool is_glu(const std::string& n) {
   return n == "swiglu" || n == "geglu" || n == "reglu" || n == "liglu" || n == "swiglu_clamped" || n == "geglu_tanh";
@@ -51,8 +51,7 @@ FFNLayerImpl::FFNLayerImpl(int64_t in, int64_t out, bool bias, const torch::Tens
   if (glu) linear_layer_for_glu = register_module("linear_layer_for_glu", Dense(in, out, bias, p));
 }
 
-FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& p)
-    : options_(o) {
+FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& p) : options_(o) {
   ffn = register_module("ffn", torch::nn::ModuleList());
   ffn->push_back(FFNLayer(o.input_size, o.filter_size, o.use_bias, p, is_glu(o.nonlinearity)));
   ffn->push_back(FFNLayer(o.filter_size, o.input_size, o.use_bias, p));

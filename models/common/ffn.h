@@ -37,9 +37,9 @@ struct FeedForwardOptions {
   int64_t filter_size = 0;            // hidden units
   std::string nonlinearity = "gelu";  // after the first layer
   bool use_bias = true;
-  double dropout = 0.0;               // after the activation, as modelzoo's FeedForwardNetwork
-  InitializerSpec initializer;        // first layer
-  InitializerSpec output_initializer; // last layer
+  double dropout = 0.0;                // after the activation, as modelzoo's FeedForwardNetwork
+  InitializerSpec initializer;         // first layer
+  InitializerSpec output_initializer;  // last layer
 };
 
 class FeedForwardImpl : public torch::nn::Module {

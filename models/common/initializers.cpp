@@ -13,9 +13,9 @@ namespace zoo::models {
 
 namespace {
 const std::vector<std::string> kNames = {
-    "normal", "truncated_normal", "uniform", "constant", "zeros", "ones",
-    "xavier_uniform", "xavier_normal", "glorot_uniform", "glorot_normal",
-    "kaiming_uniform", "kaiming_normal", "lecun_normal", "lecun_uniform", "variance_scaling"};
+    "normal",         "truncated_normal", "uniform",         "constant",      "zeros",           "ones",
+    "xavier_uniform", "xavier_normal",    "glorot_uniform",  "glorot_normal", "kaiming_uniform", "kaiming_normal",
+    "lecun_normal",   "lecun_uniform",    "variance_scaling"};
 
 std::pair<double, double> fans(const torch::Tensor& w) {
   if (w.dim() < 2) return {double(w.numel()), double(w.numel())};
@@ -138,8 +138,7 @@ const config::Schema<InitializerSpec>& InitializerSpec::schema() {
       config::Schema<S>("initializer", "A weight initializer, as modelzoo's {name: ..., ...} mappings.")
           .field("name", &S::name, "Initializer kind.", config::one_of(kNames))
           .field("mean", &S::mean, "Mean (normal, truncated_normal).")
-          .field("std", &S::std, "Standard deviation (normal, truncated_normal).",
-                 config::positive<double>())
+          .field("std", &S::std, "Standard deviation (normal, truncated_normal).", config::positive<double>())
           .field("a", &S::a, "Lower bound (truncated_normal: absolute value; uniform: low).")
           .field("b", &S::b, "Upper bound (truncated_normal: absolute value; uniform: high).")
           .field("gain", &S::gain, "Gain (xavier_*).")
@@ -196,10 +195,10 @@ void apply_initializer(const InitializerSpec& spec, torch::Tensor w) {
   } else if (n == "xavier_normal" || n == "glorot_normal") {
     normal_fill(w, 0.0, spec.gain * std::sqrt(2.0 / (fan_in + fan_out)));
   } else if (n == "kaiming_uniform" || n == "kaiming_normal") {
-    double gain = spec.nonlinearity == "relu" ? std::sqrt(2.0)
-                  : spec.nonlinearity == "tanh" ? 5.0 / 3.0
+    double gain = spec.nonlinearity == "relu"         ? std::sqrt(2.0)
+                  : spec.nonlinearity == "tanh"       ? 5.0 / 3.0
                   : spec.nonlinearity == "leaky_relu" ? std::sqrt(2.0 / (1 + 0.01 * 0.01))
-                                                       : 1.0;
+                                                      : 1.0;
     double std = gain / std::sqrt(fan);
     if (n == "kaiming_normal") normal_fill(w, 0.0, std);
     else uniform_fill(w, -std::sqrt(3.0) * std, std::sqrt(3.0) * std);

@@ -15,15 +15,15 @@ struct InitializerSpec {
   std::string name = "normal";
   double mean = 0.0;
   double std = 0.02;
-  double a = -2.0;            // lower bound (truncated_normal: absolute; uniform: low)
-  double b = 2.0;             // upper bound
-  double gain = 1.0;          // xavier_*
-  double val = 0.0;           // constant
-  double scale = 1.0;         // variance_scaling
+  double a = -2.0;              // lower bound (truncated_normal: absolute; uniform: low)
+  double b = 2.0;               // upper bound
+  double gain = 1.0;            // xavier_*
+  double val = 0.0;             // constant
+  double scale = 1.0;           // variance_scaling
   std::string mode = "fan_in";  // kaiming_* / variance_scaling
   std::string nonlinearity = "leaky_relu";
   std::string distribution = "truncated_normal";  // variance_scaling
-  static constexpr bool kHelpCollapsed = true;  // its keys: see the README, not under every initializer field
+  static constexpr bool kHelpCollapsed = true;    // its keys: see the README, not under every initializer field
   static const config::Schema<InitializerSpec>& schema();
 };
 

@@ -23,8 +23,7 @@ std::vector<int64_t> adapter_shape(const torch::Tensor& x, int64_t features) {
 
 }  // namespace
 
-DenseImpl::DenseImpl(int64_t in_features, int64_t out_features, bool use_bias,
-                     const torch::TensorOptions& options) {
+DenseImpl::DenseImpl(int64_t in_features, int64_t out_features, bool use_bias, const torch::TensorOptions& options) {
   weight = register_parameter("weight", torch::empty({out_features, in_features}, options));
   if (use_bias) bias = register_parameter("bias", torch::zeros({out_features}, options));
 }
@@ -54,8 +53,8 @@ DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::Tenso
   return {packed, split_heads(packed, splits, head_dim)};
 }
 
-DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& layers, const std::vector<int64_t>& splits,
-                       int64_t head_dim) {
+DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& layers,
+                       const std::vector<int64_t>& splits, int64_t head_dim) {
   std::vector<torch::Tensor> weights, biases;
   for (DenseImpl* l : layers) {
     weights.push_back(l->weight);
@@ -67,9 +66,8 @@ DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& la
   const torch::Tensor base = dense(x, weights, biases);
   std::vector<torch::Tensor> adapters;
   for (DenseImpl* l : layers)
-    adapters.push_back(l->adapted()
-                           ? l->adapter->output(x, l->is_training()).to(base.scalar_type())
-                           : torch::zeros({1}, base.options()).expand(adapter_shape(x, l->weight.size(0))));
+    adapters.push_back(l->adapted() ? l->adapter->output(x, l->is_training()).to(base.scalar_type())
+                                    : torch::zeros({1}, base.options()).expand(adapter_shape(x, l->weight.size(0))));
   const torch::Tensor packed = base + torch::cat(adapters, -1);
   return {packed, split_heads(packed, splits, head_dim)};
 }

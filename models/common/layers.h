@@ -39,8 +39,8 @@ DenseHeads dense_heads(const torch::Tensor& x, at::TensorList weights, at::Tenso
 class DenseImpl;
 // dense_heads for layers that may carry adapters: the stacked GEMM when
 // none does, else that GEMM plus each adapter's output in its layer's columns.
-DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& layers, const std::vector<int64_t>& splits,
-                       int64_t head_dim);
+DenseHeads dense_heads(const torch::Tensor& x, const std::vector<DenseImpl*>& layers,
+                       const std::vector<int64_t>& splits, int64_t head_dim);
 
 // Something added to a dense layer from outside the model, which adds its
 // output to the layer's own: LoRA's LoraDense (models/common/lora.h). The
@@ -64,8 +64,8 @@ class DenseImpl : public torch::nn::Module {
   // later (a norm after a residual add: LayerNormImpl::add_then_forward).
   torch::Tensor forward_without_bias(const torch::Tensor& x);
   void reset_parameters(const InitializerSpec& weight_init);  // bias = 0
-  torch::Tensor weight;  // (out, in), as torch.nn.Linear
-  torch::Tensor bias;    // (out) or undefined
+  torch::Tensor weight;                                       // (out, in), as torch.nn.Linear
+  torch::Tensor bias;                                         // (out) or undefined
 
   // Set from outside the model (models/common/lora.h); null: none.
   std::shared_ptr<DenseAdapter> adapter;
@@ -77,7 +77,8 @@ TORCH_MODULE(Dense);
 class EmbeddingTableImpl : public torch::nn::Module {
  public:
   // padding_idx >= 0: that row gets no gradient (torch.nn.Embedding's padding_idx).
-  EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options, int64_t padding_idx = -1);
+  EmbeddingTableImpl(int64_t num_embeddings, int64_t dim, const torch::TensorOptions& options,
+                     int64_t padding_idx = -1);
   torch::Tensor forward(const torch::Tensor& ids);  // (B, T) int64 -> (B, T, dim)
   int64_t padding_idx;
   void reset_parameters(const InitializerSpec& init) { apply_initializer(init, weight); }

@@ -27,8 +27,8 @@ const std::map<std::string, std::string>& modelzoo_class_names() {
 // PEFT's (Hugging Face's Llama-style) names of zoo's dense layers.
 const std::map<std::string, std::string>& peft_names() {
   static const std::map<std::string, std::string> m = {
-      {"self_attn.proj_q_dense_layer", "q_proj"},       {"self_attn.proj_k_dense_layer", "k_proj"},
-      {"self_attn.proj_v_dense_layer", "v_proj"},       {"self_attn.proj_output_dense_layer", "o_proj"},
+      {"self_attn.proj_q_dense_layer", "q_proj"},      {"self_attn.proj_k_dense_layer", "k_proj"},
+      {"self_attn.proj_v_dense_layer", "v_proj"},      {"self_attn.proj_output_dense_layer", "o_proj"},
       {"ffn.ffn.0.linear_layer_for_glu", "gate_proj"}, {"ffn.ffn.0.linear_layer", "up_proj"},
       {"ffn.ffn.1.linear_layer", "down_proj"}};
   return m;
@@ -41,7 +41,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> parts;
   size_t start = 0;
-  for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1) parts.push_back(path.substr(start, dot - start));
+  for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1)
+    parts.push_back(path.substr(start, dot - start));
   parts.push_back(path.substr(start));
   return parts;
 }
@@ -108,8 +109,7 @@ torch::Tensor LoraDense::output(const torch::Tensor& x, bool training) {
 torch::Tensor LoraDense::add_to(const torch::Tensor& y, const torch::Tensor& x, bool training) {
   const torch::Tensor h = scaled_input(x, training);
   const int64_t out = y.size(-1), r = h.size(-1), rows = y.numel() / out;
-  return torch::addmm(y.reshape({rows, out}), h.reshape({rows, r}).to(y.scalar_type()),
-                      lora_B.t().to(y.scalar_type()))
+  return torch::addmm(y.reshape({rows, out}), h.reshape({rows, r}).to(y.scalar_type()), lora_B.t().to(y.scalar_type()))
       .view(y.sizes());
 }
 
@@ -144,18 +144,18 @@ std::vector<LoraLayer> apply_lora(torch::nn::Module& model, const std::vector<Lo
     const std::set<std::string> have(names.begin(), names.end());
     for (size_t g = 0; g < groups.size(); ++g) {
       const LoraGroup& group = groups[g];
-      const bool targeted =
-          group.target_modules
-              ? std::all_of(group.target_modules->begin(), group.target_modules->end(),
-                            [&](const std::string& t) { return have.count(t) > 0; })
-              : in_transformer_layer(names);
+      const bool targeted = group.target_modules
+                                ? std::all_of(group.target_modules->begin(), group.target_modules->end(),
+                                              [&](const std::string& t) { return have.count(t) > 0; })
+                                : in_transformer_layer(names);
       if (!targeted) continue;
       ++matched[g];
       const int64_t in = dense->weight.size(1), out = dense->weight.size(0);
       if (group.r > std::min(in, out))
-        throw std::invalid_argument("lora_params" + (groups.size() > 1 ? "." + std::to_string(g) : std::string()) + ".r: " +
-                                    std::to_string(group.r) + " is larger than " + item.key() + "'s smaller side (" +
-                                    std::to_string(std::min(in, out)) + "): a rank past min(in, out) adds parameters, "
+        throw std::invalid_argument("lora_params" + (groups.size() > 1 ? "." + std::to_string(g) : std::string()) +
+                                    ".r: " + std::to_string(group.r) + " is larger than " + item.key() +
+                                    "'s smaller side (" + std::to_string(std::min(in, out)) +
+                                    "): a rank past min(in, out) adds parameters, "
                                     "not capacity");
       auto lora = std::make_shared<LoraDense>(*dense, group);
       dense->adapter = lora;

@@ -43,8 +43,8 @@ const config::Schema<MoeOptions>& MoeOptions::schema() {
                  "Weight each expert's input instead of its output.")
           .validate([](const O& o, const auto& fail) {
             if (o.routing_algorithm != "learned" && o.load_balancing_loss_coef > 0)
-              fail("load_balancing_loss_coef", "is for learned routing only (routing_algorithm is " +
-                                                   o.routing_algorithm + ")");
+              fail("load_balancing_loss_coef",
+                   "is for learned routing only (routing_algorithm is " + o.routing_algorithm + ")");
             if (o.routing_algorithm == "hash" && o.enabled() && o.top_k != 1)
               fail("top_k", "must be 1 with hash routing");
             if (o.num_shared_experts && o.routing_algorithm != "learned")
@@ -109,14 +109,14 @@ std::pair<torch::Tensor, torch::Tensor> SparseMoeBlockImpl::route(const torch::T
   const int64_t E = options_.num_experts, K = options_.top_k;
   const auto as_probs = [&](const torch::Tensor& one_hot) { return one_hot.to(torch::kFloat); };
   if (options_.routing_algorithm == "hash") {
-    if (!context || !context->input_ids.defined())
-      throw std::logic_error("hash routing needs the batch's input_ids");
+    if (!context || !context->input_ids.defined()) throw std::logic_error("hash routing needs the batch's input_ids");
     torch::Tensor p = as_probs(torch::one_hot(context->input_ids.remainder(E), E));
     return {p, p};
   }
   if (options_.routing_algorithm == "uniform") {  // token t goes to experts (t + k) % E, k < K
     const int64_t first = context ? context->first_position : 0;
-    torch::Tensor t = torch::arange(first, first + x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    torch::Tensor t =
+        torch::arange(first, first + x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
     torch::Tensor idx = (t.unsqueeze(-1) + torch::arange(K, t.options())).remainder(E);  // (T, K)
     torch::Tensor p = as_probs(torch::one_hot(idx, E)).sum(-2).div(double(K)).expand({x.size(0), -1, -1});
     return {p, p};
@@ -132,13 +132,13 @@ std::pair<torch::Tensor, torch::Tensor> SparseMoeBlockImpl::route(const torch::T
 
 torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x, MoeContext* context) {
   const int64_t E = options_.num_experts, C = x.size(-1);
-  auto [probs, weights] = route(x, context);  // (B, T, E)
+  auto [probs, weights] = route(x, context);               // (B, T, E)
   auto [top_probs, top_idx] = probs.topk(options_.top_k);  // (B, T, K)
   torch::Tensor top_weights = weights.is_same(probs) ? top_probs : weights.gather(-1, top_idx);
   if (options_.expert_weighting_normalization.value_or(false))
     top_weights = top_weights / (top_weights.sum(-1, true) + options_.null_expert_bias.value_or(0.0));
   if (context && context->token_weights.defined()) {
-    torch::Tensor w = context->token_weights.to(probs.scalar_type()).unsqueeze(-1);  // (B, T, 1)
+    torch::Tensor w = context->token_weights.to(probs.scalar_type()).unsqueeze(-1);     // (B, T, 1)
     torch::Tensor picked = torch::one_hot(top_idx, E).sum(-2).to(probs.scalar_type());  // (B, T, E)
     context->record((picked * w).sum(1), (probs * w).sum(1));
   }
@@ -156,7 +156,7 @@ torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x, MoeContext* co
     torch::Tensor y = options_.probability_before_ffn ? expert->forward(in * w) : expert->forward(in) * w;
     out = out.index_add(0, rows, y.to(out.scalar_type()));  // autocast: experts may compute in half
   }
-  for (int64_t s = E; s < int64_t(experts->size()); ++s) 
+  for (int64_t s = E; s < int64_t(experts->size()); ++s)
     out = out + experts[s]->as<FeedForwardImpl>()->forward(rows_in).to(out.scalar_type());
   return out.view(x.sizes());
 }

@@ -45,7 +45,7 @@ struct MoeOptions {
 // What the MoE layers of one forward pass read and, in training, record for
 // the load-balancing loss.
 struct MoeContext {
-  torch::Tensor input_ids;  // (B, T): hash routing's key
+  torch::Tensor input_ids;     // (B, T): hash routing's key
   int64_t first_position = 0;  // uniform routing: the position of input_ids' first token (decoding with a cache)
   // (B, T): the loss mask over each row's token count. Set: each MoE layer
   // adds its statistics below.
@@ -70,7 +70,7 @@ class SparseMoeBlockImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, MoeContext* context);
   void reset_parameters();
 
-  Dense gate{nullptr};          // C -> num_experts router logits
+  Dense gate{nullptr};            // C -> num_experts router logits
   torch::nn::ModuleList experts;  // at experts.experts.{i}: routed, then shared (modelzoo's functional layout)
 
  private:

@@ -17,10 +17,8 @@ NamedSection named_mapping(const YAML::Node& section, const config::Context& ctx
   NamedSection out{"", YAML::Node(YAML::NodeType::Map)};
   std::optional<std::string> name;
   for (const auto& kv : section) {
-    if (kv.first.as<std::string>() == "name")
-      name = config::Value<std::string>::parse(kv.second, ctx, "name");
-    else
-      out.rest[kv.first] = kv.second;
+    if (kv.first.as<std::string>() == "name") name = config::Value<std::string>::parse(kv.second, ctx, "name");
+    else out.rest[kv.first] = kv.second;
   }
   if (!name) ctx.fail(section, "name", "required: " + expected);
   out.name = *name;

@@ -24,8 +24,8 @@ class Recompute : public torch::autograd::Function<Recompute> {
   // Every tensor of `inputs` is an input of this node, so each gets its gradient once.
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, c10::intrusive_ptr<Block> block) {
     const torch::Tensor& x = inputs.front();
-    block->generator = x.is_cuda() ? at::globalContext().defaultGenerator(x.device())
-                                   : at::detail::getDefaultCPUGenerator();
+    block->generator =
+        x.is_cuda() ? at::globalContext().defaultGenerator(x.device()) : at::detail::getDefaultCPUGenerator();
     block->rng_state = block->generator.get_state();
     block->cpu_autocast = AutocastState::of(torch::kCPU);
     block->cuda_autocast = AutocastState::of(torch::kCUDA);
@@ -59,7 +59,8 @@ class Recompute : public torch::autograd::Function<Recompute> {
       if (y[i].requires_grad() && grad_outputs[i].defined()) outputs.push_back(y[i]), grads.push_back(grad_outputs[i]);
     if (!outputs.empty()) torch::autograd::backward(outputs, grads);
     variable_list input_grads;
-    for (size_t i = 0; i < inputs.size(); ++i) input_grads.push_back(block->needs_grad[i] ? inputs[i].grad() : torch::Tensor());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      input_grads.push_back(block->needs_grad[i] ? inputs[i].grad() : torch::Tensor());
     input_grads.push_back(torch::Tensor());  // the block
     return input_grads;
   }

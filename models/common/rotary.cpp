@@ -26,8 +26,8 @@ torch::Tensor rotary_inverse_frequencies(const RotaryOptions& o, const torch::De
     const double low_wavelen = o.original_max_position_embeddings / o.low_freq_factor;
     const double high_wavelen = o.original_max_position_embeddings / o.high_freq_factor;
     const torch::Tensor wavelen = 2 * M_PI / inv_freq;
-    const torch::Tensor smooth = (o.original_max_position_embeddings / wavelen - o.low_freq_factor) /
-                                 (o.high_freq_factor - o.low_freq_factor);
+    const torch::Tensor smooth =
+        (o.original_max_position_embeddings / wavelen - o.low_freq_factor) / (o.high_freq_factor - o.low_freq_factor);
     const torch::Tensor blended = (1 - smooth) * inv_freq / o.scaling_factor + smooth * inv_freq;
     inv_freq = torch::where(wavelen < high_wavelen, inv_freq,
                             torch::where(wavelen > low_wavelen, inv_freq / o.scaling_factor, blended));

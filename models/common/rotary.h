@@ -17,7 +17,7 @@ struct RotaryOptions {
   // modelzoo's pos_scaling_type / pos_scaling_factor / pos_scaling_extra_args.
   std::string scaling_type = "linear";  // linear (positions / factor), llama3 or yarn
   double scaling_factor = 1.0;
-  int64_t original_max_position_embeddings = 8192;  // llama3 and yarn: the pre-trained context
+  int64_t original_max_position_embeddings = 8192;       // llama3 and yarn: the pre-trained context
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   double beta_fast = 32.0, beta_slow = 1.0;              // yarn: rotations bounding the blended band
   double extrapolation_factor = 1.0, mscale_a = 0.1, mscale_b = 1.0;

@@ -13,18 +13,14 @@ LayerNorm make_norm(const DecoderLayerOptions& o, const torch::TensorOptions& p)
 
 torch::Tensor Residual::summed() const { return residual_sum(stream, branch, branch_bias); }
 
-TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o,
-                                                         const torch::TensorOptions& p)
+TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const DecoderLayerOptions& o, const torch::TensorOptions& p)
     : dropout_(o.dropout), parallel_(o.parallel_residual) {
   const int64_t C = o.attention.hidden_size;
   norm1 = register_module("norm1", make_norm(o, p));
   self_attn = register_module("self_attn", MultiheadAttention(o.attention, p));
-  if (!o.parallel_residual || o.untied_norms)
-    norm3 = register_module("norm3", make_norm(o, p));
-  if (o.moe.enabled())
-    moe = register_module("ffn", SparseMoeBlock(o.moe, o.ffn, o.moe_gate_initializer, p));
-  else
-    ffn = register_module("ffn", FeedForward(o.ffn, p));
+  if (!o.parallel_residual || o.untied_norms) norm3 = register_module("norm3", make_norm(o, p));
+  if (o.moe.enabled()) moe = register_module("ffn", SparseMoeBlock(o.moe, o.ffn, o.moe_gate_initializer, p));
+  else ffn = register_module("ffn", FeedForward(o.ffn, p));
   // Under autocast norm1 and norm3 hand the attention's and the FFN's
   // projections their input in the autocast type (see LayerNorm). An MoE
   // block first scales its input by routing weights, so its input stays.
@@ -41,10 +37,8 @@ void TransformerDecoderLayerImpl::reset_parameters() {
   norm1->reset_parameters();
   self_attn->reset_parameters();
   if (norm3) norm3->reset_parameters();
-  if (moe)
-    moe->reset_parameters();
-  else
-    ffn->reset_parameters();
+  if (moe) moe->reset_parameters();
+  else ffn->reset_parameters();
   if (norm1_post) norm1_post->reset_parameters(), norm3_post->reset_parameters();
 }
 
@@ -54,7 +48,8 @@ torch::Tensor TransformerDecoderLayerImpl::feed_forward(const torch::Tensor& h, 
 
 torch::Tensor TransformerDecoderLayerImpl::forward(const torch::Tensor& x, LayerKV* cache,
                                                    const torch::Tensor& alibi_slopes, MoeContext* moe_context,
-                                                   const torch::Tensor& key_mask, const torch::Tensor& packed_positions) {
+                                                   const torch::Tensor& key_mask,
+                                                   const torch::Tensor& packed_positions) {
   return forward_unsummed({x, torch::Tensor()}, cache, alibi_slopes, moe_context, key_mask, packed_positions).summed();
 }
 

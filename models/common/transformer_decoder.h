@@ -21,12 +21,12 @@ struct DecoderLayerOptions {
   double layer_norm_epsilon = 1e-5;
   bool rms_norm = false;  // RMSNorm instead of LayerNorm
   bool norm_bias = true;  // LayerNorm's bias (false: MPT's biasless-layernorm)
-  double dropout = 0.0;  // on each residual branch
+  double dropout = 0.0;   // on each residual branch
   // Parallel attention and FFN: x + attn(norm1(x)) + ffn(n(x)), with n = norm3
   // (untied norms: GPT-NeoX, Falcon 40B) or the same norm1 output (GPT-J, Falcon 7B).
   bool parallel_residual = false;
-  bool untied_norms = true;  // parallel only; a sequential layer always has norm3
-  bool recompute = false;  // activation checkpointing: each layer recomputed in the backward pass
+  bool untied_norms = true;            // parallel only; a sequential layer always has norm3
+  bool recompute = false;              // activation checkpointing: each layer recomputed in the backward pass
   bool scale_scores_by_layer = false;  // layer i's attention scores also times 1/(i+1) (StarCoder's option)
   // Sequential only: x + norm1_post(attn(norm1(x))), then h + norm3_post(ffn(norm3(h))) (Gemma 2's sandwich).
   bool sandwich_norms = false;
@@ -73,7 +73,7 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   bool parallel() const { return parallel_; }
 
   DecoderLayerFusion fusion;  // set by apply_fusion (models/fusion.h); default: nothing fused across layers
-  LayerNorm norm1{nullptr}, norm3{nullptr};  // norm3 absent in a parallel layer with tied norms
+  LayerNorm norm1{nullptr}, norm3{nullptr};            // norm3 absent in a parallel layer with tied norms
   LayerNorm norm1_post{nullptr}, norm3_post{nullptr};  // sandwich_norms only
   MultiheadAttention self_attn{nullptr};
   FeedForward ffn{nullptr};

@@ -19,11 +19,11 @@ struct EncoderLayerOptions {
   bool causal = false;         // a causal mask (the layers-API tutorial's); else every key is seen
   FeedForwardOptions ffn;      // its dropout follows the activation
   double layer_norm_epsilon = 1e-5;
-  bool rms_norm = false;       // RMSNorm instead of LayerNorm (T5's)
-  double dropout = 0.0;        // on the attention output and the FFN output
-  bool norm_first = false;     // pre-norm: x + attn(norm1(x)), then h + ffn(norm2(h))
-  bool final_norm = false;     // a norm after the last layer (modelzoo's use_final_layer_norm)
-  bool recompute = false;      // activation checkpointing: each layer recomputed in the backward pass
+  bool rms_norm = false;    // RMSNorm instead of LayerNorm (T5's)
+  double dropout = 0.0;     // on the attention output and the FFN output
+  bool norm_first = false;  // pre-norm: x + attn(norm1(x)), then h + ffn(norm2(h))
+  bool final_norm = false;  // a norm after the last layer (modelzoo's use_final_layer_norm)
+  bool recompute = false;   // activation checkpointing: each layer recomputed in the backward pass
   // LayerScale (CaiT, DINOv2): per-channel factors layer_scale1 / layer_scale2,
   // starting at this value, on the attention and FFN outputs.
   std::optional<double> layer_scale;

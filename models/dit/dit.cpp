@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "models/hf/block_keys.h"
 #include "models/common/recompute.h"
+#include "models/hf/block_keys.h"
 
 namespace zoo::models {
 
@@ -27,8 +27,7 @@ const config::Schema<DitVaeOptions>& DitVaeOptions::schema() {
         .field("norm_num_groups", &O::norm_num_groups, "Group-norm groups of the VAE.", positive<int64_t>())
         .field("sample_size", &O::sample_size, "Image size the VAE tiles at (null: none).")
         .field("scaling_factor", &O::scaling_factor,
-               "Latents are multiplied by it before the diffusion model sees them (unit variance).",
-               positive<double>())
+               "Latents are multiplied by it before the diffusion model sees them (unit variance).", positive<double>())
         .validate([](const O& o, const auto& fail) {
           if (o.latent_size.size() != 2 || o.latent_size[0] <= 0 || o.latent_size[1] <= 0)
             fail("latent_size", "expected [H, W]");
@@ -91,8 +90,7 @@ const config::Schema<DitOptions>& DitOptions::schema() {
         .field("use_ffn_bias_in_attention", &O::use_ffn_bias_in_attention, "Bias on the attention output.")
         .field("use_ffn_bias", &O::use_ffn_bias, "Bias in the FFN.")
         .field("norm_first", &O::norm_first, "Pre-norm blocks (DiT's); false: the norms follow each residual.")
-        .field("block_type", &O::block_type, "adaln_zero (the only one modelzoo has).",
-               config::one_of({"adaln_zero"}))
+        .field("block_type", &O::block_type, "adaln_zero (the only one modelzoo has).", config::one_of({"adaln_zero"}))
         .field("activation_checkpointing", &O::activation_checkpointing,
                "zoo's own: recompute each block in the backward pass.")
         .field("initializer_range", &O::initializer_range, "Std of the default initializers.", positive<double>())
@@ -122,8 +120,8 @@ const config::Schema<DitOptions>& DitOptions::schema() {
           if (o.patch_size.size() != 2 || o.patch_size[0] <= 0 || o.patch_size[1] <= 0)
             fail("patch_size", "expected [H, W]");
           if (hw[0] % o.patch_size[0] != 0 || hw[1] % o.patch_size[1] != 0)
-            fail("patch_size", "must divide the latent size [" + std::to_string(hw[0]) + ", " +
-                                   std::to_string(hw[1]) + "]");
+            fail("patch_size",
+                 "must divide the latent size [" + std::to_string(hw[0]) + ", " + std::to_string(hw[1]) + "]");
           if (o.hidden_size % o.num_heads != 0) fail("num_heads", "must divide hidden_size");
           if (o.position_embedding_type == std::optional<std::string>("fixed") && o.hidden_size % 4 != 0)
             fail("position_embedding_type", "fixed 2D positions need hidden_size divisible by 4");
@@ -144,7 +142,8 @@ const config::Schema<DitOptions>& DitOptions::schema() {
 namespace {
 
 // modelzoo's nn.Sequential(SiLU(), Linear) at `name`: the Linear is its element "1".
-Dense conditioned_linear(torch::nn::Module& owner, const std::string& name, int64_t dim, const torch::TensorOptions& p) {
+Dense conditioned_linear(torch::nn::Module& owner, const std::string& name, int64_t dim,
+                         const torch::TensorOptions& p) {
   auto holder = owner.register_module(name, std::make_shared<torch::nn::Module>());
   return holder->register_module("1", Dense(dim, dim, true, p));
 }
@@ -248,8 +247,8 @@ DitModel::DitModel(const DitOptions& o, const torch::TensorOptions& p) : options
   patch_embedding_layer = register_module("patch_embedding_layer", VitEmbeddingLayer(patch_embedding_options(o), p));
 
   auto timestep = register_module("timestep_embedding_layer", std::make_shared<torch::nn::Module>());
-  timestep_table = frozen(*timestep, "timestep_embedding",
-                          timestep_features(o.num_diffusion_steps, o.frequency_embedding_size), p);
+  timestep_table =
+      frozen(*timestep, "timestep_embedding", timestep_features(o.num_diffusion_steps, o.frequency_embedding_size), p);
   auto mlp = timestep->register_module("ffn", std::make_shared<torch::nn::Module>())
                  ->register_module("ffn", torch::nn::ModuleList());
   const FFNLayer first(o.frequency_embedding_size, D, true, p), second(D, D, true, p);
@@ -258,8 +257,8 @@ DitModel::DitModel(const DitOptions& o, const torch::TensorOptions& p) : options
   timestep_fc1 = first->linear_layer;
   timestep_fc2 = second->linear_layer;
 
-  label_embedding_layer = register_module(
-      "label_embedding_layer", EmbeddingTable(o.num_classes + (o.label_dropout_rate > 0 ? 1 : 0), D, p));
+  label_embedding_layer = register_module("label_embedding_layer",
+                                          EmbeddingTable(o.num_classes + (o.label_dropout_rate > 0 ? 1 : 0), D, p));
   blocks = register_module("transformer_decoder", std::make_shared<torch::nn::Module>())
                ->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) blocks->push_back(DitBlock(o, p));
@@ -279,8 +278,7 @@ DitModel::DitModel(const DitOptions& o, const torch::TensorOptions& p) : options
   const torch::Tensor alpha_bar = torch::cumprod(1.0 - betas, 0);
   auto diffusion = register_module("gaussian_diffusion", std::make_shared<torch::nn::Module>());
   sqrt_alphas_cum_prod = frozen(*diffusion, "sqrt_alphas_cum_prod", alpha_bar.sqrt(), p);
-  sqrt_one_minus_alphas_cum_prod =
-      frozen(*diffusion, "sqrt_one_minus_alphas_cum_prod", (1.0 - alpha_bar).sqrt(), p);
+  sqrt_one_minus_alphas_cum_prod = frozen(*diffusion, "sqrt_one_minus_alphas_cum_prod", (1.0 - alpha_bar).sqrt(), p);
 }
 
 void DitModel::reset_parameters() {
@@ -320,7 +318,9 @@ torch::Tensor DitModel::predict_noise(const torch::Tensor& noised, const torch::
       continue;
     }
     x = recompute_with_inputs_in_backward(
-            [block](const std::vector<torch::Tensor>& in) { return std::vector<torch::Tensor>{block->forward(in[0], in[1])}; },
+            [block](const std::vector<torch::Tensor>& in) {
+              return std::vector<torch::Tensor>{block->forward(in[0], in[1])};
+            },
             {x, silu_c})
             .front();
   }
@@ -346,13 +346,14 @@ ModelOutput DitModel::forward(const Features& batch, bool) {
   const auto hw = o.latent_hw();
   const std::vector<int64_t> expected = {latent.size(0), o.channels(), hw[0], hw[1]};
   if (latent.sizes() != torch::IntArrayRef(expected) || noise.sizes() != latent.sizes())
-    throw std::invalid_argument("dit: expected input and diffusion_noise latents " + c10::str(torch::IntArrayRef(expected)) +
-                                ", got " + c10::str(latent.sizes()) + " and " + c10::str(noise.sizes()));
+    throw std::invalid_argument("dit: expected input and diffusion_noise latents " +
+                                c10::str(torch::IntArrayRef(expected)) + ", got " + c10::str(latent.sizes()) + " and " +
+                                c10::str(noise.sizes()));
   const int64_t labels = label_embedding_layer->weight.size(0);
   if (latent.device().is_cpu()) {  // no host sync on an accelerator
     if ((timestep < 0).any().item<bool>() || (timestep >= o.num_diffusion_steps).any().item<bool>())
-      throw std::invalid_argument("dit: a timestep outside [0, num_diffusion_steps = " +
-                                  std::to_string(o.num_diffusion_steps) + ")");
+      throw std::invalid_argument(
+          "dit: a timestep outside [0, num_diffusion_steps = " + std::to_string(o.num_diffusion_steps) + ")");
     if ((label < 0).any().item<bool>() || (label >= labels).any().item<bool>())
       throw std::invalid_argument("dit: a label outside [0, " + std::to_string(labels) + ") (num_classes " +
                                   std::to_string(o.num_classes) +

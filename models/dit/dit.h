@@ -49,7 +49,7 @@ struct DitOptions {
   double beta_start = 0.0001, beta_end = 0.02;
   bool var_loss = false;  // modelzoo: only picks the sampler's variance; the loss is the noise MSE either way
   // Conditioning
-  int64_t num_classes = 1000;  // legacy files: from train_input
+  int64_t num_classes = 1000;       // legacy files: from train_input
   double label_dropout_rate = 0.1;  // > 0: one more label row, the unconditional one
   int64_t frequency_embedding_size = 256;
   std::string embedding_nonlinearity = "silu";
@@ -84,8 +84,12 @@ struct DitOptions {
   std::optional<DitVaeOptions> vae;
   static const config::Schema<DitOptions>& schema();
 
-  std::vector<int64_t> latent_hw() const { return latent_size ? *latent_size : vae.value_or(DitVaeOptions{}).latent_size; }
-  int64_t channels() const { return latent_channels ? *latent_channels : vae.value_or(DitVaeOptions{}).latent_channels; }
+  std::vector<int64_t> latent_hw() const {
+    return latent_size ? *latent_size : vae.value_or(DitVaeOptions{}).latent_size;
+  }
+  int64_t channels() const {
+    return latent_channels ? *latent_channels : vae.value_or(DitVaeOptions{}).latent_channels;
+  }
   std::string ffn_nonlinearity() const { return nonlinearity.value_or(encoder_nonlinearity.value_or("gelu")); }
   int64_t num_patches() const {
     const auto hw = latent_hw();
@@ -141,7 +145,7 @@ class DitModel : public Model {
   void reset_parameters() override;
 
   VitEmbeddingLayer patch_embedding_layer{nullptr};
-  torch::Tensor timestep_table;  // timestep_embedding_layer.timestep_embedding (frozen)
+  torch::Tensor timestep_table;                        // timestep_embedding_layer.timestep_embedding (frozen)
   Dense timestep_fc1{nullptr}, timestep_fc2{nullptr};  // timestep_embedding_layer.ffn.ffn.{0,1}.linear_layer
   EmbeddingTable label_embedding_layer{nullptr};
   torch::nn::ModuleList blocks;  // transformer_decoder.layers

@@ -15,8 +15,9 @@ const config::Schema<DpoParameters>& DpoParameters::schema() {
                  config::positive<double>())
           .field("reference_free", &P::reference_free,
                  "No reference model: its log-ratio is taken as 0 (every response equally likely).")
-          .field("loss_type", &P::loss_type, "sigmoid (DPO), hinge (SLiC), ipo (IPO, on averaged log-likelihoods) "
-                                             "or dpop (DPO-Positive).",
+          .field("loss_type", &P::loss_type,
+                 "sigmoid (DPO), hinge (SLiC), ipo (IPO, on averaged log-likelihoods) "
+                 "or dpop (DPO-Positive).",
                  config::one_of({"sigmoid", "hinge", "ipo", "dpop"}))
           .field("disable_dropout", &P::disable_dropout,
                  "Run the policy and the reference without dropout (its *dropout_rate keys become 0).")
@@ -114,9 +115,8 @@ ModelOutput DpoModel::forward(const Features& batch, bool with_metrics) {
   auto both = [&](const std::string& feature) {
     return torch::stack({batch.at("chosen_" + feature), batch.at("rejected_" + feature)}, 1).view({2 * B, T});
   };
-  const Features responses = {{"input_ids", both("input_ids")},
-                              {"attention_mask", both("attention_mask")},
-                              {"labels", both("labels")}};
+  const Features responses = {
+      {"input_ids", both("input_ids")}, {"attention_mask", both("attention_mask")}, {"labels", both("labels")}};
   const DpoParameters& p = options_.dpo;
   const bool average = p.loss_type == "ipo";
   const torch::Tensor policy = policy_->label_log_likelihood(responses, average).view({B, 2});
@@ -246,8 +246,9 @@ class DpoSpec : public ModelSpec {
 ModelFamily dpo_family() {
   ModelFamily f;
   f.name = "dpo";
-  f.doc = "DPO: preference optimization of a decoder (policy_model: any causal-LM family) against a frozen "
-          "reference copy, as modelzoo's dpo model; data: DpoHDF5DataProcessor.";
+  f.doc =
+      "DPO: preference optimization of a decoder (policy_model: any causal-LM family) against a frozen "
+      "reference copy, as modelzoo's dpo model; data: DpoHDF5DataProcessor.";
   f.consumes = pair_features();
   f.parse = [](const YAML::Node& section, const config::Context& ctx) {
     return std::make_shared<const DpoSpec>(section, ctx);

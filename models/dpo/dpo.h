@@ -18,10 +18,10 @@ namespace zoo::models {
 
 // The `dpo:` keys; defaults are modelzoo's.
 struct DpoParameters {
-  double beta = 0.1;             // the inverse temperature of the implicit reward
-  bool reference_free = false;   // no reference model: its log-ratio is taken as 0
+  double beta = 0.1;            // the inverse temperature of the implicit reward
+  bool reference_free = false;  // no reference model: its log-ratio is taken as 0
   std::string loss_type = "sigmoid";
-  bool disable_dropout = true;   // the policy (and reference) run without dropout
+  bool disable_dropout = true;       // the policy (and reference) run without dropout
   double dpop_penalty_weight = 5.0;  // DPOP's lambda (loss_type dpop)
   static const config::Schema<DpoParameters>& schema();
 };

@@ -9,8 +9,8 @@ namespace zoo::models {
 const config::Schema<DprEncoderOptions>& DprEncoderOptions::schema() {
   using O = DprEncoderOptions;
   static const config::Schema<O> s =
-      add_bert_encoder_fields(config::Schema<O>("model.q_encoder/ctx_encoder/encoder (dpr)",
-                                                "A DPR encoder: modelzoo's BertModel keys."))
+      add_bert_encoder_fields(
+          config::Schema<O>("model.q_encoder/ctx_encoder/encoder (dpr)", "A DPR encoder: modelzoo's BertModel keys."))
           .field("pad_token_id", &O::pad_token_id, "The word embedding row of this id gets no gradient.",
                  config::non_negative<int64_t>())
           .field("disable_nsp", &O::disable_nsp, "Only sizes the token-type table: none unless num_segments.")
@@ -53,9 +53,12 @@ const config::Schema<DprOptions>& DprOptions::schema() {
                  "modelzoo's embedding generation: which encoder to run (accepted; zoo trains and evaluates).",
                  config::if_set(config::one_of({"q_encoder", "ctx_encoder", "encoder"})))
           .validate([](const O& o, const auto& fail) {
-            const bool bi = o.q_encoder && o.ctx_encoder && !o.encoder, uni = !o.q_encoder && !o.ctx_encoder && o.encoder;
-            if (!bi && !uni) fail(o.encoder ? "encoder" : "q_encoder", "give q_encoder and ctx_encoder, or encoder alone");
-            if (!o.use_biencoder && !uni) fail("use_biencoder", "false needs encoder alone (no q_encoder, ctx_encoder)");
+            const bool bi = o.q_encoder && o.ctx_encoder && !o.encoder,
+                       uni = !o.q_encoder && !o.ctx_encoder && o.encoder;
+            if (!bi && !uni)
+              fail(o.encoder ? "encoder" : "q_encoder", "give q_encoder and ctx_encoder, or encoder alone");
+            if (!o.use_biencoder && !uni)
+              fail("use_biencoder", "false needs encoder alone (no q_encoder, ctx_encoder)");
           });
   return s;
 }
@@ -117,9 +120,8 @@ ModelOutput DprModel::forward(const Features& batch, bool with_metrics) {
 
 std::map<std::string, torch::Tensor> DprModel::adapt_loaded_state(std::map<std::string, torch::Tensor> saved) const {
   if (!ctx_encoder) return saved;
-  const bool has_ctx = std::any_of(saved.begin(), saved.end(), [](const auto& kv) {
-    return kv.first.rfind("ctx_encoder.", 0) == 0;
-  });
+  const bool has_ctx =
+      std::any_of(saved.begin(), saved.end(), [](const auto& kv) { return kv.first.rfind("ctx_encoder.", 0) == 0; });
   if (has_ctx) return saved;
   std::map<std::string, torch::Tensor> both = saved;
   const std::string from = "question_encoder.";

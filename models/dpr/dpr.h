@@ -20,7 +20,7 @@ namespace zoo::models {
 
 // modelzoo's DPREncoderConfig: a BERT encoder section.
 struct DprEncoderOptions : BertEncoderOptions {
-  bool disable_nsp = false;  // only sizes the segment table (2 token types unless set)
+  bool disable_nsp = false;        // only sizes the segment table (2 token types unless set)
   bool add_pooling_layer = false;  // overridden by pooler_type, as modelzoo's post_init does
   static const config::Schema<DprEncoderOptions>& schema();
   int64_t segments() const { return num_segments.value_or(disable_nsp ? 0 : 2); }

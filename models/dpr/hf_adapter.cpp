@@ -5,6 +5,7 @@
 // sub-directories q_encoder/ and ctx_encoder/ of one directory. A projection
 // of the pooled state (projection_dim > 0) has no place in zoo's DPR.
 #include "models/bert/hf_adapter.h"
+
 #include "models/dpr/dpr.h"
 
 namespace zoo::models {

@@ -26,7 +26,8 @@ struct FcMnistOptions {
   bool to_float16 = false;
   static const config::Schema<FcMnistOptions>& schema();
   std::vector<int64_t> layers() const {
-    return hidden_sizes ? *hidden_sizes : std::vector<int64_t>(static_cast<size_t>(depth.value_or(0)), hidden_size.value_or(0));
+    return hidden_sizes ? *hidden_sizes
+                        : std::vector<int64_t>(static_cast<size_t>(depth.value_or(0)), hidden_size.value_or(0));
   }
 };
 

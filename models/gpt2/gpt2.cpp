@@ -3,11 +3,10 @@
 
 #include <cmath>
 
-#include "models/hf/block_keys.h"
 #include "models/gpt2/hf_adapter.h"
+#include "models/hf/block_keys.h"
 
 namespace zoo::models {
-
 
 const config::Schema<ExtraFfnParams>& ExtraFfnParams::schema() {
   using E = ExtraFfnParams;
@@ -17,7 +16,8 @@ const config::Schema<ExtraFfnParams>& ExtraFfnParams::schema() {
                  "Multimodal decoders: image and text tokens through separate FFN weights (false only: not in zoo).")
           .validate([](const E& e, const auto& fail) {
             if (e.static_dual_expert)
-              fail("static_dual_expert", "modelzoo's dual-expert FFN (separate weights for image tokens) is not in zoo");
+              fail("static_dual_expert",
+                   "modelzoo's dual-expert FFN (separate weights for image tokens) is not in zoo");
           });
   return s;
 }
@@ -90,8 +90,9 @@ const config::Schema<Gpt2Options>& Gpt2Options::schema() {
               fail("sliding_window_every_other_decoder_layer_pattern",
                    "applies with sliding_window_every_other_decoder_layer: true only");
             if ((o.mup_base_hidden_size || o.mup_base_filter_size) && o.output_logits_scale)
-              fail("output_logits_scale", "is the muP form of modelzoo 2.2 and before; with mup_base_* the logits "
-                                          "scale comes from output_logits_alpha (remove one of them)");
+              fail("output_logits_scale",
+                   "is the muP form of modelzoo 2.2 and before; with mup_base_* the logits "
+                   "scale comes from output_logits_alpha (remove one of them)");
           });
   return s;
 }
@@ -122,9 +123,8 @@ LayerInitializers layer_initializers(const Gpt2Options& o, const DecoderVariant&
     output = scaled_initializer(output.value_or(fallback), width * mup_depth);
   }
   if (o.mup_base_filter_size)
-    ffn_output =
-        scaled_initializer(ffn_output.value_or(fallback),
-                           std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * mup_depth);
+    ffn_output = scaled_initializer(ffn_output.value_or(fallback),
+                                    std::sqrt(*o.mup_base_filter_size / double(o.filter_size)) * mup_depth);
   if (!output && !o.initializer) output = scaled_initializer(fallback, depth);
   i.attention_output = output.value_or(i.attention);
   i.ffn_output = ffn_output ? *ffn_output : output.value_or(i.ffn);
@@ -182,7 +182,8 @@ DecoderLayerOptions decoder_options(const Gpt2Options& o, const DecoderVariant& 
   d.recompute = o.activation_checkpointing;
   d.moe = o.moe;
   // modelzoo's router initializer: `initializer` when given, else moe.gate_initializer, else the default.
-  d.moe_gate_initializer = o.initializer.value_or(o.moe.gate_initializer.value_or(truncated_normal_spec(o.initializer_range)));
+  d.moe_gate_initializer =
+      o.initializer.value_or(o.moe.gate_initializer.value_or(truncated_normal_spec(o.initializer_range)));
   return d;
 }
 }  // namespace
@@ -202,9 +203,9 @@ Gpt2Model::Gpt2Model(const Gpt2Options& o, const torch::TensorOptions& p, const 
   e.initializer = layer_initializers(o, v).embedding;
   embedding_layer = register_module("embedding_layer", EmbeddingLayer(e, p));
   if (o.embedding_layer_norm)
-    embedding_ln_f = register_module("embedding_ln_f", LayerNorm(o.hidden_size, o.layer_norm_epsilon, p,
-                                                                 o.norm_type == "rmsnorm",
-                                                                 o.norm_type != "biasless-layernorm"));
+    embedding_ln_f =
+        register_module("embedding_ln_f", LayerNorm(o.hidden_size, o.layer_norm_epsilon, p, o.norm_type == "rmsnorm",
+                                                    o.norm_type != "biasless-layernorm"));
   transformer_decoder =
       register_module("transformer_decoder", TransformerDecoder(o.num_hidden_layers, decoder_options(o, v), p));
   lm_head = register_module(
@@ -296,8 +297,10 @@ std::map<std::string, LrAdjustmentGroup> Gpt2Model::lr_adjustment_groups() const
   return {{"embedding", {{"*embedding*weight"}}},
           {"decoder_kernel", {{"*decoder*dense*weight", "*decoder*linear*weight"}}},
           {"decoder_attention", {{"*decoder*attn*dense*weight"}, hidden}},
-          {"decoder_input_ffn", {{"*decoder*ffn.ffn.[!1]*weight", "*decoder*ffn.experts.experts.*.ffn.[!1]*weight"}, hidden}},
-          {"decoder_output_ffn", {{"*decoder*ffn.ffn.[1]*weight", "*decoder*ffn.experts.experts.*.ffn.[1]*weight"}, filter}}};
+          {"decoder_input_ffn",
+           {{"*decoder*ffn.ffn.[!1]*weight", "*decoder*ffn.experts.experts.*.ffn.[!1]*weight"}, hidden}},
+          {"decoder_output_ffn",
+           {{"*decoder*ffn.ffn.[1]*weight", "*decoder*ffn.experts.experts.*.ffn.[1]*weight"}, filter}}};
 }
 
 ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
@@ -316,7 +319,8 @@ ModelOutput Gpt2Model::forward(const Features& batch, bool with_metrics) {
   // The loss skips the padding columns.
   ModelOutput result = lm_loss(out, batch.at("labels"), mask, scaling, with_metrics, options_.vocab_size);
   if (moe.layers > 0)
-    result.loss = result.loss + options_.moe.load_balancing_loss_coef * load_balancing_loss(moe, options_.moe.num_experts);
+    result.loss =
+        result.loss + options_.moe.load_balancing_loss_coef * load_balancing_loss(moe, options_.moe.num_experts);
   return result;
 }
 
@@ -324,9 +328,9 @@ torch::Tensor Gpt2Model::label_log_likelihood(const Features& batch, bool averag
   const torch::Tensor& ids = batch.at("input_ids");
   const torch::Tensor mask = batch.at("attention_mask").to(torch::kFloat);
   const torch::Tensor logits = padded_logits(ids, optional_feature(batch, "position_ids"));
-  const torch::Tensor nll =
-      token_cross_entropy(logits.flatten(0, 1), batch.at("labels").flatten(), options_.vocab_size,
-                          PaddingColumns::neg_inf).view_as(mask);
+  const torch::Tensor nll = token_cross_entropy(logits.flatten(0, 1), batch.at("labels").flatten(), options_.vocab_size,
+                                                PaddingColumns::neg_inf)
+                                .view_as(mask);
   torch::Tensor sum = -(nll * mask).sum(-1);
   // A sample without a counted token scores 0 (modelzoo's average divides by 0 there: nan).
   return average ? sum / mask.sum(-1).clamp_min(1.0) : sum;
@@ -342,8 +346,8 @@ double Gpt2Model::forward_flops_per_token() const {
   // An MoE token runs through top_k routed experts and the shared ones, after the router.
   const MoeOptions& moe = options_.moe;
   const double experts_per_token = moe.enabled() ? double(moe.top_k + moe.shared_experts()) : 1.0;
-  const double ffn = (is_glu(options_.nonlinearity) ? 3 : 2) * C * F * experts_per_token +
-                     (moe.enabled() ? C * moe.num_experts : 0.0);
+  const double ffn =
+      (is_glu(options_.nonlinearity) ? 3 : 2) * C * F * experts_per_token + (moe.enabled() ? C * moe.num_experts : 0.0);
   const double matmul_params = L * (2 * C * inner + 2 * C * kv + ffn) + C * options_.vocab_size;
   return 2 * matmul_params + 2 * L * options_.max_position_embeddings * inner;
 }
@@ -352,8 +356,9 @@ ModelFamily gpt2_family() {
   ModelFamily f = make_model_family<Gpt2Options, Gpt2Model>(
       // modelzoo's bloom, btlm, jais, mixtral, santacoder, starcoder and gemma2 models are its gpt2 model under
       // another name.
-      "gpt2", {"gpt3", "llama", "mistral", "mixtral", "bloom", "btlm", "jais", "santacoder", "starcoder", "mpt", "LlamaModel",
-               "gemma2"},
+      "gpt2",
+      {"gpt3", "llama", "mistral", "mixtral", "bloom", "btlm", "jais", "santacoder", "starcoder", "mpt", "LlamaModel",
+       "gemma2"},
       "Decoder-only transformer: GPT-2 / GPT-3 / Cerebras-GPT, and LLaMA-style models (rotary, rmsnorm, swiglu, "
       "multiquery_attention), as modelzoo builds them.",
       {"input_ids", "attention_mask", "labels"}, kPackedSequenceFeatures);

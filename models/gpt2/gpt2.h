@@ -33,9 +33,9 @@ struct Gpt2Options : DecoderLmOptions {
   std::optional<int64_t> attention_sink_tokens;            // with the window: the first tokens stay visible
   bool sliding_window_every_other_decoder_layer = false;   // Gemma 2: the window on alternate layers
   std::string sliding_window_every_other_decoder_layer_pattern = "full_attention_first";
-  std::optional<double> attention_logit_softcapping;  // Gemma 2: scores -> cap * tanh(scores / cap)
-  std::optional<double> final_logit_softcapping;      // Gemma 2: logits -> cap * tanh(logits / cap)
-  bool norm_first_sandwich = false;                   // Gemma 2: norms after attention and FFN too
+  std::optional<double> attention_logit_softcapping;   // Gemma 2: scores -> cap * tanh(scores / cap)
+  std::optional<double> final_logit_softcapping;       // Gemma 2: logits -> cap * tanh(logits / cap)
+  bool norm_first_sandwich = false;                    // Gemma 2: norms after attention and FFN too
   std::optional<std::string> attention_qk_norm_layer;  // Qwen3: q and k normalized per head (rmsnorm, layernorm)
   double attention_qk_norm_eps = 1e-5;
   bool alibi_trainable_slopes = false;        // alibi: train the per-head slopes
@@ -61,8 +61,7 @@ struct DecoderVariant {
 
 class Gpt2Model : public Model {
  public:
-  Gpt2Model(const Gpt2Options& options, const torch::TensorOptions& param_options,
-            const DecoderVariant& variant = {});
+  Gpt2Model(const Gpt2Options& options, const torch::TensorOptions& param_options, const DecoderVariant& variant = {});
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids);  // (B, T) -> (B, T, V)
   // (B, T) -> (B, T, V rounded up as OutputHead pads it); what training computes.

@@ -21,28 +21,31 @@ void refuse_unrepresentable(const Gpt2Options& o, const std::string& model_type,
   const ExportCheck check(model_type);
   const std::string no = "has no such option";
   const std::string& pos = o.position_embedding_type;
-  check.expect(has.mup || has.embeddings_scale || o.embeddings_scale == 1.0, "embeddings_scale",
-               std::to_string(o.embeddings_scale), no)
+  check
+      .expect(has.mup || has.embeddings_scale || o.embeddings_scale == 1.0, "embeddings_scale",
+              std::to_string(o.embeddings_scale), no)
       .expect(has.mup || !o.output_logits_scale || *o.output_logits_scale == 1.0, "output_logits_scale",
               std::to_string(o.output_logits_scale.value_or(1.0)), no)
       .expect(has.mup || !o.scale_qk_dot_by_d, "scale_qk_dot_by_d", "true", no)
-      .expect(!o.mup_base_hidden_size && !o.mup_base_filter_size, "mup_base_*", "set",
-              "has no muP base widths")
+      .expect(!o.mup_base_hidden_size && !o.mup_base_filter_size, "mup_base_*", "set", "has no muP base widths")
       .expect(has.gemma2 || o.attention_logits_alpha == 1.0, "attention_logits_alpha",
               std::to_string(o.attention_logits_alpha), no)
       .expect(has.qk_norm || !o.attention_qk_norm_layer, "attention_qk_norm_layer",
               o.attention_qk_norm_layer.value_or(""), "normalizes no queries and keys")
-      .expect(!o.attention_sink_tokens, "attention_sink_tokens", std::to_string(o.attention_sink_tokens.value_or(0)), no)
+      .expect(!o.attention_sink_tokens, "attention_sink_tokens", std::to_string(o.attention_sink_tokens.value_or(0)),
+              no)
       .expect(has.gemma2 || (!o.attention_logit_softcapping && !o.final_logit_softcapping && !o.norm_first_sandwich &&
-                              !o.sliding_window_every_other_decoder_layer),
+                             !o.sliding_window_every_other_decoder_layer),
               "Gemma 2's options", "set", "is not Gemma 2")
       .expect(has.head_dim || o.attention_inner_dim.value_or(o.hidden_size) == o.hidden_size, "attention_inner_dim",
               std::to_string(o.attention_inner_dim.value_or(0)), "has q/k/v as wide as hidden_size")
       .expect(has.layer_idx_scaling || !o.scale_qk_dot_by_layer_idx, "scale_qk_dot_by_layer_idx", "true", no)
       .expect(has.embedding_norm || !o.embedding_layer_norm, "embedding_layer_norm", "true", no)
-      .expect((pos == "alibi" && has.alibi) || (pos == "learned" && has.learned_positions) || (pos == "rotary" && has.rotary),
+      .expect((pos == "alibi" && has.alibi) || (pos == "learned" && has.learned_positions) ||
+                  (pos == "rotary" && has.rotary),
               "position_embedding_type", pos, "has other position embeddings")
-      .expect(o.norm_type == (has.rms_norm ? "rmsnorm" : "layernorm") || (has.biasless_norm && o.norm_type == "biasless-layernorm"),
+      .expect(o.norm_type == (has.rms_norm ? "rmsnorm" : "layernorm") ||
+                  (has.biasless_norm && o.norm_type == "biasless-layernorm"),
               "norm_type", o.norm_type, "has other norms")
       .expect(!is_glu(o.nonlinearity) || has.gated_ffn, "nonlinearity", o.nonlinearity, "has no gated FFN")
       .expect((o.pos_scaling_factor == 1.0 && o.pos_scaling_type == "linear") ||
@@ -81,7 +84,8 @@ namespace {
 HfKeyMap gpt2_keys(const Gpt2Options& o) {
   HfKeyMap m = gpt2_layout(o, /*conv1d=*/true);
   for (int64_t i = 0; i < o.num_hidden_layers; ++i)
-    m.fused_qkv("transformer.h." + std::to_string(i) + ".attn.c_attn", zoo_layer(i) + "self_attn.", QkvLayout::kBlocks, true);
+    m.fused_qkv("transformer.h." + std::to_string(i) + ".attn.c_attn", zoo_layer(i) + "self_attn.", QkvLayout::kBlocks,
+                true);
   return m;
 }
 
@@ -136,20 +140,23 @@ nlohmann::json gpt2_config(const Gpt2Options& o, const std::string& model_type, 
 // The GPT-2 layout's model is dense: every projection has its bias, the head none.
 void expect_gpt2_biases(const Gpt2Options& o, const std::string& model_type) {
   ExportCheck(model_type)
-      .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "false",
-              "has a bias on every projection")
+      .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*",
+              "false", "has a bias on every projection")
       .expect(!o.use_bias_in_output, "use_bias_in_output", "true", "has no LM-head bias");
 }
 
 void expect_mha(const DecoderLmOptions& o, const std::string& model_type) {
-  ExportCheck(model_type).expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module,
-                                 "has multi-head attention only");
+  ExportCheck(model_type)
+      .expect(o.attention_module != "multiquery_attention", "attention_module", o.attention_module,
+              "has multi-head attention only");
 }
 
 HfAdapter gpt2_hf_adapter() {
   HfAdapter a;
   a.model_types = {"gpt2"};
-  a.claims = [](const nlohmann::json& c) { return c.value("attention_head_type", std::string("multihead")) == "multihead"; };
+  a.claims = [](const nlohmann::json& c) {
+    return c.value("attention_head_type", std::string("multihead")) == "multihead";
+  };
   a.config_from_hf = [](const nlohmann::json& c) { return gpt2_shape(c, "gelu_new"); };
   a.config_to_hf = [](const ModelSpec& model) {
     const Gpt2Options& o = gpt2_options_of(model);
@@ -177,7 +184,8 @@ HfAdapter btlm_hf_adapter(const std::string& model_type) {
     m["nonlinearity"] = act == "swiglu" ? act : zoo_activation(c, "activation_function", act);
     const std::string pos = c.value("position_embedding_type", std::string("learned"));
     if (pos != "alibi" && pos != "learned") refuse_config(c, "position_embedding_type", "is not alibi or learned");
-    if (config_sets(c, "alibi_scaling")) refuse_config(c, "alibi_scaling", "(ALiBi position interpolation) is not in zoo");
+    if (config_sets(c, "alibi_scaling"))
+      refuse_config(c, "alibi_scaling", "(ALiBi position interpolation) is not in zoo");
     m["position_embedding_type"] = pos;
     m["embeddings_scale"] = c.value("mup_embeddings_scale", 1.0);
     m["output_logits_scale"] = c.value("mup_output_alpha", 1.0) * c.value("mup_width_scale", 1.0);
@@ -186,12 +194,14 @@ HfAdapter btlm_hf_adapter(const std::string& model_type) {
   };
   a.optimizer_from_hf = [](const nlohmann::json& c) {
     YAML::Node opt(YAML::NodeType::Map);
-    if (c.contains("mup_width_scale")) opt["adjust_learning_rate"]["decoder_kernel"] = c.at("mup_width_scale").get<double>();
+    if (c.contains("mup_width_scale"))
+      opt["adjust_learning_rate"]["decoder_kernel"] = c.at("mup_width_scale").get<double>();
     return opt;
   };
   a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = gpt2_options_of(model);
-    refuse_unrepresentable(o, model_type, HfHas{.alibi = true, .mup = true, .layer_idx_scaling = true, .gated_ffn = true});
+    refuse_unrepresentable(o, model_type,
+                           HfHas{.alibi = true, .mup = true, .layer_idx_scaling = true, .gated_ffn = true});
     expect_gpt2_biases(o, model_type);
     expect_mha(o, model_type);
     const bool jais = model_type == "jais";
@@ -224,7 +234,8 @@ HfKeyMap llama_layout(const Gpt2Options& o, double norm_offset) {
   m.lm_head(o.share_embedding_weights);
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = "model.layers." + std::to_string(i) + ".", z = zoo_layer(i);
-    for (const char* p : {"q", "k", "v"}) m.linear(h + "self_attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
+    for (const char* p : {"q", "k", "v"})
+      m.linear(h + "self_attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
     m.linear(h + "self_attn.o_proj", z + "self_attn.proj_output_dense_layer");
     m.norm(h + "input_layernorm", z + "norm1", norm_offset);
   }
@@ -233,8 +244,9 @@ HfKeyMap llama_layout(const Gpt2Options& o, double norm_offset) {
 
 nlohmann::json llama_config(const Gpt2Options& o, const std::string& model_type, const std::string& architecture) {
   const int64_t head = qkv_shape(o).head_dim, rotary = o.rotary_dim.value_or(o.hidden_size / o.num_heads);
-  ExportCheck(model_type).expect(rotary == head, "rotary_dim", std::to_string(rotary),
-                                 "rotates the whole head (" + std::to_string(head) + " dims)");
+  ExportCheck(model_type)
+      .expect(rotary == head, "rotary_dim", std::to_string(rotary),
+              "rotates the whole head (" + std::to_string(head) + " dims)");
   return nlohmann::json{{"model_type", model_type},
                         {"architectures", {architecture}},
                         {"vocab_size", o.vocab_size},
@@ -296,7 +308,8 @@ void read_rope(const nlohmann::json& c, YAML::Node& m) {
   if (type != "linear" && type != "llama3")
     refuse_config(c, rope.field, "changes the model's math and is not one zoo converts (linear and llama3 are)");
   for (const auto& [key, value] : r.items())
-    if (!known.count(key)) refuse_config(c, rope.field, "changes the model's math: zoo does not convert `" + key + "` for " + type);
+    if (!known.count(key))
+      refuse_config(c, rope.field, "changes the model's math: zoo does not convert `" + key + "` for " + type);
   m["pos_scaling_type"] = type;
   m["pos_scaling_factor"] = r.at("factor").get<double>();
   if (type == "llama3")
@@ -374,7 +387,8 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
                                ": zoo's LLaMA/Mistral uses silu (SwiGLU) only");
     // Qwen2 keeps sliding_window for its use_sliding_window, which windows only the layers from max_window_layers on.
     if (qwen && config_sets(c, "use_sliding_window"))
-      refuse_config(c, "use_sliding_window", "windows the layers from max_window_layers on, which zoo's decoders do not");
+      refuse_config(c, "use_sliding_window",
+                    "windows the layers from max_window_layers on, which zoo's decoders do not");
     if (qwen && c.contains("layer_types") && c.at("layer_types").dump().find("sliding") != std::string::npos)
       refuse_config(c, "layer_types", "windows some layers, which zoo converts for Gemma 2's every other layer only");
     YAML::Node m = llama_shape(c, "llama", std::nullopt);
@@ -399,10 +413,16 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
   a.config_to_hf = [model_type](const ModelSpec& model) {
     const Gpt2Options& o = gpt2_options_of(model);
     refuse_unrepresentable(o, model_type,
-                           HfHas{.learned_positions = false, .rotary = true, .gated_ffn = true, .rms_norm = true,
-                                 .rope_scaling = true, .head_dim = true, .qk_norm = model_type == "qwen3"});
+                           HfHas{.learned_positions = false,
+                                 .rotary = true,
+                                 .gated_ffn = true,
+                                 .rms_norm = true,
+                                 .rope_scaling = true,
+                                 .head_dim = true,
+                                 .qk_norm = model_type == "qwen3"});
     const bool llama = model_type == "llama", qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
-    const bool mistral = model_type == "mistral" || model_type == "mixtral";  // Mixtral is Mistral's layers with experts
+    const bool mistral =
+        model_type == "mistral" || model_type == "mixtral";  // Mixtral is Mistral's layers with experts
     const bool mixtral = model_type == "mixtral";
     const std::string attention_biases = std::string(o.use_projection_bias_in_attention ? "q/k/v" : "no q/k/v") +
                                          (o.use_ffn_bias_in_attention ? " and output" : ", no output");
@@ -410,17 +430,17 @@ HfAdapter llama_hf_adapter(const std::string& model_type) {
         .expect(o.nonlinearity == "swiglu", "nonlinearity", o.nonlinearity, "uses SwiGLU")
         .expect(!o.use_bias_in_output, "use_bias_in_output", "true", "has no LM head bias")
         .expect(llama || !o.use_ffn_bias, "use_ffn_bias", "true", "has no MLP biases (llama has mlp_bias)")
-        .expect(!mistral || (!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention), "use_*bias_in_attention",
-                attention_biases + " biases", "has no attention biases")
+        .expect(!mistral || (!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention),
+                "use_*bias_in_attention", attention_biases + " biases", "has no attention biases")
         .expect(!qwen3 || (o.attention_qk_norm_layer.value_or("") == "rmsnorm" &&
                            o.attention_qk_norm_eps == o.layer_norm_epsilon),
                 "attention_qk_norm_layer", o.attention_qk_norm_layer.value_or("null"),
                 "normalizes each head's queries and keys with RMSNorm at rms_norm_eps")
         .expect(!(llama || qwen3) || o.use_projection_bias_in_attention == o.use_ffn_bias_in_attention,
-                "use_*bias_in_attention",
-                attention_biases + " biases", "has one attention_bias for q, k, v and o (q/k/v alone: --model qwen2)")
-        .expect(!qwen2 || (o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention), "use_*bias_in_attention",
-                attention_biases + " biases", "has q/k/v biases and no output bias");
+                "use_*bias_in_attention", attention_biases + " biases",
+                "has one attention_bias for q, k, v and o (q/k/v alone: --model qwen2)")
+        .expect(!qwen2 || (o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention),
+                "use_*bias_in_attention", attention_biases + " biases", "has q/k/v biases and no output bias");
     if (o.moe.enabled() != mixtral)
       throw std::runtime_error(mixtral ? "model.moe: Hugging Face's mixtral has experts: set moe.num_experts > 1, or "
                                          "convert with --model llama or mistral"

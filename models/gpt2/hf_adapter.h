@@ -19,8 +19,8 @@
 // rope_scaling.
 #pragma once
 
-#include "models/hf/hf_key_map.h"
 #include "models/gpt2/gpt2.h"
+#include "models/hf/hf_key_map.h"
 #include "models/registry.h"
 
 namespace zoo::models {
@@ -79,7 +79,8 @@ void map_llama_mlp(HfKeyMap& m, const std::string& hf_layer, const std::string& 
 // over head_dim, default `default_head_dim` or hidden_size / heads,
 // RMSNorm, key/value groups, no FFN or head biases, no dropout); each type
 // adds its activation, attention biases and tied embeddings.
-YAML::Node llama_shape(const nlohmann::json& config, const std::string& family, std::optional<int64_t> default_head_dim);
+YAML::Node llama_shape(const nlohmann::json& config, const std::string& family,
+                       std::optional<int64_t> default_head_dim);
 // The config.json fields LLaMA-style models share (sizes, key/value heads,
 // head_dim, rms_norm_eps, the rotary, tied embeddings); an export whose
 // rotary leaves part of each head alone is refused, as these types cannot.
@@ -92,7 +93,8 @@ void read_rope(const nlohmann::json& config, YAML::Node& model);
 // The rope_scaling config.json field of `o` (null: none).
 nlohmann::json rope_scaling(const Gpt2Options& o);
 
-// Unless the attention is multi-head: "model.attention_module = ...: Hugging Face's <type> has multi-head attention only".
+// Unless the attention is multi-head: "model.attention_module = ...: Hugging Face's <type> has multi-head attention
+// only".
 void expect_mha(const DecoderLmOptions& o, const std::string& model_type);
 
 }  // namespace zoo::models

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "models/common/embedding.h"
-#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
+#include "models/hf/hf_keys.h"
 
 namespace zoo::models {
 namespace {
@@ -26,8 +26,10 @@ HfAdapter with_computed_slopes(HfAdapter a, const std::string& model_type) {
     torch::Tensor slopes = take_key(z, kSlopes).to(torch::kDouble).view({-1});
     torch::Tensor fixed = torch::tensor(alibi_slopes(gpt2_options_of(model).num_heads), torch::kDouble);
     if (!torch::allclose(slopes, fixed, /*rtol=*/1e-6, /*atol=*/0))
-      throw std::runtime_error(std::string(kSlopes) + ": the model's ALiBi slopes were trained away from the fixed ones "
-                               "Hugging Face's " + model_type + " computes; zoo will not export the model without them");
+      throw std::runtime_error(std::string(kSlopes) +
+                               ": the model's ALiBi slopes were trained away from the fixed ones "
+                               "Hugging Face's " +
+                               model_type + " computes; zoo will not export the model without them");
     return to_hf(z, model);
   };
   return a;
@@ -81,7 +83,8 @@ HfAdapter bloom_hf_adapter() {
   a.model_types = {"bloom"};
   a.config_from_hf = [](const nlohmann::json& c) {
     if (c.value("apply_residual_connection_post_layernorm", false))
-      refuse_config(c, "apply_residual_connection_post_layernorm", "(the residual taken after the norm) is not zoo's layer");
+      refuse_config(c, "apply_residual_connection_post_layernorm",
+                    "(the residual taken after the norm) is not zoo's layer");
     const int64_t C = config_get<int64_t>(c, {"hidden_size", "n_embed"});
     YAML::Node m(YAML::NodeType::Map);
     m["name"] = "gpt2";
@@ -109,14 +112,17 @@ HfAdapter bloom_hf_adapter() {
     refuse_unrepresentable(o, "bloom", HfHas{.alibi = true, .embedding_norm = true, .learned_positions = false});
     expect_mha(o, "bloom");
     ExportCheck("bloom")
-        .expect(o.position_embedding_type == "alibi", "position_embedding_type", o.position_embedding_type, "uses ALiBi")
+        .expect(o.position_embedding_type == "alibi", "position_embedding_type", o.position_embedding_type,
+                "uses ALiBi")
         .expect(o.embedding_layer_norm, "embedding_layer_norm", "false", "always has the embedding norm")
-        .expect(o.filter_size == 4 * o.hidden_size, "filter_size", std::to_string(o.filter_size), "has 4 x hidden_size");
+        .expect(o.filter_size == 4 * o.hidden_size, "filter_size", std::to_string(o.filter_size),
+                "has 4 x hidden_size");
     expect_gpt2_biases(o, "bloom");
     ExportCheck("bloom")
-        .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
-        .expect(o.nonlinearity == "gelu" || o.nonlinearity == "gelu_new" || o.nonlinearity == "gelu_fast", "nonlinearity",
-                o.nonlinearity, "uses GELU");
+        .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type,
+                "scales by sqrt(head dim)")
+        .expect(o.nonlinearity == "gelu" || o.nonlinearity == "gelu_new" || o.nonlinearity == "gelu_fast",
+                "nonlinearity", o.nonlinearity, "uses GELU");
     if (o.nonlinearity == "gelu")  // modelzoo's BLOOM configs say gelu; its converter exports them the same way
       std::cerr << "warning: model.nonlinearity = gelu (exact) exports as BLOOM's tanh-approximated GELU; the two "
                    "differ by at most 4.7e-4 per activation\n";
@@ -146,7 +152,9 @@ HfAdapter mpt_hf_adapter() {
   a.config_from_hf = [](const nlohmann::json& c) {
     const nlohmann::json attn = c.value("attn_config", nlohmann::json::object());
     const int64_t C = c.at("d_model").get<int64_t>(), H = c.at("n_heads").get<int64_t>();
-    auto refuse_attn = [&](const std::string& key, const std::string& why) { refuse_config(attn, key, why, "attn_config"); };
+    auto refuse_attn = [&](const std::string& key, const std::string& why) {
+      refuse_config(attn, key, why, "attn_config");
+    };
     if (!attn.value("alibi", true)) refuse_attn("alibi", "(learned positions) is not what Hugging Face's mpt computes");
     if (attn.value("attn_type", std::string("multihead_attention")) != "multihead_attention")
       refuse_attn("attn_type", "is not the multi-head attention Hugging Face's mpt computes");
@@ -158,7 +166,8 @@ HfAdapter mpt_hf_adapter() {
       refuse_config(c, "norm_type", "is not the LayerNorm Hugging Face's mpt computes");
     if (c.contains("ffn_config") && c.at("ffn_config").value("ffn_type", std::string("mptmlp")) != "mptmlp")
       refuse_config(c.at("ffn_config"), "ffn_type", "is not MPT's GELU MLP", "ffn_config");
-    if (attn.value("alibi_bias_max", 8) != 8) refuse_attn("alibi_bias_max", "changes the ALiBi slopes from the paper's");
+    if (attn.value("alibi_bias_max", 8) != 8)
+      refuse_attn("alibi_bias_max", "changes the ALiBi slopes from the paper's");
     for (const char* key : {"clip_qkv", "qk_ln", "prefix_lm", "attn_uses_sequence_id"})
       if (config_sets(attn, key)) refuse_attn(key, "changes the attention and zoo has no such option");
     if (attn.contains("softmax_scale") && !attn.at("softmax_scale").is_null() &&
@@ -180,7 +189,8 @@ HfAdapter mpt_hf_adapter() {
     m["share_embedding_weights"] = true;
     m["layer_norm_epsilon"] = c.value("layer_norm_epsilon", 1e-5);
     m["nonlinearity"] = "gelu";
-    for (const char* key : {"use_projection_bias_in_attention", "use_ffn_bias_in_attention", "use_ffn_bias", "use_bias_in_output"})
+    for (const char* key :
+         {"use_projection_bias_in_attention", "use_ffn_bias_in_attention", "use_ffn_bias", "use_bias_in_output"})
       m[key] = false;
     m["dropout_rate"] = c.value("resid_pdrop", 0.0);
     m["embedding_dropout_rate"] = c.value("emb_pdrop", 0.0);
@@ -193,14 +203,17 @@ HfAdapter mpt_hf_adapter() {
     refuse_unrepresentable(o, "mpt", HfHas{.alibi = true, .biasless_norm = true, .learned_positions = false});
     expect_mha(o, "mpt");
     ExportCheck("mpt")
-        .expect(o.position_embedding_type == "alibi", "position_embedding_type", o.position_embedding_type, "uses ALiBi")
+        .expect(o.position_embedding_type == "alibi", "position_embedding_type", o.position_embedding_type,
+                "uses ALiBi")
         .expect(o.norm_type == "biasless-layernorm", "norm_type", o.norm_type, "has LayerNorm without bias")
-        .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && !o.use_ffn_bias && !o.use_bias_in_output,
+        .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && !o.use_ffn_bias &&
+                    !o.use_bias_in_output,
                 "use_*bias*", "true", "has no biases")
         .expect(o.filter_size % o.hidden_size == 0, "filter_size", std::to_string(o.filter_size),
                 "has a whole expansion_ratio x d_model")
         .expect(o.share_embedding_weights, "share_embedding_weights", "false", "always ties its head")
-        .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
+        .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type,
+                "scales by sqrt(head dim)")
         .expect(o.nonlinearity == "gelu", "nonlinearity", o.nonlinearity, "uses exact GELU");
     return nlohmann::json{{"model_type", "mpt"},
                           {"architectures", {"MptForCausalLM"}},

@@ -3,8 +3,8 @@
 // remote-code GPT2LMHeadCustomModel (model_type "gpt2", attention_head_type
 // "multiquery": Conv1D q_attn and a fused [k; v] kv_attn); StarCoder is
 // transformers' GPTBigCode (nn.Linear, c_attn as [q; k; v]).
-#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
+#include "models/hf/hf_keys.h"
 
 namespace zoo::models {
 namespace {
@@ -24,10 +24,15 @@ HfKeyMap santacoder_keys(const Gpt2Options& o) {
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = "transformer.h." + std::to_string(i) + ".attn.", z = zoo_layer(i) + "self_attn.";
     m.linear(h + "q_attn", z + "proj_q_dense_layer", true);
-    m.fused.push_back({h + "kv_attn.weight", {z + "proj_k_dense_layer.weight", z + "proj_v_dense_layer.weight"},
-                       QkvLayout::kBlocks, /*transposed=*/true});
-    m.fused.push_back({h + "kv_attn.bias", {z + "proj_k_dense_layer.bias", z + "proj_v_dense_layer.bias"},
-                       QkvLayout::kBlocks, false, /*optional=*/true});
+    m.fused.push_back({h + "kv_attn.weight",
+                       {z + "proj_k_dense_layer.weight", z + "proj_v_dense_layer.weight"},
+                       QkvLayout::kBlocks,
+                       /*transposed=*/true});
+    m.fused.push_back({h + "kv_attn.bias",
+                       {z + "proj_k_dense_layer.bias", z + "proj_v_dense_layer.bias"},
+                       QkvLayout::kBlocks,
+                       false,
+                       /*optional=*/true});
   }
   return m;
 }
@@ -37,7 +42,8 @@ HfKeyMap starcoder_keys(const Gpt2Options& o) {
   m.hf_buffers.push_back("transformer.bias");  // GPTBigCode's causal mask
   // Per key/value group [its queries; k; v]: one group gives [q; k; v], one per head GPTBigCode's multi-head layout.
   for (int64_t i = 0; i < o.num_hidden_layers; ++i)
-    m.fused_qkv("transformer.h." + std::to_string(i) + ".attn.c_attn", zoo_layer(i) + "self_attn.", QkvLayout::kPerGroup);
+    m.fused_qkv("transformer.h." + std::to_string(i) + ".attn.c_attn", zoo_layer(i) + "self_attn.",
+                QkvLayout::kPerGroup);
   return m;
 }
 
@@ -59,7 +65,8 @@ HfAdapter santacoder_hf_adapter() {
     refuse_unrepresentable(o, "gpt2 (SantaCoder)", HfHas{.layer_idx_scaling = true});
     expect_gpt2_biases(o, "gpt2 (SantaCoder)");
     ExportCheck("gpt2 (SantaCoder)")
-        .expect(single_kv_head(o), "attention_module", o.attention_module, "has multi-query attention with one key/value head");
+        .expect(single_kv_head(o), "attention_module", o.attention_module,
+                "has multi-query attention with one key/value head");
     nlohmann::json c = gpt2_config(o, "gpt2", "GPT2LMHeadCustomModel");
     c["attention_head_type"] = "multiquery";
     c["auto_map"] = {{"AutoConfig", "bigcode/santacoder--configuration_gpt2_mq.GPT2CustomConfig"},
@@ -85,8 +92,9 @@ HfAdapter starcoder_hf_adapter() {
     refuse_unrepresentable(o, "gpt_bigcode", HfHas{});
     expect_gpt2_biases(o, "gpt_bigcode");
     ExportCheck("gpt_bigcode")
-        .expect(single_kv_head(o) || o.attention_module != "multiquery_attention", "extra_attention_params.num_kv_groups",
-                std::to_string(o.extra_attention_params.num_kv_groups), "has one key/value head or one per query head");
+        .expect(single_kv_head(o) || o.attention_module != "multiquery_attention",
+                "extra_attention_params.num_kv_groups", std::to_string(o.extra_attention_params.num_kv_groups),
+                "has one key/value head or one per query head");
     nlohmann::json c = gpt2_config(o, "gpt_bigcode", "GPTBigCodeForCausalLM");
     c.erase("scale_attn_by_inverse_layer_idx");
     c["multi_query"] = single_kv_head(o);

@@ -17,8 +17,8 @@
 // converted model computes HF's logits.
 #include <cmath>
 
-#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
+#include "models/hf/hf_keys.h"
 
 namespace zoo::models {
 namespace {

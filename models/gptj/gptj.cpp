@@ -9,16 +9,18 @@ const config::Schema<GptjOptions>& GptjOptions::schema() {
   using O = GptjOptions;
   auto dropout = config::in_range(0.0, 1.0, /*hi_open=*/true);
   static const config::Schema<O> s =
-      add_decoder_lm_fields(config::Schema<O>(
-          "model (gptj)", "GPT-J / GPT-NeoX / Falcon: parallel attention and FFN, as modelzoo's gptj model."))
+      add_decoder_lm_fields(
+          config::Schema<O>("model (gptj)",
+                            "GPT-J / GPT-NeoX / Falcon: parallel attention and FFN, as modelzoo's gptj model."))
           .field("use_untied_layer_norm", &O::use_untied_layer_norm,
                  "The FFN reads its own norm (norm3) of the layer input instead of the attention's (GPT-NeoX).")
           .field("residual_dropout_rate", &O::residual_dropout_rate, "Dropout after attention and after the FFN.",
                  dropout)
           .field("embedding_dropout_rate", &O::embedding_dropout_rate, "Dropout after the embeddings.", dropout)
           .field("attention_dropout_rate", &O::attention_dropout_rate, "Dropout on attention probabilities.", dropout)
-          .ignored({"dropout_rate"}, "modelzoo's gptj model does not read it; residual_dropout_rate is the decoder's "
-                                     "dropout")
+          .ignored({"dropout_rate"},
+                   "modelzoo's gptj model does not read it; residual_dropout_rate is the decoder's "
+                   "dropout")
           .field("output_layer_initializer", &O::output_layer_initializer,
                  "Initializer of the attention output and, unless ffn_initializer / ffn_output_layer_initializer "
                  "say otherwise, both FFN layers (null: truncated_normal std=initializer_range, +-2 std).")

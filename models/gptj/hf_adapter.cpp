@@ -1,10 +1,10 @@
 // Implementation of models/gptj/hf_adapter.h.
 #include "models/gptj/hf_adapter.h"
 
-#include "models/hf/hf_key_map.h"
-#include "models/hf/hf_keys.h"
 #include "models/gpt2/hf_adapter.h"
 #include "models/gptj/gptj.h"
+#include "models/hf/hf_key_map.h"
+#include "models/hf/hf_keys.h"
 
 namespace zoo::models {
 namespace {
@@ -18,14 +18,17 @@ int64_t rotary_dims(const GptjOptions& o) { return o.rotary_dim.value_or(o.hidde
 // The checks every gptj-family export shares: rotary positions and LayerNorm.
 ExportCheck expect_rotary_layernorm(const GptjOptions& o, const std::string& model_type) {
   ExportCheck check(model_type);
-  check.expect(o.position_embedding_type == "rotary", "position_embedding_type", o.position_embedding_type, "uses rotary")
+  check
+      .expect(o.position_embedding_type == "rotary", "position_embedding_type", o.position_embedding_type,
+              "uses rotary")
       .expect(o.norm_type == "layernorm", "norm_type", o.norm_type, "uses LayerNorm")
       .expect(o.attention_type == "scaled_dot_product", "attention_type", o.attention_type, "scales by sqrt(head dim)")
       .expect(o.embeddings_scale == 1.0 && !o.scale_qk_dot_by_d && o.attention_logits_alpha == 1.0 &&
                   !o.mup_base_hidden_size && !o.mup_base_filter_size,
               "muP keys", "set", "has no muP")
       .expect(o.pos_scaling_factor == 1.0 && o.pos_scaling_type == "linear", "pos_scaling_*",
-              o.pos_scaling_type + " x" + std::to_string(o.pos_scaling_factor), "is converted without position scaling");
+              o.pos_scaling_type + " x" + std::to_string(o.pos_scaling_factor),
+              "is converted without position scaling");
   return check;
 }
 
@@ -75,10 +78,10 @@ HfKeyMap gptj_keys(const GptjOptions& o, bool codegen) {
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string h = "transformer.h." + std::to_string(i) + ".", z = zoo_layer(i);
     m.norm(h + "ln_1", z + "norm1");
-    if (codegen)
-      m.fused_qkv(h + "attn.qkv_proj", z + "self_attn.", QkvLayout::kCodeGenShards);
+    if (codegen) m.fused_qkv(h + "attn.qkv_proj", z + "self_attn.", QkvLayout::kCodeGenShards);
     else
-      for (const char* p : {"q", "k", "v"}) m.linear(h + "attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
+      for (const char* p : {"q", "k", "v"})
+        m.linear(h + "attn." + p + "_proj", z + "self_attn.proj_" + p + "_dense_layer");
     m.linear(h + "attn.out_proj", z + "self_attn.proj_output_dense_layer");
     m.linear(h + "mlp.fc_in", z + "ffn.ffn.0.linear_layer");
     m.linear(h + "mlp.fc_out", z + "ffn.ffn.1.linear_layer");
@@ -149,10 +152,12 @@ HfAdapter neox_hf_adapter() {
     const GptjOptions& o = options_of(model);
     const int64_t D = o.hidden_size / o.num_heads;
     expect_rotary_layernorm(o, "gpt_neox")
-        .expect(o.use_untied_layer_norm, "use_untied_layer_norm", "false", "unties the norms (GPT-J / Falcon 7B do not)");
+        .expect(o.use_untied_layer_norm, "use_untied_layer_norm", "false",
+                "unties the norms (GPT-J / Falcon 7B do not)");
     expect_mha(o, "gpt_neox");
     ExportCheck("gpt_neox")
-        .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias && !o.use_bias_in_output,
+        .expect(o.use_projection_bias_in_attention && o.use_ffn_bias_in_attention && o.use_ffn_bias &&
+                    !o.use_bias_in_output,
                 "use_*bias*", "as set", "has biases on every projection and none on the output")
         .expect(!o.share_embedding_weights, "share_embedding_weights", "true", "unties embed_out");
     return nlohmann::json{{"model_type", "gpt_neox"},
@@ -186,7 +191,8 @@ HfAdapter gptj_hf_adapter(const std::string& model_type) {
   const bool codegen = model_type == "codegen";
   a.config_from_hf = [](const nlohmann::json& c) {
     if (!config_sets(c, "rotary_dim"))
-      refuse_config(c, "rotary_dim", "(Hugging Face's GPT-J then rotates by the model width, not per head) is not in zoo");
+      refuse_config(c, "rotary_dim",
+                    "(Hugging Face's GPT-J then rotates by the model width, not per head) is not in zoo");
     const int64_t C = c.at("n_embd").get<int64_t>();
     YAML::Node m = parallel_shape(c.at("vocab_size").get<int64_t>(), C, c.at("n_layer").get<int64_t>(),
                                   c.at("n_head").get<int64_t>(), config_get<int64_t>(c, {"n_inner"}, 4 * C),
@@ -211,13 +217,14 @@ HfAdapter gptj_hf_adapter(const std::string& model_type) {
     const GptjOptions& o = options_of(model);
     expect_rotary_layernorm(o, model_type)
         .expect(!o.use_untied_layer_norm, "use_untied_layer_norm", "true", "has one norm per layer")
-        .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta), "has base 10000 and no field for it")
+        .expect(o.rope_theta == 10000.0, "rope_theta", std::to_string(o.rope_theta),
+                "has base 10000 and no field for it")
         .expect(!codegen || o.num_heads % kCodeGenShards == 0, "num_heads", std::to_string(o.num_heads),
                 "splits its heads over " + std::to_string(kCodeGenShards) + " model-parallel shards");
     expect_mha(o, model_type);
     ExportCheck(model_type)
-        .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*", "as set",
-                "has biases on the FFN and none on the attention")
+        .expect(!o.use_projection_bias_in_attention && !o.use_ffn_bias_in_attention && o.use_ffn_bias, "use_*bias*",
+                "as set", "has biases on the FFN and none on the attention")
         .expect(o.use_bias_in_output, "use_bias_in_output", "false", "has an LM-head bias");
     // GPT-J's and CodeGen's config.json have GPT-2's field names (CodeGen keeps n_ctx).
     nlohmann::json c = gpt2_config(o.as_gpt2(), model_type, codegen ? "CodeGenForCausalLM" : "GPTJForCausalLM");
@@ -238,10 +245,12 @@ HfAdapter falcon_hf_adapter() {
   HfAdapter a;
   a.model_types = {"falcon", "RefinedWebModel", "RefinedWeb"};
   a.config_from_hf = [](const nlohmann::json& c) {
-    if (!c.value("parallel_attn", true)) refuse_config(c, "parallel_attn", "(a sequential Falcon layer) is not zoo's gptj layout");
+    if (!c.value("parallel_attn", true))
+      refuse_config(c, "parallel_attn", "(a sequential Falcon layer) is not zoo's gptj layout");
     if (config_sets(c, "alibi")) refuse_config(c, "alibi", "(Falcon's ALiBi, scaled with the scores) is not in zoo");
     if (c.value("apply_residual_connection_post_layernorm", false))
-      refuse_config(c, "apply_residual_connection_post_layernorm", "(the residual taken after the norm) is not zoo's layer");
+      refuse_config(c, "apply_residual_connection_post_layernorm",
+                    "(the residual taken after the norm) is not zoo's layer");
     const HfRope rope = read_hf_rope(c, {"rope_theta"}, 10000.0);
     if (!rope.scaling.is_null() || rope.partial_rotary_factor.value_or(1.0) != 1.0)
       refuse_config(c, rope.field, "changes the math");
@@ -249,13 +258,12 @@ HfAdapter falcon_hf_adapter() {
     const int64_t H = config_get<int64_t>(c, {"num_attention_heads", "n_head"});
     // Falcon 40B's original config.json (model_type RefinedWeb) implies the new architecture.
     const bool new_arch = c.value("new_decoder_architecture", c.value("model_type", std::string()) == "RefinedWeb");
-    const int64_t G = new_arch ? config_get<int64_t>(c, {"num_kv_heads", "n_head_kv"}, H)
-                               : (c.value("multi_query", true) ? 1 : H);
+    const int64_t G =
+        new_arch ? config_get<int64_t>(c, {"num_kv_heads", "n_head_kv"}, H) : (c.value("multi_query", true) ? 1 : H);
     const bool bias = c.value("bias", false);
-    YAML::Node m = parallel_shape(c.at("vocab_size").get<int64_t>(), C,
-                                  config_get<int64_t>(c, {"num_hidden_layers", "n_layer"}), H,
-                                  config_get<int64_t>(c, {"ffn_hidden_size"}, 4 * C),
-                                  c.value("max_position_embeddings", 2048));
+    YAML::Node m =
+        parallel_shape(c.at("vocab_size").get<int64_t>(), C, config_get<int64_t>(c, {"num_hidden_layers", "n_layer"}),
+                       H, config_get<int64_t>(c, {"ffn_hidden_size"}, 4 * C), c.value("max_position_embeddings", 2048));
     m["rotary_dim"] = C / H;
     m["rope_theta"] = rope.theta;
     m["use_untied_layer_norm"] = new_arch && config_get<int64_t>(c, {"num_ln_in_parallel_attn"}, 2) == 2;
@@ -280,8 +288,8 @@ HfAdapter falcon_hf_adapter() {
     const bool bias = o.use_projection_bias_in_attention;
     expect_rotary_layernorm(o, "falcon")
         .expect(rotary_dims(o) == s.head_dim, "rotary_dim", std::to_string(rotary_dims(o)), "rotates the whole head")
-        .expect(o.use_ffn_bias_in_attention == bias && o.use_ffn_bias == bias && !o.use_bias_in_output, "use_*bias*", "as set",
-                "has one `bias` switch for every projection and no LM-head bias");
+        .expect(o.use_ffn_bias_in_attention == bias && o.use_ffn_bias == bias && !o.use_bias_in_output, "use_*bias*",
+                "as set", "has one `bias` switch for every projection and no LM-head bias");
     // The original layout holds one group (multi_query) or one per head; any other needs the new one.
     const bool new_arch = o.use_untied_layer_norm || (s.kv_heads != 1 && s.kv_heads != s.heads);
     nlohmann::json c{{"model_type", "falcon"},

@@ -29,9 +29,9 @@ torch::Tensor permute_heads(const HfKeyMap& map, const std::string& zoo_name, co
                             const std::string& heads_key, bool to_zoo) {
   const int64_t head_dim = map.qkv.head_dim, rotary_dim = *map.half_split_rotary_dim;
   if (t.dim() < 1 || heads <= 0 || head_dim <= 0 || t.size(0) != heads * head_dim)
-    throw std::runtime_error(zoo_name + ": a tensor of shape " + c10::str(t.sizes()) + " where config.json's " + heads_key +
-                             " (" + std::to_string(heads) + ") x head_dim (" + std::to_string(head_dim) + ") = " +
-                             std::to_string(heads * head_dim) +
+    throw std::runtime_error(zoo_name + ": a tensor of shape " + c10::str(t.sizes()) + " where config.json's " +
+                             heads_key + " (" + std::to_string(heads) + ") x head_dim (" + std::to_string(head_dim) +
+                             ") = " + std::to_string(heads * head_dim) +
                              " rows were expected; the config does not describe these weights");
   if (rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
     throw std::runtime_error(zoo_name + ": a rotary dimension of " + std::to_string(rotary_dim) +
@@ -49,7 +49,8 @@ torch::Tensor rotary_rows(const HfKeyMap& map, const std::string& zoo_name, cons
     if (ends_with(zoo_name, std::string("self_attn.proj_k_dense_layer.") + p))
       return permute_heads(map, zoo_name, t, map.qkv.kv_heads, "num_key_value_heads", to_zoo);
     // A per-head q/k norm scales the dims the rotary re-orders: one head's worth.
-    if (ends_with(zoo_name, std::string("self_attn.q_norm.") + p) || ends_with(zoo_name, std::string("self_attn.k_norm.") + p))
+    if (ends_with(zoo_name, std::string("self_attn.q_norm.") + p) ||
+        ends_with(zoo_name, std::string("self_attn.k_norm.") + p))
       return permute_heads(map, zoo_name, t, 1, "one head", to_zoo);
   }
   return t;
@@ -62,8 +63,8 @@ torch::Tensor add_offset(const torch::Tensor& t, double offset) {
 }
 
 // One error naming every missing and every left-over key.
-void throw_if_mismatched(const std::vector<std::string>& missing, const StateDict& rest, const std::string& missing_what,
-                         const std::string& rest_what) {
+void throw_if_mismatched(const std::vector<std::string>& missing, const StateDict& rest,
+                         const std::string& missing_what, const std::string& rest_what) {
   std::string message;
   auto list = [&](const std::string& what, const std::vector<std::string>& keys) {
     if (keys.empty()) return;
@@ -83,9 +84,9 @@ std::vector<torch::Tensor> split_qkv(const torch::Tensor& fused, const QkvShape&
   const int64_t H = s.heads, G = s.kv_heads, D = s.head_dim, per_group = with_q ? H / G : 0;
   const int64_t rows = (with_q ? H * D : 0) + 2 * G * D;
   if (fused.dim() < 1 || fused.size(0) != rows)
-    throw std::runtime_error("a fused q/k/v tensor of shape " + c10::str(fused.sizes()) + " where " + std::to_string(rows) +
-                             " rows were expected (" + std::to_string(H) + " query heads, " + std::to_string(G) +
-                             " key/value heads of " + std::to_string(D) + ")");
+    throw std::runtime_error("a fused q/k/v tensor of shape " + c10::str(fused.sizes()) + " where " +
+                             std::to_string(rows) + " rows were expected (" + std::to_string(H) + " query heads, " +
+                             std::to_string(G) + " key/value heads of " + std::to_string(D) + ")");
   std::vector<torch::Tensor> parts;
   if (layout == QkvLayout::kCodeGenShards) {
     if (!with_q || G != H || H % kCodeGenShards != 0)
@@ -95,7 +96,8 @@ std::vector<torch::Tensor> split_qkv(const torch::Tensor& fused, const QkvShape&
     std::vector<int64_t> shards{kCodeGenShards, 3, H * D / kCodeGenShards};
     for (int64_t d = 1; d < fused.dim(); ++d) shards.push_back(fused.size(d));
     torch::Tensor g = fused.reshape(shards);
-    for (int64_t j : {0, 2, 1}) parts.push_back(g.select(1, j).reshape(with_rows(H * D, fused)).contiguous());  // q, k, v
+    for (int64_t j : {0, 2, 1})
+      parts.push_back(g.select(1, j).reshape(with_rows(H * D, fused)).contiguous());  // q, k, v
     return parts;
   }
   if (layout == QkvLayout::kBlocks) {
@@ -110,7 +112,8 @@ std::vector<torch::Tensor> split_qkv(const torch::Tensor& fused, const QkvShape&
   torch::Tensor g = fused.reshape(grouped);
   using torch::indexing::Slice;
   if (with_q) parts.push_back(g.index({Slice(), Slice(0, per_group)}).reshape(with_rows(H * D, fused)).contiguous());
-  for (int64_t j : {per_group, per_group + 1}) parts.push_back(g.select(1, j).reshape(with_rows(G * D, fused)).contiguous());
+  for (int64_t j : {per_group, per_group + 1})
+    parts.push_back(g.select(1, j).reshape(with_rows(G * D, fused)).contiguous());
   return parts;
 }
 
@@ -262,7 +265,8 @@ StateDict map_to_hf(const HfKeyMap& map, const StateDict& zoo) {
   return out;
 }
 
-void map_encoder_layer_linears(HfKeyMap& m, const std::string& h, const std::string& z, const std::string& self_attention) {
+void map_encoder_layer_linears(HfKeyMap& m, const std::string& h, const std::string& z,
+                               const std::string& self_attention) {
   m.linear(h + self_attention + "query", z + "self_attn.proj_q_dense_layer");
   m.linear(h + self_attention + "key", z + "self_attn.proj_k_dense_layer");
   m.linear(h + self_attention + "value", z + "self_attn.proj_v_dense_layer");

@@ -37,7 +37,8 @@ struct QkvShape {
 // Rows of a fused (rows, in) weight or (rows) bias <-> zoo's q (heads x
 // head_dim rows), k and v (kv_heads x head_dim rows each). `with_q` false:
 // a fused [k; v] alone (SantaCoder's kv_attn).
-std::vector<torch::Tensor> split_qkv(const torch::Tensor& fused, const QkvShape& s, QkvLayout layout, bool with_q = true);
+std::vector<torch::Tensor> split_qkv(const torch::Tensor& fused, const QkvShape& s, QkvLayout layout,
+                                     bool with_q = true);
 torch::Tensor join_qkv(const std::vector<torch::Tensor>& parts, const QkvShape& s, QkvLayout layout);
 
 // One HF tensor and its zoo name. `transposed`: HF stores it (in, out).
@@ -106,7 +107,9 @@ std::map<std::string, torch::Tensor> map_to_hf(const HfKeyMap& map, const std::m
 // model's options (`options_of`: the family's typed options of a spec).
 template <class Options, class Keys>
 HfAdapter key_mapped(HfAdapter a, const Options& (*options_of)(const ModelSpec&), Keys keys) {
-  a.from_hf = [options_of, keys](const StateDict& hf, const ModelSpec& m) { return map_to_zoo(keys(options_of(m)), hf); };
+  a.from_hf = [options_of, keys](const StateDict& hf, const ModelSpec& m) {
+    return map_to_zoo(keys(options_of(m)), hf);
+  };
   a.to_hf = [options_of, keys](const StateDict& z, const ModelSpec& m) { return map_to_hf(keys(options_of(m)), z); };
   a.key_map = [options_of, keys](const ModelSpec& m) { return keys(options_of(m)); };
   return a;

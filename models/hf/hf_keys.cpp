@@ -74,7 +74,8 @@ nlohmann::json config_value(const nlohmann::json& c, const std::vector<std::stri
   throw std::runtime_error("config.json: missing " + list);
 }
 
-void refuse_config(const nlohmann::json& c, const std::string& key, const std::string& why, const std::string& section) {
+void refuse_config(const nlohmann::json& c, const std::string& key, const std::string& why,
+                   const std::string& section) {
   const std::string value = c.contains(key) ? c.at(key).dump() : std::string("(absent)");
   throw std::runtime_error("config.json: " + (section.empty() ? key : section + "." + key) + " = " + value + " " + why +
                            "; zoo will not convert the model without it");
@@ -90,7 +91,8 @@ HfRope read_hf_rope(const nlohmann::json& c, const std::vector<std::string>& the
   HfRope rope;
   rope.theta = config_get<double>(c, theta_keys, default_theta);
   if (!config_sets(c, "rope_parameters")) {
-    if (config_sets(c, "rope_scaling") && !c.at("rope_scaling").is_object()) refuse_config(c, "rope_scaling", "is not an object");
+    if (config_sets(c, "rope_scaling") && !c.at("rope_scaling").is_object())
+      refuse_config(c, "rope_scaling", "is not an object");
     if (config_sets(c, "rope_scaling")) rope.scaling = c.at("rope_scaling");
     return rope;
   }
@@ -101,7 +103,8 @@ HfRope read_hf_rope(const nlohmann::json& c, const std::vector<std::string>& the
   if (!p.contains("rope_theta") && !p.contains("rope_type") && !p.empty() && p.begin()->is_object()) {
     for (const auto& [type, params] : p.items())
       if (params != p.begin().value())
-        refuse_config(c, "rope_parameters", "differs between layer types (`" + type + "`), which zoo's decoders do not");
+        refuse_config(c, "rope_parameters",
+                      "differs between layer types (`" + type + "`), which zoo's decoders do not");
     p = p.begin().value();
   }
   if (p.contains("rope_theta")) rope.theta = p.at("rope_theta").get<double>();

@@ -10,10 +10,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
-#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace zoo::models {
@@ -59,8 +59,10 @@ T config_get(const nlohmann::json& config, const std::vector<std::string>& names
     std::string key = names.front();
     for (const auto& n : names)
       if (config.contains(n)) key = n;
-    const char* expected = std::is_same_v<T, bool> ? "true or false" : std::is_integral_v<T> ? "an integer"
-                           : std::is_floating_point_v<T> ? "a number" : "a string";
+    const char* expected = std::is_same_v<T, bool>       ? "true or false"
+                           : std::is_integral_v<T>       ? "an integer"
+                           : std::is_floating_point_v<T> ? "a number"
+                                                         : "a string";
     throw std::runtime_error("config.json: " + key + ": expected " + expected + ", got " + value.dump());
   }
 }

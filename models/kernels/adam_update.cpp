@@ -12,9 +12,9 @@
 #include <tuple>
 
 #include "models/kernels/cpu/cpu_kernels.h"
+#include "models/kernels/cpu/vector_math.h"
 #include "models/kernels/cuda/kernel_glue.h"
 #include "models/kernels/torch_version.h"
-#include "models/kernels/cpu/vector_math.h"
 
 namespace zoo::optim {
 namespace {
@@ -108,8 +108,7 @@ std::vector<AdamSlot> adam_update_fused_cuda(const std::vector<AdamSlot>& slots,
   for (const AdamSlot& s : slots) {
     if (fusable_on_cuda(s) && s.correction > 0)
       calls[Key{s.param.get_device(), int(s.param.scalar_type()), s.correction}].push_back(&s);
-    else
-      rest.push_back(s);
+    else rest.push_back(s);
   }
   for (const auto& [key, group] : calls) {
     std::vector<torch::Tensor> p, g, m, v;

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "models/kernels/cpu/cpu_kernels.h"
-#include "models/kernels/cuda/kernel_glue.h"
 #include "models/kernels/cpu/vector_math.h"
+#include "models/kernels/cuda/kernel_glue.h"
 
 namespace zoo::models {
 namespace {
@@ -170,11 +170,11 @@ class RowKernelCrossEntropy : public torch::autograd::Function<RowKernelCrossEnt
     torch::Tensor dlogits = torch::empty({logits.size(0), logits.size(1)}, logits.options());
     if (kernels) {
       const zoo::cuda::LaunchScope launch(logits);
-      zoo::cuda::check_launch(kernels->backward(*zoo::cuda::element_type_of(logits.scalar_type()), logits.data_ptr(),
-                                                logits.stride(0), labels.data_ptr<int64_t>(), lse.data_ptr<float>(),
-                                                grad.data_ptr<float>(), logits.size(0), columns, logits.size(1),
-                                                dlogits.data_ptr(), launch.stream()),
-                              "cross-entropy backward");
+      zoo::cuda::check_launch(
+          kernels->backward(*zoo::cuda::element_type_of(logits.scalar_type()), logits.data_ptr(), logits.stride(0),
+                            labels.data_ptr<int64_t>(), lse.data_ptr<float>(), grad.data_ptr<float>(), logits.size(0),
+                            columns, logits.size(1), dlogits.data_ptr(), launch.stream()),
+          "cross-entropy backward");
     } else {
       cpu_backward_rows(logits, labels, lse, grad, columns, dlogits);
     }

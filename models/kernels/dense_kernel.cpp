@@ -68,8 +68,7 @@ ZOO_VECTOR_CLONES void activate(DenseActivation act, const float* pre, float* y,
     case DenseActivation::relu:
       for (int64_t i = 0; i < n; ++i) y[i] = pre[i] > 0 ? pre[i] : 0.0f;
       break;
-    case DenseActivation::none:
-      break;
+    case DenseActivation::none: break;
   }
 }
 
@@ -92,8 +91,7 @@ ZOO_VECTOR_CLONES void activation_grad(DenseActivation act, const float* pre, co
     case DenseActivation::relu:
       for (int64_t i = 0; i < n; ++i) dpre[i] = pre[i] > 0 ? dy[i] : 0.0f;
       break;
-    case DenseActivation::none:
-      break;
+    case DenseActivation::none: break;
   }
 }
 
@@ -187,8 +185,8 @@ std::vector<torch::Tensor> split_heads(const torch::Tensor& y, const std::vector
 
 bool cpu_dense_available(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   // Under CPU autocast, linear runs in bfloat16: leave it to LibTorch.
-  return kernel_policy().cpu_kernels && is_cpu_float32(x) && is_cpu_float32(w) && (!b.defined() || is_cpu_float32(b)) && cpu_gemm_available() &&
-         !AutocastState::of(torch::kCPU).enabled;
+  return kernel_policy().cpu_kernels && is_cpu_float32(x) && is_cpu_float32(w) && (!b.defined() || is_cpu_float32(b)) &&
+         cpu_gemm_available() && !AutocastState::of(torch::kCPU).enabled;
 }
 
 std::optional<DenseActivation> dense_activation_of(const std::string& name) {

@@ -29,14 +29,10 @@ using torch::autograd::tensor_list;
 
 torch::Tensor activated(DenseActivation act, const torch::Tensor& pre) {
   switch (act) {
-    case DenseActivation::gelu:
-      return at::gelu(pre);
-    case DenseActivation::gelu_tanh:
-      return at::gelu(pre, "tanh");
-    case DenseActivation::relu:
-      return at::relu(pre);
-    case DenseActivation::none:
-      break;
+    case DenseActivation::gelu: return at::gelu(pre);
+    case DenseActivation::gelu_tanh: return at::gelu(pre, "tanh");
+    case DenseActivation::relu: return at::relu(pre);
+    case DenseActivation::none: break;
   }
   return pre;
 }
@@ -115,10 +111,8 @@ std::optional<zoo::cuda::GradientPart> part_in_place(const torch::Tensor& g) {
   for (int64_t d = g.dim() - 3; d >= 0; --d) {
     const int64_t n = g.size(d), stride = g.stride(d);
     if (n == 1) continue;
-    if (!levels.empty() && stride == levels.back().first * levels.back().second)
-      levels.back().first *= n;
-    else
-      levels.emplace_back(n, stride);
+    if (!levels.empty() && stride == levels.back().first * levels.back().second) levels.back().first *= n;
+    else levels.emplace_back(n, stride);
   }
   if (levels.size() > 2) return std::nullopt;
   zoo::cuda::GradientPart part;
@@ -184,10 +178,8 @@ class KernelDenseFunction : public torch::autograd::Function<KernelDenseFunction
     const torch::Tensor rows_in = xc.view({-1, wc.size(1)});
     // addmm with a vector bias: cuBLASLt adds it in the GEMM's epilogue.
     const torch::Tensor pre = bc.defined() ? at::addmm(bc, rows_in, wc.t()) : at::mm(rows_in, wc.t());
-    if (act == DenseActivation::none)
-      ctx->save_for_backward({xc, wc});
-    else
-      ctx->save_for_backward({xc, wc, pre});
+    if (act == DenseActivation::none) ctx->save_for_backward({xc, wc});
+    else ctx->save_for_backward({xc, wc, pre});
     ctx->saved_data["act"] = act_code;
     ctx->saved_data["weight_rows"] = rows_of(weights);
     ctx->saved_data["bias_rows"] = rows_of(biases);

@@ -107,8 +107,8 @@ class KernelEmbeddingFunction : public torch::autograd::Function<KernelEmbedding
 torch::Tensor embedding_through(const EmbeddingKernels& kernels, const torch::Tensor& ids, const torch::Tensor& words) {
   TORCH_CHECK(ids.scalar_type() == torch::kLong && words.dim() == 2 && words.scalar_type() == torch::kFloat &&
                   ids.device() == words.device(),
-              "embedding_through: int64 ids and a float32 (V, C) table on one device expected; got ",
-              ids.scalar_type(), " ids and a ", words.scalar_type(), " table of ", words.sizes());
+              "embedding_through: int64 ids and a float32 (V, C) table on one device expected; got ", ids.scalar_type(),
+              " ids and a ", words.scalar_type(), " table of ", words.sizes());
   return KernelEmbeddingFunction::apply(ids, words, &kernels);
 }
 
@@ -129,8 +129,8 @@ torch::Tensor cuda_embedding(const torch::Tensor& ids, const torch::Tensor& word
 }
 
 bool cpu_embedding_available(const torch::Tensor& ids, const torch::Tensor& words, const torch::Tensor& positions) {
-  return kernel_policy().cpu_kernels && ids.device().is_cpu() && ids.scalar_type() == torch::kLong && ids.dim() == 2 && is_cpu_float32(words) &&
-         is_cpu_float32(positions);
+  return kernel_policy().cpu_kernels && ids.device().is_cpu() && ids.scalar_type() == torch::kLong && ids.dim() == 2 &&
+         is_cpu_float32(words) && is_cpu_float32(positions);
 }
 
 torch::Tensor cpu_embedding_sum(const torch::Tensor& ids, const torch::Tensor& words, const torch::Tensor& positions,

@@ -9,8 +9,8 @@
 #include <stdexcept>
 
 #include "models/kernels/cpu/cpu_kernels.h"
-#include "models/kernels/cuda/kernel_glue.h"
 #include "models/kernels/cpu/vector_math.h"
+#include "models/kernels/cuda/kernel_glue.h"
 #include "models/kernels/policy.h"
 
 namespace zoo::models {
@@ -25,8 +25,8 @@ constexpr int64_t kRowsPerTask = 256;
 // and 1 / rms or 1 / std; with a branch, of h = x + branch (+ branch_bias,
 // when not null), written to sum.
 ZOO_VECTOR_CLONES void normalize_rows(const float* x, const float* branch, const float* branch_bias, float* sum,
-                                      const float* w, const float* b, float* y, float* mean, float* rstd,
-                                      int64_t begin, int64_t end, int64_t C, float eps, bool rms) {
+                                      const float* w, const float* b, float* y, float* mean, float* rstd, int64_t begin,
+                                      int64_t end, int64_t C, float eps, bool rms) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * C;
     float* yr = y + r * C;
@@ -205,9 +205,8 @@ class KernelNormFunction : public torch::autograd::Function<KernelNormFunction> 
         kernels->forward(*zoo::cuda::element_type_of(out_dtype), x.data_ptr<float>(),
                          *zoo::cuda::element_type_of(branch.scalar_type()), add ? branch.data_ptr() : nullptr,
                          add_bias ? branch_bias.data_ptr<float>() : nullptr, add ? sum.data_ptr<float>() : nullptr,
-                         w.data_ptr<float>(),
-                         b.numel() > 0 ? b.data_ptr<float>() : nullptr, rows, C, float(eps), rms, y.data_ptr(),
-                         mean.data_ptr<float>(), rstd.data_ptr<float>(), launch.stream()),
+                         w.data_ptr<float>(), b.numel() > 0 ? b.data_ptr<float>() : nullptr, rows, C, float(eps), rms,
+                         y.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(), launch.stream()),
         "norm forward");
     save_norm(ctx, add ? sum : x, w, mean, rstd, rms, b.numel() > 0, add, add_bias);
     ctx->saved_data["out_dtype"] = static_cast<int64_t>(out_dtype);
@@ -295,8 +294,6 @@ void check_branch_bias(const torch::Tensor& branch, const torch::Tensor& branch_
               branch_bias.defined() ? branch_bias.sizes() : weight.sizes());
 }
 
-
-
 // The emulated CUDA kernels that take x's CPU tensors in this run (tests), or null.
 const EmulatedCudaKernels* emulated_cuda_for(const torch::Tensor& x) {
   const EmulatedCudaKernels* e = kernel_policy().emulated_cuda;
@@ -321,7 +318,8 @@ torch::Tensor residual_sum(const torch::Tensor& x, const torch::Tensor& branch, 
 }
 
 bool cpu_norm_available(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  return kernel_policy().cpu_kernels && x.is_cpu() && weight.is_cpu() && (!bias.defined() || bias.is_cpu()) && float32_inputs(x, weight, bias);
+  return kernel_policy().cpu_kernels && x.is_cpu() && weight.is_cpu() && (!bias.defined() || bias.is_cpu()) &&
+         float32_inputs(x, weight, bias);
 }
 
 bool branch_bias_fuses(const torch::Tensor& branch, const torch::Tensor& branch_bias, const torch::Tensor& weight) {
@@ -360,9 +358,9 @@ SumAndNorm norm_through(const NormKernels& kernels, const torch::Tensor& x, cons
   TORCH_CHECK(zoo::cuda::element_type_of(out_dtype), "norm_through: output type ", out_dtype,
               " is not float32, bfloat16 or float16");
   check_branch_bias(branch, branch_bias, weight, "norm_through");
-  const tensor_list out = KernelNormFunction::apply(
-      x, absent_as_empty(branch, x.options()), absent_as_empty(branch_bias, weight.options()), weight,
-      absent_as_empty(bias, weight.options()), eps, rms, out_dtype, &kernels);
+  const tensor_list out =
+      KernelNormFunction::apply(x, absent_as_empty(branch, x.options()), absent_as_empty(branch_bias, weight.options()),
+                                weight, absent_as_empty(bias, weight.options()), eps, rms, out_dtype, &kernels);
   return {branch.defined() ? out[1] : x, out[0]};
 }
 

@@ -15,8 +15,8 @@ KernelPolicy& current() {
 const std::set<std::string>& cuda_kernel_names() {
   // weight_copies: the dense layer's kept 16-bit weights (models/kernels/weight_copies.h);
   // dense_heads: q, k and v's projection handing out its heads (models/common/layers.h).
-  static const std::set<std::string> names = {"adam",      "cross_entropy", "cross_entropy_fused", "dense",
-                                              "dense_heads", "embedding",   "norm",                "weight_copies"};
+  static const std::set<std::string> names = {
+      "adam", "cross_entropy", "cross_entropy_fused", "dense", "dense_heads", "embedding", "norm", "weight_copies"};
   return names;
 }
 

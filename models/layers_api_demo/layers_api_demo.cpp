@@ -28,9 +28,8 @@ const config::Schema<LayersApiDemoOptions>& LayersApiDemoOptions::schema() {
                  config::positive<int64_t>())
           .validate([](const O& o, const auto& fail) {
             const std::pair<const char*, int64_t> sizes[] = {
-                {"vocab_size", o.vocab_size},   {"embedding_size", o.embedding_size},
-                {"num_heads", o.num_heads},     {"hidden_size", o.hidden_size},
-                {"num_hidden_layers", o.num_hidden_layers}, {"seq_len", o.seq_len}};
+                {"vocab_size", o.vocab_size},   {"embedding_size", o.embedding_size},       {"num_heads", o.num_heads},
+                {"hidden_size", o.hidden_size}, {"num_hidden_layers", o.num_hidden_layers}, {"seq_len", o.seq_len}};
             for (const auto& [key, value] : sizes)
               if (value <= 0) fail(key, "required (modelzoo's model.py reads it without a default)");
             if (o.embedding_size > 0 && o.num_heads > 0 && o.embedding_size % o.num_heads != 0)
@@ -117,7 +116,7 @@ ModelFamily layers_api_demo_family() {
   ModelFamily f = make_model_family<LayersApiDemoOptions, LayersApiDemoModel>(
       "layers_api_demo", {}, "modelzoo's layers-API tutorial: a small causal transformer on the alphabet task.",
       {"input_ids", "attention_mask", "labels"});
-  f.required_keys = {"embedding_size", "seq_len"};  // a legacy file with them is the tutorial's
+  f.required_keys = {"embedding_size", "seq_len"};     // a legacy file with them is the tutorial's
   f.default_data_processor = "AlphabetDataProcessor";  // the tutorial's run.py picks its loader itself
   return f;
 }

@@ -10,9 +10,9 @@
 // the Hub layout, which both load.
 #include "models/llava/hf_adapter.h"
 
+#include "models/common/multimodal_towers.h"
 #include "models/hf/hf_key_map.h"
 #include "models/hf/hf_keys.h"
-#include "models/common/multimodal_towers.h"
 #include "models/llava/llava.h"
 #include "models/multimodal_simple/multimodal_simple.h"
 
@@ -294,12 +294,9 @@ StateDict hub_layout(const StateDict& hf) {
   StateDict out;
   for (const auto& [key, tensor] : hf) {
     std::string k = key;
-    if (k.rfind("model.language_model.", 0) == 0)
-      k = "language_model.model." + k.substr(21);
-    else if (k.rfind("model.vision_tower.", 0) == 0 || k.rfind("model.multi_modal_projector.", 0) == 0)
-      k = k.substr(6);
-    else if (k.rfind("lm_head.", 0) == 0)
-      k = "language_model." + k;
+    if (k.rfind("model.language_model.", 0) == 0) k = "language_model.model." + k.substr(21);
+    else if (k.rfind("model.vision_tower.", 0) == 0 || k.rfind("model.multi_modal_projector.", 0) == 0) k = k.substr(6);
+    else if (k.rfind("lm_head.", 0) == 0) k = "language_model." + k;
     out[k] = tensor;
   }
   return out;
@@ -317,10 +314,8 @@ HfAdapter llava_like_adapter(const ZooLayout& zoo, LlavaShape (*shape)(const Mod
     const LlavaShape p = shape(spec);
     StateDict vision, text;
     for (const auto& [key, tensor] : hub_layout(given)) {
-      if (key.rfind(kText, 0) == 0)
-        text[key.substr(std::string(kText).size())] = tensor;
-      else
-        vision[key] = tensor;
+      if (key.rfind(kText, 0) == 0) text[key.substr(std::string(kText).size())] = tensor;
+      else vision[key] = tensor;
     }
     const std::string positions = std::string(kVision) + "embeddings.position_embedding.weight";
     if (auto it = vision.find(positions); it != vision.end()) it->second = cls_row_last(it->second);
@@ -332,10 +327,8 @@ HfAdapter llava_like_adapter(const ZooLayout& zoo, LlavaShape (*shape)(const Mod
     const LlavaShape p = shape(spec);
     StateDict vision, text;
     for (const auto& [key, tensor] : weights) {
-      if (key.rfind(zoo.text, 0) == 0)
-        text[key.substr(zoo.text.size())] = tensor;
-      else
-        vision[key] = tensor;
+      if (key.rfind(zoo.text, 0) == 0) text[key.substr(zoo.text.size())] = tensor;
+      else vision[key] = tensor;
     }
     StateDict out = map_to_hf(vision_keys(p.image, zoo), vision);
     torch::Tensor& positions = out.at(std::string(kVision) + "embeddings.position_embedding.weight");

@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "models/common/freeze.h"
+#include "models/common/lm_loss.h"
 #include "models/common/multimodal_towers.h"
 #include "models/llava/hf_adapter.h"
-#include "models/common/lm_loss.h"
 
 namespace zoo::models {
 
@@ -35,7 +35,8 @@ const config::Schema<LlavaOptions>& LlavaOptions::schema() {
                  config::non_negative<int64_t>())
           .field("image_feature_select_mode", &O::image_feature_select_mode,
                  "patch: the patches' features only; cls_patch: [CLS]'s too.", config::one_of({"patch", "cls_patch"}))
-          .field("loss_scaling", &O::loss_scaling, "num_tokens: loss sum / counted tokens; batch_size: / B * loss_weight.",
+          .field("loss_scaling", &O::loss_scaling,
+                 "num_tokens: loss sum / counted tokens; batch_size: / B * loss_weight.",
                  config::one_of({"num_tokens", "batch_size"}))
           .field("loss_weight", &O::loss_weight, "Factor with loss_scaling batch_size.")
           .field("projector", &O::projector, "Projectors by modality: image_model, text_model.")
@@ -54,9 +55,11 @@ LlavaModel::LlavaModel(const LlavaOptions& o, const VitOptions& image, std::shar
   image_model = register_module("image_model", VitEncoder(image, p));
   text_model = register_module("text_model", std::move(text));
   if (o.projector && o.projector->image_model)
-    projector_image_model = register_module("projector_image_model", Projector(*o.projector->image_model, p, ProjectorInit::kTorchLinear));
+    projector_image_model =
+        register_module("projector_image_model", Projector(*o.projector->image_model, p, ProjectorInit::kTorchLinear));
   if (o.projector && o.projector->text_model)
-    projector_text_model = register_module("projector_text_model", Projector(*o.projector->text_model, p, ProjectorInit::kTorchLinear));
+    projector_text_model =
+        register_module("projector_text_model", Projector(*o.projector->text_model, p, ProjectorInit::kTorchLinear));
   if (o.freeze) freeze_matching(*this, *o.freeze);
 }
 
@@ -86,8 +89,8 @@ torch::Tensor LlavaModel::input_embeddings(const torch::Tensor& images, const to
   if (start + N > T)
     throw std::invalid_argument("llava: the image's " + std::to_string(N) + " features from image_start_idx " +
                                 std::to_string(start) + " do not fit the batch's " + std::to_string(T) + " positions");
-  return torch::cat({text.narrow(1, 0, start), features.to(text.scalar_type()), text.narrow(1, start + N, T - start - N)},
-                    1);
+  return torch::cat(
+      {text.narrow(1, 0, start), features.to(text.scalar_type()), text.narrow(1, start + N, T - start - N)}, 1);
 }
 
 torch::Tensor LlavaModel::padded_logits(const Features& batch) {
@@ -123,10 +126,10 @@ const std::vector<std::string>& llava_features() {
 class LlavaSpec : public ModelSpec {
  public:
   LlavaSpec(const YAML::Node& section, const config::Context& ctx) {
-    options_ = LlavaOptions::schema().parse(keys_except(section, {"image_model", "text_model"}), ctx, nullptr, &origin_);
+    options_ =
+        LlavaOptions::schema().parse(keys_except(section, {"image_model", "text_model"}), ctx, nullptr, &origin_);
 
-    const NamedSection image =
-        named_section(section, "image_model", ctx, "the image tower, named ViTModel (or vit)");
+    const NamedSection image = named_section(section, "image_model", ctx, "the image tower, named ViTModel (or vit)");
     image_ = parse_vit_tower(image, section["image_model"]["name"], ctx.child("image_model"), "llava");
     text_ = parse_decoder_tower(section, "text_model", ctx, "llava");
     const Gpt2Options& t = text_.options();
@@ -155,7 +158,8 @@ class LlavaSpec : public ModelSpec {
   // The shapes modelzoo leaves to the first forward pass.
   void check(const YAML::Node& section, const config::Context& ctx, const Gpt2Options& text) const {
     const int64_t L = image_.num_hidden_layers, idx = options_.image_feature_select_layer_idx;
-    const YAML::Node at = section["image_feature_select_layer_idx"] ? section["image_feature_select_layer_idx"] : section;
+    const YAML::Node at =
+        section["image_feature_select_layer_idx"] ? section["image_feature_select_layer_idx"] : section;
     if (idx < -L || idx >= L)
       ctx.fail(at, "image_feature_select_layer_idx",
                "expected a layer of the image model's " + std::to_string(L) + " (" + std::to_string(-L) + " .. " +
@@ -204,17 +208,19 @@ LlavaParts llava_parts(const ModelSpec& spec) {
 ModelFamily llava_family() {
   ModelFamily f;
   f.name = "llava";
-  f.doc = "LLaVA: a ViT image tower's features, projected, in place of image placeholder tokens of a decoder "
-          "(text_model: a gpt2-family section such as LlamaModel), as modelzoo's llava; data: LlavaHDF5MapDataProcessor.";
+  f.doc =
+      "LLaVA: a ViT image tower's features, projected, in place of image placeholder tokens of a decoder "
+      "(text_model: a gpt2-family section such as LlamaModel), as modelzoo's llava; data: LlavaHDF5MapDataProcessor.";
   f.consumes = llava_features();
   f.parse = [](const YAML::Node& section, const config::Context& ctx) {
     return std::make_shared<const LlavaSpec>(section, ctx);
   };
   f.fields = LlavaOptions::schema().describe();
-  f.fields.push_back({"image_model", "mapping", "required",
-                      "The image tower: ViTModel's keys (vision_transformer's, less the classifier's), with name ViTModel."});
-  f.fields.push_back({"text_model", "mapping", "required",
-                      "The decoder: its family's model section, with `name` (e.g. LlamaModel)."});
+  f.fields.push_back(
+      {"image_model", "mapping", "required",
+       "The image tower: ViTModel's keys (vision_transformer's, less the classifier's), with name ViTModel."});
+  f.fields.push_back(
+      {"text_model", "mapping", "required", "The decoder: its family's model section, with `name` (e.g. LlamaModel)."});
   f.accepts_key = [](const std::string& key) {
     return key == "image_model" || key == "text_model" || LlavaOptions::schema().accepts_key(key);
   };

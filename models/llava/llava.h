@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "models/common/projector.h"
 #include "models/common/initializers.h"
+#include "models/common/projector.h"
 #include "models/gpt2/gpt2.h"
 #include "models/model.h"
 #include "models/registry.h"
@@ -34,9 +34,9 @@ struct LlavaProjectors {
 
 // The llava section's own keys (image_model and text_model are parsed by their families).
 struct LlavaOptions {
-  std::optional<std::vector<std::string>> freeze;  // regexes of module/parameter names that do not train
-  int64_t image_feature_select_layer_idx = -1;     // the image layer whose output is used (negative: from the end)
-  int64_t image_start_idx = 1;                     // where the image's positions start in the sequence
+  std::optional<std::vector<std::string>> freeze;   // regexes of module/parameter names that do not train
+  int64_t image_feature_select_layer_idx = -1;      // the image layer whose output is used (negative: from the end)
+  int64_t image_start_idx = 1;                      // where the image's positions start in the sequence
   std::string image_feature_select_mode = "patch";  // patch: without [CLS]; cls_patch: with it
   std::string loss_scaling = "num_tokens";
   double loss_weight = 1.0;

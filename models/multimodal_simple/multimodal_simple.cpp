@@ -64,10 +64,8 @@ MultimodalImageEncodersImpl::MultimodalImageEncodersImpl(const std::vector<Image
     encoders_.push_back(VitEncoder(t.encoder, p));
     pair->push_back(encoders_.back());
     projections_.push_back(t.projection ? Projector(*t.projection, p) : Projector(nullptr));
-    if (projections_.back())
-      pair->push_back(projections_.back());
-    else
-      pair->push_back(torch::nn::Identity());  // modelzoo's nn.Identity: no parameters, index 1 kept
+    if (projections_.back()) pair->push_back(projections_.back());
+    else pair->push_back(torch::nn::Identity());  // modelzoo's nn.Identity: no parameters, index 1 kept
     image_model_list->push_back(pair);
   }
   if (o.global_image_projection) projection = register_module("projection", Projector(*o.global_image_projection, p));

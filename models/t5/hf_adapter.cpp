@@ -10,14 +10,17 @@ namespace {
 
 const T5Options& options_of(const ModelSpec& model) {
   return spec_options<TypedModelSpec<T5Options, T5Model>>(model,
-                                                           "the t5 Hugging Face converter takes a t5 model section");
+                                                          "the t5 Hugging Face converter takes a t5 model section");
 }
 
 // HF's feed_forward_proj <-> modelzoo's nonlinearity. HF's gated-gelu gates
 // with GELU's tanh approximation: zoo's geglu_tanh, not modelzoo's geglu
 // (the exact GELU, which modelzoo's converter maps it to).
-const std::vector<std::pair<std::string, std::string>> kFeedForward = {
-    {"relu", "relu"}, {"gelu", "gelu"}, {"gated-relu", "reglu"}, {"gated-silu", "swiglu"}, {"gated-gelu", "geglu_tanh"}};
+const std::vector<std::pair<std::string, std::string>> kFeedForward = {{"relu", "relu"},
+                                                                       {"gelu", "gelu"},
+                                                                       {"gated-relu", "reglu"},
+                                                                       {"gated-silu", "swiglu"},
+                                                                       {"gated-gelu", "geglu_tanh"}};
 
 // HF's names for zoo's: {encoder,decoder}.block.{i}.layer.{j}, shared, lm_head.
 HfKeyMap t5_keys(const T5Options& o) {
@@ -46,7 +49,8 @@ HfKeyMap t5_keys(const T5Options& o) {
     m.tensors.push_back({stack + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight",
                          stack + "_embeddings.position_embed_helper.relative_attention_bias.weight"});
     for (int64_t i = 0; i < layers; ++i) {
-      const std::string h = stack + ".block." + std::to_string(i) + ".layer.", z = stack + ".layers." + std::to_string(i);
+      const std::string h = stack + ".block." + std::to_string(i) + ".layer.",
+                        z = stack + ".layers." + std::to_string(i);
       attention(h + "0.SelfAttention", z + ".self_attn");
       m.tensors.push_back({h + "0.layer_norm.weight", z + ".norm1.weight"});
       if (decoder) {
@@ -54,7 +58,8 @@ HfKeyMap t5_keys(const T5Options& o) {
         m.tensors.push_back({h + "1.layer_norm.weight", z + ".norm2.weight"});
       }
       feed_forward(h + (decoder ? "2" : "1") + ".DenseReluDense", z + ".ffn");
-      m.tensors.push_back({h + (decoder ? "2" : "1") + ".layer_norm.weight", z + (decoder ? ".norm3" : ".norm2") + ".weight"});
+      m.tensors.push_back(
+          {h + (decoder ? "2" : "1") + ".layer_norm.weight", z + (decoder ? ".norm3" : ".norm2") + ".weight"});
     }
     m.tensors.push_back({stack + ".final_layer_norm.weight", stack + ".norm.weight"});
   }
@@ -107,9 +112,10 @@ nlohmann::json config_of(const T5Options& o) {
   std::string proj;
   for (const auto& [hf, zoo] : kFeedForward)
     if (zoo == o.encoder_nonlinearity) proj = hf;
-  check.expect(!proj.empty() && o.decoder_nonlinearity == o.encoder_nonlinearity, "encoder_nonlinearity",
-               o.encoder_nonlinearity + " / " + o.decoder_nonlinearity,
-               "has one of relu, gelu, gated-relu, gated-silu, gated-gelu (geglu_tanh) for both stacks")
+  check
+      .expect(!proj.empty() && o.decoder_nonlinearity == o.encoder_nonlinearity, "encoder_nonlinearity",
+              o.encoder_nonlinearity + " / " + o.decoder_nonlinearity,
+              "has one of relu, gelu, gated-relu, gated-silu, gated-gelu (geglu_tanh) for both stacks")
       .expect(o.norm_type == "rmsnorm", "norm_type", o.norm_type, "normalizes with RMSNorm")
       .expect(o.position_embedding_type.value_or("none") == "relative", "position_embedding_type",
               o.position_embedding_type.value_or("null"), "has relative position buckets only")

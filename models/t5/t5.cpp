@@ -107,8 +107,8 @@ EmbeddingOptions embedding_options(const T5Options& o, int64_t vocab, const std:
   const std::string type = o.position_embedding_type.value_or("none");
   e.position_embedding_type = type == "learned_absolute" ? "learned" : type;
   // Relative (or no) positions set no limit on the length.
-  e.max_position_embeddings = (type == "fixed" || type == "learned_absolute") ? positions.value_or(0)
-                                                                              : std::numeric_limits<int32_t>::max();
+  e.max_position_embeddings =
+      (type == "fixed" || type == "learned_absolute") ? positions.value_or(0) : std::numeric_limits<int32_t>::max();
   if (o.use_transformer_initialization) {
     e.initializer.name = "truncated_normal";
     e.initializer.std = 1.0;
@@ -154,18 +154,17 @@ const config::Schema<T5Options>& T5Options::schema() {
           .field("norm_type", &O::norm_type, "rmsnorm (T5's) or layernorm.", config::one_of({"rmsnorm", "layernorm"}))
           .field("dropout_rate", &O::dropout_rate, "Dropout of embeddings, attention and residual branches.",
                  config::in_range(0.0, 1.0, true))
-          .field("relu_dropout_rate", &O::relu_dropout_rate,
-                 "Dropout after the FFN's activation (null: dropout_rate).",
+          .field("relu_dropout_rate", &O::relu_dropout_rate, "Dropout after the FFN's activation (null: dropout_rate).",
                  config::if_set(config::in_range(0.0, 1.0, true)))
           .field("layer_norm_epsilon", &O::layer_norm_epsilon, "Epsilon of the norms.", config::positive<double>())
           .field("initializer_factor", &O::initializer_factor, "Multiplies T5's initializer spreads.")
           .field("encoder_nonlinearity", &O::encoder_nonlinearity, "Activation of the encoder's FFN.", nonlinearity)
           .field("decoder_nonlinearity", &O::decoder_nonlinearity,
-                 "Activation of the decoder's FFN (modelzoo uses encoder_nonlinearity there; docs/modelzoo.md).", nonlinearity)
+                 "Activation of the decoder's FFN (modelzoo uses encoder_nonlinearity there; docs/modelzoo.md).",
+                 nonlinearity)
           .field("use_projection_bias_in_attention", &O::use_projection_bias_in_attention,
                  "Bias in the query, key and value projections.")
-          .field("attention_softmax_fp32", &O::attention_softmax_fp32,
-                 "Softmax in float32 under reduced precision.")
+          .field("attention_softmax_fp32", &O::attention_softmax_fp32, "Softmax in float32 under reduced precision.")
           .field("position_embedding_type", &O::position_embedding_type,
                  "relative (T5's learned bias per distance bucket), fixed (sinusoids), learned_absolute, or null.",
                  config::if_set(config::one_of({"relative", "fixed", "learned_absolute"})))
@@ -355,7 +354,8 @@ std::map<std::string, LrAdjustmentGroup> T5Model::lr_adjustment_groups() const {
   const double model_scale = o.mup() ? 1.0 / std::sqrt(w) : 1.0, input_ffn = o.mup() ? 1.0 / w : 1.0;
   double qkv = model_scale, output = model_scale;
   if (o.mup() && o.mup_base_d_kv) qkv = 1.0 / w, output = double(*o.mup_base_d_kv) / double(o.d_kv);
-  const double output_ffn = o.mup_base_d_ff && !o.use_transformer_initialization ? double(*o.mup_base_d_ff) / double(o.d_ff) : 1.0;
+  const double output_ffn =
+      o.mup_base_d_ff && !o.use_transformer_initialization ? double(*o.mup_base_d_ff) / double(o.d_ff) : 1.0;
   std::map<std::string, LrAdjustmentGroup> groups = {{"embedding", {{"*embedding*weight"}, model_scale}},
                                                      {"lm_head", {{"*lm_head*weight"}, model_scale}}};
   for (const std::string stack : {"encoder", "decoder"}) {

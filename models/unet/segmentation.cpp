@@ -23,7 +23,8 @@ torch::Tensor one_hot_channels(const torch::Tensor& ids, int64_t num_classes) {
 
 }  // namespace
 
-torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& labels, int64_t C, bool include_background) {
+torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& labels, int64_t C,
+                           bool include_background) {
   const torch::Tensor x = at_least_float(logits);
   const torch::Tensor ce = torch::cross_entropy_loss(x, labels.to(torch::kLong));
   torch::Tensor p = torch::softmax(x, 1), t = one_hot_channels(labels, C).to(x.scalar_type());
@@ -59,8 +60,7 @@ std::map<std::string, MetricTerm> segmentation_metrics(const torch::Tensor& logi
                                                        const std::vector<int64_t>& ignore_classes) {
   torch::NoGradGuard no_grad;
   // modelzoo thresholds the raw logit at 0.5 (a probability of 0.62); zoo at 0 (0.5), see the README.
-  const torch::Tensor predicted =
-      logits.size(1) == 1 ? (logits.squeeze(1) > 0).to(torch::kLong) : logits.argmax(1);
+  const torch::Tensor predicted = logits.size(1) == 1 ? (logits.squeeze(1) > 0).to(torch::kLong) : logits.argmax(1);
   torch::Tensor truth = loss == "multilabel_bce" ? labels.argmax(1)
                         : loss == "bce"          ? labels.squeeze(1).round()
                                                  : labels;

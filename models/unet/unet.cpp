@@ -63,7 +63,8 @@ const config::Schema<UNetNormKwargs>& UNetNormKwargs::schema() {
                    return std::string("expected a positive number of groups or all");
                  })))
           .field("eps", &O::eps, "Added to the variance.", config::positive<double>())
-          .field("momentum", &O::momentum, "Batch norm's running-statistics momentum.", config::in_range(0.0, 1.0, false));
+          .field("momentum", &O::momentum, "Batch norm's running-statistics momentum.",
+                 config::in_range(0.0, 1.0, false));
   return s;
 }
 
@@ -71,35 +72,44 @@ const config::Schema<UNetOptions>& UNetOptions::schema() {
   using O = UNetOptions;
   static const config::Schema<O> s = [] {
     config::Schema<O> sc("model (unet)", "UNet: image segmentation, as modelzoo's vision/pytorch/unet (R1.x-2.0).");
-    sc.field("num_classes", &O::num_classes, "Classes (default: train_input's num_classes).", config::positive<int64_t>())
-        .field("image_shape", &O::image_shape, "Input image shape (H, W, C) or (D, H, W) (default: the input section's).")
+    sc.field("num_classes", &O::num_classes, "Classes (default: train_input's num_classes).",
+             config::positive<int64_t>())
+        .field("image_shape", &O::image_shape,
+               "Input image shape (H, W, C) or (D, H, W) (default: the input section's).")
         .field("input_channels", &O::input_channels, "Image channels (default: image_shape's last entry).",
                config::if_set(config::positive<int64_t>()))
         .field("encoder_filters", &O::encoder_filters, "Channels of each encoder block, the last the bottleneck's.")
-        .field("decoder_filters", &O::decoder_filters, "Channels of each decoder block (one fewer than encoder_filters).")
+        .field("decoder_filters", &O::decoder_filters,
+               "Channels of each decoder block (one fewer than encoder_filters).")
         .field("convs_per_block", &O::convs_per_block, "Convs of each block: 3x3_conv, 3x3_dw_conv or 1x1_conv.")
         .field("initial_conv_filters", &O::initial_conv_filters, "A 3x3 conv + ReLU to this many channels first.",
                config::if_set(config::positive<int64_t>()))
         .field("nonlinearity", &O::nonlinearity, "Activation after each conv (any case: ReLU).",
                one_of_any_case(kActivationNames))
-        .field("norm_layer", &O::norm_layer, "Norm after each conv: batchnorm2d, batchnorm3d, group, group_instance, "
-               "instance2d, instance3d, or null.", config::if_set(one_of_any_case(kNormLayerNames)))
+        .field("norm_layer", &O::norm_layer,
+               "Norm after each conv: batchnorm2d, batchnorm3d, group, group_instance, "
+               "instance2d, instance3d, or null.",
+               config::if_set(one_of_any_case(kNormLayerNames)))
         .field("norm_kwargs", &O::norm_kwargs, "Norm arguments: num_groups, eps, momentum.")
         .field("enable_bias", &O::enable_bias, "Biases in the convs (default: only without a norm layer).")
         .field("skip_connect", &O::skip_connect, "Concatenate encoder outputs to the decoder's inputs.")
         .field("downscale_method", &O::downscale_method, "max_pool, or strided_conv.",
                config::one_of({"max_pool", "strided_conv"}))
-        .field("residual_blocks", &O::residual_blocks, "Add each block's first conv output to its last (max_pool only).")
+        .field("residual_blocks", &O::residual_blocks,
+               "Add each block's first conv output to its last (max_pool only).")
         .field("use_conv3d", &O::use_conv3d, "3D convolutions (volumes (B, C, D, H, W)).")
-        .field("downscale_first_conv", &O::downscale_first_conv, "strided_conv: the first conv of a block strides, "
+        .field("downscale_first_conv", &O::downscale_first_conv,
+               "strided_conv: the first conv of a block strides, "
                "not the last.")
         .field("downscale_encoder_blocks", &O::downscale_encoder_blocks,
                "strided_conv: whether each encoder block downscales (default: all).")
         .field("downscale_bottleneck", &O::downscale_bottleneck, "strided_conv: the bottleneck downscales too.")
         .field("dropout_rate", &O::dropout_rate, "Dropout after each encoder and decoder block.",
                config::in_range(0.0, 1.0, true))
-        .field("loss", &O::loss, "bce (two classes), multilabel_bce, ssce, or ssce_dice (default: bce with two "
-               "classes, else ssce).", config::if_set(config::one_of({"bce", "multilabel_bce", "ssce", "ssce_dice"})))
+        .field("loss", &O::loss,
+               "bce (two classes), multilabel_bce, ssce, or ssce_dice (default: bce with two "
+               "classes, else ssce).",
+               config::if_set(config::one_of({"bce", "multilabel_bce", "ssce", "ssce_dice"})))
         .field("ignore_background_class", &O::ignore_background_class, "ssce_dice: leave class 0 out of the dice term.")
         .field("initializer", &O::initializer, "Initializer of the conv weights.")
         .field("bias_initializer", &O::bias_initializer, "Initializer of the conv and norm biases.")
@@ -109,21 +119,26 @@ const config::Schema<UNetOptions>& UNetOptions::schema() {
         .field("eval_ignore_classes", &O::eval_ignore_classes, "Classes mIOU and DSC leave out.")
         .validate([](const O& o, const auto& fail) {
           if (o.num_classes <= 0) fail("num_classes", "required: the number of classes (in the model or train_input)");
-          if (o.encoder_filters.size() < 2) fail("encoder_filters", "expected at least two entries (the last is the bottleneck's)");
+          if (o.encoder_filters.size() < 2)
+            fail("encoder_filters", "expected at least two entries (the last is the bottleneck's)");
           if (o.encoder_filters.size() != o.decoder_filters.size() + 1)
-            fail("decoder_filters", "expected one entry fewer than encoder_filters (" +
-                                        std::to_string(o.encoder_filters.size()) + ")");
-          for (int64_t c : o.encoder_filters) if (c <= 0) fail("encoder_filters", "expected channels > 0");
-          for (int64_t c : o.decoder_filters) if (c <= 0) fail("decoder_filters", "expected channels > 0");
+            fail("decoder_filters",
+                 "expected one entry fewer than encoder_filters (" + std::to_string(o.encoder_filters.size()) + ")");
+          for (int64_t c : o.encoder_filters)
+            if (c <= 0) fail("encoder_filters", "expected channels > 0");
+          for (int64_t c : o.decoder_filters)
+            if (c <= 0) fail("decoder_filters", "expected channels > 0");
           if (o.convs_per_block.empty()) fail("convs_per_block", "expected at least one conv");
           for (const auto& c : o.convs_per_block)
             if (c != "3x3_conv" && c != "3x3_dw_conv" && c != "1x1_conv")
               fail("convs_per_block", "unknown conv '" + c + "' (expected 3x3_conv, 3x3_dw_conv or 1x1_conv)");
           if (o.loss_type() == "bce" && o.num_classes != 2)
             fail("loss", "bce takes exactly two classes, got num_classes " + std::to_string(o.num_classes));
-          if (o.residual_blocks && o.downscale_method != "max_pool") fail("residual_blocks", "needs downscale_method max_pool");
+          if (o.residual_blocks && o.downscale_method != "max_pool")
+            fail("residual_blocks", "needs downscale_method max_pool");
           if (o.skip_connect && o.downscale_method == "strided_conv" && o.convs_per_block.size() == 1)
-            fail("skip_connect", "cannot be true with strided_conv and one conv per block (set skip_connect: false, "
+            fail("skip_connect",
+                 "cannot be true with strided_conv and one conv per block (set skip_connect: false, "
                  "or downscale_method: max_pool)");
           if (o.norm_layer && lower(*o.norm_layer) == "group" && !o.norm_kwargs.num_groups)
             fail("norm_kwargs", "norm_layer group needs norm_kwargs.num_groups");
@@ -131,9 +146,11 @@ const config::Schema<UNetOptions>& UNetOptions::schema() {
           const size_t blocks = o.encoder_filters.size() - 1;
           if (o.downscale_encoder_blocks && o.downscale_encoder_blocks->values.size() != 1 &&
               o.downscale_encoder_blocks->values.size() != blocks)
-            fail("downscale_encoder_blocks", "expected one bool, or one per encoder block (" + std::to_string(blocks) + ")");
+            fail("downscale_encoder_blocks",
+                 "expected one bool, or one per encoder block (" + std::to_string(blocks) + ")");
           for (const auto& m : o.eval_metrics)
-            if (m != "mIOU" && m != "DSC" && m != "Acc") fail("eval_metrics", "unknown metric '" + m + "' (expected mIOU, DSC or Acc)");
+            if (m != "mIOU" && m != "DSC" && m != "Acc")
+              fail("eval_metrics", "unknown metric '" + m + "' (expected mIOU, DSC or Acc)");
           const size_t dims = o.use_conv3d ? 3 : 2;
           if (!o.image_shape.empty() && o.image_shape.size() != dims && o.image_shape.size() != dims + 1)
             fail("image_shape", "expected " + std::to_string(dims) + " sizes and the channels");
@@ -166,7 +183,8 @@ ConvNormActOptions conv_options(const UNetOptions& o, int64_t in, int64_t out, i
 
 }  // namespace
 
-UNetBlockImpl::UNetBlockImpl(int64_t in, int64_t out, bool downscale, const UNetOptions& o, const torch::TensorOptions& p)
+UNetBlockImpl::UNetBlockImpl(int64_t in, int64_t out, bool downscale, const UNetOptions& o,
+                             const torch::TensorOptions& p)
     : residual_(o.residual_blocks), strided_skip_(o.downscale_method == "strided_conv" && o.skip_connect) {
   layers = register_module("layers", torch::nn::ModuleList());
   const size_t n = o.convs_per_block.size();
@@ -177,8 +195,8 @@ UNetBlockImpl::UNetBlockImpl(int64_t in, int64_t out, bool downscale, const UNet
     const int64_t stride = downscale && o.downscale_method == "strided_conv" && i == strided_at ? 2 : 1;
     const bool depthwise = kind == "3x3_dw_conv";
     const int64_t conv_out = depthwise ? channels : out;
-    layers->push_back(ConvNormAct(conv_options(o, channels, conv_out, kind == "1x1_conv" ? 1 : 3, stride,
-                                               depthwise ? channels : 1), p));
+    layers->push_back(ConvNormAct(
+        conv_options(o, channels, conv_out, kind == "1x1_conv" ? 1 : 3, stride, depthwise ? channels : 1), p));
     channels = conv_out;
   }
   out_channels = channels;
@@ -249,8 +267,7 @@ void UNetModel::reset_parameters() {
       const std::string& kind = norm->options().kind;
       if (kind == "batchnorm2d" || kind == "group" || kind == "group_instance")
         norm->reset_parameters(options_.norm_weight_initializer, options_.bias_initializer);
-      else
-        norm->reset_parameters(InitializerSpec{"ones"}, InitializerSpec{"zeros"});
+      else norm->reset_parameters(InitializerSpec{"ones"}, InitializerSpec{"zeros"});
     }
   }
 }
@@ -330,7 +347,8 @@ ModelFamily unet_family() {
       "unet", {}, "UNet: image segmentation (2D or 3D), as modelzoo's vision/pytorch/unet.", {"input", "labels"});
   f.required_keys = {"encoder_filters", "decoder_filters"};
   f.model_keys_from_input = {{"num_classes", "num_classes"}, {"image_shape", "image_shape"}};
-  f.input_keys_from_model = {{"loss", {"loss"}}};  // the data shapes its labels for the loss, as modelzoo's set_defaults passes it
+  f.input_keys_from_model = {
+      {"loss", {"loss"}}};  // the data shapes its labels for the loss, as modelzoo's set_defaults passes it
   return f;
 }
 

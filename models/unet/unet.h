@@ -35,8 +35,8 @@ struct BlockFlags {
 };
 
 struct UNetOptions {
-  int64_t num_classes = 0;            // from train_input when the model section lacks it
-  std::vector<int64_t> image_shape;   // (H, W, C) or (D, H, W, C), from the input section
+  int64_t num_classes = 0;                // from train_input when the model section lacks it
+  std::vector<int64_t> image_shape;       // (H, W, C) or (D, H, W, C), from the input section
   std::optional<int64_t> input_channels;  // default: image_shape's last entry
   std::vector<int64_t> encoder_filters, decoder_filters;
   std::vector<std::string> convs_per_block = {"3x3_conv", "3x3_conv"};
@@ -66,7 +66,9 @@ struct UNetOptions {
   std::string loss_type() const { return loss ? *loss : num_classes <= 2 ? "bce" : "ssce"; }
   // One logit map for bce (two classes), else one per class.
   int64_t output_channels() const { return loss_type() == "bce" ? 1 : num_classes; }
-  int64_t image_channels() const { return input_channels ? *input_channels : image_shape.empty() ? 1 : image_shape.back(); }
+  int64_t image_channels() const {
+    return input_channels ? *input_channels : image_shape.empty() ? 1 : image_shape.back();
+  }
   bool bias() const { return enable_bias.value_or(!norm_layer); }
 };
 
@@ -95,7 +97,7 @@ class UNetModel : public Model {
   // ssce. Eval reports mean_iou, dice_coefficient and accuracy (eval_metrics).
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input);  // (B, output_channels, ...)
-  double forward_flops_per_token() const override;    // per image
+  double forward_flops_per_token() const override;   // per image
   void reset_parameters() override;
 
   ConvNormAct initial_conv{nullptr};

@@ -52,8 +52,10 @@ YAML::Node vit_model(const nlohmann::json& c) {
   if (c.contains("id2label") && c.at("id2label").is_object()) classes = int64_t(c.at("id2label").size());
   if (c.contains("num_labels")) classes = c.at("num_labels").get<int64_t>();
   m["num_classes"] = classes;
-  m["image_size"] = std::vector<int64_t>{square_or_pair(c, "image_size", 0, 224), square_or_pair(c, "image_size", 1, 224)};
-  m["patch_size"] = std::vector<int64_t>{square_or_pair(c, "patch_size", 0, 16), square_or_pair(c, "patch_size", 1, 16)};
+  m["image_size"] =
+      std::vector<int64_t>{square_or_pair(c, "image_size", 0, 224), square_or_pair(c, "image_size", 1, 224)};
+  m["patch_size"] =
+      std::vector<int64_t>{square_or_pair(c, "patch_size", 0, 16), square_or_pair(c, "patch_size", 1, 16)};
   m["num_channels"] = c.value("num_channels", 3);
   m["hidden_size"] = c.at("hidden_size").get<int64_t>();
   m["num_hidden_layers"] = c.at("num_hidden_layers").get<int64_t>();
@@ -101,8 +103,10 @@ nlohmann::json vit_config(const VitOptions& o) {
           {"attention_probs_dropout_prob", o.attention_dropout_rate},
           {"initializer_range", o.initializer_range},
           {"layer_norm_eps", o.layer_norm_epsilon},
-          {"image_size", o.image_size[0] == o.image_size[1] ? nlohmann::json(o.image_size[0]) : nlohmann::json(o.image_size)},
-          {"patch_size", o.patch_size[0] == o.patch_size[1] ? nlohmann::json(o.patch_size[0]) : nlohmann::json(o.patch_size)},
+          {"image_size",
+           o.image_size[0] == o.image_size[1] ? nlohmann::json(o.image_size[0]) : nlohmann::json(o.image_size)},
+          {"patch_size",
+           o.patch_size[0] == o.patch_size[1] ? nlohmann::json(o.patch_size[0]) : nlohmann::json(o.patch_size)},
           {"num_channels", o.num_channels},
           {"qkv_bias", o.use_projection_bias_in_attention},
           {"num_labels", o.num_classes}};
@@ -131,7 +135,9 @@ HfAdapter vit_hf_adapter() {
     out.at(kPositions) = cls_row_first(out.at(kPositions)).unsqueeze(0);
     torch::Tensor& patches = out.at(kPatches);
     if (patches.dim() == 2)  // patchify + linear over (row, column, channel) -> the conv HF holds
-      patches = patches.view({o.hidden_size, o.patch_size[0], o.patch_size[1], o.num_channels}).permute({0, 3, 1, 2}).contiguous();
+      patches = patches.view({o.hidden_size, o.patch_size[0], o.patch_size[1], o.num_channels})
+                    .permute({0, 3, 1, 2})
+                    .contiguous();
     return out;
   };
   // Fine-tuning reads ImageNet-style folders, resized and normalized as HF's ViTImageProcessor does.
@@ -141,7 +147,8 @@ HfAdapter vit_hf_adapter() {
     in["split"] = "train";
     YAML::Node resize, to_tensor, normalize;
     resize["name"] = "resize";
-    resize["size"] = std::vector<int64_t>{square_or_pair(c, "image_size", 0, 224), square_or_pair(c, "image_size", 1, 224)};
+    resize["size"] =
+        std::vector<int64_t>{square_or_pair(c, "image_size", 0, 224), square_or_pair(c, "image_size", 1, 224)};
     to_tensor["name"] = "to_tensor";
     normalize["name"] = "normalize";
     normalize["mean"] = std::vector<double>{0.5, 0.5, 0.5};

@@ -1,8 +1,8 @@
 // Implementation of models/vit/vit.h.
 #include "models/vit/vit.h"
 
-#include "models/hf/block_keys.h"
 #include "models/common/freeze.h"
+#include "models/hf/block_keys.h"
 #include "models/vit/hf_adapter.h"
 
 namespace zoo::models {
@@ -138,9 +138,10 @@ VitEmbeddingLayerImpl::VitEmbeddingLayerImpl(const VitOptions& o, const torch::T
     position_embeddings = register_module("position_embeddings", EmbeddingTable(o.sequence_length(), D, p));
   if (o.position_embedding_type == std::optional<std::string>("fixed")) {
     const torch::Tensor table = fixed_2d_positions(o.image_size[0] / ph, o.image_size[1] / pw, D, o.prepend_cls_token);
-    fixed_position_embeddings = register_parameter(
-        "position_embeddings", p.device().is_meta() ? torch::empty(table.sizes(), p) : table.to(p.dtype()).to(p.device()),
-        /*requires_grad=*/false);
+    fixed_position_embeddings =
+        register_parameter("position_embeddings",
+                           p.device().is_meta() ? torch::empty(table.sizes(), p) : table.to(p.dtype()).to(p.device()),
+                           /*requires_grad=*/false);
   }
   if (o.prepend_cls_token) cls_embedding = register_parameter("cls_embedding", torch::zeros({D}, p));
   if (o.use_post_embed_layer_norm) post_embed_ln = register_module("post_embed_ln", LayerNorm(D, 1e-5, p));
@@ -284,7 +285,8 @@ ModelOutput VitModel::forward(const Features& batch, bool with_metrics) {
 // weighted values: 2 T C multiply-adds).
 double vit_encoder_flops(const VitOptions& o) {
   const double C = o.hidden_size, F = o.filter_size, L = o.num_hidden_layers, T = o.sequence_length();
-  const double kv = o.attention_module == "multiquery_attention" ? C * o.extra_attention_params.num_kv_groups / o.num_heads : C;
+  const double kv =
+      o.attention_module == "multiquery_attention" ? C * o.extra_attention_params.num_kv_groups / o.num_heads : C;
   const double patch = 2.0 * double(o.patch_size[0] * o.patch_size[1] * o.num_channels) * C * double(o.num_patches());
   return patch + T * (2 * L * (2 * C * C + 2 * C * kv + 2 * C * F) + 4 * L * T * C);
 }

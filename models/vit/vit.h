@@ -62,10 +62,10 @@ struct VitOptions {
   std::optional<InitializerSpec> default_initializer;  // null: truncated_normal(initializer_range)
   std::optional<InitializerSpec> attention_initializer, ffn_initializer, pooler_initializer, projection_initializer,
       position_embedding_initializer, cls_token_initializer;  // null: default_initializer
-  std::optional<std::vector<std::string>> freeze;  // regexes of parameter names that do not train
+  std::optional<std::vector<std::string>> freeze;             // regexes of parameter names that do not train
   bool compute_eval_metrics = true;
-  bool activation_checkpointing = false;  // zoo's own
-  std::optional<double> layerscale_value;  // DINOv2's LayerScale
+  bool activation_checkpointing = false;    // zoo's own
+  std::optional<double> layerscale_value;   // DINOv2's LayerScale
   double stochastic_depth_drop_prob = 0.0;  // stochastic depth: see the schema
   std::string stochastic_depth_drop_prob_schedule = "linear";
   std::string stochastic_depth_mode = "batch";

@@ -2,12 +2,6 @@
 // checkpoints, metadata, RNG and model state dicts. Reading and writing the
 // files is in runner/checkpoint/checkpoint_file.cpp.
 #include "runner/checkpoint/checkpoint.h"
-#include "runner/checkpoint/sharded_checkpoint.h"
-
-#include "configs/schema/yaml_util.h"
-#include "data/text/hf_tokenizer.h"
-#include "models/model.h"
-#include "runner/log.h"
 
 #include <algorithm>
 #include <charconv>
@@ -17,6 +11,12 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+
+#include "configs/schema/yaml_util.h"
+#include "data/text/hf_tokenizer.h"
+#include "models/model.h"
+#include "runner/checkpoint/sharded_checkpoint.h"
+#include "runner/log.h"
 
 namespace zoo::ckpt {
 
@@ -47,14 +47,15 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir, const Check
     if (!parsed) continue;
     std::error_code file_ec;  // a link that loops or dangles, a FIFO: not a checkpoint, and no reason to stop
     if (!e.is_regular_file(file_ec)) {
-      if (file_ec) log::warn(e.path().string() + ": ignored; it is named as a checkpoint but cannot be read as a "
-                                                 "file (" + file_ec.message() + ")");
+      if (file_ec)
+        log::warn(e.path().string() +
+                  ": ignored; it is named as a checkpoint but cannot be read as a "
+                  "file (" +
+                  file_ec.message() + ")");
       continue;
     }
-    if (const auto step = to_step(parsed->first))
-      out.push_back({e.path().string(), *step, parsed->second});
-    else
-      log::warn(e.path().string() + ": ignored; its step number does not fit in 64 bits");
+    if (const auto step = to_step(parsed->first)) out.push_back({e.path().string(), *step, parsed->second});
+    else log::warn(e.path().string() + ": ignored; its step number does not fit in 64 bits");
   }
   std::sort(out.begin(), out.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
     return a.step != b.step ? a.step < b.step : a.timestamp < b.timestamp;
@@ -110,7 +111,8 @@ std::string lora_base_model_of(const c10::impl::GenericDict& dict) {
   return named.empty() ? metadata_value(dict, "converted_from") : named;
 }
 
-std::string tokenizer_dir_of(const c10::impl::GenericDict& dict, const std::string& path, std::vector<std::string>* searched) {
+std::string tokenizer_dir_of(const c10::impl::GenericDict& dict, const std::string& path,
+                             std::vector<std::string>* searched) {
   std::vector<std::string> places = {fs::path(path).parent_path().string()};
   if (const std::string base = lora_base_of(dict, path); !base.empty() && base != path)
     places.push_back(fs::path(base).parent_path().string());
@@ -190,7 +192,8 @@ std::vector<std::pair<std::string, std::string>> model_state_names(const torch::
     for (const auto& [alias, source] : m->saved_aliases()) {
       std::vector<std::pair<std::string, std::string>> copies;
       for (const auto& [key, name] : out)
-        if (key.rfind(prefix + source, 0) == 0) copies.emplace_back(prefix + alias + key.substr(prefix.size() + source.size()), name);
+        if (key.rfind(prefix + source, 0) == 0)
+          copies.emplace_back(prefix + alias + key.substr(prefix.size() + source.size()), name);
       out.insert(out.end(), copies.begin(), copies.end());
     }
   return out;
@@ -234,8 +237,9 @@ std::vector<std::string> check_state(const std::map<std::string, torch::Tensor>&
   };
   if (missing.size() == targets.size() && !targets.empty())
     throw std::runtime_error(source + ": none of the checkpoint's " + std::to_string(saved.size()) +
-                             " model keys matches the model (checkpoint: " + join(unexpected, 3) + "; model: " +
-                             join(missing, 3) + "); is it another model's checkpoint, or in Hugging Face's layout "
+                             " model keys matches the model (checkpoint: " + join(unexpected, 3) +
+                             "; model: " + join(missing, 3) +
+                             "); is it another model's checkpoint, or in Hugging Face's layout "
                              "(convert it with `zoo convert`)?");
   std::vector<std::string> report;
   if (!missing.empty()) report.push_back("missing model keys: " + join(missing));
@@ -279,7 +283,8 @@ std::vector<std::string> load_model_state_dict(torch::nn::Module& model, const c
     return k.size() > 7 && (k.compare(k.size() - 7, 7, ".lora_A") == 0 || k.compare(k.size() - 7, 7, ".lora_B") == 0);
   };
   if (std::none_of(saved.begin(), saved.end(), [&](const auto& kv) { return is_adapter(kv.first); }))
-    for (auto it = targets.begin(); it != targets.end();) it = is_adapter(it->first) ? targets.erase(it) : std::next(it);
+    for (auto it = targets.begin(); it != targets.end();)
+      it = is_adapter(it->first) ? targets.erase(it) : std::next(it);
   std::vector<std::string> report = check_state(targets, saved, strict, source);
   torch::NoGradGuard no_grad;
   for (auto& [k, t] : targets) {

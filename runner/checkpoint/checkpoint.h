@@ -65,7 +65,8 @@ std::string metadata_value(const c10::impl::GenericDict& dict, const std::string
 std::string lora_base_model_of(const c10::impl::GenericDict& dict);
 // The directory whose tokenizer goes with a checkpoint: beside it (zoo convert copies it there), else beside the base
 // a LoRA checkpoint applies to; "" when neither holds one. `searched` gets the directories looked in.
-std::string tokenizer_dir_of(const c10::impl::GenericDict& dict, const std::string& path, std::vector<std::string>* searched = nullptr);
+std::string tokenizer_dir_of(const c10::impl::GenericDict& dict, const std::string& path,
+                             std::vector<std::string>* searched = nullptr);
 
 // The params a checkpoint was made with: `params_file` when given, else the
 // ones stored in its metadata (an error telling to pass `flag` when absent).

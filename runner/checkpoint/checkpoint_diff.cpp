@@ -64,7 +64,8 @@ std::string text_of(const c10::IValue& v) {
   return s.str();
 }
 
-EntryDiff compare(const std::string& name, const c10::IValue& a, const c10::IValue& b, const CheckpointDiffCommand& command) {
+EntryDiff compare(const std::string& name, const c10::IValue& a, const c10::IValue& b,
+                  const CheckpointDiffCommand& command) {
   EntryDiff d;
   d.name = name;
   if (!a.isTensor() || !b.isTensor()) {
@@ -85,7 +86,7 @@ EntryDiff compare(const std::string& name, const c10::IValue& a, const c10::IVal
   d.max_abs = delta.abs().max().item<double>();
   d.mse = delta.pow(2).mean().item<double>();
   d.status = !command.exact && torch::allclose(dx, dy, command.rtol, command.atol) ? EntryDiff::Status::close
-                                                                                     : EntryDiff::Status::differs;
+                                                                                   : EntryDiff::Status::differs;
   return d;
 }
 
@@ -125,7 +126,8 @@ CheckpointDiff diff_checkpoints(const CheckpointDiffCommand& command) {
   }
   for (const auto& [name, value] : b)
     if (wanted(name) && !a.count(name)) diff.entries.push_back({name, EntryDiff::Status::only_in_b, text_of(value)});
-  std::sort(diff.entries.begin(), diff.entries.end(), [](const EntryDiff& x, const EntryDiff& y) { return x.name < y.name; });
+  std::sort(diff.entries.begin(), diff.entries.end(),
+            [](const EntryDiff& x, const EntryDiff& y) { return x.name < y.name; });
   return diff;
 }
 
@@ -154,9 +156,9 @@ void describe(const CheckpointDiff& diff, const CheckpointDiffCommand& command, 
       << counts[EntryDiff::Status::differs] << " differ, " << counts[EntryDiff::Status::mismatch]
       << " of another shape or dtype, " << counts[EntryDiff::Status::only_in_a] << " only in A, "
       << counts[EntryDiff::Status::only_in_b] << " only in B\n";
-  out << (!diff.same() ? "The checkpoints differ.\n"
+  out << (!diff.same()                       ? "The checkpoints differ.\n"
           : counts[EntryDiff::Status::close] ? "The checkpoints are equal within rtol and atol.\n"
-                                              : "The checkpoints are equal.\n");
+                                             : "The checkpoints are equal.\n");
 }
 
 }  // namespace zoo::ckpt

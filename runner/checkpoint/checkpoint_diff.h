@@ -14,11 +14,11 @@
 namespace zoo::ckpt {
 
 struct CheckpointDiffCommand {
-  std::string a, b;     // checkpoint files (a sharded checkpoint's index, a torch.save'd file)
-  double rtol = 1e-5;   // torch.allclose's defaults
+  std::string a, b;    // checkpoint files (a sharded checkpoint's index, a torch.save'd file)
+  double rtol = 1e-5;  // torch.allclose's defaults
   double atol = 1e-8;
-  bool exact = false;   // equal only, no tolerance
-  std::string keys;     // ECMAScript regex an entry's name must contain a match of ("": all)
+  bool exact = false;     // equal only, no tolerance
+  std::string keys;       // ECMAScript regex an entry's name must contain a match of ("": all)
   bool metadata = false;  // also compare "__metadata__" (the params YAML, which names the model_dir)
 };
 
@@ -26,8 +26,8 @@ struct EntryDiff {
   enum class Status { equal, close, differs, only_in_a, only_in_b, mismatch };
   std::string name;
   Status status = Status::equal;
-  std::string detail;   // what differs for mismatches and non-tensor values
-  double max_abs = 0;   // tensors of equal shape and dtype
+  std::string detail;  // what differs for mismatches and non-tensor values
+  double max_abs = 0;  // tensors of equal shape and dtype
   double mse = 0;
 };
 

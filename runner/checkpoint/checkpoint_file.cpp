@@ -1,9 +1,6 @@
 // Implementation of runner/checkpoint/checkpoint.h, part 1: checkpoint files on disk
 // (writing, reading, the content checksum). Naming, metadata and state
 // dicts are in runner/checkpoint/checkpoint.cpp.
-#include "runner/checkpoint/checkpoint.h"
-#include "runner/checkpoint/sharded_checkpoint.h"
-
 #include <ATen/Parallel.h>
 #include <caffe2/serialize/file_adapter.h>
 #include <caffe2/serialize/inline_container.h>
@@ -27,8 +24,10 @@
 #include <map>
 #include <stdexcept>
 
-#include "runner/checkpoint/torch_pickle.h"
+#include "runner/checkpoint/checkpoint.h"
 #include "runner/checkpoint/crc32c.h"
+#include "runner/checkpoint/sharded_checkpoint.h"
+#include "runner/checkpoint/torch_pickle.h"
 #include "runner/log.h"
 
 namespace zoo::ckpt {
@@ -49,9 +48,7 @@ struct ChecksumInput {
   std::vector<torch::Tensor> tensors;  // keeps referenced data alive
   std::vector<Piece> pieces;
 
-  void bytes(const void* p, size_t n) {
-    pieces.push_back({static_cast<const char*>(p), n});
-  }
+  void bytes(const void* p, size_t n) { pieces.push_back({static_cast<const char*>(p), n}); }
   void text(std::string s) {
     owned.push_back(std::move(s));
     bytes(owned.back().data(), owned.back().size());
@@ -66,7 +63,9 @@ void collect(const c10::IValue& v, ChecksumInput& in) {
   if (v.isGenericDict()) {
     std::vector<std::pair<std::string, c10::IValue>> items;
     for (const auto& kv : v.toGenericDict())
-      items.emplace_back(kv.key().isString() ? kv.key().toStringRef() : kv.key().isInt() ? std::to_string(kv.key().toInt()) : kv.key().tagKind(),
+      items.emplace_back(kv.key().isString() ? kv.key().toStringRef()
+                         : kv.key().isInt()  ? std::to_string(kv.key().toInt())
+                                             : kv.key().tagKind(),
                          kv.value());
     std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [k, value] : items) {
@@ -108,7 +107,8 @@ uint32_t content_checksum(const c10::IValue& v) {
   };
   std::vector<Chunk> chunks;
   for (const auto& p : in.pieces)
-    for (size_t off = 0; off < p.size; off += kChunk) chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0});
+    for (size_t off = 0; off < p.size; off += kChunk)
+      chunks.push_back({p.data + off, std::min(kChunk, p.size - off), 0});
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       if (chunks[i].size >= 4096) chunks[i].crc = crc32c_extend(0, chunks[i].data, chunks[i].size);
@@ -249,7 +249,8 @@ namespace {
 
 // `dict` with its "__checksum__" checked and removed; without one, a warning
 // naming the file says why it cannot be verified.
-c10::impl::GenericDict verified(c10::impl::GenericDict dict, const std::string& path, const std::string& why_unchecked) {
+c10::impl::GenericDict verified(c10::impl::GenericDict dict, const std::string& path,
+                                const std::string& why_unchecked) {
   if (!dict.contains("__checksum__") || !dict.at("__checksum__").isInt()) {
     log::warn(path + ": its contents cannot be verified: " + why_unchecked);
     return dict;
@@ -351,22 +352,27 @@ class MappedFile {
   // A DataPtr to the bytes at `offset`, keeping the mapping alive.
   at::DataPtr data_at(const std::shared_ptr<MappedFile>& self, size_t offset) const {
     auto* owner = new std::shared_ptr<MappedFile>(self);
-    return at::DataPtr(base_ + offset, owner, [](void* p) { delete static_cast<std::shared_ptr<MappedFile>*>(p); },
-                       at::Device(at::kCPU));
+    return at::DataPtr(
+        base_ + offset, owner, [](void* p) { delete static_cast<std::shared_ptr<MappedFile>*>(p); },
+        at::Device(at::kCPU));
   }
   // Whether the record `name` whose data starts at `offset` is stored
   // uncompressed, read from its zip local header: 30 bytes, the name with the
   // archive's folder in front, then an extra field PyTorch's writer uses to
   // pad the data to 64 bytes.
   bool stored_uncompressed(size_t offset, const std::string& name) const {
-    auto u16 = [&](size_t at) { return static_cast<size_t>(static_cast<uint8_t>(base_[at]) | static_cast<uint8_t>(base_[at + 1]) << 8); };
+    auto u16 = [&](size_t at) {
+      return static_cast<size_t>(static_cast<uint8_t>(base_[at]) | static_cast<uint8_t>(base_[at + 1]) << 8);
+    };
     constexpr size_t kFixed = 30, kMaxNameAndExtra = 1024;
-    for (size_t header = offset >= kFixed + kMaxNameAndExtra ? offset - kFixed - kMaxNameAndExtra : 0; header + kFixed <= offset; ++header) {
+    for (size_t header = offset >= kFixed + kMaxNameAndExtra ? offset - kFixed - kMaxNameAndExtra : 0;
+         header + kFixed <= offset; ++header) {
       if (std::memcmp(base_ + header, "PK\x03\x04", 4) != 0) continue;
       const size_t name_len = u16(header + 26);
       if (header + kFixed + name_len + u16(header + 28) != offset || name_len <= name.size()) continue;
       const char* stored_name = base_ + header + kFixed;
-      if (std::memcmp(stored_name + name_len - name.size(), name.data(), name.size()) == 0 && stored_name[name_len - name.size() - 1] == '/')
+      if (std::memcmp(stored_name + name_len - name.size(), name.data(), name.size()) == 0 &&
+          stored_name[name_len - name.size() - 1] == '/')
         return u16(header + 8) == 0;
     }
     return false;
@@ -400,7 +406,8 @@ bool tensors_within(const c10::IValue& v, const MappedFile& file) {
 // As torch::jit::readArchiveAndTensors, with tensor records taken from the
 // mapping where they are stored uncompressed (always, for files PyTorch or
 // zoo wrote).
-c10::IValue read_mapped_archive(const std::shared_ptr<MappedFile>& file, caffe2::serialize::PyTorchStreamReader& reader) {
+c10::IValue read_mapped_archive(const std::shared_ptr<MappedFile>& file,
+                                caffe2::serialize::PyTorchStreamReader& reader) {
   auto [pickle, pickle_size] = reader.getRecord("data.pkl");
   size_t pickle_read = 0;
   auto read_pickle = [&, data = static_cast<const char*>(pickle.get())](char* out, size_t n) -> size_t {

@@ -105,10 +105,8 @@ c10::impl::GenericDict assemble_sharded(const c10::impl::GenericDict& index, con
       weights[name].add(values, offset, numel);
       for (const auto& e : piece.at("optimizer").toGenericDict()) {
         const torch::Tensor t = e.value().toTensor();
-        if (t.dim() == 0)
-          scalars[name].emplace(e.key().toStringRef(), t);
-        else
-          states[name][e.key().toStringRef()].add(t, offset, numel);
+        if (t.dim() == 0) scalars[name].emplace(e.key().toStringRef(), t);
+        else states[name][e.key().toStringRef()].add(t, offset, numel);
       }
     }
   }

@@ -3,10 +3,9 @@
 // PyTorchStreamReader.
 #include "runner/checkpoint/torch_pickle.h"
 
-#include <algorithm>
-
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -23,11 +22,11 @@ PyRef make(PyObject::Kind k) {
 // torch.<X>Storage -> dtype of its elements.
 torch::ScalarType storage_dtype(const std::string& global) {
   static const std::map<std::string, torch::ScalarType> types = {
-      {"torch.FloatStorage", torch::kFloat},     {"torch.DoubleStorage", torch::kDouble},
-      {"torch.HalfStorage", torch::kHalf},       {"torch.BFloat16Storage", torch::kBFloat16},
-      {"torch.LongStorage", torch::kLong},       {"torch.IntStorage", torch::kInt},
-      {"torch.ShortStorage", torch::kShort},     {"torch.CharStorage", torch::kChar},
-      {"torch.ByteStorage", torch::kByte},       {"torch.BoolStorage", torch::kBool}};
+      {"torch.FloatStorage", torch::kFloat}, {"torch.DoubleStorage", torch::kDouble},
+      {"torch.HalfStorage", torch::kHalf},   {"torch.BFloat16Storage", torch::kBFloat16},
+      {"torch.LongStorage", torch::kLong},   {"torch.IntStorage", torch::kInt},
+      {"torch.ShortStorage", torch::kShort}, {"torch.CharStorage", torch::kChar},
+      {"torch.ByteStorage", torch::kByte},   {"torch.BoolStorage", torch::kBool}};
   auto it = types.find(global);
   if (it == types.end()) throw std::runtime_error("unsupported storage type " + global);
   return it->second;
@@ -41,12 +40,13 @@ class Unpickler {
     while (true) {
       const uint8_t op = byte();
       switch (op) {
-        case 0x80: byte(); break;                                  // PROTO
-        case 0x95: skip(8); break;                                 // FRAME
-        case '.': return pop();                                    // STOP
-        case '(': marks_.push_back(stack_.size()); break;         // MARK
+        case 0x80: byte(); break;                          // PROTO
+        case 0x95: skip(8); break;                         // FRAME
+        case '.': return pop();                            // STOP
+        case '(': marks_.push_back(stack_.size()); break;  // MARK
         case 'N': stack_.push_back(make(PyObject::Kind::none)); break;
-        case 0x88: case 0x89: {                                    // NEWTRUE / NEWFALSE
+        case 0x88:
+        case 0x89: {  // NEWTRUE / NEWFALSE
           auto o = make(PyObject::Kind::boolean);
           o->b = op == 0x88;
           stack_.push_back(o);
@@ -58,13 +58,14 @@ class Unpickler {
         case 0x8a: {                                               // LONG1
           const size_t n = byte();
           int64_t v = 0;
-          for (size_t k = 0; k < n && k < 8; ++k) v |= static_cast<int64_t>(static_cast<uint8_t>(data_[pos_ + k])) << (8 * k);
+          for (size_t k = 0; k < n && k < 8; ++k)
+            v |= static_cast<int64_t>(static_cast<uint8_t>(data_[pos_ + k])) << (8 * k);
           if (n > 0 && n < 8 && (static_cast<uint8_t>(data_[pos_ + n - 1]) & 0x80)) v -= int64_t(1) << (8 * n);
           skip(n);
           push_int(v);
           break;
         }
-        case 'G': {                                                // BINFLOAT (big-endian)
+        case 'G': {  // BINFLOAT (big-endian)
           uint64_t bits = 0;
           for (int k = 0; k < 8; ++k) bits = (bits << 8) | byte();
           auto o = make(PyObject::Kind::real);
@@ -72,53 +73,55 @@ class Unpickler {
           stack_.push_back(o);
           break;
         }
-        case 'X': push_string(uint(4)); break;                     // BINUNICODE
-        case 0x8c: push_string(byte()); break;                     // SHORT_BINUNICODE
-        case 'T': push_string(uint(4)); break;                     // BINSTRING
-        case 'U': push_string(byte()); break;                      // SHORT_BINSTRING
+        case 'X': push_string(uint(4)); break;                           // BINUNICODE
+        case 0x8c: push_string(byte()); break;                           // SHORT_BINUNICODE
+        case 'T': push_string(uint(4)); break;                           // BINSTRING
+        case 'U': push_string(byte()); break;                            // SHORT_BINSTRING
         case ')': stack_.push_back(make(PyObject::Kind::tuple)); break;  // EMPTY_TUPLE
         case ']': stack_.push_back(make(PyObject::Kind::list)); break;   // EMPTY_LIST
         case '}': stack_.push_back(make(PyObject::Kind::dict)); break;   // EMPTY_DICT
-        case 't': {                                                // TUPLE
+        case 't': {                                                      // TUPLE
           auto o = make(PyObject::Kind::tuple);
           o->items = pop_to_mark();
           stack_.push_back(o);
           break;
         }
-        case 0x85: case 0x86: case 0x87: {                         // TUPLE1..3
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
           auto o = make(PyObject::Kind::tuple);
           o->items.resize(op - 0x84);
           for (size_t k = o->items.size(); k-- > 0;) o->items[k] = pop();
           stack_.push_back(o);
           break;
         }
-        case 'a': {                                                // APPEND
+        case 'a': {  // APPEND
           PyRef v = pop();
           stack_.back()->items.push_back(v);
           break;
         }
-        case 'e': {                                                // APPENDS
+        case 'e': {  // APPENDS
           auto vs = pop_to_mark();
           auto& l = stack_.back()->items;
           l.insert(l.end(), vs.begin(), vs.end());
           break;
         }
-        case 's': {                                                // SETITEM
+        case 's': {  // SETITEM
           PyRef v = pop(), k = pop();
           stack_.back()->entries.emplace_back(k, v);
           break;
         }
-        case 'u': {                                                // SETITEMS
+        case 'u': {  // SETITEMS
           auto kv = pop_to_mark();
           for (size_t k = 0; k + 1 < kv.size(); k += 2) stack_.back()->entries.emplace_back(kv[k], kv[k + 1]);
           break;
         }
-        case 'q': memo_[byte()] = stack_.back(); break;           // BINPUT
-        case 'r': memo_[uint(4)] = stack_.back(); break;          // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = stack_.back(); break;    // MEMOIZE
-        case 'h': stack_.push_back(memo_.at(byte())); break;      // BINGET
-        case 'j': stack_.push_back(memo_.at(uint(4))); break;     // LONG_BINGET
-        case 'c': {                                                // GLOBAL "module\nname\n"
+        case 'q': memo_[byte()] = stack_.back(); break;         // BINPUT
+        case 'r': memo_[uint(4)] = stack_.back(); break;        // LONG_BINPUT
+        case 0x94: memo_[memo_.size()] = stack_.back(); break;  // MEMOIZE
+        case 'h': stack_.push_back(memo_.at(byte())); break;    // BINGET
+        case 'j': stack_.push_back(memo_.at(uint(4))); break;   // LONG_BINGET
+        case 'c': {                                             // GLOBAL "module\nname\n"
           auto o = make(PyObject::Kind::global);
           std::string module = line(), name = line();
           o->s = module + "." + name;
@@ -126,12 +129,12 @@ class Unpickler {
           break;
         }
         case 'Q': stack_.push_back(persistent_load(pop())); break;  // BINPERSID
-        case 'R': {                                                // REDUCE
+        case 'R': {                                                 // REDUCE
           PyRef args = pop(), fn = pop();
           stack_.push_back(reduce(fn, args));
           break;
         }
-        case 'b': pop(); break;                                    // BUILD: attribute state (e.g. _metadata) is not needed
+        case 'b': pop(); break;  // BUILD: attribute state (e.g. _metadata) is not needed
         default:
           throw std::runtime_error("unsupported pickle opcode 0x" + hex(op) + " at byte " + std::to_string(pos_ - 1));
       }
@@ -284,7 +287,8 @@ c10::IValue to_ivalue(const PyRef& value) {
       std::vector<c10::IValue> items;
       for (const auto& item : value->items) items.push_back(to_ivalue(item));
       auto all = [&](bool (c10::IValue::*is)() const) {
-        return !items.empty() && std::all_of(items.begin(), items.end(), [&](const c10::IValue& v) { return (v.*is)(); });
+        return !items.empty() &&
+               std::all_of(items.begin(), items.end(), [&](const c10::IValue& v) { return (v.*is)(); });
       };
       if (all(&c10::IValue::isInt)) return typed_list<int64_t>(items);
       if (all(&c10::IValue::isDouble)) return typed_list<double>(items);
@@ -296,9 +300,9 @@ c10::IValue to_ivalue(const PyRef& value) {
       return list;
     }
     case Kind::dict: {
-      const bool int_keys = !value->entries.empty() &&
-                            std::all_of(value->entries.begin(), value->entries.end(),
-                                        [](const auto& e) { return e.first->kind == Kind::integer; });
+      const bool int_keys =
+          !value->entries.empty() && std::all_of(value->entries.begin(), value->entries.end(),
+                                                 [](const auto& e) { return e.first->kind == Kind::integer; });
       c10::impl::GenericDict dict(int_keys ? c10::TypePtr(c10::IntType::get()) : c10::TypePtr(c10::StringType::get()),
                                   c10::AnyType::get());
       for (const auto& [k, v] : value->entries) {

@@ -21,8 +21,8 @@ struct PyObject {
   bool b = false;
   int64_t i = 0;
   double d = 0;
-  std::string s;                                     // string; global: "module.name"
-  std::vector<std::shared_ptr<PyObject>> items;      // tuple, list
+  std::string s;                                 // string; global: "module.name"
+  std::vector<std::shared_ptr<PyObject>> items;  // tuple, list
   std::vector<std::pair<std::shared_ptr<PyObject>, std::shared_ptr<PyObject>>> entries;  // dict, in order
   torch::Tensor tensor;
 };

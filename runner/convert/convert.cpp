@@ -5,19 +5,19 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <tuple>
 #include <utility>
 #include <vector>
-#include <nlohmann/json.hpp>
 
+#include "configs/schema/yaml_util.h"
+#include "data/text/hf_tokenizer.h"
 #include "models/registry.h"
 #include "runner/checkpoint/checkpoint.h"
-#include "configs/schema/yaml_util.h"
 #include "runner/convert/hf_config.h"
-#include "runner/convert/safetensors.h"
-#include "data/text/hf_tokenizer.h"
-#include "runner/params/params.h"
 #include "runner/convert/peft.h"
+#include "runner/convert/safetensors.h"
+#include "runner/params/params.h"
 
 namespace zoo::convert {
 
@@ -99,8 +99,9 @@ void hf_to_zoo(const ConvertCommand& c) {
   const models::HfAdapter& a = models::find_hf_converter(converter);
   models::StateDict hf_weights;
   if (!a.components.empty()) {
-    if (c.config) throw std::runtime_error("--config names one config.json; the " + converter +
-                                           " converter reads one in each part's sub-directory");
+    if (c.config)
+      throw std::runtime_error("--config names one config.json; the " + converter +
+                               " converter reads one in each part's sub-directory");
     std::tie(hf_config, hf_weights) = read_components(a, dir, converter);
     config_path = (dir / "*" / "config.json").string();  // for messages
   } else {
@@ -121,7 +122,8 @@ void hf_to_zoo(const ConvertCommand& c) {
   YAML::Node input(YAML::NodeType::Map);
   input["data_processor"] = "GptHDF5MapDataProcessor";
   if (a.input_from_hf)
-    input = a.input_from_hf(hf_config, model, (a.components.empty() ? fs::path(config_path).parent_path() : dir).string());
+    input =
+        a.input_from_hf(hf_config, model, (a.components.empty() ? fs::path(config_path).parent_path() : dir).string());
   // Written with the params, once the weights have converted; both sections name it.
   const std::string labels_path = (fs::path(c.output_dir) / "label_vocab.json").string();
   if (!labels.is_null()) {
@@ -156,12 +158,13 @@ void hf_to_zoo(const ConvertCommand& c) {
     copied += (copied.empty() ? "" : ", ") + fs::path(f).filename().string();
   }
   const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
-  config::write_yaml_file(params_path, params_yaml,
-                          "Converted from " + c.checkpoint + " by zoo convert." +
-                              (copied.empty() ? std::string()
-                                              : "\nTokenizer: " + copied + " in " + c.output_dir +
-                                                    " (zoo generate finds it; zoo data create-hdf5 --huggingface_tokenizer " +
-                                                    c.output_dir + ")"));
+  config::write_yaml_file(
+      params_path, params_yaml,
+      "Converted from " + c.checkpoint + " by zoo convert." +
+          (copied.empty()
+               ? std::string()
+               : "\nTokenizer: " + copied + " in " + c.output_dir +
+                     " (zoo generate finds it; zoo data create-hdf5 --huggingface_tokenizer " + c.output_dir + ")"));
   if (!labels.is_null()) std::ofstream(labels_path) << labels.dump(2) << "\n";
   if (!tokenizer.empty())
     std::cout << "Copied the tokenizer (" << tokenizer.size() << " files) to " << c.output_dir << "\n";
@@ -238,9 +241,11 @@ void zoo_to_hf(const ConvertCommand& c) {
     for (const auto& [name, cfg] : holding) names += (names.empty() ? "" : ", ") + name;
     if (holding.size() != 1)
       throw std::runtime_error("zoo convert: " + c.checkpoint + ": pass --model: " +
-                               (holding.empty() ? "no Hugging Face model type can hold this model (--model NAME says why "
-                                                  "NAME cannot; converters: " + models::hf_converter_list() + ")"
-                                                : "the model exports as " + names));
+                               (holding.empty()
+                                    ? "no Hugging Face model type can hold this model (--model NAME says why "
+                                      "NAME cannot; converters: " +
+                                          models::hf_converter_list() + ")"
+                                    : "the model exports as " + names));
     converter = holding.front().first;
     cfg = holding.front().second;
     std::cout << "Exporting as " << converter << ", the one Hugging Face model type that holds this model\n";
@@ -322,8 +327,9 @@ void zoo_to_hf(const ConvertCommand& c) {
 // adapters, and its params with the lora_params that give them.
 void peft_to_zoo(const ConvertCommand& c) {
   if (!c.base_checkpoint)
-    throw std::runtime_error("zoo convert --src-fmt peft: pass --base-checkpoint, the zoo checkpoint of the model the "
-                             "adapter was trained on (zoo convert makes one from the Hugging Face base)");
+    throw std::runtime_error(
+        "zoo convert --src-fmt peft: pass --base-checkpoint, the zoo checkpoint of the model the "
+        "adapter was trained on (zoo convert makes one from the Hugging Face base)");
   refuse_non_empty(c.output_dir);
   const std::string& base_path = *c.base_checkpoint;
   c10::impl::GenericDict base = ckpt::load_checkpoint_file(base_path);
@@ -345,8 +351,9 @@ void peft_to_zoo(const ConvertCommand& c) {
     throw std::runtime_error("zoo convert: " + std::string(e.what()));
   }
   // The base's stored params, with the adapters' lora_params.
-  YAML::Node yaml = config::load_yaml_string(
-      base.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef(), base_path + " (stored params)");
+  YAML::Node yaml =
+      config::load_yaml_string(base.at("__metadata__").toList().get(0).toGenericDict().at("params").toStringRef(),
+                               base_path + " (stored params)");
   yaml["model"]["lora_params"] = models::lora_params_to_yaml(adapter.groups);
   const std::string ckpt_path = (fs::path(c.output_dir) / "checkpoint_0.mdl").string();
   yaml["runconfig"]["checkpoint_path"] = ckpt_path;
@@ -358,7 +365,8 @@ void peft_to_zoo(const ConvertCommand& c) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", weights);
   d.insert("global_step", int64_t{0});
-  d.insert("__metadata__", ckpt::checkpoint_metadata(params, {{"lora_base", base_path}, {"converted_from", c.checkpoint}}));
+  d.insert("__metadata__",
+           ckpt::checkpoint_metadata(params, {{"lora_base", base_path}, {"converted_from", c.checkpoint}}));
   ckpt::save_checkpoint_file(ckpt_path, d);
   const std::string params_path = (fs::path(c.output_dir) / "params.yaml").string();
   config::write_yaml_file(params_path, yaml);

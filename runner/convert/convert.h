@@ -11,7 +11,7 @@
 namespace zoo::convert {
 
 struct ConvertCommand {
-  std::string checkpoint;             // source: HF file/dir, or a zoo checkpoint
+  std::string checkpoint;  // source: HF file/dir, or a zoo checkpoint
   // Converter (zoo convert --model); empty: hf -> zoo, config.json's
   // model_type; zoo -> hf, the one HF model type that can hold the model.
   std::string model;

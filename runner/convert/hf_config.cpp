@@ -28,7 +28,8 @@ void check_counts(const nlohmann::json& object, const std::string& path, const s
     const std::string where = prefix + key;
     if (value.is_object() && depth < 4) check_counts(value, path, where + ".", depth + 1);
     if (!value.is_number() || !is_count(key)) continue;
-    const bool whole = value.is_number_integer() || (value.get<double>() == static_cast<double>(static_cast<int64_t>(value.get<double>())));
+    const bool whole = value.is_number_integer() ||
+                       (value.get<double>() == static_cast<double>(static_cast<int64_t>(value.get<double>())));
     if (!whole || value.get<double>() < 0)
       throw std::runtime_error(path + ": " + where + ": expected a whole number >= 0, got " + value.dump());
     if (is_head_count(key) && value.get<double>() < 1)

@@ -2,8 +2,8 @@
 // downloaded weights, so it is checked before any converter reads it.
 #pragma once
 
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace zoo::convert {
 

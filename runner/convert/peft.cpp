@@ -1,19 +1,18 @@
 // Implementation of runner/convert/peft.h.
 #include "runner/convert/peft.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <stdexcept>
 
 #include "data/text/regex_splitter.h"
 #include "data/text/tokenizer_json.h"
-#include "runner/convert/hf_config.h"
 #include "models/common/lora.h"
 #include "models/hf/hf_key_map.h"
+#include "runner/convert/hf_config.h"
 #include "runner/convert/safetensors.h"
 
 namespace zoo::convert {
@@ -25,7 +24,8 @@ const std::string kPrefix = "base_model.model.";
 models::HfKeyMap key_map_of(const std::string& converter, const models::ModelSpec& spec) {
   const models::HfAdapter& a = models::find_hf_converter(converter);
   if (!a.key_map)
-    throw std::runtime_error("zoo convert: the " + converter + " converter maps its weights by code, not by a table, "
+    throw std::runtime_error("zoo convert: the " + converter +
+                             " converter maps its weights by code, not by a table, "
                              "so zoo cannot name its layers for PEFT");
   return a.key_map(spec);
 }
@@ -49,7 +49,8 @@ void merge_adapters(models::StateDict& state, const std::vector<AdapterLayer>& l
   for (const AdapterLayer& l : layers) {
     auto find = [&](const std::string& key) -> torch::Tensor& {
       auto it = state.find(key);
-      if (it == state.end()) throw std::runtime_error(key + ": missing from the checkpoint, which lora_params says it has");
+      if (it == state.end())
+        throw std::runtime_error(key + ": missing from the checkpoint, which lora_params says it has");
       return it->second;
     };
     torch::Tensor& w = find(l.path + ".weight");
@@ -60,7 +61,8 @@ void merge_adapters(models::StateDict& state, const std::vector<AdapterLayer>& l
 }
 
 void write_peft_adapter(const std::string& dir, const std::string& converter, const models::ModelSpec& spec,
-                        const std::vector<AdapterLayer>& layers, const models::StateDict& state, const std::string& base) {
+                        const std::vector<AdapterLayer>& layers, const models::StateDict& state,
+                        const std::string& base) {
   if (layers.empty()) throw std::logic_error("write_peft_adapter: no adapters");
   const models::HfKeyMap map = key_map_of(converter, spec);
   TensorMap tensors;
@@ -70,7 +72,8 @@ void write_peft_adapter(const std::string& dir, const std::string& converter, co
   for (const AdapterLayer& l : layers) {
     const std::string hf = hf_linear_of(map, l.path);
     tensors[kPrefix + hf + ".lora_A.weight"] = state.at(l.path + ".lora_A").contiguous();
-    tensors[kPrefix + hf + ".lora_B.weight"] = models::weight_rows_to_hf(map, l.path, state.at(l.path + ".lora_B")).contiguous();
+    tensors[kPrefix + hf + ".lora_B.weight"] =
+        models::weight_rows_to_hf(map, l.path, state.at(l.path + ".lora_B")).contiguous();
     targets.insert(leaf(hf));
     if (l.r != first.r) rank_pattern[hf] = l.r;  // PEFT matches these keys against the module's full name
     if (l.alpha != first.alpha) alpha_pattern[hf] = l.alpha;
@@ -108,7 +111,8 @@ nlohmann::json pattern_map(const nlohmann::json& config, const char* key, const 
 
 // PEFT's rule for rank_pattern / alpha_pattern: a key applies to a module whose name is the key, or ends with "." and
 // a match of the key read as a regex. The first key that applies wins.
-std::optional<std::string> pattern_key(const nlohmann::json& patterns, const std::string& module, const std::string& where) {
+std::optional<std::string> pattern_key(const nlohmann::json& patterns, const std::string& module,
+                                       const std::string& where) {
   for (const auto& [key, value] : patterns.items()) {
     if (key == module) return key;
     try {
@@ -131,11 +135,14 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
   auto refuse = [&](const std::string& key, const std::string& why) {
     throw std::runtime_error(config_path + ": " + key + ": " + why);
   };
-  if (text::string_or(c, "peft_type", "LORA", config_path) != "LORA") refuse("peft_type", "zoo imports LoRA adapters only");
+  if (text::string_or(c, "peft_type", "LORA", config_path) != "LORA")
+    refuse("peft_type", "zoo imports LoRA adapters only");
   if (text::bool_or(c, "use_rslora", false, config_path))
     refuse("use_rslora", "rank-stabilized scaling (alpha / sqrt(r)) is not zoo's alpha / r");
-  if (text::bool_or(c, "use_dora", false, config_path)) refuse("use_dora", "DoRA's magnitude vectors are not part of zoo's LoRA");
-  if (text::string_or(c, "bias", "none", config_path) != "none") refuse("bias", "trained biases are not part of zoo's LoRA");
+  if (text::bool_or(c, "use_dora", false, config_path))
+    refuse("use_dora", "DoRA's magnitude vectors are not part of zoo's LoRA");
+  if (text::string_or(c, "bias", "none", config_path) != "none")
+    refuse("bias", "trained biases are not part of zoo's LoRA");
   if (text::bool_or(c, "fan_in_fan_out", false, config_path))
     refuse("fan_in_fan_out", "zoo's layers hold (out, in) weights, as nn.Linear");
   if (c.contains("modules_to_save") && !c["modules_to_save"].is_null() && !c["modules_to_save"].empty())
@@ -158,8 +165,8 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
   for (const auto& item : base->named_modules())
     if (auto* d = item.value()->as<models::DenseImpl>()) dense[item.key()] = d;
   const std::string base_name = c.value("base_model_name_or_path", std::string());
-  const std::string other_base = " (the adapter was made for another base model" +
-                                 (base_name.empty() ? std::string(")") : ": " + base_name + ")");
+  const std::string other_base =
+      " (the adapter was made for another base model" + (base_name.empty() ? std::string(")") : ": " + base_name + ")");
   PeftImport out;
   std::map<std::string, std::set<std::string>> kinds;  // zoo kind -> adapted layers
   std::map<std::string, std::pair<int64_t, double>> kind_settings;
@@ -167,8 +174,9 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
     const bool is_a = key.size() > 14 && key.compare(key.size() - 14, 14, ".lora_A.weight") == 0;
     const bool is_b = key.size() > 14 && key.compare(key.size() - 14, 14, ".lora_B.weight") == 0;
     if (key.rfind(kPrefix, 0) != 0 || (!is_a && !is_b))
-      throw std::runtime_error(weights_path + ": " + key + ": not a LoRA tensor (base_model.model.<module>.lora_A.weight / "
-                                                           ".lora_B.weight)");
+      throw std::runtime_error(weights_path + ": " + key +
+                               ": not a LoRA tensor (base_model.model.<module>.lora_A.weight / "
+                               ".lora_B.weight)");
     const std::string hf = key.substr(kPrefix.size(), key.size() - kPrefix.size() - 14);
     std::string path;
     try {
@@ -179,12 +187,12 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
     const models::DenseImpl* d = dense.at(path);
     const auto rank_key = pattern_key(ranks, hf, config_path + ": rank_pattern");
     const int64_t layer_r = rank_key ? rank_of(ranks, rank_key->c_str(), r) : r;
-    const std::vector<int64_t> want = is_a ? std::vector<int64_t>{layer_r, d->weight.size(1)}
-                                           : std::vector<int64_t>{d->weight.size(0), layer_r};
+    const std::vector<int64_t> want =
+        is_a ? std::vector<int64_t>{layer_r, d->weight.size(1)} : std::vector<int64_t>{d->weight.size(0), layer_r};
     if (t.sizes() != torch::IntArrayRef(want))
-      throw std::runtime_error(weights_path + ": " + key + " has shape " + c10::str(t.sizes()) + " where the base's " + hf +
-                               " (" + c10::str(d->weight.sizes()) + ") and r = " + std::to_string(layer_r) + " give " +
-                               c10::str(want) + other_base);
+      throw std::runtime_error(weights_path + ": " + key + " has shape " + c10::str(t.sizes()) + " where the base's " +
+                               hf + " (" + c10::str(d->weight.sizes()) + ") and r = " + std::to_string(layer_r) +
+                               " give " + c10::str(want) + other_base);
     out.tensors[path + (is_a ? ".lora_A" : ".lora_B")] =
         (is_a ? t : models::weight_rows_to_zoo(map, path, t)).to(torch::kFloat).contiguous();
     const std::string kind = models::peft_name_of(path);  // the kind's name in zoo's target_modules
@@ -193,10 +201,12 @@ PeftImport read_peft_adapter(const std::string& dir, const std::string& converte
     if (!torch::isfinite(t).all().item<bool>())
       throw std::runtime_error(weights_path + ": " + key + " holds NaN or infinite values");
     const auto alpha_key = pattern_key(alphas, hf, config_path + ": alpha_pattern");
-    const double layer_alpha = alpha_key ? text::number_or(alphas, alpha_key->c_str(), alpha, config_path + ": alpha_pattern") : alpha;
+    const double layer_alpha =
+        alpha_key ? text::number_or(alphas, alpha_key->c_str(), alpha, config_path + ": alpha_pattern") : alpha;
     const std::pair<int64_t, double> settings = {layer_r, layer_alpha};
     if (kind_settings.count(kind) && kind_settings[kind] != settings)
-      throw std::runtime_error(weights_path + ": the " + kind + " layers have different ranks or alphas (rank_pattern / "
+      throw std::runtime_error(weights_path + ": the " + kind +
+                               " layers have different ranks or alphas (rank_pattern / "
                                "alpha_pattern per layer); zoo's lora_params give one per kind of layer");
     kind_settings[kind] = settings;
     kinds[kind].insert(path);

@@ -37,7 +37,8 @@ void merge_adapters(models::StateDict& state, const std::vector<AdapterLayer>& l
 // base_model_name_or_path. Throws std::runtime_error naming a layer PEFT
 // cannot hold as zoo does (fused or transposed in HF).
 void write_peft_adapter(const std::string& dir, const std::string& converter, const models::ModelSpec& spec,
-                        const std::vector<AdapterLayer>& layers, const models::StateDict& state, const std::string& base);
+                        const std::vector<AdapterLayer>& layers, const models::StateDict& state,
+                        const std::string& base);
 
 struct PeftImport {
   std::vector<models::LoraGroup> groups;  // lora_params that give exactly the adapter's layers

@@ -1,14 +1,14 @@
 // Implementation of runner/convert/safetensors.h.
 #include "runner/convert/safetensors.h"
 
-#include "runner/convert/hf_config.h"
-#include "runner/checkpoint/torch_pickle.h"
-
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+
+#include "runner/checkpoint/torch_pickle.h"
+#include "runner/convert/hf_config.h"
 
 namespace zoo::convert {
 
@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::map<std::string, torch::ScalarType> kDtypes = {
-    {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf}, {"BF16", torch::kBFloat16},
+    {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf},  {"BF16", torch::kBFloat16},
     {"I64", torch::kLong},   {"I32", torch::kInt},   {"I16", torch::kShort}, {"I8", torch::kChar},
     {"U8", torch::kByte},    {"BOOL", torch::kBool}};
 
@@ -107,8 +107,8 @@ TensorMap read_hf_weights(const std::string& path_in) {
   fs::path path(path_in);
   if (fs::is_directory(path)) {
     bool found = false;
-    for (const char* name : {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json",
-                             "pytorch_model.bin"}) {
+    for (const char* name :
+         {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin"}) {
       if (fs::exists(path / name)) {
         path /= name;
         found = true;
@@ -151,7 +151,8 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
   std::vector<torch::Tensor> ordered;
   for (const auto& [name, t_in] : tensors) {
     torch::Tensor t = t_in.detach().cpu().contiguous();
-    header[name] = {{"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()},
+    header[name] = {{"dtype", dtype_name(t.scalar_type())},
+                    {"shape", t.sizes().vec()},
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
     ordered.push_back(t);
@@ -165,7 +166,8 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
     uint64_t n = text.size();
     out.write(reinterpret_cast<const char*>(&n), 8);
     out << text;
-    for (const auto& t : ordered) out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    for (const auto& t : ordered)
+      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
     if (!out.flush()) throw std::runtime_error(path + ": write failed");
   }
   fs::rename(tmp, path);

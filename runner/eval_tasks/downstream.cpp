@@ -1,12 +1,12 @@
 // Implementation of runner/eval_tasks/downstream.h.
 #include "runner/eval_tasks/downstream.h"
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "data/text/hf_tokenizer.h"
 #include "models/model.h"
@@ -52,8 +52,9 @@ const text::Tokenizer& DownstreamTasks::tokenizer(int64_t model_vocab) {
   else if (!start_dir_.empty()) spec.huggingface_tokenizer = start_dir_;
   else if (model_vocab <= 256) spec.type = "ByteTokenizer";
   else
-    throw std::runtime_error("eval_tasks: no tokenizer beside " + (checkpoint_.empty() ? "the model" : checkpoint_) +
-                             " or runconfig.checkpoint_path; set eval_tasks.tokenizer to the model's tokenizer directory");
+    throw std::runtime_error(
+        "eval_tasks: no tokenizer beside " + (checkpoint_.empty() ? "the model" : checkpoint_) +
+        " or runconfig.checkpoint_path; set eval_tasks.tokenizer to the model's tokenizer directory");
   const std::string from = spec.type + ":" + spec.huggingface_tokenizer;
   if (!tokenizer_ || from != tokenizer_from_) {
     tokenizer_ = text::make_tokenizer(spec);

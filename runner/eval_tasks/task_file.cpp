@@ -1,11 +1,10 @@
 // Implementation of runner/eval_tasks/task_file.h with nlohmann::json.
 #include "runner/eval_tasks/task_file.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
@@ -49,7 +48,8 @@ std::vector<std::string> strings_field(const json& record, const std::string& ke
                       " strings, got " + std::to_string(v.size()));
   std::vector<std::string> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_string()) throw RecordError("\"" + key + "\"[" + std::to_string(i) + "]: expected a string, got " + type_of(v[i]));
+    if (!v[i].is_string())
+      throw RecordError("\"" + key + "\"[" + std::to_string(i) + "]: expected a string, got " + type_of(v[i]));
     out.push_back(v[i].get<std::string>());
   }
   return out;
@@ -70,9 +70,10 @@ TaskKind kind_of(const json& record) {
   if (record.contains("text")) return TaskKind::rolling;
   if (record.contains("until")) return TaskKind::generate_until;
   if (record.contains("continuation")) return TaskKind::loglikelihood;
-  throw RecordError("cannot tell the task's kind: expected \"choices\" (multiple choice), \"contexts\" (multiple "
-                    "choice, one context per choice), \"continuation\" (loglikelihood), \"text\" (rolling "
-                    "loglikelihood) or \"until\" (generate_until); see docs/evaluation.md");
+  throw RecordError(
+      "cannot tell the task's kind: expected \"choices\" (multiple choice), \"contexts\" (multiple "
+      "choice, one context per choice), \"continuation\" (loglikelihood), \"text\" (rolling "
+      "loglikelihood) or \"until\" (generate_until); see docs/evaluation.md");
 }
 
 void check_keys(const json& record, TaskKind kind, const std::set<std::string>& allowed,
@@ -100,9 +101,11 @@ TaskDoc read_record(const json& record, TaskKind kind, const TaskFileLimits& lim
         check_keys(record, kind, {"context", "choices", "gold", "target_delimiter"}, {"context", "choices", "gold"});
         d.contexts = {string_field(record, "context")};
         d.choices = strings_field(record, "choices", 2, limits.max_choices);
-        const std::string delimiter = record.contains("target_delimiter") ? string_field(record, "target_delimiter") : " ";
+        const std::string delimiter =
+            record.contains("target_delimiter") ? string_field(record, "target_delimiter") : " ";
         for (const auto& c : d.choices) {
-          if (delimiter.empty() && c.empty()) throw RecordError("\"choices\": an empty choice with an empty target_delimiter scores nothing");
+          if (delimiter.empty() && c.empty())
+            throw RecordError("\"choices\": an empty choice with an empty target_delimiter scores nothing");
           d.continuations.push_back(delimiter + c);
         }
       }
@@ -117,7 +120,8 @@ TaskDoc read_record(const json& record, TaskKind kind, const TaskFileLimits& lim
       check_keys(record, kind, {"text", "words", "bytes"}, {"text"});
       d.text = string_field(record, "text", false);
       d.words = record.contains("words") ? int_field(record, "words", 1, INT64_MAX) : python_word_count(d.text);
-      d.bytes = record.contains("bytes") ? int_field(record, "bytes", 1, INT64_MAX) : static_cast<int64_t>(d.text.size());
+      d.bytes =
+          record.contains("bytes") ? int_field(record, "bytes", 1, INT64_MAX) : static_cast<int64_t>(d.text.size());
       break;
     case TaskKind::generate_until:
       check_keys(record, kind, {"context", "until", "target", "max_gen_toks"}, {"context", "until", "target"});
@@ -187,7 +191,8 @@ std::string same_named_tasks(const std::vector<std::string>& paths) {
     const std::string name = std::filesystem::path(path).stem().string();
     const auto [it, fresh] = by_name.emplace(name, path);
     if (!fresh)
-      return path + " and " + it->second + " are both task '" + name + "' (a task is named by its file's stem); rename one";
+      return path + " and " + it->second + " are both task '" + name +
+             "' (a task is named by its file's stem); rename one";
   }
   return "";
 }

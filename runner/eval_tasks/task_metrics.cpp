@@ -4,7 +4,6 @@
 #include <cmath>
 #include <stdexcept>
 
-
 namespace zoo::eval_tasks {
 
 namespace {

@@ -32,7 +32,8 @@ struct TokenRequest {
 
 class TaskScorer {
  public:
-  TaskScorer(models::Model& model, const text::Tokenizer& tokenizer, const TaskFile& task, const TaskRunOptions& options)
+  TaskScorer(models::Model& model, const text::Tokenizer& tokenizer, const TaskFile& task,
+             const TaskRunOptions& options)
       : model_(model), tokenizer_(tokenizer), task_(task), options_(options), context_(model.max_positions()) {
     if (!model.is_causal_lm()) throw std::runtime_error(task.path + ": downstream tasks need a causal language model");
     const auto& special = tokenizer.special_tokens();
@@ -64,14 +65,16 @@ class TaskScorer {
     const std::vector<int32_t> ids = tokenizer_.encode(text);
     for (int32_t id : ids)
       if (id >= vocab_)
-        throw std::runtime_error(where(doc) + "token id " + std::to_string(id) + " is outside the model's vocabulary (" +
-                                 std::to_string(vocab_) + "); is this the model's tokenizer?");
+        throw std::runtime_error(where(doc) + "token id " + std::to_string(id) +
+                                 " is outside the model's vocabulary (" + std::to_string(vocab_) +
+                                 "); is this the model's tokenizer?");
     return Tokens(ids.begin(), ids.end());
   }
 
   int64_t prefix(const TaskDoc& doc) const {
     if (!prefix_)
-      throw std::runtime_error(where(doc) + "an empty context needs the tokenizer's bos or eos token to condition "
+      throw std::runtime_error(where(doc) +
+                               "an empty context needs the tokenizer's bos or eos token to condition "
                                "on, and this tokenizer has neither; give the record a context");
     return *prefix_;
   }
@@ -120,7 +123,8 @@ class TaskScorer {
       w.input.assign(tokens.begin(), tokens.begin() + first - 1);
       w.targets.assign(tokens.begin() + 1, tokens.begin() + first);
       if (!warned_unscored_first_)
-        log::warn(task_.name + ": the tokenizer has no bos or eos token to condition a document's first token on "
+        log::warn(task_.name +
+                  ": the tokenizer has no bos or eos token to condition a document's first token on "
                   "(lm-eval's prefix); each document's first token is left unscored");
       warned_unscored_first_ = true;
     }
@@ -156,8 +160,7 @@ class TaskScorer {
         mine = windows(doc);  // every window adds to the one score
         scores.scores.assign(1, {0, true});
         break;
-      case TaskKind::generate_until:
-        break;
+      case TaskKind::generate_until: break;
     }
     for (auto& r : mine) {
       r.doc = d;
@@ -230,7 +233,8 @@ class TaskScorer {
     std::vector<int32_t> generated;
     std::string text;
     auto stopped = [&] {
-      return std::any_of(doc.until.begin(), doc.until.end(), [&](const std::string& u) { return text.find(u) != std::string::npos; });
+      return std::any_of(doc.until.begin(), doc.until.end(),
+                         [&](const std::string& u) { return text.find(u) != std::string::npos; });
     };
     for (int64_t step = 0; step < budget; ++step) {
       const int64_t token = next.argmax().item<int64_t>();

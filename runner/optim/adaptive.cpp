@@ -25,7 +25,13 @@ Betas betas_of(const OptimizerConfig& c) { return Betas{c.betas.value()[0], c.be
 class MomentOptimizer : public Optimizer {
  protected:
   MomentOptimizer(std::vector<ParamGroup> g, std::map<std::string, double> hyper, Betas b, double eps)
-      : Optimizer(std::move(g), [&] { hyper["eps"] = eps; return hyper; }()), b_(b), eps_(eps) {}
+      : Optimizer(std::move(g),
+                  [&] {
+                    hyper["eps"] = eps;
+                    return hyper;
+                  }()),
+        b_(b),
+        eps_(eps) {}
   // m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2.
   std::pair<torch::Tensor&, torch::Tensor&> update_moments(size_t i, const torch::Tensor& p,
                                                            const torch::Tensor& grad) {
@@ -43,9 +49,9 @@ class MomentOptimizer : public Optimizer {
 class CerebrasAdam : public MomentOptimizer {
  public:
   CerebrasAdam(std::vector<ParamGroup> g, const OptimizerConfig& c, bool decoupled)
-      : MomentOptimizer(std::move(g), {{"correct_bias", c.correct_bias ? 1.0 : 0.0}}, betas_of(c),
-                        c.eps_value()),
-        correct_bias_(c.correct_bias), decoupled_(decoupled) {}
+      : MomentOptimizer(std::move(g), {{"correct_bias", c.correct_bias ? 1.0 : 0.0}}, betas_of(c), c.eps_value()),
+        correct_bias_(c.correct_bias),
+        decoupled_(decoupled) {}
 
   void step() override { update({}); }
   void step_scaled(const torch::Tensor& coefficient) override { update(coefficient); }
@@ -78,8 +84,7 @@ class CerebrasAdam : public MomentOptimizer {
 class Adamax : public Optimizer {
  public:
   Adamax(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"eps", c.eps_value()}}), b_(betas_of(c)),
-        eps_(c.eps_value()) {}
+      : Optimizer(std::move(g), {{"eps", c.eps_value()}}), b_(betas_of(c)), eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       Init zeros = [&] { return torch::zeros_like(p); };
@@ -188,8 +193,10 @@ class Lion : public Optimizer {
 class Adafactor : public Optimizer {
  public:
   Adafactor(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"clip_threshold", c.clip_threshold}, {"decay_rate", c.decay_rate}}), c_(c),
-        eps1_(c.eps.value().items[0]), eps2_(c.eps.value().items[1]) {}
+      : Optimizer(std::move(g), {{"clip_threshold", c.clip_threshold}, {"decay_rate", c.decay_rate}}),
+        c_(c),
+        eps1_(c.eps.value().items[0]),
+        eps2_(c.eps.value().items[1]) {}
   void step() override {
     auto rms = [](const torch::Tensor& x) { return x.norm().item<double>() / std::sqrt(double(x.numel())); };
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {

@@ -13,8 +13,8 @@ namespace zoo::optim {
 std::string lower(std::string s);
 
 // Helpers shared by the update rules.
-torch::Tensor scalar_state(double v);                                // a double scalar tensor
-double next_step(torch::Tensor& step);                               // increments, returns the new count
+torch::Tensor scalar_state(double v);                                        // a double scalar tensor
+double next_step(torch::Tensor& step);                                       // increments, returns the new count
 torch::Tensor l2_decayed_grad(const ParamGroup& g, const torch::Tensor& p);  // grad + weight_decay * p
 
 // adaptive.cpp

@@ -36,7 +36,9 @@ class Asgd : public Optimizer {
  public:
   Asgd(std::vector<ParamGroup> g, const OptimizerConfig& c)
       : Optimizer(std::move(g), {{"lambd", c.lambd}, {"alpha", c.alpha.value()}, {"t0", c.t0}}),
-        lambd_(c.lambd), alpha_(c.alpha.value()), t0_(c.t0) {}
+        lambd_(c.lambd),
+        alpha_(c.alpha.value()),
+        t0_(c.t0) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = l2_decayed_grad(g, p);
@@ -62,8 +64,7 @@ class Asgd : public Optimizer {
 class Adadelta : public Optimizer {
  public:
   Adadelta(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"rho", c.rho}, {"eps", c.eps_value()}}), rho_(c.rho),
-        eps_(c.eps_value()) {}
+      : Optimizer(std::move(g), {{"rho", c.rho}, {"eps", c.eps_value()}}), rho_(c.rho), eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = l2_decayed_grad(g, p);
@@ -83,14 +84,12 @@ class Adadelta : public Optimizer {
 class Adagrad : public Optimizer {
  public:
   Adagrad(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"lr_decay", c.lr_decay}, {"eps", c.eps_value()}}), c_(c),
-        eps_(c.eps_value()) {}
+      : Optimizer(std::move(g), {{"lr_decay", c.lr_decay}, {"eps", c.eps_value()}}), c_(c), eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       torch::Tensor grad = l2_decayed_grad(g, p);
       double t = state_or(i, "step", kZero).add_(1.0).item<double>();
-      torch::Tensor& sum =
-          state_or(i, "sum", [&] { return torch::full_like(p, c_.initial_accumulator_value); });
+      torch::Tensor& sum = state_or(i, "sum", [&] { return torch::full_like(p, c_.initial_accumulator_value); });
       sum.addcmul_(grad, grad, 1.0);
       p.addcdiv_(grad, sum.sqrt() + eps_, -g.lr / (1 + (t - 1) * c_.lr_decay));
     });
@@ -104,9 +103,13 @@ class Adagrad : public Optimizer {
 class RmsProp : public Optimizer {
  public:
   RmsProp(std::vector<ParamGroup> g, const OptimizerConfig& c)
-      : Optimizer(std::move(g), {{"alpha", c.alpha.value()}, {"eps", c.eps_value()},
-                                 {"momentum", c.momentum}, {"centered", c.centered ? 1.0 : 0.0}}),
-        c_(c), alpha_(c.alpha.value()), eps_(c.eps_value()) {}
+      : Optimizer(std::move(g), {{"alpha", c.alpha.value()},
+                                 {"eps", c.eps_value()},
+                                 {"momentum", c.momentum},
+                                 {"centered", c.centered ? 1.0 : 0.0}}),
+        c_(c),
+        alpha_(c.alpha.value()),
+        eps_(c.eps_value()) {}
   void step() override {
     for_each_param_with_grad([&](ParamGroup& g, torch::Tensor& p, size_t i) {
       auto zeros = [&] { return torch::zeros_like(p); };

@@ -107,9 +107,12 @@ const std::map<std::string, SchedulerKind>& scheduler_kinds() {
       {"multiplicative", {"MultiplicativeLR", {"initial_learning_rate", "coefficient"}}},
       {"lambda", {"LambdaLR", {"initial_learning_rate"}}},
       {"cyclic",
-       {"CyclicLR", {"initial_learning_rate", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "scale_mode"}}},
-      {"onecycle", {"OneCycleLR", {"initial_learning_rate", "max_lr", "total_steps", "pct_start", "final_div_factor",
-                                   "three_phase", "anneal_strategy"}}},
+       {"CyclicLR",
+        {"initial_learning_rate", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "scale_mode"}}},
+      {"onecycle",
+       {"OneCycleLR",
+        {"initial_learning_rate", "max_lr", "total_steps", "pct_start", "final_div_factor", "three_phase",
+         "anneal_strategy"}}},
   };
   return kinds;
 }
@@ -178,10 +181,13 @@ std::function<double(int64_t)> cyclic(double base, double peak, int64_t up, int6
 // torch.optim.lr_scheduler.OneCycleLR with div_factor = max_lr / initial.
 std::function<double(int64_t)> one_cycle(const SchedulerSpec& s, double initial, double peak) {
   const double low = initial / s.final_div_factor, T = double(s.total_steps), rise = s.pct_start * T;
-  struct Phase { double end_step, from, to; };
-  std::vector<Phase> phases = s.three_phase
-      ? std::vector<Phase>{{rise - 1, initial, peak}, {2 * rise - 2, peak, initial}, {T - 1, initial, low}}
-      : std::vector<Phase>{{rise - 1, initial, peak}, {T - 1, peak, low}};
+  struct Phase {
+    double end_step, from, to;
+  };
+  std::vector<Phase> phases =
+      s.three_phase
+          ? std::vector<Phase>{{rise - 1, initial, peak}, {2 * rise - 2, peak, initial}, {T - 1, initial, low}}
+          : std::vector<Phase>{{rise - 1, initial, peak}, {T - 1, peak, low}};
   const bool cosine = s.anneal_strategy == "cos";
   return [=](int64_t t) {
     double start = 0;
@@ -211,8 +217,8 @@ std::unique_ptr<LRSchedule> make_one(const SchedulerSpec& s) {
     return fn([lr](int64_t) { return lr; });
   }
   const double init = name == "inversesquarerootdecay" ? s.initial_learning_rate.value_or(1.0)
-                      : name == "piecewiseconstant" ? 0.0
-                                                     : need(s.initial_learning_rate, "initial_learning_rate");
+                      : name == "piecewiseconstant"    ? 0.0
+                                                       : need(s.initial_learning_rate, "initial_learning_rate");
   if (name == "linear" || name == "polynomial") {
     double end = need(s.end_learning_rate, "end_learning_rate");
     double T = double(need(s.total_iters, "total_iters"));
@@ -227,7 +233,8 @@ std::unique_ptr<LRSchedule> make_one(const SchedulerSpec& s) {
   if (name == "cosinedecay") {
     double end = need(s.end_learning_rate, "end_learning_rate");
     double T = double(need(s.total_iters, "total_iters"));
-    return fn([=](int64_t t) { return end + (init - end) * 0.5 * (1.0 + std::cos(M_PI * std::min<double>(t, T) / T)); });
+    return fn(
+        [=](int64_t t) { return end + (init - end) * 0.5 * (1.0 + std::cos(M_PI * std::min<double>(t, T) / T)); });
   }
   if (name == "exponential" || name == "inverseexponentialtimedecay") {
     double rate = need(s.decay_rate, "decay_rate");
@@ -295,8 +302,9 @@ SchedulerSpec parse_one(const YAML::Node& node, const config::Context& ctx) {
     std::string list;
     for (const auto& [k, kind] : scheduler_kinds())
       known.push_back(kind.class_name), list += (list.empty() ? "" : ", ") + kind.class_name;
-    ctx.fail(name_node, "scheduler", "unsupported scheduler '" + name_node.Scalar() + "'" +
-                                         config::did_you_mean(name_node.Scalar(), known) + " (supported: " + list + ")");
+    ctx.fail(name_node, "scheduler",
+             "unsupported scheduler '" + name_node.Scalar() + "'" + config::did_you_mean(name_node.Scalar(), known) +
+                 " (supported: " + list + ")");
   }
   const SchedulerKind& kind = scheduler_kinds().at(name);
   config::KeyFilter filter = [&](const std::string& key) {
@@ -314,12 +322,15 @@ SchedulerSpec parse_one(const YAML::Node& node, const config::Context& ctx) {
   const YAML::Node rates = node["learning_rates"] ? node["learning_rates"] : node["values"];  // values: R1.x
   if (name == "piecewiseconstant" && initial && rates && rates.IsSequence() && rates.size() > 0) {
     if (!config::same_value(initial, rates[0]))
-      ctx.fail(initial, "initial_learning_rate", "PiecewiseConstant starts at learning_rates[0] (" +
-                                                     config::describe_value(rates[0]) + "); remove this key");
-    ctx.warn(initial, "initial_learning_rate", "ignored (PiecewiseConstant starts at learning_rates[0], the same rate)");
+      ctx.fail(
+          initial, "initial_learning_rate",
+          "PiecewiseConstant starts at learning_rates[0] (" + config::describe_value(rates[0]) + "); remove this key");
+    ctx.warn(initial, "initial_learning_rate",
+             "ignored (PiecewiseConstant starts at learning_rates[0], the same rate)");
     drop_initial = true;
     for (const auto& kv : node)
-      if (kv.first.Scalar() != "initial_learning_rate") without_initial[kv.first] = kv.second;  // nodes keep their lines
+      if (kv.first.Scalar() != "initial_learning_rate")
+        without_initial[kv.first] = kv.second;  // nodes keep their lines
   }
   const YAML::Node& section = drop_initial ? without_initial : node;
   config::Origin origin;

@@ -65,7 +65,7 @@ struct LRScheduleSpec {
   std::optional<double> constant;         // learning_rate: 0.001
   std::vector<SchedulerSpec> schedulers;  // one mapping, or a list
   bool is_list = false;
-  bool chained = false;                   // main_scheduler: chained in the list
+  bool chained = false;  // main_scheduler: chained in the list
 
   bool empty() const { return !constant && schedulers.empty(); }
   // Parses and checks every scheduler (names, own keys, required keys).

@@ -2,15 +2,15 @@
 // and the factory. The update rules live in adaptive.cpp and classic.cpp.
 #include "runner/optim/optimizer.h"
 
-#include "models/kernels/torch_version.h"
-#include "runner/optim/algorithms.h"
-#include "runner/optim/registry.h"
-
 #include <fnmatch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+
+#include "models/kernels/torch_version.h"
+#include "runner/optim/algorithms.h"
+#include "runner/optim/registry.h"
 
 namespace zoo::optim {
 
@@ -121,15 +121,16 @@ void Optimizer::load_state_dict(const c10::impl::GenericDict& dict) {
   add_state(dict.at("state").toGenericDict());
 }
 
-std::vector<ParamGroup> adjust_learning_rates(std::vector<ParamGroup> groups, const std::map<std::string, double>& scales,
+std::vector<ParamGroup> adjust_learning_rates(std::vector<ParamGroup> groups,
+                                              const std::map<std::string, double>& scales,
                                               const std::map<std::string, std::vector<std::string>>& patterns) {
   if (scales.empty()) return groups;
   for (const auto& [name, scale] : scales) {
     if (patterns.count(name)) continue;
     std::string known;
     for (const auto& [k, unused] : patterns) known += (known.empty() ? "" : ", ") + k;
-    throw std::invalid_argument(name + ": the model has no such parameter group (it has: " +
-                                (known.empty() ? "none" : known) + ")");
+    throw std::invalid_argument(
+        name + ": the model has no such parameter group (it has: " + (known.empty() ? "none" : known) + ")");
   }
   auto scale_of = [&](const std::string& param) {
     double s = 1.0;

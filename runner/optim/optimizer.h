@@ -109,7 +109,8 @@ std::vector<ParamGroup> split_weight_decay_groups(
 // (fnmatch, as modelzoo's LRAdjustmentGroup) match its name. Groups that
 // end up empty are dropped. Throws std::invalid_argument naming a scale
 // whose group the model does not declare.
-std::vector<ParamGroup> adjust_learning_rates(std::vector<ParamGroup> groups, const std::map<std::string, double>& scales,
+std::vector<ParamGroup> adjust_learning_rates(std::vector<ParamGroup> groups,
+                                              const std::map<std::string, double>& scales,
                                               const std::map<std::string, std::vector<std::string>>& patterns);
 
 // Through the optimizer registry (runner/optim/registry.h).

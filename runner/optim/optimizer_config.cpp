@@ -16,13 +16,15 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
   static const config::Schema<O> s =
       config::Schema<O>("optimizer", "Optimizer, learning rate, clipping and loss scaling.")
           .field("optimizer_type", &O::optimizer_type,
-                 "SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, Lion, NAdam, RAdam, RMSprop, Rprop or Adafactor "
+                 "SGD, Adam, AdamW, Adamax, Adadelta, Adagrad, ASGD, Lamb, Lion, NAdam, RAdam, RMSprop, Rprop or "
+                 "Adafactor "
                  "(case-insensitive).")
           .field("learning_rate", &O::learning_rate,
                  "A float, one scheduler mapping ({scheduler: Linear, ...}) or a list run one after another "
                  "(null: the optimizer's default lr).")
           .field("betas", &O::betas, "Adam-family (beta1, beta2) (null: the optimizer's default).")
-          .field("eps", &O::eps, "Epsilon (null: the optimizer's default; Adam/AdamW add it to sqrt(v) before "
+          .field("eps", &O::eps,
+                 "Epsilon (null: the optimizer's default; Adam/AdamW add it to sqrt(v) before "
                  "bias correction; Adafactor takes a pair, default [1e-30, 1e-3]).")
           .field("weight_decay", &O::weight_decay,
                  "Decoupled (AdamW) or L2 (Adam, SGD) weight decay; never applied to biases or norm layers.",
@@ -65,10 +67,8 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
                  if_set(positive<double>()))
           .field("steps_per_increase", &O::steps_per_increase, "Dynamic loss scaling: steps between doublings.",
                  positive<int64_t>())
-          .field("min_loss_scale", &O::min_loss_scale, "Dynamic loss scaling: lower bound.",
-                 if_set(positive<double>()))
-          .field("max_loss_scale", &O::max_loss_scale, "Dynamic loss scaling: upper bound.",
-                 if_set(positive<double>()))
+          .field("min_loss_scale", &O::min_loss_scale, "Dynamic loss scaling: lower bound.", if_set(positive<double>()))
+          .field("max_loss_scale", &O::max_loss_scale, "Dynamic loss scaling: upper bound.", if_set(positive<double>()))
           .field("log_summaries", &O::log_summaries, "Also log gradient and weight norms.")
           .field("adjust_learning_rate", &O::adjust_learning_rate,
                  "Learning-rate multipliers by parameter group, as muP uses (decoder_kernel: 0.1); the groups are "
@@ -89,12 +89,13 @@ const config::Schema<OptimizerConfig>& OptimizerConfig::schema() {
           .validate([](const O& o, const auto& fail) {
             std::string t = o.optimizer_type;
             std::transform(t.begin(), t.end(), t.begin(), ::tolower);
-            if (o.betas && (o.betas->size() != 2 || (*o.betas)[0] < 0 || (*o.betas)[0] >= 1 ||
-                            (*o.betas)[1] < 0 || (*o.betas)[1] >= 1))
+            if (o.betas && (o.betas->size() != 2 || (*o.betas)[0] < 0 || (*o.betas)[0] >= 1 || (*o.betas)[1] < 0 ||
+                            (*o.betas)[1] >= 1))
               fail("betas", "expected two values in [0, 1)");
             if (o.amsgrad) fail("amsgrad", "AMSGrad is not supported; set it to false");
             for (const auto& [group, scale] : o.adjust_learning_rate)
-              if (!(scale >= 0)) fail("adjust_learning_rate", group + ": expected a multiplier >= 0, got " + std::to_string(scale));
+              if (!(scale >= 0))
+                fail("adjust_learning_rate", group + ": expected a multiplier >= 0, got " + std::to_string(scale));
             if (t == "adafactor") {
               if (o.eps && o.eps->items.size() != 2) fail("eps", "Adafactor takes a pair [eps1, eps2]");
             } else if (o.eps && (o.eps->items.size() != 1 || o.eps->items[0] <= 0)) {
@@ -127,10 +128,11 @@ OptimizerConfig OptimizerConfig::parse(const YAML::Node& section, const config::
   if (!entry) {
     std::vector<std::string> names;
     std::string list;
-    for (const auto& e : optim::optimizer_registry()) names.push_back(e.name), list += (list.empty() ? "" : ", ") + e.name;
+    for (const auto& e : optim::optimizer_registry())
+      names.push_back(e.name), list += (list.empty() ? "" : ", ") + e.name;
     ctx.fail(type ? type : section, "optimizer_type",
-             "unsupported optimizer '" + start.optimizer_type + "'" + config::did_you_mean(start.optimizer_type, names) +
-                 " (supported: " + list + ")");
+             "unsupported optimizer '" + start.optimizer_type + "'" +
+                 config::did_you_mean(start.optimizer_type, names) + " (supported: " + list + ")");
   }
   // The optimizer's own defaults, read through the same declarations.
   config::Context builtin{"<" + entry->name + " defaults>", ctx.path};

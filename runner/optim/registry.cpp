@@ -20,7 +20,7 @@ std::unique_ptr<Optimizer> make_adamw(std::vector<ParamGroup> g, const Optimizer
 double one_tensor(const OptimizerConfig&) { return 4; }
 double two_tensors(const OptimizerConfig&) { return 8; }
 double sgd_state(const OptimizerConfig& c) { return c.momentum > 0 ? 4 : 0; }  // momentum_buffer
-double rmsprop_state(const OptimizerConfig& c) {  // square_avg, momentum_buffer, grad_avg
+double rmsprop_state(const OptimizerConfig& c) {                               // square_avg, momentum_buffer, grad_avg
   return 4 + (c.momentum > 0 ? 4 : 0) + (c.centered ? 4 : 0);
 }
 // Second moments factored into a row and a column per matrix (next to
@@ -31,31 +31,68 @@ double adafactor_state(const OptimizerConfig& c) { return c.beta1 ? 4 : 0; }
 
 const std::vector<OptimizerEntry>& optimizer_registry() {
   static const std::vector<OptimizerEntry> entries = {
-      {"SGD", {"momentum", "dampening", "nesterov"}, "{momentum: 0.0, dampening: 0.0, nesterov: false}",
-       std::nullopt, sgd_state, make_sgd},
-      {"Adam", {"betas", "eps", "correct_bias", "amsgrad"},
-       "{betas: [0.9, 0.999], eps: 1.0e-6, correct_bias: true, amsgrad: false}", 1e-3, two_tensors, make_adam},
-      {"AdamW", {"betas", "eps", "correct_bias", "amsgrad"},
-       "{betas: [0.9, 0.999], eps: 1.0e-6, correct_bias: true, amsgrad: false}", 1e-3, two_tensors, make_adamw},
+      {"SGD",
+       {"momentum", "dampening", "nesterov"},
+       "{momentum: 0.0, dampening: 0.0, nesterov: false}",
+       std::nullopt,
+       sgd_state,
+       make_sgd},
+      {"Adam",
+       {"betas", "eps", "correct_bias", "amsgrad"},
+       "{betas: [0.9, 0.999], eps: 1.0e-6, correct_bias: true, amsgrad: false}",
+       1e-3,
+       two_tensors,
+       make_adam},
+      {"AdamW",
+       {"betas", "eps", "correct_bias", "amsgrad"},
+       "{betas: [0.9, 0.999], eps: 1.0e-6, correct_bias: true, amsgrad: false}",
+       1e-3,
+       two_tensors,
+       make_adamw},
       {"Adamax", {"betas", "eps"}, "{betas: [0.9, 0.999], eps: 1.0e-8}", 2e-3, two_tensors, make_adamax},
       {"Adadelta", {"rho", "eps"}, "{rho: 0.9, eps: 1.0e-6}", 1.0, two_tensors, make_adadelta},
-      {"Adagrad", {"lr_decay", "initial_accumulator_value", "eps"},
-       "{lr_decay: 0.0, initial_accumulator_value: 0.0, eps: 1.0e-10}", 1e-2, one_tensor, make_adagrad},
+      {"Adagrad",
+       {"lr_decay", "initial_accumulator_value", "eps"},
+       "{lr_decay: 0.0, initial_accumulator_value: 0.0, eps: 1.0e-10}",
+       1e-2,
+       one_tensor,
+       make_adagrad},
       {"ASGD", {"lambd", "alpha", "t0"}, "{lambd: 1.0e-4, alpha: 0.75, t0: 1.0e+6}", 1e-2, one_tensor, make_asgd},
-      {"Lamb", {"betas", "eps"}, "{betas: [0.9, 0.999], eps: 1.0e-6}", 1e-3, two_tensors, make_lamb,
+      {"Lamb",
+       {"betas", "eps"},
+       "{betas: [0.9, 0.999], eps: 1.0e-6}",
+       1e-3,
+       two_tensors,
+       make_lamb,
        /*elementwise=*/false},
       {"Lion", {"betas"}, "{betas: [0.9, 0.99]}", 1e-4, one_tensor, make_lion},
-      {"NAdam", {"betas", "eps", "momentum_decay"}, "{betas: [0.9, 0.999], eps: 1.0e-8, momentum_decay: 4.0e-3}",
-       2e-3, two_tensors, make_nadam},
+      {"NAdam",
+       {"betas", "eps", "momentum_decay"},
+       "{betas: [0.9, 0.999], eps: 1.0e-8, momentum_decay: 4.0e-3}",
+       2e-3,
+       two_tensors,
+       make_nadam},
       {"RAdam", {"betas", "eps"}, "{betas: [0.9, 0.999], eps: 1.0e-8}", 1e-3, two_tensors, make_radam},
-      {"RMSprop", {"alpha", "eps", "momentum", "centered"}, "{alpha: 0.99, eps: 1.0e-8, momentum: 0.0, centered: false}",
-       1e-2, rmsprop_state, make_rmsprop},
-      {"Rprop", {"etas", "step_sizes"}, "{etas: [0.5, 1.2], step_sizes: [1.0e-6, 50.0]}", 1e-2, two_tensors, make_rprop},
+      {"RMSprop",
+       {"alpha", "eps", "momentum", "centered"},
+       "{alpha: 0.99, eps: 1.0e-8, momentum: 0.0, centered: false}",
+       1e-2,
+       rmsprop_state,
+       make_rmsprop},
+      {"Rprop",
+       {"etas", "step_sizes"},
+       "{etas: [0.5, 1.2], step_sizes: [1.0e-6, 50.0]}",
+       1e-2,
+       two_tensors,
+       make_rprop},
       {"Adafactor",
        {"eps", "clip_threshold", "decay_rate", "beta1", "scale_parameter", "relative_step", "warmup_init"},
        "{eps: [1.0e-30, 1.0e-3], clip_threshold: 1.0, decay_rate: -0.8, beta1: null, scale_parameter: false, "
        "relative_step: false, warmup_init: false}",
-       1e-3, adafactor_state, make_adafactor, /*elementwise=*/false},
+       1e-3,
+       adafactor_state,
+       make_adafactor,
+       /*elementwise=*/false},
   };
   return entries;
 }
@@ -75,10 +112,9 @@ bool OptimizerEntry::takes(const std::string& key) const {
 
 const std::vector<std::string>& common_optimizer_keys() {
   static const std::vector<std::string> keys = {
-      "optimizer_type",     "learning_rate",      "weight_decay",       "max_gradient_norm",
-      "max_gradient_value", "grad_accum_steps",   "loss_scaling_factor", "initial_loss_scale",
-      "steps_per_increase", "min_loss_scale",     "max_loss_scale",     "log_summaries",
-      "adjust_learning_rate"};
+      "optimizer_type",   "learning_rate",       "weight_decay",        "max_gradient_norm",  "max_gradient_value",
+      "grad_accum_steps", "loss_scaling_factor", "initial_loss_scale",  "steps_per_increase", "min_loss_scale",
+      "max_loss_scale",   "log_summaries",       "adjust_learning_rate"};
   return keys;
 }
 

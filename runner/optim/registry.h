@@ -21,9 +21,9 @@ class Optimizer;
 struct ParamGroup;
 
 struct OptimizerEntry {
-  std::string name;               // modelzoo's class name, e.g. "AdamW"
-  std::vector<std::string> keys;  // its own hyper-parameter keys
-  std::string defaults;           // YAML mapping: its defaults for those keys
+  std::string name;                  // modelzoo's class name, e.g. "AdamW"
+  std::vector<std::string> keys;     // its own hyper-parameter keys
+  std::string defaults;              // YAML mapping: its defaults for those keys
   std::optional<double> default_lr;  // torch's default lr (none for SGD)
   // Bytes of optimizer state it keeps per trained parameter (float32), as
   // configured: what validate_only and the parallel strategies' memory

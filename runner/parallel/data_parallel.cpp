@@ -33,8 +33,8 @@ class Replicate : public ParallelStrategy {
     distributed_.average_gradients(parameters);
     if (first_step && distributed_.is_main() && distributed_.world_size() > 1) {
       const auto [buckets, early] = distributed_.last_overlap();
-      log::info(strf("Gradient averaging: %ld of %ld buckets started during the backward pass", static_cast<long>(early),
-                     static_cast<long>(buckets)));
+      log::info(strf("Gradient averaging: %ld of %ld buckets started during the backward pass",
+                     static_cast<long>(early), static_cast<long>(buckets)));
     }
   }
 

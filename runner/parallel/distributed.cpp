@@ -15,7 +15,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -25,8 +24,8 @@
 #include <stdexcept>
 
 #include "data/loader.h"
-#include "runner/parallel/grad_hooks.h"
 #include "runner/log.h"
+#include "runner/parallel/grad_hooks.h"
 
 namespace zoo {
 
@@ -50,8 +49,8 @@ int local_rank_from_environment() {
 
 // The indices of `tensors`, taken in `order` within each dtype and device,
 // packed into buckets of one dtype and device and about bucket_bytes.
-std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& tensors, const std::vector<size_t>& order,
-                                              int64_t bucket_bytes) {
+std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& tensors,
+                                              const std::vector<size_t>& order, int64_t bucket_bytes) {
   std::map<std::pair<int, std::string>, std::vector<size_t>> groups;
   for (size_t i : order) groups[{static_cast<int>(tensors[i].scalar_type()), tensors[i].device().str()}].push_back(i);
   std::vector<std::vector<size_t>> buckets;
@@ -82,7 +81,8 @@ std::vector<torch::Tensor> pick(const std::vector<torch::Tensor>& tensors, const
 
 // The gradients of parameters[i], i in `which`; a parameter this rank's pass
 // did not reach gets a zero gradient here, not none (every rank sends the same sizes).
-std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& parameters, const std::vector<size_t>& which) {
+std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& parameters,
+                                        const std::vector<size_t>& which) {
   std::vector<torch::Tensor> out;
   for (size_t i : which) {
     const torch::Tensor& p = parameters[i];
@@ -189,9 +189,15 @@ struct Distributed::Group {
 #else
 struct Distributed::Group {  // never made: join() refuses first
   void allreduce(std::vector<at::Tensor>&) {}
-  std::function<void()> start_allgather(std::vector<at::Tensor>, at::Tensor) { return [] {}; }
-  std::function<void()> start_reduce_scatter(at::Tensor, at::Tensor, int, int) { return [] {}; }
-  std::function<void()> start_allreduce(std::vector<at::Tensor>&) { return [] {}; }
+  std::function<void()> start_allgather(std::vector<at::Tensor>, at::Tensor) {
+    return [] {};
+  }
+  std::function<void()> start_reduce_scatter(at::Tensor, at::Tensor, int, int) {
+    return [] {};
+  }
+  std::function<void()> start_allreduce(std::vector<at::Tensor>&) {
+    return [] {};
+  }
   void broadcast(std::vector<at::Tensor>&, int) {}
 };
 #endif
@@ -206,11 +212,11 @@ struct Distributed::Overlap {
   std::vector<size_t> bucket_of;
   std::mutex mutex;
   bool armed = false, repeated = false;
-  std::vector<char> seen;                  // per parameter: its gradient is accumulated
-  std::vector<size_t> waiting;             // per bucket: gradients still to come
-  size_t next_bucket = 0;                  // buckets start in order
-  std::vector<torch::Tensor> flat;         // per started bucket
-  std::vector<std::function<void()>> wait; // per started bucket
+  std::vector<char> seen;                   // per parameter: its gradient is accumulated
+  std::vector<size_t> waiting;              // per bucket: gradients still to come
+  size_t next_bucket = 0;                   // buckets start in order
+  std::vector<torch::Tensor> flat;          // per started bucket
+  std::vector<std::function<void()>> wait;  // per started bucket
 
   void reset() {
     seen.assign(parameters.size(), 0);
@@ -324,8 +330,9 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
   d->bucket_bytes_ = static_cast<int64_t>(rc.allreduce_bucket_mb * (1 << 20));
 #if !ZOO_HAVE_C10D
   (void)device;
-  throw std::runtime_error("runconfig.enable_distributed: this zoo was built without the headers of c10d's Gloo "
-                           "process group (Debian: libgloo-dev) and without NCCL; install them and rebuild");
+  throw std::runtime_error(
+      "runconfig.enable_distributed: this zoo was built without the headers of c10d's Gloo "
+      "process group (Debian: libgloo-dev) and without NCCL; install them and rebuild");
 #else
   const auto timeout = std::chrono::milliseconds(rc.dist_timeout * 1000);
   const std::string backend = rc.dist_backend.value_or(device.is_cuda() ? "nccl" : "gloo");
@@ -333,11 +340,13 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
 
 #if !ZOO_HAVE_GLOO
   if (backend == "gloo")
-    throw std::runtime_error("runconfig.dist_backend gloo: this zoo was built without the headers of c10d's Gloo "
-                             "process group (Debian: libgloo-dev); use nccl on GPUs, or install them and rebuild");
+    throw std::runtime_error(
+        "runconfig.dist_backend gloo: this zoo was built without the headers of c10d's Gloo "
+        "process group (Debian: libgloo-dev); use nccl on GPUs, or install them and rebuild");
 #endif
 #if !ZOO_HAVE_NCCL
-  if (backend != "gloo") throw std::runtime_error("runconfig.dist_backend nccl: this LibTorch was built without NCCL; use gloo");
+  if (backend != "gloo")
+    throw std::runtime_error("runconfig.dist_backend nccl: this LibTorch was built without NCCL; use gloo");
 #endif
   const bool file_store = rc.init_method.rfind("file://", 0) == 0;
   std::pair<std::string, uint16_t> at;  // the TCP store's host and port
@@ -368,13 +377,15 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
       const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
       options->devices.push_back(interface && *interface ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
                                                          : c10d::ProcessGroupGloo::createDefaultDevice());
-      d->group_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(d->group_->store, d->rank_, d->world_size_, options);
+      d->group_->gloo =
+          c10::make_intrusive<c10d::ProcessGroupGloo>(d->group_->store, d->rank_, d->world_size_, options);
 #endif
     } else {
 #if ZOO_HAVE_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
-      d->group_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->group_->store, d->rank_, d->world_size_, options);
+      d->group_->nccl =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(d->group_->store, d->rank_, d->world_size_, options);
 #endif
     }
   } catch (const std::exception& e) {
@@ -386,10 +397,11 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
     const std::string who = d->rank_ == 0 ? "the other ranks did not all arrive"
                                           : "rank 0, which holds the store where the ranks meet, did not answer (if it "
                                             "ended, its own log says why)";
-    throw std::runtime_error(strf("rank %d of %d: could not meet the other ranks at %s after %ld s: %s "
-                                  "(runconfig.dist_timeout %ld s for each step of meeting) (%s)",
-                                  d->rank_, d->world_size_, meeting.c_str(), static_cast<long>(waited.count()),
-                                  who.c_str(), static_cast<long>(rc.dist_timeout), reason.c_str()));
+    throw std::runtime_error(
+        strf("rank %d of %d: could not meet the other ranks at %s after %ld s: %s "
+             "(runconfig.dist_timeout %ld s for each step of meeting) (%s)",
+             d->rank_, d->world_size_, meeting.c_str(), static_cast<long>(waited.count()), who.c_str(),
+             static_cast<long>(rc.dist_timeout), reason.c_str()));
   }
   // Bumped every second, so that when a collective fails the survivors can
   // name the rank that stopped.
@@ -406,8 +418,8 @@ std::unique_ptr<Distributed> Distributed::join(const RunConfig& rc, const torch:
       for (int i = 0; i < 10 && !self->stopping_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
-  log::info(strf("Data-parallel rank %d of %d (local rank %d), %s, met at %s", d->rank_, d->world_size_,
-                 d->local_rank_, backend.c_str(), meeting.c_str()));
+  log::info(strf("Data-parallel rank %d of %d (local rank %d), %s, met at %s", d->rank_, d->world_size_, d->local_rank_,
+                 backend.c_str(), meeting.c_str()));
   return d;
 #endif
 }
@@ -422,7 +434,8 @@ void Distributed::run(const char* what, const std::function<void()>& collective)
     throw std::runtime_error(strf("rank %d of %d: %s failed: %s (%s)", rank_, world_size_, what,
                                   gone.empty() ? "another rank has ended or stopped answering"
                                                : (gone + " stopped answering (ended, killed or paused; if it "
-                                                         "ended, its own log says why)").c_str(),
+                                                         "ended, its own log says why)")
+                                                     .c_str(),
                                   reason.c_str()));
   }
 }
@@ -450,7 +463,8 @@ void Distributed::broadcast_bytes(std::vector<char>& bytes, int root) {
     std::vector<at::Tensor> buffers{data};
     group_->broadcast(buffers, root);
   });
-  if (rank_ != root) bytes.assign(static_cast<char*>(data.data_ptr()), static_cast<char*>(data.data_ptr()) + data.numel());
+  if (rank_ != root)
+    bytes.assign(static_cast<char*>(data.data_ptr()), static_cast<char*>(data.data_ptr()) + data.numel());
 }
 
 void Distributed::average_gradients(const std::vector<torch::Tensor>& parameters) {

@@ -110,11 +110,11 @@ std::string FullShard::save_checkpoint(const CheckpointWrite& write) {
     failure = e.what();
   }
   if (!distributed_.all_agree(failure.empty()))
-    throw std::runtime_error(
-        strf("rank %d of %d: ", rank, world) +
-        (failure.empty() ? "another rank could not write its shard of " + path + " (its log says why)"
-                         : "could not write its shard of " + path + ": " + failure) +
-        "; that checkpoint is incomplete and nothing will load it");
+    throw std::runtime_error(strf("rank %d of %d: ", rank, world) +
+                             (failure.empty()
+                                  ? "another rank could not write its shard of " + path + " (its log says why)"
+                                  : "could not write its shard of " + path + ": " + failure) +
+                             "; that checkpoint is incomplete and nothing will load it");
   if (!distributed_.is_main()) return "";
   ckpt::ShardedIndex index;
   index.id = id;
@@ -138,8 +138,8 @@ std::unique_ptr<ParallelStrategy> make_full_shard(Distributed& distributed) {
 // the reduction in flight), and with several ranks the collectives' own
 // layer-sized buffers (all-gather's output, reduce's scratch).
 MemoryPerDevice full_shard_memory(const ModelStateSizes& s, int64_t ranks) {
-  const double gathered = 4.0 * (2.0 * double(s.root_unit_parameters) +
-                                 (ranks > 1 ? 7.0 : 5.0) * double(s.largest_layer_parameters));
+  const double gathered =
+      4.0 * (2.0 * double(s.root_unit_parameters) + (ranks > 1 ? 7.0 : 5.0) * double(s.largest_layer_parameters));
   return {(s.trained_state_bytes + s.frozen_bytes) / double(ranks) + gathered,
           "1/N of it, plus " + memory_text(gathered) + " for the units gathered at once (docs/distributed.md)"};
 }

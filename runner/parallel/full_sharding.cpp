@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "runner/parallel/grad_hooks.h"
 #include "runner/log.h"
+#include "runner/parallel/grad_hooks.h"
 
 namespace zoo {
 
@@ -37,7 +37,7 @@ struct FullSharding::Unit {
   const torch::nn::Module* module = nullptr;  // nullptr: the root
   std::vector<size_t> flats;
   bool gathered = false, frozen_part = false, reduced = false;
-  std::function<void()> gathering;  // a gather under way
+  std::function<void()> gathering;     // a gather under way
   int64_t trainable = 0, waiting = 0;  // parameters with gradients, and those still to come this pass
 };
 
@@ -95,8 +95,8 @@ FullSharding::FullSharding(Distributed& d, torch::nn::Module& model, const std::
     if (!seen.insert(impl).second) continue;
     const size_t u = unit_of_param.count(impl) ? unit_of_param.at(impl) : 0;
     const int g = group_of.count(impl) ? group_of.at(impl) : -1;
-    const auto [at, fresh] = flat_of.emplace(std::make_tuple(u, g, static_cast<int>(p.scalar_type()), p.device().str()),
-                                             flats_.size());
+    const auto [at, fresh] =
+        flat_of.emplace(std::make_tuple(u, g, static_cast<int>(p.scalar_type()), p.device().str()), flats_.size());
     if (fresh) {
       flats_.emplace_back();
       flats_.back().unit = u;
@@ -134,8 +134,9 @@ FullSharding::FullSharding(Distributed& d, torch::nn::Module& model, const std::
         if (!alive.lock() || phase_ != Phase::backward) return;
         Unit& unit = units_[u];
         if (unit.reduced || unit.waiting == 0)
-          throw std::runtime_error("full sharding: a layer's parameter got a second gradient in one backward pass "
-                                   "after its gradients were reduced; each layer may run once per micro-batch");
+          throw std::runtime_error(
+              "full sharding: a layer's parameter got a second gradient in one backward pass "
+              "after its gradients were reduced; each layer may run once per micro-batch");
         if (--unit.waiting == 0) unit_gradients_done(u);
       }));
     }
@@ -151,11 +152,12 @@ FullSharding::FullSharding(Distributed& d, torch::nn::Module& model, const std::
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   malloc_trim(0);
 #endif
-  const int64_t total = std::accumulate(flats_.begin(), flats_.end(), int64_t{0},
-                                        [](int64_t s, const Flat& f) { return s + f.numel; });
-  log::info(strf("Fully sharded over %d ranks: %zu units (%zu layers and the rest), this rank keeps %ld of %ld "
-                 "parameters", world_, units_.size(), units_.size() - 1, static_cast<long>(shard_elements()),
-                 static_cast<long>(total)));
+  const int64_t total =
+      std::accumulate(flats_.begin(), flats_.end(), int64_t{0}, [](int64_t s, const Flat& f) { return s + f.numel; });
+  log::info(
+      strf("Fully sharded over %d ranks: %zu units (%zu layers and the rest), this rank keeps %ld of %ld "
+           "parameters",
+           world_, units_.size(), units_.size() - 1, static_cast<long>(shard_elements()), static_cast<long>(total)));
 }
 
 FullSharding::~FullSharding() { models::set_layer_hooks(nullptr); }
@@ -187,10 +189,8 @@ void FullSharding::prefetch(size_t u) {
   for (size_t i : unit.flats) {
     Flat& f = flats_[i];
     allocate_storage(f.full);
-    if (world_ == 1)
-      f.full.copy_(f.shard.detach());
-    else
-      waits.push_back(distributed_.start_all_gather(f.full, f.shard.detach()));
+    if (world_ == 1) f.full.copy_(f.shard.detach());
+    else waits.push_back(distributed_.start_all_gather(f.full, f.shard.detach()));
   }
   unit.gathered = true;
   unit.gathering = [waits] {

@@ -21,8 +21,8 @@
 
 #include "models/common/layer_hooks.h"
 #include "models/model.h"
-#include "runner/parallel/distributed.h"
 #include "runner/optim/optimizer.h"
+#include "runner/parallel/distributed.h"
 
 namespace zoo {
 
@@ -94,7 +94,7 @@ class FullSharding final : public models::LayerHooks {
   std::vector<Unit> units_;  // [0]: the root, then the hooked layers in forward order
   std::map<const torch::nn::Module*, size_t> unit_of_;
   std::map<std::string, std::pair<size_t, size_t>> where_;  // parameter name: (flat, index in it)
-  std::vector<std::vector<size_t>> group_flats_;  // per optimizer group: its flats
+  std::vector<std::vector<size_t>> group_flats_;            // per optimizer group: its flats
   std::vector<std::string> optimizer_names_;
   std::vector<optim::ParamGroup> groups_;  // hyper-parameters only
   enum class Phase { idle, forward, backward } phase_ = Phase::idle;

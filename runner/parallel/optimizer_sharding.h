@@ -10,8 +10,8 @@
 
 #include <vector>
 
-#include "runner/parallel/distributed.h"
 #include "runner/optim/optimizer.h"
+#include "runner/parallel/distributed.h"
 
 namespace zoo {
 

@@ -75,7 +75,8 @@ MemoryPerDevice memory_per_device(Parallelism parallelism, const ModelStateSizes
 }
 
 std::string memory_text(double bytes) {
-  return bytes >= double(1 << 30) ? strf("%.2f GiB", bytes / double(1 << 30)) : strf("%.2f MiB", bytes / double(1 << 20));
+  return bytes >= double(1 << 30) ? strf("%.2f GiB", bytes / double(1 << 30))
+                                  : strf("%.2f MiB", bytes / double(1 << 20));
 }
 
 }  // namespace zoo::parallel

@@ -23,8 +23,8 @@
 
 #include "models/model.h"
 #include "runner/checkpoint/checkpoint.h"
-#include "runner/params/checkpoint_naming.h"
 #include "runner/optim/optimizer.h"
+#include "runner/params/checkpoint_naming.h"
 #include "runner/params/runconfig.h"
 
 namespace zoo {

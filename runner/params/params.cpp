@@ -39,12 +39,13 @@ bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 // values modelzoo accepts: a typo there is a typo, not a setting.
 void check_cerebras_values(const YAML::Node& runconfig, const config::Context& ctx) {
   const YAML::Node level = runconfig["precision_opt_level"];
-  if (present(level) && (!level.IsScalar() || (level.Scalar() != "0" && level.Scalar() != "1" && level.Scalar() != "2")))
-    ctx.fail(level, "precision_opt_level", "expected 0, 1 or 2 (a Cerebras setting zoo ignores), got " +
-                                               config::describe_value(level));
+  if (present(level) &&
+      (!level.IsScalar() || (level.Scalar() != "0" && level.Scalar() != "1" && level.Scalar() != "2")))
+    ctx.fail(level, "precision_opt_level",
+             "expected 0, 1 or 2 (a Cerebras setting zoo ignores), got " + config::describe_value(level));
   const YAML::Node device = runconfig["target_device"];
-  if (present(device) && (!device.IsScalar() || (device.Scalar() != "CPU" && device.Scalar() != "GPU" &&
-                                                 device.Scalar() != "CSX")))
+  if (present(device) &&
+      (!device.IsScalar() || (device.Scalar() != "CPU" && device.Scalar() != "GPU" && device.Scalar() != "CSX")))
     ctx.fail(device, "target_device", "expected CPU, GPU or CSX, got " + config::describe_value(device));
 }
 
@@ -102,10 +103,12 @@ void check_features(const models::ModelSpec& model, const std::string& model_nam
 void check_sequence_length(const models::ModelSpec& model, const data::InputSpec& input) {
   const auto limit = model.max_sequence_length(), length = input.sequence_length();
   if (!limit || !length || *length <= *limit) return;
-  input.origin().fail("max_sequence_length",
-                      std::to_string(*length) + " tokens per sample, more than model.max_position_embeddings " +
-                          std::to_string(*limit) + " (" + model.origin().context().where(model.origin().mark("max_position_embeddings")) +
-                          "): the model has no positions beyond it; raise max_position_embeddings or shorten the samples");
+  input.origin().fail(
+      "max_sequence_length",
+      std::to_string(*length) + " tokens per sample, more than model.max_position_embeddings " +
+          std::to_string(*limit) + " (" +
+          model.origin().context().where(model.origin().mark("max_position_embeddings")) +
+          "): the model has no positions beyond it; raise max_position_embeddings or shorten the samples");
 }
 
 // What each parallel strategy takes besides the model (runner/parallel/):
@@ -122,15 +125,21 @@ void check_parallelism(const Params& p, const YAML::Node& root_in, const YAML::N
       const YAML::Node optimizer = root_in["optimizer"];
       optimizer_ctx.fail(optimizer.IsMap() && optimizer["optimizer_type"] ? optimizer["optimizer_type"] : optimizer,
                          "optimizer_type",
-                         entry->name + " updates each weight from statistics of its whole tensor, which "
-                         "runconfig.sharding: full splits over the ranks (" + sharding_at + "); use sharding: "
-                         "optimizer, or an elementwise optimizer (AdamW, SGD, ...)");
+                         entry->name +
+                             " updates each weight from statistics of its whole tensor, which "
+                             "runconfig.sharding: full splits over the ranks (" +
+                             sharding_at +
+                             "); use sharding: "
+                             "optimizer, or an elementwise optimizer (AdamW, SGD, ...)");
     }
   }
   if (p.sparsity)
-    sparsity_ctx.fail(root_in["sparsity"], "", "needs each rank to hold whole weights, which runconfig.sharding: full "
-                                               "splits over the ranks (" + sharding_at + "); use runconfig.sharding: "
-                                               "optimizer or none with it");
+    sparsity_ctx.fail(root_in["sparsity"], "",
+                      "needs each rank to hold whole weights, which runconfig.sharding: full "
+                      "splits over the ranks (" +
+                          sharding_at +
+                          "); use runconfig.sharding: "
+                          "optimizer or none with it");
 }
 
 }  // namespace
@@ -169,8 +178,9 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
     return c;
   };
   if (!root_in.IsMap())
-    top.fail(root_in, "", "expected a mapping with sections train_input, eval_input, model, optimizer, runconfig "
-                          "(or modelzoo's trainer:)");
+    top.fail(root_in, "",
+             "expected a mapping with sections train_input, eval_input, model, optimizer, runconfig "
+             "(or modelzoo's trainer:)");
   for (const auto& kv : root_in) {
     const std::string key = kv.first.as<std::string>();
     if (const char* why = ignored_section(key)) {
@@ -178,10 +188,11 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
       continue;
     }
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end())
-      top.fail(kv.first, key,
-               "unknown section" + config::did_you_mean(key, kSections) +
-                   " (expected train_input, eval_input, model, optimizer, runconfig, sparsity, eval_tasks, or modelzoo's "
-                   "trainer:)");
+      top.fail(
+          kv.first, key,
+          "unknown section" + config::did_you_mean(key, kSections) +
+              " (expected train_input, eval_input, model, optimizer, runconfig, sparsity, eval_tasks, or modelzoo's "
+              "trainer:)");
   }
 
   // runconfig: CLI overrides win over the file. A fresh map holding the
@@ -200,7 +211,8 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   p.runconfig = RunConfig::schema().parse(runconfig, section_ctx("runconfig"));
   p.runconfig.checkpoint_path_on_command_line = overrides.IsMap() && overrides["checkpoint_path"];
 
-  if (present(root_in["sparsity"])) p.sparsity = SparsityConfig::schema().parse(root_in["sparsity"], section_ctx("sparsity"));
+  if (present(root_in["sparsity"]))
+    p.sparsity = SparsityConfig::schema().parse(root_in["sparsity"], section_ctx("sparsity"));
   if (present(root_in["eval_tasks"]))
     p.eval_tasks = EvalTasksConfig::schema().parse(root_in["eval_tasks"], section_ctx("eval_tasks"));
 
@@ -217,8 +229,10 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   YAML::Node name_node;
   for (const auto& kv : model_in) {
     const std::string key = kv.first.as<std::string>();
-    if (key == "name") name_node = kv.second, p.model_name = config::Value<std::string>::parse(kv.second, section_ctx("model"), "name");
-    else if (std::find(kPrecisionKeys.begin(), kPrecisionKeys.end(), key) != kPrecisionKeys.end()) precision[kv.first] = kv.second;
+    if (key == "name")
+      name_node = kv.second, p.model_name = config::Value<std::string>::parse(kv.second, section_ctx("model"), "name");
+    else if (std::find(kPrecisionKeys.begin(), kPrecisionKeys.end(), key) != kPrecisionKeys.end())
+      precision[kv.first] = kv.second;
     else if (key == "lora_params") p.lora = models::parse_lora_params(kv.second, section_ctx("model"));
     else model[kv.first] = kv.second;  // keep the original key node (and its line)
   }
@@ -227,7 +241,8 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
   if (!model_in["name"]) {  // modelzoo's configs leave the family to the run.py that starts them
     std::vector<std::string> keys;
     for (const auto& kv : model) keys.push_back(kv.first.as<std::string>());
-    if (auto unbuilt = models::unbuilt_model_key(keys)) section_ctx("model").fail(model_in[unbuilt->first], unbuilt->first, unbuilt->second);
+    if (auto unbuilt = models::unbuilt_model_key(keys))
+      section_ctx("model").fail(model_in[unbuilt->first], unbuilt->first, unbuilt->second);
     family = models::family_taking_keys(keys);
     const models::ModelFamily& fallback = models::find_model(p.model_name);
     if (family && family != &fallback) {
@@ -236,8 +251,9 @@ Params params_from_node(const YAML::Node& root_file, const std::string& name, co
         if (!fallback.accepts_key(k)) deciding += (deciding.empty() ? "" : ", ") + k;
       p.model_name = family->name;
       section_ctx("model").warn(model_in, "name",
-                                "not given; " + deciding + " are keys of modelzoo's " + family->name + " model, not of " +
-                                    fallback.name + ", so zoo builds " + family->name + " (set model.name to choose)");
+                                "not given; " + deciding + " are keys of modelzoo's " + family->name +
+                                    " model, not of " + fallback.name + ", so zoo builds " + family->name +
+                                    " (set model.name to choose)");
     }
   }
   try {
@@ -312,27 +328,34 @@ void check_inputs_for_mode(const Params& p) {
   const bool trains = mode == "train" || mode == "train_and_eval";
   const bool evaluates = mode != "train";
   if (trains && !p.train_input)
-    p.context("train_input").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
-                                                        (p.trainer_format ? " (give trainer.fit.train_dataloader)" : ""));
+    p.context("train_input")
+        .fail(YAML::Node(), "",
+              "required for --mode " + mode + " but missing from the params" +
+                  (p.trainer_format ? " (give trainer.fit.train_dataloader)" : ""));
   if (trains && !p.has_optimizer)
-    p.context("optimizer").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
-                                                      (p.trainer_format ? " (give trainer.init.optimizer)" : ""));
+    p.context("optimizer")
+        .fail(YAML::Node(), "",
+              "required for --mode " + mode + " but missing from the params" +
+                  (p.trainer_format ? " (give trainer.init.optimizer)" : ""));
   // How long to train, and when to evaluate: known from the params (and
   // flags) alone, so said before anything runs, naming the file.
   const RunConfig& rc = p.runconfig;
   const config::Context runconfig = p.context("runconfig");
   if (trains && !rc.num_epochs && !rc.num_steps && !rc.max_steps)
-    runconfig.fail(YAML::Node(), "", "set one of num_steps, num_epochs or max_steps (in the params or on the command "
-                                     "line) to say how long to train");
+    runconfig.fail(YAML::Node(), "",
+                   "set one of num_steps, num_epochs or max_steps (in the params or on the command "
+                   "line) to say how long to train");
   if (mode == "train_and_eval" && !rc.num_epochs && !rc.eval_frequency)
     runconfig.fail(YAML::Node(), "eval_frequency", "required for train_and_eval with num_steps or max_steps");
   if (mode == "train_and_eval" && !rc.num_epochs && rc.steps_per_epoch)
     runconfig.fail(YAML::Node(), "steps_per_epoch", "cannot be used with num_steps or max_steps in train_and_eval");
   if (evaluates && !p.eval_input)
-    p.context("eval_input").fail(YAML::Node(), "", "required for --mode " + mode + " but missing from the params" +
-                                                       (p.trainer_format ? " (give trainer.fit.val_dataloader or "
-                                                                           "trainer.validate.val_dataloader)"
-                                                                         : ""));
+    p.context("eval_input")
+        .fail(YAML::Node(), "",
+              "required for --mode " + mode + " but missing from the params" +
+                  (p.trainer_format ? " (give trainer.fit.val_dataloader or "
+                                      "trainer.validate.val_dataloader)"
+                                    : ""));
 }
 
 YAML::Node Params::resolved() const {
@@ -389,8 +412,7 @@ std::vector<SchemaSection> schema_sections() {
   }
   for (const data::DataProcessor* d : data::data_processors()) {
     out.push_back({"train_input / eval_input, data_processor: " + d->name,
-                   d->doc + " Yields features: " + comma_joined(d->produces) + ".",
-                   d->fields, ""});
+                   d->doc + " Yields features: " + comma_joined(d->produces) + ".", d->fields, ""});
   }
   return out;
 }

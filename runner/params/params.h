@@ -38,7 +38,7 @@ struct PrecisionConfig {
 };
 
 struct Params {
-  std::string file;  // where it was read from, for messages
+  std::string file;             // where it was read from, for messages
   bool trainer_format = false;  // read from modelzoo's `trainer:` layout
   RunConfig runconfig;
   OptimizerConfig optimizer;
@@ -48,8 +48,8 @@ struct Params {
   std::shared_ptr<const models::ModelSpec> model;
   std::shared_ptr<const data::InputSpec> train_input;  // null when absent
   std::shared_ptr<const data::InputSpec> eval_input;   // null when absent
-  std::optional<SparsityConfig> sparsity;  // modelzoo's weight sparsity, when given
-  std::vector<models::LoraGroup> lora;     // model.lora_params (Trainer format: the Lora callback); empty: none
+  std::optional<SparsityConfig> sparsity;              // modelzoo's weight sparsity, when given
+  std::vector<models::LoraGroup> lora;        // model.lora_params (Trainer format: the Lora callback); empty: none
   std::optional<EvalTasksConfig> eval_tasks;  // downstream tasks with each evaluation (Trainer format: EvalTasks)
   std::vector<std::string> warnings;
 

@@ -1,19 +1,19 @@
 // Schema of runner/params/runconfig.h.
 #include "runner/params/runconfig.h"
 
-#include "runner/params/checkpoint_naming.h"
-#include "runner/step_profiler.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
+
+#include "runner/params/checkpoint_naming.h"
+#include "runner/step_profiler.h"
 
 namespace zoo {
 
-const std::vector<std::string> kCheckpointStates = {"model", "optimizer", "dataloader", "grad_scaler",
-                                                    "lr_scheduler", "global_step"};
+const std::vector<std::string> kCheckpointStates = {"model",       "optimizer",    "dataloader",
+                                                    "grad_scaler", "lr_scheduler", "global_step"};
 
 namespace {
 // A check that runs `parse` on the value: the std::invalid_argument it throws is the problem.
@@ -157,15 +157,42 @@ const config::Schema<RunConfig>& RunConfig::schema() {
                  parses_with([](const std::string& v) {
                    if (!v.empty()) parse_profile_steps(v);
                  }))
-          .hardware_only({"num_csx", "mount_dirs", "python_paths", "autogen_policy", "compile_dir",
-                          "compile_only", "credentials_path", "debug_args_path", "retrace_every_iteration",
-                          "job_labels", "job_time_sec", "mgmt_address", "mgmt_namespace", "num_act_servers",
-                          "num_wgt_servers", "num_workers_per_csx", "transfer_processes", "precision_opt_level",
-                          "compile_crd_memory_gi", "execute_crd_memory_gi", "wrk_memory_gi", "act_memory_gi",
-                          "cmd_memory_gi", "wgt_memory_gi", "use_cs_grad_accum", "use_cstorch_optimizer_step",
-                          "skip_train_recv_activations", "disable_version_check", "drop_data",
-                          "enable_act_frequency", "lazy_initialization", "experimental", "variant",
-                          "wsc_log_level", "log_initialization", "dump_activations",
+          .hardware_only({"num_csx",
+                          "mount_dirs",
+                          "python_paths",
+                          "autogen_policy",
+                          "compile_dir",
+                          "compile_only",
+                          "credentials_path",
+                          "debug_args_path",
+                          "retrace_every_iteration",
+                          "job_labels",
+                          "job_time_sec",
+                          "mgmt_address",
+                          "mgmt_namespace",
+                          "num_act_servers",
+                          "num_wgt_servers",
+                          "num_workers_per_csx",
+                          "transfer_processes",
+                          "precision_opt_level",
+                          "compile_crd_memory_gi",
+                          "execute_crd_memory_gi",
+                          "wrk_memory_gi",
+                          "act_memory_gi",
+                          "cmd_memory_gi",
+                          "wgt_memory_gi",
+                          "use_cs_grad_accum",
+                          "use_cstorch_optimizer_step",
+                          "skip_train_recv_activations",
+                          "disable_version_check",
+                          "drop_data",
+                          "enable_act_frequency",
+                          "lazy_initialization",
+                          "experimental",
+                          "variant",
+                          "wsc_log_level",
+                          "log_initialization",
+                          "dump_activations",
                           "log_input_summaries"},
                          "applies to Cerebras CSX systems only")
           .hardware_only({"save_losses", "show_debug_metrics", "keep_checkpoint_max"},
@@ -182,8 +209,9 @@ const config::Schema<RunConfig>& RunConfig::schema() {
             if (r.shard_optimizer_state && r.sharding == "full")
               fail("shard_optimizer_state", "says sharding: optimizer, but sharding is full; set only one");
             if (r.dist_backend == "mpi")
-              fail("dist_backend", "mpi is not built into zoo's LibTorch; use gloo (CPU) or nccl (GPU), which "
-                                   "mpirun-started processes use as well");
+              fail("dist_backend",
+                   "mpi is not built into zoo's LibTorch; use gloo (CPU) or nccl (GPU), which "
+                   "mpirun-started processes use as well");
             if (r.init_method.rfind("env://", 0) != 0 && r.init_method.rfind("tcp://", 0) != 0 &&
                 r.init_method.rfind("file://", 0) != 0)
               fail("init_method", "expected env://, tcp://HOST:PORT or file:///path, got '" + r.init_method + "'");
@@ -206,7 +234,8 @@ YAML::Node runconfig_from_environment() {
     YAML::Node probe(YAML::NodeType::Map);
     const std::string text = value;
     if (key == "allreduce_bucket_mb") probe[key] = YAML::Load(text);
-    else if (key == "cpu_kernels") probe[key] = text == "1" ? std::string("true") : text == "0" ? std::string("false") : text;
+    else if (key == "cpu_kernels")
+      probe[key] = text == "1" ? std::string("true") : text == "0" ? std::string("false") : text;
     else probe[key] = text;
     try {  // the key's own checks, before the params file is read
       RunConfig::schema().parse(probe, config::Context{"", "runconfig"});
@@ -252,7 +281,8 @@ CheckpointStates Value<CheckpointStates>::parse(const YAML::Node& n, const Conte
     if (std::find(kCheckpointStates.begin(), kCheckpointStates.end(), name) == kCheckpointStates.end()) {
       std::string allowed;
       for (const auto& s : kCheckpointStates) allowed += (allowed.empty() ? "" : ", ") + s;
-      c.fail(n, k, "unknown state '" + name + "'" + did_you_mean(name, kCheckpointStates) + " (allowed: " + allowed + ")");
+      c.fail(n, k,
+             "unknown state '" + name + "'" + did_you_mean(name, kCheckpointStates) + " (allowed: " + allowed + ")");
     }
     out.items.insert(name);
   }

@@ -50,7 +50,7 @@ struct RunConfig {
   bool save_initial_checkpoint = false;
   std::optional<int64_t> checkpoint_steps;
   std::string checkpoint_name = "checkpoint_{step}.mdl";  // see runner/params/checkpoint_naming.h
-  std::optional<std::string> checkpoint_root;            // null: model_dir
+  std::optional<std::string> checkpoint_root;             // null: model_dir
   std::optional<int64_t> max_checkpoints;
   std::optional<int64_t> max_steps;
   std::optional<int64_t> num_steps;
@@ -70,14 +70,14 @@ struct RunConfig {
   std::string dist_addr = "localhost:8888";
   int64_t main_process_id = 0;
   bool sync_batchnorm = false;
-  int64_t dist_timeout = 300;  // zoo's own: seconds a collective may wait for the other ranks
+  int64_t dist_timeout = 300;          // zoo's own: seconds a collective may wait for the other ranks
   bool shard_optimizer_state = false;  // zoo's own: ZeRO stage 1 (sharding: optimizer)
   std::string sharding = "none";       // zoo's own: none, optimizer or full
   // How the training state spreads over the ranks (runner/parallel/): the
   // one place `enable_distributed`, `sharding` and `shard_optimizer_state`
   // are read together.
   Parallelism parallelism() const;
-  double allreduce_bucket_mb = 25;     // zoo's own: gradient buffers of data parallelism
+  double allreduce_bucket_mb = 25;  // zoo's own: gradient buffers of data parallelism
   // zoo's own run-time switches (docs/kernels.md); the environment variables
   // of kEnvironmentSwitches override them.
   std::string cuda_kernels = "all";

@@ -82,10 +82,9 @@ namespace {
 // Callbacks and loggers that only do something on Cerebras systems (or for
 // services zoo does not talk to): accepted with a warning.
 const std::set<std::string>& ignored_callbacks() {
-  static const std::set<std::string> s = {"GlobalFlags",  "ScopedTrainFlags", "ScopedValidateFlags",
-                                          "DebugArgsPath", "LogInputSummaries", "DumpActivations",
-                                          "OpProfiler",    "Listener",         "HFCacheDir",
-                                          "LogSparsity",   "WandbLogger"};
+  static const std::set<std::string> s = {
+      "GlobalFlags", "ScopedTrainFlags", "ScopedValidateFlags", "DebugArgsPath", "LogInputSummaries", "DumpActivations",
+      "OpProfiler",  "Listener",         "HFCacheDir",          "LogSparsity",   "WandbLogger"};
   return s;
 }
 
@@ -129,8 +128,9 @@ class Reader {
         YAML::Emitter a, b;
         a << YAML::Flow << target[key];
         b << YAML::Flow << value;
-        ctx_.fail(value, "trainer." + from, "sets " + to + ", which another key of this file also sets, to " +
-                                                 b.c_str() + " instead of " + a.c_str());
+        ctx_.fail(
+            value, "trainer." + from,
+            "sets " + to + ", which another key of this file also sets, to " + b.c_str() + " instead of " + a.c_str());
       }
       return;
     }
@@ -162,7 +162,8 @@ class Reader {
     for (const auto& kv : map) {
       const std::string key = kv.first.as<std::string>();
       if (std::find(known.begin(), known.end(), key) == known.end())
-        fail(kv.first, path + "." + key, "unknown key" + config::did_you_mean(key, known) + " (known: " + join(known) + ")");
+        fail(kv.first, path + "." + key,
+             "unknown key" + config::did_you_mean(key, known) + " (known: " + join(known) + ")");
       fn(key, kv.first, kv.second);
     }
   }
@@ -224,39 +225,42 @@ void read_scheduler(Reader& r, const YAML::Node& entry, const std::string& at) {
   // each parameter group's learning-rate scale: zoo always does.
   if (cls == "ScalePerParamLR") {
     YAML::Node wrapped;
-    r.each(inner, path, {"scheduler"}, [&](const std::string&, const YAML::Node&, const YAML::Node& v) { wrapped = v; });
+    r.each(inner, path, {"scheduler"},
+           [&](const std::string&, const YAML::Node&, const YAML::Node& v) { wrapped = v; });
     if (!present(wrapped)) r.fail(inner, path, "expected scheduler: {...}, the schedule whose rate it scales");
     return read_scheduler(r, wrapped, path + ".scheduler");
   }
   if (cls != "SequentialLR" && cls != "ChainedScheduler") {
     YAML::Node m = legacy_scheduler(r, entry, at);
     // A ConstantLR with nothing but its rate is a plain learning rate (what a legacy scalar converts to).
-    r.section("optimizer")["learning_rate"] = cls == "ConstantLR" && m.size() == 2 && m["learning_rate"]
-                                                  ? m["learning_rate"]
-                                                  : m;
+    r.section("optimizer")["learning_rate"] =
+        cls == "ConstantLR" && m.size() == 2 && m["learning_rate"] ? m["learning_rate"] : m;
     r.alias("optimizer.learning_rate", "trainer." + path);
     return;
   }
   YAML::Node list(YAML::NodeType::Sequence);
   std::vector<int64_t> milestones;
   YAML::Node given_milestones;
-  r.each(inner, path, {"schedulers", "milestones"}, [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
-    if (key == "milestones") given_milestones = v;
-    if (key != "schedulers") return;
-    if (!v.IsSequence() || v.size() == 0) r.fail(v, path + ".schedulers", "expected a non-empty list of schedulers");
-    for (size_t i = 0; i < v.size(); ++i) {
-      YAML::Node m = legacy_scheduler(r, v[i], path + ".schedulers." + std::to_string(i));
-      if (cls == "ChainedScheduler") m["main_scheduler"] = "chained";
-      list.push_back(m);
-    }
-  });
+  r.each(inner, path, {"schedulers", "milestones"},
+         [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
+           if (key == "milestones") given_milestones = v;
+           if (key != "schedulers") return;
+           if (!v.IsSequence() || v.size() == 0)
+             r.fail(v, path + ".schedulers", "expected a non-empty list of schedulers");
+           for (size_t i = 0; i < v.size(); ++i) {
+             YAML::Node m = legacy_scheduler(r, v[i], path + ".schedulers." + std::to_string(i));
+             if (cls == "ChainedScheduler") m["main_scheduler"] = "chained";
+             list.push_back(m);
+           }
+         });
   if (list.size() == 0) r.fail(inner, path, "expected schedulers: [...]");
   // modelzoo derives SequentialLR's milestones from total_iters; given ones must agree.
   if (present(given_milestones)) {
     int64_t total = 0;
     YAML::Node expected(YAML::NodeType::Sequence);
     for (size_t i = 0; i + 1 < list.size(); ++i) {
-      if (!list[i]["total_iters"]) r.fail(list[i], path + ".schedulers." + std::to_string(i), "total_iters is required");
+      if (!list[i]["total_iters"])
+        r.fail(list[i], path + ".schedulers." + std::to_string(i), "total_iters is required");
       expected.push_back(total += list[i]["total_iters"].as<int64_t>());
     }
     YAML::Emitter a, b;
@@ -289,15 +293,18 @@ void read_callbacks(Reader& r, const YAML::Node& node, const std::string& list_n
     for (const auto& m : callback_map())
       if (m.list == list_name && m.name == name) maps.push_back(&m);
     if (name == "EleutherEvalHarness" || name == "BigCodeEvalHarness")
-      r.fail(name_node, item_path, name + " runs lm-eval's tasks by name; zoo scores task files on disk: use the "
-                                   "EvalTasks callback (docs/evaluation.md), with files from scripts/lm_eval_tasks.py");
+      r.fail(name_node, item_path,
+             name +
+                 " runs lm-eval's tasks by name; zoo scores task files on disk: use the "
+                 "EvalTasks callback (docs/evaluation.md), with files from scripts/lm_eval_tasks.py");
     if (maps.empty() && !ignored_callbacks().count(name)) {
       std::vector<std::string> known;
       for (const auto& m : callback_map())
         if (m.list == list_name) known.push_back(m.name);
       for (const auto& n : ignored_callbacks()) known.push_back(n);
-      r.fail(name_node, item_path, "unsupported " + list_name.substr(0, list_name.size() - 1) + " '" + name + "'" +
-                                       config::did_you_mean(name, known) + " (zoo knows: " + join(known) + ")");
+      r.fail(name_node, item_path,
+             "unsupported " + list_name.substr(0, list_name.size() - 1) + " '" + name + "'" +
+                 config::did_you_mean(name, known) + " (zoo knows: " + join(known) + ")");
     }
     bool used_all = true;
     if (!maps.empty() && maps.front()->key.empty()) {  // a flag: {Name: {}} or {Name: true|false}
@@ -352,24 +359,26 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
   YAML::Node trainer = root["trainer"];
   if (trainer.IsSequence()) {
     if (trainer.size() != 1)
-      ctx.fail(trainer, "trainer", "zoo runs one trainer per params file; this one lists " + std::to_string(trainer.size()));
+      ctx.fail(trainer, "trainer",
+               "zoo runs one trainer per params file; this one lists " + std::to_string(trainer.size()));
     trainer = trainer[0];
   }
   YAML::Node fit, validate, validate_all;
-  r.each(trainer, "", {"init", "fit", "validate", "validate_all"}, [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
-    if (key == "fit") fit = v;
-    if (key == "validate") validate = v;
-    if (key == "validate_all") validate_all = v;
-  });
+  r.each(trainer, "", {"init", "fit", "validate", "validate_all"},
+         [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
+           if (key == "fit") fit = v;
+           if (key == "validate") validate = v;
+           if (key == "validate_all") validate_all = v;
+         });
   const YAML::Node init = trainer["init"];
   if (!present(init)) ctx.fail(trainer, "trainer.init", "required: the model, optimizer and loop of the run");
   // A model zoo does not build is the first thing to say (before, say, how its schedulers differ).
   if (const YAML::Node model = init["model"]; present(model) && model.IsMap())
     if (const YAML::Node name = model["name"]; present(name) && name.IsScalar())
       if (auto unbuilt = models::unbuilt_model_name(name.as<std::string>())) r.fail(name, "init.model.name", *unbuilt);
-  const std::vector<std::string> init_keys = {"backend", "device", "model_dir", "seed", "model", "optimizer",
-                                              "schedulers", "precision", "sparsity", "loop", "checkpoint",
-                                              "logging", "callbacks", "loggers", "autorestart"};
+  const std::vector<std::string> init_keys = {"backend",    "device",     "model_dir", "seed",     "model",
+                                              "optimizer",  "schedulers", "precision", "sparsity", "loop",
+                                              "checkpoint", "logging",    "callbacks", "loggers",  "autorestart"};
   r.each(init, "init", init_keys, [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& v) {
     const std::string path = "init." + key;
     if (key == "model") return r.copy_into("model", v, path);
@@ -411,7 +420,8 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
   std::vector<Source> eval_sources;
   Source ckpt;
   if (mode == "eval") {
-    eval_sources = {{get(validate, "val_dataloader"), "validate.val_dataloader"}, {get(fit, "val_dataloader"), "fit.val_dataloader"}};
+    eval_sources = {{get(validate, "val_dataloader"), "validate.val_dataloader"},
+                    {get(fit, "val_dataloader"), "fit.val_dataloader"}};
     ckpt = {get(validate, "ckpt_path"), "validate.ckpt_path"};
   } else if (mode == "eval_all") {
     eval_sources = {{get(validate_all, "val_dataloaders"), "validate_all.val_dataloaders"},
@@ -423,10 +433,12 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
              "zoo's eval_all evaluates every checkpoint in model_dir; for one checkpoint use --mode eval "
              "with --checkpoint_path");
   } else {
-    eval_sources = {{get(fit, "val_dataloader"), "fit.val_dataloader"}, {get(validate, "val_dataloader"), "validate.val_dataloader"}};
+    eval_sources = {{get(fit, "val_dataloader"), "fit.val_dataloader"},
+                    {get(validate, "val_dataloader"), "validate.val_dataloader"}};
     ckpt = {get(fit, "ckpt_path"), "fit.ckpt_path"};
   }
-  if (present(get(fit, "train_dataloader"))) r.copy_into("train_input", get(fit, "train_dataloader"), "fit.train_dataloader");
+  if (present(get(fit, "train_dataloader")))
+    r.copy_into("train_input", get(fit, "train_dataloader"), "fit.train_dataloader");
   for (const auto& s : eval_sources) {
     if (!present(s.node)) continue;
     r.copy_into("eval_input", one_dataloader(r, s.node, s.path), s.path);
@@ -437,7 +449,8 @@ LegacyView to_legacy(const YAML::Node& root, const config::Context& ctx, const s
   LegacyView view;
   view.root = YAML::Node(YAML::NodeType::Map);
   for (const char* s : {"train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity", "eval_tasks"})
-    if (r.section(s).size() > 0 || std::string(s) == "model" || std::string(s) == "runconfig") view.root[s] = r.section(s);
+    if (r.section(s).size() > 0 || std::string(s) == "model" || std::string(s) == "runconfig")
+      view.root[s] = r.section(s);
   view.aliases = r.aliases();
   return view;
 }

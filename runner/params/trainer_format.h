@@ -21,7 +21,7 @@ namespace zoo::trainer_format {
 bool is_trainer_format(const YAML::Node& root);
 
 struct LegacyView {
-  YAML::Node root;  // train_input, eval_input, model, optimizer, runconfig
+  YAML::Node root;                                     // train_input, eval_input, model, optimizer, runconfig
   std::shared_ptr<const config::PathAliases> aliases;  // legacy key path -> Trainer key path
 };
 

@@ -84,7 +84,8 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
     if (name == "train_input" || name == "eval_input") {
       YAML::Node loader(YAML::NodeType::Map);
       for (const auto& kv : body) {
-        if (kv.first.as<std::string>() == "micro_batch_size" && name == "train_input") to_callback("train_input.micro_batch_size", kv.second);
+        if (kv.first.as<std::string>() == "micro_batch_size" && name == "train_input")
+          to_callback("train_input.micro_batch_size", kv.second);
         else loader[kv.first] = kv.second;
       }
       if (name == "train_input") {
@@ -122,7 +123,8 @@ YAML::Node from_legacy(const YAML::Node& legacy, const config::Context& ctx) {
           bool chained = false;
           YAML::Node parts(YAML::NodeType::Sequence);
           for (const auto& item : kv.second) {
-            if (item.IsMap() && item["main_scheduler"] && item["main_scheduler"].as<std::string>() == "chained") chained = true;
+            if (item.IsMap() && item["main_scheduler"] && item["main_scheduler"].as<std::string>() == "chained")
+              chained = true;
             parts.push_back(trainer_scheduler(item));
           }
           YAML::Node inner(YAML::NodeType::Map), entry(YAML::NodeType::Map);

@@ -35,7 +35,8 @@ std::optional<int64_t> integer(const json& body, const std::string& key, int64_t
   const std::string range = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
   int64_t value = 0;
   if (v->is_number_integer()) {
-    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) bad(key, range, *v);
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      bad(key, range, *v);
     value = v->get<int64_t>();
   } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
              std::fabs(v->get<double>()) < 9e15) {
@@ -47,7 +48,8 @@ std::optional<int64_t> integer(const json& body, const std::string& key, int64_t
   return value;
 }
 
-std::optional<double> number(const json& body, const std::string& key, double lo, double hi, const std::string& expected) {
+std::optional<double> number(const json& body, const std::string& key, double lo, double hi,
+                             const std::string& expected) {
   const json* v = field(body, key);
   if (!v) return std::nullopt;
   if (!v->is_number() || !(v->get<double>() >= lo && v->get<double>() <= hi)) bad(key, expected, *v);
@@ -75,7 +77,9 @@ std::vector<int32_t> token_ids(const json& list, const std::string& param) {
 
 std::vector<Prompt> prompts_of(const json& body, const ServeLimits& limits) {
   const json* p = field(body, "prompt");
-  if (!p) throw ApiError(400, "prompt: required (a string, a list of strings, a list of token ids or a list of such lists)", "prompt");
+  if (!p)
+    throw ApiError(400, "prompt: required (a string, a list of strings, a list of token ids or a list of such lists)",
+                   "prompt");
   const std::string expected = "a string, a list of strings, a list of token ids or a list of such lists";
   std::vector<Prompt> prompts;
   if (p->is_string()) return {Prompt{p->get<std::string>(), {}, false}};
@@ -83,8 +87,10 @@ std::vector<Prompt> prompts_of(const json& body, const ServeLimits& limits) {
   if (p->empty()) throw ApiError(400, "prompt: an empty list (expected at least one prompt)", "prompt");
   if ((*p)[0].is_number()) return {Prompt{"", token_ids(*p, "prompt"), true}};
   if (static_cast<int64_t>(p->size()) > limits.max_prompts)
-    throw ApiError(400, "prompt: " + std::to_string(p->size()) + " prompts in one request (at most " +
-                            std::to_string(limits.max_prompts) + ")", "prompt");
+    throw ApiError(400,
+                   "prompt: " + std::to_string(p->size()) + " prompts in one request (at most " +
+                       std::to_string(limits.max_prompts) + ")",
+                   "prompt");
   for (size_t i = 0; i < p->size(); ++i) {
     const json& one = (*p)[i];
     const std::string param = "prompt[" + std::to_string(i) + "]";
@@ -119,8 +125,10 @@ Sampling sampling_of(const json& body, const ServeLimits& limits, bool chat) {
       s.stop.push_back(stop->get<std::string>());
     } else if (stop->is_array()) {
       if (static_cast<int64_t>(stop->size()) > limits.max_stop)
-        throw ApiError(400, "stop: " + std::to_string(stop->size()) + " stop strings (at most " +
-                                std::to_string(limits.max_stop) + ")", "stop");
+        throw ApiError(
+            400,
+            "stop: " + std::to_string(stop->size()) + " stop strings (at most " + std::to_string(limits.max_stop) + ")",
+            "stop");
       for (size_t i = 0; i < stop->size(); ++i) {
         if (!(*stop)[i].is_string()) bad("stop[" + std::to_string(i) + "]", "a string", (*stop)[i]);
         s.stop.push_back((*stop)[i].get<std::string>());
@@ -142,7 +150,8 @@ Sampling sampling_of(const json& body, const ServeLimits& limits, bool chat) {
   s.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   if (chat) {
     // Chat: logprobs is a flag, top_logprobs the number of alternatives.
-    if (boolean(body, "logprobs").value_or(false)) s.logprobs = integer(body, "top_logprobs", 0, limits.max_logprobs).value_or(0);
+    if (boolean(body, "logprobs").value_or(false))
+      s.logprobs = integer(body, "top_logprobs", 0, limits.max_logprobs).value_or(0);
     else if (field(body, "top_logprobs")) throw ApiError(400, "top_logprobs: needs logprobs: true", "top_logprobs");
   } else {
     s.logprobs = integer(body, "logprobs", 0, limits.max_logprobs);
@@ -196,8 +205,10 @@ CompletionRequest parse_completion_request(const json& body, const ServeLimits& 
   r.echo = boolean(body, "echo").value_or(false);
   if (!r.sampling.max_tokens) r.sampling.max_tokens = 16;  // OpenAI's default for completions
   if (static_cast<int64_t>(r.prompts.size()) * r.sampling.n > limits.max_prompts)
-    throw ApiError(400, "n: " + std::to_string(r.prompts.size()) + " prompts x n " + std::to_string(r.sampling.n) +
-                            " choices is over " + std::to_string(limits.max_prompts), "n");
+    throw ApiError(400,
+                   "n: " + std::to_string(r.prompts.size()) + " prompts x n " + std::to_string(r.sampling.n) +
+                       " choices is over " + std::to_string(limits.max_prompts),
+                   "n");
   return r;
 }
 
@@ -233,10 +244,11 @@ std::vector<int32_t> parse_detokenize_request(const json& body) {
 }
 
 json error_json(const ApiError& e) {
-  return {{"error", {{"message", e.what()},
-                     {"type", e.type},
-                     {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-                     {"code", e.status}}}};
+  return {{"error",
+           {{"message", e.what()},
+            {"type", e.type},
+            {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+            {"code", e.status}}}};
 }
 
 std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }

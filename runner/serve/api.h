@@ -8,9 +8,8 @@
 // parse_chat_request, parse_tokenize_request, parse_detokenize_request, error_json, dump_json.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -23,8 +22,7 @@ namespace zoo::serve {
 // A request the server refuses: HTTP `status`, the field at fault in `param`.
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, const std::string& message, std::string param = "",
-           std::string type = "invalid_request_error")
+  ApiError(int status, const std::string& message, std::string param = "", std::string type = "invalid_request_error")
       : std::runtime_error(message), status(status), param(std::move(param)), type(std::move(type)) {}
   int status;
   std::string param;
@@ -59,8 +57,8 @@ struct Sampling {
   std::vector<std::string> stop;
   int64_t n = 1;
   bool stream = false;
-  bool include_usage = false;   // stream_options.include_usage
-  bool ignore_eos = false;      // vLLM's extension
+  bool include_usage = false;       // stream_options.include_usage
+  bool ignore_eos = false;          // vLLM's extension
   std::optional<int64_t> logprobs;  // alternatives reported per position; absent: no logprobs
 };
 

@@ -53,7 +53,10 @@ struct CompletionService::Run {
 
 CompletionService::CompletionService(Engine& engine, const text::Tokenizer& tokenizer, std::string model_name,
                                      ServeLimits limits)
-    : engine_(engine), tokenizer_(tokenizer), model_name_(std::move(model_name)), limits_(limits),
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      model_name_(std::move(model_name)),
+      limits_(limits),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
 
 std::string CompletionService::token_text(int32_t id) const {
@@ -99,7 +102,8 @@ json completion_logprobs(const std::vector<Step>& steps, size_t& offset,
     put(s.token, *s.logprob);
     top_logprobs.push_back(top);
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+  return {
+      {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
 json bytes_of(const std::string& text) {
@@ -118,7 +122,8 @@ json chat_logprobs(const std::vector<Step>& steps, const std::function<std::stri
       top.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}});
     }
     const std::string text = token_text(s.token);
-    content.push_back({{"token", text}, {"logprob", s.logprob.value_or(0.0f)}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+    content.push_back(
+        {{"token", text}, {"logprob", s.logprob.value_or(0.0f)}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
   }
   return {{"content", content}};
 }
@@ -139,8 +144,10 @@ std::shared_ptr<CompletionService::Run> CompletionService::prepare(const Complet
       row.prompt = prompt.ids;
       for (size_t i = 0; i < row.prompt.size(); ++i)
         if (row.prompt[i] >= vocab)
-          throw ApiError(400, param + "[" + std::to_string(i) + "]: token id " + std::to_string(row.prompt[i]) +
-                                  " is outside the model's vocabulary (" + std::to_string(vocab) + " ids)", param);
+          throw ApiError(400,
+                         param + "[" + std::to_string(i) + "]: token id " + std::to_string(row.prompt[i]) +
+                             " is outside the model's vocabulary (" + std::to_string(vocab) + " ids)",
+                         param);
       row.prompt_text = text::decode_generated(tokenizer_, row.prompt);
     } else {
       // As transformers' tokenizer(prompt) and vLLM do: with the tokenizer's bos.
@@ -151,8 +158,9 @@ std::shared_ptr<CompletionService::Run> CompletionService::prepare(const Complet
       throw ApiError(400, param + ": empty (the tokenizer adds no bos token to start from)", param);
     const int64_t length = static_cast<int64_t>(row.prompt.size());
     if (length + r->max_tokens > engine_.context())
-      throw ApiError(400, param + ": " + std::to_string(length) + " tokens + max_tokens " + std::to_string(r->max_tokens) +
-                              " is more than the model's " + std::to_string(engine_.context()) + " positions",
+      throw ApiError(400,
+                     param + ": " + std::to_string(length) + " tokens + max_tokens " + std::to_string(r->max_tokens) +
+                         " is more than the model's " + std::to_string(engine_.context()) + " positions",
                      length > engine_.context() ? param : "max_tokens");
     r->prompt_tokens += length;
     for (int64_t i = 0; i < request.sampling.n; ++i) r->rows.push_back(row);
@@ -160,13 +168,17 @@ std::shared_ptr<CompletionService::Run> CompletionService::prepare(const Complet
   return r;
 }
 
-std::string CompletionService::render_chat(const std::vector<text::ChatMessage>& messages, bool add_generation_prompt) const {
+std::string CompletionService::render_chat(const std::vector<text::ChatMessage>& messages,
+                                           bool add_generation_prompt) const {
   const text::SpecialTokens& special = tokenizer_.special_tokens();
   if (special.chat_template.empty())
-    throw ApiError(400, "messages: this model's tokenizer has no chat template (tokenizer_config.json's chat_template); "
-                        "use /v1/completions", "messages");
+    throw ApiError(400,
+                   "messages: this model's tokenizer has no chat template (tokenizer_config.json's chat_template); "
+                   "use /v1/completions",
+                   "messages");
   try {
-    const text::ChatTemplate chat(special.chat_template, special, special.source.empty() ? model_name_ : special.source);
+    const text::ChatTemplate chat(special.chat_template, special,
+                                  special.source.empty() ? model_name_ : special.source);
     return chat.render(messages, add_generation_prompt);
   } catch (const std::exception& e) {
     throw ApiError(400, std::string("messages: the chat template cannot render them: ") + e.what(), "messages");
@@ -185,9 +197,11 @@ std::shared_ptr<CompletionService::Run> CompletionService::prepare(const ChatReq
   const int64_t room = engine_.context() - length;
   r->max_tokens = request.sampling.max_tokens.value_or(std::min(room, limits_.max_tokens));
   if (room < std::max<int64_t>(r->max_tokens, 1))
-    throw ApiError(400, "messages: " + std::to_string(length) + " tokens after the chat template + max_tokens " +
-                            std::to_string(r->max_tokens) + " is more than the model's " + std::to_string(engine_.context()) +
-                            " positions", room < 1 ? "messages" : "max_tokens");
+    throw ApiError(400,
+                   "messages: " + std::to_string(length) + " tokens after the chat template + max_tokens " +
+                       std::to_string(r->max_tokens) + " is more than the model's " +
+                       std::to_string(engine_.context()) + " positions",
+                   room < 1 ? "messages" : "max_tokens");
   r->prompt_tokens = length;
   for (int64_t i = 0; i < request.sampling.n; ++i) r->rows.push_back(row);
   return r;
@@ -223,7 +237,8 @@ json CompletionService::respond(Run& r, const StreamWriter& write) {
     row.sent_steps = row.steps.size();
     json choice = {{"index", index}, {"finish_reason", nullptr}};
     if (finished)
-      choice["finish_reason"] = !row.stopped_by_string && int64_t(row.generated.size()) >= r.max_tokens ? "length" : "stop";
+      choice["finish_reason"] =
+          !row.stopped_by_string && int64_t(row.generated.size()) >= r.max_tokens ? "length" : "stop";
     if (r.chat) {
       json d = json::object();
       if (!row.sent_role) d["role"] = "assistant";
@@ -236,7 +251,8 @@ json CompletionService::respond(Run& r, const StreamWriter& write) {
       choice["logprobs"] =
           with_logprobs && !steps.empty() ? completion_logprobs(steps, row.text_offset, text_of) : json(nullptr);
     }
-    return json{{"id", r.id}, {"object", object}, {"created", r.created}, {"model", model_name_}, {"choices", {choice}}};
+    return json{
+        {"id", r.id}, {"object", object}, {"created", r.created}, {"model", model_name_}, {"choices", {choice}}};
   };
 
   // Without echo a choice's text_offset counts from the prompt's start, as OpenAI's legacy API.
@@ -317,10 +333,15 @@ json CompletionService::respond(Run& r, const StreamWriter& write) {
     int64_t generated = 0;
     for (const Row& row : r.rows) generated += row.generated.size();
     if (connected && r.sampling.include_usage)
-      connected = write(dump_json({{"id", r.id}, {"object", object}, {"created", r.created}, {"model", model_name_},
+      connected = write(dump_json({{"id", r.id},
+                                   {"object", object},
+                                   {"created", r.created},
+                                   {"model", model_name_},
                                    {"choices", json::array()},
-                                   {"usage", {{"prompt_tokens", r.prompt_tokens}, {"completion_tokens", generated},
-                                              {"total_tokens", r.prompt_tokens + generated}}}}));
+                                   {"usage",
+                                    {{"prompt_tokens", r.prompt_tokens},
+                                     {"completion_tokens", generated},
+                                     {"total_tokens", r.prompt_tokens + generated}}}}));
     if (connected) write("[DONE]");
     return json();
   }
@@ -344,9 +365,15 @@ json CompletionService::respond(Run& r, const StreamWriter& write) {
     }
     choices.push_back(choice);
   }
-  return {{"id", r.id}, {"object", object}, {"created", r.created}, {"model", model_name_}, {"choices", choices},
-          {"usage", {{"prompt_tokens", r.prompt_tokens}, {"completion_tokens", generated},
-                     {"total_tokens", r.prompt_tokens + generated}}}};
+  return {{"id", r.id},
+          {"object", object},
+          {"created", r.created},
+          {"model", model_name_},
+          {"choices", choices},
+          {"usage",
+           {{"prompt_tokens", r.prompt_tokens},
+            {"completion_tokens", generated},
+            {"total_tokens", r.prompt_tokens + generated}}}};
 }
 
 json CompletionService::tokenize(const TokenizeRequest& request) const {
@@ -355,7 +382,8 @@ json CompletionService::tokenize(const TokenizeRequest& request) const {
     const std::string text = render_chat(*request.messages, request.add_generation_prompt);
     ids = request.add_special_tokens ? tokenizer_.encode_with_special_tokens(text) : tokenizer_.encode(text);
   } else {
-    ids = request.add_special_tokens ? tokenizer_.encode_with_special_tokens(request.prompt) : tokenizer_.encode(request.prompt);
+    ids = request.add_special_tokens ? tokenizer_.encode_with_special_tokens(request.prompt)
+                                     : tokenizer_.encode(request.prompt);
   }
   return {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.context()}};
 }
@@ -363,8 +391,9 @@ json CompletionService::tokenize(const TokenizeRequest& request) const {
 json CompletionService::detokenize(const std::vector<int32_t>& tokens) const {
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] >= tokenizer_.vocab_size())
-      throw ApiError(400, "tokens[" + std::to_string(i) + "]: token id " + std::to_string(tokens[i]) +
-                              " is outside the tokenizer's vocabulary (" + std::to_string(tokenizer_.vocab_size()) + " ids)",
+      throw ApiError(400,
+                     "tokens[" + std::to_string(i) + "]: token id " + std::to_string(tokens[i]) +
+                         " is outside the tokenizer's vocabulary (" + std::to_string(tokenizer_.vocab_size()) + " ids)",
                      "tokens");
   return {{"prompt", tokenizer_.decode_like_transformers(tokens)}};
 }
@@ -372,16 +401,20 @@ json CompletionService::detokenize(const std::vector<int32_t>& tokens) const {
 json CompletionService::tokenizer_info() const {
   const text::SpecialTokens& s = tokenizer_.special_tokens();
   auto text_or_null = [](const std::string& t) { return t.empty() ? json(nullptr) : json(t); };
-  return {{"eos_token", text_or_null(s.eos_token)}, {"bos_token", text_or_null(s.bos_token)},
-          {"pad_token", text_or_null(s.pad_token)}, {"unk_token", text_or_null(s.unk_token)},
+  return {{"eos_token", text_or_null(s.eos_token)},         {"bos_token", text_or_null(s.bos_token)},
+          {"pad_token", text_or_null(s.pad_token)},         {"unk_token", text_or_null(s.unk_token)},
           {"chat_template", text_or_null(s.chat_template)}, {"add_bos_token", s.add_bos},
-          {"model_max_length", engine_.context()}, {"vocab_size", tokenizer_.vocab_size()}};
+          {"model_max_length", engine_.context()},          {"vocab_size", tokenizer_.vocab_size()}};
 }
 
 json CompletionService::models() const {
   return {{"object", "list"},
-          {"data", {{{"id", model_name_}, {"object", "model"}, {"created", created_}, {"owned_by", "zoo"},
-                     {"max_model_len", engine_.context()}}}}};
+          {"data",
+           {{{"id", model_name_},
+             {"object", "model"},
+             {"created", created_},
+             {"owned_by", "zoo"},
+             {"max_model_len", engine_.context()}}}}};
 }
 
 }  // namespace zoo::serve

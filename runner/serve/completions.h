@@ -5,10 +5,9 @@
 // Defines: StreamWriter, CompletionService.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "data/text/tokenizer.h"

@@ -33,7 +33,7 @@ struct TokenLogprob {
 // model's distribution (before temperature), and the most likely tokens there.
 struct Step {
   int32_t token = 0;
-  std::optional<float> logprob;  // none for a prompt's first token
+  std::optional<float> logprob;   // none for a prompt's first token
   std::vector<TokenLogprob> top;  // most likely first
 };
 
@@ -46,8 +46,8 @@ struct EngineJob {
   double top_p = 1.0;
   int64_t top_k = 0;
   uint64_t seed = 0;
-  int64_t top_logprobs = 0;      // alternatives per position in each Step
-  bool prompt_logprobs = false;  // report each prompt's positions first
+  int64_t top_logprobs = 0;          // alternatives per position in each Step
+  bool prompt_logprobs = false;      // report each prompt's positions first
   std::vector<int32_t> stop_tokens;  // a row ends at one of these (not reported)
   // Called on the engine's thread, in order for each row: on_prompt (with
   // prompt_logprobs), then on_token for each new token. Keep them short: the

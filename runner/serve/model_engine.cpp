@@ -88,8 +88,8 @@ class ModelEngine : public Engine {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queue_.size() >= max_pending_)
-        throw ApiError(503, "the server has " + std::to_string(queue_.size()) + " requests waiting; try again later", "",
-                       "server_busy");
+        throw ApiError(503, "the server has " + std::to_string(queue_.size()) + " requests waiting; try again later",
+                       "", "server_busy");
       queue_.push_back(std::move(state));
     }
     wake_.notify_one();
@@ -133,7 +133,8 @@ class ModelEngine : public Engine {
     for (auto& batch : active_)
       for (const auto& state : batch.jobs())
         if (!state->failed && --state->batches_left == 0)
-          state->done.set_exception(std::make_exception_ptr(ApiError(503, "the server is stopping", "", "server_stopping")));
+          state->done.set_exception(
+              std::make_exception_ptr(ApiError(503, "the server is stopping", "", "server_stopping")));
   }
 
   // The scoring rows (jobs of at most one new token, lm-eval's
@@ -155,7 +156,8 @@ class ModelEngine : public Engine {
         state->generator = at::detail::createCPUGenerator(job.seed);
         for (size_t r = 0; r < job.rows.size(); ++r) {
           const int64_t length = std::max<int64_t>(longest, static_cast<int64_t>(job.rows[r].size()));
-          if (scoring.rows.size() >= kMaxScoringRows || int64_t(scoring.rows.size() + 1) * length * vocab_ > kMaxBatchLogits)
+          if (scoring.rows.size() >= kMaxScoringRows ||
+              int64_t(scoring.rows.size() + 1) * length * vocab_ > kMaxBatchLogits)
             close_scoring();
           scoring.scoring = true;
           scoring.states.push_back(state);
@@ -258,7 +260,8 @@ class ModelEngine : public Engine {
       if (action == RowAction::finish_row) batch.finished[i] = true;
     }
     ++batch.generated;
-    if (batch.generated >= job.max_tokens || std::all_of(batch.finished.begin(), batch.finished.end(), [](bool f) { return f; }))
+    if (batch.generated >= job.max_tokens ||
+        std::all_of(batch.finished.begin(), batch.finished.end(), [](bool f) { return f; }))
       return true;
     // Finished rows ride along on their last token until the whole batch is done.
     const torch::Tensor fed = torch::tensor(batch.last_token, torch::kLong).view({rows, 1}).to(device_);
@@ -268,7 +271,8 @@ class ModelEngine : public Engine {
 
   // Each row's prompt positions to its job, where the job asks for them (with its own number of alternatives).
   void report_prompts(const Batch& batch, const torch::Tensor& ids, const torch::Tensor& logits) {
-    const bool any = std::any_of(batch.states.begin(), batch.states.end(), [](const auto& s) { return s->job->prompt_logprobs; });
+    const bool any =
+        std::any_of(batch.states.begin(), batch.states.end(), [](const auto& s) { return s->job->prompt_logprobs; });
     if (!any) return;
     const torch::Tensor logprobs = torch::log_softmax(logits, -1).cpu();  // (B, T, V)
     // log p(token t | before) sits at position t - 1.
@@ -281,7 +285,8 @@ class ModelEngine : public Engine {
       const auto& prompt = job.rows[batch.rows[i]];
       const int64_t k = std::min<int64_t>(job.top_logprobs, vocab_);
       torch::Tensor top_values, top_ids;
-      if (k > 0 && prompt.size() > 1) std::tie(top_values, top_ids) = logprobs[i].narrow(0, 0, prompt.size() - 1).topk(k, -1);
+      if (k > 0 && prompt.size() > 1)
+        std::tie(top_values, top_ids) = logprobs[i].narrow(0, 0, prompt.size() - 1).topk(k, -1);
       std::vector<Step> steps(prompt.size());
       steps[0].token = prompt[0];
       for (size_t t = 1; t < prompt.size(); ++t) {

@@ -22,8 +22,9 @@ namespace zoo::serve {
 
 #ifndef ZOO_HAVE_HTTPLIB
 void run_serve(const ServeCommand&) {
-  throw std::runtime_error("zoo serve: this zoo was built without cpp-httplib (Debian: libcpp-httplib-dev); install "
-                           "it and build again");
+  throw std::runtime_error(
+      "zoo serve: this zoo was built without cpp-httplib (Debian: libcpp-httplib-dev); install "
+      "it and build again");
 }
 #else
 
@@ -85,7 +86,8 @@ void answer_completion(CompletionService& service, const httplib::Request& req, 
 }  // namespace
 
 void run_serve(const ServeCommand& c) {
-  auto loaded = std::make_shared<LoadedLanguageModel>(load_language_model(c.checkpoint_path, c.params_file, c.device, c.tokenizer));
+  auto loaded = std::make_shared<LoadedLanguageModel>(
+      load_language_model(c.checkpoint_path, c.params_file, c.device, c.tokenizer));
   if (!loaded->model->is_causal_lm())
     throw std::invalid_argument(c.checkpoint_path + ": this model does not generate text (zoo serve takes causal LMs)");
   const text::Tokenizer& tokenizer = *loaded->tokenizer;
@@ -104,7 +106,9 @@ void run_serve(const ServeCommand& c) {
     if (!res.body.empty()) return;
     if (res.status == 404) send_error(res, ApiError(404, "no route " + req.method + " " + req.path, "", "not_found"));
     else if (res.status == 413) send_error(res, ApiError(413, "the request body is over the server's limit"));
-    else send_error(res, ApiError(res.status, "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path));
+    else
+      send_error(res,
+                 ApiError(res.status, "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path));
   });
   server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
     try {
@@ -124,14 +128,16 @@ void run_serve(const ServeCommand& c) {
   });
   server.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) { send_json(res, service.models()); });
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, {{"status", "ok"}}); });
-  server.Get("/tokenizer_info", [&](const httplib::Request&, httplib::Response& res) {
-    send_json(res, service.tokenizer_info());
-  });
+  server.Get("/tokenizer_info",
+             [&](const httplib::Request&, httplib::Response& res) { send_json(res, service.tokenizer_info()); });
   server.Post("/tokenize", [&](const httplib::Request& req, httplib::Response& res) {
-    answer(res, [&] { send_json(res, service.tokenize(parse_tokenize_request(parse_body(req.body, service.limits())))); });
+    answer(res,
+           [&] { send_json(res, service.tokenize(parse_tokenize_request(parse_body(req.body, service.limits())))); });
   });
   server.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) {
-    answer(res, [&] { send_json(res, service.detokenize(parse_detokenize_request(parse_body(req.body, service.limits())))); });
+    answer(res, [&] {
+      send_json(res, service.detokenize(parse_detokenize_request(parse_body(req.body, service.limits()))));
+    });
   });
 
   // httplib listens with a backlog of 5: a burst of clients connecting at once overflows it and some are reset.
@@ -159,8 +165,7 @@ void run_serve(const ServeCommand& c) {
     char signal = 0;
     while (read(stop_pipe[0], &signal, 1) < 0 && errno == EINTR) {
     }
-    if (signal != 0)
-      log::info(std::string("zoo serve: ") + (signal == SIGINT ? "SIGINT" : "SIGTERM") + ", stopping");
+    if (signal != 0) log::info(std::string("zoo serve: ") + (signal == SIGINT ? "SIGINT" : "SIGTERM") + ", stopping");
     server.stop();
   });
   std::cout << "zoo serve: " << service.models()["data"][0]["id"].get<std::string>() << " (" << engine->context()

@@ -20,9 +20,9 @@ struct ServeCommand {
   std::string device = "CPU";
   text::TokenizerSpec tokenizer{"", "", "", ""};  // empty type: the tokenizer beside the checkpoint
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (the line "listening on http://HOST:PORT" says which)
-  std::string model_name;  // /v1/models' id; default: the checkpoint path as given
-  int threads = 64;        // connections served at once
+  int port = 8000;            // 0: any free port (the line "listening on http://HOST:PORT" says which)
+  std::string model_name;     // /v1/models' id; default: the checkpoint path as given
+  int threads = 64;           // connections served at once
   size_t max_pending = 1024;  // requests waiting for the model before a 503
   ServeLimits limits;
 };

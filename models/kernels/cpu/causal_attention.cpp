@@ -22,7 +22,6 @@ namespace {
 
 constexpr int64_t kBlockRows = 64;  // query rows per block: small enough to skip most masked keys
 
-
 // One (batch, head) pair's view of a (B, T, heads, D) tensor: row t at base + t * row_stride.
 struct Rows {
   float* base;
@@ -222,8 +221,9 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const int64_t per_group = sh.H / sh.G;
     for_each_kv_head(sh, 1, [&](int64_t b, int64_t g, std::vector<std::vector<float>>& buf) {
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
-        forward_head(for_head(sh, slopes, starts, b, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
-                     lse.data_ptr<float>() + (b * sh.H + h) * sh.T, head_probabilities(probs, b, h, buf[0]));
+        forward_head(for_head(sh, slopes, starts, b, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g),
+                     rows_of(out, b, h), lse.data_ptr<float>() + (b * sh.H + h) * sh.T,
+                     head_probabilities(probs, b, h, buf[0]));
     });
     ctx->save_for_backward({qkv, out, lse, probs, starts});
     ctx->saved_data["shape"] = std::vector<int64_t>{H, G, window};
@@ -253,9 +253,9 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
         std::fill_n(dv.row(t), sh.D, 0.0f);
       }
       for (int64_t h = g * per_group; h < (g + 1) * per_group; ++h)
-        backward_head(for_head(sh, slopes, starts, b, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g), rows_of(out, b, h),
-                      rows_of(dout, b, h), lse.data_ptr<float>() + (b * sh.H + h) * sh.T, rows_of(d.q, b, h), dk, dv,
-                      head_probabilities(probs, b, h, buf[0]), buf[1].data());
+        backward_head(for_head(sh, slopes, starts, b, h), rows_of(in.q, b, h), rows_of(in.k, b, g), rows_of(in.v, b, g),
+                      rows_of(out, b, h), rows_of(dout, b, h), lse.data_ptr<float>() + (b * sh.H + h) * sh.T,
+                      rows_of(d.q, b, h), dk, dv, head_probabilities(probs, b, h, buf[0]), buf[1].data());
     });
     return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

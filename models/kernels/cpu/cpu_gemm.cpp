@@ -1,13 +1,13 @@
 // Implementation of models/kernels/cpu/cpu_gemm.h.
 #include "models/kernels/cpu/cpu_gemm.h"
 
-#include "models/kernels/policy.h"
-
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+
+#include "models/kernels/policy.h"
 
 #ifdef ZOO_HAVE_BLAS
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,

@@ -5,8 +5,8 @@
 // Threads move 16 bytes per array and access where a tensor's four arrays
 // start on 16 bytes (LibTorch's allocations do), one float at a time for the
 // rest. Bandwidth-bound: 16 bytes read and 12 written per element.
-#include "models/kernels/cuda/device_common.cuh"
 #include "models/kernels/cuda/adam.h"
+#include "models/kernels/cuda/device_common.cuh"
 
 namespace zoo::cuda {
 namespace {

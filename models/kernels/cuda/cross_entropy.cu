@@ -101,7 +101,7 @@ __device__ MaxSum block_merge(MaxSum v) {
 template <typename T>
 __device__ MaxSum row_max_sum(const T* row, int64_t columns) {
   MaxSum v{-INFINITY, 0.f};
-  int64_t j = 0;  // the first column the element loops read
+  int64_t j = 0;            // the first column the element loops read
   if (pack_aligned(row)) {  // the same in all threads of the block
     const int64_t n = columns / Pack<T>::kSize;
     // Plain loads: the fused kernel reads the row again right after.

@@ -144,14 +144,10 @@ __global__ void __launch_bounds__(kDenseThreads)
 template <typename Launch>
 void with_activation(Activation act, Launch&& launch) {
   switch (act) {
-    case Activation::none:
-      return launch(std::integral_constant<Activation, Activation::none>{});
-    case Activation::gelu:
-      return launch(std::integral_constant<Activation, Activation::gelu>{});
-    case Activation::gelu_tanh:
-      return launch(std::integral_constant<Activation, Activation::gelu_tanh>{});
-    case Activation::relu:
-      return launch(std::integral_constant<Activation, Activation::relu>{});
+    case Activation::none: return launch(std::integral_constant<Activation, Activation::none>{});
+    case Activation::gelu: return launch(std::integral_constant<Activation, Activation::gelu>{});
+    case Activation::gelu_tanh: return launch(std::integral_constant<Activation, Activation::gelu_tanh>{});
+    case Activation::relu: return launch(std::integral_constant<Activation, Activation::relu>{});
   }
 }
 
@@ -191,13 +187,10 @@ const char* column_pass(ElementType type, Activation act, const void* pre, const
       };
       if constexpr (kGather)  // gathering takes no activation: one kernel per type and width
         with(std::integral_constant<Activation, Activation::none>{});
-      else
-        with_activation(act, with);
+      else with_activation(act, with);
     };
-    if (packs_fit(kVector))
-      launch(std::integral_constant<int, kVector>{});
-    else
-      launch(std::integral_constant<int, 1>{});
+    if (packs_fit(kVector)) launch(std::integral_constant<int, kVector>{});
+    else launch(std::integral_constant<int, 1>{});
   });
   return launched();
 }

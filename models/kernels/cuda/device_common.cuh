@@ -119,15 +119,9 @@ __device__ float block_sum(float v, float* shared) {
 template <typename Launch>
 void with_element_type(ElementType type, Launch&& launch) {
   switch (type) {
-    case ElementType::f32:
-      launch(static_cast<float*>(nullptr));
-      break;
-    case ElementType::bf16:
-      launch(static_cast<__nv_bfloat16*>(nullptr));
-      break;
-    case ElementType::f16:
-      launch(static_cast<__half*>(nullptr));
-      break;
+    case ElementType::f32: launch(static_cast<float*>(nullptr)); break;
+    case ElementType::bf16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
+    case ElementType::f16: launch(static_cast<__half*>(nullptr)); break;
   }
 }
 

@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(32 * kSlabsPerBlock)
     if (i + 1 < end && sorted[i + 1] == id) continue;
     const bool goes_on = i + 1 < n && sorted[i + 1] == id;
     float* out = run_start == begin && continued ? head_partial + task * C
-                 : goes_on                      ? own_partial + task * C
-                                                : grad + id * C;
+                 : goes_on                       ? own_partial + task * C
+                                                 : grad + id * C;
     *reinterpret_cast<Floats<W>*>(out + c) = acc;
     clear(acc);
     run_start = i + 1;
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(32 * kSlabsPerBlock)
   const int64_t task = blockIdx.x, begin = task * kEmbeddingTaskRows, end = begin + kEmbeddingTaskRows;
   if (end >= n) return;
   const int64_t id = sorted[end - 1];
-  if (sorted[end] != id) return;                                   // the last run ends in this task
+  if (sorted[end] != id) return;                                            // the last run ends in this task
   if (begin > 0 && sorted[begin] == id && sorted[begin - 1] == id) return;  // began earlier: not this task's
   Floats<W> acc;
   clear(acc);
@@ -115,8 +115,7 @@ const char* embedding_grad(const int64_t* sorted, const int64_t* order, const fl
   if (C % 4 == 0 && aligned_to(dy, 16) && aligned_to(grad, 16) && aligned_to(head_partial, 16) &&
       aligned_to(own_partial, 16))
     launch(std::integral_constant<int, 4>{});
-  else
-    launch(std::integral_constant<int, 1>{});
+  else launch(std::integral_constant<int, 1>{});
   return launched();
 }
 

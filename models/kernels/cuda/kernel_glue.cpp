@@ -34,14 +34,10 @@ bool kernel_available(const char* name) {
 
 std::optional<ElementType> element_type_of(at::ScalarType type) {
   switch (type) {
-    case at::kFloat:
-      return ElementType::f32;
-    case at::kBFloat16:
-      return ElementType::bf16;
-    case at::kHalf:
-      return ElementType::f16;
-    default:
-      return std::nullopt;
+    case at::kFloat: return ElementType::f32;
+    case at::kBFloat16: return ElementType::bf16;
+    case at::kHalf: return ElementType::f16;
+    default: return std::nullopt;
   }
 }
 
