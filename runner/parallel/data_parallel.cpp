@@ -16,14 +16,9 @@ namespace zoo::parallel {
 
 namespace {
 
-class Replicate : public ParallelStrategy {
+class Replicate : public OverRanks {
  public:
-  explicit Replicate(Distributed& distributed) : distributed_(distributed) {}
-
-  int rank() const override { return distributed_.rank(); }
-  int ranks() const override { return distributed_.world_size(); }
-  bool is_main() const override { return distributed_.is_main(); }
-  std::string log_prefix() const override { return strf("rank %d: ", distributed_.rank()); }
+  using OverRanks::OverRanks;
 
   void attach(optim::Optimizer& optimizer) override { distributed_.overlap_with_backward(optimizer.parameters()); }
   void before_backward(bool last_micro_batch) override {
@@ -38,12 +33,6 @@ class Replicate : public ParallelStrategy {
     }
   }
 
-  void sum_over_ranks(torch::Tensor& t) override { distributed_.sum(t); }
-  void average_over_ranks(torch::Tensor& t) override {  // each rank's mean over its share of the batch
-    distributed_.sum(t);
-    t.div_(distributed_.world_size());
-  }
-
   // Every rank takes the main rank's weights and buffers, so that all start equal.
   void share_restored_state(models::Model& model) override {
     std::vector<torch::Tensor> state;
@@ -51,9 +40,6 @@ class Replicate : public ParallelStrategy {
     for (const auto& b : model.buffers()) state.push_back(b.detach());
     distributed_.broadcast_from_main(state);
   }
-
- protected:
-  Distributed& distributed_;
 };
 
 class OptimizerSharded final : public Replicate {

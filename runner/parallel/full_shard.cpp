@@ -17,14 +17,9 @@ namespace zoo::parallel {
 
 namespace {
 
-class FullShard final : public ParallelStrategy {
+class FullShard final : public OverRanks {
  public:
-  explicit FullShard(Distributed& distributed) : distributed_(distributed) {}
-
-  int rank() const override { return distributed_.rank(); }
-  int ranks() const override { return distributed_.world_size(); }
-  bool is_main() const override { return distributed_.is_main(); }
-  std::string log_prefix() const override { return strf("rank %d: ", distributed_.rank()); }
+  using OverRanks::OverRanks;
 
   std::vector<optim::ParamGroup> wrap(models::Model& model, std::vector<optim::ParamGroup> groups) override {
     {  // every rank shards the main rank's initial weights
@@ -56,12 +51,6 @@ class FullShard final : public ParallelStrategy {
     return sharding_->clip_coefficient(max_norm);  // the norm over every rank's shards
   }
 
-  void sum_over_ranks(torch::Tensor& t) override { distributed_.sum(t); }
-  void average_over_ranks(torch::Tensor& t) override {
-    distributed_.sum(t);
-    t.div_(distributed_.world_size());
-  }
-
   std::vector<std::string> non_finite_weights(const models::Model&) override {
     return sharding_->weights_finite() ? std::vector<std::string>{} : std::vector<std::string>{"a rank's shard"};
   }
@@ -84,7 +73,6 @@ class FullShard final : public ParallelStrategy {
   std::string saved_what() const override { return strf("Saved %d-shard", distributed_.world_size()); }
 
  private:
-  Distributed& distributed_;
   std::unique_ptr<FullSharding> sharding_;
 };
 

@@ -17,21 +17,10 @@
 #include <tuple>
 
 #include "runner/log.h"
+#include "runner/parallel/full_sharding_flat.h"
 #include "runner/parallel/grad_hooks.h"
 
 namespace zoo {
-
-struct FullSharding::Flat {
-  size_t unit = 0;
-  int group = -1;  // the optimizer group; -1: frozen
-  std::vector<torch::Tensor> params;
-  std::vector<std::string> names;
-  std::vector<int64_t> offsets;  // of each parameter in the flat buffer
-  int64_t numel = 0, shard_numel = 0;
-  torch::Tensor shard, full;
-  size_t optimizer_index = 0;  // in the sharded optimizer's parameters()
-  int64_t begin(int rank) const { return int64_t{rank} * shard_numel; }
-};
 
 struct FullSharding::Unit {
   const torch::nn::Module* module = nullptr;  // nullptr: the root
@@ -62,17 +51,10 @@ void allocate_storage(const torch::Tensor& t) {
   s->set_nbytes(bytes);
 }
 
-// The part of a parameter at [offset, offset + n) of a flat buffer that lies
-// in [lo, hi): {start in the buffer, length}; length 0 when none.
-std::pair<int64_t, int64_t> overlap(int64_t offset, int64_t n, int64_t lo, int64_t hi) {
-  const int64_t a = std::max(offset, lo), b = std::min(offset + n, hi);
-  return {a, std::max<int64_t>(0, b - a)};
-}
-
 }  // namespace
 
 FullSharding::FullSharding(Distributed& d, torch::nn::Module& model, const std::vector<optim::ParamGroup>& groups)
-    : distributed_(d), rank_(d.rank()), world_(d.world_size()) {
+    : distributed_(d), model_(model), rank_(d.rank()), world_(d.world_size()) {
   units_.emplace_back();  // the root
   std::map<const c10::TensorImpl*, size_t> unit_of_param;
   for (const auto& layer : models::hooked_layers(model)) {
@@ -144,7 +126,7 @@ FullSharding::FullSharding(Distributed& d, torch::nn::Module& model, const std::
   size_t index = 0;
   for (const auto& members : group_flats_)
     for (size_t i : members) flats_[i].optimizer_index = index++;
-  models::set_layer_hooks(this);
+  models::set_layer_hooks(model_, this);
 #ifdef __GLIBC__
   // Memory is what full sharding is for: blocks of 1 MiB and more (gathered
   // weights, gradient buffers) go back to the system when freed, not to the
@@ -160,7 +142,7 @@ FullSharding::FullSharding(Distributed& d, torch::nn::Module& model, const std::
            world_, units_.size(), units_.size() - 1, static_cast<long>(shard_elements()), static_cast<long>(total)));
 }
 
-FullSharding::~FullSharding() { models::set_layer_hooks(nullptr); }
+FullSharding::~FullSharding() { models::set_layer_hooks(model_, nullptr); }
 
 std::vector<optim::ParamGroup> FullSharding::sharded_groups() const {
   std::vector<optim::ParamGroup> out = groups_;
@@ -264,18 +246,23 @@ void FullSharding::start_backward_of(size_t u) {
   if (u > 1) prefetch(u - 1);
 }
 
-void FullSharding::after(const torch::nn::Module& layer, const std::vector<torch::Tensor>& outputs) {
+void FullSharding::after(const torch::nn::Module& layer, std::vector<torch::Tensor>& outputs) {
   const auto it = unit_of_.find(&layer);
   if (it == unit_of_.end()) return;
   const size_t u = it->second;
   if (phase_ == Phase::backward && torch::GradMode::is_enabled()) return;  // recomputed: its backward comes next
+  // An output that is one of the layer's own weights (a bias the decoder
+  // leaves for the next norm to add) must outlive their release: a copy.
+  for (torch::Tensor& t : outputs)
+    for (size_t i : units_[u].flats)
+      if (t.defined() && t.is_alias_of(flats_[i].full)) t = t.clone();
   if (torch::GradMode::is_enabled()) hook_outputs(u, outputs);
   release(u);
 }
 
 void FullSharding::hook_outputs(size_t u, const std::vector<torch::Tensor>& outputs) {
   for (const auto& t : outputs) {
-    if (!t.requires_grad()) continue;
+    if (!t.defined() || !t.requires_grad()) continue;
     t.register_hook([this, u, alive = std::weak_ptr<int>(alive_)](const torch::Tensor&) {
       if (alive.lock()) start_backward_of(u);  // this layer's output gradient is whole
     });
@@ -349,103 +336,6 @@ bool FullSharding::weights_finite() {
   bool finite = true;
   for (const auto& f : flats_) finite = finite && torch::isfinite(f.shard.detach()).all().item<bool>();
   return distributed_.all_agree(finite);
-}
-
-std::vector<std::string> FullSharding::optimizer_names() const { return optimizer_names_; }
-
-std::map<std::string, std::vector<int64_t>> FullSharding::shapes() const {
-  std::map<std::string, std::vector<int64_t>> out;
-  for (const auto& f : flats_)
-    for (size_t k = 0; k < f.params.size(); ++k) out[f.names[k]] = f.params[k].sizes().vec();
-  return out;
-}
-
-c10::impl::GenericList FullSharding::optimizer_param_groups(const optim::Optimizer& optimizer) const {
-  c10::impl::GenericList out(c10::AnyType::get());
-  int64_t index = 0;
-  const c10::impl::GenericDict whole = optimizer.state_dict();
-  const auto groups = whole.at("param_groups").toListRef();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    c10::impl::GenericDict group = groups[g].toGenericDict().copy();
-    std::vector<int64_t> ids;
-    for (size_t k = 0; k < groups_[g].names.size(); ++k) ids.push_back(index++);
-    group.insert_or_assign("params", c10::List<int64_t>(ids));
-    out.push_back(group);
-  }
-  return out;
-}
-
-c10::impl::GenericDict FullSharding::shard_pieces(const optim::Optimizer& optimizer) const {
-  const c10::impl::GenericDict state = optimizer.state_dict().at("state").toGenericDict();
-  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
-  for (const auto& f : flats_) {
-    const int64_t lo = f.begin(rank_);
-    const bool has_state = f.group >= 0 && state.contains(static_cast<int64_t>(f.optimizer_index));
-    for (size_t k = 0; k < f.params.size(); ++k) {
-      const auto [start, n] = overlap(f.offsets[k], f.params[k].numel(), lo, lo + f.shard_numel);
-      if (n == 0) continue;
-      c10::impl::GenericDict piece(c10::StringType::get(), c10::AnyType::get());
-      piece.insert("offset", start - f.offsets[k]);
-      piece.insert("model", f.shard.detach().narrow(0, start - lo, n).cpu().clone());
-      c10::impl::GenericDict opt(c10::StringType::get(), c10::AnyType::get());
-      if (has_state)
-        for (const auto& e : state.at(static_cast<int64_t>(f.optimizer_index)).toGenericDict()) {
-          const torch::Tensor t = e.value().toTensor();
-          opt.insert(e.key(), t.dim() == 0 ? t.cpu().clone() : t.narrow(0, start - lo, n).cpu().clone());
-        }
-      piece.insert("optimizer", opt);
-      out.insert(f.names[k], piece);
-    }
-  }
-  return out;
-}
-
-bool FullSharding::load_parameter(const std::string& name, const torch::Tensor& value) {
-  const auto it = where_.find(name);
-  if (it == where_.end()) return false;
-  const Flat& f = flats_[it->second.first];
-  const size_t k = it->second.second;
-  const int64_t lo = f.begin(rank_);
-  const auto [start, n] = overlap(f.offsets[k], f.params[k].numel(), lo, lo + f.shard_numel);
-  torch::NoGradGuard no_grad;
-  if (n > 0) f.shard.detach().narrow(0, start - lo, n).copy_(value.reshape({-1}).narrow(0, start - f.offsets[k], n));
-  return true;
-}
-
-void FullSharding::load_optimizer_state(optim::Optimizer& optimizer, const c10::impl::GenericDict& state) const {
-  std::map<std::string, int64_t> index_of;
-  for (size_t i = 0; i < optimizer_names_.size(); ++i) index_of[optimizer_names_[i]] = static_cast<int64_t>(i);
-  c10::impl::GenericDict entries(c10::IntType::get(), c10::AnyType::get());
-  for (const auto& f : flats_) {
-    if (f.group < 0) continue;
-    const int64_t lo = f.begin(rank_);
-    std::map<std::string, torch::Tensor> merged;
-    for (size_t k = 0; k < f.params.size(); ++k) {
-      const auto it = index_of.find(f.names[k]);
-      if (it == index_of.end() || !state.contains(it->second)) continue;
-      const auto [start, n] = overlap(f.offsets[k], f.params[k].numel(), lo, lo + f.shard_numel);
-      for (const auto& e : state.at(it->second).toGenericDict()) {
-        const torch::Tensor t = e.value().toTensor();
-        torch::Tensor& into = merged[e.key().toStringRef()];
-        if (t.dim() == 0) {
-          if (!into.defined()) into = t.clone();
-          continue;
-        }
-        if (t.numel() != f.params[k].numel())
-          throw std::runtime_error("optimizer state '" + e.key().toStringRef() + "' of " + f.names[k] + " has " +
-                                   std::to_string(t.numel()) + " elements, not one per weight (" +
-                                   std::to_string(f.params[k].numel()) + "): it cannot be sharded");
-        if (!into.defined()) into = torch::zeros({f.shard_numel}, t.options().device(f.shard.device()));
-        if (n > 0) into.narrow(0, start - lo, n).copy_(t.reshape({-1}).narrow(0, start - f.offsets[k], n));
-      }
-    }
-    if (merged.empty()) continue;
-    c10::impl::GenericDict entry(c10::StringType::get(), c10::AnyType::get());
-    for (const auto& [key, t] : merged) entry.insert(key, t);
-    entries.insert(static_cast<int64_t>(f.optimizer_index), entry);
-  }
-  optimizer.keep_state_of({});
-  optimizer.add_state(entries);
 }
 
 }  // namespace zoo

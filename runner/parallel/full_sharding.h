@@ -72,7 +72,7 @@ class FullSharding final : public models::LayerHooks {
 
   // models::LayerHooks
   void before(const torch::nn::Module& layer) override;
-  void after(const torch::nn::Module& layer, const std::vector<torch::Tensor>& outputs) override;
+  void after(const torch::nn::Module& layer, std::vector<torch::Tensor>& outputs) override;
 
  private:
   struct Flat;
@@ -89,6 +89,7 @@ class FullSharding final : public models::LayerHooks {
   void start_backward_of(size_t unit);
 
   Distributed& distributed_;
+  torch::nn::Module& model_;  // whose layer stacks call this (it outlives this)
   int rank_, world_;
   std::vector<Flat> flats_;
   std::vector<Unit> units_;  // [0]: the root, then the hooked layers in forward order

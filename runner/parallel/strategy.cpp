@@ -7,6 +7,7 @@
 
 #include "runner/log.h"
 #include "runner/model_guards.h"
+#include "runner/parallel/distributed.h"
 
 namespace zoo::parallel {
 
@@ -46,6 +47,18 @@ std::string ParallelStrategy::save_checkpoint(const CheckpointWrite& write) {
   const std::string path = ckpt::new_checkpoint_path(write.dir, write.global_step, write.naming);
   ckpt::save_checkpoint_file(path, d);
   return path;
+}
+
+int OverRanks::rank() const { return distributed_.rank(); }
+int OverRanks::ranks() const { return distributed_.world_size(); }
+bool OverRanks::is_main() const { return distributed_.is_main(); }
+std::string OverRanks::log_prefix() const { return strf("rank %d: ", distributed_.rank()); }
+void OverRanks::sum_over_ranks(torch::Tensor& t) { distributed_.sum(t); }
+
+// Each rank's mean over its share of the batch, averaged.
+void OverRanks::average_over_ranks(torch::Tensor& t) {
+  distributed_.sum(t);
+  t.div_(distributed_.world_size());
 }
 
 std::unique_ptr<ParallelStrategy> make_parallel_strategy(const RunConfig& runconfig, Distributed* distributed,

@@ -10,7 +10,7 @@
 //   full       1/N of every parameter, gradient and optimizer state
 //              (ZeRO stage 3; full_shard.cpp over full_sharding.h)
 // Each also writes its checkpoints and says what its model state costs per
-// device. Defines: ParallelStrategy, CheckpointWrite, make_parallel_strategy,
+// device. Defines: ParallelStrategy, CheckpointWrite, OverRanks, make_parallel_strategy,
 // ModelStateSizes, MemoryPerDevice, memory_per_device, memory_text.
 #pragma once
 
@@ -102,6 +102,22 @@ class ParallelStrategy {
  protected:
   // The optimizer state as an unsharded run saves it (a collective for ZeRO 1).
   virtual c10::impl::GenericDict whole_optimizer_state(const optim::Optimizer& optimizer);
+};
+
+// The base of the strategies over a Distributed job (replicate, optimizer,
+// full): who this rank is, and metrics summed or averaged over the ranks.
+class OverRanks : public ParallelStrategy {
+ public:
+  explicit OverRanks(Distributed& distributed) : distributed_(distributed) {}
+  int rank() const override;
+  int ranks() const override;
+  bool is_main() const override;
+  std::string log_prefix() const override;
+  void sum_over_ranks(torch::Tensor& t) override;
+  void average_over_ranks(torch::Tensor& t) override;
+
+ protected:
+  Distributed& distributed_;
 };
 
 // The strategy of runconfig.parallelism() over `distributed` (null exactly
