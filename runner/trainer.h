@@ -90,8 +90,10 @@ class Trainer {
 
   Params params_;
   torch::Device device_;
-  std::unique_ptr<parallel::ParallelStrategy> strategy_;  // how the run spreads over processes
   std::shared_ptr<models::Model> model_;
+  // How the run spreads over processes. Declared after model_, which it
+  // holds on to, so that it is destroyed first.
+  std::unique_ptr<parallel::ParallelStrategy> strategy_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<data::DataLoader> train_loader_;

@@ -61,17 +61,16 @@ torch::Tensor CrossDecoderImpl::forward(torch::Tensor x, const torch::Tensor& me
   for (auto& module : *layers) {
     auto* layer = module->as<CrossDecoderLayerImpl>();
     if (!recompute) {
-      before_layer(*layer);
-      x = layer->forward(x, memory, memory_mask, self_bias);
-      after_layer(*layer, {x});
+      before_layer(layer_hooks, *layer);
+      x = after_layer(layer_hooks, *layer, layer->forward(x, memory, memory_mask, self_bias));
       continue;
     }
     // The encoder's output and the bias feed every layer: inputs of each recomputed block, back-propagated once.
     x = recompute_with_inputs_in_backward(
-        [layer, memory_mask](const std::vector<torch::Tensor>& in) {
-          before_layer(*layer);
+        [hooks = layer_hooks, layer, memory_mask](const std::vector<torch::Tensor>& in) {
+          before_layer(hooks, *layer);
           std::vector<torch::Tensor> y{layer->forward(in[0], in[1], memory_mask, in[2])};
-          after_layer(*layer, y);
+          after_layer(hooks, *layer, y);
           return y;
         },
         {x, memory, self_bias})[0];

@@ -16,6 +16,8 @@
 
 namespace zoo::models {
 
+class LayerHooks;
+
 class CrossDecoderLayerImpl : public torch::nn::Module {
  public:
   CrossDecoderLayerImpl(const EncoderLayerOptions& options, const torch::TensorOptions& p);
@@ -45,6 +47,8 @@ class CrossDecoderImpl : public torch::nn::Module {
 
   torch::nn::ModuleList layers;
   LayerNorm norm{nullptr};
+  // Called around each layer (models/common/layer_hooks.h); set from outside the model.
+  LayerHooks* layer_hooks = nullptr;
 
  private:
   bool recompute_;

@@ -1,33 +1,33 @@
 // Implementation of models/common/layer_hooks.h.
 #include "models/common/layer_hooks.h"
 
-#include <algorithm>
-#include <atomic>
-
 #include "models/common/cross_decoder.h"
 #include "models/common/transformer_decoder.h"
 #include "models/common/transformer_encoder.h"
 
 namespace zoo::models {
 
-namespace {
-std::atomic<LayerHooks*> g_hooks{nullptr};
-}  // namespace
-
-void set_layer_hooks(LayerHooks* hooks) { g_hooks = hooks; }
-
-bool layer_hooks_set() { return g_hooks.load() != nullptr; }
-
-void before_layer(const torch::nn::Module& layer) {
-  if (LayerHooks* h = g_hooks.load()) h->before(layer);
+void set_layer_hooks(torch::nn::Module& model, LayerHooks* hooks) {
+  for (const auto& m : model.modules(/*include_self=*/true)) {
+    if (auto* d = dynamic_cast<TransformerDecoderImpl*>(m.get())) d->layer_hooks = hooks;
+    else if (auto* e = dynamic_cast<TransformerEncoderImpl*>(m.get())) e->layer_hooks = hooks;
+    else if (auto* c = dynamic_cast<CrossDecoderImpl*>(m.get())) c->layer_hooks = hooks;
+  }
 }
 
-void after_layer(const torch::nn::Module& layer, std::vector<torch::Tensor> outputs) {
-  LayerHooks* h = g_hooks.load();
-  if (!h) return;
-  outputs.erase(std::remove_if(outputs.begin(), outputs.end(), [](const torch::Tensor& t) { return !t.defined(); }),
-                outputs.end());
-  h->after(layer, outputs);
+void before_layer(LayerHooks* hooks, const torch::nn::Module& layer) {
+  if (hooks) hooks->before(layer);
+}
+
+void after_layer(LayerHooks* hooks, const torch::nn::Module& layer, std::vector<torch::Tensor>& outputs) {
+  if (hooks) hooks->after(layer, outputs);
+}
+
+torch::Tensor after_layer(LayerHooks* hooks, const torch::nn::Module& layer, const torch::Tensor& output) {
+  if (!hooks) return output;
+  std::vector<torch::Tensor> outputs{output};
+  hooks->after(layer, outputs);
+  return outputs[0];
 }
 
 std::vector<std::shared_ptr<torch::nn::Module>> hooked_layers(const torch::nn::Module& model) {

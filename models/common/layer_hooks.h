@@ -1,9 +1,10 @@
 // A seam for what is applied to a model's repeated layers from outside the
-// model, as PyTorch's module hooks allow: the layer stacks (transformer
-// decoder, encoder, cross decoder) call before_layer and after_layer around
-// each layer's forward, also when activation checkpointing runs it again in
-// the backward pass. The runner's full sharding gathers a layer's weights
-// there and frees them after. Without hooks set, both calls do nothing.
+// model, as PyTorch's forward pre- and post-hooks allow: the layer stacks
+// (transformer decoder, encoder, cross decoder) call before_layer and
+// after_layer around each layer's forward, also when activation
+// checkpointing runs it again in the backward pass. Hooks are set on one
+// model's stacks (set_layer_hooks); a post-hook may replace what the layer
+// returned, as PyTorch's may. Without hooks, both calls do nothing.
 // Defines: LayerHooks, set_layer_hooks, before_layer, after_layer, hooked_layers.
 #pragma once
 
@@ -18,18 +19,19 @@ class LayerHooks {
  public:
   virtual ~LayerHooks() = default;
   virtual void before(const torch::nn::Module& layer) = 0;
-  // `outputs`: the tensors the layer returned (undefined ones left out), so
-  // that a hook can act when their gradients arrive in the backward pass.
-  virtual void after(const torch::nn::Module& layer, const std::vector<torch::Tensor>& outputs) = 0;
+  // `outputs`: the tensors the layer returned (some may be undefined), which
+  // the hook may replace; it may also act when their gradients arrive in
+  // the backward pass.
+  virtual void after(const torch::nn::Module& layer, std::vector<torch::Tensor>& outputs) = 0;
 };
 
-// Process-wide; nullptr (the default) removes them.
-void set_layer_hooks(LayerHooks* hooks);
-// Hooks are set: a layer's outputs must then not be its own parameters, which
-// the hooks may free once it returns.
-bool layer_hooks_set();
-void before_layer(const torch::nn::Module& layer);
-void after_layer(const torch::nn::Module& layer, std::vector<torch::Tensor> outputs);
+// Sets `hooks` on every layer stack of `model`; nullptr removes them.
+void set_layer_hooks(torch::nn::Module& model, LayerHooks* hooks);
+// What a stack calls around a layer with its hooks (null: none).
+void before_layer(LayerHooks* hooks, const torch::nn::Module& layer);
+void after_layer(LayerHooks* hooks, const torch::nn::Module& layer, std::vector<torch::Tensor>& outputs);
+// For a layer with one output: the output, or what the hook replaced it by.
+torch::Tensor after_layer(LayerHooks* hooks, const torch::nn::Module& layer, const torch::Tensor& output);
 
 // The layers of `model` whose stacks call the hooks, in forward order.
 std::vector<std::shared_ptr<torch::nn::Module>> hooked_layers(const torch::nn::Module& model);

@@ -111,12 +111,12 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<TransformerDecoderLayerImpl>();
     if (!recompute) {
-      before_layer(*layer);
+      before_layer(layer_hooks, *layer);
       pending = layer->forward_unsummed(pending, cache ? &(*cache)[i] : nullptr, alibi_slopes, moe, key_mask,
                                         packed_positions);
-      // The FFN's output bias leaves unsummed; hooks may free the layer's weights when it returns.
-      if (layer_hooks_set() && pending.branch_bias.defined()) pending.branch_bias = pending.branch_bias.clone();
-      after_layer(*layer, {pending.stream, pending.branch, pending.branch_bias});
+      std::vector<torch::Tensor> outputs{pending.stream, pending.branch, pending.branch_bias};
+      after_layer(layer_hooks, *layer, outputs);
+      pending = Residual{outputs[0], outputs[1], outputs[2]};
       continue;
     }
     x = pending.summed();  // a recomputed layer takes one tensor
@@ -125,13 +125,13 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
       // the load-balancing loss's gradient reaches the router.
       MoeContext reads{moe->input_ids, moe->first_position, moe->token_weights};  // by value: backward runs later
       auto outs = recompute_outputs_in_backward(
-          [layer, alibi_slopes, reads, key_mask, packed_positions](const torch::Tensor& h) {
+          [hooks = layer_hooks, layer, alibi_slopes, reads, key_mask, packed_positions](const torch::Tensor& h) {
             MoeContext c = reads;
-            before_layer(*layer);
+            before_layer(hooks, *layer);
             torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, &c, key_mask, packed_positions);
             auto outs = c.layers ? std::vector<torch::Tensor>{y, c.tokens_per_expert, c.prob_per_expert}
                                  : std::vector<torch::Tensor>{y};
-            after_layer(*layer, outs);
+            after_layer(hooks, *layer, outs);
             return outs;
           },
           x);
@@ -139,11 +139,10 @@ torch::Tensor TransformerDecoderImpl::forward(torch::Tensor x, std::vector<Layer
       if (outs.size() == 3) moe->record(outs[1], outs[2]);
     } else {
       x = recompute_in_backward(
-          [layer, alibi_slopes, key_mask, packed_positions](const torch::Tensor& h) {
-            before_layer(*layer);
+          [hooks = layer_hooks, layer, alibi_slopes, key_mask, packed_positions](const torch::Tensor& h) {
+            before_layer(hooks, *layer);
             torch::Tensor y = layer->forward(h, nullptr, alibi_slopes, nullptr, key_mask, packed_positions);
-            after_layer(*layer, {y});
-            return y;
+            return after_layer(hooks, *layer, y);
           },
           x);
     }

@@ -15,6 +15,8 @@
 
 namespace zoo::models {
 
+class LayerHooks;
+
 struct DecoderLayerOptions {
   AttentionOptions attention;
   FeedForwardOptions ffn;
@@ -99,6 +101,8 @@ class TransformerDecoderImpl : public torch::nn::Module {
 
   torch::nn::ModuleList layers;
   LayerNorm norm{nullptr};
+  // Called around each layer (models/common/layer_hooks.h); set from outside the model.
+  LayerHooks* layer_hooks = nullptr;
 
  private:
   bool recompute_;

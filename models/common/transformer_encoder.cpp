@@ -86,17 +86,16 @@ torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tens
   for (int64_t i = 0; i < num_layers; ++i) {
     auto* layer = layers[i]->as<TransformerEncoderLayerImpl>();
     if (!recompute) {
-      before_layer(*layer);
-      x = layer->forward(x, key_mask, position_bias);
-      after_layer(*layer, {x});
+      before_layer(layer_hooks, *layer);
+      x = after_layer(layer_hooks, *layer, layer->forward(x, key_mask, position_bias));
       continue;
     }
     // The bias, shared by every layer, is an input of each recomputed block: back-propagated once.
     x = recompute_with_inputs_in_backward(
-        [layer, key_mask](const std::vector<torch::Tensor>& in) {
-          before_layer(*layer);
+        [hooks = layer_hooks, layer, key_mask](const std::vector<torch::Tensor>& in) {
+          before_layer(hooks, *layer);
           std::vector<torch::Tensor> y{layer->forward(in[0], key_mask, in[1])};
-          after_layer(*layer, y);
+          after_layer(hooks, *layer, y);
           return y;
         },
         {x, position_bias})[0];

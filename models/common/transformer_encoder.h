@@ -14,6 +14,8 @@
 
 namespace zoo::models {
 
+class LayerHooks;
+
 struct EncoderLayerOptions {
   AttentionOptions attention;  // attention.causal is not read: see causal
   bool causal = false;         // a causal mask (the layers-API tutorial's); else every key is seen
@@ -73,6 +75,8 @@ class TransformerEncoderImpl : public torch::nn::Module {
 
   torch::nn::ModuleList layers;
   LayerNorm norm{nullptr};  // final_norm only
+  // Called around each layer (models/common/layer_hooks.h); set from outside the model.
+  LayerHooks* layer_hooks = nullptr;
 
  private:
   bool recompute_;
