@@ -42,6 +42,13 @@ ModelSummary summarize_model(const Params& params) {
   }
   s.parameters = models::parameter_count(*model);
   s.trained_parameters = models::trainable_parameter_count(*model);
+  int64_t in_layers = 0;
+  for (const auto& layer : models::hooked_layers(*model)) {
+    const int64_t n = models::parameter_count(*layer);
+    in_layers += n;
+    s.largest_layer_parameters = std::max(s.largest_layer_parameters, n);
+  }
+  s.root_unit_parameters = s.parameters - in_layers;
   // Weights and gradients (4 B each) plus the optimizer's state per trained parameter.
   const optim::OptimizerEntry* optimizer = optim::find_optimizer(params.optimizer.optimizer_type);
   const double state = optimizer ? optimizer->state_bytes(params.optimizer) : 8;
@@ -53,20 +60,6 @@ ModelSummary summarize_model(const Params& params) {
 }
 
 namespace {
-
-// Full sharding's units, in parameters: the root (everything outside the
-// repeated layers) and the largest layer.
-std::pair<int64_t, int64_t> unit_parameters(const Params& params) {
-  auto model = params.model->build(torch::TensorOptions().device(torch::kMeta));
-  if (!params.lora.empty()) apply_lora_params(*model, params, torch::Device(torch::kMeta));
-  int64_t in_layers = 0, largest = 0;
-  for (const auto& layer : models::hooked_layers(*model)) {
-    const int64_t n = models::parameter_count(*layer);
-    in_layers += n;
-    largest = std::max(largest, n);
-  }
-  return {models::parameter_count(*model) - in_layers, largest};
-}
 
 std::string timestamp() {
   char buf[32];
@@ -112,7 +105,8 @@ int validate_only(const Params& params) {
     sizes.trained_parameters = static_cast<double>(s.trained_parameters);
     sizes.trained_state_bytes = s.trained_state_bytes;
     sizes.frozen_bytes = s.frozen_bytes;
-    std::tie(sizes.root_unit_parameters, sizes.largest_layer_parameters) = unit_parameters(params);
+    sizes.root_unit_parameters = s.root_unit_parameters;
+    sizes.largest_layer_parameters = s.largest_layer_parameters;
     const parallel::MemoryPerDevice m = parallel::memory_per_device(rc.parallelism(), sizes, ranks);
     std::cout << strf("Model state per device at %ld ranks (WORLD_SIZE), sharding: ", static_cast<long>(ranks))
               << parallelism_name(rc.parallelism()) << ": " << size(m.bytes) << " (" << m.what

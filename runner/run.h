@@ -23,6 +23,9 @@ struct ModelSummary {
   // with their gradients and optimizer state, frozen ones in the dtype they
   // are held in (the compute dtype for LoRA's base on a GPU with mixed precision).
   double trained_state_bytes = 0, frozen_bytes = 0;
+  // Full sharding's units, in parameters: the root (everything outside the
+  // repeated layers) and the largest layer.
+  int64_t root_unit_parameters = 0, largest_layer_parameters = 0;
 };
 // Builds the model (with its adapters) on the meta device: sizes without allocating weights.
 ModelSummary summarize_model(const Params& params);

@@ -7,12 +7,23 @@
 
 namespace zoo::models {
 
-void set_layer_hooks(torch::nn::Module& model, LayerHooks* hooks) {
+namespace {
+
+// Calls visit(layers, hooks) for each layer stack of `model`: the one list
+// of the kinds of stack, for setting hooks and for listing hooked layers.
+template <typename Visit>
+void for_each_stack(const torch::nn::Module& model, Visit visit) {
   for (const auto& m : model.modules(/*include_self=*/true)) {
-    if (auto* d = dynamic_cast<TransformerDecoderImpl*>(m.get())) d->layer_hooks = hooks;
-    else if (auto* e = dynamic_cast<TransformerEncoderImpl*>(m.get())) e->layer_hooks = hooks;
-    else if (auto* c = dynamic_cast<CrossDecoderImpl*>(m.get())) c->layer_hooks = hooks;
+    if (auto* d = dynamic_cast<TransformerDecoderImpl*>(m.get())) visit(d->layers, d->layer_hooks);
+    else if (auto* e = dynamic_cast<TransformerEncoderImpl*>(m.get())) visit(e->layers, e->layer_hooks);
+    else if (auto* c = dynamic_cast<CrossDecoderImpl*>(m.get())) visit(c->layers, c->layer_hooks);
   }
+}
+
+}  // namespace
+
+void set_layer_hooks(torch::nn::Module& model, LayerHooks* hooks) {
+  for_each_stack(model, [hooks](const torch::nn::ModuleList&, LayerHooks*& stack_hooks) { stack_hooks = hooks; });
 }
 
 void before_layer(LayerHooks* hooks, const torch::nn::Module& layer) {
@@ -32,14 +43,9 @@ torch::Tensor after_layer(LayerHooks* hooks, const torch::nn::Module& layer, con
 
 std::vector<std::shared_ptr<torch::nn::Module>> hooked_layers(const torch::nn::Module& model) {
   std::vector<std::shared_ptr<torch::nn::Module>> out;
-  auto take = [&](const torch::nn::ModuleList& layers) {
+  for_each_stack(model, [&](const torch::nn::ModuleList& layers, LayerHooks*&) {
     for (const auto& layer : *layers) out.push_back(layer);
-  };
-  for (const auto& m : model.modules(/*include_self=*/true)) {
-    if (const auto* d = dynamic_cast<const TransformerDecoderImpl*>(m.get())) take(d->layers);
-    else if (const auto* e = dynamic_cast<const TransformerEncoderImpl*>(m.get())) take(e->layers);
-    else if (const auto* c = dynamic_cast<const CrossDecoderImpl*>(m.get())) take(c->layers);
-  }
+  });
   return out;
 }
 
