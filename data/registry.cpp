@@ -10,6 +10,7 @@
 #include "data/processors/bert_csv.h"
 #include "data/processors/bert_hdf5.h"
 #include "data/processors/bert_mlm.h"
+#include "data/processors/bert_qa.h"
 #include "data/processors/bertsum.h"
 #include "data/processors/byte_text.h"
 #include "data/processors/cityscapes.h"
@@ -56,6 +57,7 @@ std::vector<const DataProcessor*> data_processors() {
                                                  sst2_processor(),
                                                  mnli_processor(),
                                                  ner_processor(),
+                                                 bert_qa_processor(),
                                                  bertsum_processor(),
                                                  t5_text_processor(),
                                                  transformer_text_processor(),

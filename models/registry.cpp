@@ -8,6 +8,7 @@
 #include "models/bert/bert.h"
 #include "models/bert/classifier.h"
 #include "models/bert/esm2_classifier.h"
+#include "models/bert/qa.h"
 #include "models/bert/summarizer.h"
 #include "models/bert/token_classifier.h"
 #include "models/dit/dit.h"
@@ -31,6 +32,7 @@ std::vector<const ModelFamily*> model_families() {
                                                     bert_family(),
                                                     bert_classifier_family(),
                                                     bert_token_classifier_family(),
+                                                    bert_qa_family(),
                                                     bert_summarizer_family(),
                                                     esm2_family(),
                                                     esm2_classifier_family(),
@@ -167,13 +169,17 @@ std::string hf_converter_for(const nlohmann::json& config) {
                                : std::string();
   if (type.empty())
     throw std::runtime_error("config.json has no model_type: pass --model (one of " + hf_converter_list() + ")");
-  for (const ModelFamily* f : model_families())
-    for (const auto& [name, adapter] : f->hf) {
-      const auto& types = adapter.model_types;
-      if (std::find(types.begin(), types.end(), type) == types.end()) continue;
-      if (adapter.claims && !adapter.claims(config)) continue;
-      return name;
-    }
+  // A converter that claims the config by more than its model_type comes first, a headless one (claiming a
+  // base class) before all.
+  for (int pass = 0; pass < 3; ++pass)
+    for (const ModelFamily* f : model_families())
+      for (const auto& [name, adapter] : f->hf) {
+        const int rank = adapter.headless ? 0 : adapter.claims ? 1 : 2;
+        const auto& types = adapter.model_types;
+        if (rank != pass || std::find(types.begin(), types.end(), type) == types.end()) continue;
+        if (adapter.claims && !adapter.claims(config)) continue;
+        return name;
+      }
   throw std::runtime_error("config.json: model_type \"" + type +
                            "\" has no zoo converter (there are: " + hf_converter_list() + ")");
 }

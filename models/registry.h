@@ -109,6 +109,11 @@ const auto& spec_options(const ModelSpec& model, const std::string& otherwise) {
 struct HfKeyMap;  // models/hf/hf_key_map.h
 
 struct HfAdapter {
+  // For `zoo convert --list`, when the model types alone do not say (a headless converter).
+  std::string description;
+  // Hugging Face's base model without its head (models/hf/headless.h): chosen for a config.json that names a
+  // base class, never as the one type a zoo model exports to without --model.
+  bool headless = false;
   // The `model` section of zoo's params (written to a params file).
   std::function<YAML::Node(const nlohmann::json& config)> config_from_hf;
   std::function<nlohmann::json(const ModelSpec& model)> config_to_hf;

@@ -40,8 +40,12 @@ cxxopts::Options run_options() {
       "(see its --help)\n"
       "  zoo data create-hdf5 LMData|Summarization|Chat --input_dir D --output_dir O --tokenizer_type T ...\n"
       "  zoo config convert-legacy IN.yaml OUT.yaml   write a legacy params file in modelzoo's Trainer format\n"
-      "  zoo checkpoint consolidate IN.mdl OUT.mdl   one torch.load-able file from a sharded checkpoint\n"
+      "  zoo config diff A.yaml B.yaml   compare two params files as resolved (exit 0: the same run)\n"
+      "  zoo config stats P.yaml [--ranks N]   parameters, FLOPs per token and step, model state per device\n"
+      "  zoo checkpoint info CKPT [--json --verify]   what a checkpoint holds, without reading its tensors\n"
       "  zoo checkpoint diff A.mdl B.mdl [--rtol R --atol A --keys REGEX]   compare two checkpoints (exit 0: equal)\n"
+      "  zoo checkpoint list MODEL_DIR | delete CKPT | copy CKPT DEST | move CKPT DEST | consolidate IN OUT\n"
+      "  zoo convert --list              every Hugging Face converter\n"
       "  zoo launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P] -- "
       "{CPU|GPU} --params P.yaml --mode M ...   start data-parallel ranks\n"
       "  zoo --help-config             every params YAML key with type, default and doc\n"
@@ -92,6 +96,12 @@ CliCommand parse_corpus(const std::vector<std::string>& args) {
 }
 
 CliCommand parse_convert(const std::vector<std::string>& args) {
+  if (args.size() == 2 && args[1] == "--list") {
+    CliCommand c;
+    c.kind = CliCommand::Kind::tool;
+    c.tool.kind = tools::ToolCommand::Kind::convert_list;
+    return c;
+  }
   cxxopts::Options o("zoo convert",
                      "Convert checkpoints between Hugging Face (safetensors + config.json) and zoo. A "
                      "LoRA checkpoint exports as the merged model plus a PEFT adapter in adapter/; a "
@@ -101,7 +111,8 @@ CliCommand parse_convert(const std::vector<std::string>& args) {
                   "a PEFT adapter directory.",
                   cxxopts::value<std::string>())(
       "model",
-      "Converter: " + models::hf_converter_list() + "; modelzoo's names " + models::hf_converter_alias_list() +
+      "Converter (zoo convert --list describes each): " + models::hf_converter_list() + "; modelzoo's names " +
+          models::hf_converter_alias_list() +
           " are read too. hf -> zoo: default from config.json's model_type; "
           "zoo -> hf: default the one Hugging Face model type that can hold the model.",
       cxxopts::value<std::string>()->default_value(""))("src-fmt", "hf, zoo or peft.", cxxopts::value<std::string>())(
@@ -252,75 +263,6 @@ CliCommand parse_create_hdf5(const std::vector<std::string>& args) {
   d.truncate = boolean(r, "truncate");
   d.pack = boolean(r, "pack") || boolean(r, "use_vsl");
   return c;
-}
-
-// zoo GROUP SUBCOMMAND IN OUT: `help` for --help, an error quoting it for anything else.
-CliCommand parse_in_out(const std::vector<std::string>& args, const std::string& subcommand, CliCommand::Kind kind,
-                        const std::string& help) {
-  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) throw CliHelp(help);
-  if (args.size() >= 3 && (args[2] == "--help" || args[2] == "-h")) throw CliHelp(help);
-  if (args.size() != 4 || args[1] != subcommand) throw CliError("zoo " + args[0] + ": expected\n" + help);
-  CliCommand c;
-  c.kind = kind;
-  c.params_file = args[2];
-  c.output_file = args[3];
-  return c;
-}
-
-CliCommand parse_config(const std::vector<std::string>& args) {
-  return parse_in_out(
-      args, "convert-legacy", CliCommand::Kind::convert_legacy,
-      "zoo config convert-legacy IN.yaml OUT.yaml\n"
-      "  Writes the legacy params file IN (train_input, eval_input, model, optimizer, runconfig) in modelzoo's\n"
-      "  Trainer format (trainer: init/fit/validate/validate_all) to OUT, which must not exist yet. zoo reads\n"
-      "  OUT back and checks that it resolves to the same params as IN.\n");
-}
-
-CliCommand parse_checkpoint_diff(const std::vector<std::string>& args) {
-  cxxopts::Options o("zoo checkpoint diff",
-                     "Compare two checkpoints entry by entry (model tensors, optimizer state, "
-                     "step, ...): keys in one only, shape or dtype mismatches, and the largest "
-                     "difference and mean squared error of each tensor that differs. Exit 0 when "
-                     "all are equal or close (torch.allclose), 1 otherwise.");
-  o.add_options()("a", "The first checkpoint (a zoo .mdl, a sharded checkpoint's index or a torch.save'd file).",
-                  cxxopts::value<std::string>())("b", "The second checkpoint.", cxxopts::value<std::string>())(
-      "rtol", "Relative tolerance, as torch.allclose's.", cxxopts::value<double>()->default_value("1e-5"))(
-      "atol", "Absolute tolerance, as torch.allclose's.", cxxopts::value<double>()->default_value("1e-8"))(
-      "exact", "Equal only: no tolerance.")(
-      "keys", "Compare only the entries whose name matches this regular expression (e.g. '^model\\.').",
-      cxxopts::value<std::string>()->default_value(""))(
-      "metadata", "Compare __metadata__ too (its params name the model_dir, so two runs' differ).")("h,help",
-                                                                                                    "Print this help.");
-  o.parse_positional({"a", "b"});
-  o.positional_help("A.mdl B.mdl");
-  std::vector<std::string> rest(args.begin() + 2, args.end());
-  const cxxopts::ParseResult r = parse_options(o, "zoo checkpoint diff", rest);
-  if (!r.count("a") || !r.count("b") || !r.unmatched().empty())
-    throw CliError("zoo checkpoint diff: expected two checkpoints, A and B (see zoo checkpoint diff --help)");
-  CliCommand c;
-  c.kind = CliCommand::Kind::checkpoint_diff;
-  ckpt::CheckpointDiffCommand& d = c.checkpoint_diff;
-  d.a = r["a"].as<std::string>();
-  d.b = r["b"].as<std::string>();
-  d.rtol = r["rtol"].as<double>();
-  d.atol = r["atol"].as<double>();
-  if (!(d.rtol >= 0) || !(d.atol >= 0)) throw CliError("zoo checkpoint diff: --rtol and --atol must be numbers >= 0");
-  d.exact = r.count("exact") > 0;
-  d.keys = r["keys"].as<std::string>();
-  d.metadata = r.count("metadata") > 0;
-  return c;
-}
-
-CliCommand parse_checkpoint(const std::vector<std::string>& args) {
-  if (args.size() >= 2 && args[1] == "diff") return parse_checkpoint_diff(args);
-  return parse_in_out(
-      args, "consolidate", CliCommand::Kind::consolidate,
-      "zoo checkpoint consolidate IN.mdl OUT.mdl\n"
-      "  Writes the checkpoint IN (a sharded one's index, with its IN.shards/ beside it, as runconfig.sharding:\n"
-      "  full writes them) as one file OUT that Python's torch.load opens, holding what an unsharded run saves.\n"
-      "  OUT must not exist yet.\n"
-      "zoo checkpoint diff A.mdl B.mdl [--rtol R --atol A --exact --keys REGEX --metadata]\n"
-      "  Compares two checkpoints entry by entry; exit 0 when equal or close (see zoo checkpoint diff --help).\n");
 }
 
 // zoo launch [options] -- <zoo arguments>: the options before "--", the rank's command after.

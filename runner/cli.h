@@ -17,6 +17,7 @@
 #include "runner/generate_options.h"
 #include "runner/launch.h"
 #include "runner/serve/server.h"
+#include "runner/tools/tools.h"
 
 namespace zoo {
 
@@ -43,6 +44,7 @@ struct CliCommand {
     convert_legacy,
     consolidate,
     checkpoint_diff,
+    tool,  // runner/tools/tools.h
     launch,
     serve,
     eval_tasks
@@ -62,6 +64,7 @@ struct CliCommand {
   std::string output_file;                      // zoo config convert-legacy IN OUT (IN in params_file)
   LaunchCommand launch;                         // zoo launch
   ckpt::CheckpointDiffCommand checkpoint_diff;  // zoo checkpoint diff
+  tools::ToolCommand tool;                      // zoo checkpoint info|list|..., zoo config diff|stats
   serve::ServeCommand serve;                    // zoo serve
   eval_tasks::EvalTasksCommand eval_tasks;      // zoo eval-tasks
 };

@@ -1,7 +1,7 @@
 // What the subcommands' parsers share (cxxopts): parsing a subcommand's
 // options, and the tokenizer flags of generate and serve.
 // Defines: parse_options, add_tokenizer_options, tokenizer_spec_of, parse_generate, parse_serve,
-// parse_eval_tasks.
+// parse_eval_tasks, parse_config, parse_checkpoint.
 #pragma once
 
 #include <cxxopts.hpp>
@@ -24,5 +24,7 @@ text::TokenizerSpec tokenizer_spec_of(const cxxopts::ParseResult& r);
 CliCommand parse_generate(const std::vector<std::string>& args);    // zoo generate
 CliCommand parse_serve(const std::vector<std::string>& args);       // zoo serve
 CliCommand parse_eval_tasks(const std::vector<std::string>& args);  // zoo eval-tasks
+CliCommand parse_config(const std::vector<std::string>& args);      // zoo config ... (runner/cli_tools.cpp)
+CliCommand parse_checkpoint(const std::vector<std::string>& args);  // zoo checkpoint ...
 
 }  // namespace zoo

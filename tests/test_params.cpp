@@ -367,13 +367,14 @@ TEST(Params, ModelzooModelsZooDoesNotBuildAreNamed) {
   const std::string tiny = zoo::testing::tiny_params_yaml("/d", "/m");
   std::string named = tiny;
   named.replace(named.find("model:\n"), 7, "model:\n  name: dino\n");
-  EXPECT_NE(zoo::testing::params_error(named).find("model.name: modelzoo's dino model (a vision model) is not one "
-                                                   "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
-                                                   "bert/token_classifier, bert/extractive_summarization, esm2, "
-                                                   "esm2/classification, t5, dpo, dpr, fc_mnist, unet, "
-                                                   "vision_transformer, dit, llava, multimodal_simple, "
-                                                   "layers_api_demo and their aliases"),
-            std::string::npos)
+  EXPECT_NE(
+      zoo::testing::params_error(named).find("model.name: modelzoo's dino model (a vision model) is not one "
+                                             "zoo builds; zoo builds gpt2, gptj, bert, bert/classifier, "
+                                             "bert/token_classifier, bert/qa, bert/extractive_summarization, esm2, "
+                                             "esm2/classification, t5, dpo, dpr, fc_mnist, unet, "
+                                             "vision_transformer, dit, llava, multimodal_simple, "
+                                             "layers_api_demo and their aliases"),
+      std::string::npos)
       << zoo::testing::params_error(named);
   // A legacy file names no model: the tutorial's embedding_size and seq_len give it away.
   const std::string demo =

@@ -510,4 +510,10 @@ TEST(Training, SurvivesSigkillAndEndsBitwiseEqual) {
   for (const auto& kv : sa)
     for (const auto& e : kv.value().toGenericDict())
       EXPECT_TRUE(torch::equal(e.value().toTensor(), sb.at(kv.key()).toGenericDict().at(e.key()).toTensor()));
+  // What a user runs in CI says so too: every entry (weights, optimizer, scheduler, data and RNG state) equal.
+  const auto diff =
+      zoo::testing::run_command(zoo::testing::zoo_binary() + " checkpoint diff --exact " +
+                                f.dir / "straight/checkpoint_40.mdl " + f.dir / "killed/checkpoint_40.mdl");
+  EXPECT_EQ(diff.exit_code, 0) << diff.output;
+  EXPECT_NE(diff.output.find("The checkpoints are equal.\n"), std::string::npos) << diff.output;
 }

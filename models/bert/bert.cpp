@@ -6,6 +6,7 @@
 #include "models/bert/hf_adapter.h"
 #include "models/common/ffn.h"
 #include "models/common/lm_loss.h"
+#include "models/hf/headless.h"
 
 namespace zoo::models {
 
@@ -148,6 +149,14 @@ ModelFamily bert_family() {
   f.input_keys_from_model = {{"disable_nsp", {"disable_nsp"}, /*must_agree=*/true}};
   f.hf["bert"] = bert_hf_adapter();
   f.hf["roberta"] = roberta_hf_adapter();
+  // HF's BertModel: no heads; its pooler (which BertForMaskedLM lacks) keeps zoo's next-sentence head.
+  HeadlessParts heads = built_head_parts({"bert_mlm_head.", "bert_cls_head."});
+  heads.config_from_weights = [](YAML::Node& model, const StateDict& hf) {
+    const bool pooler = hf.count("pooler.dense.weight") > 0;
+    model["disable_nsp"] = !pooler;
+    if (!pooler) model.remove("pooler_nonlinearity");
+  };
+  f.hf["bert-headless"] = headless_adapter(f.hf["bert"], heads);
   return f;
 }
 

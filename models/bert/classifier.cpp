@@ -55,16 +55,10 @@ torch::Tensor add_classification_metrics(ModelOutput& result, const torch::Tenso
   return correct;
 }
 
-BertClassifierModel::BertClassifierModel(const BertClassifierOptions& o, const torch::TensorOptions& p) : options_(o) {
-  const BertEncoderShape shape{o.num_segments.value_or(2), true, o.embedding_dropout_rate.value_or(o.dropout_rate)};
-  bert = register_module("bert", BertEncoder(o, shape, p));
-  classifier = register_module("classifier", Dense(o.hidden_size, o.num_labels.value_or(2), true, p));
-}
-
-void BertClassifierModel::reset_parameters() {
-  bert->reset_parameters();
-  classifier->reset_parameters(fine_tuning_head_initializer());
-}
+BertClassifierModel::BertClassifierModel(const BertClassifierOptions& o, const torch::TensorOptions& p)
+    : BertFinetuneModel(o, {o.num_segments.value_or(2), true, o.embedding_dropout_rate.value_or(o.dropout_rate)},
+                        o.num_labels.value_or(2), true, p),
+      options_(o) {}
 
 torch::Tensor BertClassifierModel::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                           const torch::Tensor& token_type_ids) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "models/bert/bert_encoder.h"
+#include "models/bert/finetune_model.h"
 #include "models/model.h"
 #include "models/registry.h"
 
@@ -31,7 +32,7 @@ struct BertClassifierOptions : BertEncoderOptions {
   static const config::Schema<BertClassifierOptions>& schema();
 };
 
-class BertClassifierModel : public Model {
+class BertClassifierModel : public BertFinetuneModel {
  public:
   BertClassifierModel(const BertClassifierOptions& options, const torch::TensorOptions& param_options);
   // Cross-entropy (single label), binary cross-entropy per label (multi
@@ -42,16 +43,6 @@ class BertClassifierModel : public Model {
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                        const torch::Tensor& token_type_ids);  // (B, num_labels)
-  double forward_flops_per_token() const override { return bert->forward_flops_per_token(); }
-  void reset_parameters() override;
-  std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
-  std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const override {
-    return bert->lr_adjustment_groups();
-  }
-
-  BertEncoder bert{nullptr};
-  Dense classifier{nullptr};
-
  private:
   BertClassifierOptions options_;
 };

@@ -200,7 +200,8 @@ HfAdapter bert_hf_adapter() {
   // Fine-tuned checkpoints go to the fine-tuning families' converters (hf_finetune.cpp).
   a.claims = [](const nlohmann::json& c) {
     const std::string arch = hf_architecture(c);
-    return arch != "BertForSequenceClassification" && arch != "BertForTokenClassification";
+    return arch != "BertForSequenceClassification" && arch != "BertForTokenClassification" &&
+           arch != "BertForQuestionAnswering";
   };
   a.config_from_hf = encoder_shape;
   // A checkpoint without the next-sentence head (BertForMaskedLM) converts to masked LM only.
@@ -212,6 +213,7 @@ HfAdapter bert_hf_adapter() {
   a.config_to_hf = [](const ModelSpec& spec) { return config_of(options_of(spec), false); };
   a.from_hf = [](const StateDict& hf, const ModelSpec& m) { return map_to_zoo(bert_keys(options_of(m), kBert), hf); };
   a.to_hf = [](const StateDict& zoo, const ModelSpec& m) { return to_hf(zoo, options_of(m), kBert); };
+  a.key_map = [](const ModelSpec& m) { return bert_keys(options_of(m), kBert); };
   a.input_from_hf = csv_input;
   return a;
 }

@@ -3,7 +3,7 @@
 // BertForSequenceClassification and BertForTokenClassification <-> zoo's
 // bert/classifier and bert/token_classifier (hf_finetune.cpp).
 // Defines: bert_hf_adapter, roberta_hf_adapter, esm_hf_adapter (hf_esm.cpp),
-// bert_sequence_classifier_hf_adapter, bert_token_classifier_hf_adapter,
+// bert_sequence_classifier_hf_adapter, bert_token_classifier_hf_adapter, bert_qa_hf_adapter,
 // and the helpers they share.
 #pragma once
 
@@ -54,5 +54,6 @@ HfAdapter esm_hf_adapter();
 // modelzoo's bert-sequence-classifier and bert-token-classifier converters.
 HfAdapter bert_sequence_classifier_hf_adapter();
 HfAdapter bert_token_classifier_hf_adapter();
+HfAdapter bert_qa_hf_adapter();
 
 }  // namespace zoo::models

@@ -3,7 +3,9 @@
 //   bert-sequence-classifier  BertForSequenceClassification <-> bert/classifier
 //                             (the pooler's tanh state, dropout, classifier);
 //   bert-token-classifier     BertForTokenClassification <-> bert/token_classifier
-//                             (every token's state, dropout, classifier; no pooler).
+//                             (every token's state, dropout, classifier; no pooler);
+//   bert-qa                   BertForQuestionAnswering <-> bert/qa (every token's
+//                             state, qa_outputs <-> classifier: start and end scores).
 // The encoder is BERT's (hf_adapter.cpp) under bert. on both sides. HF's
 // num_labels (the length of id2label) is num_labels / num_classes,
 // classifier_dropout (null: hidden_dropout_prob) is task_dropout /
@@ -14,6 +16,7 @@
 
 #include "models/bert/classifier.h"
 #include "models/bert/hf_adapter.h"
+#include "models/bert/qa.h"
 #include "models/bert/token_classifier.h"
 
 namespace zoo::models {
@@ -21,6 +24,7 @@ namespace {
 
 const char* kSequenceClassifier = "BertForSequenceClassification";
 const char* kTokenClassifier = "BertForTokenClassification";
+const char* kQuestionAnswering = "BertForQuestionAnswering";
 
 // The encoder's keys as the fine-tuning families spell them (embedding_pad_token_id), named `family`.
 YAML::Node finetune_shape(const nlohmann::json& c, const std::string& family) {
@@ -71,21 +75,25 @@ std::vector<std::string> label_names(const BertTokenClassifierOptions& o) {
   return names;
 }
 
-// The encoder's and the head's tensors; `pooler`: the sequence classifier's.
-HfKeyMap finetune_keys(const BertEncoderOptions& o, bool pooler) {
+// The encoder's and the head's tensors (HF's `head`, zoo's classifier); `pooler`: the sequence classifier's.
+HfKeyMap finetune_keys(const BertEncoderOptions& o, bool pooler, const std::string& head) {
   HfKeyMap m;
   m.hf_prefix = "bert.";
   m.hf_buffers = {"embeddings.position_ids", "embeddings.token_type_ids"};
   // A token classifier saved with a pooler (HF builds it without one, and ignores it).
   if (!pooler) m.hf_buffers.push_back("pooler.dense.");
   map_bert_encoder(m, o, "bert.", "bert.", o.num_segments.value_or(2), pooler);
-  m.linear("classifier", "classifier");
+  m.linear(head, "classifier");
   return m;
 }
 
 const BertClassifierOptions& classifier_options(const ModelSpec& m) {
   return spec_options<TypedModelSpec<BertClassifierOptions, BertClassifierModel>>(
       m, "this Hugging Face converter takes a bert/classifier model section");
+}
+const BertQaOptions& qa_options(const ModelSpec& m) {
+  return spec_options<TypedModelSpec<BertQaOptions, BertQaModel>>(
+      m, "this Hugging Face converter takes a bert/qa model section");
 }
 const BertTokenClassifierOptions& token_classifier_options(const ModelSpec& m) {
   return spec_options<TypedModelSpec<BertTokenClassifierOptions, BertTokenClassifierModel>>(
@@ -97,8 +105,8 @@ const BertTokenClassifierOptions& token_classifier_options(const ModelSpec& m) {
 // (`head_fields` adds the head's), and fine-tuning data read by `processor`
 // with the checkpoint's vocab.txt; `options_of` the family's.
 template <class Options>
-HfAdapter finetune_adapter(const std::string& architecture, bool pooler, const std::string& processor,
-                           const Options& (*options_of)(const ModelSpec&),
+HfAdapter finetune_adapter(const std::string& architecture, bool pooler, const std::string& head,
+                           const std::string& processor, const Options& (*options_of)(const ModelSpec&),
                            void (*head_fields)(const Options&, nlohmann::json&)) {
   HfAdapter a;
   a.config_to_hf = [architecture, pooler, options_of, head_fields](const ModelSpec& model) {
@@ -111,12 +119,12 @@ HfAdapter finetune_adapter(const std::string& architecture, bool pooler, const s
   };
   a.model_types = {"bert"};
   a.claims = [architecture](const nlohmann::json& c) { return hf_architecture(c) == architecture; };
-  a.from_hf = [pooler, options_of](const StateDict& hf, const ModelSpec& m) {
-    return map_to_zoo(finetune_keys(options_of(m), pooler), hf);
+  a.from_hf = [pooler, head, options_of](const StateDict& hf, const ModelSpec& m) {
+    return map_to_zoo(finetune_keys(options_of(m), pooler, head), hf);
   };
-  a.to_hf = [pooler, options_of](const StateDict& zoo, const ModelSpec& m) {
+  a.to_hf = [pooler, head, options_of](const StateDict& zoo, const ModelSpec& m) {
     const Options& o = options_of(m);
-    StateDict hf = map_to_hf(finetune_keys(o, pooler), zoo);
+    StateDict hf = map_to_hf(finetune_keys(o, pooler, head), zoo);
     add_missing_token_types(hf, "bert.", o.num_segments.value_or(2), o.hidden_size);
     return hf;
   };
@@ -135,7 +143,7 @@ HfAdapter finetune_adapter(const std::string& architecture, bool pooler, const s
 HfAdapter bert_sequence_classifier_hf_adapter() {
   // GLUE-style sentences (SST-2's TSV; MNLIDataProcessor for sentence pairs).
   HfAdapter a = finetune_adapter(
-      kSequenceClassifier, /*pooler=*/true, "SST2DataProcessor", classifier_options,
+      kSequenceClassifier, /*pooler=*/true, "classifier", "SST2DataProcessor", classifier_options,
       +[](const BertClassifierOptions& o, nlohmann::json& c) {
         c["problem_type"] = *o.problem_type;
         c["classifier_dropout"] = *o.task_dropout;
@@ -156,7 +164,7 @@ HfAdapter bert_sequence_classifier_hf_adapter() {
 HfAdapter bert_token_classifier_hf_adapter() {
   // modelzoo's NER CSV.
   HfAdapter a = finetune_adapter(
-      kTokenClassifier, /*pooler=*/false, "BertTokenClassifierDataProcessor", token_classifier_options,
+      kTokenClassifier, /*pooler=*/false, "classifier", "BertTokenClassifierDataProcessor", token_classifier_options,
       +[](const BertTokenClassifierOptions& o, nlohmann::json& c) {
         c["classifier_dropout"] = *o.encoder_output_dropout_rate;
         write_labels(c, label_names(o));
@@ -179,6 +187,29 @@ HfAdapter bert_token_classifier_hf_adapter() {
     else
       for (int64_t i = 0; i < num_labels(c); ++i) labels["LABEL_" + std::to_string(i)] = i;
     return labels;
+  };
+  return a;
+}
+
+HfAdapter bert_qa_hf_adapter() {
+  // modelzoo's SQuAD CSV (write_csv_qa.py).
+  HfAdapter a = finetune_adapter(
+      kQuestionAnswering, /*pooler=*/false, "qa_outputs", "BertQADataProcessor", qa_options,
+      +[](const BertQaOptions&, nlohmann::json& c) { write_labels(c, default_label_names(2)); });
+  a.config_from_hf = [](const nlohmann::json& c) {
+    if (num_labels(c) != 2)
+      refuse_config(c, "num_labels",
+                    "is " + std::to_string(num_labels(c)) + "; a question-answering head has 2 (start, end)");
+    YAML::Node m = finetune_shape(c, "bert/qa");
+    m.remove("pooler_nonlinearity");
+    return m;
+  };
+  // The CSV holds token ids already (write_csv_qa.py tokenized with the vocabulary): no vocab_file to read.
+  a.input_from_hf = [](const nlohmann::json&, const YAML::Node& model, const std::string&) {
+    YAML::Node in(YAML::NodeType::Map);
+    in["data_processor"] = "BertQADataProcessor";
+    in["max_sequence_length"] = std::min<int64_t>(384, model["max_position_embeddings"].as<int64_t>());
+    return in;
   };
   return a;
 }

@@ -39,16 +39,10 @@ const config::Schema<BertSummarizerOptions>& BertSummarizerOptions::schema() {
   return s;
 }
 
-BertSummarizerModel::BertSummarizerModel(const BertSummarizerOptions& o, const torch::TensorOptions& p) : options_(o) {
-  const BertEncoderShape shape{o.num_segments.value_or(2), false, o.embedding_dropout_rate.value_or(o.dropout_rate)};
-  bert = register_module("bert", BertEncoder(o, shape, p));
-  classifier = register_module("classifier", Dense(o.hidden_size, o.num_labels, o.use_cls_bias, p));
-}
-
-void BertSummarizerModel::reset_parameters() {
-  bert->reset_parameters();
-  classifier->reset_parameters(fine_tuning_head_initializer());
-}
+BertSummarizerModel::BertSummarizerModel(const BertSummarizerOptions& o, const torch::TensorOptions& p)
+    : BertFinetuneModel(o, {o.num_segments.value_or(2), false, o.embedding_dropout_rate.value_or(o.dropout_rate)},
+                        o.num_labels, o.use_cls_bias, p),
+      options_(o) {}
 
 torch::Tensor BertSummarizerModel::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                           const torch::Tensor& token_type_ids, const torch::Tensor& cls_indices) {

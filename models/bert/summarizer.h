@@ -11,6 +11,7 @@
 #include <string>
 
 #include "models/bert/bert_encoder.h"
+#include "models/bert/finetune_model.h"
 #include "models/model.h"
 #include "models/registry.h"
 
@@ -33,7 +34,7 @@ struct BertSummarizerOptions : BertEncoderOptions {
   static const config::Schema<BertSummarizerOptions>& schema();
 };
 
-class BertSummarizerModel : public Model {
+class BertSummarizerModel : public BertFinetuneModel {
  public:
   BertSummarizerModel(const BertSummarizerOptions& options, const torch::TensorOptions& param_options);
   // modelzoo's loss: cross-entropy per [CLS] position, weighted by
@@ -43,15 +44,6 @@ class BertSummarizerModel : public Model {
   // (B, max_cls_tokens, num_labels): the states at cls_indices, classified.
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                        const torch::Tensor& token_type_ids, const torch::Tensor& cls_indices);
-  double forward_flops_per_token() const override { return bert->forward_flops_per_token(); }
-  void reset_parameters() override;
-  std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
-  std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const override {
-    return bert->lr_adjustment_groups();
-  }
-
-  BertEncoder bert{nullptr};
-  Dense classifier{nullptr};
 
  private:
   BertSummarizerOptions options_;

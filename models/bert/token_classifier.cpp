@@ -42,11 +42,10 @@ const config::Schema<BertTokenClassifierOptions>& BertTokenClassifierOptions::sc
 }
 
 BertTokenClassifierModel::BertTokenClassifierModel(const BertTokenClassifierOptions& o, const torch::TensorOptions& p)
-    : options_(o) {
-  const BertEncoderShape shape{o.num_segments.value_or(2), false, o.embedding_dropout_rate.value_or(o.dropout_rate)};
-  bert = register_module("bert", BertEncoder(o, shape, p));
+    : BertFinetuneModel(o, {o.num_segments.value_or(2), false, o.embedding_dropout_rate.value_or(o.dropout_rate)},
+                        o.num_classes.value_or(2), true, p),
+      options_(o) {
   const int64_t K = o.num_classes.value_or(2);
-  classifier = register_module("classifier", Dense(o.hidden_size, K, true, p));
   scored_ = torch::ones({K}, torch::kDouble);
   if (o.label_vocab_file && o.compute_eval_metrics) {  // modelzoo ignores O, [CLS], [SEP], X, ... in the F1
     std::ifstream in(*o.label_vocab_file);
@@ -58,11 +57,6 @@ BertTokenClassifierModel::BertTokenClassifierModel(const BertTokenClassifierOpti
           name.rfind('I', 0) != 0)
         scored_[id.get<int64_t>()] = 0.0;
   }
-}
-
-void BertTokenClassifierModel::reset_parameters() {
-  bert->reset_parameters();
-  classifier->reset_parameters(fine_tuning_head_initializer());
 }
 
 torch::Tensor BertTokenClassifierModel::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

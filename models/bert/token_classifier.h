@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/bert/bert_encoder.h"
+#include "models/bert/finetune_model.h"
 #include "models/model.h"
 #include "models/registry.h"
 
@@ -35,7 +36,7 @@ struct BertTokenClassifierOptions : BertEncoderOptions {
   static const config::Schema<BertTokenClassifierOptions>& schema();
 };
 
-class BertTokenClassifierModel : public Model {
+class BertTokenClassifierModel : public BertFinetuneModel {
  public:
   BertTokenClassifierModel(const BertTokenClassifierOptions& options, const torch::TensorOptions& param_options);
   // Cross-entropy summed over the tokens loss_mask keeps / batch size *
@@ -45,16 +46,6 @@ class BertTokenClassifierModel : public Model {
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                        const torch::Tensor& token_type_ids);  // (B, T, num_classes)
-  double forward_flops_per_token() const override { return bert->forward_flops_per_token(); }
-  void reset_parameters() override;
-  std::optional<int64_t> vocab_size() const override { return options_.vocab_size; }
-  std::map<std::string, LrAdjustmentGroup> lr_adjustment_groups() const override {
-    return bert->lr_adjustment_groups();
-  }
-
-  BertEncoder bert{nullptr};
-  Dense classifier{nullptr};
-
  private:
   BertTokenClassifierOptions options_;
   torch::Tensor scored_;  // (num_classes) double: 1 where the class counts in f1_score

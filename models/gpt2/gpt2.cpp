@@ -5,6 +5,7 @@
 
 #include "models/gpt2/hf_adapter.h"
 #include "models/hf/block_keys.h"
+#include "models/hf/headless.h"
 
 namespace zoo::models {
 
@@ -270,6 +271,13 @@ torch::Tensor Gpt2Model::padded_logits(const torch::Tensor& input_ids, const tor
   return padded_logits(input_ids, moe, position_ids);
 }
 
+torch::Tensor Gpt2Model::hidden_states(const torch::Tensor& input_ids) {
+  MoeContext moe;
+  moe.input_ids = input_ids;
+  return transformer_decoder->forward(embed(input_ids), nullptr, embedding_layer->alibi(),
+                                      options_.moe.enabled() ? &moe : nullptr);
+}
+
 torch::Tensor Gpt2Model::logits(const torch::Tensor& input_ids) {
   return padded_logits(input_ids).narrow(-1, 0, options_.vocab_size);
 }
@@ -376,6 +384,12 @@ ModelFamily gpt2_family() {
   f.hf["gemma2"] = gemma_hf_adapter("gemma2");
   f.hf["qwen2"] = llama_hf_adapter("qwen2");
   f.hf["qwen3"] = llama_hf_adapter("qwen3");
+  add_headless_converters(f,
+                          {"gpt2", "llama", "mistral", "mixtral", "btlm", "jais", "bloom", "mpt", "santacoder",
+                           "starcoder", "gemma", "gemma2", "qwen2", "qwen3"},
+                          decoder_lm_head_parts([](const ModelSpec& m) -> const DecoderLmOptions& {
+                            return spec_options<Gpt2Spec>(m, "a headless gpt2-family converter takes a gpt2 model");
+                          }));
   return f;
 }
 

@@ -64,6 +64,9 @@ class Gpt2Model : public Model {
   Gpt2Model(const Gpt2Options& options, const torch::TensorOptions& param_options, const DecoderVariant& variant = {});
   ModelOutput forward(const Features& batch, bool with_metrics) override;
   torch::Tensor logits(const torch::Tensor& input_ids);  // (B, T) -> (B, T, V)
+  // (B, T) -> (B, T, C): the decoder's output after its final norm, what Hugging Face's base model (GPT2Model,
+  // LlamaModel, ...) returns as last_hidden_state: features for a head of one's own.
+  torch::Tensor hidden_states(const torch::Tensor& input_ids);
   // (B, T) -> (B, T, V rounded up as OutputHead pads it); what training computes.
   // position_ids (B, T), for rows that pack several sequences (modelzoo's
   // VSL): each token's position in its own sequence, which alone it attends to.

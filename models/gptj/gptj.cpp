@@ -2,6 +2,7 @@
 #include "models/gptj/gptj.h"
 
 #include "models/gptj/hf_adapter.h"
+#include "models/hf/headless.h"
 
 namespace zoo::models {
 
@@ -65,6 +66,10 @@ ModelFamily gptj_family() {
   f.hf["gptj"] = gptj_hf_adapter("gptj");
   f.hf["codegen"] = gptj_hf_adapter("codegen");
   f.hf["falcon"] = falcon_hf_adapter();
+  add_headless_converters(f, {"gpt-neox", "gptj", "codegen", "falcon"},
+                          decoder_lm_head_parts([](const ModelSpec& m) -> const DecoderLmOptions& {
+                            return spec_options<GptjSpec>(m, "a headless gptj-family converter takes a gptj model");
+                          }));
   return f;
 }
 

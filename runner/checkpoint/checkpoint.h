@@ -43,6 +43,14 @@ void save_checkpoint_file(const std::string& path, const c10::impl::GenericDict&
 // Files written by Python's torch.save (a state dict, or a dict with a
 // "model" state dict) load as {"model": weights[, "global_step"]}.
 c10::impl::GenericDict load_checkpoint_file(const std::string& path);
+// The file's contents as stored: no checksum checked, a sharded index not
+// assembled, each tensor a view of its record in a mapping of the file that
+// is read only where a tensor's bytes are touched (`zoo checkpoint info`
+// reads a 13B checkpoint's shapes without reading its weights). The mapping
+// is read-only: writing to these tensors is a crash. Throws
+// std::runtime_error naming the file when it is not a zip archive of a
+// pickle (torch.save's format since PyTorch 1.6).
+c10::IValue read_checkpoint_as_stored(const std::string& path);
 
 // The "model" state dict of a loaded checkpoint; throws std::runtime_error
 // naming the file and the keys it has when there is none.

@@ -328,7 +328,11 @@ bool is_plain_state_dict(const c10::impl::GenericDict& dict) {
 // does not change under a run.
 class MappedFile {
  public:
-  static std::shared_ptr<MappedFile> open(const std::string& path) {
+  // `for_load`: read the whole file in now and let tensors be written (a
+  // load that will touch every tensor); otherwise the mapping is read-only
+  // and pages are read only where they are touched (a writable private
+  // mapping is charged against memory up front: a 50 GB file would not map).
+  static std::shared_ptr<MappedFile> open(const std::string& path, bool for_load = true) {
     const int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) return nullptr;
     struct stat st {};
@@ -336,10 +340,10 @@ class MappedFile {
     const size_t size = ::fstat(fd, &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
     // Populated read-only, then made writable: populating a writable private
     // mapping would copy every page up front.
-    if (size > 0) base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (size > 0) base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | (for_load ? MAP_POPULATE : 0), fd, 0);
     ::close(fd);
     if (base == MAP_FAILED) return nullptr;  // a file system without mmap: read instead
-    if (::mprotect(base, size, PROT_READ | PROT_WRITE) != 0) {
+    if (for_load && ::mprotect(base, size, PROT_READ | PROT_WRITE) != 0) {
       ::munmap(base, size);
       return nullptr;
     }
@@ -431,7 +435,9 @@ c10::IValue read_mapped_archive(const std::shared_ptr<MappedFile>& file,
 
 }  // namespace
 
-c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
+namespace {
+
+void refuse_non_files(const std::string& path) {
   std::error_code ec;
   const auto type = std::filesystem::status(path, ec).type();
   if (type != std::filesystem::file_type::not_found && type != std::filesystem::file_type::regular &&
@@ -440,6 +446,25 @@ c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
   if (!std::ifstream(path)) throw std::runtime_error(path + ": cannot open checkpoint");
   if (std::filesystem::file_size(path, ec) == 0 && !ec)
     throw std::runtime_error(path + ": is empty (0 bytes), not a checkpoint; an interrupted copy?");
+}
+
+}  // namespace
+
+c10::IValue read_checkpoint_as_stored(const std::string& path) {
+  refuse_non_files(path);
+  auto file = MappedFile::open(path, /*for_load=*/false);
+  if (!file) throw std::runtime_error(path + ": cannot map the file into memory");
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<caffe2::serialize::FileAdapter>(path));
+    return read_mapped_archive(file, reader);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": not a checkpoint zoo or PyTorch's torch.save wrote (" +
+                             std::string(e.what()).substr(0, 200) + ")");
+  }
+}
+
+c10::impl::GenericDict load_checkpoint_file(const std::string& path) {
+  refuse_non_files(path);
   c10::IValue value;
   try {  // as torch::pickle_load, but each tensor's storage is its record in the mapped file
     if (auto file = MappedFile::open(path)) {

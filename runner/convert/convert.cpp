@@ -179,6 +179,7 @@ void hf_to_zoo(const ConvertCommand& c) {
 std::vector<std::pair<std::string, nlohmann::json>> converters_holding(const models::ModelSpec& model) {
   std::vector<std::pair<std::string, nlohmann::json>> out;
   for (const auto& name : models::hf_converter_names()) {
+    if (models::find_hf_converter(name).headless) continue;  // only with --model: it drops the LM head
     try {
       nlohmann::json cfg = models::find_hf_converter(name).config_to_hf(model);
       const bool alias = std::any_of(out.begin(), out.end(), [&](const auto& o) { return o.second == cfg; });

@@ -66,13 +66,14 @@ uint64_t byte_size(const std::string& path, const std::string& name, const std::
 }
 }  // namespace
 
-TensorMap read_safetensors(const std::string& path) {
+SafetensorsHeader read_safetensors_header(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open");
   uint64_t header_size = 0;
   in.read(reinterpret_cast<char*>(&header_size), 8);  // little-endian on every platform zoo supports
   const uint64_t file_size = fs::file_size(path);
-  if (!in || header_size > file_size - 8) throw std::runtime_error(path + ": not a safetensors file (bad header size)");
+  if (!in || file_size < 8 || header_size > file_size - 8)
+    throw std::runtime_error(path + ": not a safetensors file (bad header size)");
   std::string header(header_size, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_size));
   nlohmann::json j;
@@ -81,24 +82,40 @@ TensorMap read_safetensors(const std::string& path) {
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": safetensors header is not JSON (" + e.what() + ")");
   }
-  // Each tensor is read straight into its own memory: no copy of the whole
-  // file is held, which matters for multi-GB shards.
-  const uint64_t data_start = 8 + header_size, data_size = file_size - data_start;
-  TensorMap out;
   if (!j.is_object()) throw std::runtime_error(path + ": safetensors header is not a JSON object");
+  SafetensorsHeader out;
+  out.data_start = 8 + header_size;
+  const uint64_t data_size = file_size - out.data_start;
   for (const auto& [name, info] : j.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      if (info.is_object())
+        for (const auto& [k, v] : info.items())
+          if (v.is_string()) out.metadata[k] = v.get<std::string>();
+      continue;
+    }
     const TensorEntry e = tensor_entry(path, name, info);
     auto dt = kDtypes.find(e.dtype);
     if (dt == kDtypes.end()) throw std::runtime_error(path + ": " + name + ": unsupported dtype \"" + e.dtype + "\"");
     const uint64_t bytes = byte_size(path, name, e.shape, c10::elementSize(dt->second));
     if (e.end > data_size || e.end < e.begin || e.end - e.begin != bytes)
       throw std::runtime_error(path + ": " + name + ": data_offsets do not match its shape and dtype");
-    torch::Tensor t = torch::empty(e.shape, torch::dtype(dt->second));
-    in.seekg(static_cast<std::streamoff>(data_start + e.begin));
+    out.tensors.push_back({name, dt->second, e.shape, e.begin, e.end});
+  }
+  return out;
+}
+
+TensorMap read_safetensors(const std::string& path) {
+  const SafetensorsHeader header = read_safetensors_header(path);
+  // Each tensor is read straight into its own memory: no copy of the whole
+  // file is held, which matters for multi-GB shards.
+  std::ifstream in(path, std::ios::binary);
+  TensorMap out;
+  for (const auto& e : header.tensors) {
+    torch::Tensor t = torch::empty(e.shape, torch::dtype(e.dtype));
+    in.seekg(static_cast<std::streamoff>(header.data_start + e.begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-    if (!in) throw std::runtime_error(path + ": " + name + ": cannot read its data");
-    out[name] = t;
+    if (!in) throw std::runtime_error(path + ": " + e.name + ": cannot read its data");
+    out[e.name] = t;
   }
   return out;
 }

@@ -3,11 +3,13 @@ import torch.nn.functional as F
 out, kind = sys.argv[1], sys.argv[2]
 nsp, roberta, seq, tok = kind == "nsp", kind == "roberta", kind == "seq", kind == "tok"
 dpr = kind in ("dprq", "dprc")
+qa, bare = kind == "qa", kind == "base"   # BertForQuestionAnswering; BertModel (no heads, no bert. prefix)
 finetuned = seq or tok
 torch.manual_seed(1 if kind == "dprc" else 0)
 B, T, V, C, L, H, FF, P = 2, 12, 50, 32, 2, 4, 48, 16
 PAD = 1 if roberta else 0
-base = {"roberta": "roberta.", "dprq": "question_encoder.bert_model.", "dprc": "ctx_encoder.bert_model."}.get(kind, "bert.")
+base = {"roberta": "roberta.", "dprq": "question_encoder.bert_model.", "dprc": "ctx_encoder.bert_model.",
+        "base": ""}.get(kind, "bert.")
 head = ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder") if roberta else \
        ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias", "cls.predictions.decoder")
 
@@ -33,18 +35,23 @@ for i in range(L):
     linear(p + "intermediate.dense", C, FF)
     linear(p + "output.dense", FF, C)
     norm(p + "output.LayerNorm")
-if not finetuned and not dpr:
+if not finetuned and not dpr and not qa and not bare:
     linear(head[0], C, C)
     norm(head[1])
     sd[head[2]] = rnd(V)
     sd[head[3] + ".weight"] = sd[base + "embeddings.word_embeddings.weight"]  # tied, as HF saves it
-if nsp or seq or kind == "dprq":  # (facebook's DPR checkpoints keep a pooler HF's DPR does not use)
+if nsp or seq or bare or kind == "dprq":  # (facebook's DPR checkpoints keep a pooler HF's DPR does not use)
     linear(base + "pooler.dense", C, C)
 if nsp:
     linear("cls.seq_relationship", C, 2)
 LABELS = ["negative", "neutral", "positive"] if seq else ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 if finetuned:
     linear("classifier", C, len(LABELS))
+if qa:
+    linear("qa_outputs", C, 2)
+saved = sd
+if qa or bare:   # their references in float64, from the same (float32) weights
+    sd = {k: v.double() for k, v in sd.items()}
 
 def lin(x, name):
     return x @ sd[name + ".weight"].t() + sd[name + ".bias"]
@@ -54,7 +61,7 @@ def ln(x, name):
 
 ids = torch.randint(2, V, (B, T))
 types = torch.zeros(B, T).long() if roberta else torch.cat([torch.zeros(B, 5), torch.ones(B, T - 5)], 1).long()
-mask = torch.ones(B, T)
+mask = torch.ones(B, T, dtype=torch.float64 if qa or bare else torch.float32)
 mask[1, 8:] = 0
 ids[1, 8:] = PAD
 # RoBERTa numbers tokens from PAD + 1 and gives padding position PAD (HF's create_position_ids_from_input_ids)
@@ -72,16 +79,21 @@ for i in range(L):
     x = ln(x + lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
 if dpr:   # the [CLS] state
     mlm = x[:, 0]
+elif bare:   # every token's last hidden state
+    mlm = x
+elif qa:   # start and end scores of every token: (B, T, 2)
+    mlm = lin(x, "qa_outputs")
 elif finetuned:   # the pooled [CLS] state (sequence) or every token's state (token), then the classifier
     mlm = lin(torch.tanh(lin(x[:, 0], base + "pooler.dense")) if seq else x, "classifier")
 else:
     mlm = ln(F.gelu(lin(x, head[0])), head[1]) @ sd[base + "embeddings.word_embeddings.weight"].t() + sd[head[2]]
 hf = out + "/hf" + {"dprq": "/q_encoder", "dprc": "/ctx_encoder"}.get(kind, "")
 os.makedirs(hf, exist_ok=True)
-write_safetensors(hf + "/model.safetensors", sd)
+write_safetensors(hf + "/model.safetensors", saved)
 arch = {"roberta": "RobertaForMaskedLM", "nsp": "BertForPreTraining", "mlm": "BertForMaskedLM",
         "seq": "BertForSequenceClassification", "tok": "BertForTokenClassification",
-        "dprq": "DPRQuestionEncoder", "dprc": "DPRContextEncoder"}[kind]
+        "dprq": "DPRQuestionEncoder", "dprc": "DPRContextEncoder", "qa": "BertForQuestionAnswering",
+        "base": "BertModel"}[kind]
 config = {"model_type": "roberta" if roberta else "dpr" if dpr else "bert", "architectures": [arch],
           "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
           "intermediate_size": FF, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
@@ -96,6 +108,8 @@ if dpr:
 json.dump(config, open(hf + "/config.json", "w"))
 open(hf + "/vocab.txt", "w").write("\n".join("t%d" % i for i in range(V)) + "\n")
 json.dump({"do_lower_case": True}, open(hf + "/tokenizer_config.json", "w"))
+if bare:
+    open(out + "/pooled.bin", "wb").write(torch.tanh(lin(x[:, 0], "pooler.dense")).numpy().tobytes())
 for name, t in [("ids", ids), ("types", types), ("mask", mask.long()), ("mlm", mlm)]:
     open(out + "/" + name + ("_" + kind if dpr else "") + ".bin", "wb").write(t.detach().numpy().tobytes())
 if nsp:

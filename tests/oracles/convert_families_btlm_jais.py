@@ -17,7 +17,8 @@ for i in range(L):
     x = x + lin(sd, attend(q, k, v, 1.0 / D, slopes), h + "attn.c_proj", True)
     m = ln(sd, x, h + "ln_2")
     x = x + lin(sd, lin(sd, m, h + "mlp.c_fc", True) * F.silu(lin(sd, m, h + "mlp.c_fc2", True)), h + "mlp.c_proj", True)
-logits = ln(sd, x, "transformer.ln_f") @ sd["transformer.wte.weight"].t() * (1.5 * 0.5)
+hidden = ln(sd, x, "transformer.ln_f")
+logits = hidden @ sd["transformer.wte.weight"].t() * (1.5 * 0.5)
 finish(sd, {"model_type": MODEL_TYPE, "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": H, "n_inner": F3,
             "n_positions": T, "activation_function": "swiglu", "position_embedding_type": "alibi",
             "mup_width_scale": 0.5, "mup_embeddings_scale": 3.0, "mup_output_alpha": 1.5, "mup_scale_qk_dot_by_d": True,

@@ -59,5 +59,7 @@ def finish(sd, config, logits, ids):
     open(out + "/hf_only.txt", "w").write("\n".join(HF_ONLY))
     open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
     open(out + "/logits.bin", "wb").write(logits.detach().numpy().astype("float32").tobytes())
+    if "hidden" in globals():   # the base model's last hidden state (after the final norm), what AutoModel returns
+        open(out + "/hidden.bin", "wb").write(hidden.detach().numpy().astype("float32").tobytes())
 
 ids = torch.randint(0, V, (B, T))

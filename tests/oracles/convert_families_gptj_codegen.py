@@ -23,7 +23,8 @@ for i in range(L):
         q, k, v = (heads(lin(sd, a, h + "attn." + p), H) for p in ["q_proj", "k_proj", "v_proj"])
     att = lin(sd, attend(rope(q, R, 10000.0, True), rope(k, R, 10000.0, True), v, 1 / math.sqrt(D)), h + "attn.out_proj")
     x = x + att + lin(sd, F.gelu(lin(sd, a, h + "mlp.fc_in"), approximate="tanh"), h + "mlp.fc_out")
-logits = lin(sd, ln(sd, x, "transformer.ln_f"), "lm_head")
+hidden = ln(sd, x, "transformer.ln_f")
+logits = lin(sd, hidden, "lm_head")
 finish(sd, {"model_type": MODEL_TYPE, "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": H, "n_inner": F4,
             "n_positions": T, "rotary_dim": R, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "tie_word_embeddings": False}, logits, ids)

@@ -18,7 +18,8 @@ for i in range(L):
     x = x + lin(sd, attend(q, k, v, 1 / math.sqrt(D), alibi_slopes(H)), h + "self_attention.dense")
     m = ln(sd, x, h + "post_attention_layernorm")
     x = x + lin(sd, bloom_gelu(lin(sd, m, h + "mlp.dense_h_to_4h")), h + "mlp.dense_4h_to_h")
-logits = ln(sd, x, "ln_f") @ sd["word_embeddings.weight"].t()
+hidden = ln(sd, x, "ln_f")
+logits = hidden @ sd["word_embeddings.weight"].t()
 finish(sd, {"model_type": "bloom", "vocab_size": V, "hidden_size": C, "n_layer": L, "n_head": H,
             "layer_norm_epsilon": 1e-5, "apply_residual_connection_post_layernorm": False, "hidden_dropout": 0.0,
             "attention_dropout": 0.0}, logits, ids)

@@ -23,7 +23,7 @@ for i in range(L):
     k, v = qkv[:, :, :, -2].transpose(1, 2), qkv[:, :, :, -1].transpose(1, 2)
     att = attend(rope(q, D, theta, False), rope(k, D, theta, False), v, 1 / math.sqrt(D))
     x = x + lin(sd, att, h + "self_attention.dense") + lin(sd, F.gelu(lin(sd, m_in, h + "mlp.dense_h_to_4h")), h + "mlp.dense_4h_to_h")
-x = ln(sd, x, "transformer.ln_f")
+x = hidden = ln(sd, x, "transformer.ln_f")
 logits = lin(sd, x, "lm_head") if FALCON_NEW else x @ sd["transformer.word_embeddings.weight"].t()
 finish(sd, {"model_type": "falcon", "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
             "num_kv_heads": G, "new_decoder_architecture": FALCON_NEW, "multi_query": not FALCON_NEW,

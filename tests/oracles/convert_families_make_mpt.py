@@ -16,7 +16,8 @@ for i in range(L):
     q, k, v = (heads(t, H) for t in lin(sd, ln(sd, x, h + "norm_1"), h + "attn.Wqkv").chunk(3, -1))
     x = x + lin(sd, attend(q, k, v, 1 / math.sqrt(D), mpt_slopes(H)), h + "attn.out_proj")
     x = x + lin(sd, F.gelu(lin(sd, ln(sd, x, h + "norm_2"), h + "ffn.up_proj")), h + "ffn.down_proj")
-logits = ln(sd, x, "transformer.norm_f") @ sd["transformer.wte.weight"].t()
+hidden = ln(sd, x, "transformer.norm_f")
+logits = hidden @ sd["transformer.wte.weight"].t()
 finish(sd, {"model_type": "mpt", "vocab_size": V, "d_model": C, "n_heads": H, "n_layers": L, "expansion_ratio": E,
             "max_seq_len": T, "no_bias": True, "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.0, "emb_pdrop": 0.0,
             "attn_config": {"alibi": True, "alibi_bias_max": 8, "attn_pdrop": 0.0, "clip_qkv": None, "qk_ln": False,

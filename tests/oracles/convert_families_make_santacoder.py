@@ -19,7 +19,8 @@ for i in range(L):
     att = attend(heads(lin(sd, a, h + "attn.q_attn", True), H), k, v, 1 / math.sqrt(D) / (i + 1))
     x = x + lin(sd, att, h + "attn.c_proj", True)
     x = x + lin(sd, F.gelu(lin(sd, ln(sd, x, h + "ln_2"), h + "mlp.c_fc", True), approximate="tanh"), h + "mlp.c_proj", True)
-logits = ln(sd, x, "transformer.ln_f") @ sd["transformer.wte.weight"].t()
+hidden = ln(sd, x, "transformer.ln_f")
+logits = hidden @ sd["transformer.wte.weight"].t()
 finish(sd, {"model_type": "gpt2", "attention_head_type": "multiquery", "vocab_size": V, "n_embd": C, "n_layer": L,
             "auto_map": {"AutoConfig": "configuration_gpt2_mq.GPT2CustomConfig",
                          "AutoModelForCausalLM": "modeling_gpt2_mq.GPT2LMHeadCustomModel"},

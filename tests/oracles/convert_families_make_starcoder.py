@@ -21,7 +21,8 @@ for i in range(L):
         q, k, v = per_head[..., :D], per_head[..., D:2 * D], per_head[..., 2 * D:]
     x = x + lin(sd, attend(q, k, v, 1 / math.sqrt(D)), h + "attn.c_proj")
     x = x + lin(sd, F.gelu(lin(sd, ln(sd, x, h + "ln_2"), h + "mlp.c_fc"), approximate="tanh"), h + "mlp.c_proj")
-logits = ln(sd, x, "transformer.ln_f") @ sd["transformer.wte.weight"].t()
+hidden = ln(sd, x, "transformer.ln_f")
+logits = hidden @ sd["transformer.wte.weight"].t()
 finish(sd, {"model_type": "gpt_bigcode", "multi_query": MULTI_QUERY, "vocab_size": V, "n_embd": C, "n_layer": L,
             "n_head": H, "n_inner": None, "n_positions": T, "activation_function": "gelu_pytorch_tanh",
             "scale_attn_weights": True, "attention_softmax_in_fp32": True, "scale_attention_softmax_in_fp32": True,

@@ -67,8 +67,10 @@ for i in range(L):
     m = rms(x, W("pre_feedforward_layernorm" if G2 else "post_attention_layernorm"))
     f = (F.gelu(m @ W("mlp.gate_proj").t(), approximate="tanh") * (m @ W("mlp.up_proj").t())) @ W("mlp.down_proj").t()
     x = x + (rms(f, W("post_feedforward_layernorm")) if G2 else f)
-logits = rms(x, sd["model.norm.weight"]) @ sd["model.embed_tokens.weight"].t()
+hidden = rms(x, sd["model.norm.weight"])   # the last hidden state, written below
+logits = hidden @ sd["model.embed_tokens.weight"].t()
 if G2:
     logits = cap(logits, FINAL_CAP)
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
+open(out + "/hidden.bin", "wb").write(hidden.numpy().astype("float32").tobytes())

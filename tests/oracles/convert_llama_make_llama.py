@@ -82,6 +82,8 @@ for i in range(L):
     for e in range(E):
         q = p + f"block_sparse_moe.experts.{e}."
         x = x + (top * (chosen == e)).sum(-1, keepdim=True) * swiglu(q + "w1.weight", q + "w3.weight", q + "w2.weight")
-logits = rms(x, sd["model.norm.weight"]) @ sd["lm_head.weight"].t()
+hidden = rms(x, sd["model.norm.weight"])   # the last hidden state, written below
+logits = hidden @ sd["lm_head.weight"].t()
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
+open(out + "/hidden.bin", "wb").write(hidden.numpy().astype("float32").tobytes())

@@ -42,3 +42,4 @@ torch.save(collections.OrderedDict(sd), out + "/hf_bin/pytorch_model.bin")
 shutil.copy(out + "/hf/config.json", out + "/hf_bin/config.json")
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
+open(out + "/hidden.bin", "wb").write(x.numpy().astype("float32").tobytes())   # the last hidden state

@@ -43,6 +43,8 @@ for i in range(L):
     a = lin((w @ v).transpose(1, 2).reshape(2, P, C), h + "attention.dense")
     m = lin(F.gelu(lin(ln(x, h + "post_attention_layernorm"), h + "mlp.dense_h_to_4h")), h + "mlp.dense_4h_to_h")
     x = x + a + m
-logits = ln(x, "gpt_neox.final_layer_norm") @ sd["embed_out.weight"].t()
+hidden = ln(x, "gpt_neox.final_layer_norm")   # the last hidden state, written below
+logits = hidden @ sd["embed_out.weight"].t()
 open(out + "/ids.bin", "wb").write(ids.numpy().astype("int64").tobytes())
 open(out + "/logits.bin", "wb").write(logits.numpy().astype("float32").tobytes())
+open(out + "/hidden.bin", "wb").write(hidden.numpy().astype("float32").tobytes())
