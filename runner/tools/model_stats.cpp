@@ -55,14 +55,18 @@ void describe_model_stats(const Params& params, int64_t ranks, std::ostream& out
                      s.trained_parameters / 1e6))
       << strf("FLOPs per token: forward %.4g, training (3x forward) %.4g\n", s.forward_flops_per_token,
               3 * s.forward_flops_per_token);
-  if (params.train_input && params.train_input->sequence_length()) {
-    // Every rank takes batch_size samples of max_sequence_length tokens a step.
-    const double tokens = static_cast<double>(params.train_input->batch_size()) *
-                          static_cast<double>(*params.train_input->sequence_length()) * static_cast<double>(ranks);
-    out << strf("Tokens per step: %.0f (train_input.batch_size %ld x max_sequence_length %ld x %ld ranks); ", tokens,
+  // batch_size is the global batch (split over the ranks) of max_sequence_length tokens; data that sets its own
+  // length (modelzoo's HDF5 samples) is counted at the model's longest.
+  const std::optional<int64_t> input_length = params.train_input ? params.train_input->sequence_length() : std::nullopt;
+  const std::optional<int64_t> length = input_length ? input_length : params.model->max_sequence_length();
+  if (params.train_input && length) {
+    const double tokens = static_cast<double>(params.train_input->batch_size()) * static_cast<double>(*length);
+    out << strf("Tokens per step: %.0f (train_input.batch_size %ld, the global batch, x %s %ld); ", tokens,
                 static_cast<long>(params.train_input->batch_size()),
-                static_cast<long>(*params.train_input->sequence_length()), static_cast<long>(ranks))
-        << strf("training FLOPs per step %.4g\n", 3 * s.forward_flops_per_token * tokens);
+                input_length ? "max_sequence_length" : "the model's max_position_embeddings",
+                static_cast<long>(*length))
+        << strf("training FLOPs per step %.4g, %.4g per rank at %ld ranks\n", 3 * s.forward_flops_per_token * tokens,
+                3 * s.forward_flops_per_token * tokens / static_cast<double>(ranks), static_cast<long>(ranks));
   }
   if (s.adapter_layers > 0)
     out << strf("LoRA: adapters on %ld dense layers: %ld trainable parameters (%.3f%% of %ld), %ld frozen\n",

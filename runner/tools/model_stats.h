@@ -28,9 +28,10 @@ struct ModelSummary {
 ModelSummary summarize_model(const Params& params);
 
 namespace tools {
-// Parameters, FLOPs per token (and per step, with the tokens of a step when
-// train_input gives batch_size and max_sequence_length), model state on one
-// device and per device at `ranks` ranks under the runconfig's parallelism.
+// Parameters, FLOPs per token (and per step: train_input's global batch of
+// max_sequence_length tokens, or of the model's max_position_embeddings when
+// the data sets its own length), model state on one device and per device at
+// `ranks` ranks under the runconfig's parallelism.
 void describe_model_stats(const Params& params, int64_t ranks, std::ostream& out);
 }  // namespace tools
 
