@@ -64,12 +64,6 @@ struct TensorStats {
   json to_json() const { return {{"count", count}, {"elements", elements}, {"bytes", bytes}, {"dtypes", dtypes}}; }
 };
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 int64_t disk_bytes(const fs::path& p) {
   std::error_code ec;
   if (fs::is_regular_file(p, ec)) return static_cast<int64_t>(fs::file_size(p, ec));
@@ -80,15 +74,19 @@ int64_t disk_bytes(const fs::path& p) {
   return total;
 }
 
-// The model section's size keys (integers named *size*, num_*, *layers*, *heads*, ...): a summary any family
-// gives, read from the params as written, without building the model.
+// Integer keys that give a model's size, in a zoo model section or a Hugging Face config.json (*size*, num_*,
+// *layers*, *heads*, ...): a summary any family gives, without building the model.
+bool is_size_key(const std::string& key) {
+  static const std::regex sizes("size|^num_|layers|heads|max_position_embeddings|vocab|experts|^d_|^n_");
+  return std::regex_search(key, sizes);
+}
+
 json model_sizes(const YAML::Node& model) {
-  static const std::regex sizes("size|^num_|layers|heads|max_position_embeddings|vocab|experts|^d_");
   json out = json::object();
   if (!model.IsMap()) return out;
   for (const auto& kv : model) {
     const std::string key = kv.first.as<std::string>();
-    if (!kv.second.IsScalar() || !std::regex_search(key, sizes)) continue;
+    if (!kv.second.IsScalar() || !is_size_key(key)) continue;
     try {
       out[key] = kv.second.as<int64_t>();
     } catch (const YAML::Exception&) {  // a string or float: not a size
@@ -99,13 +97,7 @@ json model_sizes(const YAML::Node& model) {
 
 // From "__metadata__": who wrote it, the model and its sizes, the optimizer, LoRA's base.
 void read_metadata(const c10::impl::GenericDict& dict, json& info) {
-  if (!dict.contains("__metadata__") || !dict.at("__metadata__").isList()) return;
-  const auto list = dict.at("__metadata__").toList();
-  if (list.size() == 0 || !list.get(0).isGenericDict()) return;
-  const auto meta = list.get(0).toGenericDict();
-  auto text = [&](const char* key) {
-    return meta.contains(key) && meta.at(key).isString() ? meta.at(key).toStringRef() : std::string();
-  };
+  auto text = [&](const char* key) { return ckpt::metadata_value(dict, key); };
   if (!text("version").empty()) info["written_by"] = text("version");
   if (!text("lora_base").empty()) info["lora_base"] = text("lora_base");
   if (!text("converted_from").empty()) info["converted_from"] = text("converted_from");
@@ -170,7 +162,7 @@ void read_sharded(const c10::impl::GenericDict& index, const std::string& path, 
   const int world = static_cast<int>(about.at("world_size").toInt());
   std::map<std::string, int64_t> numel;
   for (const auto& kv : about.at("shapes").toGenericDict())
-    numel[kv.key().toStringRef()] = numel_of(kv.value().toIntVector());
+    numel[kv.key().toStringRef()] = c10::multiply_integers(kv.value().toIntVector());
   std::map<std::string, torch::ScalarType> dtype;
   TensorStats optimizer;
   std::set<std::string> optimizer_names;
@@ -322,7 +314,8 @@ json safetensors_info(const fs::path& given) {
   TensorStats weights;
   int64_t bytes = 0;
   for (const auto& f : files) {
-    for (const auto& t : convert::read_safetensors_header(f.string()).tensors) weights.add(t.dtype, numel_of(t.shape));
+    for (const auto& t : convert::read_safetensors_header(f.string()).tensors)
+      weights.add(t.dtype, c10::multiply_integers(t.shape));
     bytes += disk_bytes(f);
   }
   info["bytes"] = bytes;
@@ -334,9 +327,8 @@ json safetensors_info(const fs::path& given) {
       std::ifstream in(config);
       const json c = json::parse(in);
       json sizes = json::object();
-      static const std::regex size_keys("size|^num_|layers|heads|max_position_embeddings|vocab|experts|^n_");
       for (const auto& [k, v] : c.items())
-        if (v.is_number_integer() && std::regex_search(k, size_keys)) sizes[k] = v;
+        if (v.is_number_integer() && is_size_key(k)) sizes[k] = v;
       info["model"] = {{"name", c.value("model_type", std::string())}, {"sizes", sizes}};
       if (c.contains("architectures")) info["model"]["architectures"] = c.at("architectures");
     } catch (const std::exception& e) {
