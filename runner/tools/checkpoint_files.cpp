@@ -22,15 +22,19 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // The checkpoint at `path`, read as info reads it; a sharded one must have all its shards.
-json complete_checkpoint(const std::string& path, const std::string& verb) {
-  if (!fs::is_regular_file(path)) throw std::runtime_error(path + ": no such checkpoint file");
-  json info;
+// The checkpoint at `path` as info reads it; an error naming `verb` and what was left alone when it is none.
+json readable_checkpoint(const std::string& path, const std::string& verb, const std::string& untouched) {
   try {
-    info = checkpoint_info({path, false, false});
+    return checkpoint_info({path, false, false});
   } catch (const std::exception& e) {
     throw std::runtime_error("zoo checkpoint " + verb + ": " + path + " is not a checkpoint zoo reads (" + e.what() +
-                             "); nothing was changed");
+                             "); " + untouched);
   }
+}
+
+json complete_checkpoint(const std::string& path, const std::string& verb) {
+  if (!fs::is_regular_file(path)) throw std::runtime_error(path + ": no such checkpoint file");
+  const json info = readable_checkpoint(path, verb, "nothing was changed");
   if (info.contains("sharding") && !info.at("sharding").at("complete").get<bool>())
     throw std::runtime_error("zoo checkpoint " + verb + ": " + path +
                              " lacks some of its shards (zoo checkpoint info " + path +
@@ -125,14 +129,7 @@ int checkpoint_delete(const std::string& path, std::ostream& out) {
     out << "Deleted " << path << " (" << n << " files of an interrupted save)\n";
     return 0;
   }
-  const json info = [&] {
-    try {
-      return checkpoint_info({path, false, false});
-    } catch (const std::exception& e) {
-      throw std::runtime_error("zoo checkpoint delete: " + path + " is not a checkpoint zoo reads (" + e.what() +
-                               "); nothing was deleted");
-    }
-  }();
+  const json info = readable_checkpoint(path, "delete", "nothing was deleted");
   // The index first: without it the shards are a leftover nothing reads, never a checkpoint missing its shards.
   fs::remove(path);
   const auto shards = info.contains("sharding") ? fs::remove_all(ckpt::shards_dir(path)) : 0;
